@@ -1,0 +1,84 @@
+"""Tier 3: build the extension zip with Blender's CLI, then install and enable it in real bpy."""
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from headless import build_extension
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.extension
+
+
+@pytest.fixture(scope="module")
+def built_zip(tmp_path_factory):
+    return build_extension.build(tmp_path_factory.mktemp("dist"))
+
+
+def test_zip_carries_the_addon_and_leaves_out_checkout_tools(built_zip):
+    names = set(zipfile.ZipFile(built_zip).namelist())
+    for required in (
+        "blender_manifest.toml",
+        "__init__.py",
+        "preferences.py",
+        "bvb_addon/__init__.py",
+        "operators/__init__.py",
+        "panels/__init__.py",
+    ):
+        assert required in names
+    for excluded in ("tests/", "bench/", "eval_bridge/", "headless/", ".ci/", ".venv/", ".git/"):
+        assert not any(name.startswith(excluded) for name in names), excluded
+    assert not any("__pycache__" in name for name in names)
+
+
+def test_manifest_version_matches_harness_version():
+    from bvb_addon import versions
+
+    manifest = tomllib.loads((REPO / "blender_manifest.toml").read_text())
+    assert manifest["version"] == versions.HARNESS_VERSION
+    assert len(manifest["tagline"]) <= 64
+    assert manifest["blender_version_min"] == "4.2.0"
+    assert set(manifest["permissions"]) == {"network", "files"}
+
+
+def test_validate_rejects_a_broken_manifest(tmp_path):
+    (tmp_path / "__init__.py").write_text("")
+    text = (REPO / "blender_manifest.toml").read_text().replace('id = "bvb"', 'id = "bad id!"')
+    (tmp_path / "blender_manifest.toml").write_text(text)
+    with pytest.raises(build_extension.BuildError, match="build failed"):
+        build_extension.build(tmp_path / "dist", source_dir=tmp_path)
+
+
+def test_zip_installs_enables_and_unregisters_cleanly(built_zip, tmp_path):
+    env = dict(os.environ)
+    # Keep Blender's user config and extension repos away from the real home.
+    env["BLENDER_USER_RESOURCES"] = str(tmp_path / "user")
+    env["BLENDER_USER_CONFIG"] = str(tmp_path / "user" / "config")
+    env["BLENDER_USER_SCRIPTS"] = str(tmp_path / "user" / "scripts")
+    probe = REPO / "tests" / "blender_ext_install_probe.py"
+    proc = subprocess.run(
+        [sys.executable, str(probe), str(built_zip), str(tmp_path / "repo")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result["install"] == ["FINISHED"]
+    assert result["addon_listed"]
+    full = {"operators": ["show_versions"], "panels": ["BVB_PT_main"], "scene_pointer": True}
+    empty = {"operators": [], "panels": [], "scene_pointer": False}
+    assert result["enabled"] == full
+    assert result["status"].startswith("BVB 0.")
+    assert result["prefs"]["api_key_env"] == "OPENAI_API_KEY"
+    assert result["disabled"] == empty
+    assert result["cycles"] == [{"enabled": full, "disabled": empty}] * 2
+    assert (tmp_path / "repo" / "bvb" / "blender_manifest.toml").is_file()

@@ -1,0 +1,64 @@
+"""Tier 1: the layout, versions and the headless entry point's plumbing (no bpy in-process)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from headless import bootstrap
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.unit
+
+
+def test_layout_of_design_section_2_exists():
+    for path in (
+        "blender_manifest.toml",
+        "__init__.py",
+        "bvb_addon",
+        "operators",
+        "panels",
+        "headless/run.py",
+        "eval_bridge",
+        "tests",
+        "bench",
+        "README.md",
+        ".ci/run",
+    ):
+        assert (REPO / path).exists(), path
+
+
+def test_bvb_addon_core_modules_do_not_import_bpy():
+    code = "import sys, bvb_addon.versions, bvb_addon.defaults; print('bpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_script_args_take_what_follows_the_double_dash():
+    assert bootstrap.script_args(["blender", "-b", "--python", "run.py", "--", "--version"]) == ["--version"]
+    assert bootstrap.script_args(["run.py", "--help"]) == ["--help"]
+
+
+def test_venv_site_packages_names_this_python():
+    path = bootstrap.venv_site_packages("/x/.venv")
+    assert path == Path(f"/x/.venv/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages")
+
+
+def test_headless_run_version_prints_harness_blender_and_python():
+    out = subprocess.run(
+        [sys.executable, "-m", "headless.run", "--version"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("BVB harness 0.")
+    assert lines[1].startswith("Blender 4.2.")
+    assert lines[2] == f"Python {sys.version.split()[0]}"
+
+
+def test_headless_run_help_has_an_example():
+    out = subprocess.run(
+        [sys.executable, "-m", "headless.run", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0
+    assert "example:" in out.stdout
