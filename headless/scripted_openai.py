@@ -1,0 +1,174 @@
+"""A real local HTTP server that speaks OpenAI chat completions and replays scripted replies.
+
+Tests, benchmarks and offline debugging talk to it through the real ``openai`` client:
+
+    python -m headless.scripted_openai --replies replies.json [--port 8000]
+
+A reply is a dict (or a plain string, meaning ``{"content": ...}``):
+  content      the assistant message text
+  usage        {"prompt_tokens", "completion_tokens", "prompt_tokens_details": {"cached_tokens"}}
+  cost         a provider-reported cost in USD, sent as ``usage.cost`` (OpenRouter style)
+  status       HTTP status to answer with (default 200); non-200 sends an OpenAI-style error
+  message      the error message for a non-200 status
+  delay        seconds to wait before answering
+
+Replies are consumed in order; a ``responder`` callable (request body -> reply) may be given
+instead for content that depends on the request. The server records every request body,
+counts calls and the peak number of concurrent requests.
+"""
+
+import argparse
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DEFAULT_USAGE = {"prompt_tokens": 100, "completion_tokens": 20}
+
+
+class ScriptedOpenAI:
+    """Start with ``with ScriptedOpenAI(replies) as server: server.base_url``."""
+
+    def __init__(self, replies=None, responder=None, default=None, host="127.0.0.1", port=0):
+        self.replies = list(replies or [])
+        self.responder = responder
+        self.default = default
+        self.requests = []
+        self.calls = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread = None
+
+    @property
+    def base_url(self):
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self):
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def next_reply(self, body):
+        with self._lock:
+            self.calls += 1
+            self.requests.append(body)
+            if self.responder is None:
+                if self.replies:
+                    return self.replies.pop(0)
+                if self.default is not None:
+                    return self.default
+                return {"status": 500, "message": "scripted server has no replies left"}
+        return self.responder(body)
+
+    def _handler_class(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
+                    return
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                with server._lock:
+                    server.in_flight += 1
+                    server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
+                try:
+                    reply = server.next_reply(body)
+                    if isinstance(reply, str):
+                        reply = {"content": reply}
+                    if reply.get("delay"):
+                        time.sleep(reply["delay"])
+                    status = int(reply.get("status", 200))
+                    if status != 200:
+                        message = reply.get("message", f"scripted error {status}")
+                        self._send(status, {"error": {"message": message, "type": "scripted", "code": status}})
+                    else:
+                        self._send(200, completion(body, reply))
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _send(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def completion(request, reply):
+    """An OpenAI chat.completion object for one scripted reply."""
+    usage = dict(DEFAULT_USAGE)
+    usage.update(reply.get("usage") or {})
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if "cost" in reply:
+        usage["cost"] = reply["cost"]
+    return {
+        "id": f"chatcmpl-scripted-{int(time.time() * 1e6)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "scripted"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.get("content", "")},
+                "finish_reason": reply.get("finish_reason", "stop"),
+            }
+        ],
+        "usage": usage,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="headless.scripted_openai",
+        description="Serve scripted OpenAI chat-completion replies on loopback.",
+        epilog="example: python -m headless.scripted_openai --replies replies.json --port 8000",
+    )
+    parser.add_argument("--replies", required=True, help="JSON file: a list of replies (strings or dicts)")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    with open(args.replies) as handle:
+        replies = json.load(handle)
+    server = ScriptedOpenAI(replies, port=args.port)
+    print(f"serving {len(replies)} scripted replies at {server.base_url}", flush=True)
+    try:
+        server._httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
