@@ -1,0 +1,36 @@
+"""Atomic file writes: a temp file in the same folder, then rename, so a crash never leaves half a file."""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_bytes_atomic(path, data):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_text_atomic(path, text):
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path, data, indent=2):
+    return write_text_atomic(path, json.dumps(data, indent=indent) + "\n")
+
+
+def copy_atomic(src, dest):
+    """Copy a file so that dest is either absent/old or complete."""
+    return write_bytes_atomic(dest, Path(src).read_bytes())

@@ -1,0 +1,27 @@
+"""Atomic writes leave either the old file or the complete new one."""
+
+import json
+
+import pytest
+
+from bvb_addon import atomic
+
+pytestmark = pytest.mark.unit
+
+
+def test_write_json_atomic_replaces_whole_file_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "sub" / "a.json"
+    atomic.write_json_atomic(target, {"x": 1})
+    atomic.write_json_atomic(target, {"x": 2})
+    assert json.loads(target.read_text()) == {"x": 2}
+    assert [p.name for p in target.parent.iterdir()] == ["a.json"]
+
+
+def test_failed_write_keeps_the_old_content(tmp_path):
+    target = tmp_path / "a.txt"
+    atomic.write_text_atomic(target, "old")
+
+    with pytest.raises(TypeError):
+        atomic.write_bytes_atomic(target, None)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
