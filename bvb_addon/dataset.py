@@ -1,0 +1,144 @@
+"""Split files (VSI-Bench JSON lines) and where their videos live. No bpy."""
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .video import VideoError
+
+QUESTION_TYPES = (
+    "object_counting",
+    "object_abs_distance",
+    "object_size_estimation",
+    "room_size_estimation",
+    "object_rel_distance",
+    "object_rel_direction_easy",
+    "object_rel_direction_medium",
+    "object_rel_direction_hard",
+    "route_planning",
+    "obj_appearance_order",
+)
+NUMERIC_TYPES = ("object_counting", "object_size_estimation", "room_size_estimation", "object_abs_distance")
+
+_FIELDS = ("id", "dataset", "scene_name", "question_type", "question", "options", "ground_truth")
+
+
+class SplitError(ValueError):
+    """A split file that cannot be used; the message names the file, the line and the fix."""
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    dataset: str
+    scene_name: str
+    question_type: str
+    question: str
+    options: list[str] | None
+    ground_truth: str
+
+    def to_json(self):
+        """The row as written in a split file."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+def _question(row, where):
+    if not isinstance(row, dict):
+        raise SplitError(
+            f"{where}: expected a JSON object, got {type(row).__name__}; write one question object per line"
+        )
+    missing = [name for name in _FIELDS if name not in row and name != "options"]
+    if missing:
+        raise SplitError(f"{where}: missing field(s) {', '.join(missing)}; every row needs {', '.join(_FIELDS)}")
+    qtype = row["question_type"]
+    if qtype not in QUESTION_TYPES:
+        raise SplitError(f"{where}: unknown question_type {qtype!r}; use one of {', '.join(QUESTION_TYPES)}")
+    for name in ("dataset", "scene_name", "question"):
+        if not isinstance(row[name], str) or not row[name].strip():
+            raise SplitError(f"{where}: field {name!r} must be a non-empty string, got {row[name]!r}")
+    options = row.get("options")
+    if options is not None and (not isinstance(options, list) or not all(isinstance(o, str) for o in options)):
+        raise SplitError(f"{where}: field 'options' must be a list of strings like \"A. table\" or null")
+    if options == []:
+        options = None
+    if qtype not in NUMERIC_TYPES and not options:
+        raise SplitError(f'{where}: {qtype} is multiple choice but has no options; add options like "A. table"')
+    truth = row["ground_truth"]
+    if isinstance(truth, bool) or not isinstance(truth, (str, int, float)):
+        raise SplitError(f"{where}: field 'ground_truth' must be a letter or a number, got {truth!r}")
+    if "/" in row["scene_name"] or "/" in row["dataset"] or row["scene_name"].startswith("."):
+        raise SplitError(
+            f"{where}: dataset and scene_name must be plain names, got {row['dataset']}/{row['scene_name']}"
+        )
+    return Question(
+        id=str(row["id"]),
+        dataset=row["dataset"],
+        scene_name=row["scene_name"],
+        question_type=qtype,
+        question=row["question"],
+        options=list(options) if options else None,
+        ground_truth=str(truth),
+    )
+
+
+def read_split(path):
+    """The questions of a split file, in file order; blank lines are skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise SplitError(f"split file not found: {path}; pass the path of a .jsonl split")
+    questions = []
+    seen = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name} line {number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SplitError(
+                    f"{where}: malformed JSON ({exc.msg} at column {exc.colno}); fix or remove the line"
+                ) from None
+            question = _question(row, where)
+            if question.id in seen:
+                raise SplitError(
+                    f"{where}: duplicate id {question.id!r} (first on line {seen[question.id]}); ids must be unique"
+                )
+            seen[question.id] = number
+            questions.append(question)
+    if not questions:
+        raise SplitError(f"split file {path} holds no questions; write one JSON object per line")
+    return questions
+
+
+def write_split(path, questions):
+    """Write questions as JSON lines atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for q in questions:
+                row = q.to_json() if isinstance(q, Question) else q
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def split_scenes(questions):
+    """Distinct (dataset, scene_name) pairs, in first-seen order."""
+    return list(dict.fromkeys((q.dataset, q.scene_name) for q in questions))
+
+
+def video_path(root, dataset, scene_name):
+    """``<root>/<dataset>/<scene_name>.mp4``; VideoError when it is not there."""
+    path = Path(root) / dataset / f"{scene_name}.mp4"
+    if not path.is_file():
+        if not Path(root).is_dir():
+            raise VideoError(f"videos root not found: {root}; pass the folder that holds <dataset>/<scene>.mp4")
+        raise VideoError(f"video not found: {path}; put the clip there or point the videos root at its parent folder")
+    return path
