@@ -1,11 +1,10 @@
 """Split files (VSI-Bench JSON lines) and where their videos live. No bpy."""
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomic import write_text_atomic
 from .video import VideoError
 
 QUESTION_TYPES = (
@@ -114,19 +113,9 @@ def read_split(path):
 
 
 def write_split(path, questions):
-    """Write questions as JSON lines atomically (temp file in the same folder, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for q in questions:
-                row = q.to_json() if isinstance(q, Question) else q
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write questions (Question or dict rows) as JSON lines, atomically."""
+    rows = [q.to_json() if isinstance(q, Question) else q for q in questions]
+    return write_text_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 def split_scenes(questions):
