@@ -1,0 +1,350 @@
+"""A static HTML report of one or more scored runs: no server, works offline.
+
+    python -m eval_bridge report RUN [RUN ...] --out DIR [--videos ROOT]
+
+The page holds the leaderboard table, a DV-versus-LS scatter with Overall iso-curves, DV
+by question type as bars (both drawn with matplotlib), and per scene the source and the
+render side by side as synchronised frame strips with the scene's scores, cost, steps and
+status, and links to its trajectory and program.
+"""
+
+import html
+import json
+import logging
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bvb_addon import video
+
+from bvb_addon.atomic import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+STRIP_FRAMES = 6
+STRIP_SIDE = 192
+
+
+@dataclass
+class SceneRow:
+    scene: str
+    status: str = "missing"
+    stop_reason: str = ""
+    cost: float | None = None
+    turns: int | None = None
+    dv_correct_source: int = 0
+    dv_retained: int = 0
+    vision_sim: float | None = None
+    render_status: str = ""
+    source: Path | None = None
+    render: Path | None = None
+    trajectory: Path | None = None
+    program: Path | None = None
+
+
+@dataclass
+class RunView:
+    name: str
+    path: Path
+    dv: float | None = None
+    ls: float | None = None
+    overall: float | None = None
+    by_type: dict = field(default_factory=dict)
+    cost: float = 0.0
+    scenes: list = field(default_factory=list)
+    judge: str = ""
+    protocol: str = ""
+
+
+def overall_score(dv, ls):
+    """BVB's Overall: the square of the mean of square roots (0-100 scale)."""
+    return ((math.sqrt(max(0.0, dv)) + math.sqrt(max(0.0, ls))) / 2) ** 2
+
+
+def _read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _read_jsonl(path):
+    rows = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return rows
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            log.warning("%s line %d is not JSON; skipped in the report", path, number)
+    return rows
+
+
+def _percent(value):
+    """Summaries keep BVB's 0-1 fractions; tables use 0-100."""
+    return None if value is None else 100.0 * float(value)
+
+
+def _find_source(videos_root, scene, datasets):
+    if not videos_root:
+        return None
+    root = Path(videos_root)
+    for dataset in datasets:
+        candidate = root / dataset / f"{scene}.mp4"
+        if candidate.is_file():
+            return candidate
+    found = sorted(root.glob(f"*/{scene}.mp4"))
+    return found[0] if found else None
+
+
+def load_run(run_dir, videos_root=None):
+    """Collect what the report shows of one run directory."""
+    run_dir = Path(run_dir)
+    config = _read_json(run_dir / "config.json") or {}
+    name = config.get("name") or config.get("model") or run_dir.name
+    if config.get("reasoning") and config.get("reasoning") != "none" and "name" not in config:
+        name = f"{name} ({config['reasoning']})"
+    view = RunView(name=str(name), path=run_dir)
+    videos_root = videos_root or config.get("videos")
+
+    dv_summary = _read_json(run_dir / "dual_vqa_summary.json") or {}
+    ls_summary = _read_json(run_dir / "vision_sim_summary.json") or {}
+    overall = _read_json(run_dir / "overall.json") or {}
+    view.dv = overall.get("dual_vqa", _percent(dv_summary.get("retention_rate")))
+    view.ls = overall.get("latent_sim", _percent(ls_summary.get("vision_sim")))
+    if overall.get("overall") is not None:
+        view.overall = overall["overall"]
+    elif view.dv is not None:
+        view.overall = overall_score(view.dv, view.ls or 0.0)
+    view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
+    view.protocol = str(dv_summary.get("protocol") or "")
+    for qtype, entry in (dv_summary.get("by_question_type") or {}).items():
+        rate = entry.get("retention_rate") if isinstance(entry, dict) else entry
+        if rate is not None:
+            view.by_type[qtype] = _percent(rate)
+
+    rows = {}
+    for meta_path in sorted((run_dir / "agent_meta").glob("*.json")):
+        meta = _read_json(meta_path) or {}
+        scene = meta.get("scene") or meta_path.stem
+        rows[scene] = SceneRow(
+            scene=scene,
+            status=str(meta.get("status", "unknown")),
+            stop_reason=str(meta.get("stop_reason") or ""),
+            cost=meta.get("cost"),
+            turns=meta.get("turns"),
+        )
+    datasets = []
+    for row in _read_jsonl(run_dir / "dual_vqa.jsonl"):
+        scene = row.get("scene") or row.get("scene_name")
+        if not scene:
+            continue
+        entry = rows.setdefault(scene, SceneRow(scene=scene))
+        if row.get("dataset") and row["dataset"] not in datasets:
+            datasets.append(row["dataset"])
+        if row.get("source_correct"):
+            entry.dv_correct_source += 1
+            entry.dv_retained += 1 if row.get("retained") else 0
+    for row in _read_jsonl(run_dir / "vision_sim.jsonl"):
+        scene = row.get("scene") or row.get("scene_name")
+        if scene:
+            rows.setdefault(scene, SceneRow(scene=scene)).vision_sim = row.get("vision_sim")
+    for row in _read_jsonl(run_dir / "render_status.jsonl"):
+        scene = row.get("scene")
+        if scene:
+            rows.setdefault(scene, SceneRow(scene=scene)).render_status = str(row.get("status", ""))
+
+    for scene, entry in sorted(rows.items()):
+        render = run_dir / "camera_renders" / f"{scene}.mp4"
+        entry.render = render if render.is_file() else None
+        entry.source = _find_source(videos_root, scene, datasets or ["synthetic"])
+        trajectory = run_dir / "trajectories" / f"{scene}.traj.json"
+        entry.trajectory = trajectory if trajectory.is_file() else None
+        program = run_dir / "program" / f"{scene}.py"
+        entry.program = program if program.is_file() else None
+        view.cost += float(entry.cost or 0.0)
+        view.scenes.append(entry)
+    return view
+
+
+def _strip(clip, dest_dir, prefix):
+    """Save STRIP_FRAMES uniformly sampled JPEGs of a clip; return their names (or an error)."""
+    if clip is None:
+        return [], "no video"
+    try:
+        frames = video.sample_uniform(clip, STRIP_FRAMES, longest_side=STRIP_SIDE, quality=80)
+    except video.VideoError as exc:
+        return [], str(exc)
+    names = []
+    for index, jpeg in enumerate(frames):
+        name = f"{prefix}_{index}.jpg"
+        (dest_dir / name).write_bytes(jpeg)
+        names.append(name)
+    return names, ""
+
+
+def _plots(runs, assets):
+    """Draw the scatter and the by-type bars with matplotlib; return file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(5.2, 4.4), dpi=100)
+    dv_axis = np.linspace(0, 100, 400)
+    for level in (10, 20, 30, 40, 50, 60, 70, 80, 90):
+        ls_curve = (2 * math.sqrt(level) - np.sqrt(dv_axis)) ** 2
+        valid = (2 * math.sqrt(level) - np.sqrt(dv_axis)) >= 0
+        ax.plot(dv_axis[valid], ls_curve[valid], color="#c8c8c8", linewidth=0.8, zorder=1)
+        ax.annotate(f"{level}", (level, level), fontsize=7, color="#999999")
+    for view in runs:
+        dv = view.dv or 0.0
+        ls = view.ls or 0.0
+        marker = "o" if view.ls is not None else "x"
+        ax.scatter([dv], [ls], s=60, marker=marker, zorder=3, label=view.name)
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("Dual VQA (DV)")
+    ax.set_ylabel("Latent Similarity (LS)")
+    ax.set_title("DV vs LS (grey: Overall iso-curves)")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(assets / "scatter.svg")
+    plt.close(fig)
+
+    types = sorted({qtype for view in runs for qtype in view.by_type})
+    fig, ax = plt.subplots(figsize=(max(5.2, 1.1 * len(types) + 2), 4.0), dpi=100)
+    width = 0.8 / max(1, len(runs))
+    for index, view in enumerate(runs):
+        xs = np.arange(len(types)) + index * width
+        ax.bar(xs, [view.by_type.get(t, 0.0) for t in types], width=width, label=view.name)
+    ax.set_xticks(np.arange(len(types)) + width * (len(runs) - 1) / 2)
+    ax.set_xticklabels([t.replace("_", "\n", 1) for t in types], fontsize=7)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("DV (retention, %)")
+    ax.set_title("DV by question type")
+    if runs:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(assets / "dv_by_type.svg")
+    plt.close(fig)
+    return "scatter.svg", "dv_by_type.svg"
+
+
+def _fmt(value, digits=1):
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>BVB report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; }}
+table {{ border-collapse: collapse; margin: 8px 0 24px; }}
+th, td {{ border: 1px solid #ddd; padding: 4px 8px; text-align: right; }}
+th:first-child, td:first-child {{ text-align: left; }}
+.plots img {{ margin-right: 16px; border: 1px solid #eee; }}
+.scene {{ border-top: 1px solid #ccc; padding: 8px 0; }}
+.strip {{ display: flex; gap: 4px; align-items: center; }}
+.strip span {{ width: 60px; font-size: 12px; color: #666; }}
+.strip img {{ height: 96px; }}
+.missing {{ color: #a33; font-size: 12px; }}
+.status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }}
+</style></head>
+<body data-report="bvb">
+<h1>BVB report</h1>
+<p>{subtitle}</p>
+<h2>Leaderboard</h2>
+{table}
+<h2>Scores</h2>
+<div class="plots"><img id="scatter" src="assets/{scatter}" alt="DV versus LS scatter">
+<img id="by-type" src="assets/{bars}" alt="DV by question type"></div>
+{runs}
+<script>
+window.addEventListener("load", function () {{
+  var images = Array.prototype.slice.call(document.images);
+  var ok = images.filter(function (i) {{ return i.complete && i.naturalWidth > 0; }}).length;
+  document.body.setAttribute("data-images-loaded", ok + "/" + images.length);
+}});
+</script>
+</body></html>
+"""
+
+
+def _leaderboard_table(runs):
+    ranked = sorted(runs, key=lambda v: -(v.overall or 0.0))
+    head = "<tr><th>rank</th><th>run</th><th>Overall</th><th>DV</th><th>LS</th><th>cost $</th><th>scenes</th><th>failures</th></tr>"
+    body = []
+    for rank, view in enumerate(ranked, 1):
+        failures = sum(1 for s in view.scenes if s.status not in ("submitted", "ok", "done"))
+        body.append(
+            f"<tr><td>{rank}</td><td>{html.escape(view.name)}</td><td>{_fmt(view.overall)}</td>"
+            f"<td>{_fmt(view.dv)}</td><td>{_fmt(view.ls)}</td><td>{_fmt(view.cost, 3)}</td>"
+            f"<td>{len(view.scenes)}</td><td>{failures}</td></tr>"
+        )
+    return f"<table id='leaderboard'>{head}{''.join(body)}</table>"
+
+
+def _scene_block(view, row, assets, run_slug, out_dir):
+    dest = assets / run_slug
+    dest.mkdir(parents=True, exist_ok=True)
+    src_names, src_error = _strip(row.source, dest, f"{row.scene}_src")
+    ren_names, ren_error = _strip(row.render, dest, f"{row.scene}_ren")
+    links = []
+    for label, path in (("trajectory", row.trajectory), ("program", row.program)):
+        if path is not None:
+            shutil.copyfile(path, dest / path.name)
+            links.append(f"<a href='assets/{run_slug}/{html.escape(path.name)}'>{label}</a>")
+    dv = f"{row.dv_retained}/{row.dv_correct_source}" if row.dv_correct_source else "–"
+    ok = row.status in ("submitted", "ok", "done")
+    lines = [
+        f"<div class='scene' id='{html.escape(run_slug)}-{html.escape(row.scene)}'>",
+        f"<h4>{html.escape(row.scene)} <span class='{'status-ok' if ok else 'status-bad'}'>"
+        f"{html.escape(row.status)}</span> {html.escape(row.stop_reason)}</h4>",
+        f"<p>DV retained {dv} · vision_sim {_fmt(row.vision_sim, 3)} · cost ${_fmt(row.cost, 3)} · "
+        f"steps {row.turns if row.turns is not None else '–'} · render {html.escape(row.render_status or '–')} · "
+        f"{' · '.join(links) or 'no trajectory'}</p>",
+    ]
+    for label, names, error in (("source", src_names, src_error), ("render", ren_names, ren_error)):
+        images = "".join(f"<img src='assets/{run_slug}/{html.escape(n)}' alt='{label}'>" for n in names)
+        missing = f"<em class='missing'>{html.escape(error)}</em>" if error else ""
+        lines.append(f"<div class='strip strip-{label}'><span>{label}</span>{images}{missing}</div>")
+    lines.append("</div>")
+    return "\n".join(lines)
+
+
+def build_report(run_dirs, out_dir, videos_root=None):
+    """Write out_dir/index.html (and its assets) for the given runs; return the page's path."""
+    out_dir = Path(out_dir)
+    assets = out_dir / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for run_dir in run_dirs:
+        if not Path(run_dir).is_dir():
+            raise FileNotFoundError(f"run directory {run_dir} does not exist; pass a folder written by headless.run")
+        runs.append(load_run(run_dir, videos_root))
+    scatter, bars = _plots(runs, assets)
+    sections = []
+    for index, view in enumerate(runs):
+        slug = f"run{index}_{Path(view.path).name}"
+        blocks = [_scene_block(view, row, assets, slug, out_dir) for row in view.scenes]
+        judge = f" · judge {html.escape(view.judge)} ({html.escape(view.protocol)})" if view.judge else ""
+        sections.append(
+            f"<h2>{html.escape(view.name)}</h2><p>{html.escape(str(view.path))}{judge}</p>" + "\n".join(blocks)
+        )
+    names = ", ".join(html.escape(v.name) for v in runs)
+    page = PAGE.format(
+        subtitle=f"{len(runs)} run(s): {names}",
+        table=_leaderboard_table(runs),
+        scatter=scatter,
+        bars=bars,
+        runs="\n".join(sections),
+    )
+    index = out_dir / "index.html"
+    write_text_atomic(index, page)
+    return index

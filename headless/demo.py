@@ -1,0 +1,163 @@
+"""``bvb demo``: the whole benchmark, offline, on a small synthetic suite.
+
+Generates one synthetic scene per difficulty, runs the two API-free agents (empty-room and
+oracle) as two runs, renders both, scores DV with the offline geometry judge, scores LS
+when a V-JEPA 2 encoder is given, writes the leaderboard and builds the HTML report.
+Each stage is the same command a researcher runs by hand; the demo prints each one.
+"""
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+AGENTS = ("empty-room", "oracle")
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+def add_parser(sub):
+    parser = sub.add_parser(
+        "demo",
+        help="run the whole benchmark offline on a small synthetic suite",
+        description=__doc__.split("\n\n")[1],
+        epilog="example: bvb demo --out results/demo",
+    )
+    parser.add_argument("--out", default="results/demo", help="folder for the suite, runs and report")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--resolution", type=int, default=256, help="longest side of clips and renders, px")
+    parser.add_argument("--fps", type=int, default=8)
+    parser.add_argument("--duration", type=float, default=6.0, help="clip length, seconds")
+    parser.add_argument("--num-frames", type=int, default=24, help="frames of each evaluation render")
+    parser.add_argument(
+        "--encoder",
+        default=os.environ.get("BVB_VJEPA_MODEL"),
+        help="V-JEPA 2 weights (local path or hub id) to score LS; default $BVB_VJEPA_MODEL; LS is skipped without",
+    )
+    parser.set_defaults(func=run_demo)
+    return parser
+
+
+def _stage(label, module, argv):
+    """Run one stage through its own main(); stop the demo with the stage's name on failure."""
+    import importlib
+
+    print(f"$ python -m {module.replace('.cli', '')} {shlex.join(argv)}", flush=True)
+    code = importlib.import_module(module).main(argv)
+    if code:
+        raise DemoError(f"{label} failed (exit {code}); rerun the command above to see why")
+
+
+def run_demo(args):
+    out = Path(args.out).resolve()
+    suite = out / "suite"
+    runs = {agent: out / "runs" / agent for agent in AGENTS}
+    started = time.monotonic()
+    steps = [
+        ("synthetic suite", lambda: _synth(args, suite)),
+        *[(f"agent {a}", lambda a=a: _run(args, suite, runs[a], a)) for a in AGENTS],
+        *[(f"render {a}", lambda a=a: _render(args, runs[a])) for a in AGENTS],
+        *[(f"DV {a}", lambda a=a: _dv(suite, runs[a])) for a in AGENTS],
+        ("LS", lambda: _ls(args, suite, runs)),
+        *[(f"overall {a}", lambda a=a: _stage("overall", "eval_bridge.cli", ["overall", "--run", str(runs[a])])) for a in AGENTS],
+        (
+            "leaderboard",
+            lambda: _stage(
+                "leaderboard",
+                "eval_bridge.cli",
+                ["leaderboard", *map(str, runs.values()), "--out", str(out / "leaderboard.csv")],
+            ),
+        ),
+        (
+            "report",
+            lambda: _stage(
+                "report",
+                "eval_bridge.cli",
+                ["report", *map(str, runs.values()), "--out", str(out / "report"), "--videos", str(suite)],
+            ),
+        ),
+    ]
+    try:
+        for label, action in tqdm(steps, desc="bvb demo", unit="stage", file=sys.stdout):
+            tqdm.write(f"== {label}")
+            action()
+    except DemoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    minutes = (time.monotonic() - started) / 60
+    print(f"demo finished in {minutes:.1f} min")
+    print(f"report: {out / 'report' / 'index.html'}")
+    print(f"leaderboard: {out / 'leaderboard.csv'}")
+    return 0
+
+
+def _synth(args, suite):
+    if (suite / "split.jsonl").is_file():
+        print(f"suite already at {suite}; reusing it")
+        return
+    for index, difficulty in enumerate(DIFFICULTIES):
+        _stage(
+            "synthetic suite",
+            "headless.synth",
+            [
+                "--out", str(suite), "--scenes", "1", "--difficulty", difficulty, "--seed", str(args.seed + index),
+                "--resolution", str(args.resolution), "--fps", str(args.fps), "--duration", str(args.duration),
+            ],
+        )  # fmt: skip
+
+
+def _run(args, suite, run_dir, agent):
+    _stage(
+        f"agent {agent}",
+        "headless.run",
+        [
+            "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(run_dir),
+            "--agent", agent, "--resume",
+        ],
+    )  # fmt: skip
+
+
+def _render(args, run_dir):
+    _stage(
+        "render",
+        "headless.render",
+        [
+            "--run", str(run_dir), "--preset", "fast", "--num-frames", str(args.num_frames),
+            "--resolution", str(args.resolution), "--resume",
+        ],
+    )  # fmt: skip
+
+
+def _dv(suite, run_dir):
+    _stage(
+        "DV",
+        "eval_bridge.cli",
+        [
+            "dv", "--run", str(run_dir), "--split", str(suite / "split.jsonl"), "--videos", str(suite),
+            "--judge", "geometry", "--resume",
+        ],
+    )  # fmt: skip
+
+
+def _ls(args, suite, runs):
+    if not args.encoder:
+        print(
+            "skipped LS: no V-JEPA 2 encoder given. To score LS, pass --encoder PATH_OR_HUB_ID "
+            "(or set BVB_VJEPA_MODEL), e.g. a local copy of facebook/vjepa2-vitl-fpc64-256."
+        )
+        return
+    for run_dir in runs.values():
+        _stage(
+            "LS",
+            "eval_bridge.cli",
+            [
+                "ls", "--run", str(run_dir), "--split", str(suite / "split.jsonl"), "--videos", str(suite),
+                "--model", args.encoder, "--num-frames", str(args.num_frames), "--resume",
+            ],
+        )  # fmt: skip

@@ -1,0 +1,134 @@
+"""The static report: built from run directories, opened in headless Chromium."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from eval_bridge import report
+
+pytestmark = pytest.mark.unit
+
+
+def _clip(path, colour, frames=8, size=(64, 48)):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=4)
+        stream.width, stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for index in range(frames):
+            image = np.full((size[1], size[0], 3), colour, np.uint8)
+            image[:, : 4 + index * 4] = 255
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def _write(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def _run(root, name, retention, vision_sim, scenes):
+    run = root / name
+    _write(run / "config.json", {"model": name, "videos": str(root / "videos")})
+    rows = []
+    for scene, status in scenes.items():
+        _write(run / "agent_meta" / f"{scene}.json", {"scene": scene, "status": status, "cost": 0.25, "turns": 4})
+        _write(run / "trajectories" / f"{scene}.traj.json", {"messages": []})
+        (run / "program").mkdir(parents=True, exist_ok=True)
+        (run / "program" / f"{scene}.py").write_text("import bpy\n")
+        if status == "submitted":
+            _clip(run / "camera_renders" / f"{scene}.mp4", (20, 120, 40))
+        rows.append({"scene": scene, "dataset": "synthetic", "source_correct": True, "retained": status == "submitted"})
+    (run / "dual_vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "not json\n")
+    _write(
+        run / "dual_vqa_summary.json",
+        {"retention_rate": retention, "by_question_type": {"object_counting": {"retention_rate": retention}}},
+    )
+    _write(run / "vision_sim_summary.json", {"vision_sim": vision_sim})
+    return run
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    for scene in ("scene_a", "scene_b"):
+        _clip(tmp_path / "videos" / "synthetic" / f"{scene}.mp4", (200, 60, 30))
+    good = _run(tmp_path, "oracle", 0.9, 0.8, {"scene_a": "submitted", "scene_b": "submitted"})
+    bad = _run(tmp_path, "empty", 0.2, 0.3, {"scene_a": "submitted", "scene_b": "error"})
+    return good, bad
+
+
+def test_overall_matches_published_values():
+    assert report.overall_score(53.69458128078818, 88.62056715620888) == pytest.approx(70.06952588909638, abs=1e-9)
+
+
+def test_report_has_table_plots_strips_and_links(two_runs, tmp_path):
+    page = report.build_report(two_runs, tmp_path / "report")
+    text = page.read_text()
+    table = re.search(r"<table id='leaderboard'>.*?</table>", text, re.S).group(0)
+    # Ranked by Overall: the oracle run first.
+    assert table.index("oracle") < table.index("empty")
+    assert (tmp_path / "report" / "assets" / "scatter.svg").stat().st_size > 1000
+    assert (tmp_path / "report" / "assets" / "dv_by_type.svg").stat().st_size > 1000
+    assert text.count("class='strip strip-source'") == 4
+    # The failed scene has no render: its strip says so instead of showing frames.
+    assert "no video" in text
+    strips = list((tmp_path / "report" / "assets").glob("run0_oracle/scene_a_ren_*.jpg"))
+    assert len(strips) == report.STRIP_FRAMES
+    assert (tmp_path / "report" / "assets" / "run0_oracle" / "scene_a.traj.json").is_file()
+
+
+def test_missing_run_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        report.build_report([tmp_path / "nope"], tmp_path / "out")
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--allow-file-access-from-files",
+]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's chromium)")
+def test_report_opens_in_chromium_without_console_errors(two_runs, tmp_path):
+    page = report.build_report(two_runs, tmp_path / "report")
+    profile = tmp_path / "profile"
+    common = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000"]
+    dom = subprocess.run(
+        [*common, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+    loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom.stdout)
+    assert loaded and loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 2 + 3 * report.STRIP_FRAMES
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [*common, f"--screenshot={shot}", "--window-size=1200,900", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    image = np.asarray(av.open(str(shot)).decode(video=0).__next__().to_ndarray(format="rgb24"))
+    # The scatter sits in the top part of the page: it must have drawn colour, not a blank area.
+    top = image[: image.shape[0] // 2]
+    coloured = np.abs(top.astype(int) - top.mean(axis=2, keepdims=True)).max(axis=2) > 40
+    assert coloured.mean() > 0.001
