@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bvb_addon import video
-
 from bvb_addon.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)

@@ -65,7 +65,10 @@ def run_demo(args):
         *[(f"render {a}", lambda a=a: _render(args, runs[a])) for a in AGENTS],
         *[(f"DV {a}", lambda a=a: _dv(suite, runs[a])) for a in AGENTS],
         ("LS", lambda: _ls(args, suite, runs)),
-        *[(f"overall {a}", lambda a=a: _stage("overall", "eval_bridge.cli", ["overall", "--run", str(runs[a])])) for a in AGENTS],
+        *[
+            (f"overall {a}", lambda a=a: _stage("overall", "eval_bridge.cli", ["overall", "--run", str(runs[a])]))
+            for a in AGENTS
+        ],
         (
             "leaderboard",
             lambda: _stage(
