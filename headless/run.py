@@ -5,8 +5,11 @@ blender -b --python headless/run.py -- ARGS      (a Blender 4.2 binary)
 """
 
 import argparse
+import logging
 import platform
+import signal
 import sys
+import time
 
 if __package__ in (None, ""):
     # Run as a script by Blender: make the checkout importable first.
@@ -16,16 +19,125 @@ if __package__ in (None, ""):
 
 from headless import bootstrap  # noqa: E402
 
+EXAMPLE = (
+    "example: python -m headless.run --split suite/split.jsonl --videos suite --output results/gpt-4o "
+    "--model gpt-4o --cost-limit 3.0\n"
+    "         python -m headless.run --split suite/split.jsonl --videos suite --output results/floor --agent empty-room"
+)
+
 
 def build_parser():
+    from bvb_addon.agent.config import AGENTS, REASONING_LEVELS
+    from bvb_addon.defaults import API_KEY_ENV, PROVIDER_BASE_URL
+
     parser = argparse.ArgumentParser(
         prog="headless.run",
         description="Run an agent on every scene of a split and write a BVB run directory.",
-        epilog="example: python -m headless.run --version",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="store_true", help="print harness, Blender and Python versions")
     parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")
+    run = parser.add_argument_group("run")
+    run.add_argument("--split", help="split file (JSON lines, VSI-Bench fields)")
+    run.add_argument("--videos", help="VSI-Bench-style root holding <dataset>/<scene>.mp4")
+    run.add_argument("--output", help="run directory to write (results/<run>)")
+    run.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scene names")
+    run.add_argument("--limit", type=int, default=0, metavar="N", help="only the first N scenes (0: all)")
+    run.add_argument(
+        "--shard", default="0/1", metavar="i/N", help="run shard i of N (0 <= i < N), split by scene order"
+    )
+    run.add_argument("--workers", type=int, default=1, metavar="N", help="scenes run at once, each in its own worker")
+    run.add_argument("--resume", action="store_true", help="skip scenes with a submission, continue interrupted ones")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    agent = parser.add_argument_group("agent")
+    agent.add_argument("--agent", choices=AGENTS, default="model", help="a model over the API, or an API-free agent")
+    agent.add_argument("--model", default="gpt-4o", help="model id at the provider")
+    agent.add_argument("--reasoning", choices=REASONING_LEVELS, default="none", help="reasoning effort")
+    agent.add_argument("--base-url", default=PROVIDER_BASE_URL, help="OpenAI-compatible endpoint")
+    agent.add_argument("--api-key-env", default=API_KEY_ENV, metavar="NAME", help="environment variable with the key")
+    agent.add_argument(
+        "--price-in", type=float, metavar="USD", help="USD per million input tokens (overrides the table)"
+    )
+    agent.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
+    agent.add_argument("--price-cached-in", type=float, metavar="USD", help="USD per million cached input tokens")
+    agent.add_argument("--max-tokens", type=int, default=4096, help="completion tokens per call")
+    agent.add_argument("--temperature", type=float, help="sampling temperature (default: the provider's)")
+    limits = parser.add_argument_group("limits")
+    limits.add_argument("--cost-limit", type=float, default=3.0, metavar="USD", help="model cost per scene")
+    limits.add_argument("--max-steps", type=int, default=0, metavar="N", help="replies per scene (0: no limit)")
+    limits.add_argument("--wall-limit", type=float, default=0.0, metavar="S", help="seconds per scene (0: no limit)")
+    limits.add_argument("--step-timeout", type=float, default=120.0, metavar="S", help="seconds per python step")
+    limits.add_argument("--frames-per-call", type=int, default=8, help="images per frames/render action")
+    limits.add_argument("--frame-size", type=int, default=512, help="longest side of images shown to the agent")
+    sandbox = parser.add_argument_group("sandbox")
+    sandbox.add_argument("--sandbox-min", choices=("bwrap", "uid", "rlimits"), help="minimum isolation level")
+    sandbox.add_argument(
+        "--allow-weak-sandbox", action="store_true", help="run even when the sandbox is below its minimum"
+    )
+    sandbox.add_argument("--worker-memory-gb", type=float, help="address-space limit of a worker")
+    sandbox.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
     return parser
+
+
+def _configs(args, parser):
+    from bvb_addon.agent.config import AgentConfig
+    from bvb_addon.agent.runner import RunError, RunOptions, parse_shard
+    from bvb_addon.sandbox.config import SandboxConfig
+
+    missing = [
+        flag
+        for flag, value in (("--split", args.split), ("--videos", args.videos), ("--output", args.output))
+        if not value
+    ]
+    if missing:
+        parser.error(f"{', '.join(missing)} required (or --version)")
+    if args.workers < 1:
+        raise RunError("--workers must be at least 1")
+    config = AgentConfig(
+        agent=args.agent,
+        model=args.model,
+        reasoning=args.reasoning,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        price_in=args.price_in,
+        price_out=args.price_out,
+        price_cached_in=args.price_cached_in,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        cost_limit=args.cost_limit,
+        max_steps=args.max_steps,
+        wall_limit=args.wall_limit,
+        step_timeout=args.step_timeout,
+        frames_per_call=args.frames_per_call,
+        frame_longest_side=args.frame_size,
+    )
+    sandbox = {"step_timeout_s": max(args.step_timeout, 1.0)}
+    if args.sandbox_min:
+        sandbox["min_level"] = args.sandbox_min
+    if args.allow_weak_sandbox:
+        sandbox["allow_below_minimum"] = True
+    if args.worker_memory_gb:
+        sandbox["memory_bytes"] = int(args.worker_memory_gb * (1 << 30))
+    if args.blender_bin:
+        sandbox["blender_bin"] = args.blender_bin
+    options = RunOptions(
+        split=args.split,
+        videos=args.videos,
+        output=args.output,
+        scenes=args.scenes,
+        limit=args.limit,
+        resume=args.resume,
+        shard=parse_shard(args.shard),
+        workers=args.workers,
+        sandbox=SandboxConfig(**sandbox),
+        progress=not args.quiet,
+    )
+    return options, config
+
+
+def _terminate_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def main(argv=None):
@@ -34,7 +146,8 @@ def main(argv=None):
     except bootstrap.BootstrapError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(bootstrap.script_args(argv))
+    parser = build_parser()
+    args = parser.parse_args(bootstrap.script_args(argv))
     from bvb_addon import versions
 
     if args.version:
@@ -42,8 +155,36 @@ def main(argv=None):
         print(f"Blender {versions.blender_version() or 'not available'}")
         print(f"Python {platform.python_version()}")
         return 0
-    build_parser().print_help()
-    return 0
+    if not (args.split or args.videos or args.output):
+        parser.print_help()
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from bvb_addon.agent.model import ModelError
+    from bvb_addon.agent.pricing import PriceError
+    from bvb_addon.agent.runner import RunError, Runner, summarize
+
+    try:
+        options, config = _configs(args, parser)
+        runner = Runner(options, config)
+    except (RunError, PriceError, ModelError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # A batch scheduler's SIGTERM stops the run like Ctrl-C: current steps finish and are saved.
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    start = time.monotonic()
+    try:
+        results = runner.run()
+    except (RunError, PriceError, ModelError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted twice; quitting without waiting (trajectories are saved)", file=sys.stderr)
+        sys.stdout.flush()
+        import os
+
+        os._exit(130)
+    print(summarize(results, time.monotonic() - start))
+    return 130 if runner.interrupted else 0
 
 
 if __name__ == "__main__":

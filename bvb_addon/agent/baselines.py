@@ -1,0 +1,131 @@
+"""Agents that need no API: ``empty-room`` (the leaderboard's floor) and ``oracle`` (synthetic only).
+
+They answer through the same loop, sandbox, limits and outputs as a model, at zero cost, so
+they double as end-to-end tests of the harness.
+"""
+
+import time
+from pathlib import Path
+
+from .model import ModelError, ModelReply
+
+EMPTY_ROOM = """\
+import math
+import bpy
+
+# A generic empty room: no furniture, a camera on a default path. The leaderboard's floor.
+W, L, H, T = {width}, {length}, {height}, 0.1
+FRAMES, FPS = {frame_count}, {fps}
+scene = bpy.context.scene
+scene.render.fps = FPS
+scene.frame_start, scene.frame_end = 1, FRAMES
+scene.render.resolution_x, scene.render.resolution_y = {res_x}, {res_y}
+
+
+def box(name, size, location, color):
+    bpy.ops.mesh.primitive_cube_add(size=1, location=location)
+    obj = bpy.context.active_object
+    obj.name = name
+    obj.scale = size
+    material = bpy.data.materials.new(name + "_material")
+    material.diffuse_color = color
+    material.use_nodes = True
+    material.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = color
+    obj.data.materials.append(material)
+    return obj
+
+
+wall = (0.85, 0.84, 0.8, 1.0)
+box("floor", (W, L, T), (0, 0, -T / 2), (0.55, 0.45, 0.35, 1.0))
+box("ceiling", (W, L, T), (0, 0, H + T / 2), (0.95, 0.95, 0.95, 1.0))
+box("wall_north", (W, T, H), (0, L / 2 + T / 2, H / 2), wall)
+box("wall_south", (W, T, H), (0, -L / 2 - T / 2, H / 2), wall)
+box("wall_east", (T, L, H), (W / 2 + T / 2, 0, H / 2), wall)
+box("wall_west", (T, L, H), (-W / 2 - T / 2, 0, H / 2), wall)
+
+bpy.ops.object.light_add(type="AREA", location=(0, 0, H - 0.05))
+light = bpy.context.active_object
+light.name = "ceiling_light_1"
+light.data.energy = 400
+light.data.size = 1.5
+
+bpy.ops.object.camera_add(location=(0, -L / 2 + 0.6, 1.5))
+camera = bpy.context.active_object
+camera.name = "Camera"
+camera.data.lens = 24
+scene.camera = camera
+# The default path: walk slowly forward while panning from left to right, eyes level.
+for frame in (1, FRAMES):
+    t = (frame - 1) / max(1, FRAMES - 1)
+    camera.location = (0, -L / 2 + 0.6 + 1.2 * t, 1.5)
+    camera.rotation_euler = (math.radians(85), 0, math.radians(30 - 60 * t))
+    camera.keyframe_insert("location", frame=frame)
+    camera.keyframe_insert("rotation_euler", frame=frame)
+print("empty room", W, "x", L, "x", H, "m,", FRAMES, "frames")
+"""
+
+
+def empty_room_program(task, width=5.0, length=4.0, height=2.7):
+    longest = max(task.width, task.height) or 1
+    scale = 1920 / longest
+    return EMPTY_ROOM.format(
+        width=width,
+        length=length,
+        height=height,
+        frame_count=max(1, task.frame_count),
+        fps=max(1, round(task.fps)),
+        res_x=round(task.width * scale),
+        res_y=round(task.height * scale),
+    )
+
+
+class ScriptedAgent:
+    """A model stand-in that answers from a fixed list of replies, at zero cost."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+
+    def worst_case_cost(self, messages, known_prompt_tokens=0):
+        return 0.0
+
+    def query(self, messages):
+        # The reply is chosen by how many the conversation already holds, so a resumed
+        # scene continues where it stopped.
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        start = time.monotonic()
+        content = self.replies[turn] if turn < len(self.replies) else "DONE"
+        return ModelReply(content=content, cost=0.0, usage={}, seconds=time.monotonic() - start)
+
+
+def fenced(kind, body):
+    return f"```{kind}\n{body.rstrip()}\n```"
+
+
+def empty_room_agent(task):
+    return ScriptedAgent(
+        [
+            "I look at the first frame before building.\n" + fenced("frames", "count=1"),
+            "A generic empty room with a default camera path.\n" + fenced("python", empty_room_program(task)),
+            "DONE",
+        ]
+    )
+
+
+def oracle_path(videos_root, scene):
+    return Path(videos_root) / "oracle" / f"{scene}.py"
+
+
+def oracle_agent(task, videos_root):
+    path = oracle_path(videos_root, task.scene)
+    if not path.is_file():
+        raise ModelError(
+            f"no oracle program at {path}; --agent oracle works only on synthetic suites "
+            "(python -m headless.synth) whose --videos folder holds oracle/<scene>.py"
+        )
+    return ScriptedAgent(
+        [
+            "I look at the first frame.\n" + fenced("frames", "count=1"),
+            "The scene's oracle program.\n" + fenced("python", path.read_text()),
+            "DONE",
+        ]
+    )

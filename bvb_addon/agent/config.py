@@ -1,0 +1,85 @@
+"""Settings of one agent run: the model, its limits and how observations are shaped."""
+
+from dataclasses import asdict, dataclass, field
+
+from ..defaults import API_KEY_ENV, PROVIDER_BASE_URL
+
+REASONING_LEVELS = ("none", "low", "medium", "high", "xhigh")
+AGENTS = ("model", "empty-room", "oracle")
+
+
+@dataclass
+class AgentConfig:
+    """Everything the loop and the model client need; recorded in config.json (never the key)."""
+
+    agent: str = "model"
+    """Which agent answers: ``model`` (an API), ``empty-room`` or ``oracle`` (no API)."""
+    model: str = "gpt-4o"
+    """Model id sent to the provider."""
+    reasoning: str = "none"
+    """Reasoning effort (none, low, medium, high, xhigh); sent as ``reasoning_effort`` unless none."""
+    base_url: str = PROVIDER_BASE_URL
+    """OpenAI-compatible endpoint."""
+    api_key_env: str = API_KEY_ENV
+    """Environment variable holding the API key."""
+    price_in: float | None = None
+    """USD per million input tokens; overrides the price table (needs price_out too)."""
+    price_out: float | None = None
+    """USD per million output tokens; overrides the price table."""
+    price_cached_in: float | None = None
+    """USD per million cached input tokens; defaults to price_in when overriding."""
+    max_tokens: int = 4096
+    """Completion token cap per call; the worst case of the cost check uses it."""
+    temperature: float | None = None
+    """Sampling temperature; None leaves the provider's default (reasoning models reject others)."""
+    request_timeout: float = 600.0
+    """Seconds one HTTP request may take before it counts as a connection error."""
+    max_retries: int = 6
+    """Retries of one call on connection errors, 408, 409, 429 and 5xx."""
+    retry_time_limit: float = 300.0
+    """Seconds all retries of one call may take together."""
+    retry_base_delay: float = 1.0
+    """First backoff delay in seconds; doubles per retry, with full jitter."""
+    retry_max_delay: float = 60.0
+    """Cap of one backoff delay in seconds."""
+    cost_limit: float = 3.0
+    """USD per scene; no call starts whose worst case would pass it."""
+    max_steps: int = 0
+    """Model calls per scene; 0 means no limit."""
+    wall_limit: float = 0.0
+    """Seconds per scene (model time and sandbox time); 0 means no limit."""
+    step_timeout: float = 120.0
+    """Seconds one python step may run in the sandbox."""
+    frames_per_call: int = 8
+    """Most images one frames or render action returns."""
+    frame_longest_side: int = 512
+    """Longest side in pixels of source frames and renders shown to the agent."""
+    frame_quality: int = 80
+    """JPEG quality of source frames."""
+    image_detail: str = "auto"
+    """The ``detail`` of image parts (low, high, auto)."""
+    render_preset: str = "fast"
+    """The worker's render preset for the render action."""
+    observation_limit: int = 8000
+    """Characters of stdout, stderr or traceback shown before truncation."""
+    extra: dict = field(default_factory=dict)
+    """Provider-specific request fields merged into every call (e.g. OpenRouter's ``provider``)."""
+
+    def __post_init__(self):
+        if self.agent not in AGENTS:
+            raise ValueError(f"unknown agent {self.agent!r}; use one of {', '.join(AGENTS)}")
+        if self.reasoning not in REASONING_LEVELS:
+            raise ValueError(f"unknown reasoning {self.reasoning!r}; use one of {', '.join(REASONING_LEVELS)}")
+        if (self.price_in is None) != (self.price_out is None):
+            raise ValueError("give --price-in and --price-out together (USD per million tokens)")
+        if self.cost_limit < 0 or self.max_steps < 0 or self.wall_limit < 0:
+            raise ValueError("cost limit, max steps and wall limit must be zero or more")
+        if self.frames_per_call < 1:
+            raise ValueError("frames per call must be at least 1")
+
+    def limits(self):
+        return {"cost_limit": self.cost_limit, "max_steps": self.max_steps, "wall_limit": self.wall_limit}
+
+    def public(self):
+        """The settings for config.json (no secrets are ever held here, only the variable's name)."""
+        return asdict(self)

@@ -1,0 +1,379 @@
+"""The Mini-BVB agent loop (DESIGN.md section 4): one scene, one action per reply, saved every step."""
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from . import prompts
+from .actions import FormatError, parse_action, parse_frames, parse_render
+from .layout import copy_atomic, join_program, read_json, write_atomic, write_json
+from .model import ModelError
+
+log = logging.getLogger(__name__)
+
+TRAJECTORY_FORMAT = "bvb-trajectory-1"
+
+
+class Submitted(Exception):
+    """The agent replied DONE after seeing a source frame."""
+
+
+class LimitReached(Exception):
+    def __init__(self, kind, reason):
+        super().__init__(reason)
+        self.kind = kind
+
+
+class Interrupted(Exception):
+    """The user stopped the run (Ctrl-C); the scene can be resumed."""
+
+
+@dataclass
+class SceneTask:
+    """One scene of a split with its clip's facts."""
+
+    scene: str
+    dataset: str
+    video: str
+    fps: float
+    frame_count: int
+    duration: float
+    width: int
+    height: int
+
+
+def truncate(text, limit):
+    """``text`` cut to ``limit`` characters, keeping head and tail, with a note saying so."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters truncated ...]\n{text[-tail:]}"
+
+
+def _now():
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class AgentLoop:
+    """Runs one scene to an end state and leaves its files in the run directory."""
+
+    def __init__(self, config, model, env, task, layout, stop_event=None, blender_version=None, program_header=""):
+        self.config = config
+        self.model = model
+        self.env = env
+        self.task = task
+        self.layout = layout
+        self.stop_event = stop_event or threading.Event()
+        self.blender_version = blender_version or "4.2"
+        self.program_header = program_header
+        self.state = None
+        self._session_start = None
+        self._frame_range = (1, max(1, task.frame_count))
+
+    # -- state -------------------------------------------------------------------------
+
+    def _fresh_state(self):
+        t, c = self.task, self.config
+        limits = [f"${c.cost_limit:.2f} of model cost"]
+        if c.max_steps:
+            limits.append(f"{c.max_steps} replies")
+        if c.wall_limit:
+            limits.append(f"{c.wall_limit:g} seconds of wall time")
+        values = {
+            "scene": t.scene,
+            "dataset": t.dataset,
+            "duration": f"{t.duration:g}",
+            "fps": f"{t.fps:g}",
+            "fps_int": str(round(t.fps)),
+            "frame_count": str(t.frame_count),
+            "mid_frame": str(max(1, (t.frame_count + 1) // 2)),
+            "width": str(t.width),
+            "height": str(t.height),
+            "frames_per_call": str(c.frames_per_call),
+            "step_timeout": f"{c.step_timeout:g}",
+            "limits": ", ".join(limits),
+            "blender_version": self.blender_version,
+        }
+        return {
+            "format": TRAJECTORY_FORMAT,
+            "scene": t.scene,
+            "task": vars(t),
+            "messages": [
+                {"role": "system", "content": prompts.render("system", **values)},
+                {"role": "user", "content": prompts.render("instance", **values)},
+            ],
+            "steps": [],
+            "turns": 0,
+            "frames_seen": 0,
+            "format_errors": 0,
+            "cost": 0.0,
+            "tokens": {"input": 0, "cached_input": 0, "output": 0},
+            "last_prompt_tokens": 0,
+            "runtime": 0.0,
+            "model_seconds": 0.0,
+            "snapshot": None,
+            "status": "running",
+            "stop_reason": None,
+            "reason": None,
+            "started": _now(),
+            "sessions": 0,
+        }
+
+    def _save(self):
+        self.state["runtime"] = self._runtime()
+        self.state["updated"] = _now()
+        # Compact: trajectories carry images as data URLs and are rewritten after every step.
+        write_atomic(
+            self.layout.trajectory(self.task.scene),
+            json.dumps(self.state, ensure_ascii=False, separators=(",", ":")),
+        )
+        self._runtime_base = self.state["runtime"]
+        self._session_start = time.monotonic()
+
+    def _runtime(self):
+        return self._runtime_base + (time.monotonic() - self._session_start)
+
+    def _load_or_start(self):
+        path = self.layout.trajectory(self.task.scene)
+        if path.is_file():
+            self.state = read_json(path)
+            if self.state.get("format") != TRAJECTORY_FORMAT:
+                raise RuntimeError(f"{path} is not a {TRAJECTORY_FORMAT} trajectory; move it away to start over")
+            resumed = True
+        else:
+            self.state = self._fresh_state()
+            resumed = False
+        self.state["sessions"] = self.state.get("sessions", 0) + 1
+        self.state["status"] = "running"
+        self.state["stop_reason"] = self.state["reason"] = None
+        self._runtime_base = float(self.state.get("runtime", 0.0))
+        self._session_start = time.monotonic()
+        return resumed
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run(self):
+        """Run the scene to its end; returns the agent_meta dict. Never raises for agent or model faults."""
+        resumed = self._load_or_start()
+        try:
+            if resumed:
+                self._restore()
+            self._save()
+            while True:
+                self._step()
+        except Submitted:
+            self._finish("submitted", "done", "the agent replied DONE")
+        except LimitReached as exc:
+            self._finish("limit", exc.kind, str(exc))
+        except ModelError as exc:
+            self._finish("error", "model_error", str(exc))
+        except (Interrupted, KeyboardInterrupt):
+            self._finish("interrupted", "interrupted", "stopped by the user; --resume continues it")
+        except Exception as exc:
+            log.exception("scene %s: harness error", self.task.scene)
+            self._finish("error", "harness_error", f"{type(exc).__name__}: {exc}")
+        return self.meta()
+
+    def _restore(self):
+        snapshot = self.state.get("snapshot")
+        if snapshot:
+            result = self.env.restore(self.layout.root / snapshot)
+            if result.status != "ok":
+                raise RuntimeError(f"could not reopen the last snapshot {snapshot}: {result.reason or result.status}")
+        messages = self.state["messages"]
+        if messages and messages[-1]["role"] == "assistant":
+            # Killed between the reply and its observation: the scene is at the last snapshot,
+            # so running the reply's action again is exact, and it was already paid for.
+            self._act(messages[-1]["content"])
+            self._save()
+
+    def _check_limits(self):
+        c, s = self.config, self.state
+        if self.stop_event.is_set():
+            raise Interrupted()
+        if c.max_steps and s["turns"] >= c.max_steps:
+            raise LimitReached("step_limit", f"reached the step limit of {c.max_steps} replies")
+        if c.wall_limit and self._runtime() >= c.wall_limit:
+            raise LimitReached("wall_limit", f"reached the wall-time limit of {c.wall_limit:g} s")
+        worst = self.model.worst_case_cost(s["messages"], s.get("last_prompt_tokens", 0))
+        if s["cost"] + worst > c.cost_limit:
+            raise LimitReached(
+                "cost_limit",
+                f"spent ${s['cost']:.4f}; the next call could cost up to ${worst:.4f}, "
+                f"which would pass the limit of ${c.cost_limit:.2f}",
+            )
+
+    def _step(self):
+        self._check_limits()
+        s = self.state
+        reply = self.model.query(s["messages"])
+        s["turns"] += 1
+        s["cost"] += reply.cost
+        s["model_seconds"] = s.get("model_seconds", 0.0) + reply.seconds
+        usage = reply.usage
+        s["tokens"]["input"] += usage.get("input_tokens", 0)
+        s["tokens"]["cached_input"] += usage.get("cached_input_tokens", 0)
+        s["tokens"]["output"] += usage.get("output_tokens", 0)
+        # The next prompt holds this one and the reply: a floor for its size that the
+        # character estimate may miss.
+        s["last_prompt_tokens"] = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+        s["messages"].append({"role": "assistant", "content": reply.content})
+        s["steps"].append(
+            {
+                "step": s["turns"],
+                "time": _now(),
+                "action": None,
+                "cost": reply.cost,
+                "usage": usage,
+                "model_seconds": round(reply.seconds, 4),
+                "retries": reply.retries,
+            }
+        )
+        self._save()
+        self._act(reply.content)
+        self._save()
+
+    def _act(self, content):
+        """Run the action of the last reply and append its observation; raises Submitted on DONE."""
+        s, c = self.state, self.config
+        record = s["steps"][-1] if s["steps"] else {"step": s["turns"]}
+        step = record["step"]
+        started = time.monotonic()
+        try:
+            action = parse_action(content)
+            record["action"] = action.kind
+            if action.kind == "done":
+                if s["frames_seen"] < 1:
+                    record["status"] = "rejected"
+                    self._observe(record, prompts.render("done_rejected"))
+                    return
+                record["status"] = "ok"
+                s["messages"].append({"role": "user", "content": "Submission accepted."})
+                raise Submitted()
+            if action.kind == "python":
+                self._python(record, action.body)
+            elif action.kind == "frames":
+                request = parse_frames(action.body, self.task.duration, c.frames_per_call)
+                result = self.env.frames(request)
+                s["frames_seen"] += len(result.images)
+                record["status"] = result.status
+                text = prompts.render(
+                    "observation_frames",
+                    step=step,
+                    count=len(result.images),
+                    times=", ".join(f"{t:.2f}" for t in result.times),
+                )
+                self._observe(record, text, result.images)
+            elif action.kind == "render":
+                frames = parse_render(action.body, self._frame_range, c.frames_per_call)
+                result = self.env.render(frames)
+                record["status"] = result.status
+                reason = f" ({result.reason})" if result.reason else ""
+                text = prompts.render(
+                    "observation_render",
+                    step=step,
+                    status=result.status,
+                    reason=reason,
+                    count=len(result.images),
+                    frames=", ".join(str(f) for f in frames),
+                )
+                self._observe(record, text, result.images)
+        except FormatError as exc:
+            record.setdefault("action", None)
+            record["status"] = "format_error"
+            s["format_errors"] += 1
+            self._observe(record, prompts.render("format_error", error=str(exc).rstrip(".")))
+        finally:
+            record["env_seconds"] = round(time.monotonic() - started, 4)
+
+    def _python(self, record, code):
+        s, c = self.state, self.config
+        step = record["step"]
+        layout, scene = self.layout, self.task.scene
+        write_atomic(layout.step_file(scene, step, ".py"), code.rstrip() + "\n")
+        timeout = c.step_timeout
+        if c.wall_limit:
+            timeout = max(1.0, min(timeout, c.wall_limit - self._runtime()))
+        result = self.env.python(code, timeout=timeout)
+        record.update(status=result.status, code=code, reason=result.reason, sandbox_seconds=result.duration_s)
+        if result.snapshot:
+            target = layout.step_file(scene, step, ".blend")
+            copy_atomic(result.snapshot, target)
+            s["snapshot"] = record["snapshot"] = layout.relative(target)
+        summary = result.summary or {}
+        if summary.get("frame_range"):
+            first, last = summary["frame_range"][:2]
+            if last >= first:
+                self._frame_range = (int(first), int(last))
+        s["frame_range"] = list(self._frame_range)
+        limit = c.observation_limit
+        sections = []
+        for name, text in (("stdout", result.stdout), ("stderr", result.stderr), ("traceback", result.traceback)):
+            if text and text.strip():
+                sections.append(f"{name}:\n{truncate(text.rstrip(), limit)}")
+        text = prompts.render(
+            "observation_python",
+            step=step,
+            status=result.status,
+            reason=f" ({result.reason})" if result.reason and result.status != "ok" else "",
+            sections="\n".join(sections) if sections else "(no output)",
+            summary=truncate(json.dumps(summary, separators=(",", ":")), limit),
+        )
+        self._observe(record, text)
+
+    def _observe(self, record, text, images=()):
+        record["observation"] = text
+        record["images"] = len(images)
+        if images:
+            content = [{"type": "text", "text": text}] + [img.part(self.config.image_detail) for img in images]
+        else:
+            content = text
+        self.state["messages"].append({"role": "user", "content": content})
+
+    # -- the end -----------------------------------------------------------------------
+
+    def _finish(self, status, stop_reason, reason):
+        s = self.state
+        layout, scene = self.layout, self.task.scene
+        submission = None
+        if status in ("submitted", "limit"):
+            if s.get("snapshot"):
+                copy_atomic(layout.root / s["snapshot"], layout.blend(scene))
+                submission = layout.relative(layout.blend(scene))
+            else:
+                status = "failed"
+                reason = f"{reason}; no python step succeeded, so there is nothing to submit"
+        s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
+        write_atomic(layout.program(scene), join_program(scene, s["steps"], self.program_header))
+        self._save()
+        write_json(layout.meta(scene), self.meta())
+        log.info("scene %s: %s (%s) cost $%.4f", scene, status, stop_reason, s["cost"])
+
+    def meta(self):
+        s, c = self.state, self.config
+        return {
+            "scene": self.task.scene,
+            "dataset": self.task.dataset,
+            "agent": c.agent,
+            "model": c.model if c.agent == "model" else c.agent,
+            "status": s["status"],
+            "stop_reason": s["stop_reason"],
+            "reason": s["reason"],
+            "turns": s["turns"],
+            "frames_seen": s["frames_seen"],
+            "format_errors": s["format_errors"],
+            "python_steps": sum(1 for r in s["steps"] if r.get("action") == "python"),
+            "cost": round(s["cost"], 6),
+            "cost_limit": c.cost_limit,
+            "tokens": s["tokens"],
+            "runtime": round(s["runtime"], 3),
+            "model_seconds": round(s.get("model_seconds", 0.0), 3),
+            "sessions": s.get("sessions", 1),
+            "submission": s.get("submission"),
+            "snapshot": s.get("snapshot"),
+        }

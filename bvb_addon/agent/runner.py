@@ -1,0 +1,334 @@
+"""Run an agent on every scene of a split: selection, resume, shards, workers, progress."""
+
+import importlib.metadata
+import logging
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..versions import HARNESS_VERSION
+from .baselines import empty_room_agent, oracle_agent
+from .layout import RunLayout, read_json, write_json
+from .loop import AgentLoop, SceneTask
+from .model import ModelClient, ModelError
+from .pricing import ZERO, price_for
+
+log = logging.getLogger(__name__)
+
+
+class RunError(ValueError):
+    """Bad input to the runner: one line naming the thing and the fix."""
+
+
+@dataclass
+class RunOptions:
+    split: Path
+    videos: Path
+    output: Path
+    scenes: list = field(default_factory=list)
+    limit: int = 0
+    resume: bool = False
+    shard: tuple = (0, 1)
+    workers: int = 1
+    sandbox: object = None
+    """A sandbox.SandboxConfig, or None for the sandbox's defaults."""
+    progress: bool = True
+
+
+def parse_shard(text):
+    """``i/N`` (0 <= i < N) into (i, N)."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise RunError(f"--shard {text!r} is not i/N; write e.g. --shard 0/4 (shards are 0 to N-1)") from None
+    if count < 1 or not 0 <= index < count:
+        raise RunError(f"--shard {text}: need N >= 1 and 0 <= i < N (shards are 0 to N-1)")
+    return index, count
+
+
+def select_scenes(scenes, names=(), limit=0, shard=(0, 1)):
+    """The scenes to run: those named (in split order), the first ``limit``, then every N-th from i."""
+    if names:
+        known = {scene for _, scene in scenes}
+        missing = [name for name in names if name not in known]
+        if missing:
+            raise RunError(f"--scenes: {', '.join(missing)} not in the split; the split has {len(known)} scenes")
+        wanted = set(names)
+        scenes = [row for row in scenes if row[1] in wanted]
+    if limit:
+        scenes = scenes[:limit]
+    index, count = shard
+    return [row for i, row in enumerate(scenes) if i % count == index]
+
+
+def bpy_version():
+    """Blender's version without importing bpy into the runner (it is the workers' business)."""
+    bpy = sys.modules.get("bpy")
+    if bpy is not None and hasattr(bpy, "app"):
+        return bpy.app.version_string
+    try:
+        return importlib.metadata.version("bpy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _now():
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Runner:
+    """One invocation of headless/run.py."""
+
+    def __init__(self, options, config, environment_factory=None):
+        self.options = options
+        self.config = config
+        self.layout = RunLayout(options.output)
+        self.stop_event = threading.Event()
+        self._environment_factory = environment_factory or self._sandbox_environment
+        self._lock = threading.Lock()
+        self.cost = 0.0
+        self.results = {}
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def _prepare(self):
+        from .. import dataset
+
+        o, c = self.options, self.config
+        if not Path(o.split).is_file():
+            raise RunError(f"--split {o.split}: no such file; give a split .jsonl (python -m headless.synth makes one)")
+        if not Path(o.videos).is_dir():
+            raise RunError(
+                f"--videos {o.videos}: no such folder; give the VSI-Bench-style root holding <dataset>/<scene>.mp4"
+            )
+        questions = dataset.read_split(o.split)
+        scenes = select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, o.shard)
+        if c.agent == "model":
+            # Fail fast, before any scene: unknown price, missing key.
+            self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in)
+            self.model = ModelClient(c, self.price)
+        else:
+            self.price = ZERO
+            self.model = None
+        self._write_config(len(scenes))
+        return scenes
+
+    def _sandbox_level(self):
+        try:
+            from .. import sandbox
+
+            level = sandbox.probe_layers(self.options.sandbox)
+            return {"name": level.name, "layers": list(level.layers), "missing": level.missing}
+        except Exception as exc:  # a missing layer must not hide the run's other facts
+            log.warning("could not probe the sandbox: %s", exc)
+            return {"name": None, "error": str(exc)}
+
+    def _write_config(self, scene_count):
+        o, c = self.options, self.config
+        layout = self.layout
+        previous = read_json(layout.config) if layout.config.is_file() else None
+        if previous and not o.resume:
+            raise RunError(
+                f"--output {o.output} already holds a run; pass --resume to continue it or pick a new folder"
+            )
+        if previous and (previous.get("agent"), previous.get("model")) != (c.agent, c.model):
+            raise RunError(
+                f"--output {o.output} was run with agent {previous.get('agent')} model {previous.get('model')}; "
+                "resume it with the same --agent/--model or pick a new folder"
+            )
+        sessions = (previous or {}).get("sessions", [])
+        sessions.append({"started": _now(), "shard": list(o.shard), "workers": o.workers, "scenes": scene_count})
+        sandbox_config = o.sandbox
+        config = {
+            "harness_version": HARNESS_VERSION,
+            "bpy_version": bpy_version(),
+            "python_version": sys.version.split()[0],
+            "agent": c.agent,
+            "model": c.model,
+            "reasoning": c.reasoning,
+            "base_url": c.base_url if c.agent == "model" else None,
+            "api_key_env": c.api_key_env if c.agent == "model" else None,
+            "limits": c.limits(),
+            "price_per_million": vars(self.price),
+            "split": str(o.split),
+            "videos": str(o.videos),
+            "sandbox_level": self._sandbox_level(),
+            "sandbox_config": vars(sandbox_config) if hasattr(sandbox_config, "__dict__") else None,
+            "agent_config": c.public(),
+            "created": (previous or {}).get("created", _now()),
+            "sessions": sessions,
+        }
+        write_json(layout.config, config)
+
+    def _sandbox_environment(self, task, workdir):
+        from .environment import SandboxEnvironment
+
+        return SandboxEnvironment(
+            task.video, task, workdir / "workspace", workdir / "snapshots", self.config, self.options.sandbox
+        )
+
+    # -- one scene ---------------------------------------------------------------------
+
+    def _task(self, dataset_name, scene):
+        from .. import dataset, video
+
+        path = dataset.video_path(self.options.videos, dataset_name, scene)
+        info = video.probe(path)
+        return SceneTask(
+            scene=scene,
+            dataset=dataset_name,
+            video=str(path),
+            fps=info.fps,
+            frame_count=info.frame_count,
+            duration=info.duration,
+            width=info.width,
+            height=info.height,
+        )
+
+    def _fail(self, dataset_name, scene, status, stop_reason, reason):
+        meta = {
+            "scene": scene,
+            "dataset": dataset_name,
+            "agent": self.config.agent,
+            "model": self.config.model,
+            "status": status,
+            "stop_reason": stop_reason,
+            "reason": reason,
+            "turns": 0,
+            "frames_seen": 0,
+            "cost": 0.0,
+            "tokens": {"input": 0, "cached_input": 0, "output": 0},
+            "runtime": 0.0,
+            "submission": None,
+        }
+        write_json(self.layout.meta(scene), meta)
+        return meta
+
+    def run_scene(self, dataset_name, scene):
+        """Run one scene to an end state; every outcome is written to agent_meta, nothing raises."""
+        if self.stop_event.is_set():
+            return self._fail(dataset_name, scene, "interrupted", "interrupted", "the run stopped before this scene")
+        try:
+            task = self._task(dataset_name, scene)
+        except Exception as exc:
+            return self._fail(dataset_name, scene, "error", "video_error", str(exc))
+        try:
+            model = self.model
+            if self.config.agent == "empty-room":
+                model = empty_room_agent(task)
+            elif self.config.agent == "oracle":
+                model = oracle_agent(task, self.options.videos)
+        except ModelError as exc:
+            return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
+        workdir = Path(tempfile.mkdtemp(prefix=f"bvb-{scene}-"))
+        env = None
+        try:
+            env = self._environment_factory(task, workdir)
+            loop = AgentLoop(
+                self.config,
+                model,
+                env,
+                task,
+                self.layout,
+                stop_event=self.stop_event,
+                blender_version=bpy_version() or "4.2",
+                program_header=PROGRAM_HEADER,
+            )
+            return loop.run()
+        except Exception as exc:
+            log.exception("scene %s: could not start", scene)
+            return self._fail(dataset_name, scene, "error", "sandbox_error", f"{type(exc).__name__}: {exc}")
+        finally:
+            if env is not None:
+                try:
+                    env.close()
+                except Exception:
+                    log.exception("scene %s: closing the sandbox failed", scene)
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    # -- all scenes --------------------------------------------------------------------
+
+    def run(self):
+        """Run every selected scene; returns {scene: meta}. Raises KeyboardInterrupt on a second Ctrl-C."""
+        from tqdm import tqdm
+
+        scenes = self._prepare()
+        todo = []
+        for dataset_name, scene in scenes:
+            if self.options.resume and self.layout.has_submission(scene):
+                meta_path = self.layout.meta(scene)
+                self.results[scene] = read_json(meta_path) if meta_path.is_file() else {"status": "submitted"}
+                self.cost += float(self.results[scene].get("cost", 0.0))
+            else:
+                todo.append((dataset_name, scene))
+        skipped = len(scenes) - len(todo)
+        if skipped:
+            log.info("resume: %d of %d scenes already have a submission", skipped, len(scenes))
+        bar = tqdm(
+            total=len(scenes),
+            initial=skipped,
+            unit="scene",
+            desc="scenes",
+            disable=not self.options.progress,
+            dynamic_ncols=True,
+        )
+        bar.set_postfix_str(f"cost ${self.cost:.2f}")
+        pool = ThreadPoolExecutor(max_workers=max(1, self.options.workers), thread_name_prefix="bvb-scene")
+        futures = {pool.submit(self.run_scene, d, s): s for d, s in todo}
+        pending = set(futures)
+        interrupts = 0
+        try:
+            while pending:
+                try:
+                    done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                except KeyboardInterrupt:
+                    interrupts += 1
+                    if interrupts > 1:
+                        pool.shutdown(wait=False, cancel_futures=True)
+                        raise
+                    self.stop_event.set()
+                    log.warning("interrupted: finishing the current steps (Ctrl-C again to quit at once)")
+                    continue
+                for future in done:
+                    meta = future.result()
+                    scene = futures[future]
+                    self.results[scene] = meta
+                    self.cost += float(meta.get("cost", 0.0))
+                    bar.update(1)
+                    bar.set_postfix_str(f"cost ${self.cost:.2f} last {scene}: {meta['status']}")
+        finally:
+            bar.close()
+        pool.shutdown(wait=True)
+        return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
+
+    @property
+    def interrupted(self):
+        return self.stop_event.is_set()
+
+
+# The sandboxed worker starts each scene from an empty factory scene; the joined program
+# starts from the same state, so replaying it in any Blender rebuilds the submission.
+PROGRAM_HEADER = "bpy.ops.wm.read_factory_settings(use_empty=True)"
+
+
+def summarize(results, seconds):
+    counts = {}
+    for meta in results.values():
+        counts[meta["status"]] = counts.get(meta["status"], 0) + 1
+    cost = sum(float(m.get("cost", 0.0)) for m in results.values())
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    return f"{len(results)} scenes ({parts}); cost ${cost:.4f}; {seconds:.1f} s"
+
+
+def run(options, config):
+    """Convenience: run and return (results, summary line)."""
+    start = time.monotonic()
+    runner = Runner(options, config)
+    results = runner.run()
+    return results, summarize(results, time.monotonic() - start)
