@@ -1,0 +1,405 @@
+"""Dual VQA: a judge answers each question on the source and on the render; DV is the pooled retention.
+
+DV = 100 x (questions correct on both) / (questions correct on the source), pooled over every
+question of the run. Scenes without a render keep their questions in the pool as not retained.
+"""
+
+import concurrent.futures as cf
+import datetime
+import hashlib
+import json
+import logging
+import threading
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .correctness import score
+from .files import append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
+
+log = logging.getLogger(__name__)
+
+SHARED_DIR = "_dual_vqa_shared"
+SHARED_ANSWERS = "original_answers.jsonl"
+ROWS = "dual_vqa.jsonl"
+PARTIAL = "dual_vqa.partial.jsonl"
+SUMMARY = "dual_vqa_summary.json"
+# Rows with these statuses are redone on --resume: the judge, not the reconstruction, failed.
+RETRY_STATUSES = frozenset({"judge_error", "source_error"})
+
+
+def shared_dir(run_dir):
+    """results/_dual_vqa_shared beside the run: source answers are shared by every run of a results folder."""
+    return Path(run_dir).resolve().parent / SHARED_DIR
+
+
+def majority(scores):
+    """The score that more than half of the votes reach; a tie between right and wrong is wrong."""
+    return sorted(scores, reverse=True)[len(scores) // 2]
+
+
+def question_sha(question, protocol):
+    text = "\n".join([question.question, *(question.options or []), str(question.ground_truth), protocol])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class _Memo:
+    """Load each scene side once, even when many workers ask for it at the same time."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._locks = defaultdict(threading.Lock)
+        self._values = {}
+
+    def get(self, key, load):
+        with self._lock:
+            key_lock = self._locks[key]
+        with key_lock:
+            if key not in self._values:
+                try:
+                    self._values[key] = (load(), None)
+                except (OSError, ValueError) as exc:
+                    self._values[key] = (None, exc)
+            value, error = self._values[key]
+        if error is not None:
+            raise error
+        return value
+
+
+class _Shared:
+    """The shared source answers: read once, appended under a file lock, keyed by judge, protocol and question."""
+
+    def __init__(self, path, judge):
+        self.path = Path(path)
+        self.judge = judge
+        self._lock = threading.Lock()
+        self._rows = {}
+        for row in read_jsonl(self.path):
+            key = (row.get("judge_model"), row.get("protocol"), row.get("id"), row.get("question_sha"))
+            if len(row.get("answers", [])) > len(self._rows.get(key, {}).get("answers", [])):
+                self._rows[key] = row
+
+    def get(self, question, votes):
+        key = (self.judge.model, self.judge.protocol, question.id, question_sha(question, self.judge.protocol))
+        with self._lock:
+            row = self._rows.get(key)
+        if row and len(row["answers"]) >= votes:
+            return row
+        return None
+
+    def put(self, question, digest, answers):
+        row = {
+            "judge_model": self.judge.model,
+            "protocol": self.judge.protocol,
+            "id": question.id,
+            "dataset": question.dataset,
+            "scene": question.scene_name,
+            "question_sha": question_sha(question, self.judge.protocol),
+            "frames_hash": digest,
+            "answers": [a.text for a in answers],
+            "costs_usd": [a.cost_usd for a in answers],
+        }
+        key = (row["judge_model"], row["protocol"], row["id"], row["question_sha"])
+        with self._lock:
+            self._rows[key] = row
+        append_jsonl(self.path, [row])
+        return row
+
+
+def _render_state(run_dir):
+    """{scene: (status, reason)} from render_status.jsonl, for failures the render stage recorded."""
+    states = {}
+    for row in read_jsonl(Path(run_dir) / "render_status.jsonl"):
+        if row.get("scene"):
+            states[row["scene"]] = (str(row.get("status", "")), str(row.get("reason") or ""))
+    return states
+
+
+def _failure_reason(run_dir, scene, render_states):
+    status, reason = render_states.get(scene, ("", ""))
+    if status and status != "ok":
+        return "render_failed", reason or f"render stage status {status}"
+    render = Path(run_dir) / "camera_renders" / f"{scene}.mp4"
+    if not render.is_file():
+        if not (Path(run_dir) / "blends" / f"{scene}.blend").is_file():
+            meta = _agent_meta(run_dir, scene)
+            why = meta.get("stop_reason") or meta.get("status") or "the agent never ran"
+            return "no_render", f"no submission (blends/{scene}.blend missing): {why}"
+        return "no_render", f"no evaluation render ({render.name} missing); run python -m headless.render"
+    return None
+
+
+def _agent_meta(run_dir, scene):
+    try:
+        return json.loads((Path(run_dir) / "agent_meta" / f"{scene}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+class DualVQA:
+    """One scoring pass over a run. ``run()`` returns the summary; rows and summary are written atomically."""
+
+    def __init__(
+        self,
+        run_dir,
+        questions,
+        videos_root,
+        judge,
+        *,
+        votes=1,
+        workers=8,
+        resume=False,
+        scenes=None,
+        shared=None,
+        progress=None,
+        split_path=None,
+    ):
+        if votes < 1:
+            raise ValueError(f"--votes must be at least 1, got {votes}")
+        if workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {workers}")
+        self.run_dir = Path(run_dir)
+        if not self.run_dir.is_dir():
+            raise FileNotFoundError(f"run directory {self.run_dir} does not exist; pass --run results/<run>")
+        self.all_questions = list(questions)
+        wanted = set(scenes) if scenes else None
+        if wanted:
+            unknown = wanted - {q.scene_name for q in self.all_questions}
+            if unknown:
+                raise ValueError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
+        self.questions = [q for q in self.all_questions if wanted is None or q.scene_name in wanted]
+        self.videos_root = Path(videos_root)
+        self.judge = judge
+        self.votes = votes
+        self.workers = workers
+        self.resume = resume
+        self.scenes = wanted
+        self.progress = progress
+        self.split_path = split_path
+        self.shared = _Shared(Path(shared or shared_dir(self.run_dir)) / SHARED_ANSWERS, judge)
+        self._memo = _Memo()
+        self._render_states = _render_state(self.run_dir)
+        # Three levels (questions, their two sides, each side's votes) so that no pool waits on itself.
+        self._sides = cf.ThreadPoolExecutor(max_workers=workers * 2, thread_name_prefix="dv-side")
+        self._calls = cf.ThreadPoolExecutor(max_workers=workers * 2 * votes, thread_name_prefix="dv-call")
+
+    def _matches(self, row):
+        return (
+            row.get("protocol") == self.judge.protocol
+            and row.get("judge_model") == self.judge.model
+            and row.get("votes") == self.votes
+        )
+
+    def run(self):
+        sources = {}
+        for q in self.questions:
+            if (q.dataset, q.scene_name) not in sources:
+                sources[(q.dataset, q.scene_name)] = self.judge.source_path(self.videos_root, q.dataset, q.scene_name)
+        partial = self.run_dir / PARTIAL
+        done = {}
+        if self.resume:
+            for row in read_jsonl(self.run_dir / ROWS) + read_jsonl(partial):
+                if self._matches(row) and row.get("status") not in RETRY_STATUSES:
+                    done[row["id"]] = row
+        else:
+            partial.unlink(missing_ok=True)
+        wanted_ids = {q.id for q in self.questions}
+        done = {k: v for k, v in done.items() if k in wanted_ids}
+        pending = [q for q in self.questions if q.id not in done]
+        log.info("DV: %d questions, %d already scored, %d to score", len(self.questions), len(done), len(pending))
+
+        rows = dict(done)
+        bar = tqdm(total=len(self.questions), initial=len(done), desc="DV", unit="q", leave=False)
+        lock = threading.Lock()
+        try:
+            with cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="dv-question") as pool:
+                futures = {pool.submit(self._score, q, sources[(q.dataset, q.scene_name)]): q for q in pending}
+                for future in cf.as_completed(futures):
+                    row = future.result()
+                    append_jsonl(partial, [row])
+                    with lock:
+                        rows[row["id"]] = row
+                        bar.update(1)
+                        bar.set_postfix(calls=self.judge.calls, cost=f"${self.judge.cost_usd:.4f}")
+                        if self.progress:
+                            self.progress(len(rows), len(self.questions))
+        finally:
+            bar.close()
+            self._sides.shutdown(wait=True, cancel_futures=True)
+            self._calls.shutdown(wait=True, cancel_futures=True)
+
+        ordered = [rows[q.id] for q in self.questions]
+        if self.scenes:
+            # Re-scoring some scenes replaces their rows and keeps every other scene's.
+            kept = [r for r in read_jsonl(self.run_dir / ROWS) if r.get("scene") not in self.scenes]
+            order = {q.id: i for i, q in enumerate(self.all_questions)}
+            ordered = sorted(kept + ordered, key=lambda r: order.get(r.get("id"), len(order)))
+        write_jsonl_atomic(self.run_dir / ROWS, ordered)
+        summary = summarise(ordered, self.judge, self.votes)
+        summary["split"] = str(self.split_path) if self.split_path else None
+        summary["videos"] = str(self.videos_root)
+        write_json_atomic(self.run_dir / SUMMARY, summary)
+        partial.unlink(missing_ok=True)
+        return summary
+
+    def _ask_votes(self, media, question):
+        futures = [self._calls.submit(self.judge.ask, media, question, i) for i in range(self.votes)]
+        return [f.result() for f in futures]
+
+    def _source_side(self, question, source_file):
+        """The source answers: from the shared file when this judge answered before, else asked and shared."""
+        shared = self.shared.get(question, self.votes)
+        if shared is None:
+            scene = question.scene_name
+            media = self._memo.get(
+                ("source", scene),
+                lambda: self.judge.load_source(self.videos_root, question.dataset, scene, source_file),
+            )
+            shared = self.shared.put(question, media.digest, self._ask_votes(media, question))
+        return shared["answers"][: self.votes], sum(shared.get("costs_usd", [0.0])[: self.votes])
+
+    def _render_side(self, question):
+        scene = question.scene_name
+        render_file = self.run_dir / "camera_renders" / f"{scene}.mp4"
+        media = self._memo.get(("render", scene), lambda: self.judge.load_render(self.run_dir, scene, render_file))
+        answers = self._ask_votes(media, question)
+        return [a.text for a in answers], sum(a.cost_usd for a in answers)
+
+    def _score(self, question, source_file):
+        scene = question.scene_name
+        row = {
+            "id": question.id,
+            "scene": scene,
+            "dataset": question.dataset,
+            "question_type": question.question_type,
+            "question": question.question,
+            "ground_truth": question.ground_truth,
+            "protocol": self.judge.protocol,
+            "judge_model": self.judge.model,
+            "votes": self.votes,
+            "source_answer": None,
+            "render_answer": None,
+            "source_answers": [],
+            "render_answers": [],
+            "source_score": 0.0,
+            "render_score": 0.0,
+            "retained_score": 0.0,
+            "source_correct": False,
+            "render_correct": False,
+            "retained": False,
+            "status": "ok",
+            "reason": "",
+            "cost_usd": 0.0,
+        }
+        # Both sides go out together: a question costs one judge latency, not two.
+        failure = _failure_reason(self.run_dir, scene, self._render_states)
+        source = self._sides.submit(self._source_side, question, source_file)
+        render = self._sides.submit(self._render_side, question) if failure is None else None
+        try:
+            texts, cost = source.result()
+        except (OSError, ValueError) as exc:
+            _drain(render)
+            return {**row, "status": "source_error", "reason": _one_line(exc)}
+        except RuntimeError as exc:
+            _drain(render)
+            return {**row, "status": "judge_error", "reason": _one_line(exc)}
+        row.update(source_answers=texts, source_answer=texts[0], source_score=self._grade(question, texts))
+        row["cost_usd"] += cost
+        if failure is not None:
+            row["status"], row["reason"] = failure
+        else:
+            try:
+                texts, cost = render.result()
+            except (OSError, ValueError) as exc:
+                row["status"], row["reason"] = "render_error", _one_line(exc)
+            except RuntimeError as exc:
+                row["status"], row["reason"] = "judge_error", _one_line(exc)
+            else:
+                row.update(render_answers=texts, render_answer=texts[0], render_score=self._grade(question, texts))
+                row["cost_usd"] += cost
+        row["source_correct"] = row["source_score"] >= 0.5
+        row["render_correct"] = row["render_score"] >= 0.5
+        row["retained_score"] = min(row["source_score"], row["render_score"])
+        row["retained"] = row["retained_score"] >= 0.5
+        return row
+
+    def _grade(self, question, answers):
+        protocol = self.judge.protocol
+        return majority(
+            [score(protocol, question.question_type, a, question.options, question.ground_truth) for a in answers]
+        )
+
+
+def _drain(future):
+    """Wait for a side we no longer need, so its thread finishes before the pools close."""
+    if future is not None:
+        try:
+            future.result()
+        except Exception:  # noqa: BLE001 - its result is discarded on purpose
+            pass
+
+
+def _one_line(exc):
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _rates(rows):
+    source = sum(r.get("source_score", 0.0) for r in rows)
+    render = sum(r.get("render_score", 0.0) for r in rows)
+    both = sum(r.get("retained_score", min(r.get("source_score", 0.0), r.get("render_score", 0.0))) for r in rows)
+    n = len(rows)
+    return {
+        "questions": n,
+        "source_correct": source,
+        "render_correct": render,
+        "both_correct": both,
+        "retention_rate": both / source if source else None,
+        "original_accuracy": source / n if n else None,
+        "rendered_accuracy": render / n if n else None,
+    }
+
+
+def summarise(rows, judge, votes):
+    """The run's summary: pooled retention (a 0-1 fraction), accuracies, counts, by question type, judge."""
+    overall = _rates(rows)
+    by_type = {}
+    for qtype in dict.fromkeys(r["question_type"] for r in rows):
+        by_type[qtype] = _rates([r for r in rows if r["question_type"] == qtype])
+    scenes = list(dict.fromkeys(r["scene"] for r in rows))
+    failed = {}
+    for r in rows:
+        if r["status"] != "ok" and r["scene"] not in failed:
+            failed[r["scene"]] = {"status": r["status"], "reason": r["reason"]}
+    settings = getattr(judge, "settings", None)
+    return {
+        "retention_rate": overall["retention_rate"],
+        "original_accuracy": overall["original_accuracy"],
+        "rendered_accuracy": overall["rendered_accuracy"],
+        "counts": {
+            "questions": overall["questions"],
+            "source_correct": overall["source_correct"],
+            "render_correct": overall["render_correct"],
+            "both_correct": overall["both_correct"],
+            "scenes": len(scenes),
+            "scenes_failed": len(failed),
+            "by_status": dict(Counter(r["status"] for r in rows)),
+        },
+        "by_question_type": by_type,
+        "protocol": judge.protocol,
+        "judge_model": judge.model,
+        "judge": judge.kind,
+        "votes": votes,
+        "frames": settings.frames if settings else None,
+        "longest_side": settings.longest_side if settings else None,
+        "jpeg_quality": settings.jpeg_quality if settings else None,
+        "detail": settings.detail if settings else None,
+        "temperature": settings.temperature if settings else None,
+        "max_tokens": settings.max_tokens if settings else None,
+        "judge_cost_usd": sum(r.get("cost_usd", 0.0) for r in rows),
+        "new_judge_calls": judge.calls,
+        "new_judge_cost_usd": judge.cost_usd,
+        "cache_hits": getattr(getattr(judge, "cache", None), "hits", 0),
+        "failures": failed,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }

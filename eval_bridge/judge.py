@@ -1,0 +1,212 @@
+"""The VLM judge of Dual VQA: 16 frames, one question, one short answer, over any OpenAI-compatible API."""
+
+import base64
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+import openai
+
+from .cache import cache_key, frames_hash
+from .pricing import Pricing
+
+log = logging.getLogger(__name__)
+
+# Statuses worth retrying: timeouts, conflicts, rate limits, server errors.
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+# VSI-Bench's own post-prompts, used only by the vsi_official protocol.
+VSI_CHOICE_SUFFIX = "Answer with the option's letter from the given choices directly."
+VSI_NUMBER_SUFFIX = "Please answer the question using a single word or phrase."
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What the judge sees and how it answers (DESIGN.md section 6)."""
+
+    frames: int = 16
+    longest_side: int = 384
+    jpeg_quality: int = 80
+    detail: str = "low"
+    temperature: float = 0.0
+    max_tokens: int = 32
+
+
+class JudgeError(RuntimeError):
+    """A judge call that failed for good (after retries, or a non-retryable error)."""
+
+
+@dataclass
+class Answer:
+    text: str
+    cost_usd: float
+    cached: bool
+
+
+def prompt_for(question, protocol):
+    """The text after the frames: the question only for dual_vqa_v1; options and VSI's suffix for vsi_official."""
+    if protocol == "vsi_official":
+        if question.options:
+            return "\n".join([question.question, "Options:", *question.options, VSI_CHOICE_SUFFIX])
+        return f"{question.question}\n{VSI_NUMBER_SUFFIX}"
+    return question.question
+
+
+@dataclass
+class Media:
+    """One side of a scene as the judge sees it: JPEG frames and their content hash."""
+
+    frames: list
+    digest: str
+
+
+class VLMJudge:
+    """Asks a chat-completions model; every call goes through the persistent cache."""
+
+    kind = "vlm"
+
+    def __init__(
+        self,
+        base_url,
+        model,
+        protocol="dual_vqa_v1",
+        *,
+        cache=None,
+        api_key=None,
+        api_key_env="OPENAI_API_KEY",
+        settings=None,
+        pricing=None,
+        retries=6,
+        backoff_s=1.0,
+        timeout_s=120.0,
+        max_tokens_field="max_completion_tokens",
+    ):
+        if protocol not in ("dual_vqa_v1", "vsi_official"):
+            raise ValueError(f"unknown protocol {protocol!r}: use dual_vqa_v1 or vsi_official")
+        self.model = model
+        self.protocol = protocol
+        self.cache = cache
+        self.settings = settings or JudgeSettings()
+        self.pricing = pricing or Pricing(model)
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_tokens_field = max_tokens_field
+        # Local servers take any key; hosted ones say so in a 401 that we surface as is.
+        key = api_key or os.environ.get(api_key_env) or "EMPTY"
+        self.client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s)
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.cost_usd = 0.0
+
+    @property
+    def name(self):
+        return self.model
+
+    def source_path(self, videos_root, dataset, scene):
+        """The file the source side needs (VideoError when it is missing)."""
+        from bvb_addon.dataset import video_path
+
+        return video_path(videos_root, dataset, scene)
+
+    def load_source(self, videos_root, dataset, scene, video):
+        return self.load_media(video)
+
+    def load_render(self, run_dir, scene, video):
+        return self.load_media(video)
+
+    def load_media(self, video):
+        """Sample the judge's frames from a clip (bvb_addon.video.VideoError if unreadable)."""
+        from bvb_addon.video import sample_uniform
+
+        s = self.settings
+        frames = sample_uniform(video, s.frames, longest_side=s.longest_side, quality=s.jpeg_quality)
+        return Media(frames=frames, digest=frames_hash(frames))
+
+    def ask(self, media, question, vote_index=0):
+        """One vote: from the cache when this exact call was made before, else from the API."""
+        prompt = prompt_for(question, self.protocol)
+        key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return Answer(text=hit[0], cost_usd=hit[1], cached=True)
+        text, usage = self._call(media.frames, prompt)
+        usage["cost_usd"] = self.pricing.cost(usage)
+        with self._lock:
+            self.calls += 1
+            self.cost_usd += usage["cost_usd"]
+        if self.cache is not None:
+            self.cache.put(
+                key,
+                judge_model=self.model,
+                protocol=self.protocol,
+                frames_digest=media.digest,
+                prompt=prompt,
+                vote_index=vote_index,
+                answer=text,
+                usage=usage,
+            )
+        return Answer(text=text, cost_usd=usage["cost_usd"], cached=False)
+
+    def _messages(self, frames, prompt):
+        detail = self.settings.detail
+        parts = [
+            {
+                "type": "image_url",
+                "image_url": {"url": "data:image/jpeg;base64," + base64.b64encode(f).decode(), "detail": detail},
+            }
+            for f in frames
+        ]
+        parts.append({"type": "text", "text": prompt})
+        return [{"role": "user", "content": parts}]
+
+    def _call(self, frames, prompt):
+        request = {
+            "model": self.model,
+            "messages": self._messages(frames, prompt),
+            "temperature": self.settings.temperature,
+            self.max_tokens_field: self.settings.max_tokens,
+        }
+        for attempt in range(self.retries + 1):
+            try:
+                response = self.client.chat.completions.create(**request)
+                break
+            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+                error, retry_after = exc, None
+            except openai.APIStatusError as exc:
+                if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
+                    raise JudgeError(
+                        f"judge {self.model} refused the call: HTTP {exc.status_code} {_short(exc)}"
+                    ) from None
+                error, retry_after = exc, _retry_after(exc)
+            if attempt == self.retries:
+                raise JudgeError(f"judge {self.model} failed after {attempt + 1} tries: {_short(error)}") from None
+            delay = (
+                retry_after if retry_after is not None else self.backoff_s * 2**attempt * (0.5 + random.random() / 2)
+            )
+            log.info("judge call failed (%s); retry %d in %.2fs", _short(error), attempt + 1, delay)
+            time.sleep(min(delay, 60.0))
+        text = (response.choices[0].message.content or "").strip() if response.choices else ""
+        usage = {}
+        if response.usage is not None:
+            usage["prompt_tokens"] = response.usage.prompt_tokens or 0
+            usage["completion_tokens"] = response.usage.completion_tokens or 0
+            extra = getattr(response.usage, "model_extra", None) or {}
+            if extra.get("cost") is not None:
+                usage["cost"] = extra["cost"]
+        return text, usage
+
+
+def _retry_after(exc):
+    try:
+        value = exc.response.headers.get("retry-after")
+        return float(value) if value is not None else None
+    except (AttributeError, ValueError):
+        return None
+
+
+def _short(exc):
+    return str(getattr(exc, "message", None) or exc).strip().splitlines()[0][:200]
