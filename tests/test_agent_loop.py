@@ -1,0 +1,264 @@
+"""The agent loop's rules and bookkeeping, with the real model client and scripted server.
+
+The environment here is a small in-process one (python runs in a dict, snapshots are JSON
+files) so that these rules test in milliseconds; tests/test_runner.py runs the same loop
+end to end on real sandboxed Blender workers.
+"""
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from bvb_addon.agent.config import AgentConfig
+from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_bytes
+from bvb_addon.agent.layout import RunLayout, read_json
+from bvb_addon.agent.loop import AgentLoop, SceneTask
+from bvb_addon.agent.model import ModelClient
+from bvb_addon.agent.pricing import Price
+from headless.scripted_openai import ScriptedOpenAI
+
+pytestmark = pytest.mark.unit
+
+TASK = SceneTask("room_1", "synthetic", "room_1.mp4", fps=8.0, frame_count=64, duration=8.0, width=320, height=240)
+
+
+def _jpeg():
+    import av
+    import numpy as np
+
+    context = av.CodecContext.create("mjpeg", "w")
+    context.width, context.height, context.pix_fmt = 32, 24, "yuvj420p"
+    frame = av.VideoFrame.from_ndarray(np.full((24, 32, 3), 128, dtype=np.uint8), format="rgb24")
+    return b"".join(bytes(p) for p in context.encode(frame.reformat(format="yuvj420p")))
+
+
+JPEG = _jpeg()
+
+
+class DictEnvironment:
+    """Python runs against a dict ``scene``; a successful step saves it as a JSON snapshot."""
+
+    def __init__(self, snapshot_dir):
+        self.scene = {}
+        self.snapshot_dir = Path(snapshot_dir)
+        self.snapshot_dir.mkdir(parents=True, exist_ok=True)
+        self.steps = 0
+        self.last_good = {}
+
+    def python(self, code, timeout=None):
+        self.steps += 1
+        namespace = {"scene": self.scene}
+        try:
+            if "CRASH" in code:
+                self.scene = dict(self.last_good)  # the worker restarts from the last snapshot
+                return PythonResult("crash", reason="worker died (signal 11); scene restored")
+            exec(code, namespace)
+        except Exception as exc:
+            return PythonResult("error", traceback=f"{type(exc).__name__}: {exc}", summary={"objects": len(self.scene)})
+        path = self.snapshot_dir / f"{self.steps:03d}.json"
+        path.write_text(json.dumps(self.scene))
+        self.last_good = dict(self.scene)
+        return PythonResult("ok", stdout=namespace.get("out", ""), summary={"objects": len(self.scene)}, snapshot=path)
+
+    def frames(self, request):
+        times = list(request.times) or [request.start + i for i in range(request.count)]
+        return ImagesResult("ok", [image_from_bytes(JPEG) for _ in times], times=times)
+
+    def render(self, frames):
+        return ImagesResult("ok", [image_from_bytes(JPEG) for _ in frames])
+
+    def restore(self, blend):
+        self.scene = json.loads(Path(blend).read_text())
+        self.last_good = dict(self.scene)
+        return PythonResult("ok")
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+
+
+PRICE = Price(1000.0, 1000.0, 1000.0)
+
+
+def make_loop(server, tmp_path, stop_event=None, price=PRICE, **overrides):
+    settings = {"max_tokens": 50, "cost_limit": 100.0, **overrides}
+    config = AgentConfig(
+        model="scripted", base_url=server.base_url, api_key_env="BVB_TEST_KEY", retry_base_delay=0.001, **settings
+    )
+    model = ModelClient(config, price)
+    env = DictEnvironment(tmp_path / "snaps")
+    return AgentLoop(config, model, env, TASK, RunLayout(tmp_path / "run"), stop_event=stop_event), env
+
+
+def py(code):
+    return f"```python\n{code}\n```"
+
+
+FRAMES = "```frames\ncount=2\n```"
+
+
+def test_full_scene_with_format_error_rejected_done_and_submission(tmp_path):
+    replies = [
+        "DONE",  # before any frame: refused
+        "Let me think about it.",  # no action: format error
+        FRAMES,
+        py("scene['floor'] = [4, 5]"),
+        py("scene['chair_1'] = [1, 1]\nraise ValueError('oops')"),
+        py("scene['chair_2'] = [2, 2]\nout = 'two chairs'"),
+        "```render\n1 64\n```",
+        "All done.\nDONE",
+    ]
+    with ScriptedOpenAI(replies) as server:
+        loop, env = make_loop(server, tmp_path)
+        meta = loop.run()
+        requests = server.requests
+    assert meta["status"] == "submitted" and meta["stop_reason"] == "done"
+    assert (meta["turns"], meta["frames_seen"], meta["format_errors"], meta["python_steps"]) == (8, 2, 1, 3)
+    run = tmp_path / "run"
+    assert json.loads((run / "blends/room_1.blend").read_text()) == {
+        "floor": [4, 5],
+        "chair_1": [1, 1],
+        "chair_2": [2, 2],
+    }
+    assert sorted(p.name for p in (run / "steps/room_1").iterdir()) == [
+        "004.blend",
+        "004.py",
+        "005.py",
+        "006.blend",
+        "006.py",
+    ]
+    observations = [m["content"] for m in requests[-1]["messages"] if m["role"] == "user"]
+    assert "DONE REFUSED" in observations[1]
+    assert "FORMAT ERROR: the reply has no action" in observations[2]
+    assert observations[3][0]["text"].startswith("Step 3: 2 source frame(s)")
+    assert observations[3][1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    assert "ValueError: oops" in observations[5] and "two chairs" in observations[6]
+    assert meta == read_json(run / "agent_meta/room_1.json")
+    trajectory = read_json(run / "trajectories/room_1.traj.json")
+    assert [s["action"] for s in trajectory["steps"]] == [
+        "done", None, "frames", "python", "python", "python", "render", "done"
+    ]  # fmt: skip
+    # The joined program rebuilds the submission (the raising step kept what it did).
+    program = (run / "program/room_1.py").read_text().replace("import bpy", "bpy = None").replace("bpy.ops", "#")
+    namespace = {"scene": {}}
+    exec(program, namespace)
+    assert namespace["scene"] == {"floor": [4, 5], "chair_1": [1, 1], "chair_2": [2, 2]}
+
+
+# Input free, output $1000 per million: a scripted call (20 output tokens) costs $0.02 and
+# its worst case (max_tokens=50) $0.05, whatever the prompt's size.
+OUTPUT_ONLY = Price(0.0, 0.0, 1000.0)
+
+
+def test_cost_limit_stops_exactly_at_or_below_the_limit(tmp_path):
+    with ScriptedOpenAI(default=py("scene['x'] = 1")) as server:
+        loop, _ = make_loop(server, tmp_path, price=OUTPUT_ONLY, cost_limit=0.12)
+        meta = loop.run()
+        calls = server.calls
+    assert meta["status"] == "limit" and meta["stop_reason"] == "cost_limit"
+    # Calls start at $0, 0.02, 0.04, 0.06 (each + 0.05 <= 0.12); at 0.08 the worst case passes.
+    assert calls == 4 and meta["cost"] == pytest.approx(0.08)
+    trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
+    worst = loop.model.worst_case_cost(trajectory["messages"], trajectory["last_prompt_tokens"])
+    assert worst == pytest.approx(0.05) and meta["cost"] + worst > 0.12
+    assert meta["cost"] <= 0.12
+    assert (tmp_path / "run/blends/room_1.blend").is_file()
+
+
+def test_cost_limit_below_one_call_makes_no_call(tmp_path):
+    with ScriptedOpenAI(default=FRAMES) as server:
+        loop, _ = make_loop(server, tmp_path, cost_limit=0.01)
+        meta = loop.run()
+        assert server.calls == 0
+    assert (meta["status"], meta["cost"]) == ("failed", 0.0)
+    assert "nothing to submit" in meta["reason"]
+
+
+def test_step_limit_and_wall_limit(tmp_path):
+    with ScriptedOpenAI(default=py("scene['x'] = 1")) as server:
+        loop, _ = make_loop(server, tmp_path / "a", max_steps=3)
+        meta = loop.run()
+        assert (meta["stop_reason"], meta["turns"]) == ("step_limit", 3)
+    with ScriptedOpenAI(default={"content": py("scene['x'] = 1"), "delay": 0.05}) as server:
+        loop, _ = make_loop(server, tmp_path / "b", wall_limit=0.3)
+        meta = loop.run()
+        assert meta["stop_reason"] == "wall_limit" and 2 <= meta["turns"] <= 8
+
+
+def test_crash_is_reported_and_the_scene_continues_from_the_last_good_step(tmp_path):
+    replies = [FRAMES, py("scene['a'] = 1"), py("scene['b'] = 2\nCRASH"), py("scene['c'] = 3"), "DONE"]
+    with ScriptedOpenAI(replies) as server:
+        loop, _ = make_loop(server, tmp_path)
+        meta = loop.run()
+        crash_observation = server.requests[3]["messages"][-1]["content"]
+    assert "python crash (worker died" in crash_observation
+    assert meta["status"] == "submitted"
+    assert json.loads((tmp_path / "run/blends/room_1.blend").read_text()) == {"a": 1, "c": 3}
+    assert "CRASH" not in (tmp_path / "run/program/room_1.py").read_text()
+
+
+def test_long_output_is_truncated_with_a_note(tmp_path):
+    replies = [FRAMES, py("out = 'x' * 50000"), "DONE"]
+    with ScriptedOpenAI(replies) as server:
+        loop, _ = make_loop(server, tmp_path, observation_limit=1000)
+        loop.run()
+        observation = server.requests[2]["messages"][-1]["content"]
+    assert "characters truncated" in observation and len(observation) < 2000
+
+
+def test_provider_4xx_ends_the_scene_with_its_message(tmp_path):
+    with ScriptedOpenAI([FRAMES, {"status": 400, "message": "context length exceeded"}]) as server:
+        loop, _ = make_loop(server, tmp_path)
+        meta = loop.run()
+    assert (meta["status"], meta["stop_reason"]) == ("error", "model_error")
+    assert "context length exceeded" in meta["reason"]
+    assert not (tmp_path / "run/blends/room_1.blend").exists()
+
+
+def test_interrupted_scene_resumes_with_the_budget_it_had_left(tmp_path):
+    stop = threading.Event()
+    calls = []
+
+    def responder(body):
+        calls.append(body)
+        if len(calls) == 3:
+            stop.set()  # Ctrl-C arrives while the third reply is on its way
+        return [FRAMES, py("scene['a'] = 1"), py("scene['b'] = 2"), py("scene['c'] = 3"), "DONE"][len(calls) - 1]
+
+    with ScriptedOpenAI(responder=responder) as server:
+        loop, _ = make_loop(server, tmp_path, stop_event=stop, price=OUTPUT_ONLY, cost_limit=0.12)
+        meta = loop.run()
+        assert (meta["status"], meta["turns"]) == ("interrupted", 3)
+        assert not (tmp_path / "run/blends/room_1.blend").exists()
+        # A fresh loop (a new process) restores the snapshot and the spent budget: $0.06 of
+        # 0.12 is spent, so only the 4th call fits; a fresh budget would have reached DONE.
+        loop2, env2 = make_loop(server, tmp_path, price=OUTPUT_ONLY, cost_limit=0.12)
+        meta2 = loop2.run()
+    assert meta2["turns"] == 4 and meta2["stop_reason"] == "cost_limit"
+    assert meta2["cost"] == pytest.approx(0.08) and meta2["sessions"] == 2
+    assert json.loads((tmp_path / "run/blends/room_1.blend").read_text()) == {"a": 1, "b": 2, "c": 3}
+    # The resumed conversation continued the first one: the 4th request carries all three replies.
+    assert sum(1 for m in calls[3]["messages"] if m["role"] == "assistant") == 3
+
+
+def test_killed_between_reply_and_observation_replays_the_paid_reply(tmp_path):
+    with ScriptedOpenAI([FRAMES, py("scene['a'] = 1")]) as server:
+        loop, _ = make_loop(server, tmp_path, max_steps=2)
+        loop.run()
+    # Make the trajectory look like a kill right after the 2nd reply was saved.
+    path = tmp_path / "run/trajectories/room_1.traj.json"
+    state = read_json(path)
+    state["messages"].pop()
+    state["snapshot"] = None
+    path.write_text(json.dumps(state))
+    with ScriptedOpenAI(["DONE"]) as server:
+        loop, env = make_loop(server, tmp_path, max_steps=3)
+        meta = loop.run()
+        assert server.calls == 1
+    assert env.scene == {"a": 1} and meta["status"] == "submitted" and meta["turns"] == 3
