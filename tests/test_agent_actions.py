@@ -98,14 +98,26 @@ def test_image_size_reads_jpeg_and_png_headers():
 def test_joined_program_keeps_ok_and_error_steps_up_to_the_last_snapshot():
     steps = [
         {"step": 1, "action": "frames", "status": "ok"},
-        {"step": 2, "action": "python", "status": "ok", "code": "a = 1", "snapshot": "steps/s/002.blend"},
-        {"step": 3, "action": "python", "status": "error", "code": "b = 2\nraise ValueError"},
+        {"step": 2, "action": "python", "status": "ok", "code": "bpy['a'] = 1", "snapshot": "steps/s/002.blend"},
+        {"step": 3, "action": "python", "status": "error", "code": "bpy['b'] = 2\nraise ValueError"},
         {"step": 4, "action": "python", "status": "timeout", "code": "while True: pass"},
-        {"step": 5, "action": "python", "status": "ok", "code": "c = a + b", "snapshot": "steps/s/005.blend"},
-        {"step": 6, "action": "python", "status": "error", "code": "d = 4\nraise KeyError"},
+        {
+            "step": 5,
+            "action": "python",
+            "status": "ok",
+            "code": "bpy['c'] = bpy['a'] + bpy['b']\nprint('\\\\')",
+            "snapshot": "steps/s/005.blend",
+        },
+        {"step": 6, "action": "python", "status": "error", "code": "bpy['d'] = 4\nraise KeyError"},
+        {"step": 7, "action": "python", "status": "ok", "code": "x = 1"},
     ]
     program = join_program("s", steps)
     namespace = {}
-    exec(compile(program.replace("import bpy", "bpy = None"), "program", "exec"), namespace)
-    assert (namespace["a"], namespace["b"], namespace["c"]) == (1, 2, 3)
-    assert "while True" not in program and "d = 4" not in program
+    exec(compile(program.replace("import bpy", "bpy = {}"), "program", "exec"), namespace)
+    assert namespace["bpy"] == {"a": 1, "b": 2, "c": 3}
+    assert "while True" not in program and "bpy['d'] = 4" not in program
+    # Each step runs in its own namespace, as in the worker: a name from an earlier step is unknown.
+    steps = [{"step": 1, "action": "python", "status": "ok", "code": "y = 1"},
+             {"step": 2, "action": "python", "status": "ok", "code": "print(y)", "snapshot": "x"}]  # fmt: skip
+    with pytest.raises(NameError):
+        exec(join_program("s", steps).replace("import bpy", "bpy = {}"), {})

@@ -49,7 +49,7 @@ class DictEnvironment:
 
     def python(self, code, timeout=None):
         self.steps += 1
-        namespace = {"scene": self.scene}
+        namespace = {"bpy": self.scene}  # the dict stands in for the scene the worker's bpy holds
         try:
             if "CRASH" in code:
                 self.scene = dict(self.last_good)  # the worker restarts from the last snapshot
@@ -108,9 +108,9 @@ def test_full_scene_with_format_error_rejected_done_and_submission(tmp_path):
         "DONE",  # before any frame: refused
         "Let me think about it.",  # no action: format error
         FRAMES,
-        py("scene['floor'] = [4, 5]"),
-        py("scene['chair_1'] = [1, 1]\nraise ValueError('oops')"),
-        py("scene['chair_2'] = [2, 2]\nout = 'two chairs'"),
+        py("bpy['floor'] = [4, 5]"),
+        py("bpy['chair_1'] = [1, 1]\nraise ValueError('oops')"),
+        py("bpy['chair_2'] = [2, 2]\nout = 'two chairs'"),
         "```render\n1 64\n```",
         "All done.\nDONE",
     ]
@@ -145,10 +145,10 @@ def test_full_scene_with_format_error_rejected_done_and_submission(tmp_path):
         "done", None, "frames", "python", "python", "python", "render", "done"
     ]  # fmt: skip
     # The joined program rebuilds the submission (the raising step kept what it did).
-    program = (run / "program/room_1.py").read_text().replace("import bpy", "bpy = None").replace("bpy.ops", "#")
-    namespace = {"scene": {}}
+    program = (run / "program/room_1.py").read_text().replace("import bpy", "bpy = {}")
+    namespace = {}
     exec(program, namespace)
-    assert namespace["scene"] == {"floor": [4, 5], "chair_1": [1, 1], "chair_2": [2, 2]}
+    assert namespace["bpy"] == {"floor": [4, 5], "chair_1": [1, 1], "chair_2": [2, 2]}
 
 
 # Input free, output $1000 per million: a scripted call (20 output tokens) costs $0.02 and
@@ -157,7 +157,7 @@ OUTPUT_ONLY = Price(0.0, 0.0, 1000.0)
 
 
 def test_cost_limit_stops_exactly_at_or_below_the_limit(tmp_path):
-    with ScriptedOpenAI(default=py("scene['x'] = 1")) as server:
+    with ScriptedOpenAI(default=py("bpy['x'] = 1")) as server:
         loop, _ = make_loop(server, tmp_path, price=OUTPUT_ONLY, cost_limit=0.12)
         meta = loop.run()
         calls = server.calls
@@ -181,18 +181,18 @@ def test_cost_limit_below_one_call_makes_no_call(tmp_path):
 
 
 def test_step_limit_and_wall_limit(tmp_path):
-    with ScriptedOpenAI(default=py("scene['x'] = 1")) as server:
+    with ScriptedOpenAI(default=py("bpy['x'] = 1")) as server:
         loop, _ = make_loop(server, tmp_path / "a", max_steps=3)
         meta = loop.run()
         assert (meta["stop_reason"], meta["turns"]) == ("step_limit", 3)
-    with ScriptedOpenAI(default={"content": py("scene['x'] = 1"), "delay": 0.05}) as server:
+    with ScriptedOpenAI(default={"content": py("bpy['x'] = 1"), "delay": 0.05}) as server:
         loop, _ = make_loop(server, tmp_path / "b", wall_limit=0.3)
         meta = loop.run()
         assert meta["stop_reason"] == "wall_limit" and 2 <= meta["turns"] <= 8
 
 
 def test_crash_is_reported_and_the_scene_continues_from_the_last_good_step(tmp_path):
-    replies = [FRAMES, py("scene['a'] = 1"), py("scene['b'] = 2\nCRASH"), py("scene['c'] = 3"), "DONE"]
+    replies = [FRAMES, py("bpy['a'] = 1"), py("bpy['b'] = 2\nCRASH"), py("bpy['c'] = 3"), "DONE"]
     with ScriptedOpenAI(replies) as server:
         loop, _ = make_loop(server, tmp_path)
         meta = loop.run()
@@ -229,7 +229,7 @@ def test_interrupted_scene_resumes_with_the_budget_it_had_left(tmp_path):
         calls.append(body)
         if len(calls) == 3:
             stop.set()  # Ctrl-C arrives while the third reply is on its way
-        return [FRAMES, py("scene['a'] = 1"), py("scene['b'] = 2"), py("scene['c'] = 3"), "DONE"][len(calls) - 1]
+        return [FRAMES, py("bpy['a'] = 1"), py("bpy['b'] = 2"), py("bpy['c'] = 3"), "DONE"][len(calls) - 1]
 
     with ScriptedOpenAI(responder=responder) as server:
         loop, _ = make_loop(server, tmp_path, stop_event=stop, price=OUTPUT_ONLY, cost_limit=0.12)
@@ -248,7 +248,7 @@ def test_interrupted_scene_resumes_with_the_budget_it_had_left(tmp_path):
 
 
 def test_killed_between_reply_and_observation_replays_the_paid_reply(tmp_path):
-    with ScriptedOpenAI([FRAMES, py("scene['a'] = 1")]) as server:
+    with ScriptedOpenAI([FRAMES, py("bpy['a'] = 1")]) as server:
         loop, _ = make_loop(server, tmp_path, max_steps=2)
         loop.run()
     # Make the trajectory look like a kill right after the 2nd reply was saved.
