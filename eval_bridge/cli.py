@@ -1,21 +1,266 @@
-"""Command line of the eval bridge. Subcommands are added by the scoring modules."""
+"""Command line of the eval bridge: dv, ls, overall, leaderboard, serve, report."""
 
 import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+EXAMPLES = """examples:
+  python -m eval_bridge dv --run results/r1 --split split.jsonl --videos VSI-Bench \\
+      --judge-base-url https://api.openai.com/v1 --judge-model gpt-4o --workers 8
+  python -m eval_bridge dv --run results/r1 --split suite/split.jsonl --videos suite --judge geometry
+  python -m eval_bridge ls --run results/r1 --split split.jsonl --videos VSI-Bench --model ./vjepa2
+  python -m eval_bridge overall --run results/r1
+  python -m eval_bridge leaderboard results/r1 results/r2 --out board.csv --reference published.csv
+  python -m eval_bridge serve --root results
+"""
+
+
+def _add_dv(sub):
+    p = sub.add_parser("dv", help="Dual VQA: judge answers on source and render, pooled retention")
+    p.add_argument("--run", required=True, help="the run directory (results/<run>)")
+    p.add_argument("--split", required=True, help="split file (JSON lines, VSI-Bench fields)")
+    p.add_argument("--videos", required=True, help="source videos root: <root>/<dataset>/<scene>.mp4")
+    p.add_argument("--judge", choices=("vlm", "geometry"), default="vlm", help="vlm (an API) or geometry (offline)")
+    p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge")
+    p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
+    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
+    p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), default="dual_vqa_v1")
+    p.add_argument("--votes", type=int, default=1, help="ask N times, take the majority (ties are wrong)")
+    p.add_argument("--workers", type=int, default=8, help="questions scored at once")
+    p.add_argument("--resume", action="store_true", help="keep questions already scored by this judge")
+    p.add_argument("--scenes", nargs="+", help="re-score only these scenes (other scenes' rows are kept)")
+    p.add_argument("--cache", help="judge cache file (default results/_dual_vqa_shared/judge_cache.sqlite)")
+    p.add_argument("--shared", help="folder of shared source answers (default results/_dual_vqa_shared)")
+    p.add_argument("--price-in", type=float, help="judge input price, USD per million tokens")
+    p.add_argument("--price-out", type=float, help="judge output price, USD per million tokens")
+    p.add_argument("--retries", type=int, default=6, help="retries on 408/409/429/5xx and connection errors")
+    p.add_argument("--retry-base-delay", type=float, default=1.0, help="first backoff in seconds (doubles)")
+    p.add_argument(
+        "--max-tokens-field",
+        choices=("max_completion_tokens", "max_tokens"),
+        default="max_completion_tokens",
+        help="request field for the 32-token cap (max_tokens for older servers)",
+    )
+    p.set_defaults(func=cmd_dv)
+
+
+def _add_ls(sub):
+    p = sub.add_parser("ls", help="Latent Similarity with a V-JEPA 2 encoder")
+    p.add_argument("--run", required=True)
+    p.add_argument("--split", required=True)
+    p.add_argument("--videos", required=True)
+    p.add_argument("--model", default=os.environ.get("BVB_VJEPA_MODEL"), help="V-JEPA 2 folder or hub id ($BVB_VJEPA_MODEL)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"), default="auto")
+    p.add_argument("--num-frames", type=int, default=64, help="frames per clip, uniformly sampled")
+    p.add_argument("--trust-remote-code", action="store_true", help="for community V-JEPA 2.1 ports")
+    p.add_argument("--resume", action="store_true", help="keep scenes already scored with this model")
+    p.add_argument("--scenes", nargs="+", help="re-score only these scenes")
+    p.set_defaults(func=cmd_ls)
+
+
+def _add_overall(sub):
+    p = sub.add_parser("overall", help="Overall from the run's DV and LS; writes overall.json")
+    p.add_argument("--run", required=True)
+    p.set_defaults(func=cmd_overall)
+
+
+def _add_leaderboard(sub):
+    p = sub.add_parser("leaderboard", help="rank runs in BVB's published CSV shape")
+    p.add_argument("runs", nargs="+", help="scored run directories")
+    p.add_argument("--out", required=True, help="CSV to write")
+    p.add_argument("--reference", help="published results CSV to rank the runs among")
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _add_serve(sub):
+    p = sub.add_parser("serve", help="local HTTP scoring service for the add-on")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--root", action="append", help="folder the service may read and score under (repeatable)")
+    p.add_argument("--token", default=os.environ.get("BVB_BRIDGE_TOKEN"), help="bearer token ($BVB_BRIDGE_TOKEN)")
+    p.set_defaults(func=cmd_serve)
+
+
+def _add_report(sub):
+    p = sub.add_parser("report", help="static HTML report of scored runs")
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--videos", help="source videos root")
+    p.set_defaults(func=cmd_report)
 
 
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="eval_bridge",
         description="Score BVB runs: Dual VQA, Latent Similarity, Overall.",
-        epilog="example: python -m eval_bridge --help",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_add_dv, _add_ls, _add_overall, _add_leaderboard, _add_serve, _add_report):
+        add(sub)
     return parser
+
+
+def make_judge(args):
+    """The judge an argparse namespace asks for (VLM with its cache, or geometry)."""
+    from .dv import shared_dir
+
+    if args.judge == "geometry":
+        from .geometry import GeometryJudge
+
+        return GeometryJudge()
+    if not args.judge_base_url or not args.judge_model:
+        raise ValueError(
+            "dv needs --judge-base-url and --judge-model for a VLM judge (or --judge geometry for the offline judge)"
+        )
+    from .cache import JudgeCache
+    from .judge import VLMJudge
+    from .pricing import Pricing
+
+    cache_path = Path(args.cache) if args.cache else Path(args.shared or shared_dir(args.run)) / "judge_cache.sqlite"
+    return VLMJudge(
+        args.judge_base_url,
+        args.judge_model,
+        args.protocol,
+        cache=JudgeCache(cache_path),
+        api_key_env=args.judge_api_key_env,
+        pricing=Pricing(args.judge_model, args.price_in, args.price_out),
+        retries=args.retries,
+        backoff_s=args.retry_base_delay,
+        max_tokens_field=args.max_tokens_field,
+    )
+
+
+def cmd_dv(args, progress=None):
+    from bvb_addon.dataset import read_split
+
+    from .dv import DualVQA
+
+    questions = read_split(args.split)
+    judge = make_judge(args)
+    try:
+        summary = DualVQA(
+            args.run,
+            questions,
+            args.videos,
+            judge,
+            votes=args.votes,
+            workers=args.workers,
+            resume=args.resume,
+            scenes=args.scenes,
+            shared=args.shared,
+            progress=progress,
+            split_path=args.split,
+        ).run()
+    finally:
+        if getattr(judge, "cache", None) is not None:
+            judge.cache.close()
+    counts = summary["counts"]
+    rate = summary["retention_rate"]
+    dv = "n/a (no question right on the sources)" if rate is None else f"{100 * rate:.2f}"
+    print(
+        f"DV {dv}: {counts['both_correct']:g} of {counts['source_correct']:g} source-correct questions retained; "
+        f"accuracy source {summary['original_accuracy']:.3f} render {summary['rendered_accuracy']:.3f}; "
+        f"{counts['questions']} questions, {counts['scenes']} scenes, {counts['scenes_failed']} failed; "
+        f"judge {summary['judge_model']} ({summary['protocol']}); cost ${summary['judge_cost_usd']:.4f} "
+        f"({summary['new_judge_calls']} new calls, ${summary['new_judge_cost_usd']:.4f}; "
+        f"{summary['cache_hits']} cache hits)"
+    )
+    print(f"wrote {Path(args.run) / 'dual_vqa.jsonl'} and dual_vqa_summary.json")
+    return summary
+
+
+def cmd_ls(args, progress=None):
+    from bvb_addon.dataset import read_split
+
+    from .ls import WEIGHTS_HINT, Encoder, LSError, run_ls
+
+    if not args.model:
+        raise LSError(f"ls needs V-JEPA 2 weights: {WEIGHTS_HINT} (or set BVB_VJEPA_MODEL)")
+    questions = read_split(args.split)
+    encoder = Encoder(args.model, args.device, args.dtype, args.trust_remote_code, args.num_frames)
+    summary = run_ls(args.run, questions, args.videos, encoder, resume=args.resume, scenes=args.scenes, progress=progress)
+    counts = summary["counts"]
+    print(
+        f"LS {100 * summary['vision_sim']:.2f} (layout {100 * summary['layout']:.2f}, motion {100 * summary['motion']:.2f}; "
+        f"failures as 0); scored-only {_pct(summary['vision_sim_scored'])}; "
+        f"{counts['scored']} of {counts['scenes']} scenes scored; encoder {summary['model']}"
+    )
+    print(f"wrote {Path(args.run) / 'vision_sim.jsonl'} and vision_sim_summary.json")
+    return summary
+
+
+def _pct(value):
+    return "n/a" if value is None else f"{100 * value:.2f}"
+
+
+def cmd_overall(args, progress=None):
+    from .overall import compute_overall
+
+    result = compute_overall(args.run)
+    if result["overall"] is None:
+        print(f"Overall n/a: missing {', '.join(result['missing'])}; DV {result['dual_vqa']} LS {result['latent_sim']}")
+    else:
+        print(f"Overall {result['overall']:.2f} (DV {result['dual_vqa']:.2f}, LS {result['latent_sim']:.2f})")
+    print(f"wrote {Path(args.run) / 'overall.json'}")
+    return result
+
+
+def cmd_leaderboard(args, progress=None):
+    from .overall import format_table, leaderboard
+
+    rows = leaderboard(args.runs, args.out, args.reference)
+    print(format_table(rows))
+    print(f"wrote {args.out}")
+    return rows
+
+
+def cmd_serve(args, progress=None):
+    from .service import serve
+
+    return serve(args.host, args.port, args.root or [os.getcwd()], args.token)
+
+
+def cmd_report(args, progress=None):
+    from .report import build_report
+
+    out = build_report(args.runs, args.out, args.videos)
+    print(f"wrote {out or args.out}")
+    return out
+
+
+# The one-line errors that bad input raises; anything else is a bug and keeps its traceback.
+def _user_errors():
+    from bvb_addon.dataset import SplitError
+    from bvb_addon.video import VideoError
+
+    from .judge import JudgeError
+    from .ls import LSError
+    from .overall import OverallError
+
+    return (SplitError, VideoError, JudgeError, LSError, OverallError, ValueError, FileNotFoundError)
 
 
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     if not args.command:
         parser.print_help()
+        return 0
+    try:
+        args.func(args)
+    except _user_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; rerun with --resume to continue", file=sys.stderr)
+        return 130
     return 0

@@ -1,0 +1,235 @@
+"""Overall = ((sqrt(DV) + sqrt(max(0, LS))) / 2)^2 on the 0-100 scale, and the leaderboard CSV."""
+
+import csv
+import datetime
+import io
+import logging
+import math
+from pathlib import Path
+from urllib.parse import urlparse
+
+from .files import read_json, write_json_atomic, write_text_atomic
+
+log = logging.getLogger(__name__)
+
+QUESTION_COLUMNS = (
+    "object_counting",
+    "object_abs_distance",
+    "object_size_estimation",
+    "room_size_estimation",
+    "object_rel_distance",
+    "object_rel_direction",
+    "route_planning",
+    "obj_appearance_order",
+)
+# BVB's published results CSV, then ours.
+PUBLISHED_COLUMNS = (
+    "rank",
+    "name",
+    "effort",
+    "harness",
+    "vendor",
+    "openWeight",
+    "overall",
+    "dualVqa",
+    "latentSim",
+    "layout",
+    "motion",
+    "costUsd",
+    "runtimeMin",
+    *QUESTION_COLUMNS,
+)
+OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol")
+COLUMNS = PUBLISHED_COLUMNS + OWN_COLUMNS
+VENDORS = {
+    "openai": "OpenAI",
+    "anthropic": "Anthropic",
+    "googleapis": "Google",
+    "google": "Google",
+    "mistral": "Mistral",
+    "deepseek": "DeepSeek",
+    "x.ai": "xAI",
+}
+
+
+class OverallError(ValueError):
+    pass
+
+
+def overall_score(dv, ls):
+    """BVB's Overall from DV and LS, both on the 0-100 scale."""
+    return ((math.sqrt(dv) + math.sqrt(max(0.0, ls))) / 2) ** 2
+
+
+def _percent(fraction):
+    return None if fraction is None else 100.0 * float(fraction)
+
+
+def _summary(path):
+    return read_json(path, "summary") if Path(path).is_file() else None
+
+
+def compute_overall(run_dir):
+    """Write <run>/overall.json from the run's DV and LS summaries; returns its content."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise OverallError(f"run directory {run_dir} does not exist; pass --run results/<run>")
+    dv = _summary(run_dir / "dual_vqa_summary.json")
+    ls = _summary(run_dir / "vision_sim_summary.json")
+    if dv is None and ls is None:
+        raise OverallError(
+            f"{run_dir} has neither dual_vqa_summary.json nor vision_sim_summary.json; "
+            "score it first with python -m eval_bridge dv and python -m eval_bridge ls"
+        )
+    dv_pct = _percent((dv or {}).get("retention_rate"))
+    if dv is not None and dv_pct is None:
+        dv_pct = 0.0  # no question was answered right on any source: nothing was retained
+    ls_pct = _percent((ls or {}).get("vision_sim"))
+    missing = [name for name, value in (("dual_vqa", dv), ("latent_sim", ls)) if value is None]
+    for name in missing:
+        command = "dv" if name == "dual_vqa" else "ls"
+        log.warning("%s: no %s summary, so no Overall; run python -m eval_bridge %s", run_dir, name, command)
+    result = {
+        "overall": overall_score(dv_pct, ls_pct) if not missing else None,
+        "dual_vqa": dv_pct,
+        "latent_sim": ls_pct,
+        "layout": _percent((ls or {}).get("layout")),
+        "motion": _percent((ls or {}).get("motion")),
+        "missing": missing,
+        "protocol": (dv or {}).get("protocol"),
+        "judge_model": (dv or {}).get("judge_model"),
+        "encoder": (ls or {}).get("model"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    write_json_atomic(run_dir / "overall.json", result)
+    return result
+
+
+def _vendor(config):
+    model = str(config.get("model") or "")
+    if config.get("vendor"):
+        return str(config["vendor"])
+    if "/" in model:
+        return model.split("/", 1)[0]
+    host = urlparse(str(config.get("base_url") or "")).hostname or ""
+    return next((name for key, name in VENDORS.items() if key in host), "")
+
+
+def run_row(run_dir):
+    """One leaderboard row (0-100 scale) for a scored run directory."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise OverallError(f"run directory {run_dir} does not exist; pass scored run folders")
+    config = _summary(run_dir / "config.json") or {}
+    dv = _summary(run_dir / "dual_vqa_summary.json") or {}
+    ls = _summary(run_dir / "vision_sim_summary.json") or {}
+    overall = _summary(run_dir / "overall.json")
+    if overall is None:
+        overall = compute_overall(run_dir)
+    agent = config.get("agent")
+    name = config.get("name") or (config.get("model") if agent in (None, "model") else agent) or run_dir.name
+    metas = [_summary(p) or {} for p in sorted((run_dir / "agent_meta").glob("*.json"))]
+    by_type = dv.get("by_question_type") or {}
+    row = {
+        "name": name,
+        "effort": config.get("reasoning") or config.get("effort") or "",
+        "harness": f"bvb-blender {config.get('harness_version', '')}".strip(),
+        "vendor": _vendor(config) if agent in (None, "model") else "",
+        "openWeight": "" if config.get("open_weight") is None else str(bool(config["open_weight"])).lower(),
+        "overall": overall.get("overall"),
+        "dualVqa": overall.get("dual_vqa"),
+        "latentSim": overall.get("latent_sim"),
+        "layout": overall.get("layout"),
+        "motion": overall.get("motion"),
+        "costUsd": sum(float(m.get("cost") or 0.0) for m in metas) if metas else None,
+        "runtimeMin": sum(float(m.get("runtime") or 0.0) for m in metas) / 60 if metas else None,
+    }
+    for column in QUESTION_COLUMNS:
+        # The three object_rel_direction levels are pooled into one column, like BVB's table.
+        entries = [v for k, v in by_type.items() if k == column or k.startswith(column + "_")]
+        source = sum(e.get("source_correct", 0) for e in entries)
+        both = sum(e.get("both_correct", 0) for e in entries)
+        row[column] = 100.0 * both / source if source else None
+    failures = ls.get("counts", {}).get("failed")
+    if failures is None:
+        failures = dv.get("counts", {}).get("scenes_failed")
+    row.update(
+        scenes=dv.get("counts", {}).get("scenes") or ls.get("counts", {}).get("scenes"),
+        failures=failures,
+        judge=dv.get("judge_model", ""),
+        encoder=ls.get("model", ""),
+        protocol=dv.get("protocol", ""),
+    )
+    return row
+
+
+def _number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_reference(path):
+    """Rows of a published results CSV; every row must have a name and an overall."""
+    path = Path(path)
+    if not path.is_file():
+        raise OverallError(f"reference CSV {path} does not exist; pass BVB's published results CSV")
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = {"name", "overall"} - set(reader.fieldnames or [])
+        if missing:
+            raise OverallError(f"reference CSV {path} lacks column(s) {', '.join(sorted(missing))}; use BVB's results CSV")
+        rows = []
+        for row in reader:
+            row = {k: v for k, v in row.items() if k in COLUMNS}
+            for key in ("overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "runtimeMin", *QUESTION_COLUMNS):
+                if key in row:
+                    row[key] = _number(row[key])
+            row["source"] = "reference"
+            rows.append(row)
+    return rows
+
+
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def leaderboard(run_dirs, out, reference=None):
+    """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows."""
+    rows = [run_row(r) for r in run_dirs]
+    if reference:
+        rows += read_reference(reference)
+    rows.sort(key=lambda r: -(r.get("overall") if r.get("overall") is not None else -math.inf))
+    for rank, row in enumerate(rows, 1):
+        row["rank"] = rank
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in COLUMNS})
+    write_text_atomic(out, buffer.getvalue())
+    return rows
+
+
+def format_table(rows):
+    """A plain-text table of the main columns, for the terminal."""
+    columns = ("rank", "name", "effort", "overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "judge")
+
+    def show(value):
+        if isinstance(value, float):
+            return f"{value:.2f}"
+        return "" if value is None else str(value)
+
+    cells = [[show(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+__all__ = ["COLUMNS", "compute_overall", "format_table", "leaderboard", "overall_score"]

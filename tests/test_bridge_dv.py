@@ -1,0 +1,345 @@
+"""Dual VQA end to end against the real scripted OpenAI-compatible server playing the judge."""
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from bvb_addon.video import sample_uniform
+from eval_bridge.cli import main
+from headless.scripted_openai import ScriptedOpenAI
+
+pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parent.parent
+
+QUESTIONS = [
+    # id, scene, type, question, options, truth, source answer, render answer
+    ("q1", "s1", "object_counting", "How many chairs are in this room?", None, "3", "3", "3"),
+    (
+        "q2",
+        "s1",
+        "object_rel_distance",
+        "Which is closest to the bed?",
+        ["A. table", "B. sofa", "C. lamp"],
+        "B",
+        "B",
+        "C",
+    ),
+    ("q3", "s1", "object_size_estimation", "How long is the sofa in cm?", None, "100", "50", "100"),
+    ("q4", "s2", "object_abs_distance", "How far apart are the bed and the door?", None, "2", "2.1 m", "2.3"),
+    (
+        "q5",
+        "s2",
+        "obj_appearance_order",
+        "Which order do they appear in?",
+        ["A. bed, door", "B. door, bed"],
+        "A",
+        "A",
+        "a",
+    ),
+    ("q6", "s3", "object_counting", "How many doors are there?", None, "2", "2", None),
+    ("q7", "s3", "room_size_estimation", "How big is this room in square meters?", None, "20", "5", None),
+]
+COLOURS = {
+    ("source", "s1"): 40,
+    ("source", "s2"): 90,
+    ("source", "s3"): 140,
+    ("render", "s1"): 190,
+    ("render", "s2"): 230,
+}
+
+
+def _clip(path, level, size=(64, 48), frames=8):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=4)
+        stream.width, stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for index in range(frames):
+            image = np.full((size[1], size[0], 3), level, np.uint8)
+            image[:, : 4 + index * 4] = 255 - level
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def _first_frame_key(path):
+    frame = sample_uniform(path, 16, longest_side=384, quality=80)[0]
+    return hashlib.sha256(("data:image/jpeg;base64," + base64.b64encode(frame).decode()).encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """Source clips, render clips and the split, built once; each test copies a run from them."""
+    root = tmp_path_factory.mktemp("dv_assets")
+    labels = {}
+    for (side, scene), level in COLOURS.items():
+        size = (480, 320) if (side, scene) == ("source", "s1") else (64, 48)
+        path = root / ("videos/arkitscenes" if side == "source" else "renders") / f"{scene}.mp4"
+        _clip(path, level, size)
+        labels[_first_frame_key(path)] = (side, scene)
+    split = root / "split.jsonl"
+    rows = [
+        {
+            "id": q,
+            "dataset": "arkitscenes",
+            "scene_name": s,
+            "question_type": t,
+            "question": text,
+            "options": o,
+            "ground_truth": g,
+        }
+        for q, s, t, text, o, g, _, _ in QUESTIONS
+    ]
+    split.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root, labels
+
+
+def _make_run(assets, results, name="run1"):
+    root, _ = assets
+    run = results / name
+    for scene in ("s1", "s2"):
+        (run / "camera_renders").mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / "renders" / f"{scene}.mp4", run / "camera_renders" / f"{scene}.mp4")
+        (run / "blends").mkdir(exist_ok=True)
+        (run / "blends" / f"{scene}.blend").write_bytes(b"BLENDER")
+    (run / "agent_meta").mkdir(exist_ok=True)
+    (run / "agent_meta" / "s3.json").write_text(
+        json.dumps({"scene": "s3", "status": "error", "stop_reason": "model_error"})
+    )
+    return run
+
+
+class Judge:
+    """A responder for ScriptedOpenAI: answers by (which clip, which question), votes in order."""
+
+    def __init__(self, labels, overrides=None, delay=0.0):
+        self.labels = labels
+        self.script = {}
+        for _id, scene, _, text, _, _, source, render in QUESTIONS:
+            self.script[(("source", scene), text)] = source
+            self.script[(("render", scene), text)] = render
+        self.script.update(overrides or {})
+        self.counts = defaultdict(int)
+        self.lock = threading.Lock()
+        self.delay = delay
+
+    def __call__(self, body):
+        content = body["messages"][0]["content"]
+        key = hashlib.sha256(content[0]["image_url"]["url"].encode()).hexdigest()
+        label = self.labels[key]
+        text = content[-1]["text"]
+        with self.lock:
+            index = self.counts[(label, text)]
+            self.counts[(label, text)] += 1
+        reply = self.script[(label, text)]
+        if isinstance(reply, list):
+            reply = reply[index % len(reply)]
+        if isinstance(reply, dict):
+            return {**reply, "delay": self.delay}
+        return {"content": reply, "delay": self.delay}
+
+
+def _dv(run, assets, server, *extra):
+    root, _ = assets
+    argv = ["dv", "--run", str(run), "--split", str(root / "split.jsonl"), "--videos", str(root / "videos")]
+    argv += ["--judge-base-url", server.base_url, "--judge-model", "gpt-4o", "--workers", "4"]
+    argv += ["--price-in", "1.0", "--price-out", "2.0", "--retry-base-delay", "0.01", *extra]
+    return main(argv)
+
+
+def _rows(run):
+    return {r["id"]: r for r in map(json.loads, (run / "dual_vqa.jsonl").read_text().splitlines())}
+
+
+def test_pooled_retention_by_type_failures_request_shape_and_cost(assets, tmp_path):
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(run, assets, server) == 0
+        requests = list(server.requests)
+    # 7 source calls + 5 render calls; the scene without a render makes none.
+    assert len(requests) == 12
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert summary["retention_rate"] == pytest.approx(3 / 5)
+    assert summary["original_accuracy"] == pytest.approx(5 / 7)
+    assert summary["rendered_accuracy"] == pytest.approx(4 / 7)
+    assert summary["counts"]["both_correct"] == 3 and summary["counts"]["source_correct"] == 5
+    assert summary["counts"]["scenes_failed"] == 1 and summary["failures"]["s3"]["status"] == "no_render"
+    assert "model_error" in summary["failures"]["s3"]["reason"]
+    by_type = summary["by_question_type"]
+    assert by_type["object_counting"]["retention_rate"] == pytest.approx(0.5)
+    assert by_type["object_rel_distance"]["retention_rate"] == 0.0
+    assert by_type["object_size_estimation"]["retention_rate"] is None
+    assert summary["protocol"] == "dual_vqa_v1" and summary["judge_model"] == "gpt-4o"
+    assert (summary["frames"], summary["longest_side"], summary["jpeg_quality"]) == (16, 384, 80)
+    # 100 prompt and 20 completion tokens a call at $1 / $2 per million.
+    assert summary["judge_cost_usd"] == pytest.approx(12 * 140e-6)
+    assert summary["new_judge_calls"] == 12
+    rows = _rows(run)
+    assert [rows[q]["retained"] for q in ("q1", "q2", "q3", "q4", "q5", "q6", "q7")] == [
+        True, False, False, True, True, False, False
+    ]  # fmt: skip
+    assert rows["q6"]["status"] == "no_render" and rows["q6"]["source_correct"] and rows["q6"]["render_answer"] is None
+    assert rows["q2"]["source_answer"] == "B" and rows["q2"]["render_answer"] == "C"
+    # The request: 16 low-detail JPEG frames at most 384 px, the question text only, temperature 0, 32 tokens.
+    body = next(b for b in requests if b["messages"][0]["content"][-1]["text"] == "Which is closest to the bed?")
+    content = body["messages"][0]["content"]
+    images = [p for p in content if p["type"] == "image_url"]
+    assert len(images) == 16 and all(p["image_url"]["detail"] == "low" for p in images)
+    assert content[-1] == {"type": "text", "text": "Which is closest to the bed?"}
+    assert body["temperature"] == 0 and body["max_completion_tokens"] == 32
+    jpeg = base64.b64decode(images[0]["image_url"]["url"].split(",", 1)[1])
+    sof = jpeg.index(b"\xff\xc0")
+    height, width = int.from_bytes(jpeg[sof + 5 : sof + 7], "big"), int.from_bytes(jpeg[sof + 7 : sof + 9], "big")
+    assert (width, height) == (384, 256)
+    shared = (tmp_path / "results" / "_dual_vqa_shared" / "original_answers.jsonl").read_text().splitlines()
+    assert len(shared) == 7
+
+
+def test_rerun_and_second_run_make_no_new_calls(assets, tmp_path):
+    results = tmp_path / "results"
+    run = _make_run(assets, results)
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(run, assets, server) == 0
+        first = _rows(run)
+        assert server.calls == 12
+        assert _dv(run, assets, server) == 0  # a plain re-run: every call is in the cache
+        assert server.calls == 12
+        assert _rows(run) == first
+        other = _make_run(assets, results, "run2")  # same renders: sources shared, renders cached
+        assert _dv(other, assets, server) == 0
+        assert server.calls == 12
+    summary = json.loads((other / "dual_vqa_summary.json").read_text())
+    assert summary["new_judge_calls"] == 0 and summary["retention_rate"] == pytest.approx(0.6)
+
+
+def test_votes_take_the_majority_and_ties_are_wrong(assets, tmp_path):
+    overrides = {
+        (("render", "s1"), "How many chairs are in this room?"): ["3", "5", "3"],
+        (("render", "s2"), "How far apart are the bed and the door?"): ["9", "2", "9"],
+    }
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(assets[1], overrides)) as server:
+        assert _dv(run, assets, server, "--votes", "3") == 0
+        assert server.calls == 36
+        rows = _rows(run)
+        assert rows["q1"]["render_correct"] and sorted(rows["q1"]["render_answers"]) == ["3", "3", "5"]
+        assert not rows["q4"]["render_correct"]
+        # Two votes of a 3-vote script: "3" and "5" for q1 in the first two calls -> a tie, wrong.
+        tie_run = _make_run(assets, tmp_path / "results2")
+        ties = {(("render", "s1"), "How many chairs are in this room?"): ["3", "5"]}
+        with ScriptedOpenAI(responder=Judge(assets[1], ties)) as other:
+            assert _dv(tie_run, assets, other, "--votes", "2") == 0
+        assert not _rows(tie_run)["q1"]["render_correct"]
+        assert _rows(tie_run)["q1"]["source_correct"]  # both source votes agree on "3"
+
+
+def test_retries_on_rate_limits_and_server_errors(assets, tmp_path):
+    overrides = {
+        (("render", "s1"), "How many chairs are in this room?"): [
+            {"status": 429, "message": "slow down"},
+            {"status": 503, "message": "busy"},
+            {"content": "3"},
+        ],
+        (("render", "s2"), "How far apart are the bed and the door?"): [{"status": 400, "message": "bad image"}],
+    }
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(assets[1], overrides)) as server:
+        assert _dv(run, assets, server) == 0
+    rows = _rows(run)
+    assert rows["q1"]["status"] == "ok" and rows["q1"]["retained"]
+    # A non-retryable refusal is a judge error: not retained, reported, redone on --resume.
+    assert rows["q4"]["status"] == "judge_error" and "HTTP 400" in rows["q4"]["reason"]
+
+
+def test_vsi_official_shows_options_and_scores_numbers_by_mra(assets, tmp_path):
+    run = _make_run(assets, tmp_path / "results")
+    overrides = {}
+    for q, scene, _, text, options, _, source, render in QUESTIONS:
+        if options:
+            text = "\n".join(
+                [text, "Options:", *options, "Answer with the option's letter from the given choices directly."]
+            )
+        else:
+            text = f"{text}\nPlease answer the question using a single word or phrase."
+        if q == "q4":
+            source, render = "2", "2.5"  # 25% off: under 5 of the 10 MRA thresholds
+        overrides[(("source", scene), text)] = source
+        overrides[(("render", scene), text)] = render
+    with ScriptedOpenAI(responder=Judge(assets[1], overrides)) as server:
+        assert _dv(run, assets, server, "--protocol", "vsi_official") == 0
+    rows = _rows(run)
+    assert rows["q4"]["source_score"] == 1.0 and rows["q4"]["render_score"] == pytest.approx(0.5)
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert summary["protocol"] == "vsi_official"
+    # Retained credit is min(source, render): q1 1 + q4 0.5 + q5 1, over source credit q1 q2 q4 q5 q6 = 5.
+    assert summary["counts"]["source_correct"] == pytest.approx(5.0)
+    assert summary["retention_rate"] == pytest.approx(2.5 / 5)
+
+
+def test_resume_after_a_kill_repeats_no_call(assets, tmp_path):
+    root, labels = assets
+    run = _make_run(assets, tmp_path / "results")
+    argv = [sys.executable, "-m", "eval_bridge", "dv", "--run", str(run), "--split", str(root / "split.jsonl")]
+    argv += ["--videos", str(root / "videos"), "--judge-model", "gpt-4o", "--workers", "1"]
+    judge = Judge(labels, delay=0.25)
+    with ScriptedOpenAI(responder=judge) as server:
+        proc = subprocess.Popen(
+            argv + ["--judge-base-url", server.base_url], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 60
+        while server.calls < 5 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert not (run / "dual_vqa.jsonl").exists()
+        from eval_bridge.cache import JudgeCache
+
+        cache = JudgeCache(tmp_path / "results" / "_dual_vqa_shared" / "judge_cache.sqlite")
+        cached = len(cache)
+        cache.close()
+        assert 0 < cached < 12
+        calls_before = server.calls
+        judge.delay = 0.0
+        assert _dv(run, assets, server, "--resume") == 0
+        # Only calls that never reached the cache are made again: at most the one in flight at the kill.
+        assert server.calls - calls_before == 12 - cached
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert summary["retention_rate"] == pytest.approx(0.6)
+    assert not (run / "dual_vqa.partial.jsonl").exists()
+
+
+def test_bad_inputs_are_one_line_errors(assets, tmp_path, capsys):
+    root, _ = assets
+    run = _make_run(assets, tmp_path / "results")
+    code = main(["dv", "--run", str(run), "--split", str(root / "split.jsonl"), "--videos", str(root / "videos")])
+    assert code == 2
+    assert "dv needs --judge-base-url and --judge-model" in capsys.readouterr().err
+    code = main(
+        [
+            "dv",
+            "--run",
+            str(run),
+            "--split",
+            str(root / "split.jsonl"),
+            "--videos",
+            str(tmp_path),
+            "--judge",
+            "geometry",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "ground truth" in err and len(err.strip().splitlines()) == 1
