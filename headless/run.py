@@ -160,13 +160,12 @@ def main(argv=None):
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from bvb_addon.agent.model import ModelError
-    from bvb_addon.agent.pricing import PriceError
-    from bvb_addon.agent.runner import RunError, Runner, summarize
+    from bvb_addon.agent.runner import Runner, summarize
 
     try:
         options, config = _configs(args, parser)
         runner = Runner(options, config)
-    except (RunError, PriceError, ModelError, ValueError) as exc:
+    except (ValueError, ModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     # A batch scheduler's SIGTERM stops the run like Ctrl-C: current steps finish and are saved.
@@ -174,7 +173,7 @@ def main(argv=None):
     start = time.monotonic()
     try:
         results = runner.run()
-    except (RunError, PriceError, ModelError) as exc:
+    except (ValueError, ModelError) as exc:  # RunError, PriceError, SplitError, VideoError: one line each
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -92,12 +92,24 @@ class SandboxEnvironment:
     """The real tools: a warm sandboxed Blender worker for python and render, PyAV for frames."""
 
     def __init__(self, video, info, workspace, snapshot_dir, config, sandbox_config=None):
-        from ..sandbox import Worker
-
         self.video = Path(video)
         self.info = info
         self.config = config
-        self.worker = Worker(Path(workspace), Path(snapshot_dir), sandbox_config)
+        self._worker_args = (Path(workspace), Path(snapshot_dir), sandbox_config)
+        self._worker = None
+
+    @property
+    def worker(self):
+        # Started on first use: a scene that ends before any python or render action
+        # (a cost limit, a missing oracle) never pays for a Blender start.
+        if self._worker is None:
+            from ..sandbox import Worker
+
+            workspace, snapshot_dir, sandbox_config = self._worker_args
+            workspace.mkdir(parents=True, exist_ok=True)
+            snapshot_dir.mkdir(parents=True, exist_ok=True)
+            self._worker = Worker(workspace, snapshot_dir, sandbox_config)
+        return self._worker
 
     def python(self, code, timeout=None):
         result = self.worker.run(code, timeout=timeout)
@@ -129,7 +141,8 @@ class SandboxEnvironment:
         return ImagesResult(result.status, images, reason=result.reason or "")
 
     def close(self):
-        self.worker.close()
+        if self._worker is not None:
+            self._worker.close()
 
 
 def _python_result(result):

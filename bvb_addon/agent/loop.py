@@ -209,6 +209,7 @@ class AgentLoop:
             )
 
     def _step(self):
+        started = time.monotonic()
         self._check_limits()
         s = self.state
         reply = self.model.query(s["messages"])
@@ -237,6 +238,8 @@ class AgentLoop:
         self._save()
         self._act(reply.content)
         self._save()
+        # Everything but the model call; written with the next save (bench/agent_overhead.py reads it).
+        s["steps"][-1]["harness_seconds"] = round(time.monotonic() - started - reply.seconds, 5)
 
     def _act(self, content):
         """Run the action of the last reply and append its observation; raises Submitted on DONE."""
