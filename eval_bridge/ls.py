@@ -79,7 +79,9 @@ def preprocessing_from(config, model_crop=None):
     else:
         raise LSError(f"preprocessor config: unsupported size {size!r}; expected shortest_edge or height/width")
     if config.get("resample", 2) not in (2, None):
-        log.warning("preprocessor asks for resample=%s; LS resizes bilinearly (the V-JEPA 2 default)", config["resample"])
+        log.warning(
+            "preprocessor asks for resample=%s; LS resizes bilinearly (the V-JEPA 2 default)", config["resample"]
+        )
     return Preprocessing(
         do_resize=bool(config.get("do_resize", True)),
         shortest_edge=shortest,
@@ -174,7 +176,9 @@ class Encoder:
             import torch
             import transformers
         except ImportError as exc:
-            raise LSError(f"LS needs torch and transformers ({exc.name} is missing); install the 'bridge' extra") from None
+            raise LSError(
+                f"LS needs torch and transformers ({exc.name} is missing); install the 'bridge' extra"
+            ) from None
         self.torch = torch
         self.model_id = str(model)
         if device == "auto":
@@ -203,7 +207,11 @@ class Encoder:
         if self.num_frames % self.tubelet:
             raise LSError(f"--num-frames {num_frames} must be a multiple of the model's tubelet size {self.tubelet}")
         self.prep = preprocessing_from(self._preprocessor_config(model), getattr(config, "crop_size", None))
-        self.grid = (self.num_frames // self.tubelet, self.prep.crop_hw[0] // self.patch, self.prep.crop_hw[1] // self.patch)
+        self.grid = (
+            self.num_frames // self.tubelet,
+            self.prep.crop_hw[0] // self.patch,
+            self.prep.crop_hw[1] // self.patch,
+        )
 
     def _preprocessor_config(self, model):
         local = Path(model)
@@ -258,7 +266,10 @@ def _failure(run_dir, scene):
     if not (Path(run_dir) / "camera_renders" / f"{scene}.mp4").is_file():
         if not (Path(run_dir) / "blends" / f"{scene}.blend").is_file():
             meta = _agent_meta(run_dir, scene)
-            return "no_render", f"no submission: {meta.get('stop_reason') or meta.get('status') or 'the agent never ran'}"
+            return (
+                "no_render",
+                f"no submission: {meta.get('stop_reason') or meta.get('status') or 'the agent never ran'}",
+            )
         return "no_render", "no evaluation render; run python -m headless.render"
     return None
 
@@ -282,7 +293,9 @@ def summarise(rows, encoder_info):
     for r in rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     summary["counts"] = {"scenes": len(rows), "scored": len(ok), "failed": len(rows) - len(ok), "by_status": statuses}
-    summary["failures"] = {r["scene"]: {"status": r["status"], "reason": r["reason"]} for r in rows if r["status"] != "ok"}
+    summary["failures"] = {
+        r["scene"]: {"status": r["status"], "reason": r["reason"]} for r in rows if r["status"] != "ok"
+    }
     summary.update(encoder_info)
     summary["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return summary
