@@ -23,7 +23,7 @@ def make_clip(path, frames=16, fps=8, size=(64, 48)):
         stream.width, stream.height, stream.pix_fmt = size[0], size[1], "yuv420p"
         for i in range(frames):
             rgb = np.zeros((size[1], size[0], 3), dtype=np.uint8)
-            rgb[..., 0] = 40 + i * 10
+            rgb[..., 0] = (40 + i * 10) % 256
             rgb[:, : size[0] // 2, 1] = 200
             for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
                 container.mux(packet)

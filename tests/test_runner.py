@@ -204,6 +204,37 @@ def test_killed_mid_scene_then_resume_finishes_with_the_remaining_budget(suite, 
 
 
 @pytest.mark.blender
+def test_ctrl_c_finishes_the_step_marks_the_scene_interrupted_and_resume_completes_it(suite, tmp_path):
+    replies = [FRAMES, py(ROOM), {"content": py(CAMERA), "delay": 1.5}, "DONE"]
+    run = tmp_path / "run"
+    args = ["--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(run),
+            "--scenes", "synth_easy_000", "--model", "scripted", "--api-key-env", "BVB_TEST_KEY",
+            "--price-in", "1", "--price-out", "1"]  # fmt: skip
+    with ScriptedOpenAI(responder=lambda body: replies[turn_of(body)]) as server:
+        command = [sys.executable, "-m", "headless.run", "--sandbox-min", "rlimits", "--allow-weak-sandbox"]
+        proc = subprocess.Popen(
+            command + args + ["--base-url", server.base_url], cwd=REPO, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while server.calls < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the foreground group
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 130, stderr[-3000:]
+        meta = read_json(run / "agent_meta/synth_easy_000.json")
+        # The reply in flight was still acted on and saved; then the scene stopped.
+        assert (meta["status"], meta["turns"], meta["python_steps"]) == ("interrupted", 3, 2)
+        assert "--resume" in meta["reason"] and not (run / "blends/synth_easy_000.blend").exists()
+        assert "scenes" in stderr and "cost $" in stderr  # the progress bar
+        resumed = cli(*args, "--resume", "--base-url", server.base_url)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    meta = read_json(run / "agent_meta/synth_easy_000.json")
+    assert (meta["status"], meta["turns"], meta["sessions"]) == ("submitted", 4, 2)
+    assert dump_in_blender(blend=run / "blends/synth_easy_000.blend")["camera"] == "Camera"
+
+
+@pytest.mark.blender
 def test_two_workers_give_the_same_results_as_one(suite, tmp_path):
     def responder(body):
         scene = scene_of(body)
