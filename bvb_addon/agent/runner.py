@@ -123,7 +123,7 @@ class Runner:
         try:
             from .. import sandbox
 
-            level = sandbox.probe_layers(self.options.sandbox)
+            level = sandbox.probe_layers(self.options.sandbox or sandbox.SandboxConfig())
             return {"name": level.name, "layers": list(level.layers), "missing": level.missing}
         except Exception as exc:  # a missing layer must not hide the run's other facts
             log.warning("could not probe the sandbox: %s", exc)
@@ -192,20 +192,27 @@ class Runner:
         )
 
     def _fail(self, dataset_name, scene, status, stop_reason, reason):
+        """agent_meta for a scene that ended before its loop could start."""
         meta = {
             "scene": scene,
             "dataset": dataset_name,
             "agent": self.config.agent,
-            "model": self.config.model,
+            "model": self.config.model if self.config.agent == "model" else self.config.agent,
             "status": status,
             "stop_reason": stop_reason,
             "reason": reason,
             "turns": 0,
             "frames_seen": 0,
+            "format_errors": 0,
+            "python_steps": 0,
             "cost": 0.0,
+            "cost_limit": self.config.cost_limit,
             "tokens": {"input": 0, "cached_input": 0, "output": 0},
             "runtime": 0.0,
+            "model_seconds": 0.0,
+            "sessions": 0,
             "submission": None,
+            "snapshot": None,
         }
         write_json(self.layout.meta(scene), meta)
         return meta
