@@ -1,0 +1,1 @@
+"""VGI-Bench procedure tasks built in Blender: plans, oracle programs, exact checkers."""

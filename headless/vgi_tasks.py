@@ -1,0 +1,133 @@
+"""Generate a VGI procedure-task suite built in Blender.
+
+    python -m headless.vgi_tasks --out DIR --seed S [--families F ...] [--levels 1 2 3]
+                                 [--oracle-videos] [--samples 16] [--scale 100]
+
+Writes DIR/tasks.jsonl (one row per task: id, family, domain, skills, level, start image,
+constraint, rubric, completeness), DIR/images/<id>.png (16:9 start image rendered with
+Cycles), DIR/oracle/<id>.py (a standalone bpy program that builds and solves the task),
+and with --oracle-videos DIR/videos/<id>.mp4 and DIR/timelines/<id>.json of the oracle.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from headless import bootstrap  # noqa: E402
+
+
+def build_parser():
+    from bvb_addon.vgi import families
+
+    parser = argparse.ArgumentParser(
+        prog="headless.vgi_tasks",
+        description="Generate VGI procedure tasks (start image, constraint, rubric, oracle) in Blender.",
+        epilog="example: python -m headless.vgi_tasks --out data/vgi --seed 0 --oracle-videos",
+    )
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--families", nargs="+", choices=sorted(families.FAMILIES), default=sorted(families.FAMILIES))
+    parser.add_argument("--levels", nargs="+", type=int, choices=(1, 2, 3), default=[1, 2, 3])
+    parser.add_argument("--oracle-videos", action="store_true", help="also render the oracle solutions and timelines")
+    parser.add_argument("--samples", type=int, default=16, help="Cycles samples of the start images")
+    parser.add_argument("--scale", type=int, default=100, help="resolution percentage of 480x270")
+    return parser
+
+
+def encode_frames(frames_dir, fps, out_path):
+    """Encode a folder of PNG frames to an H.264 mp4, atomically."""
+    import av
+    import numpy as np
+
+    frames = sorted(Path(frames_dir).glob("frame_*.png"))
+    if not frames:
+        raise RuntimeError(f"no frames rendered in {frames_dir}")
+    tmp = out_path.with_name(f".{out_path.name}.tmp.mp4")
+    with av.open(str(tmp), "w") as container:
+        stream = None
+        for path in frames:
+            with av.open(str(path)) as image_file:
+                image = next(image_file.decode(video=0)).to_ndarray(format="rgb24")
+            image = image[: image.shape[0] // 2 * 2, : image.shape[1] // 2 * 2]
+            if stream is None:
+                stream = container.add_stream("libx264", rate=int(fps))
+                stream.height, stream.width = image.shape[:2]
+                stream.pix_fmt = "yuv420p"
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    tmp.replace(out_path)
+
+
+def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, scale=100):
+    """Generate the suite; return the task rows."""
+    from bvb_addon.atomic import write_text_atomic
+    from bvb_addon.vgi import families, program
+
+    out = Path(out).resolve()
+    for folder in ("images", "oracle", "videos", "timelines"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+    rows, jobs = [], []
+    work = Path(tempfile.mkdtemp(prefix="vgi_job_"))
+    for family in family_names:
+        for level in levels:
+            plan = families.plan_task(family, level, seed)
+            oracle = program.build_program(plan, animate=True)
+            write_text_atomic(out / "oracle" / f"{plan.id}.py", oracle)
+            row = plan.row()
+            row["start_image"] = f"images/{plan.id}.png"
+            rows.append(row)
+            job = {
+                "id": plan.id,
+                "start_program": program.build_program(plan, animate=False),
+                "image": str(out / row["start_image"]),
+            }
+            if oracle_videos:
+                job.update(
+                    oracle_program=oracle,
+                    timeline=str(out / "timelines" / f"{plan.id}.json"),
+                    timeline_program=program.timeline_program(out / "timelines" / f"{plan.id}.json"),
+                    frames_dir=str(work / plan.id),
+                )
+            jobs.append(job)
+    job_path = work / "job.json"
+    job_path.write_text(json.dumps({"tasks": jobs, "samples": samples, "scale": scale}))
+    script = Path(__file__).resolve().parent.parent / "bvb_addon" / "vgi" / "blender_job.py"
+    proc = subprocess.run([sys.executable, str(script), str(job_path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise RuntimeError("Blender failed while rendering VGI tasks: " + " | ".join(tail))
+    if oracle_videos:
+        for job in jobs:
+            encode_frames(job["frames_dir"], families.FPS, out / "videos" / f"{job['id']}.mp4")
+    write_text_atomic(out / "tasks.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def main(argv=None):
+    try:
+        bootstrap.add_venv(argv)
+    except bootstrap.BootstrapError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args = build_parser().parse_args(bootstrap.script_args(argv) if argv is None else argv)
+    started = time.monotonic()
+    try:
+        rows = generate(args.out, args.seed, args.families, args.levels, args.oracle_videos, args.samples, args.scale)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(rows)} tasks to {Path(args.out) / 'tasks.jsonl'} in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

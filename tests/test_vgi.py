@@ -1,0 +1,257 @@
+"""VGI: the score, adaptive sampling, the focus window, the family checkers, the pipeline."""
+
+import base64
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from bvb_addon.vgi import families, timeline
+from eval_bridge import vgi
+from headless.scripted_openai import ScriptedOpenAI
+
+REPO = Path(__file__).resolve().parent.parent
+
+RULES = [{"id": "a", "rule": "..."}, {"id": "b", "rule": "..."}]
+
+
+def _row(family, domain, skills, level, score, success):
+    return {"family": family, "domain": domain, "skills": skills, "level": level, "score": score, "success": success}
+
+
+@pytest.mark.unit
+def test_instance_score_is_completeness_times_mean_inverse_violations():
+    # complete, violations a=1, b=0: 1 * (1/2 + 1) / 2 = 0.75
+    assert vgi.instance_score(1.0, {"a": 1, "b": 0}, RULES) == {
+        "completeness": 1.0,
+        "rubric_score": 0.75,
+        "score": 0.75,
+        "success": False,
+    }
+    # partial, a=3, b=1: 0.5 * (1/4 + 1/2) / 2 = 0.1875
+    assert vgi.instance_score(0.5, {"a": 3, "b": 1}, RULES)["score"] == pytest.approx(0.1875)
+    clean = vgi.instance_score(1.0, {}, RULES)
+    assert clean["score"] == 1.0 and clean["success"] is True
+    assert vgi.instance_score(0.5, {}, RULES)["success"] is False
+
+
+@pytest.mark.unit
+def test_aggregate_by_family_domain_skill_and_level():
+    rows = [
+        _row("stack", "physical manipulation", ["physics", "spatial"], 1, 1.0, True),
+        _row("stack", "physical manipulation", ["physics", "spatial"], 2, 0.5, False),
+        _row("maze", "structured puzzles", ["topology", "spatial"], 1, 0.25, False),
+    ]
+    summary = vgi.aggregate(rows)
+    assert summary["overall"]["score"] == pytest.approx(100 * 1.75 / 3)
+    assert summary["overall"]["success"] == pytest.approx(100 / 3)
+    assert summary["by_family"]["stack"]["score"] == pytest.approx(75.0)
+    assert summary["by_domain"]["structured puzzles"]["score"] == pytest.approx(25.0)
+    assert summary["by_skill"]["spatial"]["instances"] == 3
+    assert summary["by_skill"]["physics"]["score"] == pytest.approx(75.0)
+    assert summary["by_level"]["1"]["score"] == pytest.approx(62.5)
+
+
+@pytest.mark.unit
+def test_half_protocol_keeps_every_other_instance_per_family():
+    tasks = [{"id": f"{f}_l{level}", "family": f, "level": level} for f in ("x", "y") for level in (1, 2, 3)]
+    kept = vgi.half_instances(tasks)
+    assert [t["id"] for t in kept] == ["x_l1", "x_l3", "y_l1", "y_l3"]
+
+
+@pytest.mark.unit
+def test_adaptive_sampling_is_denser_where_the_video_changes():
+    # 100 frames: still for 80, then 20 frames of motion.
+    frames = np.zeros((100, 32, 32, 3), np.uint8)
+    for t in range(80, 100):
+        frames[t, :, : (t - 79) * 1] = 255
+    indices = vgi.adaptive_indices(vgi.change_energy(frames), 20)
+    assert len(indices) == 20 and indices[0] == 0 and indices[-1] == 99
+    in_motion = sum(i >= 79 for i in indices)
+    assert in_motion >= 10  # uniform sampling puts 4 there
+    assert sum(i >= 79 for i in vgi.uniform_indices(100, 20)) <= 5
+
+
+@pytest.mark.unit
+def test_focus_windows_overlap_and_cover_every_sampled_frame():
+    indices = list(range(0, 40, 2))
+    windows = vgi.focus_windows(indices, size=8, stride=4)
+    assert all(len(w) == 8 for w in windows)
+    assert sorted({i for w in windows for i in w}) == indices
+    assert set(windows[0]) & set(windows[1])
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("family", sorted(families.FAMILIES))
+def test_family_checker_passes_the_oracle_and_fails_made_up_bad_solutions(family):
+    for level in (1, 2, 3):
+        plan = families.plan_task(family, level, seed=3)
+        oracle = families.check(plan, families.plan_timeline(plan))
+        assert oracle["completeness"] == 1.0, (family, level, oracle)
+        assert sum(oracle["violations"].values()) == 0, (family, level, oracle)
+        bad = families.FAMILIES[family].bad_solutions(plan)
+        assert bad, family
+        for kind, wrong in bad.items():
+            result = families.check(wrong, families.plan_timeline(wrong))
+            broken = sum(result["violations"].values()) > 0 or result["completeness"] < 1.0
+            assert broken, (family, level, kind, result)
+
+
+@pytest.mark.unit
+def test_same_seed_same_task_and_rows_round_trip():
+    a = families.plan_task("maze", 2, seed=5)
+    b = families.plan_task("maze", 2, seed=5)
+    assert json.dumps(a.row(), default=float) == json.dumps(b.row(), default=float)
+    row = json.loads(json.dumps(a.row(), default=float))
+    again = families.plan_from_row(row)
+    assert families.check(again, families.plan_timeline(a))["completeness"] == 1.0
+
+
+@pytest.mark.unit
+def test_event_counting_merges_consecutive_frames():
+    assert timeline.events([False, True, True, False, True]) == 2
+    assert vgi.count_events({4, 6, 20}, [0, 2, 4, 6, 8, 20]) == 2
+
+
+def _flash_video(path, frames=96, flash=60, size=64):
+    """A slowly moving grey bar with a single red frame at `flash`."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=8)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"crf": "10", "g": "1"}
+        for t in range(frames):
+            image = np.full((size, size, 3), 90, np.uint8)
+            image[:, (t * size) // frames :][:, :6] = 200
+            if t == flash:
+                image[:, :] = (230, 20, 20)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def _red_images(request):
+    """Numbers of the images (1-based) that are mostly red, read from a chat request."""
+    parts = request["messages"][0]["content"]
+    numbers = []
+    for number, part in enumerate([p for p in parts if p["type"] == "image_url"], 1):
+        data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+        rgb = next(av.open(io.BytesIO(data)).decode(video=0)).to_ndarray(format="rgb24").astype(int)
+        if rgb[..., 0].mean() > 150 and rgb[..., 1].mean() < 80:
+            numbers.append(number)
+    return numbers
+
+
+def _scripted_judge(request):
+    text = [p for p in request["messages"][0]["content"] if p["type"] == "text"][0]["text"]
+    if "completeness" in text and "violations" not in text:
+        return {"content": '{"completeness": "complete"}'}
+    return {"content": json.dumps({"violations": {"flash": _red_images(request)}})}
+
+
+FLASH_TASK = {
+    "id": "flash_1",
+    "family": "flash",
+    "domain": "spatiotemporal dynamics",
+    "skills": ["temporal"],
+    "level": 1,
+    "constraint": "Slide the bar to the right without any flash.",
+    "rubric": [{"id": "flash", "rule": "The picture never flashes red."}],
+    "completeness": ["complete: the bar reaches the right", "partial: halfway", "failed: otherwise"],
+}
+
+
+@pytest.mark.unit
+def test_focus_window_catches_a_one_frame_violation_that_uniform_sampling_misses(tmp_path):
+    from eval_bridge.cache import JudgeCache
+    from eval_bridge.judge import JudgeSettings, VLMJudge
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    _flash_video(videos / "flash_1.mp4")
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(FLASH_TASK) + "\n")
+    with ScriptedOpenAI(responder=_scripted_judge) as server:
+        results = {}
+        for sampling in ("uniform", "adaptive"):
+            vlm = VLMJudge(
+                server.base_url,
+                "scripted-judge",
+                cache=JudgeCache(tmp_path / f"{sampling}.sqlite"),
+                settings=JudgeSettings(max_tokens=300),
+                api_key="x",
+            )
+            judge = vgi.VLMProcessJudge(vlm, budget=16, sampling=sampling)
+            summary = vgi.score([FLASH_TASK], videos, judge, out_dir=tmp_path / sampling)
+            row = json.loads((tmp_path / sampling / "vgi.jsonl").read_text())
+            results[sampling] = (row, summary, vlm)
+        assert results["uniform"][0]["violations"]["flash"] == 0
+        assert results["adaptive"][0]["violations"]["flash"] == 1
+        assert results["adaptive"][0]["score"] == pytest.approx(0.5)
+        assert results["adaptive"][0]["sampled_frames"] == 16
+
+        # A re-run answers from the cache: no new judge calls.
+        calls = server.calls
+        vlm = results["adaptive"][2]
+        again = vgi.score([FLASH_TASK], videos, vgi.VLMProcessJudge(vlm, budget=16), out_dir=tmp_path / "again")
+        assert server.calls == calls
+        assert again["overall"]["score"] == pytest.approx(50.0)
+
+
+@pytest.mark.unit
+def test_bad_tasks_file_gives_a_one_line_error(tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(FLASH_TASK) + "\n{not json\n")
+    with pytest.raises(vgi.VGIError, match="line 2"):
+        vgi.read_tasks(path)
+    with pytest.raises(vgi.VGIError, match="not found"):
+        vgi.read_tasks(tmp_path / "missing.jsonl")
+
+
+@pytest.fixture(scope="module")
+def vgi_suite(tmp_path_factory):
+    """Two families at level 1, rendered by real Blender: start images, oracle videos, timelines."""
+    out = tmp_path_factory.mktemp("vgi")
+    proc = subprocess.run(
+        [sys.executable, "-m", "headless.vgi_tasks", "--out", str(out), "--seed", "1", "--levels", "1",
+         "--families", "stack_by_size", "light_sequence", "--oracle-videos", "--samples", "4", "--scale", "50"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+@pytest.mark.blender
+def test_generator_writes_rows_images_oracles_videos_and_timelines(vgi_suite):
+    rows = vgi.read_tasks(vgi_suite / "tasks.jsonl")
+    assert [r["family"] for r in rows] == ["stack_by_size", "light_sequence"]
+    for row in rows:
+        image = vgi_suite / row["start_image"]
+        frame = next(av.open(str(image)).decode(video=0))
+        assert (frame.width, frame.height) == (240, 135)  # 16:9 at 50%
+        assert row["domain"] in families.DOMAINS and set(row["skills"]) <= set(families.SKILLS)
+        assert (vgi_suite / "oracle" / f"{row['id']}.py").is_file()
+        from bvb_addon import video
+
+        info = video.probe(vgi_suite / "videos" / f"{row['id']}.mp4")
+        assert info.frame_count == row["frames"]
+
+
+@pytest.mark.blender
+def test_checker_scores_blender_oracles_perfect_end_to_end(vgi_suite, tmp_path):
+    from eval_bridge import cli
+
+    code = cli.main(
+        ["vgi", "--videos", str(vgi_suite / "videos"), "--tasks", str(vgi_suite / "tasks.jsonl"),
+         "--judge", "checker", "--timelines", str(vgi_suite / "timelines"), "--out", str(tmp_path)]
+    )  # fmt: skip
+    assert code == 0
+    summary = json.loads((tmp_path / "vgi_summary.json").read_text())
+    assert summary["protocol"] == "vgi_v1" and summary["judge"] == "checker"
+    assert summary["overall"] == {"score": 100.0, "success": 100.0, "instances": 2}
+    assert set(summary["by_domain"]) == {"physical manipulation", "spatiotemporal dynamics"}
