@@ -1,31 +1,19 @@
-"""Thin Blender operators: read properties, call bvb_addon, report, return."""
+"""Thin Blender operators: read properties, call bvb_addon, report, return.
 
-import bpy
+Each module has its own ``classes`` and register/unregister; they register in order and
+unregister in reverse.
+"""
 
-from ..bvb_addon import versions
+from . import agent, edit, misc, run, score, source, steps
 
-
-class BVB_OT_show_versions(bpy.types.Operator):
-    """Report the BVB harness, Blender and Python versions"""
-
-    bl_idname = "bvb.show_versions"
-    bl_label = "Show Versions"
-
-    def execute(self, context):
-        line = versions.version_line()
-        context.scene.bvb.status = line
-        self.report({"INFO"}, line)
-        return {"FINISHED"}
-
-
-classes = (BVB_OT_show_versions,)
+_modules = (misc, source, run, agent, steps, edit, score)
 
 
 def register():
-    for cls in classes:
-        bpy.utils.register_class(cls)
+    for module in _modules:
+        module.register()
 
 
 def unregister():
-    for cls in reversed(classes):
-        bpy.utils.unregister_class(cls)
+    for module in reversed(_modules):
+        module.unregister()

@@ -10,8 +10,19 @@ import sys
 import bpy
 
 zip_path, repo_dir = sys.argv[1], sys.argv[2]
-OPERATORS = ["show_versions"]
-PANELS = ["BVB_PT_main"]
+OPERATORS = [
+    "show_versions",
+    "load_reference",
+    "clear_reference",
+    "open_run",
+    "run_agent",
+    "stop_agent",
+    "load_step",
+    "save_submission",
+    "render_camera",
+    "score",
+]
+PANELS = ["BVB_PT_main", "BVB_PT_source", "BVB_PT_run", "BVB_PT_steps", "BVB_PT_edit", "BVB_PT_score", "BVB_UL_steps"]
 
 
 def snapshot():
@@ -41,11 +52,28 @@ result = {
 module = f"bl_ext.{repo.module}.bvb"
 result["module"] = module
 result["enabled"] = snapshot()
+result["all_operators"] = sorted(dir(bpy.ops.bvb))
 result["addon_listed"] = module in bpy.context.preferences.addons
 bpy.ops.bvb.show_versions()
 result["status"] = bpy.context.scene.bvb.status
 prefs = bpy.context.preferences.addons[module].preferences
-result["prefs"] = {"base_url": prefs.base_url, "api_key_env": prefs.api_key_env, "bridge_url": prefs.bridge_url}
+result["prefs"] = {
+    "base_url": prefs.base_url,
+    "api_key_env": prefs.api_key_env,
+    "bridge_url": prefs.bridge_url,
+    "default_model": prefs.default_model,
+    "cost_limit": prefs.cost_limit,
+}
+# Every module the operators import lazily must be inside the zip too.
+import importlib  # noqa: E402
+
+result["lazy_imports"] = {}
+for name in ():
+    try:
+        importlib.import_module(f"{module}.bvb_addon.{name}")
+        result["lazy_imports"][name] = "ok"
+    except ImportError as exc:
+        result["lazy_imports"][name] = f"{type(exc).__name__}: {exc}"
 
 import addon_utils  # noqa: E402
 

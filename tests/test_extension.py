@@ -55,6 +55,21 @@ def test_validate_rejects_a_broken_manifest(tmp_path):
         build_extension.build(tmp_path / "dist", source_dir=tmp_path)
 
 
+OPERATORS = [
+    "show_versions",
+    "load_reference",
+    "clear_reference",
+    "open_run",
+    "run_agent",
+    "stop_agent",
+    "load_step",
+    "save_submission",
+    "render_camera",
+    "score",
+]
+PANELS = ["BVB_PT_main", "BVB_PT_source", "BVB_PT_run", "BVB_PT_steps", "BVB_PT_edit", "BVB_PT_score", "BVB_UL_steps"]
+
+
 def test_zip_installs_enables_and_unregisters_cleanly(built_zip, tmp_path):
     env = dict(os.environ)
     # Keep Blender's user config and extension repos away from the real home.
@@ -74,11 +89,13 @@ def test_zip_installs_enables_and_unregisters_cleanly(built_zip, tmp_path):
     result = json.loads(lines[-1][len("RESULT ") :])
     assert result["install"] == ["FINISHED"]
     assert result["addon_listed"]
-    full = {"operators": ["show_versions"], "panels": ["BVB_PT_main"], "scene_pointer": True}
+    full = {"operators": OPERATORS, "panels": PANELS, "scene_pointer": True}
     empty = {"operators": [], "panels": [], "scene_pointer": False}
     assert result["enabled"] == full
     assert result["status"].startswith("BVB 0.")
     assert result["prefs"]["api_key_env"] == "OPENAI_API_KEY"
+    assert result["all_operators"] == sorted(OPERATORS), "every registered operator is listed, and reachable"
+    assert result["lazy_imports"] == dict.fromkeys(result["lazy_imports"], "ok")
     assert result["disabled"] == empty
     assert result["cycles"] == [{"enabled": full, "disabled": empty}] * 2
     assert (tmp_path / "repo" / "bvb" / "blender_manifest.toml").is_file()

@@ -1,0 +1,194 @@
+"""The agent loop of the runner, run from the add-on: a background thread and a queue of progress events.
+
+No bpy here. The add-on starts an AgentSession, and a ``bpy.app.timers`` callback on the
+main thread drains ``poll()``: every bpy change (loading the newest snapshot, updating the
+panel) happens there, never on the loop's thread.
+"""
+
+import logging
+import os
+import queue
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .agent.layout import RunLayout, write_json
+from .agent.loop import AgentLoop, SceneTask
+from .versions import HARNESS_VERSION
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the panel shows after each saved step."""
+
+    step: int
+    frames_seen: int
+    cost: float
+    last_action: str
+    status: str
+    snapshot: str | None
+
+
+def task_for_clip(clip_path, scene_id=None, dataset=None):
+    """A SceneTask from a clip file (probed with PyAV): scene id and dataset default to its name and folder."""
+    from . import video
+
+    clip_path = Path(clip_path)
+    info = video.probe(clip_path)
+    return SceneTask(
+        scene=scene_id or clip_path.stem,
+        dataset=dataset or clip_path.parent.name,
+        video=str(clip_path),
+        fps=info.fps,
+        frame_count=info.frame_count,
+        duration=info.duration,
+        width=info.width,
+        height=info.height,
+    )
+
+
+@contextmanager
+def _key_in_environment(name, key):
+    """The model client reads its key from the environment; a key kept in preferences is put there only while it is built."""
+    if not key or os.environ.get(name):
+        yield
+        return
+    os.environ[name] = key
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+
+
+def model_client(config, api_key=""):
+    from .agent.model import ModelClient
+    from .agent.pricing import price_for
+
+    price = price_for(config.model, config.price_in, config.price_out, config.price_cached_in)
+    with _key_in_environment(config.api_key_env, api_key):
+        return ModelClient(config, price)
+
+
+def sandbox_environment(task, workdir, config):
+    from .agent.environment import SandboxEnvironment
+
+    return SandboxEnvironment(task.video, task, Path(workdir) / "workspace", Path(workdir) / "snapshots", config)
+
+
+class _ReportingLoop(AgentLoop):
+    """The runner's loop, telling the session each time it saves (after every reply and every action)."""
+
+    def __init__(self, *args, on_save, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._on_save = on_save
+
+    def _save(self):
+        super()._save()
+        self._on_save(self.state)
+
+
+class AgentSession:
+    """One scene's agent run off the main thread; ``poll()`` returns what happened since the last poll."""
+
+    def __init__(self, config, run_dir, task, model=None, environment_factory=None, api_key=""):
+        self.config = config
+        self.layout = RunLayout(run_dir)
+        self.task = task
+        self._model = model
+        self._api_key = api_key
+        self._environment_factory = environment_factory or sandbox_environment
+        self.stop_event = threading.Event()
+        self.events = queue.Queue()
+        self.meta = None
+        self.error = None
+        self._thread = None
+
+    def start(self):
+        """Build the model client here (fail fast on price or key), then run the loop in a thread."""
+        if self._model is None:
+            self._model = model_client(self.config, self._api_key)
+        self._write_config()
+        self._thread = threading.Thread(target=self._run, name=f"bvb-agent-{self.task.scene}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _write_config(self):
+        if self.layout.config.is_file():
+            return
+        write_json(
+            self.layout.config,
+            {
+                "harness_version": HARNESS_VERSION,
+                "agent": self.config.agent,
+                "model": self.config.model,
+                "reasoning": self.config.reasoning,
+                "base_url": self.config.base_url,
+                "api_key_env": self.config.api_key_env,
+                "limits": self.config.limits(),
+                "videos": str(Path(self.task.video).parent.parent),
+                "agent_config": self.config.public(),
+                "started_from": "blender-addon",
+            },
+        )
+
+    def _on_save(self, state):
+        steps = state.get("steps") or []
+        last = steps[-1] if steps else {}
+        self.events.put(
+            Progress(
+                step=int(state.get("turns", 0)),
+                frames_seen=int(state.get("frames_seen", 0)),
+                cost=float(state.get("cost", 0.0)),
+                last_action=f"{last.get('action') or 'reply'}: {last.get('status') or 'waiting'}" if last else "",
+                status=state.get("status", "running"),
+                snapshot=state.get("snapshot"),
+            )
+        )
+
+    def _run(self):
+        import shutil
+        import tempfile
+
+        workdir = Path(tempfile.mkdtemp(prefix=f"bvb-addon-{self.task.scene}-"))
+        env = None
+        try:
+            env = self._environment_factory(self.task, workdir, self.config)
+            loop = _ReportingLoop(
+                self.config, self._model, env, self.task, self.layout, stop_event=self.stop_event, on_save=self._on_save
+            )
+            self.meta = loop.run()
+        except Exception as exc:  # the loop itself never raises; this is the sandbox failing to start
+            log.exception("agent session for %s could not run", self.task.scene)
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if env is not None:
+                try:
+                    env.close()
+                except Exception:
+                    log.exception("closing the sandbox of %s failed", self.task.scene)
+            shutil.rmtree(workdir, ignore_errors=True)
+            self.events.put(None)
+
+    def poll(self):
+        """Progress events since the last poll; ``None`` in the list marks the end of the run."""
+        out = []
+        while True:
+            try:
+                out.append(self.events.get_nowait())
+            except queue.Empty:
+                return out
+
+    def stop(self):
+        """Ask the loop to stop before its next model call (the current step finishes and is saved)."""
+        self.stop_event.set()
+
+    @property
+    def running(self):
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout=None):
+        if self._thread is not None:
+            self._thread.join(timeout)

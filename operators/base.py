@@ -1,0 +1,47 @@
+"""What every BVB operator shares: a poll that says why it is unavailable."""
+
+import bpy
+
+
+class BVBPollMixin:
+    """Operators define ``unavailable(context) -> str | None``; poll shows that reason greyed out."""
+
+    @classmethod
+    def unavailable(cls, context):
+        return None
+
+    @classmethod
+    def poll(cls, context):
+        if getattr(context, "scene", None) is None or not hasattr(context.scene, "bvb"):
+            cls.poll_message_set("BVB needs a scene; open or create one")
+            return False
+        reason = cls.unavailable(context)
+        if reason:
+            cls.poll_message_set(reason)
+            return False
+        return True
+
+
+def settings(context):
+    return context.scene.bvb
+
+
+def done(operator, context, message, level="INFO"):
+    """Report a message and keep it as the panel's status line."""
+    context.scene.bvb.status = message
+    operator.report({level}, message)
+    return {"FINISHED"} if level != "ERROR" else {"CANCELLED"}
+
+
+def fail(operator, context, message):
+    return done(operator, context, message, level="ERROR")
+
+
+def register_classes(classes):
+    for cls in classes:
+        bpy.utils.register_class(cls)
+
+
+def unregister_classes(classes):
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,49 @@
+"""Hand edits: save the scene as the run's submission, keeping the agent's version."""
+
+from pathlib import Path
+
+import bpy
+
+from ..bvb_addon import run_view, scene_io_bl
+from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+
+
+class BVB_OT_save_submission(BVBPollMixin, bpy.types.Operator):
+    """Write this scene as blends/<scene>.blend (atomically, the agent's version kept as <scene>.blend.agent) and mark it hand-edited"""
+
+    bl_idname = "bvb.save_submission"
+    bl_label = "Save Submission"
+
+    @classmethod
+    def unavailable(cls, context):
+        s = context.scene.bvb
+        if not s.run_dir or not s.scene_id:
+            return "Open a run scene first; the submission goes to its blends/ folder"
+        if not Path(bpy.path.abspath(s.run_dir)).is_dir():
+            return f"Run directory {s.run_dir} is gone"
+        if context.scene.camera is None:
+            return "The scene has no camera; a submission without one scores zero"
+        return None
+
+    def execute(self, context):
+        s = context.scene.bvb
+        run_dir = Path(bpy.path.abspath(s.run_dir))
+        try:
+            backup = run_view.keep_agent_version(run_dir, s.scene_id)
+            path = scene_io_bl.write_scene_atomic(context.scene, run_view.submission_path(run_dir, s.scene_id))
+            run_view.record_human_edit(run_dir, s.scene_id, backup)
+        except (OSError, ValueError) as exc:
+            return fail(self, context, f"could not save the submission: {exc}")
+        kept = f"; agent's version kept as {backup.name}" if backup else ""
+        return done(self, context, f"Saved {path.relative_to(run_dir)}{kept}")
+
+
+classes = (BVB_OT_save_submission,)
+
+
+def register():
+    register_classes(classes)
+
+
+def unregister():
+    unregister_classes(classes)

@@ -1,0 +1,132 @@
+"""Run panel operators: open a run's scene next to its source clip."""
+
+import json
+from pathlib import Path
+
+import bpy
+
+from ..bvb_addon import reference_bl, run_view, scene_io_bl
+from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+
+
+def fill_steps(settings, run_dir, scene_id):
+    settings.steps.clear()
+    for step in run_view.list_steps(run_dir, scene_id):
+        item = settings.steps.add()
+        item.number = step.number
+        item.name = f"{step.number:03d}"
+        item.program_path = str(step.program)
+        item.blend_path = str(step.blend) if step.blend else ""
+        item.first_line = step.first_line
+    settings.steps_index = max(0, len(settings.steps) - 1)
+
+
+def load_text(name, path):
+    """A Text datablock holding the file's content (pretty-printed when it is JSON)."""
+    content = Path(path).read_text(errors="replace")
+    if path.suffix == ".json":
+        try:
+            content = json.dumps(json.loads(content), indent=2)
+        except json.JSONDecodeError:
+            pass
+    text = bpy.data.texts.get(name) or bpy.data.texts.new(name)
+    text.clear()
+    text.write(content)
+    return text
+
+
+def clip_roots(settings, config):
+    roots = [config.get(key) for key in ("videos_root", "video_root", "videos")]
+    if settings.videos_root:
+        roots.append(bpy.path.abspath(settings.videos_root))
+    for split in (config.get("split"), bpy.path.abspath(settings.split_path) if settings.split_path else None):
+        if split:
+            roots.append(str(Path(split).parent))
+    return roots
+
+
+class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
+    """Open a run's scene: its submission as a new Blender scene, its source clip as the reference, its trajectory and steps"""
+
+    bl_idname = "bvb.open_run"
+    bl_label = "Open Run Scene"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def unavailable(cls, context):
+        if not context.scene.bvb.run_dir:
+            return "Pick a run directory (results/<run>)"
+        return None
+
+    def execute(self, context):
+        s = context.scene.bvb
+        run_dir = Path(bpy.path.abspath(s.run_dir))
+        try:
+            run_view.check_run_dir(run_dir)
+            config = run_view.read_config(run_dir)
+            scenes = run_view.run_scenes(run_dir)
+            scene_id = s.scene_id or (scenes[0] if len(scenes) == 1 else "")
+            if not scene_id:
+                return fail(self, context, f"{run_dir.name} has {len(scenes)} scenes; pick one in the Scene field")
+            if scene_id not in scenes:
+                return fail(
+                    self, context, f"scene {scene_id!r} is not in {run_dir}; pick one of: {', '.join(scenes[:5])}"
+                )
+            steps = run_view.list_steps(run_dir, scene_id)
+            submission = run_view.submission_path(run_dir, scene_id)
+            source = (
+                submission if submission.is_file() else next((st.blend for st in reversed(steps) if st.blend), None)
+            )
+            if source is not None:
+                scene, _ = scene_io_bl.append_scene(source, scene_id)
+            else:
+                old = bpy.data.scenes.get(scene_id)
+                if old is not None:
+                    scene_io_bl.remove_scene(old)
+                scene = bpy.data.scenes.new(scene_id)
+            meta = run_view.read_meta(run_dir, scene_id)
+        except ValueError as exc:
+            return fail(self, context, str(exc))
+        if scene != context.scene:
+            scene_io_bl.copy_settings(s, scene.bvb)
+        t = scene.bvb
+        t.run_dir, t.scene_id = str(run_dir), scene_id
+        t.step_diff = ""
+        t.agent_status = meta.get("status", "idle") if meta else "not run"
+        t.agent_step = int(meta.get("turns", meta.get("steps", 0)) or 0)
+        t.frames_seen = int(meta.get("frames_seen", 0) or 0)
+        t.cost = float(meta.get("cost", meta.get("cost_usd", 0.0)) or 0.0)
+        t.has_scores = False
+        fill_steps(t, run_dir, scene_id)
+        trajectory = run_view.trajectory_path(run_dir, scene_id)
+        if trajectory.is_file():
+            load_text(f"{scene_id}.traj.json", trajectory)
+        render = run_view.render_path(run_dir, scene_id)
+        t.render_path = str(render) if render.is_file() else ""
+        parts = [f"Opened {scene_id}" + (" (no submission yet)" if source is None else "")]
+        clip = run_view.find_clip(scene_id, clip_roots(t, config))
+        if clip is not None:
+            t.clip_path = str(clip)
+            if scene.camera is not None and scene.camera.type == "CAMERA":
+                loaded = reference_bl.load_clip(clip)
+                reference_bl.build_plane(scene, scene.camera, loaded, t.reference_distance)
+                t.reference_visible = True
+                parts.append(f"reference {clip.name}")
+        else:
+            parts.append("source clip not found (set Videos root in Source)")
+        parts.append(f"{len(t.steps)} steps")
+        scene_io_bl.show_scene(context, scene)
+        message = "; ".join(parts)
+        t.status = message
+        return done(self, context, message)
+
+
+classes = (BVB_OT_open_run,)
+
+
+def register():
+    register_classes(classes)
+
+
+def unregister():
+    unregister_classes(classes)

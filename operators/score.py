@@ -1,0 +1,191 @@
+"""Render and score: the render stage for this scene, then the bridge's DV, LS and Overall."""
+
+import logging
+import threading
+from pathlib import Path
+
+import bpy
+
+from .. import preferences
+from ..bvb_addon import bridge_client, run_view
+from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL_S = 1.0
+
+# scene name -> job state; module state because timers outlive operators.
+render_jobs = {}
+score_jobs = {}
+
+
+def _render_stage():
+    try:
+        from ..bvb_addon import render_stage
+    except ImportError:
+        return None
+    return render_stage
+
+
+def _show_render(scene, path):
+    s = scene.bvb
+    s.render_path = str(path)
+    name = f"{s.scene_id} render"
+    old = bpy.data.movieclips.get(name)
+    if old is not None:
+        bpy.data.movieclips.remove(old)
+    clip = bpy.data.movieclips.load(str(path))
+    clip.name = name
+    # Beside the source: any open Movie Clip editor shows the render.
+    for window in getattr(bpy.context.window_manager, "windows", []):
+        for area in window.screen.areas:
+            if area.type == "CLIP_EDITOR":
+                area.spaces.active.clip = clip
+    return clip
+
+
+def pump_renders():
+    for name, job in list(render_jobs.items()):
+        if job["thread"].is_alive():
+            continue
+        del render_jobs[name]
+        scene = bpy.data.scenes.get(name)
+        if scene is None:
+            continue
+        s = scene.bvb
+        if job.get("error"):
+            s.render_status = s.status = f"Render failed: {job['error']}"
+            continue
+        path = run_view.render_path(job["run_dir"], job["scene_id"])
+        if path.is_file():
+            _show_render(scene, path)
+            s.render_status = s.status = f"Rendered {path.name}"
+        else:
+            s.render_status = s.status = f"Render finished but {path} is missing: {job.get('result')}"
+    return POLL_INTERVAL_S if render_jobs else None
+
+
+def _render_thread(job, stage):
+    try:
+        job["result"] = stage.render_scene(job["run_dir"], job["scene_id"])
+    except Exception as exc:  # shown in the panel; the GUI must not lose it to a thread's stderr
+        log.exception("render of %s failed", job["scene_id"])
+        job["error"] = f"{type(exc).__name__}: {exc}"
+
+
+class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
+    """Render the saved submission from its camera to camera_renders/<scene>.mp4 with the render stage, and show it"""
+
+    bl_idname = "bvb.render_camera"
+    bl_label = "Render Camera"
+
+    @classmethod
+    def unavailable(cls, context):
+        s = context.scene.bvb
+        if not s.run_dir or not s.scene_id:
+            return "Open a run scene first"
+        if context.scene.name in render_jobs:
+            return "This scene is being rendered"
+        if not run_view.submission_path(bpy.path.abspath(s.run_dir), s.scene_id).is_file():
+            return "No blends/<scene>.blend yet; save the submission first"
+        if _render_stage() is None:
+            return "The render stage (bvb_addon.render_stage) is not part of this install"
+        return None
+
+    def execute(self, context):
+        s = context.scene.bvb
+        job = {"run_dir": Path(bpy.path.abspath(s.run_dir)), "scene_id": s.scene_id}
+        job["thread"] = threading.Thread(target=_render_thread, args=(job, _render_stage()), daemon=True)
+        job["thread"].start()
+        render_jobs[context.scene.name] = job
+        if not bpy.app.timers.is_registered(pump_renders):
+            bpy.app.timers.register(pump_renders, first_interval=POLL_INTERVAL_S)
+        s.render_status = "rendering"
+        return done(self, context, f"Rendering {s.scene_id} in the background")
+
+
+def _apply_scores(scene, values):
+    s = scene.bvb
+    s.score_dv = values["dv"] or 0.0
+    s.score_ls = values["ls"] or 0.0
+    s.score_overall = values["overall"] or 0.0
+    s.dv_by_type.clear()
+    for qtype, (value, count) in sorted(values["dv_by_type"].items()):
+        row = s.dv_by_type.add()
+        row.name = row.question_type = qtype
+        row.value, row.count = value, count
+    s.has_scores = True
+    s.score_status = s.status = f"DV {s.score_dv:.1f} | LS {s.score_ls:.1f} | Overall {s.score_overall:.1f}"
+
+
+def pump_scores():
+    for name, job in list(score_jobs.items()):
+        scene = bpy.data.scenes.get(name)
+        if scene is None:
+            del score_jobs[name]
+            continue
+        try:
+            state = bridge_client.status(job["url"], job["job"])
+        except bridge_client.BridgeError as exc:
+            scene.bvb.score_status = scene.bvb.status = str(exc)
+            del score_jobs[name]
+            continue
+        if state.get("status") in ("done", "finished", "ok"):
+            _apply_scores(scene, bridge_client.scores(state))
+            del score_jobs[name]
+        elif state.get("status") in ("error", "failed"):
+            scene.bvb.score_status = scene.bvb.status = f"Scoring failed: {state.get('error') or state.get('reason')}"
+            del score_jobs[name]
+        else:
+            scene.bvb.score_status = f"scoring: {state.get('status')} {state.get('progress') or ''}".strip()
+    return POLL_INTERVAL_S if score_jobs else None
+
+
+class BVB_OT_score(BVBPollMixin, bpy.types.Operator):
+    """Send this scene to the eval bridge and show DV, LS, Overall and DV by question type"""
+
+    bl_idname = "bvb.score"
+    bl_label = "Score"
+
+    @classmethod
+    def unavailable(cls, context):
+        s = context.scene.bvb
+        if not s.run_dir or not s.scene_id:
+            return "Open a run scene first"
+        if context.scene.name in score_jobs:
+            return "This scene is being scored"
+        return None
+
+    def execute(self, context):
+        s = context.scene.bvb
+        url = preferences.get(context).bridge_url
+        run_dir = Path(bpy.path.abspath(s.run_dir))
+        try:
+            bridge_client.health(url)
+            config = run_view.read_config(run_dir)
+            split = bpy.path.abspath(s.split_path) if s.split_path else config.get("split")
+            job = bridge_client.submit(url, run_dir, s.scene_id, split=split, videos=config.get("videos"))
+        except (bridge_client.BridgeError, ValueError) as exc:
+            s.score_status = str(exc)
+            return fail(self, context, str(exc))
+        score_jobs[context.scene.name] = {"url": url, "job": job}
+        if not bpy.app.timers.is_registered(pump_scores):
+            bpy.app.timers.register(pump_scores, first_interval=POLL_INTERVAL_S)
+        s.score_status = "submitted"
+        return done(self, context, f"Scoring {s.scene_id} (bridge job {job})")
+
+
+classes = (BVB_OT_render_camera, BVB_OT_score)
+
+
+def register():
+    register_classes(classes)
+
+
+def unregister():
+    for pump in (pump_scores, pump_renders):
+        if bpy.app.timers.is_registered(pump):
+            bpy.app.timers.unregister(pump)
+    render_jobs.clear()
+    score_jobs.clear()
+    unregister_classes(classes)

@@ -1,0 +1,233 @@
+"""The add-on's operators and panels in real bpy 4.2 (background mode), on real clips and run directories."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.addon_support import add_box, add_camera, forget_addon, import_addon, make_clip, make_run
+
+pytestmark = pytest.mark.blender
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("clips")
+    return {
+        "landscape": make_clip(folder / "landscape.mp4", 160, 90, 12),
+        "portrait": make_clip(folder / "portrait.mp4", 90, 160, 10),
+    }
+
+
+@pytest.fixture
+def addon(factory_blender):
+    module = import_addon()
+    module.register()
+    yield module
+    module.unregister()
+    forget_addon()
+
+
+def _corners_in_camera_view(bpy, scene, camera):
+    from bpy_extras.object_utils import world_to_camera_view
+
+    plane = bpy.data.objects["BVB Reference Plane"]
+    bpy.context.view_layer.update()
+    return [tuple(world_to_camera_view(scene, camera, plane.matrix_world @ v.co)) for v in plane.data.vertices]
+
+
+@pytest.mark.parametrize(
+    "clip, fit, shift, ortho",
+    [
+        ("landscape", "AUTO", (0.0, 0.0), False),
+        ("portrait", "AUTO", (0.0, 0.0), False),
+        ("portrait", "VERTICAL", (0.1, -0.05), False),
+        ("landscape", "HORIZONTAL", (0.0, 0.2), True),
+    ],
+)
+def test_reference_plane_fills_the_camera_view(addon, factory_blender, clips, clip, fit, shift, ortho):
+    bpy = factory_blender
+    scene = bpy.context.scene
+    camera = add_camera(bpy, scene, location=(1.0, -4.0, 2.0), rotation=(1.2, 0.1, 0.3))
+    camera.data.lens, camera.data.sensor_fit = 35.0, fit
+    camera.data.shift_x, camera.data.shift_y = shift
+    if ortho:
+        camera.data.type, camera.data.ortho_scale = "ORTHO", 3.0
+    scene.bvb.clip_path = str(clips[clip])
+    assert bpy.ops.bvb.load_reference() == {"FINISHED"}
+    # The scene now has the clip's frames, rate and aspect.
+    frames = 12 if clip == "landscape" else 10
+    assert (scene.frame_start, scene.frame_end, scene.render.fps) == (1, frames, 8)
+    size = (160, 90) if clip == "landscape" else (90, 160)
+    assert (scene.render.resolution_x, scene.render.resolution_y) == size
+    corners = _corners_in_camera_view(bpy, scene, camera)
+    expected = [(0, 0), (1, 0), (1, 1), (0, 1)]
+    for (u, v, depth), (eu, ev) in zip(corners, expected, strict=True):
+        assert (u, v) == pytest.approx((eu, ev), abs=1e-4)
+        assert depth > camera.data.clip_start
+    # The texture is the movie, stepping with the scene's frames.
+    tex = bpy.data.materials["BVB Reference"].node_tree.nodes["BVB Clip"]
+    assert tex.image.source == "MOVIE"
+    assert (tex.image_user.frame_duration, tex.image_user.frame_start, tex.image_user.frame_offset) == (frames, 1, 0)
+    assert tex.image_user.use_auto_refresh
+    # The plane follows the camera when it moves.
+    camera.location.z += 1.0
+    assert _corners_in_camera_view(bpy, scene, camera)[2][:2] == pytest.approx((1.0, 1.0), abs=1e-4)
+
+
+def test_opacity_visibility_background_and_clear(addon, factory_blender, clips):
+    bpy = factory_blender
+    assert bpy.app.timers.is_registered(addon.properties.sync_reference)
+    scene = bpy.context.scene
+    camera = add_camera(bpy, scene)
+    s = scene.bvb
+    s.clip_path = str(clips["landscape"])
+    bpy.ops.bvb.load_reference()
+    # Opacity and visibility reach the reference through a timer; the test runs its callback.
+    s.reference_opacity = 0.25
+    addon.properties.sync_reference()
+    mix = bpy.data.materials["BVB Reference"].node_tree.nodes["BVB Opacity"]
+    assert mix.inputs["Fac"].default_value == pytest.approx(0.25)
+    s.reference_visible = False
+    addon.properties.sync_reference()
+    plane = bpy.data.objects["BVB Reference Plane"]
+    assert plane.hide_render and plane.hide_viewport
+    s.reference_visible = True
+    addon.properties.sync_reference()
+    assert not plane.hide_render
+    s.reference_mode = "BACKGROUND"
+    assert bpy.ops.bvb.load_reference() == {"FINISHED"}
+    assert "BVB Reference Plane" not in bpy.data.objects
+    (bg,) = camera.data.background_images
+    assert bg.source == "MOVIE_CLIP" and bg.clip.frame_duration == 12
+    s.reference_opacity = 0.6
+    s.reference_visible = False
+    addon.properties.sync_reference()
+    assert bg.alpha == pytest.approx(0.6) and not camera.data.show_background_images
+    assert bpy.ops.bvb.clear_reference() == {"FINISHED"}
+    assert len(camera.data.background_images) == 0
+    assert not bpy.ops.bvb.clear_reference.poll()
+
+
+def test_every_operator_poll_says_why_it_is_unavailable(addon, factory_blender):
+    bpy = factory_blender
+    for name, reason in [
+        ("load_reference", "Pick a clip"),
+        ("open_run", "Pick a run directory"),
+        ("load_step", "Open a run scene first"),
+        ("save_submission", "Open a run scene first"),
+        ("clear_reference", "no reference"),
+    ]:
+        op = getattr(bpy.ops.bvb, name)
+        assert not op.poll(), name
+        with pytest.raises(RuntimeError, match=reason):
+            op()
+    bpy.context.scene.bvb.clip_path = "/nonexistent.mp4"
+    with pytest.raises(RuntimeError, match="has no camera"):
+        bpy.ops.bvb.load_reference()
+    add_camera(bpy, bpy.context.scene)
+    with pytest.raises(RuntimeError, match="clip not found: /nonexistent.mp4"):
+        bpy.ops.bvb.load_reference()
+
+
+def test_reference_from_a_split_scene(addon, factory_blender, tmp_path):
+    bpy = factory_blender
+    make_clip(tmp_path / "synthetic" / "synth_easy_001.mp4", 64, 48, 6)
+    row = {
+        "id": 1,
+        "dataset": "synthetic",
+        "scene_name": "synth_easy_001",
+        "question_type": "object_counting",
+        "question": "How many chairs?",
+        "options": None,
+        "ground_truth": "2",
+    }
+    (tmp_path / "split.jsonl").write_text(json.dumps(row) + "\n")
+    add_camera(bpy, bpy.context.scene)
+    s = bpy.context.scene.bvb
+    s.split_path, s.split_scene = str(tmp_path / "split.jsonl"), "synth_easy_001"
+    assert bpy.ops.bvb.load_reference() == {"FINISHED"}
+    assert "synth_easy_001.mp4" in s.status and bpy.context.scene.frame_end == 6
+    s.split_scene = "nope"
+    with pytest.raises(RuntimeError, match="'nope' is not in"):
+        bpy.ops.bvb.load_reference()
+
+
+def test_open_run_load_step_and_save_submission(addon, factory_blender, tmp_path):
+    bpy = factory_blender
+    run = make_run(bpy, tmp_path)
+    s = bpy.context.scene.bvb
+    s.run_dir = str(run)
+    assert bpy.ops.bvb.open_run() == {"FINISHED"}
+    opened = bpy.data.scenes["synth_easy_000"]
+    t = opened.bvb
+    assert {o.name for o in opened.objects} >= {"table_1", "chair_1", "Camera"}
+    assert "BVB Reference Plane" in opened.objects and t.clip_path.endswith("synthetic/synth_easy_000.mp4")
+    assert [(st.number, bool(st.blend_path)) for st in t.steps] == [(1, True), (2, False), (3, True)]
+    assert (t.agent_status, t.agent_step, t.frames_seen) == ("submitted", 4, 8)
+    assert "synth_easy_000.traj.json" in bpy.data.texts
+    t.steps_index = 2
+
+    def op(name, **kwargs):
+        # One override per call: Blender may repoint an override's scene while scenes are appended.
+        with bpy.context.temp_override(scene=opened):
+            return getattr(bpy.ops.bvb, name)(**kwargs)
+
+    assert op("load_step") == {"FINISHED"}
+    diff = bpy.data.texts["synth_easy_000/003.diff"].as_string()
+    assert "+ chair_1 (MESH)" in diff and "~ table_1: location" in diff and "against step 001" in diff
+    assert t.step_diff == "Step 003: 1 added, 0 removed, 1 changed"
+    step_scene = bpy.data.scenes["synth_easy_000 step 003"]
+    assert {o.name.split(".")[0] for o in step_scene.objects} == {"table_1", "chair_1", "Camera"}
+    assert step_scene.bvb.scene_id == "synth_easy_000" and len(step_scene.bvb.steps) == 3
+    assert "synth_easy_000/003.py" in bpy.data.texts
+    assert op("load_step", index=0) == {"FINISHED"}
+    assert "synth_easy_000 step 003" not in bpy.data.scenes
+    assert t.step_diff == "Step 001: 2 added, 0 removed, 0 changed"
+    assert op("load_step", index=1) == {"FINISHED"}
+    assert "left no scene" in t.status
+
+    # A hand edit: move the chair, add a lamp, save.
+    agent_bytes = (run / "blends" / "synth_easy_000.blend").read_bytes()
+    opened.objects["chair_1"].location.x = 2.5
+    add_box(bpy, opened, "lamp_1", (0.0, 1.0, 1.0), size=0.2)
+    assert op("save_submission") == {"FINISHED"}
+    assert op("save_submission") == {"FINISHED"}
+    blends = run / "blends"
+    assert sorted(p.name for p in blends.iterdir()) == ["synth_easy_000.blend", "synth_easy_000.blend.agent"]
+    assert (blends / "synth_easy_000.blend.agent").read_bytes() == agent_bytes
+    meta = json.loads((run / "agent_meta" / "synth_easy_000.json").read_text())
+    assert meta["human_edited"] is True and len(meta["human_edits"]) == 2 and meta["turns"] == 4
+    # The reference stays in the GUI and out of the submission; the edit is in it.
+    assert "BVB Reference Plane" in opened.objects
+    probe = (
+        "import bpy, json, sys; bpy.ops.wm.open_mainfile(filepath=sys.argv[1]); sc = bpy.context.scene; "
+        "print('RESULT', json.dumps({'objects': sorted(o.name for o in sc.objects), "
+        "'chair_x': sc.objects['chair_1'].location.x, 'camera': sc.camera.name, "
+        "'clips': len(bpy.data.movieclips), 'images': len(bpy.data.images)}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(blends / "synth_easy_000.blend")], capture_output=True, text=True, timeout=120
+    )
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
+    saved = json.loads(line[len("RESULT ") :])
+    assert saved == {
+        "objects": ["Camera", "chair_1", "lamp_1", "table_1"],
+        "chair_x": 2.5,
+        "camera": "Camera",
+        "clips": 0,
+        "images": 0,
+    }
+
+
+def test_open_run_errors_name_the_fix(addon, factory_blender, tmp_path):
+    bpy = factory_blender
+    s = bpy.context.scene.bvb
+    s.run_dir = str(tmp_path)
+    with pytest.raises(RuntimeError, match="not a run directory"):
+        bpy.ops.bvb.open_run()
+    run = make_run(bpy, tmp_path / "r")
+    s.run_dir, s.scene_id = str(run), "other_scene"
+    with pytest.raises(RuntimeError, match="'other_scene' is not in"):
+        bpy.ops.bvb.open_run()

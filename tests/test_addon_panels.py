@@ -1,0 +1,119 @@
+"""Every panel's draw against a recording layout that checks each path on the real RNA types."""
+
+import pytest
+
+from tests.addon_support import add_camera, forget_addon, import_addon
+
+pytestmark = pytest.mark.blender
+
+
+class RecordingLayout:
+    """Stands in for UILayout: records what a draw asks for and checks it against real RNA."""
+
+    def __init__(self, bpy, log=None):
+        self.bpy = bpy
+        self.log = [] if log is None else log
+        self.enabled = self.active = self.alert = True
+        self.use_property_split = self.use_property_decorate = False
+        self.scale_x = self.scale_y = 1.0
+
+    def _child(self, *args, **kwargs):
+        return RecordingLayout(self.bpy, self.log)
+
+    row = column = box = split = column_flow = grid_flow = _child
+
+    def label(self, *, text="", icon="NONE", **kwargs):
+        assert isinstance(text, str)
+        self.log.append(("label", text))
+
+    def separator(self, **kwargs):
+        pass
+
+    def prop(self, data, property, **kwargs):
+        props = data.bl_rna.properties
+        assert property in props, f"{type(data).__name__} has no property {property!r}"
+        self.log.append(("prop", f"{data.bl_rna.identifier}.{property}"))
+
+    def operator(self, operator, **kwargs):
+        category, name = operator.split(".")
+        op = getattr(getattr(self.bpy.ops, category), name)
+        op.get_rna_type()  # raises KeyError for an operator that is not registered
+        self.log.append(("operator", operator))
+        return None
+
+    def template_list(self, listtype_name, list_id, dataptr, propname, active_dataptr, active_propname, **kwargs):
+        assert hasattr(self.bpy.types, listtype_name), f"UIList {listtype_name} is not registered"
+        assert dataptr.bl_rna.properties[propname].type == "COLLECTION"
+        assert active_dataptr.bl_rna.properties[active_propname].type == "INT"
+        self.log.append(("list", f"{listtype_name}:{propname}"))
+
+
+class Holder:
+    def __init__(self, layout):
+        self.layout = layout
+
+
+@pytest.fixture
+def addon(factory_blender):
+    module = import_addon()
+    module.register()
+    yield module
+    module.unregister()
+    forget_addon()
+
+
+PANELS = ["BVB_PT_main", "BVB_PT_source", "BVB_PT_run", "BVB_PT_steps", "BVB_PT_edit", "BVB_PT_score"]
+
+
+def test_every_panel_draws_only_real_properties_and_operators(addon, factory_blender):
+    bpy = factory_blender
+    scene = bpy.context.scene
+    add_camera(bpy, scene)
+    s = scene.bvb
+    step = s.steps.add()
+    step.number, step.first_line = 1, "import bpy"
+    row = s.dv_by_type.add()
+    row.question_type, row.value = "object_counting", 50.0
+    s.has_scores, s.status, s.step_diff, s.last_action = True, "ok", "1 added", "python"
+    drawn = {}
+    for mode in ("PLANE", "BACKGROUND"):
+        s.reference_mode = mode
+        for name in PANELS:
+            panel = getattr(bpy.types, name)
+            assert panel.bl_category == "BVB" and panel.bl_space_type == "VIEW_3D"
+            layout = RecordingLayout(bpy)
+            panel.draw(Holder(layout), bpy.context)
+            drawn[name] = layout.log
+    assert ("operator", "bvb.load_reference") in drawn["BVB_PT_source"]
+    assert ("list", "BVB_UL_steps:steps") in drawn["BVB_PT_steps"]
+    assert ("label", "1 added") in drawn["BVB_PT_steps"]
+    ops = {entry for log in drawn.values() for kind, entry in log if kind == "operator"}
+    registered = {f"bvb.{name}" for name in dir(bpy.ops.bvb)}
+    assert ops == registered, "every operator is on a panel, and every panel button is an operator"
+    # The steps list's rows draw too.
+    ul = bpy.types.BVB_UL_steps
+    layout = RecordingLayout(bpy)
+    ul.draw_item(None, bpy.context, layout, s, step, 0, s, "steps_index", 0)
+    assert ("label", "import bpy") in layout.log
+
+
+def test_recording_layout_catches_a_wrong_path(addon, factory_blender):
+    bpy = factory_blender
+    layout = RecordingLayout(bpy)
+    with pytest.raises(AssertionError, match="no property 'clip'"):
+        layout.prop(bpy.context.scene.bvb, "clip")
+    with pytest.raises(KeyError):
+        layout.operator("bvb.no_such_operator")
+
+
+def test_unregister_removes_everything(factory_blender):
+    bpy = factory_blender
+    module = import_addon()
+    module.register()
+    names = [n for n in dir(bpy.types) if n.startswith(("BVB_", "BVB"))]
+    assert set(PANELS) <= set(names)
+    module.unregister()
+    forget_addon()
+    assert not [n for n in dir(bpy.types) if n.startswith("BVB")]
+    assert not hasattr(bpy.types.Scene, "bvb")
+    assert not list(dir(bpy.ops.bvb))
