@@ -223,3 +223,26 @@ def read_rgb_frames(path, count):
     for i, frame in _frames_at(path, times):
         out[i] = frame.to_ndarray(format="rgb24")
     return out
+
+
+def encode_png(rgb):
+    """PNG bytes of an (H, W, 3) uint8 array."""
+    height, width = rgb.shape[:2]
+    ctx = av.CodecContext.create("png", "w")
+    ctx.width, ctx.height, ctx.pix_fmt = width, height, "rgb24"
+    frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+    return b"".join(bytes(p) for p in ctx.encode(frame) + ctx.encode(None))
+
+
+def frame_strip(path, count=6, height=None):
+    """One (h, count * w, 3) image of ``count`` uniformly sampled frames side by side."""
+    frames = read_rgb_frames(path, count)
+    if height and height != frames.shape[1]:
+        width = max(2, round(frames.shape[2] * height / frames.shape[1]))
+        frames = np.stack(
+            [
+                av.VideoFrame.from_ndarray(f, format="rgb24").to_ndarray(width=width, height=height, format="rgb24")
+                for f in frames
+            ]
+        )
+    return np.concatenate(list(frames), axis=1)

@@ -10,3 +10,44 @@ def factory_blender():
     bpy.ops.wm.read_factory_settings(use_empty=True)
     yield bpy
     bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
+SYNTH_SUITE_ARGS = (
+    "--difficulty",
+    "all",
+    "--scenes",
+    "1",
+    "--seed",
+    "7",
+    "--width",
+    "160",
+    "--height",
+    "120",
+    "--fps",
+    "4",
+    "--duration",
+    "4",
+)
+
+
+@pytest.fixture(scope="session")
+def synth_suite(tmp_path_factory):
+    """A tiny synthetic suite (one scene per difficulty, 160x120, 4 fps, 4 s), generated once per session.
+
+    Layout as in docs/contracts.md: synthetic/<scene>.mp4, gt/<scene>.json, oracle/<scene>.py, split.jsonl.
+    Scenes: synth_easy_000, synth_medium_000, synth_hard_000. Read-only for tests: copy before changing it.
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("bpy")
+    out = tmp_path_factory.mktemp("synth_suite")
+    subprocess.run(
+        [sys.executable, "-m", "headless.synth", "--out", str(out), "--quiet", *SYNTH_SUITE_ARGS],
+        cwd=Path(__file__).resolve().parent.parent,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
