@@ -13,7 +13,7 @@ import pytest
 
 from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_bytes
-from bvb_addon.agent.layout import RunLayout, read_json
+from bvb_addon.agent.layout import PROGRAM_RESET, RunLayout, read_json
 from bvb_addon.agent.loop import AgentLoop, SceneTask
 from bvb_addon.agent.model import ModelClient
 from bvb_addon.agent.pricing import Price
@@ -145,7 +145,7 @@ def test_full_scene_with_format_error_rejected_done_and_submission(tmp_path):
         "done", None, "frames", "python", "python", "python", "render", "done"
     ]  # fmt: skip
     # The joined program rebuilds the submission (the raising step kept what it did).
-    program = (run / "program/room_1.py").read_text().replace("import bpy", "bpy = {}")
+    program = (run / "program/room_1.py").read_text().replace("import bpy", "bpy = {}").replace(PROGRAM_RESET, "")
     namespace = {}
     exec(program, namespace)
     assert namespace["bpy"] == {"floor": [4, 5], "chair_1": [1, 1], "chair_2": [2, 2]}

@@ -6,9 +6,12 @@ from pathlib import Path
 
 from ..atomic import copy_atomic, write_bytes_atomic, write_json_atomic, write_text_atomic
 
-__all__ = ["RunLayout", "copy_atomic", "join_program", "read_json", "write_atomic", "write_json"]
+__all__ = ["PROGRAM_RESET", "RunLayout", "copy_atomic", "join_program", "read_json", "write_atomic", "write_json"]
 
 STEP_DIGITS = 3
+# The sandboxed worker starts each scene from an empty factory scene; a joined program
+# starts from the same state, so replaying it in any Blender rebuilds the submission.
+PROGRAM_RESET = "bpy.ops.wm.read_factory_settings(use_empty=True)"
 
 
 def write_atomic(path, data):

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
-from .layout import copy_atomic, join_program, read_json, write_atomic, write_json
+from .layout import PROGRAM_RESET, copy_atomic, join_program, read_json, write_atomic, write_json
 from .model import ModelError
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,9 @@ def _now():
 class AgentLoop:
     """Runs one scene to an end state and leaves its files in the run directory."""
 
-    def __init__(self, config, model, env, task, layout, stop_event=None, blender_version=None, program_header=""):
+    def __init__(
+        self, config, model, env, task, layout, stop_event=None, blender_version=None, program_header=PROGRAM_RESET
+    ):
         self.config = config
         self.model = model
         self.env = env

@@ -245,7 +245,6 @@ class Runner:
                 self.layout,
                 stop_event=self.stop_event,
                 blender_version=bpy_version() or "4.2",
-                program_header=PROGRAM_HEADER,
             )
             return loop.run()
         except Exception as exc:
@@ -317,11 +316,6 @@ class Runner:
     @property
     def interrupted(self):
         return self.stop_event.is_set()
-
-
-# The sandboxed worker starts each scene from an empty factory scene; the joined program
-# starts from the same state, so replaying it in any Blender rebuilds the submission.
-PROGRAM_HEADER = "bpy.ops.wm.read_factory_settings(use_empty=True)"
 
 
 def summarize(results, seconds):
