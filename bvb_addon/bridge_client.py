@@ -43,47 +43,50 @@ def health(base_url, timeout=2.0):
     return _request("GET", base_url, "/health", timeout=timeout)
 
 
-def submit(base_url, run_dir, scene_id, split=None, videos=None):
-    """Queue scoring of one scene of a run; returns the job id."""
-    payload = {"run_dir": str(run_dir), "scenes": [scene_id]}
+def submit(base_url, run_dir, scene_id, split=None, videos=None, axes=("dv", "ls", "overall")):
+    """Queue scoring of one scene of a run (eval_bridge/service.py ``POST /jobs``); returns the job id."""
+    payload = {"run": str(run_dir), "scenes": [scene_id], "axes": list(axes)}
     if split:
         payload["split"] = str(split)
     if videos:
         payload["videos"] = str(videos)
     body = _request("POST", base_url, "/jobs", json=payload)
-    job = body.get("job_id") or body.get("id") or body.get("job")
+    job = body.get("job")
     if not job:
         raise BridgeError(f"the eval bridge answered without a job id: {body}")
     return str(job)
 
 
 def status(base_url, job_id):
-    """The job's state: a dict with at least ``status`` (queued, running, done, error)."""
+    """The job's state: ``status`` is queued, running, done or failed."""
     return _request("GET", base_url, f"/jobs/{job_id}")
 
 
-def scores(result):
-    """DV, LS, Overall and DV by question type from a finished job's result."""
+def results(base_url, job_id):
+    """The run's summaries once the job is done: dual_vqa_summary, vision_sim_summary, overall."""
+    return _request("GET", base_url, f"/jobs/{job_id}/results")
 
-    def pick(data, *names):
-        for name in names:
-            if data.get(name) is not None:
-                return float(data[name])
+
+def _percent(value):
+    if value is None:
         return None
+    value = float(value)
+    # Summaries keep rates as 0-1 fractions; overall.json already has percentages.
+    return value * 100.0 if value <= 1.0 else value
 
-    data = result.get("result", result)
+
+def scores(result):
+    """DV, LS, Overall (0-100) and DV by question type as {type: (dv, questions)} from ``results``."""
+    dv = result.get("dual_vqa_summary") or {}
+    ls = result.get("vision_sim_summary") or {}
+    overall = result.get("overall") or {}
     by_type = {}
-    for qtype, value in (data.get("dv_by_type") or data.get("dv_by_question_type") or {}).items():
-        if isinstance(value, dict):
-            by_type[qtype] = (
-                float(value.get("dv") or value.get("value") or 0.0),
-                int(value.get("count") or value.get("n") or 0),
-            )
-        else:
-            by_type[qtype] = (float(value), 0)
-    return {
-        "dv": pick(data, "dv", "DV", "dual_vqa"),
-        "ls": pick(data, "ls", "LS", "vision_sim"),
-        "overall": pick(data, "overall", "Overall"),
-        "dv_by_type": by_type,
-    }
+    for qtype, rates in (dv.get("by_question_type") or {}).items():
+        by_type[qtype] = (_percent(rates.get("retention_rate")) or 0.0, int(rates.get("questions") or 0))
+    dv_pct = overall.get("dual_vqa")
+    if dv_pct is None:
+        dv_pct = _percent(dv.get("retention_rate"))
+    ls_pct = overall.get("latent_sim")
+    if ls_pct is None:
+        ls_pct = _percent(ls.get("vision_sim"))
+    return {"dv": dv_pct, "ls": ls_pct, "overall": overall.get("overall"), "dv_by_type": by_type}

@@ -7,7 +7,7 @@ from . import reference_bl, scene_io_bl
 
 def replace_contents(scene, blend_path):
     """Make ``scene`` hold what ``blend_path``'s first scene holds (objects, collections, camera, frames)."""
-    incoming, _ = scene_io_bl.append_scene(blend_path, f"BVB incoming {scene.name}")
+    # Old objects go first, so the snapshot's objects keep their names (no ".001").
     reference = bpy.data.collections.get(reference_bl.REFERENCE_COLLECTION)
     old_objects = [obj for obj in scene.objects if reference is None or obj.name not in reference.all_objects]
     for child in list(scene.collection.children):
@@ -18,6 +18,7 @@ def replace_contents(scene, blend_path):
             bpy.data.objects.remove(obj)
         elif obj.name in scene.collection.objects:
             scene.collection.objects.unlink(obj)
+    incoming, _ = scene_io_bl.append_scene(blend_path, f"BVB incoming {scene.name}")
     for obj in incoming.collection.objects:
         scene.collection.objects.link(obj)
     for child in incoming.collection.children:

@@ -4,6 +4,7 @@ The loop runs in a thread (bvb_addon.agent_session); ``pump`` runs on the main t
 ``bpy.app.timers`` and is the only place that touches bpy for a running agent.
 """
 
+import collections
 import logging
 from pathlib import Path
 
@@ -58,21 +59,27 @@ def _finish(scene, session):
 
 
 def pump():
-    """Timer callback: apply every session's progress to its scene; None unregisters it when all are done."""
+    """Timer callback: apply progress to each session's scene, at most one new snapshot per session a tick
+    (so the viewport redraws every step); returns None, unregistering itself, once all are done."""
     for name, session in list(sessions.items()):
         scene = bpy.data.scenes.get(name)
-        for event in session.poll():
+        session.pending.extend(session.poll())
+        while session.pending:
+            event = session.pending.popleft()
             if scene is None:
                 continue
             if event is None:
                 _finish(scene, session)
                 del sessions[name]
                 break
+            new_snapshot = event.snapshot and event.snapshot != session.shown_snapshot
             try:
                 _apply(scene, session, event)
             except Exception:  # a bad snapshot must not kill the timer of every other session
                 log.exception("could not show the agent's progress in %s", name)
-        if scene is None and not session.running:
+            if new_snapshot:
+                break
+        if scene is None and not session.running and not session.pending:
             sessions.pop(name, None)
     return PUMP_INTERVAL_S if sessions else None
 
@@ -122,6 +129,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
                 config, Path(bpy.path.abspath(s.run_dir)), task, api_key=preferences.api_key(prefs)
             )
             session.shown_snapshot = None
+            session.pending = collections.deque()
             session.start()
         except (ValueError, RuntimeError) as exc:  # price, key, video and config errors
             return fail(self, context, str(exc))

@@ -130,10 +130,13 @@ def pump_scores():
             scene.bvb.score_status = scene.bvb.status = str(exc)
             del score_jobs[name]
             continue
-        if state.get("status") in ("done", "finished", "ok"):
-            _apply_scores(scene, bridge_client.scores(state))
+        if state.get("status") == "done":
+            try:
+                _apply_scores(scene, bridge_client.scores(bridge_client.results(job["url"], job["job"])))
+            except bridge_client.BridgeError as exc:
+                scene.bvb.score_status = scene.bvb.status = str(exc)
             del score_jobs[name]
-        elif state.get("status") in ("error", "failed"):
+        elif state.get("status") == "failed":
             scene.bvb.score_status = scene.bvb.status = f"Scoring failed: {state.get('error') or state.get('reason')}"
             del score_jobs[name]
         else:

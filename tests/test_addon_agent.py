@@ -1,0 +1,104 @@
+"""bvb.run_agent against the scripted OpenAI-compatible server, with the timer callbacks pumped by the test."""
+
+import json
+import time
+
+import pytest
+
+from headless.scripted_openai import ScriptedOpenAI
+from tests.addon_support import add_camera, forget_addon, import_addon, make_clip
+
+pytestmark = pytest.mark.blender
+
+TABLE = "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(location=(0, 0, 0.4))\nbpy.context.active_object.name = 'table_1'\n```"
+CHAIR = "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(size=0.5, location=(1, 0, 0.25))\nbpy.context.active_object.name = 'chair_1'\n```"
+
+
+@pytest.fixture
+def addon(factory_blender):
+    bpy = factory_blender
+    module = import_addon()
+    module.register()
+    entry = bpy.context.preferences.addons.new()
+    entry.module = "bvb"
+    yield module
+    module.unregister()
+    bpy.context.preferences.addons.remove(entry)
+    forget_addon()
+
+
+def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path, monkeypatch):
+    bpy = factory_blender
+    clip = make_clip(tmp_path / "videos" / "synthetic" / "synth_easy_000.mp4", 64, 48, 8)
+    replies = ["Look first.\n```frames\ncount=1\n```", "A table.\n" + TABLE, "A chair.\n" + CHAIR, "DONE"]
+    monkeypatch.delenv("BVB_TEST_UNSET_KEY", raising=False)
+    scene = bpy.context.scene
+    add_camera(bpy, scene)
+    s = scene.bvb
+    s.clip_path, s.run_dir, s.model, s.cost_limit = str(clip), str(tmp_path / "run"), "gpt-4o-mini", 1.0
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    # The key is kept in preferences only: the variable it names is unset.
+    prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
+    assert not bpy.ops.bvb.stop_agent.poll()
+    pump = addon.operators.agent.pump
+    with ScriptedOpenAI(replies) as server:
+        prefs.base_url = server.base_url
+        assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+        assert bpy.app.timers.is_registered(pump)
+        assert bpy.ops.bvb.stop_agent.poll() and not bpy.ops.bvb.run_agent.poll()
+        seen, deadline = [], time.monotonic() + 240
+        while time.monotonic() < deadline:
+            interval = pump()
+            names = sorted(o.name for o in scene.objects if o.type == "MESH")
+            if not seen or seen[-1] != names:
+                seen.append(names)
+            if interval is None:
+                break
+            time.sleep(0.05)
+        assert interval is None, f"agent did not finish: {s.agent_status} {s.status}"
+        assert not bpy.app.timers.is_registered(pump) or pump() is None
+    assert server.calls == 4
+    assert all(r["messages"] for r in server.requests)
+    assert server.requests[0]["model"] == "gpt-4o-mini"
+    assert [n for n in seen if n] == [["table_1"], ["chair_1", "table_1"]], seen
+    assert (s.agent_status, s.agent_step, s.frames_seen) == ("submitted", 4, 1)
+    assert s.cost > 0 and s.last_action == "done: ok"
+    run = tmp_path / "run"
+    meta = json.loads((run / "agent_meta" / "synth_easy_000.json").read_text())
+    assert meta["status"] == "submitted" and (run / "blends" / "synth_easy_000.blend").is_file()
+    assert [st.number for st in s.steps] == [2, 3] and all(st.blend_path for st in s.steps)
+    assert json.loads((run / "config.json").read_text())["started_from"] == "blender-addon"
+    assert "sk-scripted" not in (run / "config.json").read_text()
+
+
+def test_run_agent_reports_a_missing_key_and_unknown_price(addon, factory_blender, tmp_path, monkeypatch):
+    bpy = factory_blender
+    clip = make_clip(tmp_path / "c.mp4", 64, 48, 4)
+    monkeypatch.delenv("BVB_TEST_UNSET_KEY", raising=False)
+    s = bpy.context.scene.bvb
+    s.clip_path, s.run_dir, s.model = str(clip), str(tmp_path / "run"), "gpt-4o-mini"
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", ""
+    with pytest.raises(RuntimeError, match="BVB_TEST_UNSET_KEY holds no API key"):
+        bpy.ops.bvb.run_agent()
+    s.model = "no-such-model"
+    with pytest.raises(RuntimeError, match="no price for model 'no-such-model'"):
+        bpy.ops.bvb.run_agent()
+    assert not addon.operators.agent.sessions
+
+
+def test_score_without_a_bridge_says_how_to_start_it(addon, factory_blender, tmp_path):
+    import socket
+
+    bpy = factory_blender
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    prefs.bridge_url = f"http://127.0.0.1:{port}"
+    s = bpy.context.scene.bvb
+    (tmp_path / "config.json").write_text("{}")
+    s.run_dir, s.scene_id = str(tmp_path), "s1"
+    with pytest.raises(RuntimeError, match=r"not running at .*start it with: python -m eval_bridge serve"):
+        bpy.ops.bvb.score()
+    assert "python -m eval_bridge serve" in s.score_status
