@@ -1,0 +1,96 @@
+"""Moving files across the sandbox boundary without trusting the workspace.
+
+Everything inside a workspace may have been arranged by hostile code: a name can be a
+symlink to a host file, a hardlink, a FIFO, or huge. Files are opened relative to a
+directory descriptor held by the supervisor, never following symlinks, checked with
+fstat, size-capped, and copied to their destination atomically.
+"""
+
+import os
+import re
+import secrets
+import stat
+import tempfile
+from pathlib import Path
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+CHUNK = 1 << 20
+
+
+class UnsafeFile(RuntimeError):
+    """A workspace file that must not be collected (symlink, hardlink, not regular, too big)."""
+
+
+def open_dir(path):
+    """A descriptor of the workspace directory itself (not a symlink to elsewhere)."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def _check_name(name):
+    if not isinstance(name, str) or not SAFE_NAME.match(name) or ".." in name:
+        raise UnsafeFile(f"refused workspace file name {name!r} (plain file names only)")
+
+
+def collect(dir_fd, name, dest, max_bytes):
+    """Copy workspace file ``name`` to ``dest`` atomically, then remove it from the workspace."""
+    _check_name(name)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        # ELOOP is what O_NOFOLLOW gives for a symlink.
+        raise UnsafeFile(f"cannot open workspace file {name!r} without following links: {exc.strerror}") from exc
+    dest = Path(dest)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFile(f"workspace file {name!r} is not a regular file")
+        if info.st_nlink != 1:
+            raise UnsafeFile(f"workspace file {name!r} has {info.st_nlink} hard links; refused")
+        if info.st_size > max_bytes:
+            raise UnsafeFile(f"workspace file {name!r} is {info.st_size} bytes, over the {max_bytes}-byte limit")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        out, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        try:
+            total = 0
+            with os.fdopen(out, "wb") as handle:
+                while True:
+                    chunk = os.read(fd, CHUNK)
+                    if not chunk:
+                        break
+                    total += len(chunk)
+                    if total > max_bytes:
+                        raise UnsafeFile(f"workspace file {name!r} grew past the {max_bytes}-byte limit")
+                    handle.write(chunk)
+            os.replace(tmp, dest)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    finally:
+        os.close(fd)
+    remove(dir_fd, name)
+    return dest
+
+
+def remove(dir_fd, name):
+    """Unlink a workspace entry by name (unlink never follows a symlink)."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def put(dir_fd, src, max_bytes, suffix=".blend"):
+    """Copy a host file into the workspace under a fresh random name; return the name."""
+    src = Path(src)
+    size = src.stat().st_size
+    if size > max_bytes:
+        raise UnsafeFile(f"{src} is {size} bytes, over the {max_bytes}-byte limit")
+    name = f"_bvb_in_{secrets.token_hex(8)}{suffix}"
+    # O_EXCL with a fresh name: nothing the sandbox prepared can redirect this write.
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+    os.fchmod(fd, 0o644)
+    with os.fdopen(fd, "wb") as handle, open(src, "rb") as source:
+        while chunk := source.read(CHUNK):
+            handle.write(chunk)
+    return name

@@ -1,0 +1,334 @@
+"""Probe which isolation layers work on this machine, and build the worker's command line.
+
+The ladder (DESIGN.md section 7), strongest first: bubblewrap (new pid, net, ipc, uts
+namespaces, a user namespace when not root, every capability dropped, read-only binds of
+only what Blender needs, the workspace the only writable host path, a sized private /tmp,
+a cleared environment, die-with-parent); a dedicated unprivileged uid when the harness is
+root; rlimits. Beside the ladder: a cgroup pids cap, seccomp denying sockets, and the
+supervisor's wall-clock watchdog. The probe runs a tiny program through each candidate
+and keeps what really worked.
+"""
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import LEVELS
+
+log = logging.getLogger(__name__)
+
+SANDBOX_DIR = Path(__file__).resolve().parent
+WORKER_SCRIPT = SANDBOX_DIR / "worker_main.py"
+PROBE_SCRIPT = SANDBOX_DIR / "seccomp_filter.py"
+CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
+UID_LOCK_DIR = Path(tempfile.gettempdir()) / "bvb-sandbox-uids"
+_PROBE_CACHE = {}
+
+
+@dataclass(frozen=True)
+class SandboxLevel:
+    """The isolation a worker gets here: the ladder rung, active layers, and why others are missing."""
+
+    name: str
+    layers: tuple = ()
+    missing: dict = field(default_factory=dict)
+
+    def line(self):
+        missing = "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or "none"
+        return f"sandbox level {self.name}: active {', '.join(self.layers)}; missing {missing}"
+
+    def as_dict(self):
+        return {"level": self.name, "layers": list(self.layers), "missing": dict(self.missing)}
+
+    def at_least(self, level):
+        return LEVELS.index(self.name) >= LEVELS.index(level)
+
+
+def inside_blender_binary():
+    return "bpy" in sys.modules and not getattr(sys.modules["bpy"], "__file__", None)
+
+
+def blender_binary(config):
+    """The Blender executable workers run in, or None to use the bpy module under Python."""
+    if config.blender_bin:
+        return config.blender_bin
+    if os.environ.get("BLENDER_BIN"):
+        return os.environ["BLENDER_BIN"]
+    if inside_blender_binary():
+        return sys.modules["bpy"].app.binary_path or None
+    return None
+
+
+def runtime(config, script, script_args):
+    """(argv, host paths the worker must be able to read) for running ``script`` in Blender."""
+    binary = blender_binary(config)
+    if binary:
+        binary = os.path.realpath(binary)
+        argv = [binary, "-b", "--factory-startup", "-noaudio", "--python-exit-code", "1",
+                "--python", str(script), "--", *script_args]  # fmt: skip
+        return argv, [os.path.dirname(binary)]
+    python = config.python or sys.executable
+    # -I: ignore PYTHON* variables and the user's site-packages.
+    argv = [python, "-I", str(script), *script_args]
+    prefix = sys.prefix if not config.python else str(Path(python).resolve().parent.parent)
+    paths = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), os.path.realpath(prefix),
+             os.path.dirname(os.path.realpath(python))}  # fmt: skip
+    return argv, sorted(paths)
+
+
+def _mkdir_args(path, created, bound):
+    """--dir for each missing ancestor of path, world-traversable (bwrap makes them 0700 as root)."""
+    args = []
+    parts = Path(path).parts
+    for depth in range(2, len(parts)):
+        ancestor = str(Path(*parts[:depth]))
+        if ancestor in created or any(ancestor == b or ancestor.startswith(b + "/") for b in bound):
+            continue
+        created.add(ancestor)
+        args += ["--perms", "0755", "--dir", ancestor]
+    return args
+
+
+def bwrap_args(config, workspace, read_paths, uid):
+    """The bubblewrap prefix: namespaces, dropped capabilities, binds of only what Blender needs."""
+    root = os.geteuid() == 0
+    args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL"]  # fmt: skip
+    if not root:
+        args.append("--unshare-user")
+    elif uid is not None:
+        # Only to switch to the worker's uid with setpriv, which then drops them for good.
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    args += ["--ro-bind", "/usr", "/usr"]
+    for name in ("lib", "lib64", "lib32", "bin", "sbin"):
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), str(host)]
+    for etc in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives"):
+        args += ["--ro-bind-try", etc, etc]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
+    bound = ["/usr", "/proc", "/dev"]
+    created = {"/tmp"}
+    ro = sorted({os.path.realpath(p) for p in [*read_paths, str(SANDBOX_DIR), *config.extra_ro_binds]})
+    # Drop paths already inside another bound path.
+    ro = [p for p in ro if not any(p != q and p.startswith(q + "/") for q in ro)]
+    for path in ro:
+        if any(path == b or path.startswith(b + "/") for b in bound):
+            continue
+        args += _mkdir_args(path, created, bound)
+        args += ["--ro-bind", path, path]
+        bound.append(path)
+    workspace = os.path.realpath(workspace)
+    args += _mkdir_args(workspace, created, bound)
+    args += ["--bind", workspace, workspace]
+    args += ["--clearenv"]
+    for key, value in worker_env(workspace).items():
+        args += ["--setenv", key, value]
+    return args
+
+
+def worker_env(workspace):
+    """The worker's whole environment: nothing of the harness's (no API keys)."""
+    return {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+            "PYTHONNOUSERSITE": "1", "BLENDER_USER_CONFIG": "/tmp/.bvb-blender/config",
+            "BLENDER_USER_SCRIPTS": "/tmp/.bvb-blender/scripts"}  # fmt: skip
+
+
+def setpriv_args(uid):
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs"]  # fmt: skip
+
+
+class UidLease:
+    """A dedicated uid for one worker, held through a lock file so two harnesses never share one."""
+
+    def __init__(self, base):
+        UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+        for offset in range(10000):
+            uid = base + offset
+            fd = os.open(UID_LOCK_DIR / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uid, self._fd = uid, fd
+            return
+        raise RuntimeError(f"no free sandbox uid in {base}..{base + 9999}")
+
+    def release(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class PidsCgroup:
+    """A cgroup v1 pids group: a process cap that binds root too, and a list of every task to kill."""
+
+    def __init__(self, name, max_tasks):
+        self.path = CGROUP_V1_PIDS / "bvb" / name
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "pids.max").write_text(str(max_tasks))
+
+    def join_path(self):
+        return str(self.path / "cgroup.procs")
+
+    def kill_all(self):
+        import signal
+
+        for _ in range(20):
+            try:
+                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            except OSError:
+                return
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            import time
+
+            time.sleep(0.01)
+
+    def remove(self):
+        self.kill_all()
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                import time
+
+                time.sleep(0.02)
+        log.warning("could not remove cgroup %s", self.path)
+
+
+def cgroup_available():
+    """None when a pids cgroup can be made here, else the reason it cannot."""
+    if not CGROUP_V1_PIDS.is_dir():
+        return "no cgroup v1 pids hierarchy at /sys/fs/cgroup/pids (cgroup v2 delegation is not supported)"
+    try:
+        group = PidsCgroup(f"probe{os.getpid()}", 8)
+        group.remove()
+    except OSError as exc:
+        return f"cannot create a pids cgroup ({exc.strerror}); run as root or delegate /sys/fs/cgroup/pids"
+    return None
+
+
+def _run_probe(config, use_bwrap, uid, seccomp):
+    workdir = tempfile.mkdtemp(prefix="bvb-probe-")
+    try:
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        python = config.python or sys.executable
+        argv = [python, "-I", str(PROBE_SCRIPT), "--probe"] + (["--seccomp"] if seccomp else [])
+        read_paths = runtime(config, PROBE_SCRIPT, [])[1]
+        if blender_binary(config):
+            read_paths = runtime(replace_blender(config), PROBE_SCRIPT, [])[1] + read_paths
+        if uid is not None and os.geteuid() == 0:
+            argv = setpriv_args(uid) + argv
+        if use_bwrap:
+            argv = bwrap_args(config, workdir, read_paths, uid) + argv
+            env = None
+        else:
+            env = worker_env(workdir)
+        try:
+            proc = subprocess.run(argv, capture_output=True, timeout=60, cwd=workdir, env=env)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, str(exc)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).decode(errors="replace").strip().splitlines()
+            return None, (tail[-1] if tail else f"exit code {proc.returncode}")
+        try:
+            return json.loads(proc.stdout.decode().strip().splitlines()[-1]), None
+        except (ValueError, IndexError):
+            return None, "the probe printed no report"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def replace_blender(config):
+    from dataclasses import replace
+
+    return replace(config, blender_bin=None)
+
+
+def probe_layers(config=None, refresh=False):
+    """Which layers work here (cached per process and settings)."""
+    from .config import SandboxConfig
+
+    config = config or SandboxConfig()
+    key = (config.use_bwrap, config.use_uid, config.use_cgroup, config.use_seccomp, config.python,
+           blender_binary(config), config.uid_base)  # fmt: skip
+    if key in _PROBE_CACHE and not refresh:
+        return _PROBE_CACHE[key]
+    missing = {}
+    root = os.geteuid() == 0
+    want_bwrap = config.use_bwrap and bool(shutil.which("bwrap"))
+    if config.use_bwrap and not want_bwrap:
+        missing["bwrap"] = "bubblewrap is not installed (apt-get install bubblewrap)"
+    elif not config.use_bwrap:
+        missing["bwrap"] = "disabled by configuration"
+    want_uid = config.use_uid and (not root or bool(shutil.which("setpriv")))
+    if root and config.use_uid and not want_uid:
+        missing["uid"] = "setpriv (util-linux) is not installed"
+    elif not config.use_uid:
+        missing["uid"] = "disabled by configuration"
+    probe_uid = config.uid_base + 9999 if (want_uid and root) else None
+    candidates = [
+        (bw, u) for bw in ((True, False) if want_bwrap else (False,)) for u in ((True, False) if want_uid else (False,))
+    ]
+    errors, report, chosen = {}, None, (False, False)
+    for bw, uid_on in candidates:
+        report, error = _run_probe(config, bw, probe_uid if uid_on else None, config.use_seccomp)
+        if report is not None and uid_on and root and report.get("uid") == 0:
+            report, error = None, "the worker still ran as uid 0"
+        if report is not None:
+            chosen = (bw, uid_on)
+            break
+        errors[(bw, uid_on)] = error
+    if want_bwrap and not chosen[0]:
+        missing["bwrap"] = f"bubblewrap failed here: {errors.get((True, want_uid)) or errors.get((True, False))}"
+    if want_uid and not chosen[1]:
+        missing["uid"] = f"the unprivileged uid cannot run the worker: {errors.get((chosen[0], True))}"
+    want_bwrap, want_uid = chosen
+    layers = []
+    if want_bwrap:
+        layers.append("bwrap")
+    if want_uid:
+        layers.append("uid")
+    layers.append("rlimits")
+    cgroup_error = cgroup_available() if config.use_cgroup else "disabled by configuration"
+    if cgroup_error is None:
+        layers.append("cgroup_pids")
+    else:
+        missing["cgroup_pids"] = cgroup_error
+    if want_uid:
+        layers.append("nproc")
+    elif cgroup_error is not None:
+        missing["process_cap"] = "neither a pids cgroup nor an unprivileged uid (RLIMIT_NPROC does nothing for root)"
+    if not config.use_seccomp:
+        missing["seccomp"] = "disabled by configuration"
+    elif report is not None and not report.get("seccomp_error") and report.get("socket_blocked"):
+        layers.append("seccomp")
+    else:
+        missing["seccomp"] = (report or {}).get("seccomp_error") or "the filter did not block sockets"
+    layers.append("watchdog")
+    name = "bwrap" if want_bwrap else "uid" if want_uid else "rlimits"
+    level = SandboxLevel(name=name, layers=tuple(layers), missing=missing)
+    _PROBE_CACHE[key] = level
+    log.info("%s", level.line())
+    return level

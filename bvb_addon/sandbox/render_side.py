@@ -1,0 +1,225 @@
+"""Worker side of rendering and scene graphs: runs inside Blender, in the sandbox.
+
+Imported by worker_main.py as a top-level module (bpy is available there). Render
+settings are changed only for the duration of a render and then put back, so a render
+in the middle of an agent's episode never changes the scene the agent is building.
+"""
+
+import math
+import os
+import time
+
+import bpy
+from mathutils import Vector
+
+# Samples chosen for CPU machines; BVB's own renders are EEVEE at 512 px.
+EEVEE_SAMPLES = 16
+CYCLES_SAMPLES = 16
+MAX_GRAPH_FRAMES = 20000
+
+
+class Restore:
+    """Remember attributes, set new values, put the old ones back on exit."""
+
+    def __init__(self):
+        self.saved = []
+
+    def set(self, owner, attr, value):
+        self.saved.append((owner, attr, getattr(owner, attr)))
+        setattr(owner, attr, value)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for owner, attr, value in reversed(self.saved):
+            try:
+                setattr(owner, attr, value)
+            except (AttributeError, TypeError, ValueError):
+                pass
+
+
+def principled_base_color(material):
+    """The material's Principled BSDF base colour when it is a plain value, else its viewport colour."""
+    if material.use_nodes and material.node_tree is not None:
+        for node in material.node_tree.nodes:
+            if node.type == "BSDF_PRINCIPLED":
+                socket = node.inputs.get("Base Color")
+                if socket is not None and not socket.is_linked:
+                    return [round(float(c), 4) for c in socket.default_value]
+    return [round(float(c), 4) for c in material.diffuse_color]
+
+
+def apply_preset(restore, scene, preset):
+    render = scene.render
+    render_engines = {"fast": "BLENDER_WORKBENCH", "bvb": "BLENDER_EEVEE_NEXT", "cycles": "CYCLES"}
+    restore.set(render, "engine", render_engines[preset])
+    if preset == "fast":
+        shading = scene.display.shading
+        restore.set(shading, "light", "STUDIO")
+        restore.set(shading, "color_type", "MATERIAL")
+        restore.set(shading, "show_shadows", False)
+        restore.set(shading, "show_cavity", False)
+        # FXAA instead of 8 jittered samples: about twice as fast on a CPU rasteriser.
+        restore.set(scene.display, "render_aa", "FXAA")
+        # Workbench shows a material's viewport colour; agents set the node base colour.
+        for material in bpy.data.materials:
+            restore.set(material, "diffuse_color", principled_base_color(material))
+    elif preset == "bvb":
+        restore.set(scene.eevee, "taa_render_samples", EEVEE_SAMPLES)
+    elif preset == "cycles":
+        restore.set(scene.cycles, "device", "CPU")
+        restore.set(scene.cycles, "samples", CYCLES_SAMPLES)
+        restore.set(scene.cycles, "use_denoising", True)
+        restore.set(scene.cycles, "use_adaptive_sampling", True)
+
+
+def render(workspace, req):
+    """Render req["frames"] from the scene camera into the workspace; reply with the file names."""
+    scene = bpy.context.scene
+    if scene.camera is None:
+        return {"status": "error", "reason": "the scene has no camera (set bpy.context.scene.camera)"}
+    frames = [int(f) for f in req["frames"]]
+    if req.get("width") and req.get("height"):
+        width, height = int(req["width"]), int(req["height"])
+    else:
+        # No source aspect given: the scene's own output aspect.
+        r = scene.render
+        aspect = (r.resolution_x * r.pixel_aspect_x) / max(1e-6, r.resolution_y * r.pixel_aspect_y)
+        longest = int(req["longest_side"])
+        width, height = (longest, longest / aspect) if aspect >= 1 else (longest * aspect, longest)
+        width, height = max(2, int(round(width / 2)) * 2), max(2, int(round(height / 2)) * 2)
+    prefix = req["prefix"]
+    started = time.perf_counter()
+    render = scene.render
+    with Restore() as restore:
+        apply_preset(restore, scene, req["preset"])
+        for attr, value in (
+            ("resolution_x", width),
+            ("resolution_y", height),
+            ("resolution_percentage", 100),
+            ("pixel_aspect_x", 1.0),
+            ("pixel_aspect_y", 1.0),
+            ("use_border", False),
+            ("film_transparent", False),
+            ("use_stamp", False),
+            ("use_compositing", False),
+            ("use_sequencer", False),
+        ):
+            restore.set(render, attr, value)
+        settings = render.image_settings
+        restore.set(settings, "file_format", "PNG")
+        restore.set(settings, "color_mode", "RGB")
+        restore.set(settings, "color_depth", "8")
+        restore.set(settings, "compression", 15)
+        restore.set(render, "use_file_extension", True)
+        restore.set(render, "filepath", render.filepath)
+        restore.set(scene, "frame_start", scene.frame_start)
+        restore.set(scene, "frame_end", scene.frame_end)
+        restore.set(scene, "frame_step", scene.frame_step)
+        restore.set(scene, "frame_current", scene.frame_current)
+        names = []
+        step = frames[1] - frames[0] if len(frames) > 1 else 1
+        stepped = step >= 1 and all(b - a == step for a, b in zip(frames, frames[1:], strict=False))
+        if stepped:
+            # One animation render keeps the engine warm between frames (much faster than stills).
+            scene.frame_start, scene.frame_end, scene.frame_step = frames[0], frames[-1], step
+            if scene.frame_end < scene.frame_start:
+                scene.frame_start = scene.frame_end
+            render.filepath = os.path.join(workspace, f"{prefix}#######")
+            bpy.ops.render.render(animation=True)
+            names = [f"{prefix}{frame:07d}.png" for frame in frames]
+        else:
+            for index, frame in enumerate(frames):
+                scene.frame_set(frame)
+                name = f"{prefix}{index:07d}.png"
+                render.filepath = os.path.join(workspace, name)
+                bpy.ops.render.render(write_still=True)
+                names.append(name)
+    missing = [n for n in names if not os.path.isfile(os.path.join(workspace, n))]
+    if missing:
+        return {"status": "error", "reason": f"the renderer wrote no image for {len(missing)} of {len(names)} frames"}
+    return {"status": "ok", "files": names, "duration_s": time.perf_counter() - started}
+
+
+def world_bounds(obj):
+    corners = [obj.matrix_world @ Vector(corner) for corner in obj.bound_box]
+    lo = [min(c[axis] for c in corners) for axis in range(3)]
+    hi = [max(c[axis] for c in corners) for axis in range(3)]
+    return lo, hi
+
+
+def rnd(values, digits=5):
+    return [round(float(v), digits) for v in values]
+
+
+def rotation_jumps(camera):
+    """Consecutive rotation keyframes more than 180 degrees apart (the camera spins between them)."""
+    jumps = []
+    anim = camera.animation_data
+    if not anim or not anim.action:
+        return jumps
+    for fcurve in anim.action.fcurves:
+        if fcurve.data_path != "rotation_euler":
+            continue
+        points = sorted((kp.co[0], kp.co[1]) for kp in fcurve.keyframe_points)
+        for (fa, va), (fb, vb) in zip(points, points[1:], strict=False):
+            if abs(vb - va) > math.pi:
+                jumps.append({"axis": fcurve.array_index, "frame_a": fa, "frame_b": fb,
+                              "degrees": round(math.degrees(vb - va), 2)})  # fmt: skip
+    return jumps
+
+
+def scene_graph(frames=None):
+    """The scene_graphs/<scene>.json content (docs/contracts.md)."""
+    scene = bpy.context.scene
+    start, end = scene.frame_start, scene.frame_end
+    if frames is None:
+        frames = list(range(start, max(start, end) + 1))[:MAX_GRAPH_FRAMES]
+    frames = [int(f) for f in frames][:MAX_GRAPH_FRAMES]
+    current = scene.frame_current
+    scene.frame_set(start)
+    objects = []
+    for obj in scene.objects:
+        entry = {"name": obj.name, "type": obj.type}
+        if obj.type in {"MESH", "CURVE", "SURFACE", "META", "FONT", "CURVES", "POINTCLOUD", "VOLUME"}:
+            lo, hi = world_bounds(obj)
+            entry["center"] = rnd([(a + b) / 2 for a, b in zip(lo, hi, strict=True)])
+            entry["bounds_min"], entry["bounds_max"] = rnd(lo), rnd(hi)
+            entry["dimensions"] = rnd([b - a for a, b in zip(lo, hi, strict=True)])
+        else:
+            location = obj.matrix_world.translation
+            entry["center"] = rnd(location)
+            entry["bounds_min"] = entry["bounds_max"] = rnd(location)
+            entry["dimensions"] = [0.0, 0.0, 0.0]
+        entry["materials"] = [
+            {"name": slot.material.name, "base_color": principled_base_color(slot.material)}
+            for slot in obj.material_slots
+            if slot.material is not None
+        ]
+        objects.append(entry)
+    camera = None
+    if scene.camera is not None:
+        cam = scene.camera
+        poses = []
+        for frame in frames:
+            scene.frame_set(frame)
+            matrix = cam.matrix_world
+            lens = getattr(cam.data, "lens", None)
+            poses.append({
+                "frame": frame,
+                "location": rnd(matrix.translation),
+                "rotation_euler": rnd(matrix.to_euler("XYZ")),
+                "lens": round(float(lens), 4) if lens is not None else None,
+                "sensor_width": round(float(getattr(cam.data, "sensor_width", 36.0)), 4),
+            })  # fmt: skip
+        camera = {"name": cam.name, "frames": poses, "rotation_jumps": rotation_jumps(cam)}
+    scene.frame_set(current)
+    return {
+        "scene": scene.name,
+        "frame_range": [start, end],
+        "fps": scene.render.fps / (scene.render.fps_base or 1.0),
+        "resolution": [scene.render.resolution_x, scene.render.resolution_y],
+        "objects": objects,
+        "camera": camera,
+    }

@@ -1,0 +1,116 @@
+"""A seccomp filter that denies sockets and a few kernel interfaces, through libseccomp and ctypes.
+
+Installed by the worker itself before it imports bpy (and before any agent code runs); a
+seccomp filter can never be removed, and it is inherited by every thread and child. It
+allows ``socketpair`` (the supervisor channel is already open; Python's multiprocessing
+uses AF_UNIX pairs) and denies ``socket`` for every address family, so neither the
+network nor abstract Unix sockets of the host are reachable.
+
+Standard library only; also run as a script (``--probe``) by the supervisor's layer probe.
+"""
+
+import ctypes
+import ctypes.util
+import errno
+import json
+import os
+import sys
+
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_FLTATR_CTL_NNP = 3
+SCMP_FLTATR_CTL_TSYNC = 4
+
+DENIED_SYSCALLS = (
+    "socket",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "userfaultfd",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "kexec_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+)
+
+
+def _act_errno(code):
+    return 0x00050000 | (code & 0xFFFF)
+
+
+def install():
+    """Load the filter into this process; returns None, or a one-line reason it could not."""
+    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+    try:
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError as exc:
+        return f"libseccomp not loadable ({exc}); install the libseccomp2 Debian package"
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.restype = ctypes.c_int
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.c_void_p,
+    ]
+    lib.seccomp_attr_set.restype = ctypes.c_int
+    lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+    lib.seccomp_load.restype = ctypes.c_int
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        return "seccomp_init failed"
+    try:
+        lib.seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1)
+        # TSYNC: apply to threads that already exist (Python may have started some).
+        lib.seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1)
+        for syscall in DENIED_SYSCALLS:
+            number = lib.seccomp_syscall_resolve_name(syscall.encode())
+            if number < 0:
+                continue
+            code = errno.EAFNOSUPPORT if syscall == "socket" else errno.EPERM
+            rc = lib.seccomp_rule_add_array(ctx, _act_errno(code), number, 0, None)
+            if rc < 0:
+                return f"seccomp_rule_add({syscall}) failed: {os.strerror(-rc)}"
+        rc = lib.seccomp_load(ctx)
+        if rc < 0:
+            return f"seccomp_load failed: {os.strerror(-rc)}"
+    finally:
+        lib.seccomp_release(ctx)
+    return None
+
+
+def probe():
+    """What the supervisor's layer probe runs inside the candidate sandbox."""
+    import socket
+
+    report = {"uid": os.getuid(), "euid": os.geteuid(), "seccomp_error": None, "socket_blocked": False}
+    if "--seccomp" in sys.argv:
+        report["seccomp_error"] = install()
+        try:
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+        except OSError:
+            report["socket_blocked"] = True
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__" and "--probe" in sys.argv:
+    probe()

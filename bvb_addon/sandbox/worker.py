@@ -1,0 +1,513 @@
+"""The supervisor side of a sandboxed Blender worker (bpy-free).
+
+One Worker owns one Blender process and one scene workspace. Requests go one at a time
+over a socket pair as length-prefixed JSON; every reply is untrusted data. A step that
+times out, crashes the process, runs out of memory or breaks the protocol kills the whole
+worker tree and restarts it from the last good snapshot, which lives outside the sandbox.
+"""
+
+import collections
+import logging
+import os
+import re
+import resource
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import files, protocol
+from .config import PRESETS, SandboxConfig, SandboxUnavailable
+from .layers import (
+    WORKER_SCRIPT,
+    PidsCgroup,
+    UidLease,
+    bwrap_args,
+    probe_layers,
+    runtime,
+    setpriv_args,
+    worker_env,
+)
+
+log = logging.getLogger(__name__)
+
+STEP_STATUSES = ("ok", "error", "timeout", "oom", "crash", "output_limit", "sandbox_error")
+SNAPSHOT_NAME = re.compile(r"^(\d{3,})\.blend$")
+MEMORY_HINTS = ("MemoryError", "bad_alloc", "out of memory", "Out of memory", "Cannot allocate memory")
+
+
+@dataclass
+class StepResult:
+    """What one program (or one .blend load) did; never an exception for the agent's faults."""
+
+    status: str
+    stdout: str = ""
+    stderr: str = ""
+    traceback: str = ""
+    duration_s: float = 0.0
+    summary: dict = field(default_factory=dict)
+    snapshot: Path | None = None
+    reason: str = ""
+    step: int | None = None
+
+    def as_dict(self):
+        return {"status": self.status, "reason": self.reason, "step": self.step, "duration_s": round(self.duration_s, 4),
+                "stdout": self.stdout, "stderr": self.stderr, "traceback": self.traceback, "summary": self.summary,
+                "snapshot": str(self.snapshot) if self.snapshot else None}  # fmt: skip
+
+
+@dataclass
+class RenderResult:
+    status: str
+    files: list = field(default_factory=list)
+    reason: str = ""
+    duration_s: float = 0.0
+
+
+class WorkerError(RuntimeError):
+    """A worker request that is not an agent step failed (status and reason attached)."""
+
+    def __init__(self, status, reason):
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class _Died(Exception):
+    def __init__(self, kind, reason):
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+def _text(value, limit):
+    if not isinstance(value, str):
+        return ""
+    if len(value) > limit:
+        return value[:limit] + f"\n[... {len(value) - limit} more characters cut]"
+    return value
+
+
+def _signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class Worker:
+    """One warm, sandboxed Blender process owning one scene workspace (see docs/contracts.md)."""
+
+    def __init__(self, workspace, snapshot_dir, config=None, start_from=None):
+        self.config = config or SandboxConfig()
+        self.level = probe_layers(self.config)
+        if not self.level.at_least(self.config.min_level) and not self.config.allow_below_minimum:
+            raise SandboxUnavailable(
+                f"{self.level.line()}; that is below the required level {self.config.min_level!r}: "
+                "install bubblewrap (apt-get install bubblewrap), or pass --allow-weak-sandbox to run anyway"
+            )
+        self.workspace = Path(workspace).resolve()
+        self.snapshot_dir = Path(snapshot_dir).resolve()
+        if self.snapshot_dir == self.workspace or self.workspace in self.snapshot_dir.parents:
+            raise ValueError(f"snapshot_dir {self.snapshot_dir} must be outside the workspace {self.workspace}")
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.workspace, 0o700)
+        self.snapshot_dir.mkdir(parents=True, exist_ok=True)
+        self._root = os.geteuid() == 0
+        self._lease = UidLease(self.config.uid_base) if ("uid" in self.level.layers and self._root) else None
+        self.uid = self._lease.uid if self._lease else os.getuid()
+        if self._lease is not None and "bwrap" not in self.level.layers:
+            for parent in self.workspace.parents:
+                if not os.stat(parent).st_mode & 0o001:
+                    raise SandboxUnavailable(
+                        f"workspace {self.workspace} is out of reach of the sandbox uid ({parent} is not "
+                        "world-traversable); put workspaces under a folder with mode o+x"
+                    )
+        self._dir_fd = files.open_dir(self.workspace)
+        numbers = [int(m.group(1)) for p in self.snapshot_dir.iterdir() if (m := SNAPSHOT_NAME.match(p.name))]
+        self._last_snapshot = self.snapshot_dir / f"{max(numbers):03d}.blend" if numbers else None
+        self._next_step = max(numbers) + 1 if numbers else 1
+        self._start_from = Path(start_from) if start_from else None
+        self._proc = None
+        self._sock = None
+        self._cgroup = None
+        self._tail = collections.deque(maxlen=40)
+        self._serial = 0
+        self._renders = 0
+        self._lock = threading.Lock()
+        self.restarts = 0
+        self.info = {}
+        self._start()
+
+    # ---- public API --------------------------------------------------------------------
+
+    @property
+    def last_snapshot(self):
+        """The last good step's .blend (outside the workspace), or None."""
+        return self._last_snapshot
+
+    @property
+    def next_step(self):
+        return self._next_step
+
+    def run(self, program, timeout=None, step=None):
+        """Run agent code on the warm scene; a StepResult whatever the program does."""
+        with self._lock:
+            return self._run(program, timeout, step)
+
+    def load_blend(self, path, snapshot=True, timeout=None, step=None):
+        """Replace the scene with an untrusted .blend (no scripts, no drivers run)."""
+        with self._lock:
+            return self._load(Path(path), snapshot, timeout, step)
+
+    def render_frames(self, frames, longest_side, preset="fast", aspect=None, out_dir=None, timeout=None):
+        """Render frames from the scene camera; images are collected into out_dir (outside the workspace)."""
+        with self._lock:
+            return self._render(frames, longest_side, preset, aspect, out_dir, timeout)
+
+    def scene_graph(self, frames=None, timeout=None):
+        """The scene_graphs/<scene>.json content for the current scene; WorkerError when it fails."""
+        with self._lock:
+            try:
+                reply = self._request({"op": "graph", "frames": frames}, timeout or self.config.step_timeout_s)
+            except _Died as died:
+                self._recover()
+                raise WorkerError(died.kind, died.reason) from None
+            if reply.get("status") != "ok" or not isinstance(reply.get("graph"), dict):
+                raise WorkerError("error", _text(reply.get("reason"), 500) or "the worker returned no scene graph")
+            return reply["graph"]
+
+    def close(self):
+        """Kill the whole worker tree and release its uid."""
+        self._kill()
+        if self._lease:
+            self._lease.release()
+            self._lease = None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if self._proc is not None:
+                self._kill()
+        except Exception:  # interpreter teardown: nothing sensible left to do
+            pass
+
+    # ---- steps -------------------------------------------------------------------------
+
+    def _run(self, program, timeout, step):
+        if not isinstance(program, str):
+            raise TypeError("program must be a str of Python source")
+        number = self._next_step if step is None else int(step)
+        self._next_step = number + 1
+        started = time.monotonic()
+        limit = self.config.step_timeout_s if timeout is None else float(timeout)
+        snapshot_name = f"_bvb_snap_{secrets.token_hex(8)}.blend"
+        request = {"op": "run", "program": program, "snapshot_name": snapshot_name,
+                   "output_chars": self.config.output_chars, "output_hard_bytes": self.config.output_hard_bytes}  # fmt: skip
+        try:
+            reply = self._request(request, limit)
+        except _Died as died:
+            result = StepResult(status=died.kind, reason=died.reason, step=number)
+            result.duration_s = time.monotonic() - started
+            self._recover(result)
+            return result
+        cap = self.config.output_chars + 200
+        status = reply.get("status")
+        result = StepResult(
+            status=status if status in ("ok", "error", "oom", "output_limit") else "crash",
+            stdout=_text(reply.get("stdout"), cap),
+            stderr=_text(reply.get("stderr"), cap),
+            traceback=_text(reply.get("traceback"), cap),
+            reason=_text(reply.get("reason"), 2000),
+            summary=reply.get("summary") if isinstance(reply.get("summary"), dict) else {},
+            step=number,
+        )
+        if result.status == "crash":
+            result.reason = f"the worker replied with an unknown status {str(status)[:40]!r}"
+        if result.status == "ok":
+            try:
+                dest = self.snapshot_dir / f"{number:03d}.blend"
+                files.collect(self._dir_fd, reply.get("snapshot_name"), dest, self.config.max_blend_bytes)
+                result.snapshot = self._last_snapshot = dest
+            except (files.UnsafeFile, OSError) as exc:
+                result.status, result.reason = "sandbox_error", f"snapshot refused: {exc}"
+                files.remove(self._dir_fd, snapshot_name)
+        if result.status in ("oom", "crash", "sandbox_error"):
+            self._recover(result)
+        result.duration_s = time.monotonic() - started
+        return result
+
+    def _load(self, path, snapshot, timeout, step):
+        started = time.monotonic()
+        number = None
+        if snapshot:
+            number = self._next_step if step is None else int(step)
+            self._next_step = number + 1
+        if not path.is_file():
+            return StepResult(status="error", reason=f"{path}: no such .blend file", step=number)
+        try:
+            name = files.put(self._dir_fd, path, self.config.max_blend_bytes)
+        except files.UnsafeFile as exc:
+            return StepResult(status="error", reason=str(exc), step=number)
+        try:
+            reply = self._request({"op": "load", "name": name}, timeout or self.config.start_timeout_s)
+        except _Died as died:
+            files.remove(self._dir_fd, name)
+            result = StepResult(status=died.kind, reason=f"opening {path.name}: {died.reason}", step=number)
+            self._recover(result)
+            result.duration_s = time.monotonic() - started
+            return result
+        files.remove(self._dir_fd, name)
+        status = reply.get("status") if reply.get("status") in ("ok", "error", "oom") else "crash"
+        result = StepResult(
+            status=status,
+            reason=_text(reply.get("reason"), 2000),
+            summary=reply.get("summary") if isinstance(reply.get("summary"), dict) else {},
+            step=number,
+        )
+        if status == "ok" and snapshot:
+            from ..atomic import copy_atomic
+
+            dest = self.snapshot_dir / f"{number:03d}.blend"
+            copy_atomic(path, dest)
+            result.snapshot = self._last_snapshot = dest
+        if status in ("oom", "crash"):
+            self._recover(result)
+        result.duration_s = time.monotonic() - started
+        return result
+
+    def _render(self, frames, longest_side, preset, aspect, out_dir, timeout):
+        if preset not in PRESETS:
+            raise ValueError(f"render preset {preset!r} is not one of {', '.join(PRESETS)}")
+        frames = [int(f) for f in frames]
+        if not frames:
+            raise ValueError("render_frames needs at least one frame")
+        longest_side = int(longest_side)
+        if not 16 <= longest_side <= 8192:
+            raise ValueError(f"longest side {longest_side} px is outside 16..8192")
+        self._renders += 1
+        out_dir = Path(out_dir) if out_dir else self.snapshot_dir / "renders" / f"{self._renders:03d}"
+        width = height = None
+        if aspect is not None:
+            width, height = frame_size(longest_side, float(aspect))
+        prefix = f"_bvb_r{secrets.token_hex(6)}_"
+        request = {"op": "render", "frames": frames, "width": width, "height": height, "longest_side": longest_side,
+                   "preset": preset, "prefix": prefix}  # fmt: skip
+        started = time.monotonic()
+        try:
+            reply = self._request(request, timeout or self.config.render_timeout_s)
+        except _Died as died:
+            self._recover()
+            return RenderResult(status=died.kind, reason=died.reason, duration_s=time.monotonic() - started)
+        if reply.get("status") != "ok":
+            status = reply.get("status") if reply.get("status") in ("error", "oom") else "crash"
+            return RenderResult(status=status, reason=_text(reply.get("reason"), 2000) or "render failed",
+                                duration_s=time.monotonic() - started)  # fmt: skip
+        names = reply.get("files")
+        if not isinstance(names, list) or len(names) != len(frames):
+            self._recover()
+            return RenderResult(status="sandbox_error", reason="the worker listed the wrong number of images")
+        collected = []
+        try:
+            for index, (frame, name) in enumerate(zip(frames, names, strict=True)):
+                dest = out_dir / f"{index:04d}_frame{frame:05d}.png"
+                collected.append(files.collect(self._dir_fd, name, dest, self.config.max_image_bytes))
+        except (files.UnsafeFile, OSError) as exc:
+            for name in names:
+                files.remove(self._dir_fd, name if isinstance(name, str) else "")
+            self._recover()
+            return RenderResult(status="sandbox_error", reason=f"image refused: {exc}",
+                                duration_s=time.monotonic() - started)  # fmt: skip
+        return RenderResult(status="ok", files=collected, duration_s=time.monotonic() - started)
+
+    # ---- process management --------------------------------------------------------------
+
+    def _command(self, child_fd):
+        layers = self.level.layers
+        cleanup = "pidns" if "bwrap" in layers else "uid" if (self._lease is not None) else "descendants"
+        script_args = ["--fd", str(child_fd), "--workspace", str(self.workspace),
+                       "--seccomp", "1" if "seccomp" in layers else "0", "--cleanup", cleanup]  # fmt: skip
+        argv, read_paths = runtime(self.config, WORKER_SCRIPT, script_args)
+        if self._lease is not None:
+            argv = setpriv_args(self.uid) + argv
+        if "bwrap" in layers:
+            return bwrap_args(self.config, self.workspace, read_paths, self.uid if self._lease else None) + argv, None
+        return argv, worker_env(self.workspace)
+
+    def _preexec(self):
+        """In the child before exec: rlimits, then the pids cgroup."""
+        c = self.config
+        limits = [(resource.RLIMIT_AS, c.memory_bytes), (resource.RLIMIT_CPU, c.cpu_seconds),
+                  (resource.RLIMIT_FSIZE, c.file_bytes), (resource.RLIMIT_NOFILE, c.open_files),
+                  (resource.RLIMIT_CORE, 0)]  # fmt: skip
+        if self._lease is not None:
+            limits.append((resource.RLIMIT_NPROC, c.max_processes))
+        for kind, value in limits:
+            resource.setrlimit(kind, (value, value))
+        if self._cgroup is not None:
+            with open(self._cgroup.join_path(), "w") as handle:
+                handle.write(str(os.getpid()))
+
+    def _chown_workspace(self):
+        if self._lease is None:
+            return
+        os.lchown(self.workspace, self.uid, self.uid)
+        for top, dirs, names in os.walk(self.workspace):
+            for name in dirs + names:
+                try:
+                    os.lchown(os.path.join(top, name), self.uid, self.uid)
+                except OSError:
+                    pass
+
+    def _start(self):
+        self._chown_workspace()
+        parent, child = socket.socketpair()
+        if "cgroup_pids" in self.level.layers:
+            self._cgroup = PidsCgroup(f"w{os.getpid()}_{id(self):x}_{self.restarts}", self.config.max_processes)
+        argv, env = self._command(child.fileno())
+        started = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(child.fileno(),), start_new_session=True, preexec_fn=self._preexec, env=env,
+                cwd="/",
+            )  # fmt: skip
+        except OSError as exc:
+            parent.close()
+            child.close()
+            raise SandboxUnavailable(f"cannot start a worker ({argv[0]}): {exc}") from exc
+        child.close()
+        self._sock = parent
+        self._tail.clear()
+        threading.Thread(target=self._drain, args=(self._proc.stdout,), daemon=True).start()
+        try:
+            ready = protocol.recv_msg(parent, self.config.max_message_bytes, self.config.start_timeout_s)
+        except protocol.ProtocolError as exc:
+            self._kill()
+            tail = " | ".join(list(self._tail)[-3:])
+            raise WorkerError("sandbox_error", f"the worker did not start: {exc}; its last output: {tail}") from None
+        if ready.get("status") != "ready":
+            self._kill()
+            raise WorkerError("sandbox_error", "the worker sent no ready message")
+        self.info = {"startup_s": time.monotonic() - started, "uid": ready.get("uid"),
+                     "blender": _text(ready.get("blender"), 100), "seccomp_error": _text(ready.get("seccomp_error"), 300)}  # fmt: skip
+        restore = self._last_snapshot or self._start_from
+        if restore is not None:
+            name = files.put(self._dir_fd, restore, self.config.max_blend_bytes)
+            try:
+                reply = self._request({"op": "load", "name": name}, self.config.start_timeout_s)
+            except _Died as died:
+                self._kill()
+                raise WorkerError(died.kind, f"could not restore {restore.name}: {died.reason}") from None
+            finally:
+                files.remove(self._dir_fd, name)
+            if reply.get("status") != "ok":
+                self._kill()
+                raise WorkerError(
+                    "sandbox_error", f"could not restore {restore.name}: {_text(reply.get('reason'), 300)}"
+                )
+
+    def _drain(self, stream):
+        for line in iter(stream.readline, b""):
+            self._tail.append(line[:500].decode("utf-8", "replace").rstrip())
+        stream.close()
+
+    def _request(self, message, timeout):
+        if self._proc is None:
+            try:
+                self._start()
+            except WorkerError as exc:
+                raise _Died("sandbox_error", exc.reason) from None
+        self._serial += 1
+        message["id"] = self._serial
+        try:
+            protocol.send_msg(self._sock, message)
+            reply = protocol.recv_msg(self._sock, self.config.max_message_bytes, timeout)
+        except protocol.PeerTimeout:
+            self._kill()
+            raise _Died("timeout", f"ran past the {timeout:g} s limit; the watchdog killed the worker") from None
+        except (protocol.ProtocolError, OSError) as exc:
+            closed = isinstance(exc, protocol.PeerClosed) or isinstance(exc, OSError)
+            # A closed channel means the worker is dying: let it finish, for its exit status.
+            code = self._kill(grace=2.0 if closed else 0.0)
+            raise _Died(*self._death(code, None if closed else str(exc))) from None
+        if reply.get("id") != self._serial:
+            self._kill()
+            raise _Died("crash", "the worker broke the protocol (a reply out of order)")
+        return reply
+
+    def _death(self, code, protocol_error):
+        """(status, reason) for a worker that died or broke the protocol."""
+        tail = list(self._tail)[-6:]
+        if protocol_error:
+            return "crash", f"the worker broke the protocol: {protocol_error}"
+        if any(hint in line for line in tail for hint in MEMORY_HINTS):
+            return "oom", "the worker ran out of memory and died"
+        if code is not None and code < 0:
+            return "crash", f"the worker died from {_signal_name(-code)}"
+        if code is not None and code > 128:
+            return "crash", f"the worker died from {_signal_name(code - 128)}"
+        return "crash", f"the worker exited (code {code})"
+
+    def _kill(self, grace=0.0):
+        """Kill the worker's whole tree (process group, pids cgroup, pid namespace); its exit code."""
+        proc, self._proc = self._proc, None
+        code = None
+        if proc is not None and grace:
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    proc.kill()
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                log.warning("worker %s did not exit after SIGKILL", proc.pid)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        return code
+
+    def _recover(self, result=None):
+        """Restart from the last good snapshot after a failure; note it in the result."""
+        self._kill()
+        self.restarts += 1
+        where = f"step {self._last_snapshot.stem}" if self._last_snapshot else "the starting scene"
+        try:
+            self._start()
+            note = f"the worker was restarted from {where}"
+        except (WorkerError, SandboxUnavailable) as exc:
+            note = f"restarting the worker failed ({exc}); the next request tries again"
+        if result is not None:
+            result.reason = f"{result.reason}; {note}" if result.reason else note
+
+
+def frame_size(longest_side, aspect):
+    """(width, height), both even (video encoders need that), with the longest side as given."""
+    if aspect <= 0:
+        raise ValueError(f"aspect {aspect} must be positive")
+    if aspect >= 1:
+        width, height = longest_side, longest_side / aspect
+    else:
+        width, height = longest_side * aspect, longest_side
+    return max(2, int(round(width / 2)) * 2), max(2, int(round(height / 2)) * 2)
