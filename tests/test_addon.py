@@ -118,6 +118,10 @@ def test_every_operator_poll_says_why_it_is_unavailable(addon, factory_blender):
         ("load_step", "Open a run scene first"),
         ("save_submission", "Open a run scene first"),
         ("clear_reference", "no reference"),
+        ("run_agent", "Pick a run directory"),
+        ("stop_agent", "not running on this scene"),
+        ("render_camera", "Open a run scene first"),
+        ("score", "Open a run scene first"),
     ]:
         op = getattr(bpy.ops.bvb, name)
         assert not op.poll(), name
