@@ -1,0 +1,105 @@
+"""The backends: local threads, and a real local Ray instance (2 CPUs) started by the test."""
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from bvb_addon import backend
+
+pytestmark = pytest.mark.unit
+
+
+def _square(x):
+    if x == 3:
+        raise ValueError("three")
+    return x * x
+
+
+def test_local_map_yields_every_item_and_keeps_errors_per_item():
+    results = {item: (value, error) for item, value, error in backend.map_unordered(_square, range(5), workers=2)}
+    assert {k: v for k, (v, e) in results.items() if e is None} == {0: 0, 1: 1, 2: 4, 4: 16}
+    assert isinstance(results[3][1], ValueError)
+
+
+def test_unknown_backend_and_missing_ray_say_what_to_do(monkeypatch):
+    with pytest.raises(backend.BackendError, match="unknown backend"):
+        list(backend.map_unordered(_square, [1], backend="slurm"))
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    with pytest.raises(backend.BackendError, match="pip install"):
+        list(backend.map_unordered(_square, [1], backend="ray"))
+
+
+def test_local_cap_bounds_concurrency():
+    cap = backend.ConcurrencyCap(2)
+    active, peak, lock = [0], [0], threading.Lock()
+
+    def work(_):
+        with cap:
+            with lock:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            time.sleep(0.05)
+            with lock:
+                active[0] -= 1
+
+    list(backend.map_unordered(work, range(8), workers=6))
+    assert peak[0] == 2
+
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _crash_once(marker_dir):
+    """Kills its own worker process on the first attempt (as a lost node would), succeeds on the retry."""
+    marker = os.path.join(marker_dir, "attempted")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return "finished on retry"
+
+
+def test_ray_task_killed_mid_way_is_retried(local_ray, tmp_path):
+    results = list(backend.map_unordered(_crash_once, [str(tmp_path)], backend="ray", max_retries=2))
+    assert results == [(str(tmp_path), "finished on retry", None)]
+
+
+def test_ray_map_matches_local(local_ray):
+    ray_results = {i: v for i, v, e in backend.map_unordered(_square, range(6), backend="ray") if e is None}
+    local_results = {i: v for i, v, e in backend.map_unordered(_square, range(6)) if e is None}
+    assert ray_results == local_results
+    errors = [e for i, v, e in backend.map_unordered(_square, [3], backend="ray", max_retries=0) if e]
+    assert errors and "three" in str(errors[0])
+
+
+def test_judge_cap_holds_across_ray_workers(local_ray):
+    from headless.scripted_openai import ScriptedOpenAI
+
+    with ScriptedOpenAI(default={"content": "A", "delay": 0.3}) as server:
+        cap = backend.ConcurrencyCap(1, backend="ray", name="test_cap")
+        url = server.base_url
+
+        def ask(_):
+            import openai
+
+            client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+            with cap:
+                return (
+                    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "q"}])
+                    .choices[0]
+                    .message.content
+                )
+
+        answers = [v for _, v, e in backend.map_unordered(ask, range(4), backend="ray")]
+        assert answers == ["A"] * 4
+        assert server.calls == 4
+        assert server.peak_in_flight == 1
