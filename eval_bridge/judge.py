@@ -15,6 +15,10 @@ from .pricing import Pricing
 
 log = logging.getLogger(__name__)
 
+# Identical calls in flight at once (two jobs scoring the same source) wait for each other and
+# then read the cache; different calls rarely share one of the stripes.
+_STRIPES = [threading.Lock() for _ in range(4096)]
+
 # Statuses worth retrying: timeouts, conflicts, rate limits, server errors.
 RETRY_STATUSES = frozenset({408, 409, 429})
 
@@ -129,10 +133,18 @@ class VLMJudge:
         """One vote: from the cache when this exact call was made before, else from the API."""
         prompt = prompt_for(question, self.protocol)
         key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                return Answer(text=hit[0], cost_usd=hit[1], cached=True)
+        if self.cache is None:
+            return self._fresh(media, prompt, key, vote_index)
+        with _STRIPES[int(key[:8], 16) % len(_STRIPES)]:
+            return self._cached(media, prompt, key, vote_index)
+
+    def _cached(self, media, prompt, key, vote_index):
+        hit = self.cache.get(key)
+        if hit is not None:
+            return Answer(text=hit[0], cost_usd=hit[1], cached=True)
+        return self._fresh(media, prompt, key, vote_index)
+
+    def _fresh(self, media, prompt, key, vote_index):
         text, usage = self._call(media.frames, prompt)
         usage["cost_usd"] = self.pricing.cost(usage)
         with self._lock:

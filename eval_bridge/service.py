@@ -285,7 +285,9 @@ class BridgeServer:
 
     def __init__(self, roots, host="127.0.0.1", port=8765, token=None):
         if not is_loopback(host) and not token:
-            raise ValueError(f"serve: binding {host} exposes the service beyond this machine; pass --token (or BVB_BRIDGE_TOKEN)")
+            raise ValueError(
+                f"serve: binding {host} exposes the service beyond this machine; pass --token (or BVB_BRIDGE_TOKEN)"
+            )
         self.service = Service(roots, token)
         self.httpd = ThreadingHTTPServer((host, port), make_handler(self.service))
         self.httpd.daemon_threads = True

@@ -195,7 +195,16 @@ def test_pooled_retention_by_type_failures_request_shape_and_cost(assets, tmp_pa
     assert rows["q6"]["status"] == "no_render" and rows["q6"]["source_correct"] and rows["q6"]["render_answer"] is None
     assert rows["q2"]["source_answer"] == "B" and rows["q2"]["render_answer"] == "C"
     # The request: 16 low-detail JPEG frames at most 384 px, the question text only, temperature 0, 32 tokens.
-    body = next(b for b in requests if b["messages"][0]["content"][-1]["text"] == "Which is closest to the bed?")
+    labels = assets[1]
+
+    def side(b):
+        return labels[hashlib.sha256(b["messages"][0]["content"][0]["image_url"]["url"].encode()).hexdigest()]
+
+    body = next(
+        b
+        for b in requests
+        if b["messages"][0]["content"][-1]["text"] == "Which is closest to the bed?" and side(b) == ("source", "s1")
+    )
     content = body["messages"][0]["content"]
     images = [p for p in content if p["type"] == "image_url"]
     assert len(images) == 16 and all(p["image_url"]["detail"] == "low" for p in images)

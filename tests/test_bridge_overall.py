@@ -1,0 +1,139 @@
+"""Overall reproduces BVB's published values; the leaderboard has BVB's CSV shape and merges a reference."""
+
+import csv
+import json
+
+import pytest
+
+from eval_bridge.cli import main
+from eval_bridge.overall import COLUMNS, overall_score
+
+pytestmark = pytest.mark.unit
+
+PUBLISHED = [
+    (53.69458128078818, 88.62056715620888, 70.06952588909638),
+    (56.595511767925565, 84.45309141857756, 69.82971481702575),
+    (38.587848932676515, 57.34339009763466, 47.50279102019291),
+]
+HEADER = (
+    "rank,name,effort,harness,vendor,openWeight,overall,dualVqa,latentSim,layout,motion,costUsd,runtimeMin,"
+    "object_counting,object_abs_distance,object_size_estimation,room_size_estimation,object_rel_distance,"
+    "object_rel_direction,route_planning,obj_appearance_order,scenes,failures,judge,encoder,protocol"
+)
+
+
+@pytest.mark.parametrize("dv,ls,expected", PUBLISHED)
+def test_overall_formula_reproduces_published_values(dv, ls, expected):
+    assert abs(overall_score(dv, ls) - expected) < 1e-9
+
+
+def test_negative_ls_is_clamped_to_zero():
+    assert overall_score(64.0, -5.0) == pytest.approx(16.0)
+
+
+def _scored_run(root, name, dv, ls, model="gpt-4o", cost=0.5):
+    run = root / name
+    (run / "agent_meta").mkdir(parents=True)
+    (run / "config.json").write_text(
+        json.dumps(
+            {
+                "agent": "model",
+                "model": model,
+                "reasoning": "high",
+                "base_url": "https://api.openai.com/v1",
+                "harness_version": "0.1.0",
+            }
+        )
+    )
+    for scene in ("s1", "s2"):
+        (run / "agent_meta" / f"{scene}.json").write_text(json.dumps({"scene": scene, "cost": cost, "runtime": 90.0}))
+    by_type = {
+        "object_counting": {"source_correct": 4, "both_correct": 3},
+        "object_rel_direction_easy": {"source_correct": 2, "both_correct": 2},
+        "object_rel_direction_medium": {"source_correct": 1, "both_correct": 0},
+        "object_rel_direction_hard": {"source_correct": 1, "both_correct": 0},
+        "route_planning": {"source_correct": 0, "both_correct": 0},
+    }
+    dv_summary = {
+        "retention_rate": dv / 100,
+        "by_question_type": by_type,
+        "counts": {"scenes": 2, "scenes_failed": 1},
+        "judge_model": "gpt-4o",
+        "protocol": "dual_vqa_v1",
+    }
+    (run / "dual_vqa_summary.json").write_text(json.dumps(dv_summary))
+    ls_summary = {
+        "vision_sim": ls / 100,
+        "layout": 0.9,
+        "motion": 0.8,
+        "model": "vjepa2-vitl",
+        "counts": {"scenes": 2, "failed": 1},
+    }
+    (run / "vision_sim_summary.json").write_text(json.dumps(ls_summary))
+    return run
+
+
+@pytest.mark.parametrize("dv,ls,expected", PUBLISHED)
+def test_overall_command_from_run_summaries(tmp_path, dv, ls, expected):
+    run = _scored_run(tmp_path, "run", dv, ls)
+    assert main(["overall", "--run", str(run)]) == 0
+    result = json.loads((run / "overall.json").read_text())
+    assert abs(result["overall"] - expected) < 1e-9
+    assert abs(result["dual_vqa"] - dv) < 1e-9 and abs(result["latent_sim"] - ls) < 1e-9
+    assert result["layout"] == pytest.approx(90.0) and result["motion"] == pytest.approx(80.0)
+
+
+def test_overall_without_ls_says_so_and_writes_no_number(tmp_path, capsys, caplog):
+    run = _scored_run(tmp_path, "run", 50.0, 50.0)
+    (run / "vision_sim_summary.json").unlink()
+    assert main(["overall", "--run", str(run)]) == 0
+    result = json.loads((run / "overall.json").read_text())
+    assert result["overall"] is None and result["missing"] == ["latent_sim"]
+    assert "missing latent_sim" in capsys.readouterr().out
+    (run / "dual_vqa_summary.json").unlink()
+    assert main(["overall", "--run", str(run)]) == 2
+    assert "python -m eval_bridge dv" in capsys.readouterr().err
+
+
+def test_leaderboard_columns_ranks_merged_direction_and_reference(tmp_path, capsys):
+    a = _scored_run(tmp_path, "run_a", 40.0, 60.0, model="gpt-4o-mini", cost=0.25)
+    b = _scored_run(tmp_path, "run_b", 60.0, 90.0, model="openai/gpt-5")
+    reference = tmp_path / "published.csv"
+    with open(reference, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(COLUMNS[:21])
+        for i, (dv, ls, overall) in enumerate(PUBLISHED, 1):
+            writer.writerow(
+                [i, f"published-{i}", "high", "bvb", "X", "false", overall, dv, ls, 90, 80, 1.0, 10] + [""] * 8
+            )
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(a), str(b), "--out", str(out), "--reference", str(reference)]) == 0
+    text = out.read_text()
+    assert text.splitlines()[0] == HEADER
+    rows = list(csv.DictReader(text.splitlines()))
+    names = [r["name"] for r in rows]
+    # run_b: ((sqrt 60 + sqrt 90) / 2)^2 = 74.24, above every published row; run_a: 49.49, between 47.50 and 69.83.
+    assert names == ["openai/gpt-5", "published-1", "published-2", "gpt-4o-mini", "published-3"]
+    assert [r["rank"] for r in rows] == ["1", "2", "3", "4", "5"]
+    mine = {r["name"]: r for r in rows}
+    b_row = mine["openai/gpt-5"]
+    assert float(b_row["overall"]) == pytest.approx(overall_score(60.0, 90.0))
+    assert b_row["vendor"] == "openai" and mine["gpt-4o-mini"]["vendor"] == "OpenAI"
+    assert float(b_row["object_rel_direction"]) == pytest.approx(50.0)  # (2 + 0 + 0) of (2 + 1 + 1)
+    assert float(b_row["object_counting"]) == pytest.approx(75.0)
+    assert b_row["route_planning"] == ""
+    assert float(mine["gpt-4o-mini"]["costUsd"]) == pytest.approx(0.5)
+    assert float(mine["gpt-4o-mini"]["runtimeMin"]) == pytest.approx(3.0)
+    assert (b_row["judge"], b_row["encoder"], b_row["protocol"], b_row["scenes"], b_row["failures"]) == (
+        "gpt-4o", "vjepa2-vitl", "dual_vqa_v1", "2", "1"
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "published-3" in printed and "gpt-4o-mini" in printed
+
+
+def test_leaderboard_refuses_a_reference_without_overall(tmp_path, capsys):
+    run = _scored_run(tmp_path, "run", 50.0, 50.0)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,score\nx,1\n")
+    assert main(["leaderboard", str(run), "--out", str(tmp_path / "o.csv"), "--reference", str(bad)]) == 2
+    assert "lacks column(s) overall" in capsys.readouterr().err
