@@ -300,6 +300,23 @@ def test_api_free_agents_and_shards_through_the_command_line(suite, tmp_path):
     assert resumed.returncode == 0 and (tmp_path / "empty/blends/synth_easy_000.blend").stat().st_mtime_ns == before
 
 
+@pytest.mark.blender
+def test_oracle_agent_on_the_synthetic_suite_submits_the_oracle_scene(synth_suite, tmp_path):
+    options = RunOptions(
+        split=synth_suite / "split.jsonl", videos=synth_suite, output=tmp_path / "run", scenes=["synth_easy_000"],
+        sandbox=sandbox_config(), progress=False,
+    )  # fmt: skip
+    results = Runner(options, AgentConfig(agent="oracle")).run()
+    meta = results["synth_easy_000"]
+    assert (meta["status"], meta["model"], meta["frames_seen"], meta["cost"]) == ("submitted", "oracle", 1, 0.0)
+    blend = dump_in_blender(blend=tmp_path / "run/blends/synth_easy_000.blend")
+    assert blend == dump_in_blender(program=synth_suite / "oracle/synth_easy_000.py")
+    gt = read_json(synth_suite / "gt/synth_easy_000.json")
+    assert {o["id"] for o in gt["objects"]} <= {key.split("@")[0] for key in blend["objects"]}
+    assert blend["range"] == [1, gt["video"]["frame_count"]]
+    assert read_json(tmp_path / "run/config.json")["model"] == "oracle"
+
+
 @pytest.mark.unit
 def test_shards_partition_deterministically_and_selection_errors():
     scenes = [("synthetic", f"s{i}") for i in range(10)]

@@ -68,6 +68,9 @@ class AgentConfig:
     def __post_init__(self):
         if self.agent not in AGENTS:
             raise ValueError(f"unknown agent {self.agent!r}; use one of {', '.join(AGENTS)}")
+        if self.agent != "model":
+            # An API-free agent is its own model in config.json and agent_meta.
+            self.model = self.agent
         if self.reasoning not in REASONING_LEVELS:
             raise ValueError(f"unknown reasoning {self.reasoning!r}; use one of {', '.join(REASONING_LEVELS)}")
         if (self.price_in is None) != (self.price_out is None):
