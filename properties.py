@@ -114,6 +114,11 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
     # Steps
     steps: CollectionProperty(type=BVBStep)
     steps_index: IntProperty(name="Step", default=0, min=0)
+    file_names: StringProperty(
+        name="Names in the file",
+        description="JSON map from object names here to their names in the run's .blend (Blender renames clashes to .001)",
+        options={"HIDDEN"},
+    )
     step_diff: StringProperty(name="Diff", description="One-line summary of what the shown step changed")
 
     # Render and score

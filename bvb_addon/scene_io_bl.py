@@ -122,17 +122,48 @@ def summarize_blend(blend_path):
         remove_scene(scene)
 
 
-def write_scene_atomic(scene, path):
-    """Write ``scene`` and what it uses (never the reference) to ``path``: temp file, then rename."""
+def file_names_for_save(scene, names):
+    """Give the scene's objects their names in the file while it is written; returns the undo callable.
+
+    An object opened as ``chair_1.001`` (because another scene holds ``chair_1``) is saved as
+    ``chair_1``: the holder steps aside under a temporary name, then both names come back.
+    """
+    undo = []
+    for current, original in (names or {}).items():
+        obj = scene.objects.get(current)
+        if obj is None or current == original:
+            continue
+        holder = bpy.data.objects.get(original)
+        if holder is not None:
+            holder.name = f"{original}.bvb-saving"
+            undo.append((holder, original))
+        obj.name = original
+        undo.insert(0, (obj, current))
+
+    def restore():
+        # Our objects first give the original names back, then the holders take them again.
+        for obj, name in undo:
+            obj.name = name
+
+    return restore
+
+
+def write_scene_atomic(scene, path, names=None):
+    """Write ``scene`` and what it uses (never the reference) to ``path``: temp file, then rename.
+
+    ``names`` maps object names here to their names in the file (see ``append_scene``).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.blend", dir=path.parent)
     os.close(fd)
     restore = reference_bl.detach_for_save(scene)
+    restore_names = file_names_for_save(scene, names)
     try:
         bpy.data.libraries.write(tmp, {scene}, fake_user=True, compress=True)
         os.replace(tmp, path)
     finally:
+        restore_names()
         restore()
         if os.path.exists(tmp):
             os.unlink(tmp)

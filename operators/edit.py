@@ -1,5 +1,6 @@
 """Hand edits: save the scene as the run's submission, keeping the agent's version."""
 
+import json
 from pathlib import Path
 
 import bpy
@@ -30,7 +31,8 @@ class BVB_OT_save_submission(BVBPollMixin, bpy.types.Operator):
         run_dir = Path(bpy.path.abspath(s.run_dir))
         try:
             backup = run_view.keep_agent_version(run_dir, s.scene_id)
-            path = scene_io_bl.write_scene_atomic(context.scene, run_view.submission_path(run_dir, s.scene_id))
+            names = json.loads(s.file_names) if s.file_names else {}
+            path = scene_io_bl.write_scene_atomic(context.scene, run_view.submission_path(run_dir, s.scene_id), names)
             run_view.record_human_edit(run_dir, s.scene_id, backup)
         except (OSError, ValueError) as exc:
             return fail(self, context, f"could not save the submission: {exc}")

@@ -77,8 +77,9 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
             source = (
                 submission if submission.is_file() else next((st.blend for st in reversed(steps) if st.blend), None)
             )
+            names = {}
             if source is not None:
-                scene, _ = scene_io_bl.append_scene(source, scene_id)
+                scene, names = scene_io_bl.append_scene(source, scene_id)
             else:
                 old = bpy.data.scenes.get(scene_id)
                 if old is not None:
@@ -91,6 +92,7 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
             scene_io_bl.copy_settings(s, scene.bvb)
         t = scene.bvb
         t.run_dir, t.scene_id = str(run_dir), scene_id
+        t.file_names = json.dumps({here: there for here, there in names.items() if here != there})
         t.step_diff = ""
         t.agent_status = meta.get("status", "idle") if meta else "not run"
         t.agent_step = int(meta.get("turns", meta.get("steps", 0)) or 0)

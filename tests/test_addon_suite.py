@@ -1,0 +1,97 @@
+"""The add-on end to end on the synthetic suite: the agent rebuilds a scene, then reference, steps, edit, save."""
+
+import json
+import time
+
+import pytest
+
+from headless.scripted_openai import ScriptedOpenAI
+from tests.addon_support import forget_addon, import_addon
+
+pytestmark = pytest.mark.blender
+
+SCENE = "synth_easy_000"
+
+
+@pytest.fixture
+def addon(factory_blender):
+    bpy = factory_blender
+    module = import_addon()
+    module.register()
+    entry = bpy.context.preferences.addons.new()
+    entry.module = "bvb"
+    yield module
+    module.unregister()
+    bpy.context.preferences.addons.remove(entry)
+    forget_addon()
+
+
+def _pump_until_done(pump, seconds=240):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pump() is None:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, synth_suite, tmp_path, monkeypatch):
+    bpy = factory_blender
+    oracle = (synth_suite / "oracle" / f"{SCENE}.py").read_text()
+    gt = json.loads((synth_suite / "gt" / f"{SCENE}.json").read_text())
+    replies = ["```frames\ncount=2\n```", f"```python\n{oracle}\n```", "DONE"]
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-scripted")
+    scene = bpy.context.scene
+    s = scene.bvb
+    s.split_path, s.split_scene = str(synth_suite / "split.jsonl"), SCENE
+    s.run_dir, s.model = str(tmp_path / "run"), "gpt-4o-mini"
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    prefs.api_key_env = "BVB_TEST_KEY"
+    # The agent builds the scene through the sandbox; the live scene receives it.
+    with ScriptedOpenAI(replies) as server:
+        prefs.base_url = server.base_url
+        assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+        assert _pump_until_done(addon.operators.agent.pump), s.status
+    assert s.agent_status == "submitted", s.status
+    names = {o.name for o in scene.objects}
+    assert {obj["id"] for obj in gt["objects"]} <= names
+    assert scene.camera is not None
+
+    # The source clip, as a plane filling the oracle camera's view, at the clip's aspect.
+    assert bpy.ops.bvb.load_reference() == {"FINISHED"}
+    assert (scene.render.resolution_x, scene.render.resolution_y) == (gt["video"]["width"], gt["video"]["height"])
+    assert scene.frame_end == gt["video"]["frame_count"]
+    from bpy_extras.object_utils import world_to_camera_view
+
+    plane = bpy.data.objects["BVB Reference Plane"]
+    for frame in (1, scene.frame_end):
+        scene.frame_set(frame)
+        corners = [world_to_camera_view(scene, scene.camera, plane.matrix_world @ v.co) for v in plane.data.vertices]
+        for corner, (u, v) in zip(corners, [(0, 0), (1, 0), (1, 1), (0, 1)], strict=True):
+            assert (corner.x, corner.y) == pytest.approx((u, v), abs=1e-4)
+
+    # Open the run in a fresh scene, look at the step, edit, save.
+    s.scene_id = SCENE
+    assert bpy.ops.bvb.open_run() == {"FINISHED"}
+    opened = bpy.data.scenes[SCENE]
+    assert [st.number for st in opened.bvb.steps] == [2]
+    with bpy.context.temp_override(scene=opened):
+        assert bpy.ops.bvb.load_step(index=0) == {"FINISHED"}
+    assert opened.bvb.step_diff.startswith(f"Step 002: {len(gt['objects'])}") or "added" in opened.bvb.step_diff
+    # The live scene still holds the same names, so Blender called the opened ones .001;
+    # the saved submission must carry the names of the file.
+    first = gt["objects"][0]["id"]
+    assert f"{first}.001" in opened.objects and first in scene.objects
+    opened.objects[f"{first}.001"].location.z += 0.5
+    with bpy.context.temp_override(scene=opened):
+        assert bpy.ops.bvb.save_submission() == {"FINISHED"}
+    run = tmp_path / "run"
+    assert (run / "blends" / f"{SCENE}.blend.agent").is_file()
+    meta = json.loads((run / "agent_meta" / f"{SCENE}.json").read_text())
+    assert meta["human_edited"] and meta["status"] == "submitted"
+    assert f"{first}.001" in opened.objects and first in scene.objects, "names in the session come back"
+    saved, _ = addon.bvb_addon.scene_io_bl.append_scene(run / "blends" / f"{SCENE}.blend", "saved")
+    z = {o.name.split(".")[0]: o.location.z for o in saved.objects}
+    assert z[first] == pytest.approx(scene.objects[first].location.z + 0.5)
+    with bpy.data.libraries.load(str(run / "blends" / f"{SCENE}.blend")) as (src, _dst):
+        assert {obj["id"] for obj in gt["objects"]} <= set(src.objects)
