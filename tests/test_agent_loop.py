@@ -212,6 +212,16 @@ def test_long_output_is_truncated_with_a_note(tmp_path):
     assert "characters truncated" in observation and len(observation) < 2000
 
 
+def test_a_reply_cut_at_max_tokens_gets_a_format_error_that_says_so(tmp_path):
+    replies = [{"content": "```python\nimport bpy\nfor i in range(", "finish_reason": "length"}, FRAMES, "DONE"]
+    with ScriptedOpenAI(replies) as server:
+        loop, _ = make_loop(server, tmp_path)
+        meta = loop.run()
+        observation = server.requests[1]["messages"][-1]["content"]
+    assert "FORMAT ERROR: the reply has no action (the reply was cut off at the limit of 50 tokens" in observation
+    assert meta["status"] == "failed" and meta["format_errors"] == 1
+
+
 def test_provider_4xx_ends_the_scene_with_its_message(tmp_path):
     with ScriptedOpenAI([FRAMES, {"status": 400, "message": "context length exceeded"}]) as server:
         loop, _ = make_loop(server, tmp_path)

@@ -301,6 +301,35 @@ def test_api_free_agents_and_shards_through_the_command_line(suite, tmp_path):
 
 
 @pytest.mark.blender
+def test_one_scene_failing_never_stops_the_run(suite, tmp_path):
+    rows = [json.loads(line) for line in (suite / "split.jsonl").read_text().splitlines()][:2]
+    rows.append({**rows[0], "id": "ghost", "scene_name": "ghost_scene"})
+    split = tmp_path / "split.jsonl"
+    split.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def responder(body):
+        if scene_of(body) == "synth_easy_000":
+            return {"status": 502, "message": "upstream overloaded"}
+        return [FRAMES, py("import bpy\nbpy.ops.mesh.primitive_cube_add()"), "DONE"][turn_of(body)]
+
+    with ScriptedOpenAI(responder=responder) as server:
+        config = AgentConfig(
+            model="scripted", base_url=server.base_url, api_key_env="BVB_TEST_KEY", price_in=1.0, price_out=1.0,
+            max_retries=2, retry_base_delay=0.01,
+        )  # fmt: skip
+        options = RunOptions(
+            split=split, videos=suite, output=tmp_path / "run", sandbox=sandbox_config(), progress=False
+        )
+        results = Runner(options, config).run()
+    assert results["synth_easy_001"]["status"] == "submitted"
+    failed = results["synth_easy_000"]
+    assert (failed["status"], failed["stop_reason"]) == ("error", "model_error")
+    assert "gave up after 3 attempts" in failed["reason"] and "upstream overloaded" in failed["reason"]
+    ghost = read_json(tmp_path / "run/agent_meta/ghost_scene.json")
+    assert (ghost["status"], ghost["stop_reason"]) == ("error", "video_error") and "ghost_scene" in ghost["reason"]
+
+
+@pytest.mark.blender
 def test_oracle_agent_on_the_synthetic_suite_submits_the_oracle_scene(synth_suite, tmp_path):
     options = RunOptions(
         split=synth_suite / "split.jsonl", videos=synth_suite, output=tmp_path / "run", scenes=["synth_easy_000"],

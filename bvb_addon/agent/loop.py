@@ -235,6 +235,7 @@ class AgentLoop:
                 "usage": usage,
                 "model_seconds": round(reply.seconds, 4),
                 "retries": reply.retries,
+                "finish_reason": getattr(reply, "finish_reason", None),
             }
         )
         self._save()
@@ -292,7 +293,10 @@ class AgentLoop:
             record.setdefault("action", None)
             record["status"] = "format_error"
             s["format_errors"] += 1
-            self._observe(record, prompts.render("format_error", error=str(exc).rstrip(".")))
+            error = str(exc).rstrip(".")
+            if record.get("finish_reason") == "length":
+                error += f" (the reply was cut off at the limit of {c.max_tokens} tokens; keep replies shorter)"
+            self._observe(record, prompts.render("format_error", error=error))
         finally:
             record["env_seconds"] = round(time.monotonic() - started, 4)
 

@@ -24,6 +24,7 @@ class ModelReply:
     usage: dict = field(default_factory=dict)
     seconds: float = 0.0
     retries: int = 0
+    finish_reason: str | None = None
 
 
 def request_messages(messages):
@@ -163,4 +164,5 @@ class ModelClient:
             usage=usage,
             seconds=time.monotonic() - start,
             retries=attempt,
+            finish_reason=choice.finish_reason if choice else None,
         )
