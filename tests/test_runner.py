@@ -144,6 +144,7 @@ def test_crashing_and_looping_programs_are_reported_and_rolled_back(suite, tmp_p
         py("import bpy, ctypes\nbpy.ops.mesh.primitive_cube_add()\nctypes.string_at(0)"),
         py("import bpy\nbpy.ops.mesh.primitive_cube_add()\nwhile True:\n    pass"),
         py("import bpy\nbpy.ops.mesh.primitive_uv_sphere_add()\nbpy.context.active_object.name = 'ball_1'"),
+        "```render\n1\n```",  # no camera yet: the tool's error comes back as the observation
         "DONE",
     ]
     with ScriptedOpenAI(replies) as server:
@@ -154,6 +155,7 @@ def test_crashing_and_looping_programs_are_reported_and_rolled_back(suite, tmp_p
     steps = read_json(tmp_path / "run/trajectories/synth_easy_001.traj.json")["steps"]
     assert [s.get("status") for s in steps if s["action"] == "python"] == ["ok", "crash", "timeout", "ok"]
     assert "python crash" in observations[3] and "python timeout" in observations[4]
+    assert "render error (the scene has no camera" in observations[6]
     blend = dump_in_blender(blend=tmp_path / "run/blends/synth_easy_001.blend")
     assert {key.split("@")[0] for key in blend["objects"]} == {"box_1", "ball_1"}
     assert dump_in_blender(program=tmp_path / "run/program/synth_easy_001.py", reset=False) == blend
