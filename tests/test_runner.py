@@ -379,3 +379,8 @@ def test_bad_input_gets_one_clear_line(tmp_path):
               "--agent", "empty-room")  # fmt: skip
     assert out.returncode == 2 and "nope.jsonl: no such file" in out.stderr
     assert not (tmp_path / "run").exists()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old/config.json").write_text(json.dumps({"agent": "model", "model": "gpt-4o"}))
+    out = cli(*base[:4], "--output", str(tmp_path / "old"), "--agent", "empty-room", "--resume")
+    assert out.returncode == 2 and "was run with agent model model gpt-4o" in out.stderr
+    assert out.stderr.count("\n") == 1 + out.stderr.count("INFO")  # one line, no traceback
