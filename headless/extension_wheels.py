@@ -1,0 +1,162 @@
+"""Build self-contained extension zips: the add-on plus wheels of what Blender does not bundle.
+
+    python -m headless.extension_wheels [--platforms linux-x64 windows-x64 macos-arm64 macos-x64]
+                                        [--output-dir dist] [--no-av]
+
+Blender 4.2 installs the wheels an extension's manifest declares (``wheels = [...]``) for the
+platforms it lists; nothing is installed into Blender's Python by hand. For each platform this
+downloads, with ``pip download --only-binary=:all: --platform ...``, binary wheels of ``openai``
+(the model client) and ``av`` (PyAV: the agent's source frames and the split reader), pinned to
+the versions in this environment, leaves out what Blender already ships (numpy, requests and
+its dependencies), stages a copy of the extension with a manifest that lists them, and builds
+``dist/bvb-<version>-<platform>.zip`` with ``headless.build_extension``. The committed manifest
+declares no wheels, so the plain build needs no download; the wheels are never committed.
+"""
+
+import argparse
+import importlib.metadata
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import build_extension
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Blender platform name -> pip --platform tags (any one of them may match a wheel).
+PLATFORM_TAGS = {
+    "linux-x64": ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"],
+    "windows-x64": ["win_amd64"],
+    "macos-arm64": ["macosx_11_0_arm64", "macosx_12_0_arm64", "macosx_13_0_arm64", "macosx_14_0_arm64"],
+    "macos-x64": ["macosx_10_9_x86_64", "macosx_10_13_x86_64", "macosx_11_0_x86_64", "macosx_13_0_x86_64"],
+}
+
+# Blender 4.2 ships these in its own Python; a second copy would shadow or clash with them.
+BUNDLED_BY_BLENDER = {"numpy", "requests", "certifi", "idna", "urllib3", "charset_normalizer"}
+
+# Copied into the staging folder; the manifest's [build] excludes do the rest.
+_STAGE_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "dist", "build", "results", "wheels", "__pycache__", "*.pyc", "*.egg-info", ".pytest_cache"
+)
+
+
+class WheelsError(RuntimeError):
+    pass
+
+
+def pinned_requirements(with_av=True):
+    """``openai==X`` (and ``av==Y``) at the versions installed here, so the zip matches what tests ran."""
+    names = ["openai"] + (["av"] if with_av else [])
+    out = []
+    for name in names:
+        try:
+            out.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            raise WheelsError(
+                f"{name} is not installed in this environment; run ./bvb test once to set up .venv"
+            ) from None
+    return out
+
+
+def wheel_project(filename):
+    """The normalised project name of a wheel file (``pydantic_core-2.1-...whl`` -> ``pydantic_core``)."""
+    return re.sub(r"[-_.]+", "_", filename.split("-", 1)[0]).lower()
+
+
+def keep_wheels(filenames):
+    """The wheels to ship: everything except what Blender already bundles, sorted."""
+    return sorted(name for name in filenames if name.endswith(".whl") and wheel_project(name) not in BUNDLED_BY_BLENDER)
+
+
+def manifest_with_wheels(text, platform, wheels):
+    """The manifest text with top-level ``platforms`` and ``wheels`` keys (before the first table)."""
+    if re.search(r"^\s*(wheels|platforms)\s*=", text, re.M):
+        raise WheelsError(
+            "blender_manifest.toml already declares wheels or platforms; remove them from the committed manifest"
+        )
+    lines = [f'platforms = ["{platform}"]', "wheels = ["] + [f'  "./wheels/{name}",' for name in wheels] + ["]", ""]
+    table = re.search(r"^\[", text, re.M)
+    cut = table.start() if table else len(text)
+    return text[:cut] + "\n".join(lines) + "\n" + text[cut:]
+
+
+def download(platform, requirements, dest):
+    """Binary wheels of ``requirements`` and their dependencies for one Blender platform."""
+    if platform not in PLATFORM_TAGS:
+        raise WheelsError(f"unknown platform {platform!r}; use one of {', '.join(PLATFORM_TAGS)}")
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest)]
+    command += [
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+    ]
+    for tag in PLATFORM_TAGS[platform]:
+        command += ["--platform", tag]
+    result = subprocess.run(command + list(requirements), capture_output=True, text=True)
+    if result.returncode != 0:
+        detail = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+        raise WheelsError(f"pip download for {platform} failed: {detail[-1] if detail else 'no output'}")
+    return keep_wheels(p.name for p in dest.iterdir())
+
+
+def build_platform(platform, output_dir, with_av=True, cache_dir=None):
+    """Stage the extension with its wheels for one platform and build its zip; returns the zip's path."""
+    output_dir = Path(output_dir).resolve()
+    cache = Path(cache_dir or REPO_ROOT / "build" / "wheels") / platform
+    wheels = download(platform, pinned_requirements(with_av), cache)
+    with tempfile.TemporaryDirectory(prefix=f"bvb-ext-{platform}-") as tmp:
+        stage = Path(tmp) / "bvb"
+        shutil.copytree(REPO_ROOT, stage, ignore=_STAGE_IGNORE)
+        (stage / "wheels").mkdir()
+        for name in wheels:
+            shutil.copy2(cache / name, stage / "wheels" / name)
+        manifest = stage / "blender_manifest.toml"
+        manifest.write_text(manifest_with_wheels(manifest.read_text(), platform, wheels))
+        built = build_extension.build(Path(tmp) / "out", source_dir=stage)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        target = output_dir / built.name.replace(".zip", f"-{platform.replace('-', '_')}.zip")
+        shutil.move(str(built), target)
+    return target
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="headless.extension_wheels",
+        description="Build per-platform extension zips that carry wheels of openai and av.",
+        epilog="example: python -m headless.extension_wheels --platforms linux-x64",
+    )
+    parser.add_argument("--platforms", nargs="+", default=list(PLATFORM_TAGS), choices=list(PLATFORM_TAGS))
+    parser.add_argument("--output-dir", default=str(REPO_ROOT / "dist"), help="folder for the zips (default: dist/)")
+    parser.add_argument(
+        "--no-av",
+        action="store_true",
+        help="leave PyAV out (smaller; the agent and split reader then need it otherwise)",
+    )
+    args = parser.parse_args(argv)
+    for platform in args.platforms:
+        try:
+            path = build_platform(platform, args.output_dir, with_av=not args.no_av)
+        except (WheelsError, build_extension.BuildError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"built and validated {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
