@@ -257,6 +257,16 @@ def test_interrupted_scene_resumes_with_the_budget_it_had_left(tmp_path):
     assert sum(1 for m in calls[3]["messages"] if m["role"] == "assistant") == 3
 
 
+def test_resuming_a_submitted_scene_whose_blend_was_deleted_submits_it_again_without_calls(tmp_path):
+    with ScriptedOpenAI([FRAMES, py("bpy['a'] = 1"), "DONE"]) as server:
+        make_loop(server, tmp_path)[0].run()
+    (tmp_path / "run/blends/room_1.blend").unlink()
+    with ScriptedOpenAI([]) as server:
+        meta = make_loop(server, tmp_path)[0].run()
+        assert server.calls == 0
+    assert meta["status"] == "submitted" and json.loads((tmp_path / "run/blends/room_1.blend").read_text()) == {"a": 1}
+
+
 def test_killed_between_reply_and_observation_replays_the_paid_reply(tmp_path):
     with ScriptedOpenAI([FRAMES, py("bpy['a'] = 1")]) as server:
         loop, _ = make_loop(server, tmp_path, max_steps=2)

@@ -151,6 +151,7 @@ class AgentLoop:
             self.state = self._fresh_state()
             resumed = False
         self.state["sessions"] = self.state.get("sessions", 0) + 1
+        self._previous_status = self.state.get("status")
         self.state["status"] = "running"
         self.state["stop_reason"] = self.state["reason"] = None
         self._runtime_base = float(self.state.get("runtime", 0.0))
@@ -163,6 +164,9 @@ class AgentLoop:
         """Run the scene to its end; returns the agent_meta dict. Never raises for agent or model faults."""
         resumed = self._load_or_start()
         try:
+            if resumed and self._previous_status == "submitted":
+                # Submitted before, but its .blend is gone (deleted by hand): submit the same snapshot again.
+                raise Submitted()
             if resumed:
                 self._restore()
             self._save()
