@@ -170,9 +170,13 @@ def main(argv=None):
         return 2
     # A batch scheduler's SIGTERM stops the run like Ctrl-C: current steps finish and are saved.
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     start = time.monotonic()
     try:
-        results = runner.run()
+        # Log lines go above the progress bar instead of through it.
+        with logging_redirect_tqdm():
+            results = runner.run()
     except (ValueError, ModelError) as exc:  # RunError, PriceError, SplitError, VideoError: one line each
         print(f"error: {exc}", file=sys.stderr)
         return 2
