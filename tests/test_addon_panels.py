@@ -97,6 +97,35 @@ def test_every_panel_draws_only_real_properties_and_operators(addon, factory_ble
     assert ("label", "import bpy") in layout.log
 
 
+def test_preferences_draw_only_real_properties(addon, factory_blender):
+    bpy = factory_blender
+    entry = bpy.context.preferences.addons.new()
+    entry.module = "bvb"
+    try:
+        prefs = entry.preferences
+        layout = RecordingLayout(bpy)
+        # The real preferences object, with the recorder standing in for its layout.
+        type(prefs).draw(PrefsHolder(prefs, layout), bpy.context)
+        drawn = {entry for kind, entry in layout.log if kind == "prop"}
+        assert {f"BVBPreferences.{name}" for name in ("base_url", "api_key_env", "api_key", "bridge_url")} <= drawn
+        assert prefs.bl_rna.properties["api_key"].subtype == "PASSWORD"
+        assert addon.preferences.api_key(prefs) == ""
+        prefs.api_key = "kept-in-preferences"
+        prefs.api_key_env = "BVB_TEST_NO_SUCH_VARIABLE"
+        assert addon.preferences.api_key(prefs) == "kept-in-preferences"
+    finally:
+        bpy.context.preferences.addons.remove(entry)
+
+
+class PrefsHolder:
+    def __init__(self, prefs, layout):
+        self._prefs = prefs
+        self.layout = layout
+
+    def __getattr__(self, name):
+        return getattr(self._prefs, name)
+
+
 def test_recording_layout_catches_a_wrong_path(addon, factory_blender):
     bpy = factory_blender
     layout = RecordingLayout(bpy)
