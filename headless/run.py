@@ -141,13 +141,15 @@ def _terminate_as_interrupt(signum, frame):
 
 
 def main(argv=None):
+    """Entry point. ``argv`` is the runner's own arguments (as ``bvb run`` and the demo pass
+    them); None reads them from sys.argv, after ``--`` inside a Blender binary."""
     try:
-        bootstrap.add_venv(argv)
+        bootstrap.add_venv(None if argv is None else ["headless.run", *argv])
     except bootstrap.BootstrapError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     parser = build_parser()
-    args = parser.parse_args(bootstrap.script_args(argv))
+    args = parser.parse_args(bootstrap.script_args() if argv is None else list(argv))
     from bvb_addon import versions
 
     if args.version:

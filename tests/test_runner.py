@@ -366,6 +366,15 @@ def test_shards_partition_deterministically_and_selection_errors():
 
 
 @pytest.mark.unit
+def test_main_takes_its_own_arguments_as_bvb_run_and_the_demo_pass_them(tmp_path, capsys):
+    from headless import run
+
+    code = run.main(["--split", str(tmp_path / "nope.jsonl"), "--videos", str(tmp_path), "--output",
+                     str(tmp_path / "r"), "--agent", "empty-room"])  # fmt: skip
+    assert code == 2 and "nope.jsonl: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.unit
 def test_bad_input_gets_one_clear_line(tmp_path):
     suite = make_suite(tmp_path / "suite", frames=4)
     base = ["--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(tmp_path / "run")]
