@@ -221,7 +221,7 @@ class DualVQA:
                     with lock:
                         rows[row["id"]] = row
                         bar.update(1)
-                        bar.set_postfix(calls=self.judge.calls, cost=f"${self.judge.cost_usd:.4f}")
+                        bar.set_postfix(calls=self.judge.calls, cost=f"${self.judge.cost_usd:.4f}", refresh=False)
                         if self.progress:
                             self.progress(len(rows), len(self.questions))
         finally:

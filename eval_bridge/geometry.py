@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bvb_addon.synth.geometry import footprint, polygons_distance
+
 from .correctness import GEOMETRY_PROTOCOL, normalise, option_letter, option_text
 from .judge import Answer
 
@@ -56,6 +58,14 @@ class Item:
     bounds_max: np.ndarray
     dimensions: tuple
     first_seen: float | None = None
+    yaw: float = 0.0
+
+    def plan(self):
+        """The floor-plan rectangle: the ground truth's turned box, or a scene graph's world bounds."""
+        if self.yaw:
+            return footprint(self.center, self.dimensions, self.yaw)
+        (x0, y0), (x1, y1) = self.bounds_min[:2], self.bounds_max[:2]
+        return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
 
 
 @dataclass
@@ -132,6 +142,7 @@ def from_gt(gt):
                 bounds_max=hi,
                 dimensions=tuple(float(v) for v in obj["dimensions"]),
                 first_seen=obj.get("first_seen"),
+                yaw=float(obj.get("yaw") or 0.0),
             )
         )
     room = gt.get("room") or {}
@@ -195,9 +206,10 @@ def from_scene_graph(graph):
 
 
 def _box_distance(a, b):
-    """Distance between the closest points of two axis-aligned boxes (0 when they touch)."""
-    gap = np.maximum(0.0, np.maximum(a.bounds_min - b.bounds_max, b.bounds_min - a.bounds_max))
-    return float(np.linalg.norm(gap))
+    """Closest-point distance of two upright boxes: floor-plan distance and height gap combined."""
+    plan = polygons_distance(a.plan(), b.plan())
+    gap = max(0.0, float(b.bounds_min[2] - a.bounds_max[2]), float(a.bounds_min[2] - b.bounds_max[2]))
+    return math.hypot(plan, gap)
 
 
 def mentions(text, vocabulary):
@@ -304,6 +316,8 @@ def answer(geometry, question):
         return _direction(geometry, named, options)
     if qtype == "obj_appearance_order":
         return _order(geometry, options)
+    if qtype == "route_planning":
+        return _route(geometry, text, options, vocab)
     return ""
 
 
@@ -365,3 +379,40 @@ def _order(geometry, options):
         if score > best_score:
             best, best_score = option_letter(option) or "", score
     return best
+
+
+def _turn(heading, leg):
+    angle = math.degrees(
+        math.atan2(heading[0] * leg[1] - heading[1] * leg[0], heading[0] * leg[0] + heading[1] * leg[1])
+    )
+    if abs(angle) >= 135:
+        return "turn back"
+    return "turn left" if angle > 0 else "turn right"
+
+
+def _route(geometry, text, options, vocab):
+    """Walk the route: start at the first object facing the second, turn towards each stop in turn."""
+    match = re.search(r"beginning at the (.+?) facing the (.+?)\.", text, re.IGNORECASE)
+    stops = re.findall(r"go forward until the (.+?)\.", text, re.IGNORECASE)
+    if not match or not stops:
+        return ""
+    names = [mentions(part, vocab) for part in (match.group(1), match.group(2), *stops)]
+    if not all(names):
+        return ""
+    places = [geometry.of(n[0]) for n in names]
+    if not all(places):
+        return ""
+    points = [p[0].center[:2] for p in places]
+    heading, here, turns = points[1] - points[0], points[0], []
+    for stop in points[2:]:
+        leg = stop - here
+        turns.append(_turn(heading, leg))
+        heading, here = leg, stop
+    wanted = ", ".join(turns)
+    for option in options:
+        if (
+            normalise(option_text(option)).replace(" ,", ",") == normalise(wanted)
+            or option_text(option).lower() == wanted
+        ):
+            return option_letter(option) or ""
+    return ""

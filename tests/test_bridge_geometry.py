@@ -115,6 +115,8 @@ QUESTIONS = [
     _q("hard", "object_rel_direction_hard", "If I am standing by the sofa and facing the table, is the lamp to my front-left, front-right, back-left, or back-right?", "A", ["A. front-left", "B. front-right", "C. back-left", "D. back-right"]),
     _q("order", "obj_appearance_order", "What will be the first-time appearance order of the following categories in the video: chair, table, sofa, trash can?", "B",
        ["A. chair, table, sofa, trash can", "B. trash can, chair, table, sofa", "C. sofa, table, chair, trash can", "D. table, trash can, sofa, chair"]),
+    _q("route", "route_planning", "You are a robot beginning at the sofa facing the table. You want to navigate to the lamp. You will perform the following actions (Note: for each [please fill in], choose either 'turn back,' 'turn left,' or 'turn right.'): 1. [please fill in] 2. Go forward until the trash can. 3. [please fill in] 4. Go forward until the lamp. You have reached the final destination.", "B",
+       ["A. Turn Left, Turn Right", "B. Turn Right, Turn Left", "C. Turn Back, Turn Left", "D. Turn Right, Turn Back"]),
 ]  # fmt: skip
 
 
@@ -188,8 +190,8 @@ def test_dv_with_the_geometry_judge_end_to_end(tmp_path):
     lossy = json.loads((partial / "dual_vqa_summary.json").read_text())
     rows = {r["id"]: r for r in map(json.loads, (partial / "dual_vqa.jsonl").read_text().splitlines())}
     lost = sorted(q for q, r in rows.items() if not r["retained"])
-    assert lost == ["abs", "count", "easy", "hard", "medium", "size"]
-    assert lossy["retention_rate"] == pytest.approx(3 / 9)
+    assert lost == ["abs", "count", "easy", "hard", "medium", "route", "size"]
+    assert lossy["retention_rate"] == pytest.approx(3 / 10)
     assert all(r["protocol"] == "geometry_v1" for r in rows.values())
 
 
@@ -199,3 +201,26 @@ def test_a_scene_graph_that_lost_its_camera_still_answers_non_order_questions():
     geometry = from_scene_graph(graph)
     assert answer(geometry, QUESTIONS[0]) == "2"
     assert answer(geometry, QUESTIONS[-1]) in ("A", "B", "C", "D")
+
+
+@pytest.mark.blender
+def test_ground_truth_answers_every_question_of_the_real_synthetic_suite(synth_suite, tmp_path):
+    run = tmp_path / "results" / "no_renders"
+    run.mkdir(parents=True)
+    argv = [
+        "dv",
+        "--run",
+        str(run),
+        "--split",
+        str(synth_suite / "split.jsonl"),
+        "--videos",
+        str(synth_suite),
+        "--judge",
+        "geometry",
+    ]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in (run / "dual_vqa.jsonl").read_text().splitlines()]
+    assert {r["question_type"] for r in rows} >= {"object_counting", "object_rel_direction_easy", "route_planning"}
+    wrong = [(r["id"], r["ground_truth"], r["source_answer"]) for r in rows if not r["source_correct"]]
+    assert wrong == []
+    assert all(r["status"] == "no_render" and not r["retained"] for r in rows)
