@@ -186,6 +186,8 @@ class AgentLoop:
         return self.meta()
 
     def _restore(self):
+        if self.state.get("frame_range"):
+            self._frame_range = tuple(self.state["frame_range"])
         snapshot = self.state.get("snapshot")
         if snapshot:
             result = self.env.restore(self.layout.root / snapshot)
