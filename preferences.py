@@ -3,7 +3,7 @@
 import os
 
 import bpy
-from bpy.props import FloatProperty, StringProperty
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, StringProperty
 
 from .bvb_addon import defaults
 
@@ -45,6 +45,39 @@ class BVBPreferences(bpy.types.AddonPreferences):
         min=0.0,
     )
 
+    judge: EnumProperty(
+        name="Judge",
+        description="Who answers the Dual-VQA questions when scoring",
+        items=(
+            ("vlm", "VLM", "A vision-language model over an OpenAI-compatible API (the protocol's judge)"),
+            (
+                "geometry",
+                "Geometry",
+                "Offline: answers from ground truth and the render's scene graph (synthetic suites)",
+            ),
+        ),
+        default="vlm",
+    )
+    judge_base_url: StringProperty(
+        name="Judge base URL", description="Endpoint of the VLM judge (empty: the bridge's default)", default=""
+    )
+    judge_model: StringProperty(
+        name="Judge model", description="VLM judge model id (empty: the bridge's default)", default=""
+    )
+    judge_api_key_env: StringProperty(
+        name="Judge key variable",
+        description="Variable holding the judge's API key, in the bridge's environment",
+        default=defaults.API_KEY_ENV,
+    )
+    score_ls: BoolProperty(
+        name="Latent Similarity", description="Also score LS (needs a V-JEPA 2 model on the bridge)", default=True
+    )
+    ls_model: StringProperty(
+        name="V-JEPA 2 model",
+        description="Folder or hub id of the LS encoder (empty: the bridge's $BVB_VJEPA_MODEL)",
+        default="",
+    )
+
     def draw(self, context):
         layout = self.layout
         col = layout.column()
@@ -54,6 +87,16 @@ class BVBPreferences(bpy.types.AddonPreferences):
         col.prop(self, "default_model")
         col.prop(self, "cost_limit")
         col.prop(self, "bridge_url")
+        box = layout.box()
+        box.label(text="Scoring (sent to the bridge)")
+        box.prop(self, "judge")
+        if self.judge == "vlm":
+            box.prop(self, "judge_base_url")
+            box.prop(self, "judge_model")
+            box.prop(self, "judge_api_key_env")
+        box.prop(self, "score_ls")
+        if self.score_ls:
+            box.prop(self, "ls_model")
 
 
 def get(context=None):
@@ -66,6 +109,20 @@ def api_key(prefs):
     """The key from the named environment variable, else the one kept in preferences, else ''."""
     name = prefs.api_key_env.strip()
     return (os.environ.get(name, "") if name else "") or prefs.api_key
+
+
+def score_request(prefs):
+    """Axes and per-axis options of a bridge job, from the preferences (the service's option names)."""
+    dv = {"judge": prefs.judge}
+    if prefs.judge == "vlm":
+        for key in ("judge_base_url", "judge_model", "judge_api_key_env"):
+            if getattr(prefs, key):
+                dv[key] = getattr(prefs, key)
+    axes = ["dv", "ls", "overall"] if prefs.score_ls else ["dv", "overall"]
+    options = {"dv": dv}
+    if prefs.score_ls and prefs.ls_model:
+        options["ls"] = {"model": prefs.ls_model}
+    return axes, options
 
 
 classes = (BVBPreferences,)

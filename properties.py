@@ -129,6 +129,8 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
     score_ls: FloatProperty(name="LS", description="Latent Similarity, 0-100")
     score_overall: FloatProperty(name="Overall", min=0.0, max=100.0)
     has_scores: BoolProperty(name="Has scores", default=False)
+    score_has_ls: BoolProperty(name="Has LS", default=False)
+    score_has_overall: BoolProperty(name="Has Overall", default=False)
     dv_by_type: CollectionProperty(type=BVBScore)
 
 

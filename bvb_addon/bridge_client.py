@@ -43,9 +43,12 @@ def health(base_url, timeout=2.0):
     return _request("GET", base_url, "/health", timeout=timeout)
 
 
-def submit(base_url, run_dir, scene_id, split=None, videos=None, axes=("dv", "ls", "overall")):
-    """Queue scoring of one scene of a run (eval_bridge/service.py ``POST /jobs``); returns the job id."""
-    payload = {"run": str(run_dir), "scenes": [scene_id], "axes": list(axes)}
+def submit(base_url, run_dir, scene_id, split=None, videos=None, axes=("dv", "ls", "overall"), options=None):
+    """Queue scoring of one scene of a run (eval_bridge/service.py ``POST /jobs``); returns the job id.
+
+    ``options`` maps an axis to its options, e.g. ``{"dv": {"judge": "geometry"}, "ls": {"model": PATH}}``.
+    """
+    payload = {"run": str(run_dir), "scenes": [scene_id], "axes": list(axes), **(options or {})}
     if split:
         payload["split"] = str(split)
     if videos:

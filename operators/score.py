@@ -109,13 +109,17 @@ def _apply_scores(scene, values):
     s.score_dv = values["dv"] or 0.0
     s.score_ls = values["ls"] or 0.0
     s.score_overall = values["overall"] or 0.0
+    s.score_has_ls = values["ls"] is not None
+    s.score_has_overall = values["overall"] is not None
     s.dv_by_type.clear()
     for qtype, (value, count) in sorted(values["dv_by_type"].items()):
         row = s.dv_by_type.add()
         row.name = row.question_type = qtype
         row.value, row.count = value, count
     s.has_scores = True
-    s.score_status = s.status = f"DV {s.score_dv:.1f} | LS {s.score_ls:.1f} | Overall {s.score_overall:.1f}"
+    ls = f"{s.score_ls:.1f}" if s.score_has_ls else "n/a"
+    overall = f"{s.score_overall:.1f}" if s.score_has_overall else "n/a"
+    s.score_status = s.status = f"DV {s.score_dv:.1f} | LS {ls} | Overall {overall}"
 
 
 def pump_scores():
@@ -137,10 +141,19 @@ def pump_scores():
                 scene.bvb.score_status = scene.bvb.status = str(exc)
             del score_jobs[name]
         elif state.get("status") == "failed":
-            scene.bvb.score_status = scene.bvb.status = f"Scoring failed: {state.get('error') or state.get('reason')}"
+            # An axis may have finished before another failed (DV before LS): show what there is.
+            error = f"Scoring failed: {state.get('error') or state.get('reason')}"
+            try:
+                values = bridge_client.scores(bridge_client.results(job["url"], job["job"]))
+                if values["dv"] is not None or values["ls"] is not None:
+                    _apply_scores(scene, values)
+            except bridge_client.BridgeError:
+                pass
+            scene.bvb.score_status = scene.bvb.status = error
             del score_jobs[name]
         else:
-            scene.bvb.score_status = f"scoring: {state.get('status')} {state.get('progress') or ''}".strip()
+            progress = state.get("progress") or {}
+            scene.bvb.score_status = f"scoring ({state.get('status')}): {progress.get('axis') or ''} {progress.get('done', 0)}/{progress.get('total', 0)}"
     return POLL_INTERVAL_S if score_jobs else None
 
 
@@ -161,13 +174,18 @@ class BVB_OT_score(BVBPollMixin, bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.bvb
-        url = preferences.get(context).bridge_url
+        prefs = preferences.get(context)
+        url = prefs.bridge_url
         run_dir = Path(bpy.path.abspath(s.run_dir))
         try:
             bridge_client.health(url)
             config = run_view.read_config(run_dir)
             split = bpy.path.abspath(s.split_path) if s.split_path else config.get("split")
-            job = bridge_client.submit(url, run_dir, s.scene_id, split=split, videos=config.get("videos"))
+            videos = bpy.path.abspath(s.videos_root) if s.videos_root else config.get("videos")
+            if not split or not videos:
+                return fail(self, context, "Scoring needs the split and videos root: set them in the Source panel")
+            axes, options = preferences.score_request(prefs)
+            job = bridge_client.submit(url, run_dir, s.scene_id, split=split, videos=videos, axes=axes, options=options)
         except (bridge_client.BridgeError, ValueError) as exc:
             s.score_status = str(exc)
             return fail(self, context, str(exc))

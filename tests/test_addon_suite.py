@@ -95,3 +95,22 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     assert z[first] == pytest.approx(scene.objects[first].location.z + 0.5)
     with bpy.data.libraries.load(str(run / "blends" / f"{SCENE}.blend")) as (src, _dst):
         assert {obj["id"] for obj in gt["objects"]} <= set(src.objects)
+
+    # Score through the real bridge service (offline geometry judge, DV only).
+    from eval_bridge.service import BridgeServer
+
+    questions = [json.loads(line) for line in (synth_suite / "split.jsonl").read_text().splitlines() if line.strip()]
+    types = {q["question_type"] for q in questions if q["scene_name"] == SCENE}
+    prefs.judge, prefs.score_ls = "geometry", False
+    with BridgeServer([synth_suite, tmp_path], port=0) as bridge:
+        prefs.bridge_url = bridge.url
+        with bpy.context.temp_override(scene=opened):
+            assert bpy.ops.bvb.score() == {"FINISHED"}
+        assert _pump_until_done(addon.operators.score.pump_scores, 120), opened.bvb.score_status
+    t = opened.bvb
+    assert t.has_scores, t.score_status
+    assert t.score_status.startswith("DV ") and "LS n/a" in t.score_status
+    assert {row.question_type for row in t.dv_by_type} == types
+    assert sum(row.count for row in t.dv_by_type) == sum(q["scene_name"] == SCENE for q in questions)
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert t.score_dv == pytest.approx(100.0 * (summary["retention_rate"] or 0.0))
