@@ -53,7 +53,9 @@ def _add_ls(sub):
     p.add_argument("--run", required=True)
     p.add_argument("--split", required=True)
     p.add_argument("--videos", required=True)
-    p.add_argument("--model", default=os.environ.get("BVB_VJEPA_MODEL"), help="V-JEPA 2 folder or hub id ($BVB_VJEPA_MODEL)")
+    p.add_argument(
+        "--model", default=os.environ.get("BVB_VJEPA_MODEL"), help="V-JEPA 2 folder or hub id ($BVB_VJEPA_MODEL)"
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"), default="auto")
     p.add_argument("--num-frames", type=int, default=64, help="frames per clip, uniformly sampled")
@@ -83,6 +85,15 @@ def _add_serve(sub):
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--root", action="append", help="folder the service may read and score under (repeatable)")
     p.add_argument("--token", default=os.environ.get("BVB_BRIDGE_TOKEN"), help="bearer token ($BVB_BRIDGE_TOKEN)")
+    p.add_argument("--judge", choices=("vlm", "geometry"), help="default DV judge for jobs that name none")
+    p.add_argument("--judge-base-url", help="default VLM judge endpoint")
+    p.add_argument("--judge-model", help="default VLM judge model")
+    p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), help="default DV protocol")
+    p.add_argument(
+        "--encoder", default=os.environ.get("BVB_VJEPA_MODEL"), help="default V-JEPA 2 for LS ($BVB_VJEPA_MODEL)"
+    )
+    p.add_argument("--num-frames", type=int, help="default LS frames per clip")
+    p.add_argument("--device", help="default LS device")
     p.set_defaults(func=cmd_serve)
 
 
@@ -94,6 +105,12 @@ def _add_report(sub):
     p.set_defaults(func=cmd_report)
 
 
+def _add_vgi(sub):
+    from .vgi import add_parser
+
+    add_parser(sub)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="eval_bridge",
@@ -103,7 +120,7 @@ def build_parser():
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_dv, _add_ls, _add_overall, _add_leaderboard, _add_serve, _add_report):
+    for add in (_add_dv, _add_ls, _add_overall, _add_leaderboard, _add_serve, _add_report, _add_vgi):
         add(sub)
     return parser
 
@@ -186,7 +203,9 @@ def cmd_ls(args, progress=None):
         raise LSError(f"ls needs V-JEPA 2 weights: {WEIGHTS_HINT} (or set BVB_VJEPA_MODEL)")
     questions = read_split(args.split)
     encoder = Encoder(args.model, args.device, args.dtype, args.trust_remote_code, args.num_frames)
-    summary = run_ls(args.run, questions, args.videos, encoder, resume=args.resume, scenes=args.scenes, progress=progress)
+    summary = run_ls(
+        args.run, questions, args.videos, encoder, resume=args.resume, scenes=args.scenes, progress=progress
+    )
     counts = summary["counts"]
     print(
         f"LS {100 * summary['vision_sim']:.2f} (layout {100 * summary['layout']:.2f}, motion {100 * summary['motion']:.2f}; "
@@ -225,7 +244,15 @@ def cmd_leaderboard(args, progress=None):
 def cmd_serve(args, progress=None):
     from .service import serve
 
-    return serve(args.host, args.port, args.root or [os.getcwd()], args.token)
+    dv = {
+        "judge": args.judge,
+        "judge_base_url": args.judge_base_url,
+        "judge_model": args.judge_model,
+        "protocol": args.protocol,
+    }
+    ls = {"model": args.encoder, "num_frames": args.num_frames, "device": args.device}
+    defaults = {"dv": {k: v for k, v in dv.items() if v}, "ls": {k: v for k, v in ls.items() if v}}
+    return serve(args.host, args.port, args.root or [os.getcwd()], args.token, defaults)
 
 
 def cmd_report(args, progress=None):

@@ -75,6 +75,7 @@ class Job:
         self.axes_done = []
         self.created = time.time()
         self.finished = None
+        self.skipped = {}
 
     def view(self):
         return {
@@ -84,6 +85,7 @@ class Job:
             "status": self.status,
             "error": self.error,
             "progress": {"axis": self.axis, "done": self.done, "total": self.total, "axes_done": self.axes_done},
+            "skipped": self.skipped,
             "created": self.created,
             "finished": self.finished,
         }
@@ -92,7 +94,7 @@ class Job:
 class Service:
     """Jobs and path rules; the HTTP handler only translates."""
 
-    def __init__(self, roots, token=None):
+    def __init__(self, roots, token=None, defaults=None):
         if not roots:
             raise ValueError("serve needs at least one --root folder")
         self.roots = [Path(r).resolve() for r in roots]
@@ -100,6 +102,8 @@ class Service:
         if missing:
             raise ValueError(f"--root {missing[0]} is not a folder; pass existing folders")
         self.token = token
+        # Judge and encoder options the service owner chose; a job's own options override them.
+        self.defaults = {"dv": dict((defaults or {}).get("dv") or {}), "ls": dict((defaults or {}).get("ls") or {})}
         self.jobs = {}
         self._active = {}
         self._ids = itertools.count(1)
@@ -128,25 +132,36 @@ class Service:
         scenes = spec.get("scenes") or []
         if not isinstance(scenes, list) or not all(isinstance(s, str) for s in scenes):
             raise RequestError(400, "scenes must be a list of scene names")
+        config = _run_config(run)
+        skipped = {}
         for axis in axes:
             argv = [axis, "--run", str(run)]
             if axis in ("dv", "ls"):
-                for field in ("split", "videos"):
-                    if not spec.get(field):
-                        raise RequestError(400, f"{axis} needs '{field}'")
-                argv += ["--split", str(self.inside(spec["split"], "split"))]
-                argv += ["--videos", str(self.inside(spec["videos"], "videos"))]
                 options = DV_OPTIONS if axis == "dv" else LS_OPTIONS
                 extra = spec.get(axis) or {}
                 if not isinstance(extra, dict) or set(extra) - set(options):
                     raise RequestError(400, f"'{axis}' options must be an object with keys from {', '.join(options)}")
+                extra = {**self.defaults[axis], **extra}
+                reason = _unconfigured(axis, extra)
+                if reason:
+                    skipped[axis] = reason
+                    continue
+                for field in ("split", "videos"):
+                    # The runner records both in config.json, so the add-on need not send them.
+                    if not spec.get(field) and not config.get(field):
+                        raise RequestError(400, f"{axis} needs '{field}' (the run's config.json has none)")
+                argv += ["--split", str(self.inside(spec.get("split") or config["split"], "split"))]
+                argv += ["--videos", str(self.inside(spec.get("videos") or config["videos"], "videos"))]
                 for key, value in extra.items():
-                    argv += [options[key], str(value)]
+                    if value is not None:
+                        argv += [options[key], str(value)]
                 if scenes:
                     argv += ["--scenes", *scenes]
                 if spec.get("resume"):
                     argv.append("--resume")
             argvs.append(argv)
+        if not argvs:
+            raise RequestError(400, "nothing to score: " + "; ".join(f"{a}: {r}" for a, r in skipped.items()))
         from .cli import build_parser
 
         parser = build_parser()
@@ -159,6 +174,7 @@ class Service:
             if run in self._active:
                 raise RequestError(409, f"job {self._active[run]} is already scoring {run}; wait for it")
             job = Job(str(next(self._ids)), run, axes, argvs)
+            job.skipped = skipped
             self.jobs[job.id] = job
             self._active[run] = job.id
         threading.Thread(target=self._work, args=(job,), name=f"bridge-job-{job.id}", daemon=True).start()
@@ -197,6 +213,27 @@ class Service:
             path = job.run / name
             out[name.removesuffix(".json")] = json.loads(path.read_text()) if path.is_file() else None
         return out
+
+
+def _run_config(run):
+    try:
+        config = json.loads((run / "config.json").read_text())
+        return config if isinstance(config, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _unconfigured(axis, options):
+    """Why an axis cannot run with these options, or None."""
+    if (
+        axis == "dv"
+        and options.get("judge") != "geometry"
+        and not (options.get("judge_base_url") and options.get("judge_model"))
+    ):
+        return "no judge: start the service with --judge-base-url and --judge-model (or --judge geometry), or send dv options"
+    if axis == "ls" and not options.get("model"):
+        return "no V-JEPA 2 encoder: start the service with --encoder PATH (or set BVB_VJEPA_MODEL), or send ls options"
+    return None
 
 
 def make_handler(service):
@@ -283,12 +320,12 @@ def make_handler(service):
 class BridgeServer:
     """The service on a socket; ``with BridgeServer(roots) as server: server.url``."""
 
-    def __init__(self, roots, host="127.0.0.1", port=8765, token=None):
+    def __init__(self, roots, host="127.0.0.1", port=8765, token=None, defaults=None):
         if not is_loopback(host) and not token:
             raise ValueError(
                 f"serve: binding {host} exposes the service beyond this machine; pass --token (or BVB_BRIDGE_TOKEN)"
             )
-        self.service = Service(roots, token)
+        self.service = Service(roots, token, defaults)
         self.httpd = ThreadingHTTPServer((host, port), make_handler(self.service))
         self.httpd.daemon_threads = True
         self._thread = None
@@ -314,8 +351,8 @@ class BridgeServer:
         self.stop()
 
 
-def serve(host, port, roots, token=None):
-    server = BridgeServer(roots, host, port, token)
+def serve(host, port, roots, token=None, defaults=None):
+    server = BridgeServer(roots, host, port, token, defaults)
     print(f"eval bridge serving on {server.url} (roots: {', '.join(map(str, server.service.roots))})", flush=True)
     try:
         server.httpd.serve_forever()

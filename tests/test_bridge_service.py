@@ -127,7 +127,13 @@ def test_paths_outside_the_roots_are_refused(layout):
             assert "not for the service" not in reply.text
         spec = {"run": str(outside), "axes": ["overall"]}
         assert requests.post(f"{server.url}/jobs", json=spec, timeout=10).status_code == 403
-        spec = {"run": str(run), "axes": ["dv"], "split": str(outside / "secret.txt"), "videos": str(suite)}
+        spec = {
+            "run": str(run),
+            "axes": ["dv"],
+            "split": str(outside / "secret.txt"),
+            "videos": str(suite),
+            "dv": {"judge": "geometry"},
+        }
         assert requests.post(f"{server.url}/jobs", json=spec, timeout=10).status_code == 403
         assert (
             requests.post(f"{server.url}/jobs", json={"run": str(run), "axes": ["nope"]}, timeout=10).status_code == 400
@@ -185,3 +191,24 @@ def test_a_failing_job_reports_its_one_line_error(layout):
         }
         view = _wait(server.url, requests.post(f"{server.url}/jobs", json=spec, timeout=10).json()["job"])
         assert view["status"] == "failed" and "ground truth" in view["error"]
+
+
+def test_the_add_on_client_scores_a_scene_with_the_service_defaults(layout):
+    from bvb_addon import bridge_client
+
+    suite, results, (run, _), _ = layout
+    # The runner records split and videos in config.json; the add-on sends only run, scene and axes.
+    (run / "config.json").write_text(json.dumps({"split": str(suite / "split.jsonl"), "videos": str(suite)}))
+    defaults = {"dv": {"judge": "geometry"}}
+    with BridgeServer([results, suite], port=0, defaults=defaults) as server:
+        assert bridge_client.health(server.url)["status"] == "ok"
+        job = bridge_client.submit(server.url, run, "s1")
+        view = _wait(server.url, job)
+        assert view["status"] == "done", view["error"]
+        assert "no V-JEPA 2 encoder" in view["skipped"]["ls"]
+        scores = bridge_client.scores(bridge_client.results(server.url, job))
+        assert scores["dv"] == pytest.approx(100.0) and scores["overall"] is None
+        assert scores["dv_by_type"]["object_counting"] == (100.0, 1)
+    with BridgeServer([results, suite], port=0) as bare:
+        with pytest.raises(bridge_client.BridgeError, match="nothing to score"):
+            bridge_client.submit(bare.url, run, "s1", axes=("dv", "ls"))
