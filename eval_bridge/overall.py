@@ -179,11 +179,22 @@ def read_reference(path):
         reader = csv.DictReader(handle)
         missing = {"name", "overall"} - set(reader.fieldnames or [])
         if missing:
-            raise OverallError(f"reference CSV {path} lacks column(s) {', '.join(sorted(missing))}; use BVB's results CSV")
+            raise OverallError(
+                f"reference CSV {path} lacks column(s) {', '.join(sorted(missing))}; use BVB's results CSV"
+            )
         rows = []
         for row in reader:
             row = {k: v for k, v in row.items() if k in COLUMNS}
-            for key in ("overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "runtimeMin", *QUESTION_COLUMNS):
+            for key in (
+                "overall",
+                "dualVqa",
+                "latentSim",
+                "layout",
+                "motion",
+                "costUsd",
+                "runtimeMin",
+                *QUESTION_COLUMNS,
+            ):
                 if key in row:
                     row[key] = _number(row[key])
             row["source"] = "reference"
