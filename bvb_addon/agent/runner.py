@@ -248,8 +248,10 @@ class Runner:
             )
             return loop.run()
         except Exception as exc:
-            log.exception("scene %s: could not start", scene)
-            return self._fail(dataset_name, scene, "error", "sandbox_error", f"{type(exc).__name__}: {exc}")
+            # The loop handles agent, model and sandbox-step faults itself; what lands here is
+            # the sandbox failing to start or an unreadable trajectory.
+            log.exception("scene %s: could not run", scene)
+            return self._fail(dataset_name, scene, "error", "harness_error", f"{type(exc).__name__}: {exc}")
         finally:
             if env is not None:
                 try:
