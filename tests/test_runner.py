@@ -366,6 +366,18 @@ def test_shards_partition_deterministically_and_selection_errors():
 
 
 @pytest.mark.unit
+def test_a_sandbox_below_the_minimum_is_refused_before_any_scene(tmp_path):
+    suite = make_suite(tmp_path / "suite", frames=4)
+    weak = SandboxConfig(min_level="bwrap", use_bwrap=False, use_uid=False)
+    options = RunOptions(
+        split=suite / "split.jsonl", videos=suite, output=tmp_path / "run", sandbox=weak, progress=False
+    )
+    with pytest.raises(RunError, match="below the required level 'bwrap'.*--allow-weak-sandbox"):
+        Runner(options, AgentConfig(agent="empty-room")).run()
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.unit
 def test_main_takes_its_own_arguments_as_bvb_run_and_the_demo_pass_them(tmp_path, capsys):
     from headless import run
 

@@ -116,18 +116,23 @@ class Runner:
         else:
             self.price = ZERO
             self.model = None
+        self._level = self._sandbox_level()
         self._write_config(len(scenes))
         return scenes
 
     def _sandbox_level(self):
-        try:
-            from .. import sandbox
+        """The isolation workers will get here, for config.json; RunError below the required minimum."""
+        from .. import sandbox
 
-            level = sandbox.probe_layers(self.options.sandbox or sandbox.SandboxConfig())
-            return {"name": level.name, "layers": list(level.layers), "missing": level.missing}
-        except Exception as exc:  # a missing layer must not hide the run's other facts
-            log.warning("could not probe the sandbox: %s", exc)
-            return {"name": None, "error": str(exc)}
+        config = self.options.sandbox or sandbox.SandboxConfig()
+        level = sandbox.probe_layers(config)
+        if not level.at_least(config.min_level) and not config.allow_below_minimum:
+            # Every scene would fail the same way: refuse before the first one.
+            raise RunError(
+                f"{level.line()}; that is below the required level {config.min_level!r}: install bubblewrap "
+                "(apt-get install bubblewrap) or pass --allow-weak-sandbox (or a lower --sandbox-min)"
+            )
+        return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing)}
 
     def _write_config(self, scene_count):
         o, c = self.options, self.config
@@ -158,7 +163,7 @@ class Runner:
             "price_per_million": vars(self.price),
             "split": str(o.split),
             "videos": str(o.videos),
-            "sandbox_level": self._sandbox_level(),
+            "sandbox_level": self._level,
             "sandbox_config": vars(sandbox_config) if hasattr(sandbox_config, "__dict__") else None,
             "agent_config": c.public(),
             "created": (previous or {}).get("created", _now()),
