@@ -122,6 +122,22 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
     step_diff: StringProperty(name="Diff", description="One-line summary of what the shown step changed")
 
     # Render and score
+    render_preset: EnumProperty(
+        name="Preset",
+        description="Render preset of the evaluation render",
+        items=(
+            ("bvb", "BVB (EEVEE)", "As BVB renders: EEVEE"),
+            ("fast", "Fast (Workbench)", "Workbench: seconds per scene"),
+            ("cycles", "Cycles", "Cycles on the CPU, denoised"),
+        ),
+        default="bvb",
+    )
+    render_frames: IntProperty(
+        name="Frames", description="Frames of the evaluation render, uniform over the scene", default=64, min=1
+    )
+    render_resolution: IntProperty(
+        name="Size", description="Longest side of the render, px", default=512, min=16, max=8192
+    )
     render_path: StringProperty(name="Render", description="camera_renders/<scene>.mp4", subtype="FILE_PATH")
     render_status: StringProperty(name="Render status")
     score_status: StringProperty(name="Score status")

@@ -93,12 +93,13 @@ class _ReportingLoop(AgentLoop):
 class AgentSession:
     """One scene's agent run off the main thread; ``poll()`` returns what happened since the last poll."""
 
-    def __init__(self, config, run_dir, task, model=None, environment_factory=None, api_key=""):
+    def __init__(self, config, run_dir, task, model=None, environment_factory=None, api_key="", split=None):
         self.config = config
         self.layout = RunLayout(run_dir)
         self.task = task
         self._model = model
         self._api_key = api_key
+        self._split = split
         self._environment_factory = environment_factory or sandbox_environment
         self.stop_event = threading.Event()
         self.events = queue.Queue()
@@ -129,6 +130,8 @@ class AgentSession:
                 "api_key_env": self.config.api_key_env,
                 "limits": self.config.limits(),
                 "videos": str(Path(self.task.video).parent.parent),
+                # The render stage and the bridge read the source aspect and questions through these.
+                "split": str(self._split) if self._split else None,
                 "agent_config": self.config.public(),
                 "started_from": "blender-addon",
             },

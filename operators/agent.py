@@ -126,7 +126,11 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
             config = agent_config(context, s)
             task = agent_session.task_for_clip(clip, scene_id=s.scene_id or None)
             session = agent_session.AgentSession(
-                config, Path(bpy.path.abspath(s.run_dir)), task, api_key=preferences.api_key(prefs)
+                config,
+                Path(bpy.path.abspath(s.run_dir)),
+                task,
+                api_key=preferences.api_key(prefs),
+                split=bpy.path.abspath(s.split_path) if s.split_path else None,
             )
             session.shown_snapshot = None
             session.pending = collections.deque()

@@ -45,6 +45,7 @@ def _show_render(scene, path):
 
 
 def pump_renders():
+    """Timer: when a scene's render thread is done, show its mp4 or say why there is none."""
     for name, job in list(render_jobs.items()):
         if job["thread"].is_alive():
             continue
@@ -53,21 +54,36 @@ def pump_renders():
         if scene is None:
             continue
         s = scene.bvb
-        if job.get("error"):
-            s.render_status = s.status = f"Render failed: {job['error']}"
-            continue
+        row = job.get("row") or {}
         path = run_view.render_path(job["run_dir"], job["scene_id"])
-        if path.is_file():
-            _show_render(scene, path)
-            s.render_status = s.status = f"Rendered {path.name}"
+        if job.get("error"):
+            message = f"Render failed: {job['error']}"
+        elif row.get("status") != "ok":
+            message = f"Render {row.get('status', 'failed')}: {row.get('reason') or 'see render_status.jsonl'}"
+        elif not path.is_file():
+            message = f"Render reported ok but {path} is missing"
         else:
-            s.render_status = s.status = f"Render finished but {path} is missing: {job.get('result')}"
+            _show_render(scene, path)
+            warnings = row.get("warnings") or []
+            message = f"Rendered {path.name}: {row.get('frames')} frames in {row.get('seconds', 0):.1f} s" + (
+                f" ({len(warnings)} warnings)" if warnings else ""
+            )
+        s.render_status = s.status = message
     return POLL_INTERVAL_S if render_jobs else None
 
 
-def _render_thread(job, stage):
+def _render_thread(job, stage_module):
     try:
-        job["result"] = stage.render_scene(job["run_dir"], job["scene_id"])
+        options = stage_module.RenderOptions(
+            run=job["run_dir"],
+            scenes=[job["scene_id"]],
+            preset=job["preset"],
+            num_frames=job["frames"],
+            resolution=job["resolution"],
+            progress=False,
+        )
+        result = stage_module.RenderStage(options).run()
+        job["row"] = result["rendered"].get(job["scene_id"])
     except Exception as exc:  # shown in the panel; the GUI must not lose it to a thread's stderr
         log.exception("render of %s failed", job["scene_id"])
         job["error"] = f"{type(exc).__name__}: {exc}"
@@ -94,7 +110,13 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.bvb
-        job = {"run_dir": Path(bpy.path.abspath(s.run_dir)), "scene_id": s.scene_id}
+        job = {
+            "run_dir": Path(bpy.path.abspath(s.run_dir)),
+            "scene_id": s.scene_id,
+            "preset": s.render_preset,
+            "frames": s.render_frames,
+            "resolution": s.render_resolution,
+        }
         job["thread"] = threading.Thread(target=_render_thread, args=(job, _render_stage()), daemon=True)
         job["thread"].start()
         render_jobs[context.scene.name] = job

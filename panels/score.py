@@ -12,6 +12,10 @@ class BVB_PT_score(BVBPanel, bpy.types.Panel):
     def draw(self, context):
         s = context.scene.bvb
         layout = self.layout
+        row = layout.row(align=True)
+        row.prop(s, "render_preset", text="")
+        row.prop(s, "render_frames")
+        row.prop(s, "render_resolution")
         layout.operator("bvb.render_camera", icon="RENDER_ANIMATION")
         if s.render_status:
             layout.label(text=s.render_status)

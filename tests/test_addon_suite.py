@@ -96,6 +96,19 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     with bpy.data.libraries.load(str(run / "blends" / f"{SCENE}.blend")) as (src, _dst):
         assert {obj["id"] for obj in gt["objects"]} <= set(src.objects)
 
+    # Render the saved submission with the render stage (fast preset, few frames) and show it.
+    assert json.loads((run / "config.json").read_text())["split"] == str(synth_suite / "split.jsonl")
+    opened.bvb.render_preset, opened.bvb.render_frames, opened.bvb.render_resolution = "fast", 4, 64
+    with bpy.context.temp_override(scene=opened):
+        assert bpy.ops.bvb.render_camera() == {"FINISHED"}
+        assert not bpy.ops.bvb.render_camera.poll()
+    assert _pump_until_done(addon.operators.score.pump_renders, 180), opened.bvb.render_status
+    assert opened.bvb.render_status.startswith("Rendered synth_easy_000.mp4: 4 frames"), opened.bvb.render_status
+    rendered = bpy.data.movieclips[f"{SCENE} render"]
+    # The render has the source clip's aspect.
+    assert rendered.size[0] * gt["video"]["height"] == pytest.approx(rendered.size[1] * gt["video"]["width"], rel=0.05)
+    assert rendered.frame_duration == 4
+
     # Score through the real bridge service (offline geometry judge, DV only).
     from eval_bridge.service import BridgeServer
 
@@ -114,3 +127,5 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     assert sum(row.count for row in t.dv_by_type) == sum(q["scene_name"] == SCENE for q in questions)
     summary = json.loads((run / "dual_vqa_summary.json").read_text())
     assert t.score_dv == pytest.approx(100.0 * (summary["retention_rate"] or 0.0))
+    # The oracle's scene, barely edited, keeps most answers.
+    assert t.score_dv > 50.0, summary["counts"]
