@@ -225,7 +225,9 @@ def cmd_overall(args, progress=None):
 
     result = compute_overall(args.run)
     if result["overall"] is None:
-        print(f"Overall n/a: missing {', '.join(result['missing'])}; DV {result['dual_vqa']} LS {result['latent_sim']}")
+        have = {"DV": result["dual_vqa"], "LS": result["latent_sim"]}
+        known = ", ".join(f"{k} {v:.2f}" for k, v in have.items() if v is not None)
+        print(f"Overall n/a: missing {', '.join(result['missing'])} ({known}); score the missing axis first")
     else:
         print(f"Overall {result['overall']:.2f} (DV {result['dual_vqa']:.2f}, LS {result['latent_sim']:.2f})")
     print(f"wrote {Path(args.run) / 'overall.json'}")

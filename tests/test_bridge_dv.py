@@ -352,3 +352,22 @@ def test_bad_inputs_are_one_line_errors(assets, tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert code == 2 and "ground truth" in err and len(err.strip().splitlines()) == 1
+
+
+def test_rescoring_one_scene_keeps_the_other_scenes_rows(assets, tmp_path):
+    root, labels = assets
+    run = _make_run(assets, tmp_path / "results")
+    # After a hand edit, s1's render looks like s2's; the judge now answers s1's questions on it.
+    overrides = {(("render", "s2"), text): "7" for _, scene, _, text, _, _, _, _ in QUESTIONS if scene == "s1"}
+    with ScriptedOpenAI(responder=Judge(labels, overrides)) as server:
+        assert _dv(run, assets, server) == 0
+        before = _rows(run)
+        shutil.copy(root / "renders" / "s2.mp4", run / "camera_renders" / "s1.mp4")
+        calls = server.calls
+        assert _dv(run, assets, server, "--scenes", "s1") == 0
+        assert server.calls - calls == 3  # only s1's three render calls; its sources are shared
+    after = _rows(run)
+    assert [after[q]["render_answer"] for q in ("q1", "q2", "q3")] == ["7", "7", "7"]
+    assert {q: after[q] for q in ("q4", "q5", "q6", "q7")} == {q: before[q] for q in ("q4", "q5", "q6", "q7")}
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert summary["counts"]["questions"] == 7 and summary["retention_rate"] == pytest.approx(2 / 5)
