@@ -33,6 +33,9 @@ def _apply(scene, session, progress):
         live_scene_bl.replace_contents(scene, session.layout.root / progress.snapshot)
         session.shown_snapshot = progress.snapshot
         _refit_reference(scene)
+        from .run import fill_steps
+
+        fill_steps(s, session.layout.root, session.task.scene)
 
 
 def _refit_reference(scene):

@@ -71,6 +71,34 @@ def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path
     assert "sk-scripted" not in (run / "config.json").read_text()
 
 
+def test_stop_agent_stops_after_the_current_step(addon, factory_blender, tmp_path):
+    bpy = factory_blender
+    clip = make_clip(tmp_path / "videos" / "synthetic" / "synth_easy_001.mp4", 64, 48, 8)
+    # Every reply is slow, so the stop lands while the loop waits on the model.
+    slow = {"content": "Look.\n```frames\ncount=1\n```", "delay": 0.5}
+    scene = bpy.context.scene
+    s = scene.bvb
+    s.clip_path, s.run_dir, s.model = str(clip), str(tmp_path / "run"), "gpt-4o-mini"
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
+    pump = addon.operators.agent.pump
+    with ScriptedOpenAI(default=slow) as server:
+        prefs.base_url = server.base_url
+        assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+        deadline = time.monotonic() + 60
+        while s.agent_step < 1 and time.monotonic() < deadline:
+            pump()
+            time.sleep(0.05)
+        assert bpy.ops.bvb.stop_agent() == {"FINISHED"} and s.agent_status == "stopping"
+        while pump() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert s.agent_status == "interrupted", s.status
+    assert server.calls < 10
+    meta = json.loads((tmp_path / "run" / "agent_meta" / "synth_easy_001.json").read_text())
+    assert meta["status"] == "interrupted" and meta["frames_seen"] >= 1
+    assert not addon.operators.agent.sessions and bpy.ops.bvb.run_agent.poll()
+
+
 def test_run_agent_reports_a_missing_key_and_unknown_price(addon, factory_blender, tmp_path, monkeypatch):
     bpy = factory_blender
     clip = make_clip(tmp_path / "c.mp4", 64, 48, 4)
