@@ -63,6 +63,8 @@ class DictEnvironment:
         return PythonResult("ok", stdout=namespace.get("out", ""), summary={"objects": len(self.scene)}, snapshot=path)
 
     def frames(self, request):
+        if 7.5 in request.times:
+            raise ValueError("clip.mp4: cannot decode the frame at 7.50 s (truncated file?)")
         times = list(request.times) or [request.start + i for i in range(request.count)]
         return ImagesResult("ok", [image_from_bytes(JPEG) for _ in times], times=times)
 
@@ -220,6 +222,15 @@ def test_a_reply_cut_at_max_tokens_gets_a_format_error_that_says_so(tmp_path):
         observation = server.requests[1]["messages"][-1]["content"]
     assert "FORMAT ERROR: the reply has no action (the reply was cut off at the limit of 50 tokens" in observation
     assert meta["status"] == "failed" and meta["format_errors"] == 1
+
+
+def test_a_tool_failure_goes_back_to_the_agent(tmp_path):
+    with ScriptedOpenAI(["```frames\n7.5\n```", FRAMES, py("bpy['a'] = 1"), "DONE"]) as server:
+        loop, _ = make_loop(server, tmp_path)
+        meta = loop.run()
+        observation = server.requests[1]["messages"][-1]["content"]
+    assert observation == "Step 1: frames failed: clip.mp4: cannot decode the frame at 7.50 s (truncated file?)"
+    assert (meta["status"], meta["frames_seen"]) == ("submitted", 2)
 
 
 def test_provider_4xx_ends_the_scene_with_its_message(tmp_path):

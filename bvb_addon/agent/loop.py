@@ -27,6 +27,10 @@ class LimitReached(Exception):
         self.kind = kind
 
 
+class ToolError(Exception):
+    """A frames or render action that could not be served; the agent sees why and goes on."""
+
+
 class Interrupted(Exception):
     """The user stopped the run (Ctrl-C); the scene can be resumed."""
 
@@ -271,7 +275,7 @@ class AgentLoop:
                 self._python(record, action.body)
             elif action.kind == "frames":
                 request = parse_frames(action.body, self.task.duration, c.frames_per_call)
-                result = self.env.frames(request)
+                result = self._tool(self.env.frames, request)
                 s["frames_seen"] += len(result.images)
                 record["status"] = result.status
                 text = prompts.render(
@@ -283,7 +287,7 @@ class AgentLoop:
                 self._observe(record, text, result.images)
             elif action.kind == "render":
                 frames = parse_render(action.body, self._frame_range, c.frames_per_call)
-                result = self.env.render(frames)
+                result = self._tool(self.env.render, frames)
                 record["status"] = result.status
                 reason = f" ({result.reason})" if result.reason else ""
                 text = prompts.render(
@@ -295,6 +299,9 @@ class AgentLoop:
                     frames=", ".join(str(f) for f in frames),
                 )
                 self._observe(record, text, result.images)
+        except ToolError as exc:
+            record["status"] = "error"
+            self._observe(record, prompts.render("tool_error", step=step, tool=record["action"], error=str(exc)))
         except FormatError as exc:
             record.setdefault("action", None)
             record["status"] = "format_error"
@@ -305,6 +312,14 @@ class AgentLoop:
             self._observe(record, prompts.render("format_error", error=error))
         finally:
             record["env_seconds"] = round(time.monotonic() - started, 4)
+
+    @staticmethod
+    def _tool(call, argument):
+        """Run a frames or render tool; a bad request or an unreadable clip goes back to the agent."""
+        try:
+            return call(argument)
+        except (ValueError, OSError) as exc:  # VideoError is a ValueError
+            raise ToolError(str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__) from exc
 
     def _python(self, record, code):
         s, c = self.state, self.config
