@@ -273,7 +273,7 @@ class Worker:
         status = reply.get("status") if reply.get("status") in ("ok", "error", "oom") else "crash"
         result = StepResult(
             status=status,
-            reason=_text(reply.get("reason"), 2000),
+            reason=_text(reply.get("reason"), 2000).replace(str(self.workspace / name), path.name),
             summary=reply.get("summary") if isinstance(reply.get("summary"), dict) else {},
             step=number,
         )

@@ -1,0 +1,111 @@
+"""Evaluation-render throughput per preset: a 200-object scene, 64 frames at 512 px.
+
+Runs the real render stage (sandboxed worker start, gate, scene graph, render, PyAV
+encode) on a one-scene run, per preset, and prints seconds per scene and frames per
+second. The slow presets (bvb = EEVEE, cycles) render --slow-frames frames and are
+extrapolated to --frames (marked "est"); pass --full to render them all. The last line is
+``fast_s_per_scene=<x>``.
+
+python bench/render_throughput.py [--frames 64] [--resolution 512] [--objects 200] [--slow-frames 4] [--full]
+"""
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bvb_addon.render_stage import RenderOptions, RenderStage  # noqa: E402
+from bvb_addon.sandbox import Worker, probe_layers  # noqa: E402
+
+SCENE = """
+import bpy, math, random
+random.seed(0)
+scene = bpy.context.scene
+scene.frame_start, scene.frame_end = 1, {frames}
+scene.render.resolution_x, scene.render.resolution_y = 640, 480
+colors = []
+for i in range(8):
+    mat = bpy.data.materials.new(f"mat_{{i}}")
+    mat.use_nodes = True
+    mat.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = (random.random(), random.random(), random.random(), 1)
+    colors.append(mat)
+bpy.ops.mesh.primitive_plane_add(size=30)
+for i in range({objects}):
+    kind = i % 3
+    loc = (random.uniform(-10, 10), random.uniform(-10, 10), random.uniform(0.2, 1.5))
+    if kind == 0:
+        bpy.ops.mesh.primitive_cube_add(size=random.uniform(0.3, 1.0), location=loc)
+    elif kind == 1:
+        bpy.ops.mesh.primitive_uv_sphere_add(radius=random.uniform(0.2, 0.6), location=loc)
+    else:
+        bpy.ops.mesh.primitive_cylinder_add(radius=0.3, depth=1.0, location=loc)
+    bpy.context.object.name = f"object_{{i + 1}}"
+    bpy.context.object.data.materials.append(colors[i % len(colors)])
+bpy.ops.object.light_add(type="SUN", location=(0, 0, 10))
+cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+scene.collection.objects.link(cam)
+scene.camera = cam
+for frame, angle in ((1, 0.0), ({frames}, math.pi / 2)):
+    cam.location = (14 * math.cos(angle), 14 * math.sin(angle), 5)
+    cam.rotation_euler = (math.radians(72), 0, angle + math.pi / 2)
+    cam.keyframe_insert("location", frame=frame)
+    cam.keyframe_insert("rotation_euler", frame=frame)
+"""
+
+
+def render(run, preset, frames, resolution):
+    options = RenderOptions(run=run, num_frames=frames, preset=preset, resolution=resolution, progress=False)
+    started = time.perf_counter()
+    outcome = RenderStage(options).run()
+    seconds = time.perf_counter() - started
+    row = outcome["rendered"]["bench"]
+    if row["status"] != "ok":
+        raise SystemExit(f"{preset} render failed: {row['status']}: {row['reason']}")
+    return seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=64)
+    parser.add_argument("--resolution", type=int, default=512)
+    parser.add_argument("--objects", type=int, default=200)
+    parser.add_argument("--slow-frames", type=int, default=4, help="frames actually rendered for bvb and cycles")
+    parser.add_argument("--full", action="store_true", help="render every frame for every preset")
+    parser.add_argument("--presets", default="cycles,bvb,fast", help="comma-separated presets to measure")
+    args = parser.parse_args(argv)
+    print(probe_layers().line())
+    root = Path(tempfile.mkdtemp(prefix="bvb-bench-render-"))
+    run = root / "run"
+    (run / "blends").mkdir(parents=True)
+    with Worker(root / "make" / "ws", root / "make" / "snaps") as worker:
+        made = worker.run(SCENE.format(frames=args.frames, objects=args.objects), timeout=600)
+        if made.status != "ok":
+            raise SystemExit(f"building the scene failed: {made.reason}")
+        (run / "blends" / "bench.blend").write_bytes(made.snapshot.read_bytes())
+    results = {}
+    presets = [p for p in args.presets.split(",") if p]
+    if "fast" not in presets:
+        presets.append("fast")
+    for preset in presets:
+        frames = args.frames if (preset == "fast" or args.full) else min(args.slow_frames, args.frames)
+        seconds = render(run, preset, frames, args.resolution)
+        fps = frames / seconds
+        estimated = frames != args.frames
+        per_scene = seconds if not estimated else args.frames / fps
+        results[preset] = per_scene
+        label = f"est. from {frames} frames" if estimated else f"{frames} frames"
+        print(f"{preset:7s} {per_scene:8.1f} s/scene  {fps:6.2f} frames/s  ({label}, {args.resolution} px, "
+              f"{args.objects} objects)", flush=True)  # fmt: skip
+    status = (run / "render_status.jsonl").read_text().splitlines()
+    print(f"last row: {json.loads(status[-1])}")
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"fast_s_per_scene={results['fast']:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+"""The evaluation render stage (bpy-free): every blends/<scene>.blend of a run to camera_renders/<scene>.mp4.
+
+Each submission is untrusted: it is opened in a sandboxed worker (no scripts, no drivers),
+gated (opens, has a scene camera, holds enough meshes), described as scene_graphs/<scene>.json,
+rendered at N uniformly sampled frames from its camera at the source clip's aspect, and the
+images are encoded with PyAV outside the sandbox into an mp4 written atomically. One row per
+scene goes to render_status.jsonl; a failing scene never stops the batch.
+"""
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from .atomic import write_json_atomic, write_text_atomic
+from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("ok", "missing", "open_failed", "no_camera", "no_mesh", "render_error", "timeout", "oom", "crash",
+            "sandbox_error", "encode_error")  # fmt: skip
+
+
+class RenderStageError(ValueError):
+    """Bad input to the render stage (one line naming the thing and the fix)."""
+
+
+@dataclass
+class RenderOptions:
+    """What to render and how."""
+
+    run: Path
+    num_frames: int = 64
+    """Frames of each evaluation render, sampled uniformly over the scene's frame range."""
+    preset: str = "bvb"
+    """bvb (EEVEE, as BVB renders), fast (Workbench), cycles (Cycles CPU, denoised)."""
+    resolution: int = 512
+    """Longest side of the render, px."""
+    workers: int = 1
+    resume: bool = False
+    scenes: list = field(default_factory=list)
+    min_meshes: int = 1
+    """The gate: a submission with fewer mesh objects is not rendered."""
+    sandbox: SandboxConfig | None = None
+    progress: bool = True
+
+
+def uniform_frames(start, end, count):
+    """count frames spread evenly over [start, end], ends included (integers, may repeat in short ranges)."""
+    if count < 1:
+        raise RenderStageError(f"--num-frames {count} must be at least 1")
+    if end < start:
+        end = start
+    if count == 1:
+        return [int(round((start + end) / 2))]
+    return [int(math.floor(start + (end - start) * i / (count - 1) + 0.5)) for i in range(count)]
+
+
+def rotation_warnings(graph):
+    camera = (graph or {}).get("camera") or {}
+    warnings = []
+    for jump in camera.get("rotation_jumps") or []:
+        try:
+            warnings.append(
+                f"camera rotation_euler[{int(jump['axis'])}] jumps {float(jump['degrees']):+.1f} degrees between "
+                f"keyframes {float(jump['frame_a']):g} and {float(jump['frame_b']):g} (the camera spins; unwrap the angles)"
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return warnings
+
+
+def source_clips(run_dir):
+    """{scene: (width, height)} of the source clips named by the run's config.json (split + videos)."""
+    config_path = Path(run_dir) / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError):
+        return {}, f"no readable {config_path.name}"
+    split, videos = config.get("split"), config.get("videos")
+    if not split or not videos:
+        return {}, "config.json names no split/videos"
+    from . import dataset, video
+
+    try:
+        questions = dataset.read_split(split)
+    except (OSError, ValueError) as exc:
+        return {}, f"split unreadable ({str(exc)[:120]})"
+    sizes, missing = {}, None
+    for name_dataset, scene in dataset.split_scenes(questions):
+        try:
+            info = video.probe(dataset.video_path(videos, name_dataset, scene))
+            sizes[scene] = (info.width, info.height)
+        except (OSError, ValueError) as exc:
+            missing = str(exc)[:160]
+    return sizes, missing
+
+
+def encode_mp4(images, dest, fps):
+    """Encode PNG frames to H.264 (yuv420p) with PyAV; write to a temp file beside dest, then rename."""
+    import av
+
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.stem}.", suffix=".mp4", dir=dest.parent)
+    os.close(fd)
+    try:
+        with av.open(tmp, mode="w", format="mp4") as out:
+            codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+            stream = out.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
+            stream.codec_context.time_base = 1 / Fraction(fps).limit_denominator(1001)
+            stream.pix_fmt = "yuv420p"
+            if codec == "libx264":
+                stream.options = {"crf": "18", "preset": "veryfast"}
+            rate = Fraction(fps).limit_denominator(1001)
+            width = height = None
+            for index, path in enumerate(images):
+                with av.open(str(path)) as source:
+                    frame = next(source.decode(video=0))
+                if width is None:
+                    width, height = frame.width, frame.height
+                    stream.width, stream.height = width, height
+                frame = frame.reformat(width=width, height=height, format="yuv420p")
+                # Explicit timestamps: with B-frames the muxer rejects frames without them.
+                frame.pts = index
+                frame.time_base = 1 / rate
+                for packet in stream.encode(frame):
+                    out.mux(packet)
+            for packet in stream.encode():
+                out.mux(packet)
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return dest
+
+
+def mp4_complete(path, frames):
+    """True when path is a readable video of exactly ``frames`` frames."""
+    if not Path(path).is_file():
+        return False
+    from . import video
+
+    try:
+        return video.probe(path).frame_count == frames
+    except (OSError, ValueError):
+        return False
+
+
+class RenderStage:
+    """Render every submission of a run; rows go to render_status.jsonl."""
+
+    def __init__(self, options):
+        self.options = options
+        self.run_dir = Path(options.run).resolve()
+        if options.preset not in PRESETS:
+            raise RenderStageError(f"--preset {options.preset!r} is not one of {', '.join(PRESETS)}")
+        if not 16 <= options.resolution <= 8192:
+            raise RenderStageError(f"--resolution {options.resolution} must be between 16 and 8192 px")
+        if options.num_frames < 1:
+            raise RenderStageError(f"--num-frames {options.num_frames} must be at least 1")
+        if options.workers < 1:
+            raise RenderStageError(f"--workers {options.workers} must be at least 1")
+        if not (self.run_dir / "blends").is_dir():
+            raise RenderStageError(f"{self.run_dir} has no blends/ folder; pass --run with a run directory")
+        from .sandbox import SandboxUnavailable, probe_layers
+
+        config = options.sandbox or SandboxConfig()
+        self.level = probe_layers(config)
+        if not self.level.at_least(config.min_level) and not config.allow_below_minimum:
+            raise SandboxUnavailable(
+                f"{self.level.line()}; that is below the required level {config.min_level!r}: "
+                "install bubblewrap, or pass --allow-weak-sandbox to run anyway"
+            )
+        self.status_path = self.run_dir / "render_status.jsonl"
+        self._rows = self._read_rows()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._workers = []
+        self._clips, self._clip_note = source_clips(self.run_dir)
+        self._tmp = Path(tempfile.mkdtemp(prefix="bvb-render-"))
+        os.chmod(self._tmp, 0o711)  # the sandbox uid must reach the workspaces below
+
+    def scenes(self):
+        present = sorted(p.stem for p in (self.run_dir / "blends").glob("*.blend"))
+        if not self.options.scenes:
+            return present
+        return list(dict.fromkeys(self.options.scenes))
+
+    def run(self):
+        scenes = self.scenes()
+        todo, skipped = [], 0
+        for scene in scenes:
+            mp4 = self.run_dir / "camera_renders" / f"{scene}.mp4"
+            if self.options.resume and mp4_complete(mp4, self.options.num_frames):
+                skipped += 1
+                continue
+            todo.append(scene)
+        log.info("%d scenes to render, %d complete already", len(todo), skipped)
+        results = {}
+        bar = None
+        if self.options.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(todo), desc=f"render {self.options.preset}", unit="scene")
+        try:
+            with ThreadPoolExecutor(max_workers=self.options.workers, thread_name_prefix="bvb-render") as pool:
+                futures = {pool.submit(self.render_scene, scene): scene for scene in todo}
+                for future in as_completed(futures):
+                    row = future.result()
+                    results[row["scene"]] = row
+                    if bar is not None:
+                        bar.update(1)
+                        failed = sum(1 for r in results.values() if r["status"] != "ok")
+                        bar.set_postfix(ok=len(results) - failed, failed=failed)
+        finally:
+            if bar is not None:
+                bar.close()
+            for worker in self._workers:
+                worker.close()
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        return {"rendered": results, "skipped": skipped}
+
+    # ---- one scene ---------------------------------------------------------------------
+
+    def _worker(self):
+        worker = getattr(self._local, "worker", None)
+        if worker is None:
+            index = len(self._workers)
+            base = self._tmp / f"w{index}_{threading.get_ident()}"
+            worker = Worker(base / "ws", base / "snaps", self.options.sandbox)
+            self._local.worker = worker
+            with self._lock:
+                self._workers.append(worker)
+        return worker
+
+    def render_scene(self, scene):
+        started = time.monotonic()
+        row = {"scene": scene, "status": "ok", "reason": "", "frames": 0, "seconds": 0.0,
+               "preset": self.options.preset, "warnings": []}  # fmt: skip
+        try:
+            self._render_scene(scene, row)
+        except WorkerError as exc:
+            row["status"], row["reason"] = (exc.status if exc.status in STATUSES else "crash"), exc.reason
+        except Exception as exc:  # one scene's failure must never stop the batch
+            log.exception("render of %s failed", scene)
+            row["status"], row["reason"] = "sandbox_error", f"{type(exc).__name__}: {exc}"
+        row["seconds"] = round(time.monotonic() - started, 3)
+        self._write_row(row)
+        return row
+
+    def _render_scene(self, scene, row):
+        opts = self.options
+        blend = self.run_dir / "blends" / f"{scene}.blend"
+        if not blend.is_file():
+            row["status"], row["reason"] = "missing", f"no blends/{scene}.blend"
+            return
+        worker = self._worker()
+        loaded = worker.load_blend(blend, snapshot=False)
+        if loaded.status != "ok":
+            row["status"] = "open_failed" if loaded.status == "error" else loaded.status
+            row["reason"] = loaded.reason or "the .blend did not open"
+            return
+        summary = loaded.summary
+        if not (summary.get("camera") or {}).get("present"):
+            row["status"], row["reason"] = "no_camera", "the scene has no camera (bpy.context.scene.camera is None)"
+            return
+        meshes = int(summary.get("mesh_objects") or 0)
+        if meshes < opts.min_meshes:
+            row["status"] = "no_mesh"
+            row["reason"] = f"the scene holds {meshes} mesh objects, fewer than the {opts.min_meshes} required"
+            return
+        graph = worker.scene_graph()
+        graph["scene"] = scene
+        write_json_atomic(self.run_dir / "scene_graphs" / f"{scene}.json", graph)
+        row["warnings"] = rotation_warnings(graph)
+        start, end = graph.get("frame_range") or [1, 1]
+        frames = uniform_frames(int(start), int(end), opts.num_frames)
+        aspect, note = self._aspect(scene, graph)
+        if note:
+            row["aspect_note"] = note
+        width, height = frame_size(opts.resolution, aspect)
+        row["size"] = [width, height]
+        out_dir = self._tmp / "frames" / scene
+        result = worker.render_frames(frames, opts.resolution, opts.preset, aspect=aspect, out_dir=out_dir)
+        if result.status != "ok":
+            row["status"] = "render_error" if result.status == "error" else result.status
+            row["reason"] = result.reason or "the render failed"
+            return
+        scene_fps = float(graph.get("fps") or 24.0) or 24.0
+        span_s = max(1, int(end) - int(start) + 1) / scene_fps
+        try:
+            encode_mp4(result.files, self.run_dir / "camera_renders" / f"{scene}.mp4", opts.num_frames / span_s)
+        except Exception as exc:  # PyAV raises its own error types
+            row["status"], row["reason"] = "encode_error", f"{type(exc).__name__}: {exc}"
+            return
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        row["frames"] = len(result.files)
+
+    def _aspect(self, scene, graph):
+        size = self._clips.get(scene)
+        if size and size[0] > 0 and size[1] > 0:
+            return size[0] / size[1], None
+        res = graph.get("resolution") or [1920, 1080]
+        try:
+            aspect = float(res[0]) / float(res[1])
+        except (TypeError, ValueError, ZeroDivisionError):
+            aspect = 16 / 9
+        if not aspect > 0 or not math.isfinite(aspect):
+            aspect = 16 / 9
+        why = self._clip_note or "scene not in the split"
+        return aspect, f"source clip not found ({why}); used the scene's render aspect {aspect:.3f}"
+
+    # ---- render_status.jsonl -------------------------------------------------------------
+
+    def _read_rows(self):
+        rows = {}
+        if self.status_path.is_file():
+            for line in self.status_path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                    rows[row["scene"]] = row
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return rows
+
+    def _write_row(self, row):
+        with self._lock:
+            self._rows[row["scene"]] = row
+            text = "".join(json.dumps(self._rows[s]) + "\n" for s in sorted(self._rows))
+            write_text_atomic(self.status_path, text)

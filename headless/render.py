@@ -1,0 +1,88 @@
+"""Render every submission of a run from its own camera: camera_renders/<scene>.mp4.
+
+python -m headless.render --run RUN [--num-frames 64] [--preset bvb|fast|cycles] [--resolution 512]
+                          [--workers N] [--resume] [--scenes ID ...]
+blender -b --python headless/render.py -- --run RUN ...     (a Blender 4.2 binary)
+
+Writes camera_renders/<scene>.mp4, scene_graphs/<scene>.json and render_status.jsonl
+(one row per scene; failures are rows, never a stopped batch).
+"""
+
+import argparse
+import logging
+import sys
+
+if __package__ in (None, ""):
+    # Run as a script by Blender: make the checkout importable first.
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from headless import bootstrap  # noqa: E402
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="headless.render",
+        description="Render every blends/<scene>.blend of a run from its camera into camera_renders/<scene>.mp4.",
+        epilog="example: python -m headless.render --run results/run_001 --preset fast --workers 2 --resume",
+    )
+    parser.add_argument("--run", required=True, help="the run directory (holds blends/)")
+    parser.add_argument("--num-frames", type=int, default=64, help="frames per render, uniform over the frame range")
+    parser.add_argument("--preset", default="bvb", choices=("bvb", "fast", "cycles"),
+                        help="bvb: EEVEE as BVB renders; fast: Workbench for CPU machines; cycles: Cycles CPU, denoised")  # fmt: skip
+    parser.add_argument("--resolution", type=int, default=512, help="longest side, px")
+    parser.add_argument("--workers", type=int, default=1, help="sandboxed Blender workers rendering in parallel")
+    parser.add_argument("--resume", action="store_true", help="skip scenes whose mp4 is complete")
+    parser.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scenes")
+    parser.add_argument("--min-meshes", type=int, default=1, help="the gate: fewest mesh objects a submission needs")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="wall-clock limit of one scene's render, s")
+    parser.add_argument("--sandbox-min", default="bwrap", choices=("bwrap", "uid", "rlimits"),
+                        help="refuse to run below this sandbox level")  # fmt: skip
+    parser.add_argument("--allow-weak-sandbox", action="store_true", help="run even below --sandbox-min")
+    parser.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")
+    return parser
+
+
+def main(argv=None):
+    try:
+        bootstrap.add_venv(argv)
+    except bootstrap.BootstrapError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args = build_parser().parse_args(bootstrap.script_args(argv) if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from pathlib import Path
+
+    from bvb_addon.render_stage import RenderOptions, RenderStage, RenderStageError
+    from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable
+
+    sandbox = SandboxConfig(min_level=args.sandbox_min, allow_below_minimum=args.allow_weak_sandbox,
+                            render_timeout_s=args.timeout, blender_bin=args.blender_bin)  # fmt: skip
+    options = RenderOptions(run=Path(args.run), num_frames=args.num_frames, preset=args.preset,
+                            resolution=args.resolution, workers=args.workers, resume=args.resume,
+                            scenes=args.scenes, min_meshes=args.min_meshes, sandbox=sandbox,
+                            progress=not args.quiet)  # fmt: skip
+    try:
+        stage = RenderStage(options)
+    except (RenderStageError, SandboxUnavailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(stage.level.line(), file=sys.stderr)
+    outcome = stage.run()
+    rows = outcome["rendered"].values()
+    ok = sum(1 for row in rows if row["status"] == "ok")
+    print(f"rendered {ok} of {len(outcome['rendered'])} scenes ({outcome['skipped']} complete already); "
+          f"rows in {stage.status_path}")  # fmt: skip
+    for row in sorted(rows, key=lambda r: r["scene"]):
+        if row["status"] != "ok":
+            print(f"  {row['scene']}: {row['status']}: {row['reason']}")
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    if code:
+        sys.exit(code)

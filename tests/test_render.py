@@ -1,0 +1,267 @@
+"""The evaluation render stage on real bpy: good, gated, corrupt, hostile and crashing submissions."""
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("bpy")
+
+from bvb_addon import render_stage  # noqa: E402
+from bvb_addon.render_stage import RenderOptions, RenderStage, RenderStageError, uniform_frames  # noqa: E402
+from bvb_addon.sandbox import SandboxConfig, Worker, frame_size  # noqa: E402
+
+pytestmark = pytest.mark.blender
+
+FRAMES = 6
+SIZE = 64
+
+GOOD = """
+import bpy, math
+scene = bpy.context.scene
+scene.frame_start, scene.frame_end = 1, 24
+scene.render.resolution_x, scene.render.resolution_y = 1920, 1080
+for i, name in enumerate(("chair_1", "table_1", "Lamp.001")):
+    bpy.ops.mesh.primitive_cube_add(size=0.5, location=(i - 1, 0, 0.25))
+    bpy.context.object.name = name
+mat = bpy.data.materials.new("red")
+mat.use_nodes = True
+mat.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = (0.8, 0.1, 0.1, 1.0)
+bpy.data.objects["chair_1"].data.materials.append(mat)
+cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+scene.collection.objects.link(cam)
+scene.camera = cam
+cam.location = (0, 5, 1.5)  # looking back along -y at the cubes
+cam.rotation_euler = (math.radians(80), 0, math.radians(170))
+cam.keyframe_insert("rotation_euler", frame=1)
+cam.rotation_euler = (math.radians(80), 0, math.radians(-170))
+cam.keyframe_insert("rotation_euler", frame=24)
+"""
+NO_CAMERA = "import bpy\nbpy.ops.mesh.primitive_cube_add()"
+EMPTY = """
+import bpy
+cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+bpy.context.scene.collection.objects.link(cam)
+bpy.context.scene.camera = cam
+"""
+DRIVER = (
+    EMPTY
+    + """
+bpy.ops.mesh.primitive_cube_add()
+cube = bpy.context.object
+cube.name = "Driven"
+driver = cube.driver_add("location", 0).driver
+driver.type = "SCRIPTED"
+driver.expression = "__import__('math').pi * 1000"
+text = bpy.data.texts.new("boot.py")
+text.write("import bpy\\nbpy.data.objects['Driven'].location.y = 777\\n")
+text.use_module = True
+"""
+)
+CRASHY = (
+    EMPTY
+    + """
+mesh = bpy.data.meshes.new("bad")
+mesh.vertices.add(3)
+mesh.loops.add(3)
+mesh.loops.foreach_set("vertex_index", [0, 1, 50000000])
+mesh.polygons.add(1)
+mesh.polygons.foreach_set("loop_start", [0])
+bpy.context.scene.collection.objects.link(bpy.data.objects.new("bad", mesh))
+"""
+)
+
+
+def write_source(root):
+    """A 4:3 source clip for scene "good", named by the run's config.json like a real run."""
+    import av
+    import numpy as np
+
+    video = root / "videos" / "synthetic" / "good.mp4"
+    video.parent.mkdir(parents=True)
+    with av.open(str(video), "w") as out:
+        stream = out.add_stream("mpeg4", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 160, 120, "yuv420p"
+        for _ in range(4):
+            frame = av.VideoFrame.from_ndarray(np.zeros((120, 160, 3), np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    split = root / "split.jsonl"
+    row = {"id": "q1", "dataset": "synthetic", "scene_name": "good", "question_type": "object_counting",
+           "question": "How many chairs?", "options": None, "ground_truth": "1"}  # fmt: skip
+    split.write_text(json.dumps(row) + "\n")
+    return split, root / "videos"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("render_run")
+    run = root / "run"
+    (run / "blends").mkdir(parents=True)
+    split, videos = write_source(root)
+    (run / "config.json").write_text(json.dumps({"split": str(split), "videos": str(videos)}))
+    # Submissions are built the way agents build them: programs run in a sandboxed worker.
+    for name, program in (("good", GOOD), ("nocam", NO_CAMERA), ("empty", EMPTY), ("driver", DRIVER),
+                          ("crashy", CRASHY)):  # fmt: skip
+        with Worker(root / f"make_{name}" / "ws", root / f"make_{name}" / "snaps") as worker:
+            result = worker.run(textwrap.dedent(program))
+            assert result.status == "ok", (name, result.reason)
+            (run / "blends" / f"{name}.blend").write_bytes(result.snapshot.read_bytes())
+    (run / "blends" / "corrupt.blend").write_bytes(b"BLENDER-v402" + b"\x00garbage" * 100)
+    return run
+
+
+@pytest.fixture(scope="module")
+def rendered(run_dir):
+    options = RenderOptions(run=run_dir, num_frames=FRAMES, preset="fast", resolution=SIZE, workers=2, progress=False,
+                            sandbox=SandboxConfig(render_timeout_s=120))  # fmt: skip
+    outcome = RenderStage(options).run()
+    rows = {
+        json.loads(line)["scene"]: json.loads(line)
+        for line in (run_dir / "render_status.jsonl").read_text().splitlines()
+    }
+    return outcome, rows
+
+
+def decode(path):
+    import av
+
+    with av.open(str(path)) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+def test_good_submission_gives_exact_frames_at_source_aspect(run_dir, rendered):
+    _, rows = rendered
+    row = rows["good"]
+    assert row["status"] == "ok", row
+    assert row["frames"] == FRAMES and row["preset"] == "fast"
+    frames = decode(run_dir / "camera_renders" / "good.mp4")
+    width, height = frame_size(SIZE, 160 / 120)  # the source clip's 4:3, not the scene's 16:9
+    assert len(frames) == FRAMES
+    assert frames[0].shape == (height, width, 3)
+    assert frames[0].std() > 1.0  # not a blank image: the cubes are in view
+    assert "aspect_note" not in row
+
+
+def test_camera_spin_is_a_warning(rendered):
+    _, rows = rendered
+    warnings = rows["good"]["warnings"]
+    assert len(warnings) == 1 and "rotation_euler[2]" in warnings[0] and "-340.0" in warnings[0]
+
+
+def test_scene_graph_contents(run_dir, rendered):
+    graph = json.loads((run_dir / "scene_graphs" / "good.json").read_text())
+    assert graph["scene"] == "good" and graph["frame_range"] == [1, 24]
+    objects = {o["name"]: o for o in graph["objects"]}
+    assert {"chair_1", "table_1", "Lamp.001", "Camera"} <= set(objects)
+    chair = objects["chair_1"]
+    assert chair["type"] == "MESH" and chair["center"] == pytest.approx([-1, 0, 0.25], abs=1e-4)
+    assert chair["dimensions"] == pytest.approx([0.5, 0.5, 0.5], abs=1e-4)
+    assert chair["materials"][0]["base_color"] == pytest.approx([0.8, 0.1, 0.1, 1.0], abs=1e-3)
+    poses = graph["camera"]["frames"]
+    assert [p["frame"] for p in poses] == list(range(1, 25))
+    assert poses[0]["location"] == pytest.approx([0, 5, 1.5], abs=1e-4)
+    assert poses[0]["rotation_euler"][2] == pytest.approx(math.radians(170), abs=1e-3)
+    assert poses[0]["lens"] == pytest.approx(50.0)
+
+
+def test_gate_and_failures_are_rows(run_dir, rendered):
+    _, rows = rendered
+    assert rows["nocam"]["status"] == "no_camera"
+    assert rows["empty"]["status"] == "no_mesh" and "0 mesh objects" in rows["empty"]["reason"]
+    assert rows["corrupt"]["status"] == "open_failed" and "corrupt.blend" in rows["corrupt"]["reason"]
+    assert rows["crashy"]["status"] == "crash" and "SIGSEGV" in rows["crashy"]["reason"]
+    for scene in ("nocam", "empty", "corrupt", "crashy"):
+        assert not (run_dir / "camera_renders" / f"{scene}.mp4").exists()
+        assert set(rows[scene]) >= {"scene", "status", "reason", "frames", "seconds", "preset", "warnings"}
+    assert (run_dir / "camera_renders" / "good.mp4").is_file()  # the crash left the good render intact
+
+
+def test_driver_and_text_block_do_not_run(run_dir, rendered):
+    _, rows = rendered
+    assert rows["driver"]["status"] == "ok", rows["driver"]
+    graph = json.loads((run_dir / "scene_graphs" / "driver.json").read_text())
+    driven = next(o for o in graph["objects"] if o["name"] == "Driven")
+    assert abs(driven["center"][0]) < 10  # pi * 1000 when the driver's Python ran
+    assert abs(driven["center"][1]) < 10  # 777 when the text block ran
+    assert "aspect_note" in rows["driver"]  # not in the split: the scene's own aspect, noted
+    assert len(decode(run_dir / "camera_renders" / "driver.mp4")) == FRAMES
+
+
+def test_resume_renders_nothing_complete(run_dir, rendered):
+    mp4 = run_dir / "camera_renders" / "good.mp4"
+    stamp = mp4.stat().st_mtime_ns
+    options = RenderOptions(run=run_dir, num_frames=FRAMES, preset="fast", resolution=SIZE, resume=True, progress=False,
+                            scenes=["good", "driver", "nocam"])  # fmt: skip
+    outcome = RenderStage(options).run()
+    assert outcome["skipped"] == 2 and set(outcome["rendered"]) == {"nocam"}
+    assert mp4.stat().st_mtime_ns == stamp
+    rows = [json.loads(line) for line in (run_dir / "render_status.jsonl").read_text().splitlines()]
+    assert sorted(r["scene"] for r in rows) == ["corrupt", "crashy", "driver", "empty", "good", "nocam"]
+
+
+def test_uniform_frames():
+    assert uniform_frames(1, 64, 64) == list(range(1, 65))
+    assert uniform_frames(1, 250, 3) == [1, 126, 250]
+    assert uniform_frames(5, 5, 3) == [5, 5, 5]
+    with pytest.raises(RenderStageError):
+        uniform_frames(1, 10, 0)
+
+
+def test_bad_input_is_one_line_error(tmp_path, capsys):
+    from headless import render
+
+    assert render.main(["--run", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "blends/" in err and "--run" in err
+    with pytest.raises(RenderStageError, match="--preset"):
+        RenderStage(RenderOptions(run=tmp_path, preset="eevee"))
+
+
+def test_rotation_warnings_ignore_malformed_rows():
+    graph = {"camera": {"rotation_jumps": [{"axis": "x"}, {"axis": 2, "frame_a": 1, "frame_b": 9, "degrees": 300}]}}
+    assert len(render_stage.rotation_warnings(graph)) == 1
+    assert render_stage.rotation_warnings({"camera": None}) == []
+
+
+def test_blender_script_entry_point_parses(tmp_path):
+    """The file Blender runs (blender -b --python headless/render.py -- ...) is importable as a script."""
+    import runpy
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "headless" / "render.py"
+    argv = sys.argv
+    sys.argv = [str(script), "--run", str(tmp_path / "nope")]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert exit_info.value.code == 2
+
+
+def test_encode_many_frames_exact_count(tmp_path):
+    """Regression: frames without timestamps made the muxer fail past the encoder's B-frame delay."""
+    import av
+    import numpy as np
+
+    from bvb_addon import video
+
+    images = []
+    for index in range(40):
+        path = tmp_path / f"{index:03d}.png"
+        with av.open(str(path), "w", format="image2") as out:
+            stream = out.add_stream("png")
+            stream.width, stream.height, stream.pix_fmt = 32, 24, "rgb24"
+            frame = av.VideoFrame.from_ndarray(np.full((24, 32, 3), index * 5, np.uint8), format="rgb24")
+            for packet in [*stream.encode(frame), *stream.encode()]:
+                out.mux(packet)
+        images.append(path)
+    dest = render_stage.encode_mp4(images, tmp_path / "out.mp4", 8.0)
+    info = video.probe(dest)
+    assert (info.frame_count, info.width, info.height) == (40, 32, 24)
+    assert not list(tmp_path.glob(".out.*"))  # no temp file left behind
