@@ -70,6 +70,13 @@ def build_parser():
     limits.add_argument("--step-timeout", type=float, default=120.0, metavar="S", help="seconds per python step")
     limits.add_argument("--frames-per-call", type=int, default=8, help="images per frames/render action")
     limits.add_argument("--frame-size", type=int, default=512, help="longest side of images shown to the agent")
+    limits.add_argument(
+        "--keep-images",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the newest N image observations stay in the prompt (0: all)",
+    )
     sandbox = parser.add_argument_group("sandbox")
     sandbox.add_argument("--sandbox-min", choices=("bwrap", "uid", "rlimits"), help="minimum isolation level")
     sandbox.add_argument(
@@ -111,6 +118,7 @@ def _configs(args, parser):
         step_timeout=args.step_timeout,
         frames_per_call=args.frames_per_call,
         frame_longest_side=args.frame_size,
+        keep_images=args.keep_images,
     )
     sandbox = {"step_timeout_s": max(args.step_timeout, 1.0)}
     if args.sandbox_min:

@@ -233,6 +233,23 @@ def test_a_tool_failure_goes_back_to_the_agent(tmp_path):
     assert (meta["status"], meta["frames_seen"]) == ("submitted", 2)
 
 
+def test_keep_images_leaves_only_the_newest_image_observations_in_the_prompt(tmp_path):
+    replies = [FRAMES, "```render\n1 64\n```", "```frames\n1.0\n```", "DONE"]
+    with ScriptedOpenAI(replies) as server:
+        loop, _ = make_loop(server, tmp_path, keep_images=2)
+        loop.run()
+        last = server.requests[-1]["messages"]
+    images = [m for m in last if isinstance(m["content"], list)]
+    assert len(images) == 2 and images[0]["content"][0]["text"].startswith("Step 2: render")
+    assert (
+        last[3]["content"]
+        == "Step 1: 2 source frame(s) at 0.00, 1.00 seconds follow, in that order. [2 image(s) no longer shown]"
+    )
+    # The trajectory keeps every image.
+    saved = read_json(tmp_path / "run/trajectories/room_1.traj.json")["messages"]
+    assert sum(1 for m in saved if isinstance(m["content"], list)) == 3
+
+
 def test_provider_4xx_ends_the_scene_with_its_message(tmp_path):
     with ScriptedOpenAI([FRAMES, {"status": 400, "message": "context length exceeded"}]) as server:
         loop, _ = make_loop(server, tmp_path)

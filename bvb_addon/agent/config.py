@@ -60,6 +60,8 @@ class AgentConfig:
     """The ``detail`` of image parts (low, high, auto)."""
     render_preset: str = "fast"
     """The worker's render preset for the render action."""
+    keep_images: int = 0
+    """Image observations kept in the prompt, newest first; older ones become a note. 0 keeps all."""
     observation_limit: int = 8000
     """Characters of stdout, stderr or traceback shown before truncation."""
     extra: dict = field(default_factory=dict)

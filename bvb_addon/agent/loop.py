@@ -212,7 +212,7 @@ class AgentLoop:
             raise LimitReached("step_limit", f"reached the step limit of {c.max_steps} replies")
         if c.wall_limit and self._runtime() >= c.wall_limit:
             raise LimitReached("wall_limit", f"reached the wall-time limit of {c.wall_limit:g} s")
-        worst = self.model.worst_case_cost(s["messages"], s.get("last_prompt_tokens", 0))
+        worst = self.model.worst_case_cost(self._prompt(), s.get("last_prompt_tokens", 0))
         if s["cost"] + worst > c.cost_limit:
             raise LimitReached(
                 "cost_limit",
@@ -220,11 +220,28 @@ class AgentLoop:
                 f"which would pass the limit of ${c.cost_limit:.2f}",
             )
 
+    def _prompt(self):
+        """The messages to send: all of them, or with only the newest ``keep_images`` image observations."""
+        messages, keep = self.state["messages"], self.config.keep_images
+        if not keep:
+            return messages
+        with_images = [i for i, m in enumerate(messages) if isinstance(m["content"], list)]
+        dropped = set(with_images[:-keep])
+        out = []
+        for i, message in enumerate(messages):
+            if i in dropped:
+                parts = message["content"]
+                text = " ".join(p["text"] for p in parts if p.get("type") == "text")
+                count = sum(1 for p in parts if p.get("type") == "image_url")
+                message = {"role": message["role"], "content": f"{text} [{count} image(s) no longer shown]"}
+            out.append(message)
+        return out
+
     def _step(self):
         started = time.monotonic()
         self._check_limits()
         s = self.state
-        reply = self.model.query(s["messages"])
+        reply = self.model.query(self._prompt())
         s["turns"] += 1
         s["cost"] += reply.cost
         s["model_seconds"] = s.get("model_seconds", 0.0) + reply.seconds
