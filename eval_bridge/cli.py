@@ -191,6 +191,14 @@ def cmd_dv(args, progress=None):
         f"{summary['cache_hits']} cache hits)"
     )
     print(f"wrote {Path(args.run) / 'dual_vqa.jsonl'} and dual_vqa_summary.json")
+    failed = counts["by_status"].get("judge_error", 0)
+    if failed:
+        from .judge import JudgeError
+
+        first = next(iter(r["reason"] for r in summary["failures"].values() if r["status"] == "judge_error"), "")
+        if failed == counts["questions"]:
+            raise JudgeError(f"every judge call failed ({first}); fix the judge settings and rerun with --resume")
+        print(f"warning: {failed} questions failed at the judge ({first}); rerun with --resume to retry them")
     return summary
 
 

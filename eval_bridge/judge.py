@@ -98,6 +98,7 @@ class VLMJudge:
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_tokens_field = max_tokens_field
+        self.api_key_env = api_key_env
         # Local servers take any key; hosted ones say so in a 401 that we surface as is.
         key = api_key or os.environ.get(api_key_env) or "EMPTY"
         self.client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s)
@@ -190,8 +191,9 @@ class VLMJudge:
                 error, retry_after = exc, None
             except openai.APIStatusError as exc:
                 if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
+                    hint = f"; check ${self.api_key_env} (--judge-api-key-env)" if exc.status_code in (401, 403) else ""
                     raise JudgeError(
-                        f"judge {self.model} refused the call: HTTP {exc.status_code} {_short(exc)}"
+                        f"judge {self.model} refused the call: HTTP {exc.status_code} {_short(exc)}{hint}"
                     ) from None
                 error, retry_after = exc, _retry_after(exc)
             if attempt == self.retries:

@@ -371,3 +371,13 @@ def test_rescoring_one_scene_keeps_the_other_scenes_rows(assets, tmp_path):
     assert {q: after[q] for q in ("q4", "q5", "q6", "q7")} == {q: before[q] for q in ("q4", "q5", "q6", "q7")}
     summary = json.loads((run / "dual_vqa_summary.json").read_text())
     assert summary["counts"]["questions"] == 7 and summary["retention_rate"] == pytest.approx(2 / 5)
+
+
+def test_a_judge_that_refuses_every_call_fails_the_command_with_a_hint(assets, tmp_path, capsys):
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(default={"status": 401, "message": "invalid api key"}) as server:
+        assert _dv(run, assets, server) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bar
+    assert err.startswith("error: every judge call failed") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
+    # The rows are written all the same, each marked for --resume to retry.
+    assert {r["status"] for r in _rows(run).values()} == {"judge_error"}
