@@ -4,30 +4,29 @@ motion = cosine of the two clips' mean tokens; layout = mean over spatial positi
 cosine between the time-pooled patch maps (tokens reshaped T/tubelet x h x w x D);
 vision_sim = (layout + motion) / 2. Failures count as 0.
 
-The model's video processor needs torchvision, which this project does not install (see
-DESIGN.md section 3), so its steps (resize, centre crop, rescale, normalise) are done here
-in numpy with the values of the model's own preprocessor_config.json.
+Frames are prepared by ``preprocess`` (numpy, the model's own preprocessor_config.json values).
 """
 
 import datetime
 import json
 import logging
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from .files import read_jsonl, write_json_atomic, write_jsonl_atomic
+from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from
+
+__all__ = ["Encoder", "LSError", "Preprocessing", "preprocess", "preprocessing_from", "run_ls", "similarities"]
 
 log = logging.getLogger(__name__)
 
 ROWS = "vision_sim.jsonl"
 SUMMARY = "vision_sim_summary.json"
 PREPROCESSOR_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 WEIGHTS_HINT = (
     "pass --model with a local folder holding config.json, model.safetensors and preprocessor_config.json "
     "(a download of facebook/vjepa2-vitl-fpc64-256, e.g. `huggingface-cli download facebook/vjepa2-vitl-fpc64-256 "
@@ -39,117 +38,11 @@ class LSError(RuntimeError):
     """A one-line reason LS cannot run, naming what to pass."""
 
 
-@dataclass(frozen=True)
-class Preprocessing:
-    """The video processor's steps and values."""
-
-    do_resize: bool = True
-    shortest_edge: int | None = 292
-    resize_hw: tuple | None = None
-    do_center_crop: bool = True
-    crop_hw: tuple = (256, 256)
-    do_rescale: bool = True
-    rescale_factor: float = 1 / 255
-    do_normalize: bool = True
-    mean: tuple = IMAGENET_MEAN
-    std: tuple = IMAGENET_STD
-
-
-def _hw(value, name):
-    if isinstance(value, int):
-        return (value, value)
-    if isinstance(value, dict) and "height" in value:
-        return (int(value["height"]), int(value.get("width", value["height"])))
-    raise LSError(f"preprocessor config: {name} must be an int or {{height, width}}, got {value!r}")
-
-
-def preprocessing_from(config, model_crop=None):
-    """Preprocessing from a preprocessor_config.json dict, the way the model's processor reads it."""
-    crop_hw = _hw(config.get("crop_size", model_crop or 256), "crop_size")
-    kind = " ".join(str(config.get(k, "")) for k in ("video_processor_type", "image_processor_type", "processor_class"))
-    size = config.get("size") or {}
-    shortest, resize_hw = None, None
-    if "VJEPA2" in kind or not size:
-        # VJEPA2VideoProcessor.__init__ derives the resize from the crop, whatever "size" says.
-        shortest = int(crop_hw[0] * 256 / 224)
-    elif isinstance(size, dict) and size.get("shortest_edge"):
-        shortest = int(size["shortest_edge"])
-    elif isinstance(size, dict) and size.get("height"):
-        resize_hw = (int(size["height"]), int(size["width"]))
-    else:
-        raise LSError(f"preprocessor config: unsupported size {size!r}; expected shortest_edge or height/width")
-    if config.get("resample", 2) not in (2, None):
-        log.warning(
-            "preprocessor asks for resample=%s; LS resizes bilinearly (the V-JEPA 2 default)", config["resample"]
-        )
-    return Preprocessing(
-        do_resize=bool(config.get("do_resize", True)),
-        shortest_edge=shortest,
-        resize_hw=resize_hw,
-        do_center_crop=bool(config.get("do_center_crop", True)),
-        crop_hw=crop_hw,
-        do_rescale=bool(config.get("do_rescale", True)),
-        rescale_factor=float(config.get("rescale_factor", 1 / 255)),
-        do_normalize=bool(config.get("do_normalize", True)),
-        mean=tuple(config.get("image_mean") or IMAGENET_MEAN),
-        std=tuple(config.get("image_std") or IMAGENET_STD),
-    )
-
-
-def resize_weights(in_size, out_size):
-    """(out, in) matrix of antialiased bilinear resampling, align_corners=False (torch/PIL's triangle filter)."""
-    scale = in_size / out_size
-    support = max(scale, 1.0)
-    inv = 1.0 / support
-    weights = np.zeros((out_size, in_size), dtype=np.float64)
-    for i in range(out_size):
-        center = scale * (i + 0.5)
-        lo = max(int(center - support + 0.5), 0)
-        hi = min(int(center + support + 0.5), in_size)
-        j = np.arange(lo, hi)
-        w = np.clip(1.0 - np.abs((j - center + 0.5) * inv), 0.0, None)
-        weights[i, lo:hi] = w / w.sum() if w.sum() > 0 else 0.0
-    return weights
-
-
-def output_size(height, width, prep):
-    """The resized (height, width): shortest edge to the size, the long edge scaled and truncated (torchvision)."""
-    if prep.resize_hw:
-        return prep.resize_hw
-    short, long = (height, width) if height <= width else (width, height)
-    new_short, new_long = prep.shortest_edge, int(prep.shortest_edge * long / short)
-    return (new_short, new_long) if height <= width else (new_long, new_short)
-
-
-def resize(frames, out_hw):
-    """Resize (T, H, W, C) uint8 frames to out_hw; uint8 out, rounded, as the processor does on uint8 tensors."""
-    t, h, w, c = frames.shape
-    wh, ww = resize_weights(h, out_hw[0]), resize_weights(w, out_hw[1])
-    out = np.einsum("oh,thwc->towc", wh.astype(np.float32), frames.astype(np.float32))
-    out = np.einsum("pw,towc->topc", ww.astype(np.float32), out)
-    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
-
-
-def preprocess(frames, prep):
-    """(T, H, W, 3) uint8 -> (T, 3, crop_h, crop_w) float32: resize, centre crop, rescale, normalise."""
-    frames = np.asarray(frames)
-    if frames.ndim != 4 or frames.shape[-1] != 3:
-        raise ValueError(f"expected (T, H, W, 3) frames, got shape {frames.shape}")
-    if prep.do_resize:
-        frames = resize(frames, output_size(frames.shape[1], frames.shape[2], prep))
-    if prep.do_center_crop:
-        ch, cw = prep.crop_hw
-        h, w = frames.shape[1:3]
-        if ch > h or cw > w:
-            raise ValueError(f"frames of {h}x{w} are smaller than the {ch}x{cw} crop")
-        top, left = int((h - ch) / 2.0), int((w - cw) / 2.0)
-        frames = frames[:, top : top + ch, left : left + cw]
-    out = frames.astype(np.float32)
-    if prep.do_rescale:
-        out = out * np.float32(prep.rescale_factor)
-    if prep.do_normalize:
-        out = (out - np.asarray(prep.mean, np.float32)) / np.asarray(prep.std, np.float32)
-    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+def _preprocessing(config, model_crop):
+    try:
+        return preprocessing_from(config, model_crop)
+    except PreprocessError as exc:
+        raise LSError(str(exc)) from None
 
 
 def _cos(a, b, axis=-1):
@@ -206,7 +99,7 @@ class Encoder:
         self.num_frames = int(num_frames)
         if self.num_frames % self.tubelet:
             raise LSError(f"--num-frames {num_frames} must be a multiple of the model's tubelet size {self.tubelet}")
-        self.prep = preprocessing_from(self._preprocessor_config(model), getattr(config, "crop_size", None))
+        self.prep = _preprocessing(self._preprocessor_config(model), getattr(config, "crop_size", None))
         self.grid = (
             self.num_frames // self.tubelet,
             self.prep.crop_hw[0] // self.patch,
