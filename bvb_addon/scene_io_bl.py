@@ -122,6 +122,20 @@ def summarize_blend(blend_path):
         remove_scene(scene)
 
 
+def take_back_names(scene, names):
+    """Rename objects to their names in the file where those are free now; returns the names still differing."""
+    left = {}
+    for here, there in (names or {}).items():
+        obj = scene.objects.get(here)
+        if obj is None or here == there:
+            continue
+        if bpy.data.objects.get(there) is None:
+            obj.name = there
+        else:
+            left[here] = there
+    return left
+
+
 def file_names_for_save(scene, names):
     """Give the scene's objects their names in the file while it is written; returns the undo callable.
 

@@ -73,6 +73,12 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
                     self, context, f"scene {scene_id!r} is not in {run_dir}; pick one of: {', '.join(scenes[:5])}"
                 )
             steps = run_view.list_steps(run_dir, scene_id)
+            current = context.scene
+            # Reopening the scene we are in: keep it (renamed) until the new one is shown,
+            # so its settings stay readable and the window never points at a removed scene.
+            reopening = current.name == scene_id
+            if reopening:
+                current.name = f"{scene_id} (reloading)"
             submission = run_view.submission_path(run_dir, scene_id)
             source = (
                 submission if submission.is_file() else next((st.blend for st in reversed(steps) if st.blend), None)
@@ -88,11 +94,9 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
             meta = run_view.read_meta(run_dir, scene_id)
         except ValueError as exc:
             return fail(self, context, str(exc))
-        if scene != context.scene:
-            scene_io_bl.copy_settings(s, scene.bvb)
+        scene_io_bl.copy_settings(s, scene.bvb)
         t = scene.bvb
         t.run_dir, t.scene_id = str(run_dir), scene_id
-        t.file_names = json.dumps({here: there for here, there in names.items() if here != there})
         t.step_diff = ""
         t.agent_status = meta.get("status", "idle") if meta else "not run"
         t.agent_step = int(meta.get("turns", meta.get("steps", 0)) or 0)
@@ -120,7 +124,12 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
         scene_io_bl.show_scene(context, scene)
         message = "; ".join(parts)
         t.status = message
-        return done(self, context, message)
+        if reopening:
+            scene_io_bl.remove_scene(current)
+        # Names the old copy held are free now; what still clashes is mapped back at save time.
+        t.file_names = json.dumps(scene_io_bl.take_back_names(scene, names))
+        self.report({"INFO"}, message)
+        return {"FINISHED"}
 
 
 classes = (BVB_OT_open_run,)

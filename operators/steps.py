@@ -56,12 +56,16 @@ class BVB_OT_load_step(BVBPollMixin, bpy.types.Operator):
             prefix = step_scene_prefix(scene_id)
             for old in [sc for sc in bpy.data.scenes if sc.name.startswith(prefix) and sc.name != current]:
                 scene_io_bl.remove_scene(old)
-            scene, names = scene_io_bl.append_scene(
-                item.blend_path, STEP_SCENE.format(scene=scene_id, number=item.number)
-            )
+            target = STEP_SCENE.format(scene=scene_id, number=item.number)
+            reloading = current == target
+            if reloading:
+                # Reloading the step we are in: keep it until the new copy is shown.
+                current = f"{target} (reloading)"
+                bpy.data.scenes[target].name = current
+            scene, names = scene_io_bl.append_scene(item.blend_path, target)
         except ValueError as exc:
             return fail(self, context, str(exc))
-        source = bpy.data.scenes[current]
+        source = bpy.data.scenes.get(scene_id) or bpy.data.scenes[current]
         lines = scene_diff.diff(before, scene_io_bl.summarize(scene, names))
         headline = f"Step {item.number:03d}: {scene_diff.headline(lines)}"
         against = f"step {previous.stem}" if previous else "an empty scene"
@@ -74,7 +78,10 @@ class BVB_OT_load_step(BVBPollMixin, bpy.types.Operator):
         scene.bvb.steps_index = index
         scene_io_bl.show_scene(context, scene)
         message = f"{headline}; program in Text '{program.name}', diff in '{diff_name}'"
-        source.bvb.status = message
+        source.bvb.status = scene.bvb.status = message
+        if reloading:
+            scene_io_bl.remove_scene(bpy.data.scenes[current])
+            scene_io_bl.take_back_names(scene, names)
         self.report({"INFO"}, message)
         return {"FINISHED"}
 

@@ -191,6 +191,12 @@ def test_open_run_load_step_and_save_submission(addon, factory_blender, tmp_path
     assert t.step_diff == "Step 001: 2 added, 0 removed, 0 changed"
     assert op("load_step", index=1) == {"FINISHED"}
     assert "left no scene" in t.status
+    # Loading the step shown in the current scene again, from inside it, replaces it cleanly.
+    with bpy.context.temp_override(scene=bpy.data.scenes["synth_easy_000 step 001"]):
+        assert bpy.ops.bvb.load_step(index=0) == {"FINISHED"}
+    assert sorted(sc.name for sc in bpy.data.scenes if sc.name.startswith("synth_easy_000 step")) == [
+        "synth_easy_000 step 001"
+    ]
 
     # A hand edit: move the chair, add a lamp, save.
     agent_bytes = (run / "blends" / "synth_easy_000.blend").read_bytes()
@@ -223,6 +229,23 @@ def test_open_run_load_step_and_save_submission(addon, factory_blender, tmp_path
         "clips": 0,
         "images": 0,
     }
+
+
+def test_reopening_the_current_run_scene_reloads_it(addon, factory_blender, tmp_path):
+    bpy = factory_blender
+    run = make_run(bpy, tmp_path)
+    bpy.context.scene.bvb.run_dir = str(run)
+    assert bpy.ops.bvb.open_run() == {"FINISHED"}
+    first = bpy.data.scenes["synth_easy_000"]
+    first.objects["chair_1"].location.x = 9.0
+    first.bvb.reference_opacity = 0.3
+    with bpy.context.temp_override(scene=first):
+        assert bpy.ops.bvb.open_run() == {"FINISHED"}
+    names = sorted(sc.name for sc in bpy.data.scenes)
+    assert names == ["Scene", "synth_easy_000"]
+    again = bpy.data.scenes["synth_easy_000"]
+    assert again.objects["chair_1"].location.x == pytest.approx(1.0), "the file's state, not the unsaved edit"
+    assert again.bvb.reference_opacity == pytest.approx(0.3), "panel settings carry over"
 
 
 def test_open_run_errors_name_the_fix(addon, factory_blender, tmp_path):
