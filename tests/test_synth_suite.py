@@ -330,3 +330,28 @@ def test_first_seen_agrees_with_ray_casts(synth_suite, oracle_probe):
                 # before it, at most a sliver shows (under the pixel threshold: an edge of the frame,
                 # a gap between other objects), never most of it
                 assert visible <= 0.3 * total, (scene, obj["id"], before)
+
+
+def test_oracle_through_the_sandbox_cli_matches_the_source(synth_suite, tmp_path):
+    """The harness's own path: headless.exec runs the oracle in a sandboxed worker and renders its camera."""
+    scene = "synth_hard_000"
+    proc = subprocess.run(
+        [sys.executable, "-m", "headless.exec", "--workspace", str(tmp_path / "ws"), "--render-frames", "1,9",
+         "--resolution", "160", "--preset", "fast", "--allow-weak-sandbox",
+         str(synth_suite / "oracle" / f"{scene}.py")],
+        cwd=REPO, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["render"]["status"] == "ok", result
+    gt = _gt(synth_suite, scene)
+    known = {o["id"] for o in gt["objects"] + gt["shell"]}
+    assert result["summary"]["mesh_objects"] == len(known)
+    added = result["summary"]["changes"]["added"]  # the summary may cut this list short
+    assert added and all(n in known or n == "Camera" or re.fullmatch(r"light_\d+", n) for n in added), added
+    assert result["summary"]["frame_range"] == [1, 16] and result["summary"]["fps"] == 4.0
+    frames = _video_frames(synth_suite / "synthetic" / f"{scene}.mp4")
+    first, ninth = (_png(Path(p)) for p in result["render"]["files"])
+    assert np.abs(first - frames[0]).mean() < 3.0
+    assert np.abs(ninth - frames[8]).mean() < 3.0
+    assert np.abs(ninth - frames[0]).mean() > 8

@@ -101,6 +101,10 @@ def encode_mp4(images, path, fps, crf=VIDEO_CRF):
                     container.mux(packet)
             for packet in stream.encode():
                 container.mux(packet)
+        # mkstemp makes the file private; a suite is data to share, so give it the usual mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
