@@ -6,7 +6,7 @@ from pathlib import Path
 import bpy
 
 from ..bvb_addon import reference_bl, run_view, scene_io_bl
-from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+from .base import BVBPollMixin, fail, register_classes, unregister_classes
 
 
 def fill_steps(settings, run_dir, scene_id):

@@ -17,13 +17,13 @@ def clip_path(settings):
 
     split = Path(bpy.path.abspath(settings.split_path))
     questions = dataset.read_split(split)
-    for ds, scene_name in dataset.split_scenes(questions):
+    scenes = dataset.split_scenes(questions)
+    for ds, scene_name in scenes:
         if scene_name == settings.split_scene:
             root = Path(bpy.path.abspath(settings.videos_root)) if settings.videos_root else split.parent
             return dataset.video_path(root, ds, scene_name)
-    raise reference.ReferenceError(
-        f"scene {settings.split_scene!r} is not in {split}; pick one of its scene_name values"
-    )
+    names = ", ".join(name for _, name in scenes[:4]) + (f" (+{len(scenes) - 4} more)" if len(scenes) > 4 else "")
+    raise reference.ReferenceError(f"scene {settings.split_scene!r} is not in {split.name}; it has: {names}")
 
 
 class BVB_OT_load_reference(BVBPollMixin, bpy.types.Operator):

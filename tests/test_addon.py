@@ -154,7 +154,7 @@ def test_reference_from_a_split_scene(addon, factory_blender, tmp_path):
     assert bpy.ops.bvb.load_reference() == {"FINISHED"}
     assert "synth_easy_001.mp4" in s.status and bpy.context.scene.frame_end == 6
     s.split_scene = "nope"
-    with pytest.raises(RuntimeError, match="'nope' is not in"):
+    with pytest.raises(RuntimeError, match="'nope' is not in split.jsonl; it has: synth_easy_001"):
         bpy.ops.bvb.load_reference()
 
 
