@@ -175,6 +175,7 @@ class PidsCgroup:
     """A cgroup v1 pids group: a process cap that binds root too, and a list of every task to kill."""
 
     def __init__(self, name, max_tasks):
+        sweep_stale_cgroups()
         self.path = CGROUP_V1_PIDS / "bvb" / name
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "pids.max").write_text(str(max_tasks))
@@ -214,6 +215,25 @@ class PidsCgroup:
 
                 time.sleep(0.02)
         log.warning("could not remove cgroup %s", self.path)
+
+
+def sweep_stale_cgroups():
+    """Remove empty groups left by harnesses that died without closing their workers."""
+    parent = CGROUP_V1_PIDS / "bvb"
+    if not parent.is_dir():
+        return
+    for group in parent.glob("w*_*"):
+        try:
+            owner = int(group.name[1:].split("_")[0])
+        except ValueError:
+            continue
+        if owner == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        try:
+            if not (group / "cgroup.procs").read_text().split():
+                group.rmdir()
+        except OSError:
+            pass
 
 
 def cgroup_available():

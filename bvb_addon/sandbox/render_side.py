@@ -72,6 +72,8 @@ def apply_preset(restore, scene, preset):
         restore.set(scene.cycles, "samples", CYCLES_SAMPLES)
         restore.set(scene.cycles, "use_denoising", True)
         restore.set(scene.cycles, "use_adaptive_sampling", True)
+        # Only the camera moves between frames of an evaluation render: keep the BVH.
+        restore.set(scene.render, "use_persistent_data", True)
 
 
 def render(workspace, req):
