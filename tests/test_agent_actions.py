@@ -98,7 +98,13 @@ def test_image_size_reads_jpeg_and_png_headers():
 def test_joined_program_keeps_ok_and_error_steps_up_to_the_last_snapshot():
     steps = [
         {"step": 1, "action": "frames", "status": "ok"},
-        {"step": 2, "action": "python", "status": "ok", "code": "bpy['a'] = 1", "snapshot": "steps/s/002.blend"},
+        {
+            "step": 2,
+            "action": "python",
+            "status": "ok",
+            "code": "import sys\nbpy['a'] = 1\nsys.exit(0)",
+            "snapshot": "s",
+        },
         {"step": 3, "action": "python", "status": "error", "code": "bpy['b'] = 2\nraise ValueError"},
         {"step": 4, "action": "python", "status": "timeout", "code": "while True: pass"},
         {
