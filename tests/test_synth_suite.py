@@ -195,17 +195,26 @@ def test_same_seed_reproduces_the_scene_and_split(synth_suite, tmp_path):
     ).read_bytes()
 
 
-def test_cli_rejects_bad_arguments(tmp_path):
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--difficulty", "extreme"], "unknown difficulty 'extreme'; use easy, medium, hard, a comma list, or all"),
+        (["--width", "161"], "size 161 must be an even number of pixels >= 16"),
+        (["--scenes", "0"], "--scenes 0 is out of range; use 1 to 100"),
+        (["--fps", "2", "--duration", "0.5"], "at least 2 frames"),
+    ],
+)
+def test_cli_rejects_bad_arguments(tmp_path, args, message):
     result = subprocess.run(
-        [sys.executable, "-m", "headless.synth", "--out", str(tmp_path), "--difficulty", "extreme"],
+        [sys.executable, "-m", "headless.synth", "--out", str(tmp_path / "suite"), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode == 2
-    assert "unknown difficulty 'extreme'; use easy, medium, hard, a comma list, or all" in result.stderr
-    assert not list(tmp_path.iterdir())
+    assert message in result.stderr
+    assert not (tmp_path / "suite").exists()
 
 
 # Run by a plain Python with bpy, in isolated mode from a folder outside the repository, so the
