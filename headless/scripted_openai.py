@@ -11,6 +11,7 @@ A reply is a dict (or a plain string, meaning ``{"content": ...}``):
   status       HTTP status to answer with (default 200); non-200 sends an OpenAI-style error
   message      the error message for a non-200 status
   delay        seconds to wait before answering
+  raw          a JSON body sent as it is with status 200 (for malformed or gateway-style answers)
 
 Replies are consumed in order; a ``responder`` callable (request body -> reply) may be given
 instead for content that depends on the request. The server records every request body,
@@ -107,7 +108,9 @@ class ScriptedOpenAI:
                     if reply.get("delay"):
                         time.sleep(reply["delay"])
                     status = int(reply.get("status", 200))
-                    if status != 200:
+                    if "raw" in reply:
+                        self._send(status, reply["raw"])
+                    elif status != 200:
                         message = reply.get("message", f"scripted error {status}")
                         self._send(status, {"error": {"message": message, "type": "scripted", "code": status}})
                     else:

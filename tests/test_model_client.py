@@ -86,6 +86,16 @@ def test_retries_are_bounded_in_time_too():
         assert 1 < server.calls < 10
 
 
+def test_a_200_without_choices_is_retried_like_an_upstream_failure():
+    gateway_error = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [],
+                             "error": {"message": "upstream timed out"}}}  # fmt: skip
+    with ScriptedOpenAI([gateway_error, "fine"]) as server:
+        assert client(server).query(USER).content == "fine"
+    with ScriptedOpenAI(default=gateway_error) as server:
+        with pytest.raises(ModelError, match=r"gave up after 2 attempts .*empty reply.*upstream timed out"):
+            client(server, max_retries=1).query(USER)
+
+
 def test_other_4xx_fails_at_once_with_the_provider_message():
     with ScriptedOpenAI([{"status": 400, "message": "model xyz does not support images"}]) as server:
         with pytest.raises(ModelError, match=r"HTTP 400.*model xyz does not support images"):

@@ -17,6 +17,10 @@ class ModelError(RuntimeError):
     """A call that cannot succeed: a 4xx other than the retried ones, or retries given up."""
 
 
+class _EmptyReply(Exception):
+    """A 200 answer without choices; retried like a 5xx."""
+
+
 @dataclass
 class ModelReply:
     content: str
@@ -131,16 +135,24 @@ class ModelClient:
         while True:
             try:
                 response = self.client.chat.completions.create(**params)
-                break
-            except self._openai.APIError as exc:
+                if response.choices:
+                    break
+                # Some gateways answer 200 with an error body and no choices: an upstream failure.
+                error = getattr(response, "model_extra", None) or {}
+                raise _EmptyReply(str((error.get("error") or {}).get("message") or "the reply had no choices"))
+            except (self._openai.APIError, _EmptyReply) as exc:
                 status = getattr(exc, "status_code", None)
                 message = _provider_message(exc)
-                if not self._retryable(exc):
+                if not isinstance(exc, _EmptyReply) and not self._retryable(exc):
                     raise ModelError(f"provider refused the call (HTTP {status}): {message}") from exc
                 delay = self._delay(attempt, exc)
                 spent = time.monotonic() - start
                 if attempt >= c.max_retries or spent + delay > c.retry_time_limit:
-                    what = f"HTTP {status}" if status else "connection error"
+                    what = (
+                        f"HTTP {status}"
+                        if status
+                        else ("empty reply" if isinstance(exc, _EmptyReply) else "connection error")
+                    )
                     raise ModelError(
                         f"gave up after {attempt + 1} attempts in {spent:.1f}s ({what}): {message}"
                     ) from exc
