@@ -1,5 +1,7 @@
 """The data layer's video half: probe, sampling by time and by count, JPEG output, errors."""
 
+import io
+
 import av
 import numpy as np
 import pytest
@@ -120,3 +122,16 @@ def test_truncated_file_is_a_clear_error(tmp_path, faststart):
     assert "cut.mp4" in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(video.VideoError):
         video.sample_uniform(cut, 4)
+
+
+def test_frame_strip_and_png(clip):
+    strip = video.frame_strip(clip, 4, height=24)
+    assert strip.shape == (24, 4 * 32, 3)
+    # frames at 0.625, 1.875, 3.125, 4.375 s -> indices 5, 15, 25, 35, left to right
+    levels = [_index_of(strip[:, i * 32 : (i + 1) * 32].mean()) for i in range(4)]
+    assert levels == [5, 15, 25, 35]
+    png = video.encode_png(strip)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    with av.open(io.BytesIO(png)) as container:
+        decoded = next(container.decode(video=0)).to_ndarray(format="rgb24")
+    assert np.array_equal(decoded, strip)
