@@ -43,11 +43,13 @@ def synth_suite(tmp_path_factory):
 
     pytest.importorskip("bpy")
     out = tmp_path_factory.mktemp("synth_suite")
-    subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "headless.synth", "--out", str(out), "--quiet", *SYNTH_SUITE_ARGS],
         cwd=Path(__file__).resolve().parent.parent,
-        check=True,
         capture_output=True,
+        text=True,
         timeout=300,
     )
+    if proc.returncode != 0:
+        pytest.fail(f"headless.synth failed ({proc.returncode}): {proc.stderr[-3000:]}")
     return out
