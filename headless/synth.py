@@ -68,7 +68,7 @@ def main(argv=None):
         print(f"error: {exc}", file=sys.stderr)
         return 2
     parser = build_parser()
-    args = parser.parse_args(bootstrap.script_args(argv))
+    args = parser.parse_args(bootstrap.script_args(argv) if argv is None else argv)
     if args.scenes < 1 or args.scenes > 100:
         parser.error(f"--scenes {args.scenes} is out of range; use 1 to 100")
     if not 1 <= args.fps <= 60:

@@ -205,3 +205,13 @@ def test_appearance_order_needs_clear_gaps_and_unseen_objects_are_never_asked():
     order = [r for r in rows if r["question_type"] == "obj_appearance_order"]
     assert len(order) == 1 and order[0]["options"][ord(order[0]["ground_truth"]) - 65][3:] == "sofa, tv, bed, lamp"
     assert not any("sink" in r["question"] for r in rows)
+
+
+def test_cli_main_takes_its_arguments_as_given(tmp_path, capsys):
+    """``bvb synth ARGS`` calls main(argv) with the arguments alone (no program name to drop)."""
+    from headless import synth as cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--difficulty", "bad", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "unknown difficulty 'bad'" in capsys.readouterr().err
