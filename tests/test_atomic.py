@@ -25,3 +25,15 @@ def test_failed_write_keeps_the_old_content(tmp_path):
         atomic.write_bytes_atomic(target, None)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_written_files_follow_the_umask_not_mkstemps_0600(tmp_path):
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        path = atomic.write_text_atomic(tmp_path / "a.txt", "x")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
