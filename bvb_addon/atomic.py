@@ -6,6 +6,16 @@ import tempfile
 from pathlib import Path
 
 
+def _read_umask():
+    # Read once at import: os.umask can only be read by setting it, which is not thread-safe.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def write_bytes_atomic(path, data):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -26,9 +36,7 @@ def write_bytes_atomic(path, data):
 
 
 def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return _UMASK
 
 
 def write_text_atomic(path, text):
