@@ -13,11 +13,13 @@ def replace_contents(scene, blend_path):
     for child in list(scene.collection.children):
         if child != reference:
             scene.collection.children.unlink(child)
+    doomed = []
     for obj in old_objects:
         if len(obj.users_scene) <= 1:
-            bpy.data.objects.remove(obj)
+            doomed.append(obj)
         elif obj.name in scene.collection.objects:
             scene.collection.objects.unlink(obj)
+    scene_io_bl.remove_objects(doomed)
     incoming, _ = scene_io_bl.append_scene(blend_path, f"BVB incoming {scene.name}")
     for obj in incoming.collection.objects:
         scene.collection.objects.link(obj)
