@@ -138,7 +138,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
             session.shown_snapshot = None
             session.pending = collections.deque()
             session.start()
-        except (ValueError, RuntimeError) as exc:  # price, key, video and config errors
+        except (OSError, ValueError, RuntimeError) as exc:  # price, key, video, config and run-folder errors
             return fail(self, context, str(exc))
         s.scene_id = task.scene
         s.agent_status, s.agent_step, s.frames_seen, s.cost, s.last_action = "running", 0, 0, 0.0, ""

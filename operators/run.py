@@ -73,7 +73,11 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
                     self, context, f"scene {scene_id!r} is not in {run_dir}; pick one of: {', '.join(scenes[:5])}"
                 )
             steps = run_view.list_steps(run_dir, scene_id)
-            current = context.scene
+            meta = run_view.read_meta(run_dir, scene_id)
+        except (OSError, ValueError) as exc:
+            return fail(self, context, str(exc))
+        current = context.scene
+        try:
             # Reopening the scene we are in: keep it (renamed) until the new one is shown,
             # so its settings stay readable and the window never points at a removed scene.
             reopening = current.name == scene_id
@@ -91,8 +95,9 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
                 if old is not None:
                     scene_io_bl.remove_scene(old)
                 scene = bpy.data.scenes.new(scene_id)
-            meta = run_view.read_meta(run_dir, scene_id)
-        except ValueError as exc:
+        except (OSError, ValueError) as exc:
+            if reopening:
+                current.name = scene_id
             return fail(self, context, str(exc))
         scene_io_bl.copy_settings(s, scene.bvb)
         t = scene.bvb
@@ -114,10 +119,13 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
         if clip is not None:
             t.clip_path = str(clip)
             if scene.camera is not None and scene.camera.type == "CAMERA":
-                loaded = reference_bl.load_clip(clip)
-                reference_bl.build_plane(scene, scene.camera, loaded, t.reference_distance)
-                t.reference_visible = True
-                parts.append(f"reference {clip.name}")
+                try:
+                    loaded = reference_bl.load_clip(clip)
+                    reference_bl.build_plane(scene, scene.camera, loaded, t.reference_distance)
+                    t.reference_visible = True
+                    parts.append(f"reference {clip.name}")
+                except ValueError as exc:
+                    parts.append(f"no reference: {exc}")
         else:
             parts.append("source clip not found (set Videos root in Source)")
         parts.append(f"{len(t.steps)} steps")

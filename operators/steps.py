@@ -41,7 +41,10 @@ class BVB_OT_load_step(BVBPollMixin, bpy.types.Operator):
             return fail(self, context, f"step row {index} does not exist; pick a step in the list")
         item = s.steps[index]
         run_dir, scene_id = Path(s.run_dir), s.scene_id
-        program = load_text(f"{scene_id}/{item.number:03d}.py", Path(item.program_path))
+        try:
+            program = load_text(f"{scene_id}/{item.number:03d}.py", Path(item.program_path))
+        except OSError as exc:
+            return fail(self, context, f"cannot read step {item.number:03d}'s program ({exc}); reopen the run")
         if not item.blend_path:
             return done(
                 self, context, f"Step {item.number:03d} left no scene (it failed); program in Text '{program.name}'"

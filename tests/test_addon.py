@@ -258,3 +258,10 @@ def test_open_run_errors_name_the_fix(addon, factory_blender, tmp_path):
     s.run_dir, s.scene_id = str(run), "other_scene"
     with pytest.raises(RuntimeError, match="'other_scene' is not in"):
         bpy.ops.bvb.open_run()
+    # A corrupt submission: one line, and the scene we are in keeps its name.
+    (run / "blends" / "synth_easy_000.blend").write_bytes(b"not a blend")
+    s.scene_id = "synth_easy_000"
+    bpy.context.scene.name = "synth_easy_000"
+    with pytest.raises(RuntimeError, match="synth_easy_000.blend"):
+        bpy.ops.bvb.open_run()
+    assert bpy.context.scene.name == "synth_easy_000"
