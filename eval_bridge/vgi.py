@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the CLI)
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +29,6 @@ COMPLETENESS = {"complete": 1.0, "partial": 0.5, "failed": 0.0}
 WINDOW = 8  # images per focus-window call
 STRIDE = 4  # windows overlap by half, so a short event is never cut at a window edge
 BUDGET = 32  # adaptively sampled frames per video
-
-
-class VGIError(ValueError):
-    pass
 
 
 # --- the score ---------------------------------------------------------------------------
@@ -87,30 +84,6 @@ def half_instances(tasks):
         ordered = sorted(family_tasks, key=lambda t: (t["level"], t["id"]))
         kept.extend(ordered[::2])
     return sorted(kept, key=lambda t: t["id"])
-
-
-# --- tasks -----------------------------------------------------------------------------------
-
-REQUIRED = ("id", "family", "domain", "skills", "level", "constraint", "rubric")
-
-
-def read_tasks(path):
-    path = Path(path)
-    if not path.is_file():
-        raise VGIError(f"tasks file {path} not found; generate one with python -m headless.vgi_tasks --out DIR")
-    tasks = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise VGIError(f"{path} line {number}: not JSON ({exc.msg}); fix or remove the line") from None
-        missing = [key for key in REQUIRED if key not in row]
-        if missing:
-            raise VGIError(f"{path} line {number}: missing {', '.join(missing)}; see headless.vgi_tasks for the schema")
-        tasks.append(row)
-    return tasks
 
 
 # --- adaptive sampling and the focus window ----------------------------------------------------

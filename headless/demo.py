@@ -104,15 +104,16 @@ def _synth(args, suite):
     if (suite / "split.jsonl").is_file():
         print(f"suite already at {suite}; reusing it")
         return
-    for index, difficulty in enumerate(DIFFICULTIES):
-        _stage(
-            "synthetic suite",
-            "headless.synth",
-            [
-                "--out", str(suite), "--scenes", "1", "--difficulty", difficulty, "--seed", str(args.seed + index),
-                "--resolution", str(args.resolution), "--fps", str(args.fps), "--duration", str(args.duration),
-            ],
-        )  # fmt: skip
+    width = args.resolution
+    height = int(round(args.resolution * 3 / 4 / 2)) * 2
+    _stage(
+        "synthetic suite",
+        "headless.synth",
+        [
+            "--out", str(suite), "--scenes", "1", "--difficulty", "all", "--seed", str(args.seed),
+            "--width", str(width), "--height", str(height), "--fps", str(args.fps), "--duration", str(args.duration),
+        ],
+    )  # fmt: skip
 
 
 def _run(args, suite, run_dir, agent):

@@ -40,6 +40,13 @@ def build_parser():
     parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")
     run = parser.add_argument_group("run")
     run.add_argument("--split", help="split file (JSON lines, VSI-Bench fields)")
+    run.add_argument(
+        "--mode",
+        choices=("bvb", "vgi"),
+        default="bvb",
+        help="bvb: rebuild the videos of a split; vgi: build and animate the procedure tasks of --tasks",
+    )
+    run.add_argument("--tasks", help="VGI tasks.jsonl (--mode vgi; --videos is the VGI suite folder)")
     run.add_argument("--videos", help="VSI-Bench-style root holding <dataset>/<scene>.mp4")
     run.add_argument("--output", help="run directory to write (results/<run>)")
     run.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scene names")
@@ -94,7 +101,11 @@ def _configs(args, parser):
 
     missing = [
         flag
-        for flag, value in (("--split", args.split), ("--videos", args.videos), ("--output", args.output))
+        for flag, value in (
+            ("--tasks" if args.mode == "vgi" else "--split", args.tasks if args.mode == "vgi" else args.split),
+            ("--videos", args.videos),
+            ("--output", args.output),
+        )
         if not value
     ]
     if missing:
@@ -140,6 +151,8 @@ def _configs(args, parser):
         workers=args.workers,
         sandbox=SandboxConfig(**sandbox),
         progress=not args.quiet,
+        mode=args.mode,
+        tasks=args.tasks,
     )
     return options, config
 
@@ -165,7 +178,7 @@ def main(argv=None):
         print(f"Blender {versions.blender_version() or 'not available'}")
         print(f"Python {platform.python_version()}")
         return 0
-    if not (args.split or args.videos or args.output):
+    if not (args.split or args.tasks or args.videos or args.output):
         parser.print_help()
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

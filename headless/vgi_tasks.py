@@ -5,7 +5,9 @@
 
 Writes DIR/tasks.jsonl (one row per task: id, family, domain, skills, level, start image,
 constraint, rubric, completeness), DIR/images/<id>.png (16:9 start image rendered with
-Cycles), DIR/oracle/<id>.py (a standalone bpy program that builds and solves the task),
+Cycles), DIR/vgi/<id>.mp4 (the start image held for the procedure's length: the agent's
+source clip in ``headless.run --mode vgi``), DIR/oracle/<id>.py (a standalone bpy program
+that builds and solves the task),
 and with --oracle-videos DIR/videos/<id>.mp4 and DIR/timelines/<id>.json of the oracle.
 """
 
@@ -67,6 +69,29 @@ def encode_frames(frames_dir, fps, out_path):
     tmp.replace(out_path)
 
 
+def write_still_clip(image_path, frames, fps, out_path):
+    """The start image held for the procedure's length: what the agent's frames tool shows."""
+    import av
+    import numpy as np
+
+    with av.open(str(image_path)) as image_file:
+        image = next(image_file.decode(video=0)).to_ndarray(format="rgb24")
+    image = np.ascontiguousarray(image[: image.shape[0] // 2 * 2, : image.shape[1] // 2 * 2])
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp.mp4")
+    with av.open(str(tmp), "w") as container:
+        stream = container.add_stream("libx264", rate=int(fps))
+        stream.height, stream.width = image.shape[:2]
+        stream.pix_fmt = "yuv420p"
+        frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+        for _ in range(max(1, frames)):
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    tmp.replace(out_path)
+
+
 def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, scale=100):
     """Generate the suite; return the task rows."""
     from bvb_addon.atomic import write_text_atomic
@@ -105,6 +130,10 @@ def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, s
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise RuntimeError("Blender failed while rendering VGI tasks: " + " | ".join(tail))
+    from bvb_addon.vgi import suite
+
+    for row in rows:
+        write_still_clip(out / row["start_image"], row["frames"], families.FPS, suite.still_clip(out, row["id"]))
     if oracle_videos:
         for job in jobs:
             encode_frames(job["frames_dir"], families.FPS, out / "videos" / f"{job['id']}.mp4")

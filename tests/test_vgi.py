@@ -255,3 +255,28 @@ def test_checker_scores_blender_oracles_perfect_end_to_end(vgi_suite, tmp_path):
     assert summary["protocol"] == "vgi_v1" and summary["judge"] == "checker"
     assert summary["overall"] == {"score": 100.0, "success": 100.0, "instances": 2}
     assert set(summary["by_domain"]) == {"physical manipulation", "spatiotemporal dynamics"}
+
+
+@pytest.mark.blender
+def test_runner_vgi_mode_oracle_then_sandboxed_timelines_score_perfect(vgi_suite, tmp_path):
+    from eval_bridge import cli
+    from headless import run, vgi_timelines
+
+    out = tmp_path / "run"
+    code = run.main(
+        ["--mode", "vgi", "--tasks", str(vgi_suite / "tasks.jsonl"), "--videos", str(vgi_suite),
+         "--output", str(out), "--agent", "oracle", "--quiet"]
+    )  # fmt: skip
+    assert code == 0
+    rows = vgi.read_tasks(vgi_suite / "tasks.jsonl")
+    trajectory = json.loads((out / "trajectories" / f"{rows[0]['id']}.traj.json").read_text())
+    assert rows[0]["constraint"] in trajectory["messages"][1]["content"]
+    assert "animate the procedure" in trajectory["messages"][0]["content"]
+    assert json.loads((out / "config.json").read_text())["mode"] == "vgi"
+    assert vgi_timelines.main(["--run", str(out)]) == 0
+    assert cli.main(
+        ["vgi", "--videos", str(vgi_suite / "videos"), "--tasks", str(vgi_suite / "tasks.jsonl"),
+         "--judge", "checker", "--timelines", str(out / "timelines"), "--out", str(out)]
+    ) == 0  # fmt: skip
+    summary = json.loads((out / "vgi_summary.json").read_text())
+    assert summary["overall"]["score"] == 100.0

@@ -47,6 +47,9 @@ class SceneTask:
     duration: float
     width: int
     height: int
+    mode: str = "bvb"
+    """"bvb" rebuilds a video; "vgi" builds a start image and animates a procedure."""
+    constraint: str = ""
 
 
 def truncate(text, limit):
@@ -104,14 +107,17 @@ class AgentLoop:
             "step_timeout": f"{c.step_timeout:g}",
             "limits": ", ".join(limits),
             "blender_version": self.blender_version,
+            "constraint": t.constraint,
         }
+        suffix = "_vgi" if t.mode == "vgi" else ""
+        tools = prompts.render("tools", **values)
         return {
             "format": TRAJECTORY_FORMAT,
             "scene": t.scene,
             "task": vars(t),
             "messages": [
-                {"role": "system", "content": prompts.render("system", **values)},
-                {"role": "user", "content": prompts.render("instance", **values)},
+                {"role": "system", "content": prompts.render(f"system{suffix}", tools=tools, **values)},
+                {"role": "user", "content": prompts.render(f"instance{suffix}", **values)},
             ],
             "steps": [],
             "turns": 0,

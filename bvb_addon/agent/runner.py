@@ -28,7 +28,7 @@ class RunError(ValueError):
 
 @dataclass
 class RunOptions:
-    split: Path
+    split: Path | None
     videos: Path
     output: Path
     scenes: list = field(default_factory=list)
@@ -39,6 +39,9 @@ class RunOptions:
     sandbox: object = None
     """A sandbox.SandboxConfig, or None for the sandbox's defaults."""
     progress: bool = True
+    mode: str = "bvb"
+    """"bvb": scenes of a split; "vgi": procedure tasks of a VGI suite (tasks.jsonl)."""
+    tasks: Path = None
 
 
 def parse_shard(text):
@@ -98,17 +101,12 @@ class Runner:
     # -- set-up ------------------------------------------------------------------------
 
     def _prepare(self):
-        from .. import dataset
-
         o, c = self.options, self.config
-        if not Path(o.split).is_file():
-            raise RunError(f"--split {o.split}: no such file; give a split .jsonl (python -m headless.synth makes one)")
         if not Path(o.videos).is_dir():
             raise RunError(
                 f"--videos {o.videos}: no such folder; give the VSI-Bench-style root holding <dataset>/<scene>.mp4"
             )
-        questions = dataset.read_split(o.split)
-        scenes = select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, o.shard)
+        scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
         if c.agent == "model":
             # Fail fast, before any scene: unknown price, missing key.
             self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in)
@@ -119,6 +117,28 @@ class Runner:
         self._level = self._sandbox_level()
         self._write_config(len(scenes))
         return scenes
+
+    def _split_scenes(self):
+        from .. import dataset
+
+        o = self.options
+        if not Path(o.split).is_file():
+            raise RunError(f"--split {o.split}: no such file; give a split .jsonl (python -m headless.synth makes one)")
+        questions = dataset.read_split(o.split)
+        return select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, o.shard)
+
+    def _vgi_scenes(self):
+        from ..vgi import suite
+
+        o = self.options
+        if not o.tasks:
+            raise RunError("--mode vgi needs --tasks DIR/tasks.jsonl (python -m headless.vgi_tasks makes one)")
+        try:
+            rows = suite.read_tasks(o.tasks)
+        except suite.VGIError as exc:
+            raise RunError(str(exc)) from None
+        self._vgi_rows = {row["id"]: row for row in rows}
+        return select_scenes([(suite.DATASET, row["id"]) for row in rows], o.scenes, o.limit, o.shard)
 
     def _sandbox_level(self):
         """The isolation workers will get here, for config.json; RunError below the required minimum."""
@@ -161,7 +181,9 @@ class Runner:
             "api_key_env": c.api_key_env if c.agent == "model" else None,
             "limits": c.limits(),
             "price_per_million": vars(self.price),
-            "split": str(o.split),
+            "mode": o.mode,
+            "split": str(o.split) if o.split else None,
+            "tasks": str(o.tasks) if o.tasks else None,
             "videos": str(o.videos),
             "sandbox_level": self._level,
             "sandbox_config": vars(sandbox_config) if hasattr(sandbox_config, "__dict__") else None,
@@ -185,6 +207,7 @@ class Runner:
 
         path = dataset.video_path(self.options.videos, dataset_name, scene)
         info = video.probe(path)
+        vgi_row = getattr(self, "_vgi_rows", {}).get(scene) if self.options.mode == "vgi" else None
         return SceneTask(
             scene=scene,
             dataset=dataset_name,
@@ -194,6 +217,8 @@ class Runner:
             duration=info.duration,
             width=info.width,
             height=info.height,
+            mode=self.options.mode,
+            constraint=vgi_row["constraint"] if vgi_row else "",
         )
 
     def _fail(self, dataset_name, scene, status, stop_reason, reason):

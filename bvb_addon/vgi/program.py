@@ -168,3 +168,19 @@ def build_program(plan, animate=True):
 def timeline_program(out_path):
     """A program that writes the open scene's timeline JSON to out_path."""
     return TIMELINE + f"\nwith open({str(out_path)!r}, 'w') as handle:\n    handle.write(TIMELINE_JSON)\n"
+
+
+MARK = "BVB_TIMELINE_JSON:"
+
+
+def timeline_stdout_program():
+    """A program that prints the open scene's timeline on one marked stdout line (for sandboxed workers)."""
+    return TIMELINE + f"\nprint({MARK!r} + TIMELINE_JSON)\n"
+
+
+def timeline_from_stdout(stdout):
+    """The timeline dict printed by timeline_stdout_program, or None."""
+    for line in reversed((stdout or "").splitlines()):
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK) :])
+    return None

@@ -1,0 +1,87 @@
+"""Export the object timelines of a VGI run's submissions, for the exact checker.
+
+    python -m headless.vgi_timelines --run RUN [--scenes ID ...]
+
+Each blends/<id>.blend is untrusted: it is opened in a sandboxed worker (no scripts, no
+drivers), stepped frame by frame, and its objects' boxes and emission are written to
+RUN/timelines/<id>.json. Then: python -m eval_bridge vgi --videos RUN/camera_renders
+--tasks DIR/tasks.jsonl --judge checker --timelines RUN/timelines
+"""
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from headless import bootstrap  # noqa: E402
+
+MAX_TIMELINE_CHARS = 16 << 20
+
+
+def export_timeline(blend, dest, sandbox_config=None):
+    """Open one submission in a sandboxed worker and write its timeline; returns (status, reason)."""
+    from dataclasses import replace
+
+    from bvb_addon.atomic import write_json_atomic
+    from bvb_addon.sandbox import SandboxConfig, Worker
+    from bvb_addon.vgi import program, timeline
+
+    config = replace(sandbox_config or SandboxConfig(), output_chars=MAX_TIMELINE_CHARS)
+    work = Path(tempfile.mkdtemp(prefix="bvb-vgi-timeline-"))
+    try:
+        with Worker(work / "workspace", work / "snapshots", config) as worker:
+            loaded = worker.load_blend(Path(blend), snapshot=False)
+            if loaded.status != "ok":
+                return loaded.status, loaded.reason or "the .blend did not open"
+            result = worker.run(program.timeline_stdout_program())
+            if result.status != "ok":
+                return result.status, (result.reason or result.traceback or "")[-300:]
+            data = program.timeline_from_stdout(result.stdout)
+            if data is None:
+                return "error", "the worker printed no timeline"
+            timeline.Timeline.from_json(data)  # validates the untrusted shape before it is kept
+            write_json_atomic(dest, data, indent=None)
+            return "ok", ""
+    except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+        return "error", f"bad timeline: {exc}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None):
+    try:
+        bootstrap.add_venv(None if argv is None else ["headless.vgi_timelines", *argv])
+    except bootstrap.BootstrapError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    parser = argparse.ArgumentParser(
+        prog="headless.vgi_timelines",
+        description="Export object timelines of a VGI run's submissions (sandboxed) for the exact checker.",
+        epilog="example: python -m headless.vgi_timelines --run results/vgi_oracle",
+    )
+    parser.add_argument("--run", required=True, help="run directory written by headless.run --mode vgi")
+    parser.add_argument("--scenes", nargs="+", help="only these task ids")
+    args = parser.parse_args(bootstrap.script_args() if argv is None else list(argv))
+    run = Path(args.run)
+    blends = sorted((run / "blends").glob("*.blend"))
+    if args.scenes:
+        blends = [b for b in blends if b.stem in set(args.scenes)]
+    if not blends:
+        print(f"error: no submissions in {run / 'blends'}; run headless.run --mode vgi first", file=sys.stderr)
+        return 2
+    failures = 0
+    for blend in blends:
+        status, reason = export_timeline(blend, run / "timelines" / f"{blend.stem}.json")
+        print(f"{blend.stem}: {status}{' (' + reason + ')' if reason else ''}")
+        failures += status != "ok"
+    print(f"wrote {len(blends) - failures} timelines to {run / 'timelines'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
