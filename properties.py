@@ -9,6 +9,7 @@ The reference follows opacity and visibility through a timer (``sync_reference``
 """
 
 import bpy
+from bpy.app.handlers import persistent
 from bpy.props import (
     BoolProperty,
     CollectionProperty,
@@ -163,6 +164,14 @@ def sync_reference():
     return SYNC_INTERVAL_S
 
 
+@persistent
+def refit_reference(scene, depsgraph=None):
+    """Frame change: keep the reference plane filling the view of an animated or switched camera."""
+    from .bvb_addon import reference_bl
+
+    reference_bl.refit_plane(scene)
+
+
 classes = (BVBStep, BVBScore, BVBSceneSettings)
 
 
@@ -171,9 +180,12 @@ def register():
         bpy.utils.register_class(cls)
     bpy.types.Scene.bvb = PointerProperty(type=BVBSceneSettings)
     bpy.app.timers.register(sync_reference, first_interval=SYNC_INTERVAL_S, persistent=True)
+    bpy.app.handlers.frame_change_post.append(refit_reference)
 
 
 def unregister():
+    if refit_reference in bpy.app.handlers.frame_change_post:
+        bpy.app.handlers.frame_change_post.remove(refit_reference)
     # A timer left registered crashes the bpy module at exit, so this must always run.
     if bpy.app.timers.is_registered(sync_reference):
         bpy.app.timers.unregister(sync_reference)

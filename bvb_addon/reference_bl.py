@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 import bpy
+from mathutils import Vector
 
 from . import reference
 
@@ -132,6 +133,33 @@ def _plane_mesh(fit):
         uv.data[loop.index].uv = coord
     mesh.update()
     return mesh
+
+
+def refit_plane(scene):
+    """Fit the plane to the scene camera's current lens, sensor, shift and render size; True if it moved.
+
+    Called on every frame change, so an animated lens (a zoom) or a camera switch keeps the
+    reference filling the view.
+    """
+    obj = bpy.data.objects.get(PLANE_NAME)
+    camera = scene.camera
+    if obj is None or camera is None or camera.type != "CAMERA" or scene.objects.get(PLANE_NAME) is None:
+        return False
+    if obj.parent != camera:
+        obj.parent = camera
+        obj.matrix_parent_inverse.identity()
+    wanted = -obj.data.vertices[0].co.z if len(obj.data.vertices) == 4 else 1.0
+    try:
+        fit = plane_fit(scene, camera, wanted)
+    except reference.ReferenceError:
+        return False
+    corners = fit.corners()
+    if all((v.co - Vector(c)).length < 1e-7 for v, c in zip(obj.data.vertices, corners, strict=True)):
+        return False
+    for vertex, corner in zip(obj.data.vertices, corners, strict=True):
+        vertex.co = corner
+    obj.data.update()
+    return True
 
 
 def remove_plane(scene=None):

@@ -76,6 +76,28 @@ def test_reference_plane_fills_the_camera_view(addon, factory_blender, clips, cl
     assert _corners_in_camera_view(bpy, scene, camera)[2][:2] == pytest.approx((1.0, 1.0), abs=1e-4)
 
 
+def test_reference_plane_follows_an_animated_lens_and_a_camera_switch(addon, factory_blender, clips):
+    bpy = factory_blender
+    scene = bpy.context.scene
+    camera = add_camera(bpy, scene)
+    scene.bvb.clip_path = str(clips["landscape"])
+    camera.data.lens = 20.0
+    camera.data.keyframe_insert("lens", frame=1)
+    camera.data.lens = 60.0
+    camera.data.keyframe_insert("lens", frame=12)
+    scene.frame_set(1)
+    assert bpy.ops.bvb.load_reference() == {"FINISHED"}
+    for frame in (6, 12):
+        scene.frame_set(frame)
+        corners = _corners_in_camera_view(bpy, scene, camera)
+        assert [c[:2] for c in corners] == [pytest.approx(p, abs=1e-4) for p in [(0, 0), (1, 0), (1, 1), (0, 1)]]
+    other = add_camera(bpy, scene, name="Other", location=(3.0, 0.0, 1.0), rotation=(1.3, 0.0, 1.2))
+    scene.frame_set(3)
+    assert bpy.data.objects["BVB Reference Plane"].parent == other
+    corners = _corners_in_camera_view(bpy, scene, other)
+    assert [c[:2] for c in corners] == [pytest.approx(p, abs=1e-4) for p in [(0, 0), (1, 0), (1, 1), (0, 1)]]
+
+
 def test_opacity_visibility_background_and_clear(addon, factory_blender, clips):
     bpy = factory_blender
     assert bpy.app.timers.is_registered(addon.properties.sync_reference)

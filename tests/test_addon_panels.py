@@ -141,7 +141,12 @@ def test_unregister_removes_everything(factory_blender):
     module.register()
     names = [n for n in dir(bpy.types) if n.startswith(("BVB_", "BVB"))]
     assert set(PANELS) <= set(names)
+    added = [h for h in bpy.app.handlers.frame_change_post if h.__module__.startswith("bvb")]
+    assert added and bpy.app.timers.is_registered(module.properties.sync_reference)
     module.unregister()
+    assert not [h for h in bpy.app.handlers.frame_change_post if h.__module__.startswith("bvb")]
+    assert not bpy.app.timers.is_registered(module.properties.sync_reference)
+    assert not bpy.app.timers.is_registered(module.operators.agent.pump)
     forget_addon()
     assert not [n for n in dir(bpy.types) if n.startswith("BVB")]
     assert not hasattr(bpy.types.Scene, "bvb")
