@@ -87,6 +87,14 @@ def pump():
     return PUMP_INTERVAL_S if sessions else None
 
 
+def missing_package(exc):
+    """One line for a dependency this Blender lacks, naming the zip that carries it."""
+    return (
+        f"this Blender lacks the Python package {exc.name or exc}; install the extension zip that carries its "
+        "wheels (python -m headless.extension_wheels builds it)"
+    )
+
+
 def agent_config(context, settings):
     from ..bvb_addon.agent.config import AgentConfig
 
@@ -140,6 +148,8 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
             session.start()
         except (OSError, ValueError, RuntimeError) as exc:  # price, key, video, config and run-folder errors
             return fail(self, context, str(exc))
+        except ImportError as exc:
+            return fail(self, context, missing_package(exc))
         s.scene_id = task.scene
         s.agent_status, s.agent_step, s.frames_seen, s.cost, s.last_action = "running", 0, 0, 0.0, ""
         sessions[scene.name] = session

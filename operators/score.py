@@ -1,5 +1,6 @@
 """Render and score: the render stage for this scene, then the bridge's DV, LS and Overall."""
 
+import functools
 import logging
 import threading
 from pathlib import Path
@@ -25,6 +26,18 @@ def _render_stage():
     except ImportError:
         return None
     return render_stage
+
+
+@functools.cache
+def _missing_render_dependency():
+    """Why the render stage cannot run here (PyAV encodes the mp4), or None; polls ask on every redraw."""
+    try:
+        import av  # noqa: F401
+    except ImportError as exc:
+        from .agent import missing_package
+
+        return missing_package(exc)
+    return None
 
 
 def _show_render(scene, path):
@@ -106,6 +119,9 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
             return "No blends/<scene>.blend yet; save the submission first"
         if _render_stage() is None:
             return "The render stage (bvb_addon.render_stage) is not part of this install"
+        missing = _missing_render_dependency()
+        if missing:
+            return missing
         return None
 
     def execute(self, context):
