@@ -54,6 +54,7 @@ class RunView:
     scenes: list = field(default_factory=list)
     judge: str = ""
     protocol: str = ""
+    steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
 
 
 def overall_score(dv, ls):
@@ -120,6 +121,7 @@ def load_run(run_dir, videos_root=None):
         view.overall = overall["overall"]
     elif view.dv is not None:
         view.overall = overall_score(view.dv, view.ls or 0.0)
+    view.steps = _read_json(run_dir / "steps_analysis.json") or {}
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
     for qtype, entry in (dv_summary.get("by_question_type") or {}).items():
@@ -236,6 +238,48 @@ def _plots(runs, assets):
     return "scatter.svg", "dv_by_type.svg"
 
 
+STEP_RATES = (
+    ("wrong_to_correct_rate", "wrong → correct"),
+    ("wrong_to_other_wrong_rate", "wrong → other wrong"),
+    ("correct_to_wrong_rate", "correct → wrong"),
+    ("stability_second_half", "stable, 2nd half"),
+)
+
+
+def _steps_plot(runs, assets):
+    """Self-correction across agent steps (eval_bridge steps), drawn with matplotlib; None without data."""
+    analysed = [view for view in runs if view.steps]
+    if not analysed:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (rates, lock) = plt.subplots(1, 2, figsize=(9.5, 3.6), dpi=100)
+    width = 0.8 / len(analysed)
+    for index, view in enumerate(analysed):
+        xs = np.arange(len(STEP_RATES)) + index * width
+        rates.bar(xs, [100 * view.steps.get(key, 0.0) for key, _ in STEP_RATES], width=width, label=view.name)
+        steps = [q["lock_in_step"] for q in view.steps.get("per_question", {}).values()]
+        if steps:
+            lock.hist(steps, bins=range(0, max(steps) + 2), alpha=0.6, label=view.name, align="left")
+    rates.set_xticks(np.arange(len(STEP_RATES)) + width * (len(analysed) - 1) / 2)
+    rates.set_xticklabels([label for _, label in STEP_RATES], fontsize=7)
+    rates.set_ylim(0, 100)
+    rates.set_ylabel("% of transitions / questions")
+    rates.set_title("Self-correction across agent steps")
+    rates.legend(fontsize=7)
+    lock.set_xlabel("step index where the answer locks in")
+    lock.set_ylabel("questions")
+    lock.set_title("Lock-in step")
+    fig.tight_layout()
+    fig.savefig(assets / "steps.svg")
+    plt.close(fig)
+    return "steps.svg"
+
+
 def _fmt(value, digits=1):
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -263,6 +307,7 @@ th:first-child, td:first-child {{ text-align: left; }}
 <h2>Scores</h2>
 <div class="plots"><img id="scatter" src="assets/{scatter}" alt="DV versus LS scatter">
 <img id="by-type" src="assets/{bars}" alt="DV by question type"></div>
+{steps}
 {runs}
 <script>
 window.addEventListener("load", function () {{
@@ -328,6 +373,13 @@ def build_report(run_dirs, out_dir, videos_root=None):
             raise FileNotFoundError(f"run directory {run_dir} does not exist; pass a folder written by headless.run")
         runs.append(load_run(run_dir, videos_root))
     scatter, bars = _plots(runs, assets)
+    steps_plot = _steps_plot(runs, assets)
+    steps_html = (
+        f"<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='assets/{steps_plot}' "
+        "alt='self-correction across agent steps'></div>"
+        if steps_plot
+        else ""
+    )
     sections = []
     for index, view in enumerate(runs):
         slug = f"run{index}_{Path(view.path).name}"
@@ -342,6 +394,7 @@ def build_report(run_dirs, out_dir, videos_root=None):
         table=_leaderboard_table(runs),
         scatter=scatter,
         bars=bars,
+        steps=steps_html,
         runs="\n".join(sections),
     )
     index = out_dir / "index.html"

@@ -131,3 +131,16 @@ def test_report_opens_in_chromium_without_console_errors(two_runs, tmp_path):
     top = image[: image.shape[0] // 2]
     coloured = np.abs(top.astype(int) - top.mean(axis=2, keepdims=True)).max(axis=2) > 40
     assert coloured.mean() > 0.001
+
+
+def test_step_analysis_chart_appears_when_a_run_has_one(two_runs, tmp_path):
+    from eval_bridge.steps_analysis import StepAnswer, analyze
+
+    good, _ = two_runs
+    analysis = analyze({"q1": [StepAnswer("a", False), StepAnswer("b", True)], "q2": [StepAnswer("c", True)] * 2})
+    (good / "steps_analysis.json").write_text(json.dumps(analysis))
+    page = report.build_report(two_runs, tmp_path / "report").read_text()
+    assert "id='steps'" in page
+    assert (tmp_path / "report" / "assets" / "steps.svg").stat().st_size > 1000
+    without = report.build_report([two_runs[1]], tmp_path / "report2").read_text()
+    assert "id='steps'" not in without

@@ -1,0 +1,164 @@
+"""``python -m eval_bridge steps``: judge every step snapshot of a run and analyse self-correction.
+
+Each scene's step snapshots (steps/<scene>/NNN.blend) are opened one after another in a
+sandboxed Blender worker (they are untrusted). The geometry judge answers the scene's
+questions from each snapshot's scene graph; a VLM judge sees a short render of each
+snapshot instead. The answers per step feed eval_bridge.steps_analysis, and the result is
+written to RUN/steps_analysis.json (and the answers to RUN/steps_answers.jsonl).
+"""
+
+import json
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+from bvb_addon.atomic import write_json_atomic, write_text_atomic
+
+from .correctness import GEOMETRY_PROTOCOL, score
+from .steps_analysis import StepAnswer, analyze
+
+log = logging.getLogger(__name__)
+
+PREVIEW_FRAMES = 8
+PREVIEW_SIDE = 256
+
+
+def step_snapshots(run_dir, scene):
+    """[(step number, path)] of a scene's step snapshots, in order."""
+    folder = Path(run_dir) / "steps" / scene
+    found = []
+    for path in sorted(folder.glob("*.blend")):
+        if path.stem.isdigit():
+            found.append((int(path.stem), path))
+    return found
+
+
+class SnapshotReader:
+    """One warm sandboxed worker that opens snapshots and reports their scene graphs or previews."""
+
+    def __init__(self, sandbox_config=None):
+        from bvb_addon.sandbox import Worker
+
+        self._dir = Path(tempfile.mkdtemp(prefix="bvb-steps-"))
+        self.worker = Worker(self._dir / "workspace", self._dir / "snapshots", sandbox_config)
+
+    def graph(self, blend):
+        loaded = self.worker.load_blend(blend, snapshot=False)
+        if loaded.status != "ok":
+            return None
+        # Every frame's camera pose: appearance-order questions project objects through them.
+        return self.worker.scene_graph(None)
+
+    def preview(self, blend):
+        """JPEG frames of a short render of the snapshot, or None when it cannot render."""
+        from bvb_addon import video
+        from bvb_addon.render_stage import uniform_frames
+
+        loaded = self.worker.load_blend(blend, snapshot=False)
+        if loaded.status != "ok":
+            return None
+        graph = self.worker.scene_graph([])
+        start, end = graph.get("frame_range") or (1, 1)
+        frames = uniform_frames(start, end, PREVIEW_FRAMES)
+        result = self.worker.render_frames(frames, PREVIEW_SIDE, preset="fast", out_dir=self._dir / "preview")
+        if result.status != "ok":
+            return None
+        jpegs = []
+        for path in result.files:
+            import av
+
+            with av.open(str(path)) as image:
+                rgb = next(image.decode(video=0)).to_ndarray(format="rgb24")
+            jpegs.append(video.encode_jpeg(rgb, 80))
+        return jpegs
+
+    def close(self):
+        self.worker.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _judge_answers(judge, questions, graph, jpegs):
+    """The judge's answer text per question id for one snapshot."""
+    if getattr(judge, "kind", "") == "geometry":
+        from .geometry import answer
+        from .scene_geometry import from_scene_graph
+
+        geometry = from_scene_graph(graph) if graph is not None else None
+        return {q.id: (answer(geometry, q) if geometry is not None else "") for q in questions}
+    from .cache import frames_hash
+    from .judge import Media
+
+    if not jpegs:
+        return {q.id: "" for q in questions}
+    media = Media(frames=jpegs, digest=frames_hash(jpegs))
+    return {q.id: judge.ask(media, q).text for q in questions}
+
+
+def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progress=None):
+    """Answer every question on every step of every scene; write and return the analysis."""
+    run_dir = Path(run_dir)
+    protocol = GEOMETRY_PROTOCOL if getattr(judge, "kind", "") == "geometry" else judge.protocol
+    by_scene = {}
+    for q in questions:
+        by_scene.setdefault(q.scene_name, []).append(q)
+    wanted = [s for s in by_scene if not scenes or s in set(scenes)]
+    sequences, rows = {}, []
+    reader = SnapshotReader(sandbox_config)
+    try:
+        for scene in wanted:
+            snapshots = step_snapshots(run_dir, scene)
+            for step, blend in snapshots:
+                graph = reader.graph(blend)
+                jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
+                answers = _judge_answers(judge, by_scene[scene], graph, jpegs)
+                for q in by_scene[scene]:
+                    correct = score(protocol, q.question_type, answers[q.id], q.options, q.ground_truth) >= 1.0
+                    sequences.setdefault(q.id, []).append(StepAnswer(answers[q.id], correct))
+                    rows.append({"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
+                                 "answer": answers[q.id], "correct": correct})  # fmt: skip
+            if progress:
+                progress(scene, len(snapshots))
+    finally:
+        reader.close()
+    result = analyze(sequences)
+    result.update(judge=judge.name, protocol=protocol, scenes=len(wanted))
+    write_text_atomic(run_dir / "steps_answers.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    write_json_atomic(run_dir / "steps_analysis.json", result)
+    return result
+
+
+def add_parser(sub, make_judge_args):
+    p = sub.add_parser(
+        "steps",
+        help="judge every step snapshot and analyse self-correction across agent steps",
+        epilog="example: python -m eval_bridge steps --run results/r1 --split suite/split.jsonl --videos suite "
+        "--judge geometry",
+    )
+    p.add_argument("--run", required=True)
+    p.add_argument("--split", required=True)
+    p.add_argument("--videos", required=True)
+    p.add_argument("--scenes", nargs="+", help="only these scenes")
+    make_judge_args(p)
+    p.set_defaults(func=cmd_steps)
+    return p
+
+
+def cmd_steps(args):
+    from bvb_addon.dataset import read_split
+
+    from .cli import make_judge
+
+    questions = read_split(args.split)
+    judge = make_judge(args)
+    result = run_steps(args.run, questions, judge, scenes=args.scenes)
+    print(
+        f"steps: {result['questions']} questions over {result['scenes']} scenes; "
+        f"wrong->correct {100 * result['wrong_to_correct_rate']:.1f}%, "
+        f"wrong->other wrong {100 * result['wrong_to_other_wrong_rate']:.1f}%, "
+        f"correct->wrong {100 * result['correct_to_wrong_rate']:.1f}%, "
+        f"stable over the second half {100 * result['stability_second_half']:.1f}%, "
+        f"mean lock-in step {result['mean_lock_in_step']:.2f}"
+    )
+    print(f"wrote {Path(args.run) / 'steps_analysis.json'}")
+    return result

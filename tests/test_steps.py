@@ -1,0 +1,73 @@
+"""eval_bridge steps on a real run: an empty room first, then the exact scene, judged per step."""
+
+import json
+
+import pytest
+
+from bvb_addon.agent.baselines import empty_room_program
+from bvb_addon.agent.loop import SceneTask
+from bvb_addon.dataset import read_split
+from eval_bridge.geometry import GeometryJudge
+from eval_bridge.steps import run_steps, step_snapshots
+from headless import run
+from headless.scripted_openai import ScriptedOpenAI
+
+pytestmark = pytest.mark.blender
+
+SCENE = "synth_easy_000"
+
+
+def _fenced(kind, body):
+    return f"```{kind}\n{body}\n```"
+
+
+@pytest.fixture(scope="module")
+def stepped_run(synth_suite, tmp_path_factory):
+    """A scripted agent's run: step 2 builds an empty room, step 3 the exact scene, then DONE."""
+    from bvb_addon import video
+
+    info = video.probe(synth_suite / "synthetic" / f"{SCENE}.mp4")
+    task = SceneTask(SCENE, "synthetic", "", info.fps, info.frame_count, info.duration, info.width, info.height)
+    replies = [
+        _fenced("frames", "count=1"),
+        _fenced("python", empty_room_program(task)),
+        _fenced("python", (synth_suite / "oracle" / f"{SCENE}.py").read_text()),
+        "DONE",
+    ]
+    out = tmp_path_factory.mktemp("stepped") / "run"
+    with ScriptedOpenAI(replies) as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BVB_TEST_KEY", "x")
+        code = run.main(
+            ["--split", str(synth_suite / "split.jsonl"), "--videos", str(synth_suite), "--output", str(out),
+             "--scenes", SCENE, "--model", "scripted", "--base-url", server.base_url, "--price-in", "0",
+             "--price-out", "0", "--api-key-env", "BVB_TEST_KEY", "--quiet"]
+        )  # fmt: skip
+    assert code == 0
+    return out
+
+
+def test_every_python_step_left_a_snapshot(stepped_run):
+    assert [step for step, _ in step_snapshots(stepped_run, SCENE)] == [2, 3]
+
+
+def test_answers_move_from_wrong_to_correct_and_lock_in_at_the_exact_step(stepped_run, synth_suite):
+    questions = [q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE]
+    result = run_steps(stepped_run, questions, GeometryJudge())
+    rows = [json.loads(line) for line in (stepped_run / "steps_answers.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * len(questions)
+    by_step = {step: {r["id"]: r["correct"] for r in rows if r["step"] == step} for step in (2, 3)}
+    # The exact scene answers every question right.
+    assert all(by_step[3].values())
+    wrong_first = sum(not ok for ok in by_step[2].values())
+    assert wrong_first >= len(questions) // 2  # an empty room gets most questions wrong
+    assert result["questions"] == len(questions)
+    assert result["counts"]["wrong_to_correct"] == wrong_first
+    assert result["counts"]["correct_to_wrong"] == 0
+    assert result["wrong_to_correct_rate"] == 1.0
+    answers = {(r["step"], r["id"]): r["answer"] for r in rows}
+    for qid, entry in result["per_question"].items():
+        # Locked in from the first step when the empty room already gave the final answer, else at the second.
+        same = answers[(2, qid)] == answers[(3, qid)]
+        assert entry["lock_in_step"] == (0 if same else 1)
+        assert entry["final_correct"] is True
+    assert json.loads((stepped_run / "steps_analysis.json").read_text())["judge"] == "geometry"
