@@ -102,11 +102,20 @@ def list_steps(run_dir, scene_id):
         if not match:
             continue
         blend = path.with_suffix(".blend")
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
-        steps.append(
-            StepFile(int(match.group(1)), path, blend if blend.is_file() else None, lines[0][:80] if lines else "")
-        )
+        steps.append(StepFile(int(match.group(1)), path, blend if blend.is_file() else None, headline(path)))
     return sorted(steps, key=lambda step: step.number)
+
+
+def headline(program_path):
+    """The line that says most about a program: its first comment, else its first line past the imports."""
+    lines = [line.strip() for line in Path(program_path).read_text(errors="replace").splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("#") and line.lstrip("# "):
+            return line.lstrip("# ")[:80]
+    for line in lines:
+        if not line.startswith(("import ", "from ", "#")):
+            return line[:80]
+    return lines[0][:80] if lines else ""
 
 
 def previous_snapshot(steps, number):

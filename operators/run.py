@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import bpy
+from bpy.props import StringProperty
 
 from ..bvb_addon import reference_bl, run_view, scene_io_bl
 from .base import BVBPollMixin, fail, register_classes, unregister_classes
@@ -52,6 +53,8 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
     bl_label = "Open Run Scene"
     bl_options = {"REGISTER", "UNDO"}
 
+    scene: StringProperty(name="Scene", description="Scene to open (empty: the panel's Scene field)", default="")
+
     @classmethod
     def unavailable(cls, context):
         if not context.scene.bvb.run_dir:
@@ -65,7 +68,7 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
             run_view.check_run_dir(run_dir)
             config = run_view.read_config(run_dir)
             scenes = run_view.run_scenes(run_dir)
-            scene_id = s.scene_id or (scenes[0] if len(scenes) == 1 else "")
+            scene_id = self.scene or s.scene_id or (scenes[0] if len(scenes) == 1 else "")
             if not scene_id:
                 return fail(self, context, f"{run_dir.name} has {len(scenes)} scenes; pick one in the Scene field")
             if scene_id not in scenes:

@@ -4,6 +4,32 @@ import bpy
 
 from .base import BVBPanel, register_classes, unregister_classes
 
+SHOWN_SCENES = 8
+
+# run_dir -> (modification times of its scene folders, scenes): a draw must not walk a big run each redraw.
+_scene_cache = {}
+
+
+def run_scenes_cached(run_dir):
+    """The run's scene ids, re-listed only when one of its scene folders changed."""
+    from pathlib import Path
+
+    from ..bvb_addon import run_view
+
+    root = Path(run_dir)
+    stamp = tuple(
+        (root / name).stat().st_mtime_ns if (root / name).is_dir() else 0
+        for name in ("blends", "steps", "agent_meta", "trajectories")
+    )
+    cached = _scene_cache.get(run_dir)
+    if cached is None or cached[0] != stamp:
+        try:
+            scenes = run_view.run_scenes(run_view.check_run_dir(root))
+        except ValueError:
+            scenes = []
+        cached = _scene_cache[run_dir] = (stamp, scenes)
+    return cached[1]
+
 
 class BVB_PT_run(BVBPanel, bpy.types.Panel):
     bl_label = "Run"
@@ -15,6 +41,14 @@ class BVB_PT_run(BVBPanel, bpy.types.Panel):
         layout.prop(s, "run_dir")
         layout.prop(s, "scene_id")
         layout.operator("bvb.open_run", icon="FILE_FOLDER")
+        scenes = run_scenes_cached(bpy.path.abspath(s.run_dir)) if s.run_dir else []
+        if scenes:
+            col = layout.column(align=True)
+            for scene_id in scenes[:SHOWN_SCENES]:
+                op = col.operator("bvb.open_run", text=scene_id, icon="SCENE_DATA", depress=scene_id == s.scene_id)
+                op.scene = scene_id
+            if len(scenes) > SHOWN_SCENES:
+                col.label(text=f"... {len(scenes) - SHOWN_SCENES} more: type a name in Scene")
         col = layout.column()
         col.prop(s, "model")
         col.prop(s, "reasoning")

@@ -84,6 +84,7 @@ def test_run_view_lists_steps_and_keeps_the_agent_version_once(tmp_path):
     steps = run / "steps" / "s1"
     steps.mkdir(parents=True)
     (steps / "001.py").write_text("\n\nimport bpy\n")
+    (steps / "003.py").write_text("import bpy\nfrom math import pi\n\nbpy.ops.mesh.primitive_cube_add()\n# the table\n")
     (steps / "001.blend").write_bytes(b"one")
     (steps / "002.py").write_text("x = 1\n")
     (steps / "notes.py").write_text("not a step\n")
@@ -93,7 +94,12 @@ def test_run_view_lists_steps_and_keeps_the_agent_version_once(tmp_path):
     assert [(s.number, s.blend is not None, s.first_line) for s in listed] == [
         (1, True, "import bpy"),
         (2, False, "x = 1"),
+        (3, False, "the table"),
     ]
+    assert run_view.headline(steps / "003.py") == "the table"
+    (steps / "004.py").write_text("import bpy\nbpy.ops.mesh.primitive_cube_add()\n")
+    assert run_view.headline(steps / "004.py") == "bpy.ops.mesh.primitive_cube_add()"
+    (steps / "004.py").unlink()
     assert run_view.previous_snapshot(listed, 2).name == "001.blend"
     assert run_view.previous_snapshot(listed, 1) is None
     assert run_view.run_scenes(run) == ["s1"]

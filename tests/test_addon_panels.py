@@ -37,15 +37,28 @@ class RecordingLayout:
     def operator(self, operator, **kwargs):
         category, name = operator.split(".")
         op = getattr(getattr(self.bpy.ops, category), name)
-        op.get_rna_type()  # raises KeyError for an operator that is not registered
+        rna = op.get_rna_type()  # raises KeyError for an operator that is not registered
         self.log.append(("operator", operator))
-        return None
+        return OperatorProperties(rna, operator, self.log)
 
     def template_list(self, listtype_name, list_id, dataptr, propname, active_dataptr, active_propname, **kwargs):
         assert hasattr(self.bpy.types, listtype_name), f"UIList {listtype_name} is not registered"
         assert dataptr.bl_rna.properties[propname].type == "COLLECTION"
         assert active_dataptr.bl_rna.properties[active_propname].type == "INT"
         self.log.append(("list", f"{listtype_name}:{propname}"))
+
+
+class OperatorProperties:
+    """What layout.operator returns: setting a property checks it exists on the operator."""
+
+    def __init__(self, rna, idname, log):
+        object.__setattr__(self, "_rna", rna)
+        object.__setattr__(self, "_idname", idname)
+        object.__setattr__(self, "_log", log)
+
+    def __setattr__(self, name, value):
+        assert name in self._rna.properties, f"operator {self._idname} has no property {name!r}"
+        self._log.append(("operator_prop", f"{self._idname}.{name}={value}"))
 
 
 class Holder:
@@ -65,7 +78,7 @@ def addon(factory_blender):
 PANELS = ["BVB_PT_main", "BVB_PT_source", "BVB_PT_run", "BVB_PT_steps", "BVB_PT_edit", "BVB_PT_score"]
 
 
-def test_every_panel_draws_only_real_properties_and_operators(addon, factory_blender):
+def test_every_panel_draws_only_real_properties_and_operators(addon, factory_blender, tmp_path):
     bpy = factory_blender
     scene = bpy.context.scene
     add_camera(bpy, scene)
@@ -75,6 +88,10 @@ def test_every_panel_draws_only_real_properties_and_operators(addon, factory_ble
     row = s.dv_by_type.add()
     row.question_type, row.value = "object_counting", 50.0
     s.has_scores, s.status, s.step_diff, s.last_action = True, "ok", "1 added", "python"
+    run = tmp_path / "run"
+    for name in ("s_a", "s_b"):
+        (run / "steps" / name).mkdir(parents=True)
+    s.run_dir, s.scene_id = str(run), "s_b"
     drawn = {}
     for mode in ("PLANE", "BACKGROUND"):
         s.reference_mode = mode
@@ -87,6 +104,10 @@ def test_every_panel_draws_only_real_properties_and_operators(addon, factory_ble
     assert ("operator", "bvb.load_reference") in drawn["BVB_PT_source"]
     assert ("list", "BVB_UL_steps:steps") in drawn["BVB_PT_steps"]
     assert ("label", "1 added") in drawn["BVB_PT_steps"]
+    assert [e for k, e in drawn["BVB_PT_run"] if k == "operator_prop"] == [
+        "bvb.open_run.scene=s_a",
+        "bvb.open_run.scene=s_b",
+    ]
     ops = {entry for log in drawn.values() for kind, entry in log if kind == "operator"}
     registered = {f"bvb.{name}" for name in dir(bpy.ops.bvb)}
     assert ops == registered, "every operator is on a panel, and every panel button is an operator"
@@ -133,6 +154,8 @@ def test_recording_layout_catches_a_wrong_path(addon, factory_blender):
         layout.prop(bpy.context.scene.bvb, "clip")
     with pytest.raises(KeyError):
         layout.operator("bvb.no_such_operator")
+    with pytest.raises(AssertionError, match="has no property 'scene_name'"):
+        layout.operator("bvb.open_run").scene_name = "x"
 
 
 def test_unregister_removes_everything(factory_blender):
