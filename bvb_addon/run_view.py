@@ -118,6 +118,22 @@ def headline(program_path):
     return lines[0][:80] if lines else ""
 
 
+def readable_trajectory(data):
+    """The trajectory without its images' base64 data (a placeholder with the size instead), for reading."""
+
+    def strip(value):
+        if isinstance(value, dict):
+            url = value.get("url")
+            if isinstance(url, str) and url.startswith("data:"):
+                return {**value, "url": f"<{url.split(';', 1)[0][5:]} image, {len(url) // 1024} KiB as data URL>"}
+            return {key: strip(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [strip(item) for item in value]
+        return value
+
+    return strip(data)
+
+
 def previous_snapshot(steps, number):
     """The latest snapshot strictly before step ``number`` (None: compare with an empty scene)."""
     earlier = [step for step in steps if step.number < number and step.blend is not None]

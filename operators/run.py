@@ -27,7 +27,8 @@ def load_text(name, path):
     content = Path(path).read_text(errors="replace")
     if path.suffix == ".json":
         try:
-            content = json.dumps(json.loads(content), indent=2)
+            # Trajectories carry every image as a data URL: a Text block shows a placeholder instead.
+            content = json.dumps(run_view.readable_trajectory(json.loads(content)), indent=2)
         except json.JSONDecodeError:
             pass
     text = bpy.data.texts.get(name) or bpy.data.texts.new(name)

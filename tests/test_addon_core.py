@@ -131,3 +131,23 @@ def test_find_clip_searches_dataset_folders(tmp_path):
     clip.write_bytes(b"")
     assert run_view.find_clip("s1", [None, tmp_path]) == clip
     assert run_view.find_clip("s2", [tmp_path]) is None
+
+
+def test_readable_trajectory_replaces_image_data():
+    url = "data:image/jpeg;base64," + "A" * 4096
+    data = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+                ],
+            }
+        ]
+    }
+    out = run_view.readable_trajectory(data)
+    part = out["messages"][0]["content"][1]["image_url"]
+    assert part == {"url": "<image/jpeg image, 4 KiB as data URL>", "detail": "low"}
+    assert out["messages"][0]["content"][0] == {"type": "text", "text": "hi"}
+    assert data["messages"][0]["content"][1]["image_url"]["url"] == url, "the input is not changed"

@@ -74,6 +74,8 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     s.scene_id = SCENE
     assert bpy.ops.bvb.open_run() == {"FINISHED"}
     opened = bpy.data.scenes[SCENE]
+    trajectory = bpy.data.texts[f"{SCENE}.traj.json"].as_string()
+    assert "base64" not in trajectory and "image, " in trajectory and '"role": "assistant"' in trajectory
     assert [st.number for st in opened.bvb.steps] == [2]
     with bpy.context.temp_override(scene=opened):
         assert bpy.ops.bvb.load_step(index=0) == {"FINISHED"}
