@@ -240,6 +240,39 @@ def test_cannot_read_write_or_delete_host_canary(worker, canary):
     assert not (canary.parent / "new.txt").exists() and not Path(str(canary) + ".moved").exists()
 
 
+@needs_bwrap
+def test_only_what_blender_needs_is_visible(worker, canary):
+    """bwrap binds the runtime, the worker's own code and the workspace; nothing else of the host."""
+    result = worker.run(
+        prog(
+            """
+        import os
+        print(sorted(os.listdir('/')))
+        print(os.path.exists(CANARY), os.path.exists(os.path.dirname(CANARY)))
+        print(os.path.exists(REPO + '/README.md'), os.path.exists(REPO + '/.git'), os.path.exists('/etc/passwd'))
+        """,
+            CANARY=canary,
+            REPO=Path(__file__).resolve().parent.parent,
+        )
+    )
+    assert result.status == "ok", result.reason
+    top, canary_seen, repo_seen = result.stdout.strip().splitlines()
+    for host_only in ("home", "var", "opt", "srv", "mnt", "boot", "run", "sys"):
+        assert f"'{host_only}'" not in top
+    assert canary_seen == "False False"
+    assert repo_seen == "False False False"
+
+
+def test_a_worker_started_in_a_short_lived_thread_survives_it(tmp_path):
+    holder = {}
+    thread = threading.Thread(target=lambda: holder.setdefault("w", Worker(tmp_path / "ws", tmp_path / "s", CONFIG)))
+    thread.start()
+    thread.join()
+    with holder["w"] as w:
+        time.sleep(0.3)
+        assert w.run("print('alive')").stdout.strip() == "alive"
+
+
 def test_system_paths_are_read_only(worker):
     result = worker.run(
         textwrap.dedent("""
@@ -530,3 +563,54 @@ def test_killed_harness_leaves_no_worker(tmp_path):
         pytest.fail("worker processes outlived the killed harness")
     if group and group.exists():
         group.rmdir()
+
+
+def test_exec_cli_continues_the_scene_and_renders(tmp_path, capsys):
+    import json
+
+    from headless import exec as exec_cli
+
+    program = tmp_path / "build.py"
+    program.write_text(
+        textwrap.dedent("""
+        import bpy
+        bpy.ops.mesh.primitive_cube_add()
+        cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+        bpy.context.scene.collection.objects.link(cam)
+        bpy.context.scene.camera = cam
+        cam.location = (0, -6, 2)
+        cam.rotation_euler = (1.3, 0, 0)
+        """)
+    )
+    assert exec_cli.main(["--workspace", str(tmp_path / "scene"), str(program)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["status"] == "ok" and first["step"] == 1 and first["sandbox"]["level"] == LEVEL.name
+    (tmp_path / "more.py").write_text("import bpy\nprint(len(bpy.context.scene.objects))\n")
+    args = [
+        "--workspace",
+        str(tmp_path / "scene"),
+        "--render-frames",
+        "1,2",
+        "--resolution",
+        "32",
+        str(tmp_path / "more.py"),
+    ]
+    assert exec_cli.main(args) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["step"] == 2 and second["stdout"].strip() == "2"  # the same scene, continued
+    assert second["render"]["status"] == "ok" and len(second["render"]["files"]) == 2
+    assert all(Path(f).is_file() for f in second["render"]["files"])
+    assert exec_cli.main(["--workspace", str(tmp_path / "scene"), str(tmp_path / "missing.py")]) == 2
+    assert "cannot read program" in capsys.readouterr().err
+
+
+def test_blender_binary_worker(tmp_path):
+    import shutil
+
+    binary = os.environ.get("BLENDER_BIN") or shutil.which("blender")
+    if not binary:
+        pytest.skip("no Blender binary here (set BLENDER_BIN); workers use the bpy module")
+    with Worker(tmp_path / "ws", tmp_path / "snaps", SandboxConfig(blender_bin=binary)) as w:
+        result = w.run("import bpy\nbpy.ops.mesh.primitive_cube_add()\nprint(bool(bpy.app.binary_path))")
+        assert result.status == "ok" and result.stdout.strip() == "True", result.reason
+        assert result.snapshot.is_file()

@@ -1,5 +1,6 @@
 """Sandbox settings and the ladder of isolation levels."""
 
+import os
 from dataclasses import dataclass, field
 
 # Weakest first; a level is the strongest rung that is active.
@@ -33,8 +34,9 @@ class SandboxConfig:
     """RLIMIT_FSIZE: the largest file a worker may write."""
     open_files: int = 1024
     """RLIMIT_NOFILE."""
-    max_processes: int = 256
-    """Tasks (processes and threads) per worker: cgroup pids.max, and RLIMIT_NPROC under the dropped uid."""
+    max_processes: int = field(default_factory=lambda: max(256, 8 * (os.cpu_count() or 1) + 64))
+    """Tasks (processes and threads) per worker: cgroup pids.max, and RLIMIT_NPROC under the dropped uid.
+    Blender starts a few threads per core, so the default grows with the machine."""
     tmp_bytes: int = 512 << 20
     """Size of the worker's private /tmp (tmpfs, bubblewrap only)."""
     output_chars: int = 20000

@@ -60,8 +60,9 @@ def apply_preset(restore, scene, preset):
         restore.set(shading, "color_type", "MATERIAL")
         restore.set(shading, "show_shadows", False)
         restore.set(shading, "show_cavity", False)
-        # FXAA instead of 8 jittered samples: about twice as fast on a CPU rasteriser.
-        restore.set(scene.display, "render_aa", "FXAA")
+        # No anti-aliasing: on a CPU rasteriser (llvmpipe) even FXAA doubles the time per
+        # frame (0.14 s against 0.07 s at 512 px, 200 objects); the H.264 encode softens edges.
+        restore.set(scene.display, "render_aa", "OFF")
         # Workbench shows a material's viewport colour; agents set the node base colour.
         for material in bpy.data.materials:
             restore.set(material, "diffuse_color", principled_base_color(material))
@@ -72,6 +73,10 @@ def apply_preset(restore, scene, preset):
         restore.set(scene.cycles, "samples", CYCLES_SAMPLES)
         restore.set(scene.cycles, "use_denoising", True)
         restore.set(scene.cycles, "use_adaptive_sampling", True)
+        # On a 2-core CPU the denoiser's prefilter costs as much as the path tracing itself
+        # (2.1 s against 4.3 s per frame at 384 px with FAST); 4 bounces suffice for the judge.
+        restore.set(scene.cycles, "denoising_prefilter", "FAST")
+        restore.set(scene.cycles, "max_bounces", 4)
         # Only the camera moves between frames of an evaluation render: keep the BVH.
         restore.set(scene.render, "use_persistent_data", True)
 

@@ -379,7 +379,7 @@ class Worker:
         argv, env = self._command(child.fileno())
         started = time.monotonic()
         try:
-            self._proc = subprocess.Popen(
+            self._proc = _spawn(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 pass_fds=(child.fileno(),), start_new_session=True, preexec_fn=self._preexec, env=env,
                 cwd="/",
@@ -500,6 +500,25 @@ class Worker:
             note = f"restarting the worker failed ({exc}); the next request tries again"
         if result is not None:
             result.reason = f"{result.reason}; {note}" if result.reason else note
+
+
+_SPAWNER = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawn(*args, **kwargs):
+    """subprocess.Popen from one long-lived thread.
+
+    bwrap's --die-with-parent and the worker's PR_SET_PDEATHSIG fire when the *thread* that
+    forked exits, not the process: a worker started from a short-lived thread would die with it.
+    """
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bvb-sandbox-spawner")
+    return _SPAWNER.submit(subprocess.Popen, *args, **kwargs).result()
 
 
 def frame_size(longest_side, aspect):
