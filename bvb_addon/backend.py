@@ -9,6 +9,7 @@ retried after a node loss simply continues from what was saved. Local stays the 
 """
 
 import logging
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -34,6 +35,7 @@ def ensure_ray(address=None, num_cpus=None):
     """Connect to a running cluster (address, or RAY_ADDRESS) or start a local one."""
     ray = require_ray()
     if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS")
         kwargs = {"address": address} if address else {"num_cpus": num_cpus}
         # The run directory is on shared storage; code comes from the same checkout on every node.
         ray.init(ignore_reinit_error=True, log_to_driver=False, include_dashboard=False, **kwargs)
@@ -41,7 +43,11 @@ def ensure_ray(address=None, num_cpus=None):
 
 
 def map_unordered(fn, items, *, backend="local", workers=1, ray_address=None, num_cpus=1, num_gpus=0, max_retries=2):
-    """Yield (item, result, error) for each item as it finishes; error is an exception or None."""
+    """Yield (item, result, error) for each item as it finishes; error is an exception or None.
+
+    fn may be any picklable callable (a function, a functools.partial). On Ray an error is the
+    task's own exception (unwrapped from Ray's RayTaskError) once its retries are spent.
+    """
     items = list(items)
     if backend not in BACKENDS:
         raise BackendError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
@@ -49,6 +55,12 @@ def map_unordered(fn, items, *, backend="local", workers=1, ray_address=None, nu
         yield from _local(fn, items, workers)
     else:
         yield from _ray(fn, items, ray_address, num_cpus, num_gpus, max_retries, workers)
+
+
+def task_cause(error):
+    """The exception a Ray task raised, without Ray's wrapper (itself when it is no Ray error)."""
+    cause = getattr(error, "cause", None)
+    return cause if isinstance(cause, BaseException) else error
 
 
 def _local(fn, items, workers):
@@ -68,70 +80,152 @@ def _local(fn, items, workers):
 
 def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers):
     ray = ensure_ray(address, num_cpus=max(workers, 1) * max(num_cpus, 1) if not address else None)
-    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=max_retries)(fn)
+    name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "bvb_task")
+
+    def call(item):
+        return fn(item)
+
+    # Through a closure, so partials and callable objects travel as well as plain functions.
+    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=max_retries)(call).options(name=name)
     pending = {remote.remote(item): item for item in items}
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        ref = done[0]
-        item = pending.pop(ref)
-        try:
-            yield item, ray.get(ref), None
-        except Exception as exc:  # a task that failed for good (after its retries)
-            yield item, None, exc
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ref = done[0]
+            item = pending.pop(ref)
+            try:
+                yield item, ray.get(ref), None
+            except Exception as exc:  # a task that failed for good (after its retries)
+                yield item, None, task_cause(exc)
+    finally:
+        # The caller stopped early (an error, Ctrl-C): tasks nobody will read are cancelled.
+        for ref in pending:
+            ray.cancel(ref)
 
 
 class ConcurrencyCap:
-    """At most `limit` holders at once: in this process (local) or across a Ray cluster (ray)."""
+    """At most `limit` holders at once: in this process (local) or across a Ray cluster (ray).
 
-    def __init__(self, limit, backend="local", name="bvb_judge_cap"):
+    On Ray the permits live in a named, detached actor in the "bvb" namespace, so every task of
+    every driver on the cluster that names the same cap shares one limit (a provider's rate limit
+    is per account, not per run). A permit is a lease: one held by a task that was killed (a lost
+    node) is reclaimed after lease_s, so a crash never shrinks the cap for good.
+    """
+
+    def __init__(self, limit, backend="local", name="bvb_judge_cap", lease_s=300.0):
         self.limit = max(1, int(limit))
         self.backend = backend
         self.name = name
+        self.lease_s = float(lease_s)
         self._semaphore = threading.BoundedSemaphore(self.limit) if backend == "local" else None
+        self._handle = None
+        self._tokens = threading.local()
 
     def _actor(self):
-        ray = require_ray()
-        return _cap_actor_class(ray).options(name=self.name, get_if_exists=True, lifetime="detached").remote(self.limit)
+        if self._handle is None:
+            ray = require_ray()
+            actor = (
+                _cap_actor_class(ray)
+                .options(name=self.name, namespace=CAP_NAMESPACE, get_if_exists=True, lifetime="detached")
+                .remote(self.limit, self.lease_s)
+            )
+            self._handle = actor
+        return self._handle
+
+    def open(self):
+        """Create the cap (or set an existing one's limit to ours): the driver calls this before its tasks start."""
+        if self._semaphore is None:
+            ray = require_ray()
+            previous = ray.get(self._actor().set_limit.remote(self.limit))
+            if previous != self.limit:
+                log.info("concurrency cap %s: limit %s -> %s", self.name, previous, self.limit)
+        return self
+
+    def held(self):
+        """Permits held right now (for progress and tests)."""
+        if self._semaphore is not None:
+            return self.limit - self._semaphore._value
+        return require_ray().get(self._actor().held.remote())
 
     def __enter__(self):
         if self._semaphore is not None:
             self._semaphore.acquire()
         else:
-            ray = require_ray()
-            ray.get(self._actor().acquire.remote())
+            token = require_ray().get(self._actor().acquire.remote())
+            self._stack().append(token)
         return self
 
     def __exit__(self, *exc):
         if self._semaphore is not None:
             self._semaphore.release()
         else:
-            ray = require_ray()
-            ray.get(self._actor().release.remote())
+            token = self._stack().pop()
+            require_ray().get(self._actor().release.remote(token))
+
+    def _stack(self):
+        # One cap object is shared by many threads; each releases the permit it took.
+        stack = getattr(self._tokens, "stack", None)
+        if stack is None:
+            stack = self._tokens.stack = []
+        return stack
 
     def __reduce__(self):
-        # A cap crosses process boundaries by name; the semaphore lives in the named actor.
-        return (ConcurrencyCap, (self.limit, self.backend, self.name))
+        # A cap crosses process boundaries by name; the permits live in the named actor.
+        return (ConcurrencyCap, (self.limit, self.backend, self.name, self.lease_s))
 
 
+CAP_NAMESPACE = "bvb"
 _CAP_CLASS = None
 
 
 def _cap_actor_class(ray):
     global _CAP_CLASS
     if _CAP_CLASS is None:
-
-        @ray.remote(num_cpus=0, max_concurrency=1000)
+        # max_restarts: a cap whose node was lost comes back empty rather than failing every acquire.
+        @ray.remote(num_cpus=0, max_concurrency=1000, max_restarts=-1)
         class _Cap:
-            def __init__(self, limit):
+            def __init__(self, limit, lease_s):
                 import asyncio
 
-                self.semaphore = asyncio.Semaphore(limit)
+                self.limit = limit
+                self.lease_s = lease_s
+                self.holders = {}
+                self.issued = 0
+                self.changed = asyncio.Condition()
+
+            async def set_limit(self, limit):
+                async with self.changed:
+                    previous, self.limit = self.limit, limit
+                    self.changed.notify_all()
+                return previous
+
+            async def held(self):
+                return len(self.holders)
 
             async def acquire(self):
-                await self.semaphore.acquire()
+                import asyncio
+                import time
 
-            async def release(self):
-                self.semaphore.release()
+                async with self.changed:
+                    while True:
+                        now = time.monotonic()
+                        for token, deadline in list(self.holders.items()):
+                            if deadline <= now:  # its holder died without releasing
+                                del self.holders[token]
+                        if len(self.holders) < self.limit:
+                            self.issued += 1
+                            self.holders[self.issued] = now + self.lease_s
+                            return self.issued
+                        wait = min(self.holders.values()) - now
+                        try:
+                            await asyncio.wait_for(self.changed.wait(), timeout=max(wait, 0.01))
+                        except TimeoutError:
+                            pass
+
+            async def release(self, token):
+                async with self.changed:
+                    self.holders.pop(token, None)
+                    self.changed.notify_all()
 
         _CAP_CLASS = _Cap
     return _CAP_CLASS

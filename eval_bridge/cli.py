@@ -1,6 +1,7 @@
 """Command line of the eval bridge: dv, ls, overall, leaderboard, serve, report."""
 
 import argparse
+import hashlib
 import logging
 import os
 import sys
@@ -8,15 +9,25 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+DEFAULT_JUDGE_CONCURRENCY = 8
+
 EXAMPLES = """examples:
   python -m eval_bridge dv --run results/r1 --split split.jsonl --videos VSI-Bench \\
       --judge-base-url https://api.openai.com/v1 --judge-model gpt-4o --workers 8
   python -m eval_bridge dv --run results/r1 --split suite/split.jsonl --videos suite --judge geometry
   python -m eval_bridge ls --run results/r1 --split split.jsonl --videos VSI-Bench --model ./vjepa2
+  python -m eval_bridge dv ... --backend ray --ray-address auto --judge-concurrency 8
   python -m eval_bridge overall --run results/r1
   python -m eval_bridge leaderboard results/r1 results/r2 --out board.csv --reference published.csv
   python -m eval_bridge serve --root results
 """
+
+
+def _add_backend(p):
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help="local threads, or Ray tasks")
+    p.add_argument(
+        "--ray-address", help="Ray cluster to join (auto, or HOST:PORT; default: $RAY_ADDRESS or a local Ray)"
+    )
 
 
 def _add_dv(sub):
@@ -45,6 +56,13 @@ def _add_dv(sub):
         default="max_completion_tokens",
         help="request field for the 32-token cap (max_tokens for older servers)",
     )
+    _add_backend(p)
+    p.add_argument(
+        "--judge-concurrency",
+        type=int,
+        help=f"most judge requests in flight at once, across the whole Ray cluster "
+        f"(default {DEFAULT_JUDGE_CONCURRENCY} with --backend ray; unlimited beyond --workers locally)",
+    )
     p.set_defaults(func=cmd_dv)
 
 
@@ -62,6 +80,8 @@ def _add_ls(sub):
     p.add_argument("--trust-remote-code", action="store_true", help="for community V-JEPA 2.1 ports")
     p.add_argument("--resume", action="store_true", help="keep scenes already scored with this model")
     p.add_argument("--scenes", nargs="+", help="re-score only these scenes")
+    _add_backend(p)
+    p.add_argument("--scenes-per-task", type=int, default=8, help="scenes per Ray task (one encoder load each)")
     p.set_defaults(func=cmd_ls)
 
 
@@ -152,7 +172,23 @@ def make_judge(args):
         retries=args.retries,
         backoff_s=args.retry_base_delay,
         max_tokens_field=args.max_tokens_field,
+        cap=judge_cap(args),
     )
+
+
+def judge_cap(args):
+    """The cap on judge requests in flight: cluster-wide on Ray, none locally unless asked for."""
+    from bvb_addon.backend import ConcurrencyCap
+
+    backend = getattr(args, "backend", "local")
+    limit = getattr(args, "judge_concurrency", None)
+    if limit is not None and limit < 1:
+        raise ValueError(f"--judge-concurrency must be at least 1, got {limit}")
+    if backend != "ray" and limit is None:
+        return None
+    # One cap per endpoint: a provider's rate limit holds for every run that calls it.
+    name = "bvb_judge_" + hashlib.sha256(str(args.judge_base_url).encode()).hexdigest()[:12]
+    return ConcurrencyCap(limit or DEFAULT_JUDGE_CONCURRENCY, backend=backend, name=name)
 
 
 def cmd_dv(args, progress=None):
@@ -160,6 +196,7 @@ def cmd_dv(args, progress=None):
 
     from .dv import DualVQA
 
+    _check_backend(args)
     questions = read_split(args.split)
     judge = make_judge(args)
     try:
@@ -175,6 +212,8 @@ def cmd_dv(args, progress=None):
             shared=args.shared,
             progress=progress,
             split_path=args.split,
+            backend=getattr(args, "backend", "local"),
+            ray_address=getattr(args, "ray_address", None),
         ).run()
     finally:
         if getattr(judge, "cache", None) is not None:
@@ -205,14 +244,27 @@ def cmd_dv(args, progress=None):
 def cmd_ls(args, progress=None):
     from bvb_addon.dataset import read_split
 
-    from .ls import WEIGHTS_HINT, Encoder, LSError, run_ls
+    from .ls import WEIGHTS_HINT, EncoderSpec, LSError, run_ls
 
     if not args.model:
         raise LSError(f"ls needs V-JEPA 2 weights: {WEIGHTS_HINT} (or set BVB_VJEPA_MODEL)")
+    _check_backend(args)
     questions = read_split(args.split)
-    encoder = Encoder(args.model, args.device, args.dtype, args.trust_remote_code, args.num_frames)
+    spec = EncoderSpec(args.model, args.device, args.dtype, args.trust_remote_code, args.num_frames)
+    backend = getattr(args, "backend", "local")
+    # Locally the encoder loads here, before any scene; on Ray each task loads its own.
+    encoder = spec.build() if backend == "local" else spec
     summary = run_ls(
-        args.run, questions, args.videos, encoder, resume=args.resume, scenes=args.scenes, progress=progress
+        args.run,
+        questions,
+        args.videos,
+        encoder,
+        resume=args.resume,
+        scenes=args.scenes,
+        progress=progress,
+        backend=backend,
+        ray_address=getattr(args, "ray_address", None),
+        scenes_per_task=getattr(args, "scenes_per_task", 8),
     )
     counts = summary["counts"]
     print(
@@ -222,6 +274,14 @@ def cmd_ls(args, progress=None):
     )
     print(f"wrote {Path(args.run) / 'vision_sim.jsonl'} and vision_sim_summary.json")
     return summary
+
+
+def _check_backend(args):
+    """--backend ray without Ray installed: the install command, before any work."""
+    if getattr(args, "backend", "local") == "ray":
+        from bvb_addon.backend import require_ray
+
+        require_ray()
 
 
 def _pct(value):
@@ -275,6 +335,7 @@ def cmd_report(args, progress=None):
 
 # The one-line errors that bad input raises; anything else is a bug and keeps its traceback.
 def _user_errors():
+    from bvb_addon.backend import BackendError
     from bvb_addon.dataset import SplitError
     from bvb_addon.video import VideoError
 
@@ -282,7 +343,7 @@ def _user_errors():
     from .ls import LSError
     from .overall import OverallError
 
-    return (SplitError, VideoError, JudgeError, LSError, OverallError, ValueError, FileNotFoundError)
+    return (SplitError, VideoError, JudgeError, LSError, OverallError, BackendError, ValueError, FileNotFoundError)
 
 
 def main(argv=None):

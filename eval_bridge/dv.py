@@ -75,18 +75,50 @@ class _Shared:
         self.judge = judge
         self._lock = threading.Lock()
         self._rows = {}
+        # None: put() appends to the file. A list: put() collects rows there for the driver to write
+        # (a Ray task's copy: one writer per file, whatever storage the run directory is on).
+        self.deferred = None
         for row in read_jsonl(self.path):
             key = (row.get("judge_model"), row.get("protocol"), row.get("id"), row.get("question_sha"))
             if len(row.get("answers", [])) > len(self._rows.get(key, {}).get("answers", [])):
                 self._rows[key] = row
 
+    def _key(self, question):
+        return (self.judge.model, self.judge.protocol, question.id, question_sha(question, self.judge.protocol))
+
     def get(self, question, votes):
-        key = (self.judge.model, self.judge.protocol, question.id, question_sha(question, self.judge.protocol))
+        key = self._key(question)
         with self._lock:
             row = self._rows.get(key)
         if row and len(row["answers"]) >= votes:
             return row
         return None
+
+    def task_copy(self, judge, questions):
+        """A picklable copy holding only these questions' rows, collecting new rows instead of writing them."""
+        copy = object.__new__(_Shared)
+        rows = {}
+        with self._lock:
+            for question in questions:
+                key = self._key(question)
+                if key in self._rows:
+                    rows[key] = self._rows[key]
+        copy.__setstate__({"path": self.path, "judge": judge, "_rows": rows, "deferred": []})
+        return copy
+
+    def absorb(self, rows):
+        """Rows a task collected: kept and appended to the file."""
+        with self._lock:
+            for row in rows:
+                self._rows[(row["judge_model"], row["protocol"], row["id"], row["question_sha"])] = row
+        append_jsonl(self.path, rows)
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def put(self, question, digest, answers):
         row = {
@@ -103,7 +135,10 @@ class _Shared:
         key = (row["judge_model"], row["protocol"], row["id"], row["question_sha"])
         with self._lock:
             self._rows[key] = row
-        append_jsonl(self.path, [row])
+            if self.deferred is not None:
+                self.deferred.append(row)
+        if self.deferred is None:
+            append_jsonl(self.path, [row])
         return row
 
 
@@ -154,6 +189,8 @@ class DualVQA:
         shared=None,
         progress=None,
         split_path=None,
+        backend="local",
+        ray_address=None,
     ):
         if votes < 1:
             raise ValueError(f"--votes must be at least 1, got {votes}")
@@ -177,12 +214,31 @@ class DualVQA:
         self.scenes = wanted
         self.progress = progress
         self.split_path = split_path
+        if backend not in ("local", "ray"):
+            raise ValueError(f"--backend {backend!r}: use local or ray")
+        self.backend, self.ray_address = backend, ray_address
         self.shared = _Shared(Path(shared or shared_dir(self.run_dir)) / SHARED_ANSWERS, judge)
-        self._memo = _Memo()
         self._render_states = _render_state(self.run_dir)
+        self._open_pools()
+
+    def _open_pools(self):
+        self._memo = _Memo()
         # Three levels (questions, their two sides, each side's votes) so that no pool waits on itself.
-        self._sides = cf.ThreadPoolExecutor(max_workers=workers * 2, thread_name_prefix="dv-side")
-        self._calls = cf.ThreadPoolExecutor(max_workers=workers * 2 * votes, thread_name_prefix="dv-call")
+        self._sides = cf.ThreadPoolExecutor(max_workers=self.workers * 2, thread_name_prefix="dv-side")
+        self._calls = cf.ThreadPoolExecutor(max_workers=self.workers * 2 * self.votes, thread_name_prefix="dv-call")
+
+    def close_pools(self):
+        self._sides.shutdown(wait=True, cancel_futures=True)
+        self._calls.shutdown(wait=True, cancel_futures=True)
+
+    def __getstate__(self):
+        # What a Ray scene task needs; the question lists and the pools stay with the driver.
+        skip = ("_memo", "_sides", "_calls", "all_questions", "questions", "progress")
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, all_questions=[], questions=[], progress=None)
+        self._open_pools()
 
     def _matches(self, row):
         return (
@@ -212,22 +268,30 @@ class DualVQA:
         rows = dict(done)
         bar = tqdm(total=len(self.questions), initial=len(done), desc="DV", unit="q", leave=False)
         lock = threading.Lock()
+
+        def finished(new_rows):
+            append_jsonl(partial, new_rows)
+            with lock:
+                for row in new_rows:
+                    rows[row["id"]] = row
+                bar.update(len(new_rows))
+                bar.set_postfix(calls=self.judge.calls, cost=f"${self.judge.cost_usd:.4f}", refresh=False)
+                if self.progress:
+                    self.progress(len(rows), len(self.questions))
+
         try:
-            with cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="dv-question") as pool:
-                futures = {pool.submit(self._score, q, sources[(q.dataset, q.scene_name)]): q for q in pending}
-                for future in cf.as_completed(futures):
-                    row = future.result()
-                    append_jsonl(partial, [row])
-                    with lock:
-                        rows[row["id"]] = row
-                        bar.update(1)
-                        bar.set_postfix(calls=self.judge.calls, cost=f"${self.judge.cost_usd:.4f}", refresh=False)
-                        if self.progress:
-                            self.progress(len(rows), len(self.questions))
+            if self.backend == "ray":
+                from .distributed import score_dv_on_ray
+
+                score_dv_on_ray(self, pending, sources, finished)
+            else:
+                with cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="dv-question") as pool:
+                    futures = {pool.submit(self._score, q, sources[(q.dataset, q.scene_name)]): q for q in pending}
+                    for future in cf.as_completed(futures):
+                        finished([future.result()])
         finally:
             bar.close()
-            self._sides.shutdown(wait=True, cancel_futures=True)
-            self._calls.shutdown(wait=True, cancel_futures=True)
+            self.close_pools()
 
         ordered = [rows[q.id] for q in self.questions]
         if self.scenes:

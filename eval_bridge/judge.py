@@ -87,6 +87,7 @@ class VLMJudge:
         backoff_s=1.0,
         timeout_s=120.0,
         max_tokens_field="max_completion_tokens",
+        cap=None,
     ):
         if protocol not in ("dual_vqa_v1", "vsi_official"):
             raise ValueError(f"unknown protocol {protocol!r}: use dual_vqa_v1 or vsi_official")
@@ -100,11 +101,34 @@ class VLMJudge:
         self.max_tokens_field = max_tokens_field
         self.api_key_env = api_key_env
         # Local servers take any key; hosted ones say so in a 401 that we surface as is.
-        key = api_key or os.environ.get(api_key_env) or "EMPTY"
-        self.client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s)
+        self._key = api_key or os.environ.get(api_key_env) or "EMPTY"
+        self.base_url, self.timeout_s = base_url, timeout_s
+        # A context manager held around each HTTP request (bvb_addon.backend.ConcurrencyCap), or None.
+        self.cap = cap
+        self._connect()
+
+    def _connect(self):
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=self._key, max_retries=0, timeout=self.timeout_s)
         self._lock = threading.Lock()
         self.calls = 0
         self.cost_usd = 0.0
+
+    def __getstate__(self):
+        # A judge sent to a Ray task: the HTTP client and lock are rebuilt there, counters start at 0.
+        # The resolved key travels with it, since worker nodes need not have the variable set.
+        return {k: v for k, v in self.__dict__.items() if k not in ("client", "_lock", "calls", "cost_usd")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._connect()
+
+    def remote_copy(self, cache, cap):
+        """A copy for Ray tasks: answers go through ``cache`` (an actor proxy) and each request through ``cap``."""
+        state = self.__getstate__()
+        state.update(cache=cache, cap=cap)
+        clone = object.__new__(type(self))
+        clone.__setstate__(state)
+        return clone
 
     @property
     def name(self):
@@ -185,7 +209,12 @@ class VLMJudge:
         }
         for attempt in range(self.retries + 1):
             try:
-                response = self.client.chat.completions.create(**request)
+                if self.cap is None:
+                    response = self.client.chat.completions.create(**request)
+                else:
+                    # Only the request holds a permit; backoff sleeps below leave it to others.
+                    with self.cap:
+                        response = self.client.chat.completions.create(**request)
                 break
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
                 error, retry_after = exc, None

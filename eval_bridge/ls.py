@@ -11,7 +11,7 @@ import datetime
 import json
 import logging
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,16 @@ from tqdm import tqdm
 from .files import read_jsonl, write_json_atomic, write_jsonl_atomic
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from
 
-__all__ = ["Encoder", "LSError", "Preprocessing", "preprocess", "preprocessing_from", "run_ls", "similarities"]
+__all__ = [
+    "Encoder",
+    "EncoderSpec",
+    "LSError",
+    "Preprocessing",
+    "preprocess",
+    "preprocessing_from",
+    "run_ls",
+    "similarities",
+]
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +157,35 @@ class Encoder:
         hidden = self.tokens(clip_a, clip_b)
         return similarities(hidden[0], hidden[1], self.grid)
 
+    def info(self):
+        """What the summary records about the encoder."""
+        return {
+            "model": self.model_id,
+            "num_frames": self.num_frames,
+            "device": self.device,
+            "dtype": self.dtype_name,
+            "grid": list(self.grid),
+            "preprocessing": asdict(self.prep),
+        }
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """How to build an Encoder, without loading it: what a Ray task receives."""
+
+    model: str
+    device: str = "auto"
+    dtype: str = "auto"
+    trust_remote_code: bool = False
+    num_frames: int = 64
+
+    @property
+    def model_id(self):
+        return str(self.model)
+
+    def build(self):
+        return Encoder(self.model, self.device, self.dtype, self.trust_remote_code, self.num_frames)
+
 
 def _failure(run_dir, scene):
     """Why a scene has no usable render, from render_status.jsonl and the files, or None."""
@@ -194,8 +232,24 @@ def summarise(rows, encoder_info):
     return summary
 
 
-def run_ls(run_dir, questions, videos_root, encoder, *, resume=False, scenes=None, progress=None):
-    """Score every scene of the split; rows are rewritten atomically after each scene, so a kill loses one."""
+def run_ls(
+    run_dir,
+    questions,
+    videos_root,
+    encoder,
+    *,
+    resume=False,
+    scenes=None,
+    progress=None,
+    backend="local",
+    ray_address=None,
+    scenes_per_task=8,
+):
+    """Score every scene of the split; rows are rewritten atomically after each scene, so a kill loses one.
+
+    encoder: an Encoder, or an EncoderSpec (built here for local, inside each task on Ray).
+    backend="ray": batches of scenes_per_task scenes are Ray tasks (a GPU each where the cluster has one).
+    """
     from bvb_addon.dataset import split_scenes, video_path
     from bvb_addon.video import read_rgb_frames
 
@@ -208,15 +262,11 @@ def run_ls(run_dir, questions, videos_root, encoder, *, resume=False, scenes=Non
         unknown = wanted - {s for _, s in pairs}
         if unknown:
             raise LSError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
+    if backend not in ("local", "ray"):
+        raise LSError(f"--backend {backend!r}: use local or ray")
+    if backend == "local" and isinstance(encoder, EncoderSpec):
+        encoder = encoder.build()
     sources = {pair: video_path(videos_root, *pair) for pair in pairs if wanted is None or pair[1] in wanted}
-    info = {
-        "model": encoder.model_id,
-        "num_frames": encoder.num_frames,
-        "device": encoder.device,
-        "dtype": encoder.dtype_name,
-        "grid": list(encoder.grid),
-        "preprocessing": asdict(encoder.prep),
-    }
     previous = {r["scene"]: r for r in read_jsonl(run_dir / ROWS)}
     rows = {}
     order = [s for _, s in pairs]
@@ -227,23 +277,53 @@ def run_ls(run_dir, questions, videos_root, encoder, *, resume=False, scenes=Non
         if keep_other or done:
             rows[scene] = row
     todo = [(d, s) for d, s in pairs if (wanted is None or s in wanted) and s not in rows]
-    bar = tqdm(todo, desc="LS", unit="scene", leave=False)
-    for index, (dataset, scene) in enumerate(bar):
-        row = {"scene": scene, "dataset": dataset, "model": encoder.model_id, "num_frames": encoder.num_frames}
-        failure = _failure(run_dir, scene)
-        if failure:
-            row.update(status=failure[0], reason=failure[1], vision_sim=0.0, layout=0.0, motion=0.0)
-        else:
-            row.update(_score_scene(encoder, read_rgb_frames, sources[(dataset, scene)], run_dir, scene))
-        rows[scene] = row
+    bar = tqdm(total=len(todo), desc="LS", unit="scene", leave=False)
+    done = [0]
+
+    def finished(new_rows):
+        for row in new_rows:
+            rows[row["scene"]] = row
         write_jsonl_atomic(run_dir / ROWS, [rows[s] for s in order if s in rows])
+        bar.update(len(new_rows))
+        done[0] += len(new_rows)
         if progress:
-            progress(index + 1, len(todo))
+            progress(done[0], len(todo))
+
+    try:
+        if backend == "ray":
+            # Scenes without a usable render need no encoder: their rows are written here at once.
+            failed = [scene_row(encoder, run_dir, d, s, None) for d, s in todo if _failure(run_dir, s)]
+            if failed:
+                finished(failed)
+            jobs = [(d, s, str(sources[(d, s)])) for d, s in todo if s not in rows]
+            from .distributed import score_ls_on_ray
+
+            info = score_ls_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished)
+        else:
+            info = encoder.info()
+            for dataset, scene in todo:
+                finished([scene_row(encoder, run_dir, dataset, scene, sources[(dataset, scene)], read_rgb_frames)])
+    finally:
+        bar.close()
     final = [rows[s] for s in order if s in rows]
     write_jsonl_atomic(run_dir / ROWS, final)
     summary = summarise(final, info)
     write_json_atomic(run_dir / SUMMARY, summary)
     return summary
+
+
+def scene_row(encoder, run_dir, dataset, scene, source, read_rgb_frames=None):
+    """One scene's row: its failure, or the encoder's scores of source against render."""
+    run_dir = Path(run_dir)
+    row = {"scene": scene, "dataset": dataset, "model": str(encoder.model_id), "num_frames": encoder.num_frames}
+    failure = _failure(run_dir, scene)
+    if failure:
+        row.update(status=failure[0], reason=failure[1], vision_sim=0.0, layout=0.0, motion=0.0)
+        return row
+    if read_rgb_frames is None:
+        from bvb_addon.video import read_rgb_frames
+    row.update(_score_scene(encoder, read_rgb_frames, source, run_dir, scene))
+    return row
 
 
 def _score_scene(encoder, read_rgb_frames, source, run_dir, scene):

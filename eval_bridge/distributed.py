@@ -1,0 +1,231 @@
+"""The bridge's scoring on a Ray cluster: DV as one task per scene, LS as one task per batch of scenes.
+
+Tasks write no result file themselves. Every VLM judge answer goes through one cache actor on
+the driver's node, so the SQLite cache is opened by one process on one host whatever storage
+the results folder is on (SQLite's WAL needs shared memory, which network filesystems lack).
+Rows and new source answers come back to the driver, which writes them with the same atomic
+writes and appends as a local run, scene by scene, so --resume works the same. A task lost
+with its node is retried; the calls it had finished are cache hits the second time.
+"""
+
+import concurrent.futures as cf
+import logging
+from collections import defaultdict
+from dataclasses import replace
+
+from bvb_addon import backend
+
+log = logging.getLogger(__name__)
+
+# Tasks retried after a lost node or a killed worker (not after an error raised by the code).
+MAX_RETRIES = 3
+DV_TASK_CPUS = 1
+LS_TASK_CPUS = 1
+
+
+class _CacheServer:
+    """The run's JudgeCache behind a Ray actor: one SQLite connection for the whole cluster."""
+
+    def __init__(self, path):
+        from .cache import JudgeCache
+
+        self.cache = JudgeCache(path)
+
+    def get(self, key):
+        return self.cache.get(key)
+
+    def put(self, key, fields):
+        self.cache.put(key, **fields)
+
+    def stats(self):
+        return self.cache.hits, self.cache.misses
+
+    def close(self):
+        self.cache.close()
+
+
+class RemoteCache:
+    """JudgeCache's get/put, answered by the cache actor (what a judge in a Ray task uses)."""
+
+    def __init__(self, actor):
+        self.actor = actor
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        return backend.require_ray().get(self.actor.get.remote(key))
+
+    def put(self, key, **fields):
+        backend.require_ray().get(self.actor.put.remote(key, fields))
+
+    def __reduce__(self):
+        return (RemoteCache, (self.actor,))
+
+
+def start_cache_server(ray, path):
+    """The cache actor, pinned to the driver's node; it dies with the driver."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(num_cpus=0)(_CacheServer).options(scheduling_strategy=here).remote(str(path))
+
+
+def dv_scene_task(item):
+    """Score one scene's questions with the DualVQA copy the driver sent; return rows and new source answers."""
+    dv, questions, source = item
+    try:
+        with cf.ThreadPoolExecutor(max_workers=dv.workers, thread_name_prefix="dv-question") as pool:
+            rows = list(pool.map(lambda q: dv._score(q, source), questions))
+    finally:
+        dv.close_pools()
+    return {
+        "rows": rows,
+        "shared": dv.shared.deferred,
+        "calls": dv.judge.calls,
+        "cost_usd": dv.judge.cost_usd,
+    }
+
+
+def score_dv_on_ray(dv, pending, sources, finished):
+    """Score the pending questions as one Ray task per scene; finished(rows) is called as each scene returns."""
+    from .dv import DualVQA
+
+    ray = backend.ensure_ray(dv.ray_address)
+    judge = dv.judge
+    cache = getattr(judge, "cache", None)
+    actor = start_cache_server(ray, cache.path) if cache is not None else None
+    cap = getattr(judge, "cap", None)
+    if cap is not None:
+        cap.open()
+    task_judge = (
+        judge.remote_copy(RemoteCache(actor) if actor else None, cap) if hasattr(judge, "remote_copy") else judge
+    )
+
+    by_scene = defaultdict(list)
+    for question in pending:
+        by_scene[(question.dataset, question.scene_name)].append(question)
+    items = []
+    for key, questions in by_scene.items():
+        state = dv.__getstate__()
+        state.update(judge=task_judge, shared=dv.shared.task_copy(task_judge, questions))
+        copy = object.__new__(DualVQA)
+        copy.__dict__.update(state)
+        items.append((copy, questions, sources[key]))
+    log.info("DV on Ray: %d scene tasks, %d questions", len(items), len(pending))
+
+    lost = []
+    try:
+        results = backend.map_unordered(
+            dv_scene_task, items, backend="ray", ray_address=dv.ray_address, num_cpus=DV_TASK_CPUS,
+            max_retries=MAX_RETRIES,
+        )  # fmt: skip
+        for item, result, error in results:
+            scene = item[1][0].scene_name
+            if error is not None:
+                lost.append((scene, error))
+                log.error("DV scene %s failed on the Ray cluster: %s", scene, _one_line(error))
+                continue
+            dv.shared.absorb(result["shared"])
+            with _judge_lock(judge):
+                judge.calls += result["calls"]
+                judge.cost_usd += result["cost_usd"]
+            finished(result["rows"])
+    finally:
+        if actor is not None:
+            try:
+                hits, misses = ray.get(actor.stats.remote())
+                cache.hits += hits
+                cache.misses += misses
+                ray.get(actor.close.remote())
+            finally:
+                ray.kill(actor)
+    if lost:
+        scene, error = lost[0]
+        raise backend.BackendError(
+            f"{len(lost)} scene(s) failed on the Ray cluster after {MAX_RETRIES} retries (first: {scene}: "
+            f"{_one_line(error)}); the others are saved: rerun with --resume to continue"
+        )
+
+
+class _NoLock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _judge_lock(judge):
+    return getattr(judge, "_lock", None) or _NoLock()
+
+
+# ---- LS --------------------------------------------------------------------------------------
+
+_ENCODERS = {}
+
+
+def _encoder(spec):
+    """The encoder of this worker process: loaded once, reused by the next batches it runs."""
+    if spec not in _ENCODERS:
+        _ENCODERS.clear()  # one model per worker: free the last one's (GPU) memory first
+        _ENCODERS[spec] = spec.build()
+    return _ENCODERS[spec]
+
+
+def ls_batch_task(item):
+    """Score a batch of scenes (dataset, scene, source) with one encoder load; return rows and its info."""
+    from .ls import scene_row
+
+    spec, run_dir, batch = item
+    encoder = _encoder(spec)
+    rows = [scene_row(encoder, run_dir, dataset, scene, source) for dataset, scene, source in batch]
+    return {"rows": rows, "info": encoder.info()}
+
+
+def score_ls_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished):
+    """Score jobs [(dataset, scene, source)] in Ray tasks of scenes_per_task scenes; return the encoder's info."""
+    from .ls import EncoderSpec, LSError
+
+    if scenes_per_task < 1:
+        raise LSError(f"--scenes-per-task {scenes_per_task} must be at least 1")
+    spec = encoder
+    if not isinstance(spec, EncoderSpec):
+        spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
+    ray = backend.ensure_ray(ray_address)
+    gpus = ray.cluster_resources().get("GPU", 0)
+    if spec.device.startswith("cuda") and gpus < 1:
+        raise LSError(f"--device {spec.device}: the Ray cluster has no GPU; pass --device cpu or add a GPU node")
+    num_gpus = 1 if spec.device != "cpu" and gpus >= 1 else 0
+    local_spec = spec
+    if num_gpus:
+        # Ray gives each task its own GPU, visible to it as device 0.
+        spec = replace(spec, device="cuda")
+    items = [(spec, str(run_dir), jobs[i : i + scenes_per_task]) for i in range(0, len(jobs), scenes_per_task)]
+    log.info("LS on Ray: %d tasks of up to %d scenes, %d GPU each", len(items), scenes_per_task, num_gpus)
+    info = None
+    results = backend.map_unordered(
+        ls_batch_task, items, backend="ray", ray_address=ray_address, num_cpus=LS_TASK_CPUS, num_gpus=num_gpus,
+        max_retries=MAX_RETRIES,
+    )  # fmt: skip
+    for item, result, error in results:
+        if error is not None:
+            if isinstance(error, LSError):
+                raise LSError(str(error))
+            # Lost after every retry: the scenes fail this run and are redone by --resume.
+            reason = f"Ray task failed after {MAX_RETRIES} retries: {_one_line(error)}"
+            rows = [
+                {"scene": scene, "dataset": dataset, "model": spec.model_id, "num_frames": spec.num_frames,
+                 "status": "model_error", "reason": reason, "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
+                for dataset, scene, _ in item[2]
+            ]  # fmt: skip
+            finished(rows)
+            continue
+        info = info or result["info"]
+        finished(result["rows"])
+    if info is None:
+        # No scene needed the encoder (all resumed or failed): describe it without a task.
+        info = local_spec.build().info()
+    return info
+
+
+def _one_line(exc):
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -1,0 +1,192 @@
+"""The bridge's dv and ls on a real local Ray instance (2 CPUs) against the same runs scored locally."""
+
+# The fixtures `assets` and `model_dir` are imported from the local tests, so runs are built alike.
+# ruff: noqa: F811
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eval_bridge.cli import main
+from headless.scripted_openai import ScriptedOpenAI
+from tests.test_bridge_dv import Judge, _make_run, assets  # noqa: F401 - assets is a fixture
+from tests.test_bridge_ls import NUM_FRAMES, _clip, model_dir  # noqa: F401 - model_dir is a fixture
+
+pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _argv(run, assets, server, *extra):
+    root, _ = assets
+    argv = ["dv", "--run", str(run), "--split", str(root / "split.jsonl"), "--videos", str(root / "videos")]
+    argv += ["--judge-base-url", server.base_url, "--judge-model", "gpt-4o", "--workers", "4"]
+    return argv + ["--price-in", "1.0", "--price-out", "2.0", "--retry-base-delay", "0.01", *extra]
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _summary(path):
+    summary = json.loads(path.read_text())
+    summary.pop("created")
+    return summary
+
+
+def test_without_ray_the_backend_says_how_to_install_it(assets, tmp_path, capsys, monkeypatch):
+    run = _make_run(assets, tmp_path / "results")
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    with ScriptedOpenAI(default={"content": "A"}) as server:
+        assert main(_argv(run, assets, server, "--backend", "ray")) == 2
+        assert server.calls == 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --backend ray needs Ray") and "pip install" in err and len(err.splitlines()) == 1
+
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def test_dv_on_ray_writes_the_same_rows_and_summary_as_local(assets, local_ray, tmp_path):
+    local_run = _make_run(assets, tmp_path / "local")
+    ray_run = _make_run(assets, tmp_path / "ray")
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert main(_argv(local_run, assets, server)) == 0
+        assert server.calls == 12
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert main(_argv(ray_run, assets, server, "--backend", "ray")) == 0
+        assert server.calls == 12
+    assert _rows(ray_run / "dual_vqa.jsonl") == _rows(local_run / "dual_vqa.jsonl")
+    summary, local = _summary(ray_run / "dual_vqa_summary.json"), _summary(local_run / "dual_vqa_summary.json")
+    # A running sum in completion order (which varies between local runs too): equal up to rounding.
+    assert summary.pop("new_judge_cost_usd") == pytest.approx(local.pop("new_judge_cost_usd"), rel=1e-12)
+    assert summary == local
+    assert summary["new_judge_calls"] == 12 and summary["retention_rate"] == pytest.approx(0.6)
+    shared = "_dual_vqa_shared/original_answers.jsonl"
+    key = "id"
+    ray_shared = sorted(_rows(tmp_path / "ray" / shared), key=lambda r: r[key])
+    assert ray_shared == sorted(_rows(tmp_path / "local" / shared), key=lambda r: r[key])
+    assert not (ray_run / "dual_vqa.partial.jsonl").exists()
+
+
+def test_judge_concurrency_cap_holds_across_ray_tasks(assets, local_ray, tmp_path):
+    run = _make_run(assets, tmp_path / "results")
+    # Uncapped, two scene tasks of 4 workers with 2 sides each could have 16 requests in flight.
+    with ScriptedOpenAI(responder=Judge(assets[1], delay=0.15)) as server:
+        assert main(_argv(run, assets, server, "--backend", "ray", "--judge-concurrency", "2")) == 0
+        assert server.calls == 12
+        assert server.peak_in_flight == 2
+        again = _make_run(assets, tmp_path / "results", "run2")
+        assert main(_argv(again, assets, server, "--backend", "ray", "--judge-concurrency", "3")) == 0
+        assert server.calls == 12  # same renders and sources: nothing is asked again
+    # Source answers come from the shared file; the 5 render answers from the cache actor.
+    assert _summary(again / "dual_vqa_summary.json")["cache_hits"] == 5
+
+
+def test_dv_on_ray_resumes_after_the_driver_is_killed(assets, local_ray, tmp_path):
+    root, labels = assets
+    run = _make_run(assets, tmp_path / "results")
+    judge = Judge(labels, delay=0.25)
+    address = local_ray.get_runtime_context().gcs_address
+    with ScriptedOpenAI(responder=judge) as server:
+        argv = [sys.executable, "-m", "eval_bridge", *_argv(run, assets, server, "--backend", "ray")]
+        argv[argv.index("--workers") + 1] = "1"
+        proc = subprocess.Popen(
+            [*argv, "--ray-address", address], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 60
+        while server.calls < 5 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        # Ray ends the dead driver's tasks; let any request they had sent finish first.
+        settled = time.monotonic() + 10
+        last = -1
+        while time.monotonic() < settled and (server.in_flight or server.calls != last):
+            last = server.calls
+            time.sleep(0.5)
+        assert not (run / "dual_vqa.jsonl").exists()
+        from eval_bridge.cache import JudgeCache
+
+        cache = JudgeCache(tmp_path / "results" / "_dual_vqa_shared" / "judge_cache.sqlite")
+        cached = len(cache)
+        cache.close()
+        assert 0 < cached < 12
+        calls_before = server.calls
+        judge.delay = 0.0
+        assert main(_argv(run, assets, server, "--backend", "ray", "--resume")) == 0
+        # Every answer the killed run received is in the cache: only the missing ones are asked.
+        assert server.calls - calls_before == 12 - cached
+        summary = _summary(run / "dual_vqa_summary.json")
+        assert summary["retention_rate"] == pytest.approx(0.6)
+        assert main(_argv(run, assets, server, "--backend", "ray", "--resume")) == 0
+        assert server.calls - calls_before == 12 - cached  # a finished run: nothing asked again
+    assert not (run / "dual_vqa.partial.jsonl").exists()
+
+
+@pytest.fixture(scope="module")
+def ls_run(tmp_path_factory):
+    """Three scenes: an exact render, an unrelated render, no render (as in test_bridge_ls)."""
+    root = tmp_path_factory.mktemp("ls_ray")
+    videos = root / "videos" / "scannet"
+    for seed, scene in enumerate(("same", "other", "missing"), 1):
+        _clip(videos / f"{scene}.mp4", seed=seed)
+    run = root / "run"
+    (run / "camera_renders").mkdir(parents=True)
+    shutil.copy(videos / "same.mp4", run / "camera_renders" / "same.mp4")
+    _clip(run / "camera_renders" / "other.mp4", seed=4, size=(80, 48))
+    rows = [
+        {"id": f"q{i}", "dataset": "scannet", "scene_name": scene, "question_type": "object_counting",
+         "question": "How many chairs?", "options": None, "ground_truth": "2"}
+        for i, scene in enumerate(("same", "other", "missing"))
+    ]  # fmt: skip
+    (root / "split.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root, run
+
+
+def test_ls_on_ray_equals_local(ls_run, model_dir, local_ray, tmp_path):
+    root, template = ls_run
+    runs = {name: shutil.copytree(template, tmp_path / name) for name in ("local", "ray")}
+    base = ["ls", "--split", str(root / "split.jsonl"), "--videos", str(root / "videos"), "--model", str(model_dir)]
+    base += ["--num-frames", str(NUM_FRAMES), "--device", "cpu", "--dtype", "float32"]
+    assert main([*base, "--run", str(runs["local"])]) == 0
+    assert main([*base, "--run", str(runs["ray"]), "--backend", "ray", "--scenes-per-task", "1"]) == 0
+    local_rows, ray_rows = _rows(runs["local"] / "vision_sim.jsonl"), _rows(runs["ray"] / "vision_sim.jsonl")
+    assert [r["scene"] for r in ray_rows] == ["same", "other", "missing"]
+    assert [r["status"] for r in ray_rows] == ["ok", "ok", "no_render"]
+    for ours, theirs in zip(ray_rows, local_rows, strict=True):
+        assert {k: v for k, v in ours.items() if not isinstance(v, float)} == {
+            k: v for k, v in theirs.items() if not isinstance(v, float)
+        }
+        for key in ("vision_sim", "layout", "motion"):
+            # Same weights, same frames; only the CPU thread count of the matmuls may differ.
+            assert ours[key] == pytest.approx(theirs[key], abs=1e-6)
+    assert ray_rows[0]["vision_sim"] == pytest.approx(1.0, abs=1e-6)
+    ray_summary, local_summary = (
+        _summary(runs["ray"] / "vision_sim_summary.json"),
+        _summary(runs["local"] / "vision_sim_summary.json"),
+    )
+    assert ray_summary["counts"] == local_summary["counts"] == {
+        "scenes": 3, "scored": 2, "failed": 1, "by_status": {"ok": 2, "no_render": 1}
+    }  # fmt: skip
+    assert {k: ray_summary[k] for k in ("model", "device", "dtype", "grid", "preprocessing")} == {
+        k: local_summary[k] for k in ("model", "device", "dtype", "grid", "preprocessing")
+    }
+    assert ray_summary["vision_sim"] == pytest.approx(local_summary["vision_sim"], abs=1e-6)
