@@ -39,12 +39,8 @@ def _apply(scene, session, progress):
 
 
 def _refit_reference(scene):
-    """The plane hangs off the old camera; put it in front of the snapshot's camera."""
-    s = scene.bvb
-    if bpy.data.objects.get(reference_bl.PLANE_NAME) is None or scene.camera is None or not s.clip_path:
-        return
-    clip = reference_bl.load_clip(bpy.path.abspath(s.clip_path))
-    reference_bl.build_plane(scene, scene.camera, clip, s.reference_distance)
+    """The plane hung off the replaced camera; put it in front of the snapshot's camera."""
+    reference_bl.refit_plane(scene)
 
 
 def _finish(scene, session):

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from headless.scripted_openai import ScriptedOpenAI
-from tests.addon_support import forget_addon, import_addon
+from tests.addon_support import add_camera, forget_addon, import_addon
 
 pytestmark = pytest.mark.blender
 
@@ -47,6 +47,9 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     s.run_dir, s.model = str(tmp_path / "run"), "gpt-4o-mini"
     prefs = bpy.context.preferences.addons["bvb"].preferences
     prefs.api_key_env = "BVB_TEST_KEY"
+    # The reference goes up first, on a stand-in camera; the agent's camera replaces that one.
+    add_camera(bpy, scene, name="Stand-in")
+    assert bpy.ops.bvb.load_reference() == {"FINISHED"}
     # The agent builds the scene through the sandbox; the live scene receives it.
     with ScriptedOpenAI(replies) as server:
         prefs.base_url = server.base_url
@@ -56,6 +59,14 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     names = {o.name for o in scene.objects}
     assert {obj["id"] for obj in gt["objects"]} <= names
     assert scene.camera is not None
+    assert "Stand-in" not in bpy.data.objects
+    assert bpy.data.objects["BVB Reference Plane"].parent == scene.camera
+    bpy.context.view_layer.update()
+    plane = bpy.data.objects["BVB Reference Plane"]
+    from bpy_extras.object_utils import world_to_camera_view
+
+    corners = [world_to_camera_view(scene, scene.camera, plane.matrix_world @ v.co) for v in plane.data.vertices]
+    assert [(c.x, c.y) for c in corners] == [pytest.approx(p, abs=1e-4) for p in [(0, 0), (1, 0), (1, 1), (0, 1)]]
 
     # The source clip, as a plane filling the oracle camera's view, at the clip's aspect.
     assert bpy.ops.bvb.load_reference() == {"FINISHED"}
