@@ -93,13 +93,16 @@ class _ReportingLoop(AgentLoop):
 class AgentSession:
     """One scene's agent run off the main thread; ``poll()`` returns what happened since the last poll."""
 
-    def __init__(self, config, run_dir, task, model=None, environment_factory=None, api_key="", split=None):
+    def __init__(
+        self, config, run_dir, task, model=None, environment_factory=None, api_key="", split=None, blender_version=None
+    ):
         self.config = config
         self.layout = RunLayout(run_dir)
         self.task = task
         self._model = model
         self._api_key = api_key
         self._split = split
+        self._blender_version = blender_version
         self._environment_factory = environment_factory or sandbox_environment
         self.stop_event = threading.Event()
         self.events = queue.Queue()
@@ -160,7 +163,14 @@ class AgentSession:
         try:
             env = self._environment_factory(self.task, workdir, self.config)
             loop = _ReportingLoop(
-                self.config, self._model, env, self.task, self.layout, stop_event=self.stop_event, on_save=self._on_save
+                self.config,
+                self._model,
+                env,
+                self.task,
+                self.layout,
+                stop_event=self.stop_event,
+                blender_version=self._blender_version,
+                on_save=self._on_save,
             )
             self.meta = loop.run()
         except Exception as exc:  # the loop itself never raises; this is the sandbox failing to start

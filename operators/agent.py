@@ -138,6 +138,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
                 task,
                 api_key=preferences.api_key(prefs),
                 split=bpy.path.abspath(s.split_path) if s.split_path else None,
+                blender_version=bpy.app.version_string,
             )
             session.shown_snapshot = None
             session.pending = collections.deque()
