@@ -41,7 +41,7 @@ def _add_dv(sub):
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
     p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), default="dual_vqa_v1")
     p.add_argument("--votes", type=int, default=1, help="ask N times, take the majority (ties are wrong)")
-    p.add_argument("--workers", type=int, default=8, help="questions scored at once")
+    p.add_argument("--workers", type=int, default=8, help="questions scored at once (in each scene task on Ray)")
     p.add_argument("--resume", action="store_true", help="keep questions already scored by this judge")
     p.add_argument("--scenes", nargs="+", help="re-score only these scenes (other scenes' rows are kept)")
     p.add_argument("--cache", help="judge cache file (default results/_dual_vqa_shared/judge_cache.sqlite)")
