@@ -210,12 +210,20 @@ def _cell(value):
     return str(value)
 
 
+def _number(value):
+    try:
+        return float(value) if value not in (None, "") else -math.inf
+    except (TypeError, ValueError):
+        return -math.inf
+
+
 def leaderboard(run_dirs, out, reference=None):
     """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows."""
     rows = [run_row(r) for r in run_dirs]
     if reference:
         rows += read_reference(reference)
-    rows.sort(key=lambda r: -(r.get("overall") if r.get("overall") is not None else -math.inf))
+    # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
+    rows.sort(key=lambda r: (-_number(r.get("overall")), -_number(r.get("dualVqa"))))
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
     buffer = io.StringIO()

@@ -119,8 +119,8 @@ def load_run(run_dir, videos_root=None):
     view.ls = overall.get("latent_sim", _percent(ls_summary.get("vision_sim")))
     if overall.get("overall") is not None:
         view.overall = overall["overall"]
-    elif view.dv is not None:
-        view.overall = overall_score(view.dv, view.ls or 0.0)
+    elif view.dv is not None and view.ls is not None:
+        view.overall = overall_score(view.dv, view.ls)
     view.steps = _read_json(run_dir / "steps_analysis.json") or {}
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
@@ -214,6 +214,8 @@ def _plots(runs, assets):
     ax.set_xlabel("Dual VQA (DV)")
     ax.set_ylabel("Latent Similarity (LS)")
     ax.set_title("DV vs LS (grey: Overall iso-curves)")
+    if any(view.ls is None for view in runs):
+        ax.text(2, 96, "x: LS not scored (plotted at 0)", fontsize=8, color="#666666", va="top")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(assets / "scatter.svg")
@@ -291,7 +293,7 @@ body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; }}
 table {{ border-collapse: collapse; margin: 8px 0 24px; }}
 th, td {{ border: 1px solid #ddd; padding: 4px 8px; text-align: right; }}
 th:first-child, td:first-child {{ text-align: left; }}
-.plots img {{ margin-right: 16px; border: 1px solid #eee; }}
+.plots img {{ margin-right: 16px; border: 1px solid #eee; max-width: 100%; }}
 .scene {{ border-top: 1px solid #ccc; padding: 8px 0; }}
 .strip {{ display: flex; gap: 4px; align-items: center; }}
 .strip span {{ width: 60px; font-size: 12px; color: #666; }}
@@ -321,7 +323,8 @@ window.addEventListener("load", function () {{
 
 
 def _leaderboard_table(runs):
-    ranked = sorted(runs, key=lambda v: -(v.overall or 0.0))
+    # Overall when every run has it; DV alone otherwise (a run without LS has no Overall).
+    ranked = sorted(runs, key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
     head = "<tr><th>rank</th><th>run</th><th>Overall</th><th>DV</th><th>LS</th><th>cost $</th><th>scenes</th><th>failures</th></tr>"
     body = []
     for rank, view in enumerate(ranked, 1):

@@ -112,6 +112,7 @@ def _synth(args, suite):
         [
             "--out", str(suite), "--scenes", "1", "--difficulty", "all", "--seed", str(args.seed),
             "--width", str(width), "--height", str(height), "--fps", str(args.fps), "--duration", str(args.duration),
+            "--quiet",
         ],
     )  # fmt: skip
 
@@ -122,7 +123,7 @@ def _run(args, suite, run_dir, agent):
         "headless.run",
         [
             "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(run_dir),
-            "--agent", agent, "--resume",
+            "--agent", agent, "--resume", "--quiet",
         ],
     )  # fmt: skip
 
@@ -133,7 +134,7 @@ def _render(args, run_dir):
         "headless.render",
         [
             "--run", str(run_dir), "--preset", "fast", "--num-frames", str(args.num_frames),
-            "--resolution", str(args.resolution), "--resume",
+            "--resolution", str(args.resolution), "--resume", "--quiet",
         ],
     )  # fmt: skip
 

@@ -2,14 +2,13 @@
 
 import json
 import re
-import shutil
-import subprocess
 
 import av
 import numpy as np
 import pytest
 
 from eval_bridge import report
+from tests import chromium_support
 
 pytestmark = pytest.mark.unit
 
@@ -89,48 +88,18 @@ def test_missing_run_dir_is_a_clear_error(tmp_path):
         report.build_report([tmp_path / "nope"], tmp_path / "out")
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--allow-file-access-from-files",
-]
+CHROMIUM = chromium_support.CHROMIUM
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's chromium)")
 def test_report_opens_in_chromium_without_console_errors(two_runs, tmp_path):
     page = report.build_report(two_runs, tmp_path / "report")
-    profile = tmp_path / "profile"
-    common = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000"]
-    dom = subprocess.run(
-        [*common, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    loaded, total, console = chromium_support.load(page, tmp_path / "profile")
     assert console == []
-    loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom.stdout)
-    assert loaded and loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 2 + 3 * report.STRIP_FRAMES
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        [*common, f"--screenshot={shot}", "--window-size=1200,900", page.as_uri()],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    image = np.asarray(av.open(str(shot)).decode(video=0).__next__().to_ndarray(format="rgb24"))
+    assert loaded == total >= 2 + 3 * report.STRIP_FRAMES
+    image = chromium_support.screenshot(page, tmp_path / "shot.png", tmp_path / "profile")
     # The scatter sits in the top part of the page: it must have drawn colour, not a blank area.
-    top = image[: image.shape[0] // 2]
-    coloured = np.abs(top.astype(int) - top.mean(axis=2, keepdims=True)).max(axis=2) > 40
-    assert coloured.mean() > 0.001
+    assert chromium_support.coloured_share(image[: image.shape[0] // 2]) > 0.001
 
 
 def test_step_analysis_chart_appears_when_a_run_has_one(two_runs, tmp_path):

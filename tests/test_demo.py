@@ -1,0 +1,80 @@
+"""The README's first command, end to end on the smallest settings: suite, two agents, renders, DV, report."""
+
+import csv
+import json
+
+import pytest
+
+from headless import cli
+from tests import chromium_support
+
+pytestmark = pytest.mark.blender
+
+SCENES = ("synth_easy_000", "synth_medium_000", "synth_hard_000")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    code = cli.main(
+        ["demo", "--out", str(out), "--resolution", "128", "--fps", "4", "--duration", "3", "--num-frames", "8"]
+    )
+    assert code == 0
+    return out
+
+
+def test_every_artifact_exists(demo):
+    suite = demo / "suite"
+    assert (suite / "split.jsonl").is_file()
+    for scene in SCENES:
+        assert (suite / "synthetic" / f"{scene}.mp4").is_file()
+        assert (suite / "gt" / f"{scene}.json").is_file()
+        for agent in ("empty-room", "oracle"):
+            run = demo / "runs" / agent
+            for path in (
+                f"blends/{scene}.blend",
+                f"agent_meta/{scene}.json",
+                f"trajectories/{scene}.traj.json",
+                f"camera_renders/{scene}.mp4",
+                f"scene_graphs/{scene}.json",
+            ):
+                assert (run / path).is_file(), (agent, path)
+    for agent in ("empty-room", "oracle"):
+        run = demo / "runs" / agent
+        for name in ("config.json", "dual_vqa.jsonl", "dual_vqa_summary.json", "overall.json", "render_status.jsonl"):
+            assert (run / name).is_file(), (agent, name)
+    assert (demo / "leaderboard.csv").is_file()
+    assert (demo / "report" / "index.html").is_file()
+
+
+def test_oracle_beats_the_empty_room_on_dv(demo):
+    dv = {
+        agent: json.loads((demo / "runs" / agent / "dual_vqa_summary.json").read_text())["retention_rate"]
+        for agent in ("empty-room", "oracle")
+    }
+    assert dv["oracle"] > dv["empty-room"]
+    assert dv["oracle"] >= 0.9
+    rows = list(csv.DictReader((demo / "leaderboard.csv").open()))
+    assert [row["name"] for row in rows][0] == "oracle"
+
+
+def test_rerun_resumes_without_redoing_work(demo):
+    before = (demo / "runs" / "oracle" / "camera_renders" / "synth_easy_000.mp4").stat().st_mtime_ns
+    assert cli.main(["demo", "--out", str(demo), "--resolution", "128", "--fps", "4", "--duration", "3",
+                     "--num-frames", "8"]) == 0  # fmt: skip
+    assert (demo / "runs" / "oracle" / "camera_renders" / "synth_easy_000.mp4").stat().st_mtime_ns == before
+
+
+@pytest.mark.skipif(chromium_support.CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
+def test_report_opens_in_chromium_with_scatter_and_strips_visible(demo, tmp_path):
+    page = demo / "report" / "index.html"
+    loaded, total, console = chromium_support.load(page, tmp_path / "profile")
+    assert console == []
+    assert loaded == total
+    html = page.read_text()
+    assert "id='scatter'" in html or 'id="scatter"' in html
+    assert html.count("class='strip strip-render'") == 2 * len(SCENES)
+    image = chromium_support.screenshot(page, tmp_path / "shot.png", tmp_path / "profile", size="1200,2400")
+    # Top: the table and the scatter plot (coloured markers); further down: the frame strips' pictures.
+    assert chromium_support.coloured_share(image[:900]) > 0.0005
+    assert chromium_support.painted_share(image[1400:]) > 0.2
