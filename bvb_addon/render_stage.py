@@ -279,7 +279,8 @@ class RenderStage:
             row["status"] = "no_mesh"
             row["reason"] = f"the scene holds {meshes} mesh objects, fewer than the {opts.min_meshes} required"
             return
-        graph = worker.scene_graph()
+        # Camera poses for every frame of a long range take a while: the render's time limit.
+        graph = worker.scene_graph(timeout=worker.config.render_timeout_s)
         graph["scene"] = scene
         write_json_atomic(self.run_dir / "scene_graphs" / f"{scene}.json", graph)
         row["warnings"] = rotation_warnings(graph)

@@ -209,6 +209,23 @@ def test_raw_socket_through_ctypes_fails(worker):
     assert result.stdout.strip() == "[-1, -1, -1, -1]"
 
 
+@pytest.mark.skipif("seccomp" not in LEVEL.layers, reason=f"no seccomp here: {LEVEL.missing.get('seccomp')}")
+def test_new_namespaces_are_denied(worker):
+    result = worker.run(
+        textwrap.dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        print('unshare', libc.unshare(0x10000000))
+        pid = libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)  # raw clone(CLONE_NEWUSER | SIGCHLD)
+        if pid == 0:
+            os._exit(0)
+        print('clone', pid)
+        """)
+    )
+    assert result.status == "ok", result.reason
+    assert result.stdout.split() == ["unshare", "-1", "clone", "-1"]
+
+
 # ---- files outside the workspace ------------------------------------------------------------
 
 

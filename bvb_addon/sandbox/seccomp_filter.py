@@ -1,4 +1,4 @@
-"""A seccomp filter that denies sockets and a few kernel interfaces, through libseccomp and ctypes.
+"""A seccomp filter that denies sockets, new namespaces and a few kernel interfaces (libseccomp via ctypes).
 
 Installed by the worker itself before it imports bpy (and before any agent code runs); a
 seccomp filter can never be removed, and it is inherited by every thread and child. It
@@ -47,6 +47,20 @@ DENIED_SYSCALLS = (
 )
 
 
+# clone() flags that make new namespaces; a user namespace is the usual door to kernel bugs.
+NAMESPACE_FLAGS = (0x00020000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x02000000)
+SCMP_CMP_MASKED_EQ = 7
+
+
+class ArgCmp(ctypes.Structure):
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
+
+
 def _act_errno(code):
     return 0x00050000 | (code & 0xFFFF)
 
@@ -90,6 +104,16 @@ def install():
             rc = lib.seccomp_rule_add_array(ctx, _act_errno(code), number, 0, None)
             if rc < 0:
                 return f"seccomp_rule_add({syscall}) failed: {os.strerror(-rc)}"
+        clone = lib.seccomp_syscall_resolve_name(b"clone")
+        for flag in NAMESPACE_FLAGS:
+            cmp = ArgCmp(0, SCMP_CMP_MASKED_EQ, flag, flag)
+            rc = lib.seccomp_rule_add_array(ctx, _act_errno(errno.EPERM), clone, 1, ctypes.byref(cmp))
+            if rc < 0:
+                return f"seccomp_rule_add(clone) failed: {os.strerror(-rc)}"
+        # clone3 passes its flags in memory, out of a filter's reach: ENOSYS makes libc fall back to clone.
+        clone3 = lib.seccomp_syscall_resolve_name(b"clone3")
+        if clone3 >= 0:
+            lib.seccomp_rule_add_array(ctx, _act_errno(errno.ENOSYS), clone3, 0, None)
         rc = lib.seccomp_load(ctx)
         if rc < 0:
             return f"seccomp_load failed: {os.strerror(-rc)}"

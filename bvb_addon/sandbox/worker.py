@@ -7,6 +7,7 @@ worker tree and restarts it from the last good snapshot, which lives outside the
 """
 
 import collections
+import json
 import logging
 import os
 import re
@@ -82,6 +83,15 @@ class _Died(Exception):
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
+
+
+def _summary(value, limit=1 << 16):
+    """The worker's scene summary if it is a small JSON object (a program can forge anything)."""
+    if not isinstance(value, dict):
+        return {}
+    if len(json.dumps(value)) > limit:
+        return {"error": f"the scene summary was over {limit} bytes and was dropped"}
+    return value
 
 
 def _text(value, limit):
@@ -231,7 +241,7 @@ class Worker:
             stderr=_text(reply.get("stderr"), cap),
             traceback=_text(reply.get("traceback"), cap),
             reason=_text(reply.get("reason"), 2000),
-            summary=reply.get("summary") if isinstance(reply.get("summary"), dict) else {},
+            summary=_summary(reply.get("summary")),
             step=number,
         )
         if result.status == "crash":
@@ -274,7 +284,7 @@ class Worker:
         result = StepResult(
             status=status,
             reason=_text(reply.get("reason"), 2000).replace(str(self.workspace / name), path.name),
-            summary=reply.get("summary") if isinstance(reply.get("summary"), dict) else {},
+            summary=_summary(reply.get("summary")),
             step=number,
         )
         if status == "ok" and snapshot:

@@ -277,6 +277,23 @@ class Worker:
         mode = self.args.cleanup
         if mode == "none":
             return
+        deadline = time.monotonic() + 3.0
+        # Scan again after each round: a process can fork between a scan and its kill.
+        while time.monotonic() < deadline:
+            doomed = self.leftover_processes(mode)
+            if not doomed:
+                break
+            for pid in doomed:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            reap_children()
+            time.sleep(0.005)
+        reap_children()
+
+    def leftover_processes(self, mode):
+        """Processes to kill (zombies included, so the next step starts with none)."""
         me = os.getpid()
         my_uid = os.getuid()
         parents = {}
@@ -300,18 +317,7 @@ class Worker:
                 if ancestor != me:
                     continue
             doomed.append(pid)
-        for pid in doomed:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        return doomed
 
     def serve(self):
         handlers = {"ping": self.op_ping, "run": self.op_run, "load": self.op_load, "render": self.op_render,
@@ -353,6 +359,16 @@ def is_animated(obj):
         obj = obj.parent
         seen += 1
     return False
+
+
+def reap_children():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def proc_parent(pid):
