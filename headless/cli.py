@@ -21,11 +21,13 @@ DELEGATES = {
     "run": ("headless.run", [], "run an agent on every scene of a split"),
     "render": ("headless.render", [], "render every submission of a run from its camera"),
     "exec": ("headless.exec", [], "run one bpy program in a sandboxed worker"),
+    "vgi-tasks": ("headless.vgi_tasks", [], "generate VGI procedure tasks built in Blender"),
+    "vgi-timelines": ("headless.vgi_timelines", [], "export object timelines of a VGI run (sandboxed)"),
     "leaderboard": ("eval_bridge.cli", ["leaderboard"], "write the leaderboard CSV of runs"),
     "report": ("eval_bridge.cli", ["report"], "build the static HTML report of runs"),
     "serve": ("eval_bridge.cli", ["serve"], "start the local scoring service"),
 }
-SCORE_AXES = ("dv", "ls", "overall")
+SCORE_AXES = ("dv", "ls", "overall", "vgi", "steps")
 
 EPILOG = """examples:
   bvb demo

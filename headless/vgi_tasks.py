@@ -143,7 +143,7 @@ def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, s
 
 def main(argv=None):
     try:
-        bootstrap.add_venv(argv)
+        bootstrap.add_venv(None if argv is None else ["headless.vgi_tasks", *argv])
     except bootstrap.BootstrapError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

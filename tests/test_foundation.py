@@ -62,3 +62,12 @@ def test_headless_run_help_has_an_example():
     )
     assert out.returncode == 0
     assert "example:" in out.stdout
+
+
+def test_bvb_command_line_delegates_help_to_each_stage():
+    for argv in (["--help"], ["run", "--help"], ["synth", "--help"], ["vgi-tasks", "--help"], ["render", "--help"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "headless.cli", *argv], cwd=REPO, capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, (argv, out.stderr[-500:])
+        assert "example" in out.stdout, argv
