@@ -136,11 +136,16 @@ def bwrap_args(config, workspace, read_paths, uid):
     return args
 
 
-def worker_env(workspace):
-    """The worker's whole environment: nothing of the harness's (no API keys)."""
-    return {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-            "PYTHONNOUSERSITE": "1", "BLENDER_USER_CONFIG": "/tmp/.bvb-blender/config",
-            "BLENDER_USER_SCRIPTS": "/tmp/.bvb-blender/scripts"}  # fmt: skip
+def worker_env(workspace, home="/tmp"):
+    """The worker's whole environment: nothing of the harness's (no API keys).
+
+    HOME and Blender's user folders point at a private, empty place (the sandbox's own /tmp,
+    or a folder inside the workspace without bubblewrap), so no user preferences or add-ons
+    planted anywhere on the host are loaded when Blender starts.
+    """
+    return {"HOME": home, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": home,
+            "PYTHONNOUSERSITE": "1", "BLENDER_USER_CONFIG": f"{home}/.bvb-blender/config",
+            "BLENDER_USER_SCRIPTS": f"{home}/.bvb-blender/scripts"}  # fmt: skip
 
 
 def setpriv_args(uid):

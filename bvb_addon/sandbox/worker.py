@@ -354,7 +354,11 @@ class Worker:
             argv = setpriv_args(self.uid) + argv
         if "bwrap" in layers:
             return bwrap_args(self.config, self.workspace, read_paths, self.uid if self._lease else None) + argv, None
-        return argv, worker_env(self.workspace)
+        home = self.workspace / ".bvb-home"
+        home.mkdir(mode=0o700, exist_ok=True)
+        if self._lease is not None:
+            os.lchown(home, self.uid, self.uid)
+        return argv, worker_env(self.workspace, str(home))
 
     def _preexec(self):
         """In the child before exec: rlimits, then the pids cgroup."""
