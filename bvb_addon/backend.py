@@ -19,8 +19,8 @@ BACKENDS = ("local", "ray")
 RAY_INSTALL = "pip install 'ray[default]>=2.9'  (or: pip install -e '.[ray]' in the checkout)"
 
 
-class BackendError(RuntimeError):
-    pass
+class BackendError(ValueError):
+    """A backend that cannot be used here; the message names the fix."""
 
 
 def require_ray():
@@ -42,8 +42,13 @@ def ensure_ray(address=None, num_cpus=None):
     return ray
 
 
-def map_unordered(fn, items, *, backend="local", workers=1, ray_address=None, num_cpus=1, num_gpus=0, max_retries=2):
+def map_unordered(
+    fn, items, *, backend="local", workers=1, ray_address=None, num_cpus=1, num_gpus=0, max_retries=2, env_vars=None
+):
     """Yield (item, result, error) for each item as it finishes; error is an exception or None.
+
+    env_vars (Ray only) are set in the tasks' processes: an API key exported on the driver
+    reaches the workers on every node that way.
 
     fn may be any picklable callable (a function, a functools.partial). On Ray an error is the
     task's own exception (unwrapped from Ray's RayTaskError) once its retries are spent.
@@ -54,7 +59,7 @@ def map_unordered(fn, items, *, backend="local", workers=1, ray_address=None, nu
     if backend == "local":
         yield from _local(fn, items, workers)
     else:
-        yield from _ray(fn, items, ray_address, num_cpus, num_gpus, max_retries, workers)
+        yield from _ray(fn, items, ray_address, num_cpus, num_gpus, max_retries, workers, env_vars)
 
 
 def task_cause(error):
@@ -78,7 +83,7 @@ def _local(fn, items, workers):
             yield futures[future], (None if error else future.result()), error
 
 
-def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers):
+def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=None):
     ray = ensure_ray(address, num_cpus=max(workers, 1) * max(num_cpus, 1) if not address else None)
     name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "bvb_task")
 
@@ -86,7 +91,8 @@ def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers):
         return fn(item)
 
     # Through a closure, so partials and callable objects travel as well as plain functions.
-    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=max_retries)(call).options(name=name)
+    extra = {"runtime_env": {"env_vars": dict(env_vars)}} if env_vars else {}
+    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=max_retries)(call).options(name=name, **extra)
     pending = {remote.remote(item): item for item in items}
     try:
         while pending:

@@ -57,6 +57,10 @@ def build_parser():
     run.add_argument("--workers", type=int, default=1, metavar="N", help="scenes run at once, each in its own worker")
     run.add_argument("--resume", action="store_true", help="skip scenes with a submission, continue interrupted ones")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--backend", choices=("local", "ray"), default="local", help="local threads, or one Ray task per scene"
+    )
+    run.add_argument("--ray-address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)")
     agent = parser.add_argument_group("agent")
     agent.add_argument("--agent", choices=AGENTS, default="model", help="a model over the API, or an API-free agent")
     agent.add_argument("--model", default="gpt-4o", help="model id at the provider")
@@ -153,6 +157,8 @@ def _configs(args, parser):
         progress=not args.quiet,
         mode=args.mode,
         tasks=args.tasks,
+        backend=args.backend,
+        ray_address=args.ray_address,
     )
     return options, config
 

@@ -42,6 +42,9 @@ class RunOptions:
     mode: str = "bvb"
     """"bvb": scenes of a split; "vgi": procedure tasks of a VGI suite (tasks.jsonl)."""
     tasks: Path = None
+    backend: str = "local"
+    """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
+    ray_address: str | None = None
 
 
 def parse_shard(text):
@@ -317,6 +320,12 @@ class Runner:
             dynamic_ncols=True,
         )
         bar.set_postfix_str(f"cost ${self.cost:.2f}")
+        if self.options.backend == "ray":
+            try:
+                self._run_on_ray(todo, bar)
+            finally:
+                bar.close()
+            return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.workers), thread_name_prefix="bvb-scene")
         futures = {pool.submit(self.run_scene, d, s): s for d, s in todo}
         pending = set(futures)
@@ -345,9 +354,63 @@ class Runner:
         pool.shutdown(wait=True)
         return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
 
+    def _run_on_ray(self, todo, bar):
+        """One Ray task per scene; a task lost with its node is retried and resumes from the trajectory."""
+        import os
+
+        from .. import backend
+
+        payloads = [(self.options, self.config, dataset_name, scene) for dataset_name, scene in todo]
+        key_env = self.config.api_key_env
+        env_vars = {key_env: os.environ[key_env]} if self.config.agent == "model" and os.environ.get(key_env) else None
+        results = backend.map_unordered(
+            ray_scene,
+            payloads,
+            backend="ray",
+            workers=self.options.workers,
+            ray_address=self.options.ray_address,
+            num_cpus=1,
+            max_retries=3,
+            env_vars=env_vars,
+        )
+        for (_, _, dataset_name, scene), meta, error in results:
+            if error is not None:
+                meta = self._fail(dataset_name, scene, "error", "harness_error", f"Ray task failed: {error}")
+            self.results[scene] = meta
+            self.cost += float(meta.get("cost", 0.0))
+            bar.update(1)
+            bar.set_postfix_str(f"cost ${self.cost:.2f} last {scene}: {meta['status']}")
+
+    def prepare_remote(self):
+        """Set up a Runner inside a Ray task: price, model and this node's sandbox check; no config.json."""
+        o, c = self.options, self.config
+        if o.mode == "vgi":
+            self._vgi_scenes()
+        if c.agent == "model":
+            self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in)
+            self.model = ModelClient(c, self.price)
+        else:
+            self.price = ZERO
+            self.model = None
+        # A node below the configured minimum sandbox level refuses the scene (RunError names the fix).
+        self._level = self._sandbox_level()
+
     @property
     def interrupted(self):
         return self.stop_event.is_set()
+
+
+def ray_scene(payload):
+    """A Ray task: run one scene on whichever node Ray picked; the run directory is on shared storage."""
+    import socket
+
+    options, config, dataset_name, scene = payload
+    runner = Runner(options, config)
+    try:
+        runner.prepare_remote()
+    except RunError as exc:
+        return runner._fail(dataset_name, scene, "error", "sandbox_error", f"node {socket.gethostname()}: {exc}")
+    return runner.run_scene(dataset_name, scene)
 
 
 def summarize(results, seconds):

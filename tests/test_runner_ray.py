@@ -1,0 +1,107 @@
+"""The runner on a local Ray instance (2 CPUs) started by the test: same results as local, retries, resume."""
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from headless import run
+from headless.scripted_openai import ScriptedOpenAI
+from tests.runner_support import make_suite, py, turn_of
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.blender
+
+SCENES = ("synth_easy_000", "synth_easy_001")
+COMMON = ["--sandbox-min", "rlimits", "--allow-weak-sandbox", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    return make_suite(tmp_path_factory.mktemp("suite"), scenes=SCENES)
+
+
+def _run(suite, out, *extra):
+    return run.main(["--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(out),
+                     *COMMON, *extra])  # fmt: skip
+
+
+def _outcome(out):
+    metas = {p.stem: json.loads(p.read_text()) for p in sorted((out / "agent_meta").glob("*.json"))}
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "config.json")
+    programs = {p.name: p.read_text() for p in (out / "program").glob("*.py")}
+    return {s: (m["status"], m["stop_reason"], m["turns"]) for s, m in metas.items()}, files, programs
+
+
+def test_ray_backend_gives_the_same_statuses_and_artifacts_as_local(local_ray, suite, tmp_path):
+    assert _run(suite, tmp_path / "local", "--agent", "oracle") == 0
+    assert _run(suite, tmp_path / "ray", "--agent", "oracle", "--backend", "ray") == 0
+    local, on_ray = _outcome(tmp_path / "local"), _outcome(tmp_path / "ray")
+    assert local[0] == on_ray[0] == {s: ("submitted", "done", 3) for s in SCENES}
+    assert local[1] == on_ray[1]
+    assert local[2] == on_ray[2]
+
+
+def _kill_ray_scene_workers():
+    """SIGKILL the test's own Ray worker processes running a scene (as a lost node would)."""
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmdline.startswith(b"ray::ray_scene"):
+            os.kill(int(entry.name), signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+def test_a_task_killed_mid_scene_is_retried_and_resumes_from_its_trajectory(local_ray, suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("BVB_TEST_KEY", "x")
+    replies = ["```frames\ncount=1\n```", py("import bpy\nbpy.ops.mesh.primitive_cube_add()\n"
+               "bpy.context.active_object.name = 'table_1'"), py("import bpy\nbpy.ops.mesh.primitive_cube_add()\n"
+               "bpy.context.active_object.name = 'chair_1'"), "DONE"]  # fmt: skip
+    killed = threading.Event()
+
+    def responder(body):
+        turn = turn_of(body)
+        if turn == 2 and not killed.is_set():
+            killed.set()
+            assert _kill_ray_scene_workers() >= 1
+            return {"status": 503}
+        return replies[turn]
+
+    out = tmp_path / "run"
+    with ScriptedOpenAI(responder=responder) as server:
+        code = _run(suite, out, "--scenes", SCENES[0], "--model", "scripted", "--base-url", server.base_url,
+                    "--api-key-env", "BVB_TEST_KEY", "--price-in", "0", "--price-out", "0", "--backend", "ray")  # fmt: skip
+    assert code == 0
+    assert killed.is_set()
+    meta = json.loads((out / "agent_meta" / f"{SCENES[0]}.json").read_text())
+    # The retry picked the scene up from its saved trajectory: a second session, the step before the kill kept.
+    assert (meta["status"], meta["sessions"]) == ("submitted", 2)
+    assert sorted(p.name for p in (out / "steps" / SCENES[0]).glob("*.py")) == ["002.py", "003.py"]
+
+
+def test_resume_after_stopping_the_driver_skips_finished_scenes(local_ray, suite, tmp_path):
+    out = tmp_path / "run"
+    assert _run(suite, out, "--agent", "oracle", "--backend", "ray", "--scenes", SCENES[0]) == 0
+    before = (out / "blends" / f"{SCENES[0]}.blend").stat().st_mtime_ns
+    assert _run(suite, out, "--agent", "oracle", "--backend", "ray", "--resume") == 0
+    assert (out / "blends" / f"{SCENES[0]}.blend").stat().st_mtime_ns == before
+    assert {p.stem for p in (out / "blends").glob("*.blend")} == set(SCENES)
