@@ -78,18 +78,6 @@ def sandbox_environment(task, workdir, config):
     return SandboxEnvironment(task.video, task, Path(workdir) / "workspace", Path(workdir) / "snapshots", config)
 
 
-class _ReportingLoop(AgentLoop):
-    """The runner's loop, telling the session each time it saves (after every reply and every action)."""
-
-    def __init__(self, *args, on_save, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._on_save = on_save
-
-    def _save(self):
-        super()._save()
-        self._on_save(self.state)
-
-
 class AgentSession:
     """One scene's agent run off the main thread; ``poll()`` returns what happened since the last poll."""
 
@@ -162,7 +150,7 @@ class AgentSession:
         env = None
         try:
             env = self._environment_factory(self.task, workdir, self.config)
-            loop = _ReportingLoop(
+            loop = AgentLoop(
                 self.config,
                 self._model,
                 env,

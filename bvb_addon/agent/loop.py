@@ -70,7 +70,16 @@ class AgentLoop:
     """Runs one scene to an end state and leaves its files in the run directory."""
 
     def __init__(
-        self, config, model, env, task, layout, stop_event=None, blender_version=None, program_header=PROGRAM_RESET
+        self,
+        config,
+        model,
+        env,
+        task,
+        layout,
+        stop_event=None,
+        blender_version=None,
+        program_header=PROGRAM_RESET,
+        on_save=None,
     ):
         self.config = config
         self.model = model
@@ -80,6 +89,8 @@ class AgentLoop:
         self.stop_event = stop_event or threading.Event()
         self.blender_version = blender_version or "4.2"
         self.program_header = program_header
+        # Called with the state after every save (each reply and each action): the add-on's live view.
+        self.on_save = on_save
         self.state = None
         self._session_start = None
         self._frame_range = (1, max(1, task.frame_count))
@@ -144,6 +155,8 @@ class AgentLoop:
             self.layout.trajectory(self.task.scene),
             json.dumps(self.state, ensure_ascii=False, separators=(",", ":")),
         )
+        if self.on_save is not None:
+            self.on_save(self.state)
         self._runtime_base = self.state["runtime"]
         self._session_start = time.monotonic()
 
