@@ -104,22 +104,27 @@ class Runner:
     # -- set-up ------------------------------------------------------------------------
 
     def _prepare(self):
-        o, c = self.options, self.config
+        o = self.options
         if not Path(o.videos).is_dir():
             raise RunError(
                 f"--videos {o.videos}: no such folder; give the VSI-Bench-style root holding <dataset>/<scene>.mp4"
             )
         scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
+        self._setup_agent()
+        self._write_config(len(scenes))
+        return scenes
+
+    def _setup_agent(self):
+        """Price, model client and the sandbox check; fails fast, before any scene (unknown price, missing key)."""
+        c = self.config
         if c.agent == "model":
-            # Fail fast, before any scene: unknown price, missing key.
             self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in)
             self.model = ModelClient(c, self.price)
         else:
             self.price = ZERO
             self.model = None
+        # On a cluster this runs on each node too: a node below the minimum refuses its scenes.
         self._level = self._sandbox_level()
-        self._write_config(len(scenes))
-        return scenes
 
     def _split_scenes(self):
         from .. import dataset
@@ -383,17 +388,9 @@ class Runner:
 
     def prepare_remote(self):
         """Set up a Runner inside a Ray task: price, model and this node's sandbox check; no config.json."""
-        o, c = self.options, self.config
-        if o.mode == "vgi":
+        if self.options.mode == "vgi":
             self._vgi_scenes()
-        if c.agent == "model":
-            self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in)
-            self.model = ModelClient(c, self.price)
-        else:
-            self.price = ZERO
-            self.model = None
-        # A node below the configured minimum sandbox level refuses the scene (RunError names the fix).
-        self._level = self._sandbox_level()
+        self._setup_agent()
 
     @property
     def interrupted(self):

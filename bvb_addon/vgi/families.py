@@ -158,10 +158,27 @@ def _carry_path(start, goal, lift):
     return [(start[0], start[1], high), (goal[0], goal[1], high), tuple(goal)]
 
 
+class Family:
+    """What every family shares: the made-up wrong solutions its checker must reject."""
+
+    def skipped_step(self, plan):
+        """The step that the 'skipped step' bad solution jumps over (teleports) instead of performing."""
+        return 0
+
+    def bad_solutions(self, plan):
+        """A step skipped (an object jumps into place) and an object passed through another."""
+        import copy
+
+        return {
+            "skipped_step": self.solve(copy.deepcopy(plan), skip=self.skipped_step(plan)),
+            "pass_through": self.solve(copy.deepcopy(plan), through=True),
+        }
+
+
 # --- stack_by_size (physical manipulation) ----------------------------------------------
 
 
-class StackBySize:
+class StackBySize(Family):
     family = "stack_by_size"
     domain = "physical manipulation"
     skills = ["spatial", "planning", "physics"]
@@ -252,19 +269,14 @@ class StackBySize:
             completeness = 0.0
         return {"completeness": completeness, "violations": violations}
 
-    def bad_solutions(self, plan):
-        """Made-up wrong solutions: a block that skips being carried, and one pushed through another."""
-        import copy
-
-        skipped = self.solve(copy.deepcopy(plan), skip=len(plan.params["sizes"]) - 1)
-        through = self.solve(copy.deepcopy(plan), through=True)
-        return {"skipped_step": skipped, "pass_through": through}
+    def skipped_step(self, plan):
+        return len(plan.params["sizes"]) - 1
 
 
 # --- sort_by_color (visual organization) ----------------------------------------------
 
 
-class SortByColor:
+class SortByColor(Family):
     family = "sort_by_color"
     domain = "visual organization"
     skills = ["attribute grounding", "spatial", "planning"]
@@ -343,14 +355,6 @@ class SortByColor:
             completeness = 0.0
         return {"completeness": completeness, "violations": violations}
 
-    def bad_solutions(self, plan):
-        import copy
-
-        return {
-            "skipped_step": self.solve(copy.deepcopy(plan), skip=0),
-            "pass_through": self.solve(copy.deepcopy(plan), through=True),
-        }
-
 
 def _longest_increasing(values):
     best = []
@@ -363,7 +367,7 @@ def _longest_increasing(values):
 # --- hanoi (structured puzzles) --------------------------------------------------------
 
 
-class Hanoi:
+class Hanoi(Family):
     family = "hanoi"
     domain = "structured puzzles"
     skills = ["planning", "spatial", "temporal"]
@@ -465,19 +469,11 @@ class Hanoi:
             completeness = 0.0
         return {"completeness": completeness, "violations": violations}
 
-    def bad_solutions(self, plan):
-        import copy
-
-        return {
-            "skipped_step": self.solve(copy.deepcopy(plan), skip=0),
-            "pass_through": self.solve(copy.deepcopy(plan), through=True),
-        }
-
 
 # --- push_to_target (physical manipulation) --------------------------------------------
 
 
-class PushToTarget:
+class PushToTarget(Family):
     family = "push_to_target"
     domain = "physical manipulation"
     skills = ["physics", "affordance", "spatial"]
@@ -578,18 +574,16 @@ class PushToTarget:
         return {"completeness": completeness, "violations": violations}
 
     def bad_solutions(self, plan):
-        import copy
-
-        bad = {"skipped_step": self.solve(copy.deepcopy(plan), skip=True)}
-        if plan.level > 1:
-            bad["pass_through"] = self.solve(copy.deepcopy(plan), through=True)
+        bad = super().bad_solutions(plan)
+        if plan.level == 1:
+            del bad["pass_through"]  # a straight push leaves the pusher nothing to walk around
         return bad
 
 
 # --- light_sequence (spatiotemporal dynamics) -------------------------------------------
 
 
-class LightSequence:
+class LightSequence(Family):
     family = "light_sequence"
     domain = "spatiotemporal dynamics"
     skills = ["temporal", "attribute grounding"]
@@ -625,7 +619,7 @@ class LightSequence:
 
     def solve(self, plan, skip=None, through=False):
         order = list(plan.params["order"])
-        if through:  # a made-up wrong one: the first two swapped
+        if through:  # a made-up wrong one: the first two lamps swapped (lamps have nothing to pass through)
             order[0], order[1] = order[1], order[0]
         glow = {}
         frame = 4
@@ -656,19 +650,14 @@ class LightSequence:
         completeness = 1.0 if lit == n else 0.5 if lit * 2 >= n else 0.0
         return {"completeness": completeness, "violations": violations}
 
-    def bad_solutions(self, plan):
-        import copy
-
-        return {
-            "skipped_step": self.solve(copy.deepcopy(plan), skip=len(plan.params["order"]) - 1),
-            "wrong_order": self.solve(copy.deepcopy(plan), through=True),
-        }
+    def skipped_step(self, plan):
+        return len(plan.params["order"]) - 1
 
 
 # --- shell_game (spatiotemporal dynamics) -------------------------------------------------
 
 
-class ShellGame:
+class ShellGame(Family):
     family = "shell_game"
     domain = "spatiotemporal dynamics"
     skills = ["temporal", "attribute grounding", "spatial"]
@@ -765,19 +754,11 @@ class ShellGame:
             completeness = 0.0
         return {"completeness": completeness, "violations": violations}
 
-    def bad_solutions(self, plan):
-        import copy
-
-        return {
-            "skipped_step": self.solve(copy.deepcopy(plan), skip=0),
-            "pass_through": self.solve(copy.deepcopy(plan), through=True),
-        }
-
 
 # --- maze (structured puzzles) -------------------------------------------------------------
 
 
-class Maze:
+class Maze(Family):
     family = "maze"
     domain = "structured puzzles"
     skills = ["topology", "planning", "spatial"]
@@ -926,14 +907,6 @@ class Maze:
         else:
             completeness = 0.0
         return {"completeness": completeness, "violations": violations}
-
-    def bad_solutions(self, plan):
-        import copy
-
-        return {
-            "skipped_step": self.solve(copy.deepcopy(plan), skip=0),
-            "pass_through": self.solve(copy.deepcopy(plan), through=True),
-        }
 
 
 FAMILIES = {
