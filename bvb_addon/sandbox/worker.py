@@ -151,7 +151,11 @@ class Worker:
         self._lock = threading.Lock()
         self.restarts = 0
         self.info = {}
-        self._start()
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
 
     # ---- public API --------------------------------------------------------------------
 
