@@ -470,6 +470,43 @@ def test_segfault_and_exit_are_crashes_that_restore(worker):
         assert object_names(worker) == before
 
 
+def test_render_leaves_the_agents_scene_settings_alone(worker, tmp_path):
+    setup = worker.run(
+        textwrap.dedent("""
+        import bpy
+        scene = bpy.context.scene
+        scene.render.engine = 'CYCLES'
+        scene.render.resolution_x, scene.render.resolution_y = 1000, 500
+        scene.frame_start, scene.frame_end = 1, 10
+        mat = bpy.data.materials.new('paint')
+        mat.use_nodes = True
+        mat.node_tree.nodes['Principled BSDF'].inputs['Base Color'].default_value = (0, 1, 0, 1)
+        if scene.camera is None:
+            cam = bpy.data.objects.new('Camera', bpy.data.cameras.new('Camera'))
+            scene.collection.objects.link(cam)
+            scene.camera = cam
+        """)
+    )
+    assert setup.status == "ok", setup.reason
+    before = "import bpy\ns = bpy.context.scene\nprint(s.render.engine, s.render.resolution_x, s.render.resolution_y, s.frame_start, s.frame_end, s.display.shading.light, tuple(round(c, 3) for c in bpy.data.materials['paint'].diffuse_color))"
+    expected = worker.run(before).stdout
+    stepped = worker.render_frames([1, 4, 7], 48, "fast", aspect=2.0, out_dir=tmp_path / "a")
+    scattered = worker.render_frames([2, 3, 9], 48, "fast", out_dir=tmp_path / "b")
+    assert stepped.status == "ok" and scattered.status == "ok", (stepped.reason, scattered.reason)
+    assert [p.name for p in stepped.files] == ["0000_frame00001.png", "0001_frame00004.png", "0002_frame00007.png"]
+    assert len(scattered.files) == 3 and all(p.parent == tmp_path / "b" for p in scattered.files)
+    import av
+
+    with av.open(str(stepped.files[0])) as image:
+        frame = next(image.decode(video=0))
+    assert (frame.width, frame.height) == (48, 24)
+    with av.open(str(scattered.files[0])) as image:
+        frame = next(image.decode(video=0))
+    assert (frame.width, frame.height) == (48, 24)  # the scene's own 1000 x 500
+    assert worker.run(before).stdout == expected
+    assert not [p for p in worker.workspace.iterdir() if p.name.endswith(".png")]
+
+
 # ---- untrusted .blend files ----------------------------------------------------------------
 
 

@@ -25,7 +25,10 @@ class Restore:
         self.saved = []
 
     def set(self, owner, attr, value):
-        self.saved.append((owner, attr, getattr(owner, attr)))
+        old = getattr(owner, attr)
+        if not isinstance(old, str) and hasattr(old, "__len__"):
+            old = tuple(old)  # a bpy array is a live view: copy it, or "restoring" writes the new value back
+        self.saved.append((owner, attr, old))
         setattr(owner, attr, value)
 
     def __enter__(self):
