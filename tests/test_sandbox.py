@@ -436,6 +436,22 @@ def test_huge_file_is_refused(worker):
     )
 
 
+def test_workspace_disk_and_file_quota(tmp_path):
+    config = SandboxConfig(workspace_bytes=32 << 20, workspace_files=500, step_timeout_s=30)
+    with Worker(tmp_path / "ws", tmp_path / "snaps", config) as w:
+        before = ensure_scene(w)
+        for program in (
+            "data = b'x' * (1 << 20)\nwith open('fill.bin', 'wb') as f:\n    for _ in range(48):\n        f.write(data)\n",
+            "import os\nos.mkdir('many')\nfor i in range(800):\n    open(f'many/{i}', 'w').close()\n",
+        ):
+            started = time.monotonic()
+            result = w.run(program + "import time\ntime.sleep(20)\n")
+            assert result.status == "output_limit" and "workspace" in result.reason, result.reason
+            assert time.monotonic() - started < 10
+            assert not (w.workspace / "fill.bin").exists() and not (w.workspace / "many").exists()
+            assert object_names(w) == before
+
+
 def test_ten_thousand_open_files_are_refused(worker):
     result = worker.run("handles = [open('many.txt', 'w') for _ in range(10000)]")
     assert result.status == "error" and "Too many open files" in result.reason

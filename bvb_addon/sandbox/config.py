@@ -37,6 +37,11 @@ class SandboxConfig:
     max_processes: int = field(default_factory=lambda: max(256, 8 * (os.cpu_count() or 1) + 64))
     """Tasks (processes and threads) per worker: cgroup pids.max, and RLIMIT_NPROC under the dropped uid.
     Blender starts a few threads per core, so the default grows with the machine."""
+    workspace_bytes: int = 4 << 30
+    """Disk the workspace may hold; checked twice a second while a request runs, the worker is
+    killed and the workspace emptied past it (status output_limit)."""
+    workspace_files: int = 100_000
+    """Entries the workspace may hold (same check)."""
     tmp_bytes: int = 512 << 20
     """Size of the worker's private /tmp (tmpfs, bubblewrap only)."""
     output_chars: int = 20000

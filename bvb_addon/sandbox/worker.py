@@ -13,6 +13,8 @@ import os
 import re
 import resource
 import secrets
+import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 
 STEP_STATUSES = ("ok", "error", "timeout", "oom", "crash", "output_limit", "sandbox_error")
 SNAPSHOT_NAME = re.compile(r"^(\d{3,})\.blend$")
+QUOTA_TICK_S = 0.5
 MEMORY_HINTS = ("MemoryError", "bad_alloc", "out of memory", "Out of memory", "Cannot allocate memory")
 
 
@@ -452,7 +455,17 @@ class Worker:
         message["id"] = self._serial
         try:
             protocol.send_msg(self._sock, message)
-            reply = protocol.recv_msg(self._sock, self.config.max_message_bytes, timeout)
+            deadline = time.monotonic() + timeout
+            # Wait in ticks, checking the workspace's disk use between them, until a reply starts.
+            while not select.select([self._sock], [], [], max(0.0, min(QUOTA_TICK_S, deadline - time.monotonic())))[0]:
+                if time.monotonic() >= deadline:
+                    raise protocol.PeerTimeout("timed out")
+                over = self._over_quota()
+                if over:
+                    self._kill()
+                    self._clear_workspace()
+                    raise _Died("output_limit", f"{over}; the worker was killed and the workspace emptied")
+            reply = protocol.recv_msg(self._sock, self.config.max_message_bytes, max(0.1, deadline - time.monotonic()))
         except protocol.PeerTimeout:
             self._kill()
             raise _Died("timeout", f"ran past the {timeout:g} s limit; the watchdog killed the worker") from None
@@ -465,6 +478,41 @@ class Worker:
             self._kill()
             raise _Died("crash", "the worker broke the protocol (a reply out of order)")
         return reply
+
+    def _over_quota(self):
+        """A reason when the workspace holds more than its quota of disk or files, else None."""
+        used, count = 0, 0
+        stack = [str(self.workspace)]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                count += 1
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                used += info.st_blocks * 512  # disk really used: a sparse file counts what it holds
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                if count > self.config.workspace_files:
+                    return f"the workspace holds more than {self.config.workspace_files} files"
+                if used > self.config.workspace_bytes:
+                    return f"the workspace grew past {self.config.workspace_bytes} bytes of disk"
+        return None
+
+    def _clear_workspace(self):
+        """Delete what a killed worker left in its workspace (nothing runs there any more)."""
+        for entry in os.scandir(self.workspace):
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)  # fd-based on Linux: never follows a symlink out
+                else:
+                    os.unlink(entry.path)
+            except OSError as exc:
+                log.warning("could not remove %s: %s", entry.path, exc)
 
     def _death(self, code, protocol_error):
         """(status, reason) for a worker that died or broke the protocol."""
