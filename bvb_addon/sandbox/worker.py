@@ -457,7 +457,10 @@ class Worker:
             protocol.send_msg(self._sock, message)
             deadline = time.monotonic() + timeout
             # Wait in ticks, checking the workspace's disk use between them, until a reply starts.
-            while not select.select([self._sock], [], [], max(0.0, min(QUOTA_TICK_S, deadline - time.monotonic())))[0]:
+            # poll, not select: select fails on descriptors past 1023 in a busy harness.
+            poller = select.poll()
+            poller.register(self._sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+            while not poller.poll(1000 * max(0.0, min(QUOTA_TICK_S, deadline - time.monotonic()))):
                 if time.monotonic() >= deadline:
                     raise protocol.PeerTimeout("timed out")
                 over = self._over_quota()
