@@ -9,25 +9,14 @@ import pytest
 
 from eval_bridge.cli import main
 from eval_bridge.ls import Encoder, preprocess, preprocessing_from
+from tests import vjepa_support
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 NUM_FRAMES = 4
-PREPROCESSOR = {
-    "video_processor_type": "VJEPA2VideoProcessor",
-    "crop_size": {"height": 32, "width": 32},
-    "size": {"shortest_edge": 36},
-    "do_resize": True,
-    "do_center_crop": True,
-    "do_rescale": True,
-    "rescale_factor": 1 / 255,
-    "do_normalize": True,
-    "image_mean": [0.485, 0.456, 0.406],
-    "image_std": [0.229, 0.224, 0.225],
-    "resample": 2,
-}
+PREPROCESSOR = vjepa_support.PREPROCESSOR
 
 
 def _clip(path, seed, size=(64, 48), frames=8):
@@ -49,24 +38,7 @@ def _clip(path, seed, size=(64, 48), frames=8):
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("vjepa2_tiny")
-    config = transformers.VJEPA2Config(
-        crop_size=32,
-        patch_size=16,
-        tubelet_size=2,
-        frames_per_clip=NUM_FRAMES,
-        hidden_size=32,
-        num_attention_heads=2,
-        num_hidden_layers=2,
-        mlp_ratio=2.0,
-        pred_hidden_size=32,
-        pred_num_attention_heads=2,
-        pred_num_hidden_layers=1,
-    )
-    torch.manual_seed(0)
-    transformers.VJEPA2Model(config).save_pretrained(folder)
-    (folder / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR))
-    return folder
+    return vjepa_support.build_tiny_vjepa2(tmp_path_factory.mktemp("vjepa2_tiny"), NUM_FRAMES)
 
 
 @pytest.fixture(scope="module")

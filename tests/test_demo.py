@@ -6,20 +6,27 @@ import json
 import pytest
 
 from headless import cli
-from tests import chromium_support
+from tests import chromium_support, vjepa_support
 
 pytestmark = pytest.mark.blender
 
 SCENES = ("synth_easy_000", "synth_medium_000", "synth_hard_000")
 
 
+ARGS = ["--resolution", "128", "--fps", "4", "--duration", "3", "--num-frames", "8"]
+
+
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def encoder(tmp_path_factory):
+    """A tiny random V-JEPA 2 (no weights can be downloaded here): exercises the demo's LS stage."""
+    pytest.importorskip("transformers")
+    return vjepa_support.build_tiny_vjepa2(tmp_path_factory.mktemp("vjepa2_tiny"), frames_per_clip=4)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, encoder):
     out = tmp_path_factory.mktemp("demo")
-    code = cli.main(
-        ["demo", "--out", str(out), "--resolution", "128", "--fps", "4", "--duration", "3", "--num-frames", "8"]
-    )
-    assert code == 0
+    assert cli.main(["demo", "--out", str(out), *ARGS, "--encoder", str(encoder)]) == 0
     return out
 
 
@@ -58,10 +65,24 @@ def test_oracle_beats_the_empty_room_on_dv(demo):
     assert [row["name"] for row in rows][0] == "oracle"
 
 
+def test_ls_and_overall_are_scored_when_an_encoder_is_given(demo):
+    for agent in ("empty-room", "oracle"):
+        run = demo / "runs" / agent
+        summary = json.loads((run / "vision_sim_summary.json").read_text())
+        assert summary["counts"]["scored"] == len(SCENES)
+        overall = json.loads((run / "overall.json").read_text())
+        assert overall["overall"] is not None
+
+
+def test_without_an_encoder_the_demo_says_it_skipped_ls(demo, capsys, monkeypatch):
+    monkeypatch.delenv("BVB_VJEPA_MODEL", raising=False)
+    assert cli.main(["demo", "--out", str(demo), *ARGS]) == 0
+    assert "skipped LS" in capsys.readouterr().out
+
+
 def test_rerun_resumes_without_redoing_work(demo):
     before = (demo / "runs" / "oracle" / "camera_renders" / "synth_easy_000.mp4").stat().st_mtime_ns
-    assert cli.main(["demo", "--out", str(demo), "--resolution", "128", "--fps", "4", "--duration", "3",
-                     "--num-frames", "8"]) == 0  # fmt: skip
+    assert cli.main(["demo", "--out", str(demo), *ARGS]) == 0
     assert (demo / "runs" / "oracle" / "camera_renders" / "synth_easy_000.mp4").stat().st_mtime_ns == before
 
 
