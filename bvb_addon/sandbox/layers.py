@@ -333,6 +333,10 @@ def probe_layers(config=None, refresh=False):
     layers = []
     if want_bwrap:
         layers.append("bwrap")
+        if root:
+            # Said so the line is complete: root's user namespace would map the worker to host root.
+            instead = "a dedicated uid instead" if want_uid else "root with every capability dropped instead"
+            missing["userns"] = f"not used as root (it would map the worker to host root); {instead}"
     if want_uid:
         layers.append("uid")
     layers.append("rlimits")
