@@ -11,6 +11,7 @@ retried after a node loss simply continues from what was saved. Local stays the 
 import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 log = logging.getLogger(__name__)
@@ -114,11 +115,12 @@ class ConcurrencyCap:
 
     On Ray the permits live in a named, detached actor in the "bvb" namespace, so every task of
     every driver on the cluster that names the same cap shares one limit (a provider's rate limit
-    is per account, not per run). A permit is a lease: one held by a task that was killed (a lost
-    node) is reclaimed after lease_s, so a crash never shrinks the cap for good.
+    is per account, not per run). A permit is a lease that a thread of the holding process renews
+    while the permit is held; one held by a process that was killed (a lost node) lapses after
+    lease_s, so a crash never shrinks the cap for long.
     """
 
-    def __init__(self, limit, backend="local", name="bvb_judge_cap", lease_s=300.0):
+    def __init__(self, limit, backend="local", name="bvb_judge_cap", lease_s=30.0):
         self.limit = max(1, int(limit))
         self.backend = backend
         self.name = name
@@ -126,6 +128,9 @@ class ConcurrencyCap:
         self._semaphore = threading.BoundedSemaphore(self.limit) if backend == "local" else None
         self._handle = None
         self._tokens = threading.local()
+        self._held = set()
+        self._held_lock = threading.Lock()
+        self._renewer = None
 
     def _actor(self):
         if self._handle is None:
@@ -159,6 +164,11 @@ class ConcurrencyCap:
         else:
             token = require_ray().get(self._actor().acquire.remote())
             self._stack().append(token)
+            with self._held_lock:
+                self._held.add(token)
+                if self._renewer is None:
+                    self._renewer = threading.Thread(target=self._renew, name=f"cap-{self.name}", daemon=True)
+                    self._renewer.start()
         return self
 
     def __exit__(self, *exc):
@@ -166,7 +176,21 @@ class ConcurrencyCap:
             self._semaphore.release()
         else:
             token = self._stack().pop()
+            with self._held_lock:
+                self._held.discard(token)
             require_ray().get(self._actor().release.remote(token))
+
+    def _renew(self):
+        """Extend this process's leases every third of lease_s; when the process dies, they lapse."""
+        while True:
+            time.sleep(self.lease_s / 3)
+            with self._held_lock:
+                tokens = list(self._held)
+            if tokens:
+                try:
+                    self._actor().renew.remote(tokens)
+                except Exception as exc:  # noqa: BLE001 - a missed renewal only shortens a lease
+                    log.debug("cap %s: renewal failed: %s", self.name, exc)
 
     def _stack(self):
         # One cap object is shared by many threads; each releases the permit it took.
@@ -227,6 +251,14 @@ def _cap_actor_class(ray):
                             await asyncio.wait_for(self.changed.wait(), timeout=max(wait, 0.01))
                         except TimeoutError:
                             pass
+
+            async def renew(self, tokens):
+                import time
+
+                deadline = time.monotonic() + self.lease_s
+                for token in tokens:
+                    if token in self.holders:
+                        self.holders[token] = deadline
 
             async def release(self, token):
                 async with self.changed:

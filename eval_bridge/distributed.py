@@ -30,15 +30,20 @@ class _CacheServer:
         from .cache import JudgeCache
 
         self.cache = JudgeCache(path)
+        self.puts = 0
+        self.put_cost_usd = 0.0
 
     def get(self, key):
         return self.cache.get(key)
 
     def put(self, key, fields):
         self.cache.put(key, **fields)
+        # Each put is one paid call, counted here even when the task that made it is lost afterwards.
+        self.puts += 1
+        self.put_cost_usd += float(fields.get("usage", {}).get("cost_usd", 0.0))
 
     def stats(self):
-        return self.cache.hits, self.cache.misses
+        return {"hits": self.cache.hits, "misses": self.cache.misses, "calls": self.puts, "cost_usd": self.put_cost_usd}
 
     def close(self):
         self.cache.close()
@@ -113,6 +118,7 @@ def score_dv_on_ray(dv, pending, sources, finished):
     log.info("DV on Ray: %d scene tasks, %d questions", len(items), len(pending))
 
     lost = []
+    calls, cost_usd = judge.calls, judge.cost_usd
     try:
         results = backend.map_unordered(
             dv_scene_task, items, backend="ray", ray_address=dv.ray_address, num_cpus=DV_TASK_CPUS,
@@ -126,15 +132,21 @@ def score_dv_on_ray(dv, pending, sources, finished):
                 continue
             dv.shared.absorb(result["shared"])
             with _judge_lock(judge):
-                judge.calls += result["calls"]
-                judge.cost_usd += result["cost_usd"]
+                if actor is not None:
+                    # The run's spend so far, live: every call any task made, retried tasks included.
+                    stats = ray.get(actor.stats.remote())
+                    judge.calls, judge.cost_usd = calls + stats["calls"], cost_usd + stats["cost_usd"]
+                else:
+                    judge.calls += result["calls"]
+                    judge.cost_usd += result["cost_usd"]
             finished(result["rows"])
     finally:
         if actor is not None:
             try:
-                hits, misses = ray.get(actor.stats.remote())
-                cache.hits += hits
-                cache.misses += misses
+                stats = ray.get(actor.stats.remote())
+                cache.hits += stats["hits"]
+                cache.misses += stats["misses"]
+                judge.calls, judge.cost_usd = calls + stats["calls"], cost_usd + stats["cost_usd"]
                 ray.get(actor.close.remote())
             finally:
                 ray.kill(actor)

@@ -103,3 +103,37 @@ def test_judge_cap_holds_across_ray_workers(local_ray):
         assert answers == ["A"] * 4
         assert server.calls == 4
         assert server.peak_in_flight == 1
+
+
+def _hold_then(job):
+    """Take a permit; keep it past its lease (renewed) and release it, or die holding it."""
+    cap, action, marker = job
+    cap.__enter__()
+    if action == "die":
+        os._exit(1)
+    time.sleep(2.5)  # over two leases of 1 s: renewal must keep the permit
+    with open(marker, "w") as handle:
+        handle.write(str(time.time()))
+    cap.__exit__(None, None, None)
+    return "released"
+
+
+def test_cap_leases_renew_while_held_and_lapse_when_the_holder_dies(local_ray, tmp_path):
+    cap = backend.ConcurrencyCap(1, backend="ray", name="lease_cap", lease_s=1.0).open()
+    died = list(backend.map_unordered(_hold_then, [(cap, "die", None)], backend="ray", max_retries=0))
+    assert died[0][2] is not None and cap.held() == 1
+    with cap:  # waits for the dead holder's lease to lapse instead of forever
+        assert cap.held() == 1
+    marker = tmp_path / "released"
+    holder = backend.map_unordered(_hold_then, [(cap, "hold", str(marker))], backend="ray", max_retries=0)
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(holder))
+    thread.start()
+    deadline = time.monotonic() + 20
+    while cap.held() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with cap:
+        acquired = time.time()
+    thread.join(30)
+    assert results and results[0][1] == "released"
+    assert acquired >= float(marker.read_text())  # not before the living holder let go

@@ -141,6 +141,58 @@ def test_dv_on_ray_resumes_after_the_driver_is_killed(assets, local_ray, tmp_pat
     assert not (run / "dual_vqa.partial.jsonl").exists()
 
 
+def _scene_task_workers(local_ray):
+    """Pids of this test's Ray workers running a DV scene task (children of its own raylet only)."""
+    raylet = local_ray._private.worker._global_node.all_processes["raylet"][0].process.pid
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            title = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == raylet and title.startswith(b"ray::dv_scene_task"):
+            pids.append(int(entry))
+    return pids
+
+
+class KillingJudge(Judge):
+    """Kills the scene tasks' workers (a lost node) when s1's second question first reaches the judge."""
+
+    def __init__(self, labels, local_ray):
+        super().__init__(labels, delay=0.1)
+        self.local_ray, self.killed = local_ray, []
+
+    def __call__(self, body):
+        if body["messages"][0]["content"][-1]["text"] == "Which is closest to the bed?" and not self.killed:
+            self.killed = _scene_task_workers(self.local_ray)
+            for pid in self.killed:
+                os.kill(pid, signal.SIGKILL)
+        return super().__call__(body)
+
+
+def test_a_scene_task_killed_mid_scene_is_retried_from_the_cache(assets, local_ray, tmp_path):
+    run = _make_run(assets, tmp_path / "results")
+    judge = KillingJudge(assets[1], local_ray)
+    with ScriptedOpenAI(responder=judge) as server:
+        # A roomy cap: the permits the killed worker held lapse only after their lease.
+        argv = _argv(run, assets, server, "--backend", "ray", "--judge-concurrency", "32")
+        argv[argv.index("--workers") + 1] = "1"  # s1's first question is answered before its second is asked
+        assert main(argv) == 0
+        calls = server.calls
+    assert judge.killed
+    # The requests in flight at the kill are asked again; everything answered before comes from the cache.
+    assert calls > 12
+    summary = _summary(run / "dual_vqa_summary.json")
+    assert summary["cache_hits"] >= 2 and summary["retention_rate"] == pytest.approx(0.6)
+    # Calls are counted where they are cached: the killed attempt's answered calls are in the spend.
+    assert summary["new_judge_calls"] == 12
+    assert summary["counts"]["by_status"] == {"ok": 5, "no_render": 2}
+
+
 @pytest.fixture(scope="module")
 def ls_run(tmp_path_factory):
     """Three scenes: an exact render, an unrelated render, no render (as in test_bridge_ls)."""
