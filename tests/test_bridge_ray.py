@@ -223,22 +223,8 @@ def test_ls_on_ray_equals_local(ls_run, model_dir, local_ray, tmp_path):
     local_rows, ray_rows = _rows(runs["local"] / "vision_sim.jsonl"), _rows(runs["ray"] / "vision_sim.jsonl")
     assert [r["scene"] for r in ray_rows] == ["same", "other", "missing"]
     assert [r["status"] for r in ray_rows] == ["ok", "ok", "no_render"]
-    for ours, theirs in zip(ray_rows, local_rows, strict=True):
-        assert {k: v for k, v in ours.items() if not isinstance(v, float)} == {
-            k: v for k, v in theirs.items() if not isinstance(v, float)
-        }
-        for key in ("vision_sim", "layout", "motion"):
-            # Same weights, same frames; only the CPU thread count of the matmuls may differ.
-            assert ours[key] == pytest.approx(theirs[key], abs=1e-6)
+    # Same weights, same frames, same float32 CPU maths: the rows are the same, bit for bit.
+    assert ray_rows == local_rows
     assert ray_rows[0]["vision_sim"] == pytest.approx(1.0, abs=1e-6)
-    ray_summary, local_summary = (
-        _summary(runs["ray"] / "vision_sim_summary.json"),
-        _summary(runs["local"] / "vision_sim_summary.json"),
-    )
-    assert ray_summary["counts"] == local_summary["counts"] == {
-        "scenes": 3, "scored": 2, "failed": 1, "by_status": {"ok": 2, "no_render": 1}
-    }  # fmt: skip
-    assert {k: ray_summary[k] for k in ("model", "device", "dtype", "grid", "preprocessing")} == {
-        k: local_summary[k] for k in ("model", "device", "dtype", "grid", "preprocessing")
-    }
-    assert ray_summary["vision_sim"] == pytest.approx(local_summary["vision_sim"], abs=1e-6)
+    assert _summary(runs["ray"] / "vision_sim_summary.json") == _summary(runs["local"] / "vision_sim_summary.json")
+    assert _summary(runs["ray"] / "vision_sim_summary.json")["counts"]["by_status"] == {"ok": 2, "no_render": 1}
