@@ -51,6 +51,9 @@ class RenderOptions:
     """The gate: a submission with fewer mesh objects is not rendered."""
     sandbox: SandboxConfig | None = None
     progress: bool = True
+    backend: str = "local"
+    """"local": worker threads here; "ray": one Ray task per scene (bvb_addon.backend)."""
+    ray_address: str | None = None
 
 
 def uniform_frames(start, end, count):
@@ -213,22 +216,46 @@ class RenderStage:
 
             bar = tqdm(total=len(todo), desc=f"render {self.options.preset}", unit="scene")
         try:
-            with ThreadPoolExecutor(max_workers=self.options.workers, thread_name_prefix="bvb-render") as pool:
-                futures = {pool.submit(self.render_scene, scene): scene for scene in todo}
-                for future in as_completed(futures):
-                    row = future.result()
-                    results[row["scene"]] = row
-                    if bar is not None:
-                        bar.update(1)
-                        failed = sum(1 for r in results.values() if r["status"] != "ok")
-                        bar.set_postfix(ok=len(results) - failed, failed=failed)
+            for row in self._rendered(todo):
+                results[row["scene"]] = row
+                if bar is not None:
+                    bar.update(1)
+                    failed = sum(1 for r in results.values() if r["status"] != "ok")
+                    bar.set_postfix(ok=len(results) - failed, failed=failed)
         finally:
             if bar is not None:
                 bar.close()
-            for worker in self._workers:
-                worker.close()
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            self.close()
         return {"rendered": results, "skipped": skipped}
+
+    def close(self):
+        """Stop this stage's sandboxed workers and remove their workspaces."""
+        for worker in self._workers:
+            worker.close()
+        self._workers = []
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _rendered(self, todo):
+        """Rows of the scenes as they finish: worker threads here, or Ray tasks on a cluster."""
+        if self.options.backend == "ray":
+            from . import backend
+
+            tasks = [(self.options, scene) for scene in todo]
+            for (_, scene), row, error in backend.map_unordered(
+                render_scene_task, tasks, backend="ray", workers=self.options.workers,
+                ray_address=self.options.ray_address, num_cpus=1, max_retries=3,
+            ):  # fmt: skip
+                if error is not None:
+                    row = {"scene": scene, "status": "sandbox_error", "reason": f"Ray task failed: {error}",
+                           "frames": 0, "seconds": 0.0, "preset": self.options.preset, "warnings": []}  # fmt: skip
+                # Only the driver writes render_status.jsonl, so concurrent tasks never clobber rows.
+                self._write_row(row)
+                yield row
+            return
+        with ThreadPoolExecutor(max_workers=self.options.workers, thread_name_prefix="bvb-render") as pool:
+            futures = [pool.submit(self.render_scene, scene) for scene in todo]
+            for future in as_completed(futures):
+                yield future.result()
 
     # ---- one scene ---------------------------------------------------------------------
 
@@ -243,7 +270,7 @@ class RenderStage:
                 self._workers.append(worker)
         return worker
 
-    def render_scene(self, scene):
+    def render_scene(self, scene, write_row=True):
         started = time.monotonic()
         row = {"scene": scene, "status": "ok", "reason": "", "frames": 0, "seconds": 0.0,
                "preset": self.options.preset, "warnings": []}  # fmt: skip
@@ -255,7 +282,8 @@ class RenderStage:
             log.exception("render of %s failed", scene)
             row["status"], row["reason"] = "sandbox_error", f"{type(exc).__name__}: {exc}"
         row["seconds"] = round(time.monotonic() - started, 3)
-        self._write_row(row)
+        if write_row:
+            self._write_row(row)
         return row
 
     def _render_scene(self, scene, row):
@@ -340,3 +368,24 @@ class RenderStage:
             self._rows[row["scene"]] = row
             text = "".join(json.dumps(self._rows[s]) + "\n" for s in sorted(self._rows))
             write_text_atomic(self.status_path, text)
+
+
+def render_scene_task(payload):
+    """A Ray task: render one scene on whichever node Ray picked and return its row.
+
+    The node probes its own sandbox (RenderStage refuses below the minimum level, naming the
+    fix); the mp4 and scene graph land in the run directory on shared storage, atomically.
+    """
+    import socket
+    from dataclasses import replace
+
+    options, scene = payload
+    try:
+        stage = RenderStage(replace(options, backend="local", progress=False))
+    except Exception as exc:  # SandboxUnavailable, RenderStageError: this node cannot take the scene
+        return {"scene": scene, "status": "sandbox_error", "reason": f"node {socket.gethostname()}: {exc}",
+                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": []}  # fmt: skip
+    try:
+        return stage.render_scene(scene, write_row=False)
+    finally:
+        stage.close()

@@ -42,6 +42,9 @@ def build_parser():
     parser.add_argument("--allow-weak-sandbox", action="store_true", help="run even below --sandbox-min")
     parser.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+                        help="local worker threads, or one Ray task per scene")  # fmt: skip
+    parser.add_argument("--ray-address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)")
     parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")
     return parser
 
@@ -64,14 +67,19 @@ def main(argv=None):
     options = RenderOptions(run=Path(args.run), num_frames=args.num_frames, preset=args.preset,
                             resolution=args.resolution, workers=args.workers, resume=args.resume,
                             scenes=args.scenes, min_meshes=args.min_meshes, sandbox=sandbox,
-                            progress=not args.quiet)  # fmt: skip
+                            progress=not args.quiet, backend=args.backend,
+                            ray_address=args.ray_address)  # fmt: skip
     try:
         stage = RenderStage(options)
     except (RenderStageError, SandboxUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(stage.level.line(), file=sys.stderr)
-    outcome = stage.run()
+    try:
+        outcome = stage.run()
+    except ValueError as exc:  # BackendError: --backend ray without Ray installed
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     rows = outcome["rendered"].values()
     ok = sum(1 for row in rows if row["status"] == "ok")
     print(f"rendered {ok} of {len(outcome['rendered'])} scenes ({outcome['skipped']} complete already); "

@@ -105,3 +105,30 @@ def test_resume_after_stopping_the_driver_skips_finished_scenes(local_ray, suite
     assert _run(suite, out, "--agent", "oracle", "--backend", "ray", "--resume") == 0
     assert (out / "blends" / f"{SCENES[0]}.blend").stat().st_mtime_ns == before
     assert {p.stem for p in (out / "blends").glob("*.blend")} == set(SCENES)
+
+
+def test_render_stage_on_ray_matches_local(local_ray, suite, tmp_path):
+    import shutil
+
+    from bvb_addon.render_stage import RenderOptions, RenderStage
+    from bvb_addon.sandbox import SandboxConfig
+
+    out = tmp_path / "run"
+    assert _run(suite, out, "--agent", "oracle") == 0
+    twin = tmp_path / "twin"
+    shutil.copytree(out, twin)
+    rows = {}
+    for run_dir, backend in ((out, "local"), (twin, "ray")):
+        options = RenderOptions(run=run_dir, num_frames=4, preset="fast", resolution=64, progress=False,
+                                sandbox=SandboxConfig(min_level="rlimits", allow_below_minimum=True),
+                                backend=backend)  # fmt: skip
+        RenderStage(options).run()
+        lines = (run_dir / "render_status.jsonl").read_text().splitlines()
+        rows[backend] = {
+            json.loads(line)["scene"]: (json.loads(line)["status"], json.loads(line)["frames"]) for line in lines
+        }
+        assert all((run_dir / "camera_renders" / f"{s}.mp4").is_file() for s in SCENES)
+    assert rows["local"] == rows["ray"] == {s: ("ok", 4) for s in SCENES}
+    for scene in SCENES:
+        graphs = [json.loads((d / "scene_graphs" / f"{scene}.json").read_text()) for d in (out, twin)]
+        assert graphs[0] == graphs[1]
