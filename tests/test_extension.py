@@ -32,9 +32,10 @@ def test_zip_carries_the_addon_and_leaves_out_checkout_tools(built_zip):
         "panels/__init__.py",
     ):
         assert required in names
-    for excluded in ("tests/", "bench/", "eval_bridge/", "headless/", ".ci/", ".venv/", ".git/"):
+    for excluded in ("tests/", "bench/", "eval_bridge/", "headless/", ".ci/", ".venv/", ".git/", "build/", "docs/"):
         assert not any(name.startswith(excluded) for name in names), excluded
     assert not any("__pycache__" in name for name in names)
+    assert "bvb" not in names  # the checkout's shell launcher
 
 
 def test_manifest_version_matches_harness_version():
