@@ -81,7 +81,7 @@ def warm_up(ray, cpus):
 def measure(cpus, root, blends, scenes, args):
     import ray
 
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
         warm_up(ray, cpus)
         jobs = []

@@ -37,7 +37,9 @@ def ensure_ray(address=None, num_cpus=None):
     ray = require_ray()
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS")
-        kwargs = {"address": address} if address else {"num_cpus": num_cpus}
+        # Without an address, a new private instance: never a cluster that merely happens to run on
+        # this machine (ray.init's default), so a local run is the same wherever it starts.
+        kwargs = {"address": address} if address else {"address": "local", "num_cpus": num_cpus}
         # The run directory is on shared storage; code comes from the same checkout on every node.
         ray.init(ignore_reinit_error=True, log_to_driver=False, include_dashboard=False, **kwargs)
     return ray
