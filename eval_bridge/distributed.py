@@ -202,6 +202,9 @@ def score_ls_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finish
     spec = encoder
     if not isinstance(spec, EncoderSpec):
         spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
+    if not jobs:
+        # Nothing to encode (all resumed or failed): describe the encoder without a cluster.
+        return spec.build().info()
     ray = backend.ensure_ray(ray_address)
     gpus = ray.cluster_resources().get("GPU", 0)
     if spec.device.startswith("cuda") and gpus < 1:

@@ -283,7 +283,8 @@ class DualVQA:
             if self.backend == "ray":
                 from .distributed import score_dv_on_ray
 
-                score_dv_on_ray(self, pending, sources, finished)
+                if pending:  # a finished run resumed needs no cluster
+                    score_dv_on_ray(self, pending, sources, finished)
             else:
                 with cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="dv-question") as pool:
                     futures = {pool.submit(self._score, q, sources[(q.dataset, q.scene_name)]): q for q in pending}
