@@ -4,11 +4,11 @@
 
 Builds a synthetic suite (python -m headless.synth) and turns each scene's oracle program into a
 submission (blends/<scene>.blend) in a sandboxed worker. Then, for a local Ray instance of 1 and of
-2 CPUs, renders every scene as one Ray task (num_cpus=1) through bvb_addon.backend.map_unordered,
-each task running the real render stage (sandbox probe, worker start, gate, scene graph, render,
-PyAV encode) on that scene. The render stage has no --backend of its own yet, so this drives its
-per-scene work directly, as a Ray render backend would. Ray workers are started before the clock
-runs. The last line is ``ratio=<x>`` (2 workers over 1; a 2-core machine bounds it near 2).
+2 CPUs, runs the render stage with backend="ray" (what `python -m headless.render --backend ray`
+does): one task per scene (num_cpus=1), each probing its node's sandbox, starting a sandboxed
+worker, gating, describing, rendering and encoding its scene, the driver writing the rows. Ray
+workers are started before the clock runs. The last line is ``ratio=<x>`` (2 workers over 1; a
+2-core machine bounds it near 2).
 """
 
 import argparse
@@ -53,18 +53,6 @@ def build_blends(suite, scenes, out):
             shutil.copy(made.snapshot, out / f"{scene}.blend")
 
 
-def render_scene(job):
-    """One Ray task: the render stage on a one-scene run directory (its own render_status.jsonl)."""
-    from bvb_addon.render_stage import RenderOptions, RenderStage
-
-    run, scene, frames, resolution, preset = job
-    options = RenderOptions(run=Path(run), num_frames=frames, preset=preset, resolution=resolution, progress=False)
-    row = RenderStage(options).run()["rendered"][scene]
-    if row["status"] != "ok":
-        raise RuntimeError(f"{scene}: {row['status']}: {row['reason']}")
-    return row["seconds"]
-
-
 def warm_up(ray, cpus):
     """Start every Ray worker process (and its imports) before timing."""
 
@@ -84,22 +72,22 @@ def measure(cpus, root, blends, scenes, args):
     ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
         warm_up(ray, cpus)
-        jobs = []
-        for scene in scenes:
-            run = root / f"ray{cpus}" / scene
-            (run / "blends").mkdir(parents=True)
-            shutil.copy(blends / f"{scene}.blend", run / "blends" / f"{scene}.blend")
-            jobs.append((str(run), scene, args.frames, args.resolution, args.preset))
+        from bvb_addon.render_stage import RenderOptions, RenderStage
+
+        run = root / f"ray{cpus}"
+        shutil.copytree(blends, run / "blends")
+        options = RenderOptions(run=run, num_frames=args.frames, preset=args.preset, resolution=args.resolution,
+                                progress=False, backend="ray", workers=cpus)  # fmt: skip
         started = time.perf_counter()
-        results = list(backend.map_unordered(render_scene, jobs, backend="ray", num_cpus=1, max_retries=1))
+        rows = RenderStage(options).run()["rendered"]
         seconds = time.perf_counter() - started
     finally:
         ray.shutdown()
-    errors = [error for _, _, error in results if error is not None]
-    if errors:
-        raise SystemExit(f"{len(errors)} renders failed with {cpus} workers; first: {errors[0]}")
-    per_task = sorted(result for _, result, _ in results)
-    return seconds, per_task
+    failed = [row for row in rows.values() if row["status"] != "ok"]
+    if failed or len(rows) != len(scenes):
+        first = f"{failed[0]['scene']}: {failed[0]['status']}: {failed[0]['reason']}" if failed else "rows missing"
+        raise SystemExit(f"{len(failed)} of {len(scenes)} renders failed with {cpus} workers; first: {first}")
+    return seconds, sorted(row["seconds"] for row in rows.values())
 
 
 def main(argv=None):
