@@ -30,20 +30,13 @@ def _add_backend(p):
     )
 
 
-def _add_dv(sub):
-    p = sub.add_parser("dv", help="Dual VQA: judge answers on source and render, pooled retention")
-    p.add_argument("--run", required=True, help="the run directory (results/<run>)")
-    p.add_argument("--split", required=True, help="split file (JSON lines, VSI-Bench fields)")
-    p.add_argument("--videos", required=True, help="source videos root: <root>/<dataset>/<scene>.mp4")
+def _add_judge_args(p):
+    """The judge options shared by dv and steps (make_judge reads them)."""
     p.add_argument("--judge", choices=("vlm", "geometry"), default="vlm", help="vlm (an API) or geometry (offline)")
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge")
     p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
     p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), default="dual_vqa_v1")
-    p.add_argument("--votes", type=int, default=1, help="ask N times, take the majority (ties are wrong)")
-    p.add_argument("--workers", type=int, default=8, help="questions scored at once (in each scene task on Ray)")
-    p.add_argument("--resume", action="store_true", help="keep questions already scored by this judge")
-    p.add_argument("--scenes", nargs="+", help="re-score only these scenes (other scenes' rows are kept)")
     p.add_argument("--cache", help="judge cache file (default results/_dual_vqa_shared/judge_cache.sqlite)")
     p.add_argument("--shared", help="folder of shared source answers (default results/_dual_vqa_shared)")
     p.add_argument("--price-in", type=float, help="judge input price, USD per million tokens")
@@ -56,6 +49,23 @@ def _add_dv(sub):
         default="max_completion_tokens",
         help="request field for the 32-token cap (max_tokens for older servers)",
     )
+
+
+def _add_dv(sub):
+    p = sub.add_parser(
+        "dv",
+        help="Dual VQA: judge answers on source and render, pooled retention",
+        epilog="example: python -m eval_bridge dv --run results/r1 --split suite/split.jsonl --videos suite "
+        "--judge geometry",
+    )
+    p.add_argument("--run", required=True, help="the run directory (results/<run>)")
+    p.add_argument("--split", required=True, help="split file (JSON lines, VSI-Bench fields)")
+    p.add_argument("--videos", required=True, help="source videos root: <root>/<dataset>/<scene>.mp4")
+    _add_judge_args(p)
+    p.add_argument("--votes", type=int, default=1, help="ask N times, take the majority (ties are wrong)")
+    p.add_argument("--workers", type=int, default=8, help="questions scored at once (in each scene task on Ray)")
+    p.add_argument("--resume", action="store_true", help="keep questions already scored by this judge")
+    p.add_argument("--scenes", nargs="+", help="re-score only these scenes (other scenes' rows are kept)")
     _add_backend(p)
     p.add_argument(
         "--judge-concurrency",
@@ -67,7 +77,12 @@ def _add_dv(sub):
 
 
 def _add_ls(sub):
-    p = sub.add_parser("ls", help="Latent Similarity with a V-JEPA 2 encoder")
+    p = sub.add_parser(
+        "ls",
+        help="Latent Similarity with a V-JEPA 2 encoder",
+        epilog="example: python -m eval_bridge ls --run results/r1 --split suite/split.jsonl --videos suite "
+        "--model /models/vjepa2",
+    )
     p.add_argument("--run", required=True)
     p.add_argument("--split", required=True)
     p.add_argument("--videos", required=True)
@@ -131,6 +146,12 @@ def _add_vgi(sub):
     add_parser(sub)
 
 
+def _add_steps(sub):
+    from .steps import add_parser
+
+    add_parser(sub, _add_judge_args)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="eval_bridge",
@@ -140,7 +161,7 @@ def build_parser():
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_dv, _add_ls, _add_overall, _add_leaderboard, _add_serve, _add_report, _add_vgi):
+    for add in (_add_dv, _add_ls, _add_overall, _add_leaderboard, _add_serve, _add_report, _add_vgi, _add_steps):
         add(sub)
     return parser
 
@@ -155,7 +176,7 @@ def make_judge(args):
         return GeometryJudge()
     if not args.judge_base_url or not args.judge_model:
         raise ValueError(
-            "dv needs --judge-base-url and --judge-model for a VLM judge (or --judge geometry for the offline judge)"
+            "a VLM judge needs --judge-base-url and --judge-model (or --judge geometry for the offline judge)"
         )
     from .cache import JudgeCache
     from .judge import VLMJudge

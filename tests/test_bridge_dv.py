@@ -336,7 +336,7 @@ def test_bad_inputs_are_one_line_errors(assets, tmp_path, capsys):
     run = _make_run(assets, tmp_path / "results")
     code = main(["dv", "--run", str(run), "--split", str(root / "split.jsonl"), "--videos", str(root / "videos")])
     assert code == 2
-    assert "dv needs --judge-base-url and --judge-model" in capsys.readouterr().err
+    assert "a VLM judge needs --judge-base-url and --judge-model" in capsys.readouterr().err
     code = main(
         [
             "dv",

@@ -65,7 +65,16 @@ def test_headless_run_help_has_an_example():
 
 
 def test_bvb_command_line_delegates_help_to_each_stage():
-    for argv in (["--help"], ["run", "--help"], ["synth", "--help"], ["vgi-tasks", "--help"], ["render", "--help"]):
+    for argv in (
+        ["--help"],
+        ["run", "--help"],
+        ["synth", "--help"],
+        ["vgi-tasks", "--help"],
+        ["render", "--help"],
+        ["score", "dv", "--help"],
+        ["score", "steps", "--help"],
+        ["score", "vgi", "--help"],
+    ):
         out = subprocess.run(
             [sys.executable, "-m", "headless.cli", *argv], cwd=REPO, capture_output=True, text=True, timeout=120
         )

@@ -23,7 +23,7 @@ COMMON = ["--sandbox-min", "rlimits", "--allow-weak-sandbox", "--quiet"]
 def local_ray():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     if started:
         ray.shutdown()

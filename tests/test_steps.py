@@ -71,3 +71,14 @@ def test_answers_move_from_wrong_to_correct_and_lock_in_at_the_exact_step(steppe
         assert entry["lock_in_step"] == (0 if same else 1)
         assert entry["final_correct"] is True
     assert json.loads((stepped_run / "steps_analysis.json").read_text())["judge"] == "geometry"
+
+
+def test_the_command_line_writes_the_analysis(stepped_run, synth_suite, capsys):
+    from eval_bridge import cli
+
+    (stepped_run / "steps_analysis.json").unlink(missing_ok=True)
+    code = cli.main(["steps", "--run", str(stepped_run), "--split", str(synth_suite / "split.jsonl"),
+                     "--videos", str(synth_suite), "--judge", "geometry", "--scenes", SCENE])  # fmt: skip
+    assert code == 0
+    assert "wrong->correct 100.0%" in capsys.readouterr().out
+    assert json.loads((stepped_run / "steps_analysis.json").read_text())["scenes"] == 1
