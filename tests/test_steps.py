@@ -82,3 +82,20 @@ def test_the_command_line_writes_the_analysis(stepped_run, synth_suite, capsys):
     assert code == 0
     assert "wrong->correct 100.0%" in capsys.readouterr().out
     assert json.loads((stepped_run / "steps_analysis.json").read_text())["scenes"] == 1
+
+
+def test_a_vlm_judge_sees_a_short_render_of_each_snapshot(stepped_run, synth_suite, tmp_path):
+    from eval_bridge.cache import JudgeCache
+    from eval_bridge.judge import VLMJudge
+    from eval_bridge.steps import PREVIEW_FRAMES
+
+    questions = [q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE][:2]
+    with ScriptedOpenAI(default={"content": "A"}) as server:
+        judge = VLMJudge(server.base_url, "scripted-judge", cache=JudgeCache(tmp_path / "cache.sqlite"), api_key="x")
+        result = run_steps(stepped_run, questions, judge)
+        images = [
+            sum(1 for part in body["messages"][0]["content"] if part["type"] == "image_url") for body in server.requests
+        ]
+    # Two questions on each of the two snapshots, each call with the snapshot's preview frames.
+    assert images == [PREVIEW_FRAMES] * 4
+    assert result["questions"] == 2 and result["judge"] == "scripted-judge"
