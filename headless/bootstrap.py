@@ -64,3 +64,18 @@ def add_venv(argv=None):
     # Appended, so Blender's bundled packages (numpy among them) keep precedence.
     site.addsitedir(str(packages))
     return packages
+
+
+def entry_args(argv, prog):
+    """An entry point's own arguments, once the checkout and (inside Blender) the venv are importable.
+
+    argv None reads sys.argv (after ``--`` inside a Blender binary); a list is taken as the
+    entry point's arguments, as ``bvb`` and the demo pass them. A missing venv exits with
+    one line naming the fix.
+    """
+    try:
+        add_venv(None if argv is None else [prog, *argv])
+    except BootstrapError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return script_args() if argv is None else list(argv)

@@ -50,12 +50,9 @@ def parse_frames(text):
 
 
 def main(argv=None):
-    try:
-        bootstrap.add_venv(argv)
-    except bootstrap.BootstrapError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args = build_parser().parse_args(bootstrap.script_args(argv) if argv is None else argv)
+    # First: inside a Blender binary this makes the checkout and its venv importable.
+    own_args = bootstrap.entry_args(argv, "headless.exec")
+    args = build_parser().parse_args(own_args)
     from pathlib import Path
 
     from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, WorkerError

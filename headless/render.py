@@ -50,12 +50,9 @@ def build_parser():
 
 
 def main(argv=None):
-    try:
-        bootstrap.add_venv(argv)
-    except bootstrap.BootstrapError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args = build_parser().parse_args(bootstrap.script_args(argv) if argv is None else argv)
+    # First: inside a Blender binary this makes the checkout and its venv importable.
+    own_args = bootstrap.entry_args(argv, "headless.render")
+    args = build_parser().parse_args(own_args)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from pathlib import Path
 

@@ -170,13 +170,10 @@ def _terminate_as_interrupt(signum, frame):
 def main(argv=None):
     """Entry point. ``argv`` is the runner's own arguments (as ``bvb run`` and the demo pass
     them); None reads them from sys.argv, after ``--`` inside a Blender binary."""
-    try:
-        bootstrap.add_venv(None if argv is None else ["headless.run", *argv])
-    except bootstrap.BootstrapError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # First: inside a Blender binary this makes the checkout and its venv importable.
+    own_args = bootstrap.entry_args(argv, "headless.run")
     parser = build_parser()
-    args = parser.parse_args(bootstrap.script_args() if argv is None else list(argv))
+    args = parser.parse_args(own_args)
     from bvb_addon import versions
 
     if args.version:

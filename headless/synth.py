@@ -62,13 +62,10 @@ def build_parser():
 
 
 def main(argv=None):
-    try:
-        bootstrap.add_venv(argv)
-    except bootstrap.BootstrapError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # First: inside a Blender binary this makes the checkout and its venv importable.
+    own_args = bootstrap.entry_args(argv, "headless.synth")
     parser = build_parser()
-    args = parser.parse_args(bootstrap.script_args(argv) if argv is None else argv)
+    args = parser.parse_args(own_args)
     if args.scenes < 1 or args.scenes > 100:
         parser.error(f"--scenes {args.scenes} is out of range; use 1 to 100")
     if not 1 <= args.fps <= 60:

@@ -142,12 +142,9 @@ def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, s
 
 
 def main(argv=None):
-    try:
-        bootstrap.add_venv(None if argv is None else ["headless.vgi_tasks", *argv])
-    except bootstrap.BootstrapError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args = build_parser().parse_args(bootstrap.script_args(argv) if argv is None else argv)
+    # First: inside a Blender binary this makes the checkout and its venv importable.
+    own_args = bootstrap.entry_args(argv, "headless.vgi_tasks")
+    args = build_parser().parse_args(own_args)
     started = time.monotonic()
     try:
         rows = generate(args.out, args.seed, args.families, args.levels, args.oracle_videos, args.samples, args.scale)

@@ -54,11 +54,8 @@ def export_timeline(blend, dest, sandbox_config=None):
 
 
 def main(argv=None):
-    try:
-        bootstrap.add_venv(None if argv is None else ["headless.vgi_timelines", *argv])
-    except bootstrap.BootstrapError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # First: inside a Blender binary this makes the checkout and its venv importable.
+    own_args = bootstrap.entry_args(argv, "headless.vgi_timelines")
     parser = argparse.ArgumentParser(
         prog="headless.vgi_timelines",
         description="Export object timelines of a VGI run's submissions (sandboxed) for the exact checker.",
@@ -66,7 +63,7 @@ def main(argv=None):
     )
     parser.add_argument("--run", required=True, help="run directory written by headless.run --mode vgi")
     parser.add_argument("--scenes", nargs="+", help="only these task ids")
-    args = parser.parse_args(bootstrap.script_args() if argv is None else list(argv))
+    args = parser.parse_args(own_args)
     run = Path(args.run)
     blends = sorted((run / "blends").glob("*.blend"))
     if args.scenes:

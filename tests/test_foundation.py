@@ -80,3 +80,33 @@ def test_bvb_command_line_delegates_help_to_each_stage():
         )
         assert out.returncode == 0, (argv, out.stderr[-500:])
         assert "example" in out.stdout, argv
+
+
+def test_inside_a_blender_binary_a_missing_venv_is_one_clear_line(tmp_path):
+    # A built-in bpy (no __file__) is how the bootstrap recognises a Blender binary's Python.
+    code = (
+        "import sys, types; sys.modules['bpy'] = types.ModuleType('bpy'); "
+        "sys.argv = ['blender', '-b', '--python', 'headless/run.py', '--', '--version', '--venv', sys.argv[1]]; "
+        "from headless import run; run.main()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "no-venv")], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no Python 3.11 virtual environment" in lines[0] and "--venv" in lines[0]
+
+
+def test_inside_a_blender_binary_the_venv_goes_after_blenders_own_packages(tmp_path):
+    venv = tmp_path / "venv"
+    bootstrap.venv_site_packages(venv).mkdir(parents=True)
+    code = (
+        "import sys, types; sys.modules['bpy'] = types.ModuleType('bpy'); "
+        "from headless import bootstrap; "
+        "sys.argv = ['blender', '-b', '--', '--venv', sys.argv[1], '--help']; "
+        "print(bootstrap.entry_args(None, 'headless.run')); "
+        "print(sys.path[-1] == str(bootstrap.venv_site_packages(sys.argv[4])))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(venv)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"['--venv', '{venv}', '--help']", "True"]
