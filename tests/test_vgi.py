@@ -280,3 +280,19 @@ def test_runner_vgi_mode_oracle_then_sandboxed_timelines_score_perfect(vgi_suite
     ) == 0  # fmt: skip
     summary = json.loads((out / "vgi_summary.json").read_text())
     assert summary["overall"]["score"] == 100.0
+
+    # The render stage makes the procedure videos; the VLM judge scores them through the focus windows.
+    from headless import render
+
+    assert (
+        render.main(["--run", str(out), "--preset", "fast", "--num-frames", "16", "--resolution", "96", "--quiet"]) == 0
+    )
+    with ScriptedOpenAI(responder=_scripted_judge) as server:
+        assert cli.main(
+            ["vgi", "--videos", str(out / "camera_renders"), "--tasks", str(vgi_suite / "tasks.jsonl"),
+             "--judge-base-url", server.base_url, "--judge-model", "scripted-judge", "--price-in", "0",
+             "--price-out", "0", "--out", str(out / "vlm")]
+        ) == 0  # fmt: skip
+        assert server.calls >= 2 * len(rows)  # focus windows plus one completeness call per task
+    vlm = json.loads((out / "vlm" / "vgi_summary.json").read_text())
+    assert vlm["judge"] == "scripted-judge" and vlm["overall"]["score"] == 100.0
