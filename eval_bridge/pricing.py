@@ -1,53 +1,30 @@
-"""Judge prices in USD per million tokens, for the cost the bridge reports."""
+"""Judge prices, from the same table as the agent's (bvb_addon/data/prices.json), for the cost the bridge reports."""
 
-import json
 import logging
-from pathlib import Path
+
+from bvb_addon.agent.pricing import Price, PriceError, price_for
 
 log = logging.getLogger(__name__)
 
-# (input, output) USD per 1M tokens, list prices. A provider-reported cost (usage.cost) wins.
-PRICES = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-5": (1.25, 10.00),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5-nano": (0.05, 0.40),
-    "gemini-2.5-flash": (0.30, 2.50),
-    "gemini-2.5-pro": (1.25, 10.00),
-}
-
-
-# The agent's price table, shared when present, so the judge and the agent agree on prices.
-SHARED_PRICES = Path(__file__).resolve().parent.parent / "bvb_addon" / "data" / "prices.json"
-
-
-def load_prices():
-    """{model: (input, output)}: the shared table over the built-in one."""
-    prices = dict(PRICES)
-    try:
-        rows = json.loads(SHARED_PRICES.read_text())["models"]
-        prices.update({name: (float(row["input"]), float(row["output"])) for name, row in rows.items()})
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return prices
-
 
 class Pricing:
-    """Cost of one call from its usage; --price-in/--price-out override the table."""
+    """Cost of one call from its usage; --price-in/--price-out override the table.
+
+    Unlike the agent, an unknown judge model does not stop scoring: its cost counts as 0 and
+    a warning says how to price it (the judge's spend is reported, not limited).
+    """
 
     def __init__(self, model, price_in=None, price_out=None):
         self.model = model
-        base = model.rsplit("/", 1)[-1]
-        prices = load_prices()
-        table = prices.get(model) or prices.get(base)
         if price_in is not None or price_out is not None:
-            table = (price_in or 0.0, price_out or 0.0)
-        self.known = table is not None
-        self.price_in, self.price_out = table or (0.0, 0.0)
+            price = Price(price_in or 0.0, price_in or 0.0, price_out or 0.0)
+        else:
+            try:
+                price = price_for(model)
+            except PriceError:
+                price = None
+        self.known = price is not None
+        self.price_in, self.price_out = (price.input, price.output) if price else (0.0, 0.0)
         self._warned = False
 
     def cost(self, usage):
