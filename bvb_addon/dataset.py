@@ -5,7 +5,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .atomic import write_text_atomic
-from .video import VideoError
+
+# Not from .video: that imports PyAV, which a Blender without the wheels zip lacks.
+from .errors import VideoError
 
 QUESTION_TYPES = (
     "object_counting",

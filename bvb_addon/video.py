@@ -14,6 +14,8 @@ from pathlib import Path
 import av
 import numpy as np
 
+from .errors import VideoError
+
 log = logging.getLogger(__name__)
 
 # Forward gaps longer than this are crossed by seeking to a keyframe instead of decoding.
@@ -23,10 +25,6 @@ SEEK_GAP_S = 4.0
 # luminance table scaled by a quality percentage. Matching their means maps a libjpeg-style
 # quality (1-100, what callers and the judge protocol speak) to an ffmpeg qscale.
 _QSCALE_PER_PERCENT = 57.625 * 8 / 33.03125 / 100
-
-
-class VideoError(ValueError):
-    """A video that cannot be used; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)

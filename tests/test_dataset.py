@@ -114,3 +114,13 @@ def test_video_path(tmp_path):
         dataset.video_path(tmp_path, "scannet", "scene0099_00")
     with pytest.raises(VideoError, match="videos root not found"):
         dataset.video_path(tmp_path / "nowhere", "scannet", "scene0011_00")
+
+
+def test_reading_a_split_needs_no_pyav():
+    # The add-on reads splits inside a Blender that may lack PyAV (the default zip ships no wheels).
+    import subprocess
+    import sys
+
+    code = "import sys, bvb_addon.dataset; print('av' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
