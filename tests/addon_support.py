@@ -22,6 +22,30 @@ def import_addon():
     return module
 
 
+def run_install_probe(probe, built_zip, tmp_path):
+    """Run tests/<probe> in a fresh Python with bpy on a built zip; return the JSON it prints.
+
+    Blender's user config and extension repos are kept in tmp_path, away from the real home.
+    """
+    import os
+    import subprocess
+
+    env = dict(os.environ)
+    env["BLENDER_USER_RESOURCES"] = str(tmp_path / "user")
+    env["BLENDER_USER_CONFIG"] = str(tmp_path / "user" / "config")
+    env["BLENDER_USER_SCRIPTS"] = str(tmp_path / "user" / "scripts")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests" / probe), str(built_zip), str(tmp_path / "repo")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
 def forget_addon():
     for name in [n for n in sys.modules if n == "bvb" or n.startswith("bvb.")]:
         del sys.modules[name]

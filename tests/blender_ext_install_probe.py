@@ -10,25 +10,13 @@ import sys
 import bpy
 
 zip_path, repo_dir = sys.argv[1], sys.argv[2]
-OPERATORS = [
-    "show_versions",
-    "load_reference",
-    "clear_reference",
-    "open_run",
-    "run_agent",
-    "stop_agent",
-    "load_step",
-    "save_submission",
-    "render_camera",
-    "score",
-]
-PANELS = ["BVB_PT_main", "BVB_PT_source", "BVB_PT_run", "BVB_PT_steps", "BVB_PT_edit", "BVB_PT_score", "BVB_UL_steps"]
 
 
 def snapshot():
+    """What the extension has registered right now (discovered, so the test's lists are the only copy)."""
     return {
-        "operators": [name for name in OPERATORS if hasattr(bpy.ops.bvb, name) and _op_exists(name)],
-        "panels": [name for name in PANELS if hasattr(bpy.types, name)],
+        "operators": sorted(name for name in dir(bpy.ops.bvb) if _op_exists(name)),
+        "panels": sorted(name for name in dir(bpy.types) if name.startswith(("BVB_PT_", "BVB_UL_"))),
         "scene_pointer": hasattr(bpy.types.Scene, "bvb"),
     }
 
@@ -37,7 +25,7 @@ def _op_exists(name):
     try:
         getattr(bpy.ops.bvb, name).get_rna_type()
         return True
-    except KeyError:
+    except (KeyError, AttributeError):
         return False
 
 

@@ -53,3 +53,18 @@ def synth_suite(tmp_path_factory):
     if proc.returncode != 0:
         pytest.fail(f"headless.synth failed ({proc.returncode}): {proc.stderr[-3000:]}")
     return out
+
+
+@pytest.fixture
+def addon(factory_blender):
+    """The repository imported as the add-on 'bvb', registered and listed in preferences."""
+    from tests.addon_support import forget_addon, import_addon
+
+    module = import_addon()
+    module.register()
+    entry = factory_blender.context.preferences.addons.new()
+    entry.module = "bvb"
+    yield module
+    module.unregister()
+    factory_blender.context.preferences.addons.remove(entry)
+    forget_addon()

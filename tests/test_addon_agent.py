@@ -6,25 +6,12 @@ import time
 import pytest
 
 from headless.scripted_openai import ScriptedOpenAI
-from tests.addon_support import add_camera, forget_addon, import_addon, make_clip
+from tests.addon_support import add_camera, make_clip
 
 pytestmark = pytest.mark.blender
 
 TABLE = "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(location=(0, 0, 0.4))\nbpy.context.active_object.name = 'table_1'\n```"
 CHAIR = "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(size=0.5, location=(1, 0, 0.25))\nbpy.context.active_object.name = 'chair_1'\n```"
-
-
-@pytest.fixture
-def addon(factory_blender):
-    bpy = factory_blender
-    module = import_addon()
-    module.register()
-    entry = bpy.context.preferences.addons.new()
-    entry.module = "bvb"
-    yield module
-    module.unregister()
-    bpy.context.preferences.addons.remove(entry)
-    forget_addon()
 
 
 def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path, monkeypatch):

@@ -6,24 +6,11 @@ import time
 import pytest
 
 from headless.scripted_openai import ScriptedOpenAI
-from tests.addon_support import add_camera, forget_addon, import_addon
+from tests.addon_support import add_camera
 
 pytestmark = pytest.mark.blender
 
 SCENE = "synth_easy_000"
-
-
-@pytest.fixture
-def addon(factory_blender):
-    bpy = factory_blender
-    module = import_addon()
-    module.register()
-    entry = bpy.context.preferences.addons.new()
-    entry.module = "bvb"
-    yield module
-    module.unregister()
-    bpy.context.preferences.addons.remove(entry)
-    forget_addon()
 
 
 def _pump_until_done(pump, seconds=240):

@@ -1,9 +1,5 @@
 """Self-contained extension zips: wheels of openai and av declared in the manifest and installed by Blender."""
 
-import json
-import os
-import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -11,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from headless import extension_wheels
+from tests.addon_support import run_install_probe
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,20 +51,7 @@ def test_linux_zip_carries_wheels_that_blender_installs(tmp_path):
     wheels = [n for n in names if n.startswith("wheels/")]
     assert any(n.startswith("wheels/openai-") for n in wheels) and any(n.startswith("wheels/av-") for n in wheels)
     assert not any(n.startswith(("wheels/numpy-", "wheels/requests-")) for n in wheels)
-    env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
-    env["BLENDER_USER_CONFIG"] = str(tmp_path / "user" / "config")
-    env["BLENDER_USER_SCRIPTS"] = str(tmp_path / "user" / "scripts")
-    probe = REPO / "tests" / "blender_ext_wheels_probe.py"
-    proc = subprocess.run(
-        [sys.executable, str(probe), str(built), str(tmp_path / "repo")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-2000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+    result = run_install_probe("blender_ext_wheels_probe.py", built, tmp_path)
     assert result["install"] == ["FINISHED"]
     site = "extensions/.local/lib/python3.11/site-packages"
     assert {f"{site}/openai", f"{site}/av", f"{site}/pydantic_core"} <= set(result["found"])

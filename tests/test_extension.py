@@ -1,9 +1,5 @@
 """Tier 3: build the extension zip with Blender's CLI, then install and enable it in real bpy."""
 
-import json
-import os
-import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -11,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from headless import build_extension
+from tests.addon_support import run_install_probe
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.extension
@@ -56,38 +53,27 @@ def test_validate_rejects_a_broken_manifest(tmp_path):
         build_extension.build(tmp_path / "dist", source_dir=tmp_path)
 
 
-OPERATORS = [
-    "show_versions",
-    "load_reference",
-    "clear_reference",
-    "open_run",
-    "run_agent",
-    "stop_agent",
-    "load_step",
-    "save_submission",
-    "render_camera",
-    "score",
-]
-PANELS = ["BVB_PT_main", "BVB_PT_source", "BVB_PT_run", "BVB_PT_steps", "BVB_PT_edit", "BVB_PT_score", "BVB_UL_steps"]
+OPERATORS = sorted(
+    [
+        "show_versions",
+        "load_reference",
+        "clear_reference",
+        "open_run",
+        "run_agent",
+        "stop_agent",
+        "load_step",
+        "save_submission",
+        "render_camera",
+        "score",
+    ]
+)
+PANELS = sorted(
+    ["BVB_PT_main", "BVB_PT_source", "BVB_PT_run", "BVB_PT_steps", "BVB_PT_edit", "BVB_PT_score", "BVB_UL_steps"]
+)
 
 
 def test_zip_installs_enables_and_unregisters_cleanly(built_zip, tmp_path):
-    env = dict(os.environ)
-    # Keep Blender's user config and extension repos away from the real home.
-    env["BLENDER_USER_RESOURCES"] = str(tmp_path / "user")
-    env["BLENDER_USER_CONFIG"] = str(tmp_path / "user" / "config")
-    env["BLENDER_USER_SCRIPTS"] = str(tmp_path / "user" / "scripts")
-    probe = REPO / "tests" / "blender_ext_install_probe.py"
-    proc = subprocess.run(
-        [sys.executable, str(probe), str(built_zip), str(tmp_path / "repo")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-2000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+    result = run_install_probe("blender_ext_install_probe.py", built_zip, tmp_path)
     assert result["install"] == ["FINISHED"]
     assert result["addon_listed"]
     full = {"operators": OPERATORS, "panels": PANELS, "scene_pointer": True}
