@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -165,12 +166,19 @@ class KillingJudge(Judge):
     def __init__(self, labels, local_ray):
         super().__init__(labels, delay=0.1)
         self.local_ray, self.killed = local_ray, []
+        # Both sides of a question arrive at once, on two server threads: kill exactly once,
+        # or the second could also hit the retried task's fresh worker.
+        self._once = threading.Lock()
+        self._fired = False
 
     def __call__(self, body):
-        if body["messages"][0]["content"][-1]["text"] == "Which is closest to the bed?" and not self.killed:
-            self.killed = _scene_task_workers(self.local_ray)
-            for pid in self.killed:
-                os.kill(pid, signal.SIGKILL)
+        if body["messages"][0]["content"][-1]["text"] == "Which is closest to the bed?":
+            with self._once:
+                if not self._fired:
+                    self._fired = True
+                    self.killed = _scene_task_workers(self.local_ray)
+                    for pid in self.killed:
+                        os.kill(pid, signal.SIGKILL)
         return super().__call__(body)
 
 
