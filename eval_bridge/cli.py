@@ -111,6 +111,8 @@ def _add_leaderboard(sub):
     p.add_argument("runs", nargs="+", help="scored run directories")
     p.add_argument("--out", required=True, help="CSV to write")
     p.add_argument("--reference", help="published results CSV to rank the runs among")
+    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples of the scenes")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (same files and seed: same intervals)")
     p.set_defaults(func=cmd_leaderboard)
 
 
@@ -326,7 +328,9 @@ def cmd_overall(args, progress=None):
 def cmd_leaderboard(args, progress=None):
     from .overall import format_table, leaderboard
 
-    rows = leaderboard(args.runs, args.out, args.reference)
+    if args.bootstrap < 10:
+        raise ValueError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
+    rows = leaderboard(args.runs, args.out, args.reference, resamples=args.bootstrap, seed=args.seed)
     print(format_table(rows))
     print(f"wrote {args.out}")
     return rows

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from urllib.parse import urlparse
 
+from . import noise
 from .files import read_json, write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,8 @@ PUBLISHED_COLUMNS = (
     *QUESTION_COLUMNS,
 )
 OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol")
-COLUMNS = PUBLISHED_COLUMNS + OWN_COLUMNS
+# The bootstrap intervals come right after BVB's columns (eval_bridge.noise).
+COLUMNS = PUBLISHED_COLUMNS + noise.CI_COLUMNS + OWN_COLUMNS + noise.NOISE_COLUMNS
 VENDORS = {
     "openai": "OpenAI",
     "anthropic": "Anthropic",
@@ -115,8 +117,8 @@ def _vendor(config):
     return next((name for key, name in VENDORS.items() if key in host), "")
 
 
-def run_row(run_dir):
-    """One leaderboard row (0-100 scale) for a scored run directory."""
+def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
+    """One leaderboard row (0-100 scale) for a scored run directory, with its bootstrap intervals."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise OverallError(f"run directory {run_dir} does not exist; pass scored run folders")
@@ -160,6 +162,7 @@ def run_row(run_dir):
         encoder=ls.get("model", ""),
         protocol=dv.get("protocol", ""),
     )
+    row.update(noise.run_noise(run_dir, resamples, seed))
     return row
 
 
@@ -217,15 +220,22 @@ def _number(value):
         return -math.inf
 
 
-def leaderboard(run_dirs, out, reference=None):
-    """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows."""
-    rows = [run_row(r) for r in run_dirs]
+def leaderboard(run_dirs, out, reference=None, resamples=noise.RESAMPLES, seed=noise.SEED):
+    """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows.
+
+    Runs named NAME.trial1 ... NAME.trialK also get one row NAME aggregating their trials.
+    """
+    rows = [run_row(r, resamples, seed) for r in run_dirs]
+    by_dir = {str(Path(r)): row for r, row in zip(run_dirs, rows, strict=True)}
+    for name, trials in noise.trial_groups(run_dirs).items():
+        rows.append(noise.trial_row(name, [by_dir[str(t)] for t in trials], trials, resamples, seed))
     if reference:
         rows += read_reference(reference)
     # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
     rows.sort(key=lambda r: (-_number(r.get("overall")), -_number(r.get("dualVqa"))))
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
+    noise.overlaps(rows)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()

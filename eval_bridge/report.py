@@ -55,6 +55,7 @@ class RunView:
     judge: str = ""
     protocol: str = ""
     steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
+    step_answers: dict = field(default_factory=dict)  # scene -> its steps_answers.jsonl rows
 
 
 def overall_score(dv, ls):
@@ -122,6 +123,8 @@ def load_run(run_dir, videos_root=None):
     elif view.dv is not None and view.ls is not None:
         view.overall = overall_score(view.dv, view.ls)
     view.steps = _read_json(run_dir / "steps_analysis.json") or {}
+    for answer in _read_jsonl(run_dir / "steps_answers.jsonl"):
+        view.step_answers.setdefault(str(answer.get("scene")), []).append(answer)
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
     for qtype, entry in (dv_summary.get("by_question_type") or {}).items():
@@ -343,6 +346,10 @@ def _scene_block(view, row, assets, run_slug, out_dir):
     src_names, src_error = _strip(row.source, dest, f"{row.scene}_src")
     ren_names, ren_error = _strip(row.render, dest, f"{row.scene}_ren")
     links = []
+    if row.trajectory is not None:
+        page = _scene_page(view, row, out_dir, run_slug)
+        if page is not None:
+            links.append(f"<a class='steps-link' href='{html.escape(page)}'>steps</a>")
     for label, path in (("trajectory", row.trajectory), ("program", row.program)):
         if path is not None:
             shutil.copyfile(path, dest / path.name)
@@ -363,6 +370,23 @@ def _scene_block(view, row, assets, run_slug, out_dir):
         lines.append(f"<div class='strip strip-{label}'><span>{label}</span>{images}{missing}</div>")
     lines.append("</div>")
     return "\n".join(lines)
+
+
+def _scene_page(view, row, out_dir, run_slug):
+    """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed."""
+    from .trajectory_page import build_scene_page
+
+    page = out_dir / "scenes" / f"{run_slug}_{row.scene}.html"
+    inputs = [row.trajectory, view.path / "steps_answers.jsonl"]
+    newest = max(p.stat().st_mtime_ns for p in inputs if p.is_file())
+    if page.is_file() and page.stat().st_mtime_ns > newest:
+        return f"scenes/{page.name}"
+    try:
+        build_scene_page(row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene))
+    except (OSError, ValueError) as exc:
+        log.warning("%s: no step page (%s)", row.trajectory, exc)
+        return None
+    return f"scenes/{page.name}"
 
 
 def build_report(run_dirs, out_dir, videos_root=None):

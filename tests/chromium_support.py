@@ -73,3 +73,16 @@ def coloured_share(image):
 def painted_share(image):
     """Share of pixels that are not page background (near-white)."""
     return float((image.astype(int).min(axis=2) < 230).mean())
+
+
+def dump(page, profile, virtual_time=True):
+    """The page's DOM after its load event (``virtual_time=False``: real time, for load-time figures)."""
+    flags = FLAGS if virtual_time else [f for f in FLAGS if not f.startswith("--virtual-time-budget")]
+    result = subprocess.run(
+        [CHROMIUM, *flags, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
