@@ -56,6 +56,7 @@ class RunView:
     protocol: str = ""
     steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
     step_answers: dict = field(default_factory=dict)  # scene -> its steps_answers.jsonl rows
+    ci: dict = field(default_factory=dict)  # eval_bridge.noise: the bootstrap intervals and vote spread
 
 
 def overall_score(dv, ls):
@@ -123,6 +124,9 @@ def load_run(run_dir, videos_root=None):
     elif view.dv is not None and view.ls is not None:
         view.overall = overall_score(view.dv, view.ls)
     view.steps = _read_json(run_dir / "steps_analysis.json") or {}
+    from .noise import run_noise
+
+    view.ci = run_noise(run_dir)
     for answer in _read_jsonl(run_dir / "steps_answers.jsonl"):
         view.step_answers.setdefault(str(answer.get("scene")), []).append(answer)
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
@@ -192,6 +196,14 @@ def _strip(clip, dest_dir, prefix):
     return names, ""
 
 
+def _error_bar(value, ci, key):
+    """[[below], [above]] for matplotlib from a 0-100 interval around ``value``, or None without one."""
+    low, high = ci.get(f"{key}_ci_low"), ci.get(f"{key}_ci_high")
+    if low is None or high is None:
+        return None
+    return [[max(0.0, value - low)], [max(0.0, high - value)]]
+
+
 def _plots(runs, assets):
     """Draw the scatter and the by-type bars with matplotlib; return file names."""
     import matplotlib
@@ -211,12 +223,17 @@ def _plots(runs, assets):
         dv = view.dv or 0.0
         ls = view.ls or 0.0
         marker = "o" if view.ls is not None else "x"
-        ax.scatter([dv], [ls], s=60, marker=marker, zorder=3, label=view.name)
+        points = ax.scatter([dv], [ls], s=60, marker=marker, zorder=3, label=view.name)
+        xerr, yerr = _error_bar(dv, view.ci, "dualVqa"), _error_bar(ls, view.ci, "latentSim")
+        if xerr is not None or yerr is not None:
+            # The 95% bootstrap interval over scenes (eval_bridge.noise), in the point's colour.
+            ax.errorbar([dv], [ls], xerr=xerr, yerr=yerr, fmt="none", ecolor=points.get_facecolor()[0],
+                        elinewidth=1, capsize=3, zorder=2)  # fmt: skip
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
     ax.set_xlabel("Dual VQA (DV)")
     ax.set_ylabel("Latent Similarity (LS)")
-    ax.set_title("DV vs LS (grey: Overall iso-curves)")
+    ax.set_title("DV vs LS (grey: Overall iso-curves; bars: 95% CI)")
     if any(view.ls is None for view in runs):
         ax.text(2, 96, "x: LS not scored (plotted at 0)", fontsize=8, color="#666666", va="top")
     ax.legend(fontsize=8, loc="lower right")
@@ -302,6 +319,7 @@ th:first-child, td:first-child {{ text-align: left; }}
 .strip span {{ width: 60px; font-size: 12px; color: #666; }}
 .strip img {{ height: 96px; }}
 .missing {{ color: #a33; font-size: 12px; }}
+.ci {{ color: #777; font-size: 11px; }} .overlap {{ color: #c60; font-weight: bold; }} .note {{ font-size: 12px; color: #666; }}
 .status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }}
 </style></head>
 <body data-report="bvb">
@@ -325,19 +343,68 @@ window.addEventListener("load", function () {{
 """
 
 
+def _with_ci(value, ci, key):
+    low, high = ci.get(f"{key}_ci_low"), ci.get(f"{key}_ci_high")
+    if value is None or low is None or high is None:
+        return _fmt(value)
+    return f"{_fmt(value)} <span class='ci'>[{_fmt(low)}, {_fmt(high)}]</span>"
+
+
+def _trial_views(runs):
+    """One row per group of NAME.trialK runs: the mean over trials and the interval of that mean."""
+    from .noise import intervals, trial_groups
+
+    by_path = {str(Path(v.path)): v for v in runs}
+    rows = []
+    for name, paths in trial_groups([v.path for v in runs]).items():
+        views = [by_path[str(p)] for p in paths]
+
+        def mean(values):
+            values = [v for v in values if v is not None]
+            return sum(values) / len(values) if values else None
+
+        overall = [v.overall for v in views if v.overall is not None]
+        spread = f" ±{_fmt(max(overall) - min(overall))} range" if len(overall) > 1 else ""
+        row = RunView(name=f"{name} (mean of {len(views)} trials{spread})", path=Path(paths[0]).parent / name)
+        row.dv, row.ls, row.overall = mean([v.dv for v in views]), mean([v.ls for v in views]), mean(overall)
+        row.cost = sum(v.cost for v in views) / len(views)
+        row.scenes = views[0].scenes
+        row.ci = intervals(paths)
+        rows.append(row)
+    return rows
+
+
 def _leaderboard_table(runs):
     # Overall when every run has it; DV alone otherwise (a run without LS has no Overall).
-    ranked = sorted(runs, key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
-    head = "<tr><th>rank</th><th>run</th><th>Overall</th><th>DV</th><th>LS</th><th>cost $</th><th>scenes</th><th>failures</th></tr>"
+    ranked = sorted(runs + _trial_views(runs), key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
+    head = (
+        "<tr><th>rank</th><th>run</th><th>Overall [95% CI]</th><th>DV [95% CI]</th><th>LS [95% CI]</th>"
+        "<th>cost $</th><th>scenes</th><th>failures</th><th>judge votes: DV spread</th></tr>"
+    )
     body = []
+    above = None
     for rank, view in enumerate(ranked, 1):
         failures = sum(1 for s in view.scenes if s.status not in ("submitted", "ok", "done"))
+        key = "overall" if view.overall is not None else "dualVqa"
+        interval = (view.ci.get(f"{key}_ci_low"), view.ci.get(f"{key}_ci_high"))
+        overlap = None not in interval and above is not None and interval[0] <= above[1] and above[0] <= interval[1]
+        mark = " <span class='overlap' title='its 95% interval overlaps the row above'>≈</span>" if overlap else ""
+        above = interval if None not in interval else None
+        votes = view.ci.get("votes")
+        spread = f"{votes}: {_fmt(view.ci.get('dualVqa_vote_spread'))}" if votes else "–"
         body.append(
-            f"<tr><td>{rank}</td><td>{html.escape(view.name)}</td><td>{_fmt(view.overall)}</td>"
-            f"<td>{_fmt(view.dv)}</td><td>{_fmt(view.ls)}</td><td>{_fmt(view.cost, 3)}</td>"
-            f"<td>{len(view.scenes)}</td><td>{failures}</td></tr>"
+            f"<tr><td>{rank}{mark}</td><td>{html.escape(view.name)}</td>"
+            f"<td>{_with_ci(view.overall, view.ci, 'overall')}</td><td>{_with_ci(view.dv, view.ci, 'dualVqa')}</td>"
+            f"<td>{_with_ci(view.ls, view.ci, 'latentSim')}</td><td>{_fmt(view.cost, 3)}</td>"
+            f"<td>{len(view.scenes)}</td><td>{failures}</td><td>{spread}</td></tr>"
         )
     return f"<table id='leaderboard'>{head}{''.join(body)}</table>"
+
+
+CI_NOTE = (
+    "<p class='note'>Brackets and bars: 95% bootstrap intervals over scenes (2000 resamples, seed 0); "
+    "≈ marks a row whose interval overlaps the row above, so their order may be noise.</p>"
+)
 
 
 def _scene_block(view, row, assets, run_slug, out_dir):
@@ -421,7 +488,7 @@ def build_report(run_dirs, out_dir, videos_root=None):
         table=_leaderboard_table(runs),
         scatter=scatter,
         bars=bars,
-        steps=steps_html,
+        steps=CI_NOTE + steps_html,
         runs="\n".join(sections),
     )
     index = out_dir / "index.html"
