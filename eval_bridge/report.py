@@ -147,6 +147,10 @@ def load_run(run_dir, videos_root=None):
             cost=meta.get("cost"),
             turns=meta.get("turns"),
         )
+    # A scene still running has a trajectory but no agent_meta yet (bvb view shows it live).
+    for trajectory in sorted((run_dir / "trajectories").glob("*.traj.json")):
+        scene = trajectory.name[: -len(".traj.json")]
+        rows.setdefault(scene, SceneRow(scene=scene, status="running"))
     datasets = []
     for row in _read_jsonl(run_dir / "dual_vqa.jsonl"):
         scene = row.get("scene") or row.get("scene_name")
@@ -180,10 +184,21 @@ def load_run(run_dir, videos_root=None):
     return view
 
 
+def _stale(output, source):
+    """Whether ``output`` is missing or older than ``source``."""
+    try:
+        return output.stat().st_mtime_ns < source.stat().st_mtime_ns
+    except OSError:
+        return True
+
+
 def _strip(clip, dest_dir, prefix):
     """Save STRIP_FRAMES uniformly sampled JPEGs of a clip; return their names (or an error)."""
     if clip is None:
         return [], "no video"
+    names = [f"{prefix}_{index}.jpg" for index in range(STRIP_FRAMES)]
+    if not any(_stale(dest_dir / name, clip) for name in names):
+        return names, ""  # kept from an earlier build of this folder (bvb view rebuilds often)
     try:
         frames = video.sample_uniform(clip, STRIP_FRAMES, longest_side=STRIP_SIDE, quality=80)
     except video.VideoError as exc:
@@ -302,6 +317,22 @@ def _steps_plot(runs, assets):
     return "steps.svg"
 
 
+def _cached_plots(runs, assets):
+    """The three plots, redrawn only when what they show changed (bvb view rebuilds on every step)."""
+    import hashlib
+
+    shown = [[v.name, v.dv, v.ls, v.by_type, v.ci, v.steps] for v in runs]
+    key = hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
+    stamp = assets / "plots.key"
+    names = ("scatter.svg", "dv_by_type.svg")
+    if stamp.is_file() and stamp.read_text() == key and all((assets / n).is_file() for n in names):
+        return (*names, "steps.svg" if (assets / "steps.svg").is_file() and any(v.steps for v in runs) else None)
+    scatter, bars = _plots(runs, assets)
+    steps_plot = _steps_plot(runs, assets)
+    write_text_atomic(stamp, key)
+    return scatter, bars, steps_plot
+
+
 def _fmt(value, digits=1):
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -325,6 +356,7 @@ th:first-child, td:first-child {{ text-align: left; }}
 <body data-report="bvb">
 <h1>BVB report</h1>
 <p>{subtitle}</p>
+{live}
 <h2>Leaderboard</h2>
 {table}
 <h2>Scores</h2>
@@ -339,6 +371,7 @@ window.addEventListener("load", function () {{
   document.body.setAttribute("data-images-loaded", ok + "/" + images.length);
 }});
 </script>
+{live_script}
 </body></html>
 """
 
@@ -407,19 +440,20 @@ CI_NOTE = (
 )
 
 
-def _scene_block(view, row, assets, run_slug, out_dir):
+def _scene_block(view, row, assets, run_slug, out_dir, live_script=""):
     dest = assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
     src_names, src_error = _strip(row.source, dest, f"{row.scene}_src")
     ren_names, ren_error = _strip(row.render, dest, f"{row.scene}_ren")
     links = []
     if row.trajectory is not None:
-        page = _scene_page(view, row, out_dir, run_slug)
+        page = _scene_page(view, row, out_dir, run_slug, live_script)
         if page is not None:
             links.append(f"<a class='steps-link' href='{html.escape(page)}'>steps</a>")
     for label, path in (("trajectory", row.trajectory), ("program", row.program)):
         if path is not None:
-            shutil.copyfile(path, dest / path.name)
+            if _stale(dest / path.name, path):
+                shutil.copyfile(path, dest / path.name)
             links.append(f"<a href='assets/{run_slug}/{html.escape(path.name)}'>{label}</a>")
     dv = f"{row.dv_retained}/{row.dv_correct_source}" if row.dv_correct_source else "–"
     ok = row.status in ("submitted", "ok", "done")
@@ -439,7 +473,7 @@ def _scene_block(view, row, assets, run_slug, out_dir):
     return "\n".join(lines)
 
 
-def _scene_page(view, row, out_dir, run_slug):
+def _scene_page(view, row, out_dir, run_slug, live_script=""):
     """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed."""
     from .trajectory_page import build_scene_page
 
@@ -449,15 +483,21 @@ def _scene_page(view, row, out_dir, run_slug):
     if page.is_file() and page.stat().st_mtime_ns > newest:
         return f"scenes/{page.name}"
     try:
-        build_scene_page(row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene))
+        build_scene_page(
+            row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene), script=live_script
+        )
     except (OSError, ValueError) as exc:
         log.warning("%s: no step page (%s)", row.trajectory, exc)
         return None
     return f"scenes/{page.name}"
 
 
-def build_report(run_dirs, out_dir, videos_root=None):
-    """Write out_dir/index.html (and its assets) for the given runs; return the page's path."""
+def build_report(run_dirs, out_dir, videos_root=None, live=None):
+    """Write out_dir/index.html (and its assets) for the given runs; return the page's path.
+
+    ``live`` (from eval_bridge.live): (progress section HTML, {"index": script, "scene": script}).
+    """
+    live_html, scripts = live if live else ("", {})
     out_dir = Path(out_dir)
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
@@ -466,8 +506,7 @@ def build_report(run_dirs, out_dir, videos_root=None):
         if not Path(run_dir).is_dir():
             raise FileNotFoundError(f"run directory {run_dir} does not exist; pass a folder written by headless.run")
         runs.append(load_run(run_dir, videos_root))
-    scatter, bars = _plots(runs, assets)
-    steps_plot = _steps_plot(runs, assets)
+    scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
         f"<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='assets/{steps_plot}' "
         "alt='self-correction across agent steps'></div>"
@@ -477,7 +516,7 @@ def build_report(run_dirs, out_dir, videos_root=None):
     sections = []
     for index, view in enumerate(runs):
         slug = f"run{index}_{Path(view.path).name}"
-        blocks = [_scene_block(view, row, assets, slug, out_dir) for row in view.scenes]
+        blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", "")) for row in view.scenes]
         judge = f" · judge {html.escape(view.judge)} ({html.escape(view.protocol)})" if view.judge else ""
         sections.append(
             f"<h2>{html.escape(view.name)}</h2><p>{html.escape(str(view.path))}{judge}</p>" + "\n".join(blocks)
@@ -489,6 +528,8 @@ def build_report(run_dirs, out_dir, videos_root=None):
         scatter=scatter,
         bars=bars,
         steps=CI_NOTE + steps_html,
+        live=live_html,
+        live_script=scripts.get("index", ""),
         runs="\n".join(sections),
     )
     index = out_dir / "index.html"

@@ -203,6 +203,7 @@ window.addEventListener("load", function () {{
   document.body.setAttribute("data-load-ms", String(Math.round(nav ? nav.loadEventStart : performance.now())));
 }});
 </script>
+{script}
 </body></html>
 """
 
@@ -269,7 +270,7 @@ def _step_html(record, reply, observation, images, img_dir, totals, answers, end
     return "\n".join(parts)
 
 
-def build_scene_page(trajectory, page, back="index.html", answers=None):
+def build_scene_page(trajectory, page, back="index.html", answers=None, script=""):
     """Write the step-by-step page of a trajectory (a path or its dict) at ``page``; return the page's path.
 
     Images go to ``<page stem>_files/`` next to the page; ``answers`` are the scene's rows of
@@ -326,6 +327,7 @@ def build_scene_page(trajectory, page, back="index.html", answers=None):
         headline=headline,
         totals=summary,
         steps="\n".join(blocks) or "<p>no steps yet</p>",
+        script=script,
     )
     write_text_atomic(page, text)
     return page

@@ -98,14 +98,15 @@ def task(scene):
     return SceneTask(scene, "synthetic", f"{scene}.mp4", fps=8.0, frame_count=32, duration=4.0, width=64, height=48)
 
 
-def write_config(run_dir, cost_limit=1.0, split=None):
+def write_config(run_dir, cost_limit=1.0, split=None, scenes=1, started="2026-12-01T00:00:00+00:00"):
+    """config.json as the runner writes it (the fields the report and bvb view read)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(
         json.dumps({
             "model": "scripted", "agent": "model", "api_key_env": "BVB_TEST_KEY",
             "limits": {"cost_limit": cost_limit, "max_steps": 0, "wall_limit": 0}, "split": split,
-            "created": "2026-12-01T00:00:00+00:00",
+            "created": started, "sessions": [{"started": started, "workers": 1, "scenes": scenes}],
         })
     )  # fmt: skip
 
