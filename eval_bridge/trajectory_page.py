@@ -116,10 +116,14 @@ def _summary_html(text):
         if key in summary:
             items.append(f"<li><b>{key}</b> {html.escape(json.dumps(summary[key]))}</li>")
     changes = summary.get("changes") or {}
+    counts = changes.get("counts")
+    # The sandbox writes the three totals as [added, removed, modified] (names are capped at 20 each).
+    if isinstance(counts, list):
+        counts = dict(zip(("added", "removed", "modified"), counts, strict=False))
     for kind in ("added", "removed", "modified"):
         if changes.get(kind):
             names = ", ".join(str(n) for n in changes[kind])
-            count = (changes.get("counts") or {}).get(kind, len(changes[kind]))
+            count = (counts or {}).get(kind, len(changes[kind]))
             items.append(f"<li class='change-{kind}'><b>{kind}</b> ({count}) {html.escape(names)}</li>")
     others = {k: v for k, v in summary.items() if k not in shown and k != "changes"}
     if others:
@@ -174,13 +178,13 @@ PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }}
-.step {{ border-top: 1px solid #ccc; padding: 8px 0; }}
+.step {{ border-top: 1px solid #ccc; padding: 8px 0; content-visibility: auto; contain-intrinsic-size: auto 400px; }}
 .step.end {{ background: #f3f8ff; }}
 .meta {{ font-size: 12px; color: #555; }}
 .status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }}
 pre {{ background: #f6f6f6; padding: 6px; overflow-x: auto; font-size: 12px; white-space: pre-wrap; }}
 .images img {{ margin: 2px; border: 1px solid #ddd; height: 128px; width: auto; }}
-ul.summary {{ font-size: 12px; margin: 4px 0; }} .change-added {{ color: #2a2; }} .change-removed {{ color: #a33; }}
+ul.summary {{ font-size: 12px; margin: 4px 0; padding-left: 0; }} ul.summary li {{ display: inline-block; margin-right: 14px; }} .change-added {{ color: #2a2; }} .change-removed {{ color: #a33; }}
 .ended {{ font-weight: bold; color: #036; }}
 table {{ border-collapse: collapse; font-size: 12px; }} td, th {{ border: 1px solid #ddd; padding: 2px 6px; }}
 tr.right td {{ color: #2a2; }} tr.wrong td {{ color: #a33; }}
@@ -201,6 +205,7 @@ window.addEventListener("load", function () {{
   document.body.setAttribute("data-images-loaded", ok + "/" + images.length);
   document.body.setAttribute("data-images-broken", String(broken));
   document.body.setAttribute("data-load-ms", String(Math.round(nav ? nav.loadEventStart : performance.now())));
+  document.body.setAttribute("data-ready-ms", String(Math.round(nav ? nav.domContentLoadedEventEnd : 0)));
 }});
 </script>
 {script}

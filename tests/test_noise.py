@@ -139,3 +139,27 @@ def test_vote_spread_grades_each_vote_alone(tmp_path):
     spread = noise.vote_spread(run)
     assert spread["dv_by_vote"] == [100.0, 50.0, 0.0]
     assert spread["spread"] == 100.0 and spread["std"] == pytest.approx(50.0)
+
+
+def test_report_table_shows_intervals_overlap_marks_and_error_bars(tmp_path):
+    import re
+
+    from eval_bridge import report
+
+    first, _, _ = _scored(tmp_path, "first", seed=5)
+    close, _, _ = _scored(tmp_path, "close", seed=6)
+    far, _, _ = _scored(tmp_path, "far", seed=7, bias=0.0)
+    page = report.build_report([first, close, far], tmp_path / "report").read_text()
+    table = re.search(r"<table id='leaderboard'>.*?</table>", page, re.S).group(0)
+    rows = re.findall(r"<tr><td>(\d+)( <span class='overlap'[^>]*>≈</span>)?</td><td>([^<]+)</td>", table)
+    marks = {name: bool(mark) for _, mark, name in rows}
+    ci = {name: noise.intervals([tmp_path / name]) for name in marks}
+    ranked = [name for _, _, name in rows]
+    assert ranked[-1] == "far" and not marks[ranked[0]]
+    assert sorted(marks.values()) == [False, False, True]  # seeds 5 and 6 overlap; far is clear of them
+    for above, name in zip(ranked, ranked[1:], strict=False):
+        low, high = ci[name]["overall_ci_low"], ci[name]["overall_ci_high"]
+        assert marks[name] == (low <= ci[above]["overall_ci_high"] and ci[above]["overall_ci_low"] <= high)
+    assert f"[{ci['far']['dualVqa_ci_low']:.1f}, {ci['far']['dualVqa_ci_high']:.1f}]" in table
+    # matplotlib draws error bars as line collections, one per axis per run.
+    assert (tmp_path / "report" / "assets" / "scatter.svg").read_text().count('id="LineCollection_') == 6

@@ -56,7 +56,7 @@ class DictScene:
             "camera": {"present": "Camera" in self.scene, "name": "Camera", "animated": False},
             "frame_range": [1, 32],
             "changes": {"added": added, "removed": removed, "modified": [],
-                        "counts": {"added": len(added), "removed": len(removed), "modified": 0}},
+                        "counts": [len(added), len(removed), 0]},
         }  # fmt: skip
 
     def python(self, code, timeout=None):
