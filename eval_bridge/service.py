@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+import h11
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -462,6 +464,8 @@ def build_app(service):
             raw = await asyncio.wait_for(request.body(), BODY_TIMEOUT_S)
         except TimeoutError:
             raise ServiceError(408, f"the request body did not arrive within {BODY_TIMEOUT_S:g} s") from None
+        except ClientDisconnect:
+            raise ServiceError(400, "the client went away before its body arrived") from None
         if len(raw) > MAX_BODY:
             raise ServiceError(413, f"a job is at most {MAX_BODY} bytes")
         try:
@@ -596,19 +600,36 @@ class GuardedH11Protocol(H11Protocol):
         super().on_response_complete()
         self._arm_head_deadline(cycle)
 
+    def eof_received(self):
+        # A client that stops sending mid-request (a short body, half a head) is told so as it goes.
+        cycle = self.cycle
+        mid_head = self._head_started and cycle is self._armed_cycle
+        mid_body = cycle is not None and not cycle.response_started and self.conn.their_state is h11.SEND_BODY
+        if mid_head or mid_body:
+            self._reply_and_close(
+                400, "Bad Request", b"the request ended early (a body shorter than its Content-Length?)\n"
+            )
+        return super().eof_received()
+
     def _arm_head_deadline(self, cycle):
         self._head_started = False
+        self._armed_cycle = cycle
         self.loop.call_later(HEAD_TIMEOUT_S, self._head_deadline, cycle)
 
     def _head_deadline(self, cycle):
         if self.transport.is_closing() or self.cycle is not cycle:
             return  # the request head arrived in time (its body has its own limit)
         if self._head_started:
-            message = b"the request head did not arrive in time\n"
-            self.transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(message), message)
-            )
+            self._reply_and_close(408, "Request Timeout", b"the request head did not arrive in time\n")
+        else:
+            self.transport.close()
+
+    def _reply_and_close(self, status, reason, message):
+        # Written as bytes: h11 will not send a response to a request it has not fully parsed.
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+            b"content-length: %d\r\n\r\n%s" % (status, reason.encode(), len(message), message)
+        )
         self.transport.close()
 
 
