@@ -489,3 +489,27 @@ def test_the_add_on_client_scores_a_scene_with_the_service_defaults(layout, tmp_
     with _server([results, suite], token=None, token_file=token_file) as bare:
         with pytest.raises(bridge_client.BridgeError, match="nothing to score"):
             bridge_client.submit(bare.url, run, "s1", axes=("dv", "ls"), token_file=token_file)
+
+
+def test_serve_with_only_host_port_and_root_starts_with_the_geometry_judge(layout, tmp_path):
+    suite, results, _, _ = layout
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # The default token file is under the user's config folder: here, a temporary one.
+    env = {k: v for k, v in os.environ.items() if k not in ("BVB_BRIDGE_TOKEN", "BVB_BRIDGE_TOKEN_FILE")}
+    env.update(PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    command = [sys.executable, "-m", "eval_bridge", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--root", str(results)]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        token_file = tmp_path / "xdg" / "bvb" / "bridge-token"
+        assert f"bearer token written to {token_file}" in lines[1], lines
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+        health = requests.get(f"http://127.0.0.1:{port}/health", headers=headers, timeout=10).json()
+        assert health["judges"] == ["geometry"] and health["encoders"] == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
