@@ -513,3 +513,28 @@ def test_serve_with_only_host_port_and_root_starts_with_the_geometry_judge(layou
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_config_file_fixes_judges_and_encoders_and_bad_entries_are_named(tmp_path):
+    from eval_bridge.cli import build_parser
+    from eval_bridge.service import config_from_args
+
+    config_file = tmp_path / "bridge.toml"
+    config_file.write_text(
+        f'roots = ["{tmp_path}"]\ndefault_judge = "gpt4o"\n'
+        '[judges.gpt4o]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "gpt-4o"\nprice_in = 2.5\n'
+        '[encoders.vjepa]\nmodel = "/models/vjepa2"\n'
+    )
+    config = config_from_args(build_parser().parse_args(["serve", "--config", str(config_file)]))
+    assert set(config.judges) == {"geometry", "gpt4o"} and config.default_judge == "gpt4o"
+    assert config.judges["gpt4o"].price_in == 2.5 and config.encoders["vjepa"].model == "/models/vjepa2"
+    assert config.roots == (str(tmp_path),) and config.default_encoder is None
+    for text, message in (
+        ('[judges.x]\nbase_url = "u"\nmodel = "m"\nendpoint = "e"\n', "judges.x.endpoint"),
+        ('[judges.x]\nkind = "vlm"\n', "judge 'x': a VLM judge needs"),
+        ('default_judge = "nope"\n', "default judge 'nope' is not configured"),
+        ("roots = [\n", "is not valid TOML"),
+    ):
+        config_file.write_text(text)
+        with pytest.raises(ValueError, match=message):
+            config_from_args(build_parser().parse_args(["serve", "--config", str(config_file)]))
