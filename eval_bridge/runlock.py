@@ -88,7 +88,7 @@ class RunLock:
                 since = time.strftime("%H:%M:%S", time.localtime(owner.get("since") or 0))
                 raise RunBusy(
                     f"{self.path.parent} is being scored by {owner.get('label')} (pid {pid}, since {since}); "
-                    "wait for it to finish"
+                    f"wait for it to finish (or remove {self.path} if pid {pid} is not scoring)"
                 )
         log.warning("removing stale scoring lock %s (owner %s is gone)", self.path, owner)
         with contextlib.suppress(FileNotFoundError):

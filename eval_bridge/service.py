@@ -247,8 +247,9 @@ def _first_error(exc):
 
 
 class Job:
-    def __init__(self, job_id, run, axes, steps, lock):
+    def __init__(self, job_id, run, axes, steps, lock, judge=None, encoder=None):
         self.id = job_id
+        self.judge, self.encoder = judge, encoder  # the configured names it uses
         self.run = run
         self.axes = axes
         self.steps = steps  # [(axis, callable(progress))]
@@ -268,6 +269,8 @@ class Job:
             "job": self.id,
             "run": str(self.run),
             "axes": self.axes,
+            "judge": self.judge,
+            "encoder": self.encoder,
             "status": self.status,
             "error": self.error,
             "progress": {"axis": self.axis, "done": self.done, "total": self.total, "axes_done": self.axes_done},
@@ -390,9 +393,8 @@ class Service:
                 lock = run_lock(run, f"eval_bridge service job {job_id}").acquire()
             except RunBusy as exc:
                 raise ServiceError(409, str(exc)) from None
-            job = Job(job_id, run, axes, steps, lock)
+            job = Job(job_id, run, axes, steps, lock, judge_name, encoder_name)
             job.skipped = skipped
-            job.judge, job.encoder = judge_name, encoder_name
             self.jobs[job.id] = job
             self._active[run] = job.id
         threading.Thread(target=self._work, args=(job,), name=f"bridge-job-{job.id}", daemon=True).start()
