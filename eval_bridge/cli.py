@@ -1,4 +1,7 @@
-"""Command line of the eval bridge: dv, ls, overall, leaderboard, serve, report."""
+"""Command line of the eval bridge: dv, ls, overall, leaderboard, serve, report, vgi, steps.
+
+It only parses arguments into eval_bridge.api's options, calls the API and prints what came back.
+"""
 
 import argparse
 import logging
@@ -9,8 +12,6 @@ from pathlib import Path
 from . import api
 
 log = logging.getLogger(__name__)
-
-DEFAULT_JUDGE_CONCURRENCY = api.DEFAULT_JUDGE_CONCURRENCY
 
 EXAMPLES = """examples:
   python -m eval_bridge dv --run results/r1 --split split.jsonl --videos VSI-Bench \\
@@ -33,7 +34,7 @@ def _add_backend(p):
 
 
 def _add_judge_args(p):
-    """The judge options shared by dv and steps (make_judge reads them)."""
+    """The judge options shared by dv and steps (judge_options reads them)."""
     p.add_argument("--judge", choices=("vlm", "geometry"), default="vlm", help="vlm (an API) or geometry (offline)")
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge")
     p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
@@ -73,7 +74,7 @@ def _add_dv(sub):
         "--judge-concurrency",
         type=int,
         help=f"most judge requests in flight at once, across the whole Ray cluster "
-        f"(default {DEFAULT_JUDGE_CONCURRENCY} with --backend ray; unlimited beyond --workers locally)",
+        f"(default {api.DEFAULT_JUDGE_CONCURRENCY} with --backend ray; unlimited beyond --workers locally)",
     )
     p.set_defaults(func=cmd_dv)
 

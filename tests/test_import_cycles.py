@@ -93,6 +93,7 @@ def test_the_cycle_finder_finds_a_cycle_and_ignores_a_chain():
 def test_no_import_cycles_among_the_project_modules():
     modules = _modules()
     graph = {m: _imports(m, p, modules) for m, p in modules.items()}
-    assert "eval_bridge.dv" in graph and "bvb_addon.backend" in graph["eval_bridge.dv"] | graph["eval_bridge.distributed"]
+    # The walk sees lazy imports too: dv imports distributed inside a function.
+    assert "eval_bridge.distributed" in graph["eval_bridge.dv"] and "bvb_addon.backend" in graph["eval_bridge.dv"]
     cycles = _cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
