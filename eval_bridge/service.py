@@ -58,7 +58,9 @@ GEOMETRY = "geometry"
 # A job is a few hundred bytes; anything near this is not one.
 MAX_BODY = 64 * 1024
 # Limits on slow or stuck clients: the request head, the body, an idle keep-alive connection.
-HEAD_TIMEOUT_S = 5.0
+# Clients of this service are local programs that send a head in one write, so a head still
+# incomplete after 0.75 s is a stuck or hostile client (DESIGN.md section 8: 4xx within a second).
+HEAD_TIMEOUT_S = 0.75
 BODY_TIMEOUT_S = 0.5
 KEEP_ALIVE_S = 5
 # Connections waiting to be accepted: a burst of health checks from many clients must not be dropped.

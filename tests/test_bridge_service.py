@@ -326,7 +326,6 @@ def _head(port, method="POST", path="/jobs", extra=b"", content_type=b"applicati
 
 def test_malformed_requests_get_a_4xx_within_a_second(layout, monkeypatch):
     suite, results, (run, _), _ = layout
-    monkeypatch.setattr(service_module, "HEAD_TIMEOUT_S", 0.5)
     body = json.dumps(_dv_job(suite, run)).encode()
     with _server([results, suite]) as server:
         port = server.config.port
