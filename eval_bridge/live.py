@@ -19,7 +19,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bvb_addon.atomic import write_json_atomic
+from bvb_addon.atomic import write_json_atomic, write_text_atomic
 
 from .files import read_jsonl
 
@@ -53,6 +53,14 @@ LIVE_SCRIPT = """<script>
   poll();
 })();
 </script>"""
+
+
+EMPTY_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>BVB report</title></head>
+<body data-report="bvb"><h1>BVB report</h1><p>No run directory in {paths} yet; this page reloads when one appears.</p>
+{script}
+</body></html>
+"""
 
 
 class ViewError(ValueError):
@@ -210,6 +218,11 @@ class LiveReport:
                   "scene": LIVE_SCRIPT % {"path": "../", "ms": self.poll_ms}}  # fmt: skip
         if runs:
             build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script))
+        else:
+            write_text_atomic(
+                self.out_dir / "index.html",
+                EMPTY_PAGE.format(paths=html.escape(", ".join(map(str, self.paths))), script=script["index"]),
+            )
         self._mark = mark
         self.version += 1
         write_json_atomic(self.out_dir / "live.json", {"version": self.version, "progress": progress,

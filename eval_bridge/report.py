@@ -473,6 +473,26 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_script=""):
     return "\n".join(lines)
 
 
+def _run_table(view, run_slug):
+    """One row per scene of a run, each linking to its step page (written by _scene_block)."""
+    rows = []
+    for row in view.scenes:
+        name = html.escape(row.scene)
+        if row.trajectory is not None:
+            name = f"<a class='steps-link' href='scenes/{html.escape(run_slug)}_{name}.html'>{name}</a>"
+        dv = f"{row.dv_retained}/{row.dv_correct_source}" if row.dv_correct_source else "–"
+        rows.append(
+            f"<tr><td>{name}</td><td>{html.escape(row.status)}</td><td>{html.escape(row.stop_reason or '–')}</td>"
+            f"<td>{row.turns if row.turns is not None else '–'}</td><td>{_fmt(row.cost, 4)}</td><td>{dv}</td>"
+            f"<td>{_fmt(row.vision_sim, 3)}</td><td>{html.escape(row.render_status or '–')}</td></tr>"
+        )
+    head = (
+        "<tr><th>scene (step page)</th><th>status</th><th>stopped by</th><th>steps</th><th>cost $</th>"
+        "<th>DV retained</th><th>vision_sim</th><th>render</th></tr>"
+    )
+    return f"<table class='scenes' id='scenes-{html.escape(run_slug)}'>{head}{''.join(rows)}</table>"
+
+
 def _scene_page(view, row, out_dir, run_slug, live_script=""):
     """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed."""
     from .trajectory_page import build_scene_page
@@ -519,7 +539,9 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
         blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", "")) for row in view.scenes]
         judge = f" · judge {html.escape(view.judge)} ({html.escape(view.protocol)})" if view.judge else ""
         sections.append(
-            f"<h2>{html.escape(view.name)}</h2><p>{html.escape(str(view.path))}{judge}</p>" + "\n".join(blocks)
+            f"<h2>{html.escape(view.name)}</h2><p>{html.escape(str(view.path))}{judge}</p>"
+            + _run_table(view, slug)
+            + "\n".join(blocks)
         )
     names = ", ".join(html.escape(v.name) for v in runs)
     page = PAGE.format(

@@ -23,7 +23,9 @@ FLAGS = [
 
 
 def load(page, profile):
-    """(images loaded, images in the page, console error lines) after the page's load event."""
+    """(images loaded, images in the page, console error lines) after the page's load event.
+
+    ``page`` is a file's Path or an http:// URL (a page bvb view serves)."""
     dom = subprocess.run(
         [
             CHROMIUM,
@@ -32,7 +34,7 @@ def load(page, profile):
             "--enable-logging=stderr",
             "--v=0",
             "--dump-dom",
-            page.as_uri(),
+            page if isinstance(page, str) else page.as_uri(),
         ],
         capture_output=True,
         text=True,

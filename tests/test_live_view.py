@@ -9,6 +9,7 @@ import requests
 
 from eval_bridge import live
 from headless.scripted_openai import ScriptedOpenAI
+from tests import chromium_support
 from tests.runner_support import turn_of
 from tests.viewer_support import run_scene, write_config
 
@@ -91,6 +92,11 @@ def test_view_serves_and_refreshes_while_a_scripted_run_writes(tmp_path):
         assert progress["cost_limit"] == pytest.approx(0.5 * len(SCENES))
         assert 0 < progress["cost"] <= progress["cost_limit"]
         final = _pages(view.url)
+        if chromium_support.CHROMIUM is not None:
+            # Served pages poll live.json: no console errors, and every image the index shows loads.
+            for url in (view.url, f"{view.url}scenes/run0_run_live_room_1.html"):
+                loaded, total, console = chromium_support.load(url, tmp_path / "profile")
+                assert console == [] and loaded >= 1
         # Read-only, loopback, nothing secret in what it serves.
         assert requests.post(view.url, data=b"x", timeout=10).status_code in (405, 501)
         assert _get(f"{view.url}scenes/").status_code == 404
@@ -134,3 +140,12 @@ def test_progress_counts_done_running_failed_and_eta(tmp_path):
     assert progress["cost"] == pytest.approx(1.25) and progress["cost_limit"] == 4.0
     # Two scenes finished in the 600 s since the session started: 300 s each for the two left.
     assert progress["eta_s"] == pytest.approx(600.0)
+
+
+def test_an_empty_results_folder_is_served_until_a_run_appears(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    with live.ViewServer([results], tmp_path / "site", interval=0.1) as view:
+        assert "No run directory" in _get(view.url).text
+        write_config(results / "later", scenes=1)
+        _wait_for(lambda: "later" in _get(view.url).text and "id='live'" in _get(view.url).text)

@@ -47,7 +47,11 @@ def scripted_run(tmp_path):
 def test_scene_page_has_code_observations_images_and_the_end(scripted_run, tmp_path):
     index = report.build_report([scripted_run], tmp_path / "report")
     text = index.read_text()
-    link = re.search(r"class='steps-link' href='(scenes/[^']+)'", text).group(1)
+    # The run's scene table and the scene's block both link to its step page.
+    links = re.findall(r"class='steps-link' href='(scenes/[^']+)'", text)
+    assert len(links) == 2 and len(set(links)) == 1
+    assert "<table class='scenes'" in text
+    link = links[0]
     page = (tmp_path / "report" / link).read_text()
     steps = re.findall(r"<div class='step[^']*' id='step-(\d+)'>", page)
     assert steps == ["1", "2", "3", "4", "5"]
