@@ -126,7 +126,7 @@ def run_progress(run_dir, now=None):
         meta = _read(path)
         if meta is not None:
             metas[path.stem] = (meta, path.stat().st_mtime)
-    running, cost = [], 0.0
+    running = []
     for path in sorted((run_dir / "trajectories").glob("*.traj.json")):
         scene = path.name[: -len(".traj.json")]
         meta = metas.get(scene)

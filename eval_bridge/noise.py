@@ -84,6 +84,11 @@ def _arrays(tables, scenes):
     return kept, seen, sim, has
 
 
+def _ratio(numerator, denominator):
+    """numerator / denominator elementwise, 0 where nothing was in the denominator (BVB's DV with no source credit)."""
+    return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator > 0)
+
+
 def overall_of(dv, ls):
     """BVB's Overall (0-100) elementwise on arrays."""
     return ((np.sqrt(np.maximum(dv, 0.0)) + np.sqrt(np.maximum(ls, 0.0))) / 2) ** 2
@@ -103,24 +108,20 @@ def intervals(run_dirs, resamples=RESAMPLES, seed=SEED, level=LEVEL):
         return out
     kept, seen, sim, has = _arrays(tables, scenes)
     draws = np.random.default_rng(seed).integers(0, len(scenes), size=(resamples, len(scenes)))
-    # (trials, resamples) after summing over the drawn scenes of each resample.
-    kept_sum, seen_sum = kept[:, draws].sum(axis=2), seen[:, draws].sum(axis=2)
-    dv = np.divide(100.0 * kept_sum, seen_sum, out=np.zeros_like(kept_sum), where=seen_sum > 0).mean(axis=0)
-    scored = has[:, draws].sum(axis=2)
-    ls_sum = (sim * has)[:, draws].sum(axis=2)
-    ls = np.divide(100.0 * ls_sum, scored, out=np.zeros_like(ls_sum), where=scored > 0).mean(axis=0)
+    # Per trial and resample (trials, resamples): the scores over that resample's drawn scenes.
+    dv = _ratio(100.0 * kept[:, draws].sum(axis=2), seen[:, draws].sum(axis=2))
+    ls = _ratio(100.0 * (sim * has)[:, draws].sum(axis=2), has[:, draws].sum(axis=2))
     tail = 100 * (1 - level) / 2
     bounds = (tail, 100 - tail)
-    if has_dv:
-        out["dualVqa_ci_low"], out["dualVqa_ci_high"] = (float(v) for v in np.percentile(dv, bounds))
-    if has_ls:
-        out["latentSim_ci_low"], out["latentSim_ci_high"] = (float(v) for v in np.percentile(ls, bounds))
-    if has_dv and has_ls:
-        per_trial = overall_of(
-            np.divide(100.0 * kept_sum, seen_sum, out=np.zeros_like(kept_sum), where=seen_sum > 0),
-            np.divide(100.0 * ls_sum, scored, out=np.zeros_like(ls_sum), where=scored > 0),
-        ).mean(axis=0)
-        out["overall_ci_low"], out["overall_ci_high"] = (float(v) for v in np.percentile(per_trial, bounds))
+    # Several trials: the interval of their mean score.
+    for key, present, values in (
+        ("dualVqa", has_dv, dv),
+        ("latentSim", has_ls, ls),
+        ("overall", has_dv and has_ls, overall_of(dv, ls)),
+    ):
+        if present:
+            low, high = np.percentile(values.mean(axis=0), bounds)
+            out[f"{key}_ci_low"], out[f"{key}_ci_high"] = float(low), float(high)
     return out
 
 
@@ -203,7 +204,8 @@ def trial_groups(run_dirs):
     return {Path(k).name: [p for _, p in sorted(v)] for k, v in groups.items() if len(v) >= 2}
 
 
-def _mean(values):
+def mean_of(values):
+    """The mean of the values that are not None, or None."""
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
 
@@ -222,7 +224,7 @@ def trial_row(name, rows, run_dirs, resamples=RESAMPLES, seed=SEED):
     row = {key: value for key, value in first.items() if not isinstance(value, float)}
     row["name"] = name
     for key in {k for r in rows for k, v in r.items() if isinstance(v, float)}:
-        row[key] = _mean([r.get(key) for r in rows])
+        row[key] = mean_of([r.get(key) for r in rows])
     for key in ("overall", "dualVqa", "latentSim"):
         row[f"{key}_trial_std"] = _std([r.get(key) for r in rows])
         values = [r.get(key) for r in rows if r.get(key) is not None]

@@ -385,21 +385,16 @@ def _with_ci(value, ci, key):
 
 def _trial_views(runs):
     """One row per group of NAME.trialK runs: the mean over trials and the interval of that mean."""
-    from .noise import intervals, trial_groups
+    from .noise import intervals, mean_of, trial_groups
 
     by_path = {str(Path(v.path)): v for v in runs}
     rows = []
     for name, paths in trial_groups([v.path for v in runs]).items():
         views = [by_path[str(p)] for p in paths]
-
-        def mean(values):
-            values = [v for v in values if v is not None]
-            return sum(values) / len(values) if values else None
-
         overall = [v.overall for v in views if v.overall is not None]
         spread = f" ±{_fmt(max(overall) - min(overall))} range" if len(overall) > 1 else ""
         row = RunView(name=f"{name} (mean of {len(views)} trials{spread})", path=Path(paths[0]).parent / name)
-        row.dv, row.ls, row.overall = mean([v.dv for v in views]), mean([v.ls for v in views]), mean(overall)
+        row.dv, row.ls, row.overall = mean_of([v.dv for v in views]), mean_of([v.ls for v in views]), mean_of(overall)
         row.cost = sum(v.cost for v in views) / len(views)
         row.scenes = views[0].scenes
         row.ci = intervals(paths)

@@ -15,8 +15,7 @@ import pytest
 
 from eval_bridge.cli import main
 from headless.scripted_openai import ScriptedOpenAI
-from tests.test_trajectory_page import REPLIES
-from tests.viewer_support import run_scene, write_config
+from tests.viewer_support import REPLIES, run_scene, write_config
 
 pytestmark = pytest.mark.unit
 

@@ -8,18 +8,11 @@ import pytest
 from eval_bridge import report, trajectory_page
 from headless.scripted_openai import ScriptedOpenAI
 from tests import chromium_support
-from tests.viewer_support import long_trajectory, run_scene, write_config
+from tests.viewer_support import REPLIES, long_trajectory, run_scene, write_config
 
 pytestmark = pytest.mark.unit
 CHROMIUM = chromium_support.CHROMIUM
 
-REPLIES = [
-    "First I look at the clip.\n```frames\ncount=2\n```",
-    "A floor and a table.\n```python\nbpy['floor'] = [4, 5]\nbpy['table_1'] = [1, 1]\nout = 'room built'\n```",
-    "```python\nbpy['chair_1'] = 1\nraise ValueError('oops')\n```",
-    "Check the camera view.\n```render\n1 32\n```",
-    "Looks right.\nDONE",
-]
 
 
 @pytest.fixture(autouse=True)

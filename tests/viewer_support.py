@@ -20,6 +20,14 @@ from bvb_addon.agent.model import ModelClient
 from bvb_addon.agent.pricing import Price
 
 PRICE = Price(1.0, 0.5, 4.0)
+# A short scene: frames, a python step with output, one that raises, a render, DONE.
+REPLIES = [
+    "First I look at the clip.\n```frames\ncount=2\n```",
+    "A floor and a table.\n```python\nbpy['floor'] = [4, 5]\nbpy['table_1'] = [1, 1]\nout = 'room built'\n```",
+    "```python\nbpy['chair_1'] = 1\nraise ValueError('oops')\n```",
+    "Check the camera view.\n```render\n1 32\n```",
+    "Looks right.\nDONE",
+]
 
 
 def jpeg(colour, size=(64, 48), noise=0):
