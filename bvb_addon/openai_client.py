@@ -126,13 +126,17 @@ def is_context_overflow(status, message):
 class OpenAIClient:
     """``complete(request)`` returns a Completion or raises CallFault / ContextOverflow."""
 
-    def __init__(self, base_url, api_key, timeout=600.0, policy=None, sleep=time.sleep, cap=None, label="model"):
+    def __init__(
+        self, base_url, api_key, timeout=600.0, policy=None, sleep=time.sleep, cap=None, label="model", cut_ok=False
+    ):
         import openai
 
         self._openai = openai
         self.base_url, self.timeout = base_url, timeout
         self.policy = policy or RetryPolicy()
         self.label = label
+        # Whether an empty reply cut at max_tokens is an answer (the agent is told it was cut) or a fault.
+        self.cut_ok = cut_ok
         # A context manager held around each HTTP request only (a concurrency cap), or None.
         self.cap = cap
         self._sleep = sleep
@@ -157,9 +161,8 @@ class OpenAIClient:
         choice = response.choices[0]
         if choice.finish_reason == "content_filter":
             raise _Fault("content filter", "the reply was stopped by the provider's content filter", usage_dict(response.usage))
-        # A reply cut off at max_tokens before any text is an answer the agent is told about.
         empty = not (choice.message and choice.message.content and choice.message.content.strip())
-        if empty and choice.finish_reason != "length":
+        if empty and not (self.cut_ok and choice.finish_reason == "length"):
             raise _Fault("empty reply", "the reply had no content", usage_dict(response.usage))
 
     def _delay(self, attempt, exc):

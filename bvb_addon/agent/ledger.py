@@ -8,7 +8,13 @@ reply never arrived. ``state["cost"]`` is everything spent, confirmed or not, an
 never below the provider's bill as long as the provider honours ``max_tokens``.
 """
 
+import math
 from datetime import UTC, datetime
+
+
+def usd(value):
+    """Dollars for agent_meta: rounded up to a millionth, so a recorded cost is never below the bill."""
+    return math.ceil(round(value * 1e6, 3)) / 1e6
 
 
 class CostLimit(Exception):

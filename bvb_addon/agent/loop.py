@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
 from .layout import PROGRAM_RESET, copy_atomic, join_program, read_json, write_atomic, write_json
-from .ledger import CostLimit, Ledger
+from .ledger import CostLimit, Ledger, usd
 from .model import ContextOverflow, ModelError
 from .pricing import estimate_tokens
 
@@ -517,8 +517,8 @@ class AgentLoop:
             "frames_seen": s["frames_seen"],
             "format_errors": s["format_errors"],
             "python_steps": sum(1 for r in s["steps"] if r.get("action") == "python"),
-            "cost": round(s["cost"], 6),
-            "cost_unconfirmed": round(s.get("cost_unconfirmed", 0.0), 6),
+            "cost": usd(s["cost"]),
+            "cost_unconfirmed": usd(s.get("cost_unconfirmed", 0.0)),
             "cost_limit": c.cost_limit,
             "model_calls": sum(1 for e in s.get("ledger", []) if e["status"] != "reserved"),
             "compactions": len(s.get("compactions", [])),

@@ -61,7 +61,9 @@ class ModelClient:
             base_delay=config.retry_base_delay,
             max_delay=config.retry_max_delay,
         )
-        self.client = OpenAIClient(config.base_url, key, config.request_timeout, policy, sleep=sleep, label="model")
+        self.client = OpenAIClient(
+            config.base_url, key, config.request_timeout, policy, sleep=sleep, label="model", cut_ok=True
+        )
         self._uses_completion_tokens = "api.openai.com" in (config.base_url or "")
         # The effective price seen in provider-reported usage.cost, run-wide (scenes share the client).
         self._lock = threading.Lock()
@@ -73,9 +75,12 @@ class ModelClient:
         reported = usage.get("cost")
         if reported is None:
             return
-        self.learn(reported / t if (t := self.price.token_cost(usage)) > 0 else 1.0, 0.0)
+        table = self.price.token_cost(usage)
         tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-        if tokens:
+        if table > 0:
+            self.learn(reported / table, 0.0)
+        elif tokens:
+            # A table price of zero (a self-hosted model billed after all): a rate per token instead.
             self.learn(1.0, reported / tokens)
 
     def learn(self, factor, rate):
