@@ -160,7 +160,9 @@ class OpenAIClient:
             raise _Fault("empty reply", message or "the reply had no choices", usage_dict(response.usage))
         choice = response.choices[0]
         if choice.finish_reason == "content_filter":
-            raise _Fault("content filter", "the reply was stopped by the provider's content filter", usage_dict(response.usage))
+            raise _Fault(
+                "content filter", "the reply was stopped by the provider's content filter", usage_dict(response.usage)
+            )
         empty = not (choice.message and choice.message.content and choice.message.content.strip())
         if empty and not (self.cut_ok and choice.finish_reason == "length"):
             raise _Fault("empty reply", "the reply had no content", usage_dict(response.usage))

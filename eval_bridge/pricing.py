@@ -36,5 +36,8 @@ class Pricing:
             self._warned = True
             log.warning("no price for judge model %r: costs count as 0; pass --price-in/--price-out", self.model)
         return self.price.token_cost(
-            {"input_tokens": usage.get("prompt_tokens", 0) or 0, "output_tokens": usage.get("completion_tokens", 0) or 0}
+            {
+                "input_tokens": usage.get("prompt_tokens", 0) or 0,
+                "output_tokens": usage.get("completion_tokens", 0) or 0,
+            }
         )

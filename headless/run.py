@@ -68,7 +68,10 @@ def build_parser():
     agent.add_argument("--base-url", default=PROVIDER_BASE_URL, help="OpenAI-compatible endpoint")
     agent.add_argument("--api-key-env", default=API_KEY_ENV, metavar="NAME", help="environment variable with the key")
     agent.add_argument(
-        "--price-in", type=float, metavar="USD", help="USD per million input tokens (overrides prices.json and genai-prices)"
+        "--price-in",
+        type=float,
+        metavar="USD",
+        help="USD per million input tokens (overrides prices.json and genai-prices)",
     )
     agent.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
     agent.add_argument("--price-cached-in", type=float, metavar="USD", help="USD per million cached input tokens")

@@ -48,8 +48,13 @@ class Provider:
         attempt = self.attempts[turn] = self.attempts.get(turn, -1) + 1
         reply = dict(self.overrides.get((turn, attempt), self.overrides.get(turn, {})))
         content = reply.pop("content", self.replies[min(turn, len(self.replies) - 1)])
-        usage = {"prompt_tokens": provider_tokens(body), "completion_tokens": reply.pop("completion_tokens", self.completion_tokens)}
-        cost = self.price.token_cost({"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]})
+        usage = {
+            "prompt_tokens": provider_tokens(body),
+            "completion_tokens": reply.pop("completion_tokens", self.completion_tokens),
+        }
+        cost = self.price.token_cost(
+            {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+        )
         out = {"content": content, "usage": usage, **reply}
         if self.factor is not None:
             cost *= self.factor
@@ -176,7 +181,9 @@ def test_a_context_overflow_compacts_old_images_then_ends_as_context_limit_with_
     assert compactions and all(c["trigger"] == "provider" for c in compactions)
     assert meta["compactions"] == len(compactions) and meta["elided_images"] == 3
     # After the first compaction the retried prompt carries the note instead of the oldest images.
-    retried = next(b for b in bodies[1:] if images_in(b) <= 2 and sum(m["role"] == "assistant" for m in b["messages"]) == 4)
+    retried = next(
+        b for b in bodies[1:] if images_in(b) <= 2 and sum(m["role"] == "assistant" for m in b["messages"]) == 4
+    )
     assert "[2 image(s) no longer shown]" in retried["messages"][3]["content"]
     refused = [e for e in trajectory["ledger"] if e["status"] == "refused"]
     assert refused and all(e["cost"] == 0 for e in refused)

@@ -18,7 +18,11 @@ def client(server, sleeps=None, retries=3, **kwargs):
 
 
 def test_a_content_filter_stop_is_retried_and_its_billed_usage_is_reported():
-    filtered = {"content": "", "finish_reason": "content_filter", "usage": {"prompt_tokens": 700, "completion_tokens": 3}}
+    filtered = {
+        "content": "",
+        "finish_reason": "content_filter",
+        "usage": {"prompt_tokens": 700, "completion_tokens": 3},
+    }
     with ScriptedOpenAI([filtered, {"content": "fine", "cost": 0.002}]) as server:
         out = client(server).complete(REQUEST)
         assert server.calls == 2

@@ -49,7 +49,9 @@ def test_the_repository_table_overrides_genai_prices_and_flags_override_both(tmp
 
 
 def test_an_unknown_model_fails_with_the_one_line_fix():
-    with pytest.raises(PriceError, match=r"no price for model 'acme-vision-9' in genai-prices .* --price-in and --price-out"):
+    with pytest.raises(
+        PriceError, match=r"no price for model 'acme-vision-9' in genai-prices .* --price-in and --price-out"
+    ):
         price_for("acme-vision-9")
 
 

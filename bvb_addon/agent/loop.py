@@ -300,7 +300,9 @@ class AgentLoop:
         s.setdefault("compactions", []).append(
             {"time": _now(), "turn": s["turns"], "trigger": trigger, "elided": count, "detail": detail[:300]}
         )
-        log.info("scene %s: context compaction (%s): %d older image observation(s) elided", self.task.scene, trigger, count)
+        log.info(
+            "scene %s: context compaction (%s): %d older image observation(s) elided", self.task.scene, trigger, count
+        )
         self._save()
 
     def _call(self):
@@ -315,7 +317,9 @@ class AgentLoop:
                 continue
             known = s.get("last_prompt_tokens", 0)
             try:
-                entry = self.ledger.reserve(self.model.worst_case_cost(prompt, known), max(estimate, known), s["turns"] + 1)
+                entry = self.ledger.reserve(
+                    self.model.worst_case_cost(prompt, known), max(estimate, known), s["turns"] + 1
+                )
                 reply = self.model.query(prompt, before_retry=self.ledger.retry_hook(entry))
             except CostLimit as exc:
                 raise LimitReached("cost_limit", str(exc)) from None

@@ -189,8 +189,11 @@ class Runner:
             "base_url": c.base_url if c.agent == "model" else None,
             "api_key_env": c.api_key_env if c.agent == "model" else None,
             "limits": c.limits(),
-            "price_per_million": {"input": self.price.input, "cached_input": self.price.cached_input,
-                                  "output": self.price.output},
+            "price_per_million": {
+                "input": self.price.input,
+                "cached_input": self.price.cached_input,
+                "output": self.price.output,
+            },
             "pricing": self.price.describe(),
             "mode": o.mode,
             "split": str(o.split) if o.split else None,
