@@ -91,6 +91,38 @@ def test_sigkill_with_a_reply_in_flight_never_records_less_than_the_bill_nor_mor
     # Each killed call's worst case covers what the provider billed for it.
     for entry, number in zip(unconfirmed, KILL_AT, strict=True):
         assert entry["reserved"] >= bill[number - 1]
-    summary = read_json(run / "config.json")["summary"]
+    config = read_json(run / "config.json")
+    assert config["pricing"]["source"] == "flags" and config["pricing"]["per_million"]["output"] == 1000.0
+    summary = config["summary"]
     assert summary["cost"] == pytest.approx(meta["cost"]) and summary["cost_unconfirmed"] == meta["cost_unconfirmed"]
     assert "cost $" in last.stdout and "unconfirmed" in last.stdout
+
+
+def test_config_json_records_the_price_source_and_an_unknown_model_fails_before_any_call(tmp_path):
+    suite = make_suite(tmp_path / "suite")
+    base = ["--quiet", "--sandbox-min", "rlimits", "--allow-weak-sandbox", "--split", str(suite / "split.jsonl"),
+            "--videos", str(suite), "--api-key-env", "BVB_TEST_KEY", "--cost-limit", "0.0001"]  # fmt: skip
+    command = [sys.executable, "-m", "headless.run"]
+    with ScriptedOpenAI(default=FRAMES) as server:
+        base += ["--base-url", server.base_url]
+        unknown = subprocess.run(
+            command + base + ["--output", str(tmp_path / "unknown"), "--model", "acme-vision-9"],
+            cwd=REPO, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        listed = subprocess.run(
+            command + base + ["--output", str(tmp_path / "listed"), "--model", "claude-opus-5.5"],
+            cwd=REPO, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert server.calls == 0
+    assert unknown.returncode == 2 and unknown.stderr.strip().splitlines()[-1].startswith("error: no price for model")
+    assert "--price-in and --price-out" in unknown.stderr
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    pricing = read_json(tmp_path / "listed/config.json")["pricing"]
+    assert (pricing["source"], pricing["provider"], pricing["model_id"]) == (
+        "genai-prices",
+        "anthropic",
+        "claude-opus-5-5",
+    )
+    assert pricing["version"] and pricing["context_window"] == 1_000_000
+    meta = read_json(tmp_path / "listed/agent_meta/synth_easy_000.json")
+    assert meta["stop_reason"] == "cost_limit" and meta["cost"] == 0.0

@@ -33,8 +33,8 @@ class Ledger:
         state.setdefault("ledger", [])
         state.setdefault("cost_unconfirmed", 0.0)
 
-    def resume(self):
-        """Count reservations a killed session left open at their worst case; returns how many."""
+    def close_open(self):
+        """Count open reservations (a killed session's, or a call cut short by a crash) at their worst case."""
         s, count = self.state, 0
         for entry in s["ledger"]:
             if entry["status"] == "reserved":

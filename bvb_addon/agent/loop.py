@@ -189,7 +189,7 @@ class AgentLoop:
         self._session_start = time.monotonic()
         self.ledger = Ledger(self.state, self.config.cost_limit, self._save)
         if resumed:
-            opened = self.ledger.resume()
+            opened = self.ledger.close_open()
             if opened:
                 log.warning(
                     "scene %s: %d call(s) in flight when the last session ended count at their worst case",
@@ -501,6 +501,8 @@ class AgentLoop:
             else:
                 status = "failed"
                 reason = f"{reason}; no python step succeeded, so there is nothing to submit"
+        # A call cut short by a harness fault may have been billed all the same.
+        self.ledger.close_open()
         s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
         write_atomic(layout.program(scene), join_program(scene, s["steps"], self.program_header))
         self._save()
