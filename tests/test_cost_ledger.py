@@ -204,3 +204,22 @@ def test_context_window_compacts_before_sending_when_the_estimate_does_not_fit(t
     trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
     assert meta["stop_reason"] == "done" and most <= 2
     assert trajectory["compactions"] and trajectory["compactions"][0]["trigger"] == "estimate"
+
+
+def test_a_first_bill_above_its_worst_case_is_recorded_and_the_reason_says_the_limit_was_passed(tmp_path):
+    # Nothing was known of this provider before its first reply: it billed $0.70 for one call.
+    provider = Provider(BUILD, overrides={0: {"cost": 0.70}})
+    meta, trajectory, _ = run(tmp_path, provider)
+    assert provider.calls == 1 and meta["cost"] == pytest.approx(0.70)
+    assert "which passed the limit of $0.50" in meta["reason"] and "would pass" not in meta["reason"]
+    assert trajectory["ledger"][0]["over_reservation"] is True
+
+
+def test_a_retry_after_a_billed_fault_that_would_pass_the_limit_is_not_sent(tmp_path):
+    filtered = {"content": "", "finish_reason": "content_filter", "completion_tokens": 4000}
+    provider = Provider(BUILD, overrides={1: filtered})
+    meta, trajectory, _ = run(tmp_path, provider, cost_limit=0.10)
+    # Call 1 fits; its content-filtered retry of turn 2 was billed, and one more try would not fit.
+    assert meta["stop_reason"] == "cost_limit" and "a retry could cost up to" in meta["reason"]
+    assert provider.bill <= meta["cost"] <= 0.10
+    assert trajectory["ledger"][-1]["status"] == "stopped"
