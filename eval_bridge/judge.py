@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import openai
 
+from . import protocol as protocols
 from .cache import cache_key, frames_hash
 from .pricing import Pricing
 
@@ -22,10 +23,6 @@ _STRIPES = [threading.Lock() for _ in range(4096)]
 # Statuses worth retrying: timeouts, conflicts, rate limits, server errors.
 RETRY_STATUSES = frozenset({408, 409, 429})
 
-# VSI-Bench's own post-prompts, used only by the vsi_official protocol.
-VSI_CHOICE_SUFFIX = "Answer with the option's letter from the given choices directly."
-VSI_NUMBER_SUFFIX = "Please answer the question using a single word or phrase."
-
 
 @dataclass(frozen=True)
 class JudgeSettings:
@@ -36,11 +33,15 @@ class JudgeSettings:
     jpeg_quality: int = 80
     detail: str = "low"
     temperature: float = 0.0
-    max_tokens: int = 32
+    max_tokens: int = protocols.DUAL_VQA_MAX_TOKENS
 
 
 class JudgeError(RuntimeError):
     """A judge call that failed for good (after retries, or a non-retryable error)."""
+
+
+class EmptyReply(Exception):
+    """A reply without an answer (no choices, empty content, a content filter): a fault, never an answer."""
 
 
 @dataclass
@@ -48,15 +49,6 @@ class Answer:
     text: str
     cost_usd: float
     cached: bool
-
-
-def prompt_for(question, protocol):
-    """The text after the frames: the question only for dual_vqa_v1; options and VSI's suffix for vsi_official."""
-    if protocol == "vsi_official":
-        if question.options:
-            return "\n".join([question.question, "Options:", *question.options, VSI_CHOICE_SUFFIX])
-        return f"{question.question}\n{VSI_NUMBER_SUFFIX}"
-    return question.question
 
 
 @dataclass
@@ -89,12 +81,10 @@ class VLMJudge:
         max_tokens_field="max_completion_tokens",
         cap=None,
     ):
-        if protocol not in ("dual_vqa_v1", "vsi_official"):
-            raise ValueError(f"unknown protocol {protocol!r}: use dual_vqa_v1 or vsi_official")
         self.model = model
-        self.protocol = protocol
+        self.protocol = protocols.check_protocol(protocol)
         self.cache = cache
-        self.settings = settings or JudgeSettings()
+        self.settings = settings or JudgeSettings(max_tokens=protocols.max_tokens(protocol))
         self.pricing = pricing or Pricing(model)
         self.retries = retries
         self.backoff_s = backoff_s
@@ -156,7 +146,7 @@ class VLMJudge:
 
     def ask(self, media, question, vote_index=0):
         """One vote: from the cache when this exact call was made before, else from the API."""
-        prompt = prompt_for(question, self.protocol)
+        prompt = protocols.prompt_for(question, self.protocol)
         key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
         if self.cache is None:
             return self._fresh(media, prompt, key, vote_index)
@@ -164,10 +154,17 @@ class VLMJudge:
             return self._cached(media, prompt, key, vote_index)
 
     def _cached(self, media, prompt, key, vote_index):
-        hit = self.cache.get(key)
+        # Another process scoring the same split may be making this very call: claim() waits for its
+        # answer. (The Ray cache proxy has no claims: a Ray run has one driver and one cache actor.)
+        claim = getattr(self.cache, "claim", None)
+        hit = self.cache.get(key) if claim is None else claim(key)
         if hit is not None:
             return Answer(text=hit[0], cost_usd=hit[1], cached=True)
-        return self._fresh(media, prompt, key, vote_index)
+        try:
+            return self._fresh(media, prompt, key, vote_index)
+        finally:
+            if claim is not None:
+                self.cache.release(key)
 
     def _fresh(self, media, prompt, key, vote_index):
         text, usage = self._call(media.frames, prompt)
@@ -215,8 +212,9 @@ class VLMJudge:
                     # Only the request holds a permit; backoff sleeps below leave it to others.
                     with self.cap:
                         response = self.client.chat.completions.create(**request)
+                text = _answer_text(response)
                 break
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            except (openai.APIConnectionError, openai.APITimeoutError, EmptyReply) as exc:
                 error, retry_after = exc, None
             except openai.APIStatusError as exc:
                 if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
@@ -232,7 +230,6 @@ class VLMJudge:
             )
             log.info("judge call failed (%s); retry %d in %.2fs", _short(error), attempt + 1, delay)
             time.sleep(min(delay, 60.0))
-        text = (response.choices[0].message.content or "").strip() if response.choices else ""
         usage = {}
         if response.usage is not None:
             usage["prompt_tokens"] = response.usage.prompt_tokens or 0
@@ -241,6 +238,19 @@ class VLMJudge:
             if extra.get("cost") is not None:
                 usage["cost"] = extra["cost"]
         return text, usage
+
+
+def _answer_text(response):
+    """The reply's answer text; EmptyReply when it holds none (retried like a 5xx, never cached)."""
+    if not response.choices:
+        raise EmptyReply("the judge replied with no choices")
+    choice = response.choices[0]
+    if choice.finish_reason == "content_filter":
+        raise EmptyReply("the judge's reply was stopped by a content filter")
+    text = ((choice.message.content if choice.message else None) or "").strip()
+    if not text:
+        raise EmptyReply("the judge replied with empty content")
+    return text
 
 
 def _retry_after(exc):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 
-from .correctness import GEOMETRY_PROTOCOL, score
+from .protocol import GEOMETRY_PROTOCOL, is_correct, score
 from .steps_analysis import StepAnswer, analyze
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progr
                 jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
                 answers = _judge_answers(judge, by_scene[scene], graph, jpegs)
                 for q in by_scene[scene]:
-                    correct = score(protocol, q.question_type, answers[q.id], q.options, q.ground_truth) >= 1.0
+                    correct = is_correct(score(protocol, q.question_type, answers[q.id], q.options, q.ground_truth))
                     sequences.setdefault(q.id, []).append(StepAnswer(answers[q.id], correct))
                     rows.append({"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
                                  "answer": answers[q.id], "correct": correct})  # fmt: skip
