@@ -67,6 +67,26 @@ class JudgeCache:
             self.hits += 1
             return row[0], row[1]
 
+    def put(self, key, *, judge_model, protocol, frames_digest, prompt, vote_index, answer, usage):
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    judge_model,
+                    protocol,
+                    frames_digest,
+                    prompt,
+                    int(vote_index),
+                    answer,
+                    float(usage.get("cost_usd", 0.0)),
+                    int(usage.get("prompt_tokens", 0)),
+                    int(usage.get("completion_tokens", 0)),
+                    time.time(),
+                ),
+            )
+            self._db.commit()
+
     def _answered(self, key):
         with self._lock:
             row = self._db.execute("SELECT answer, cost_usd FROM answers WHERE key = ?", (key,)).fetchone()

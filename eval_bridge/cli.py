@@ -244,8 +244,9 @@ def cmd_dv(args, progress=None):
     dv = "n/a (no question right on the sources)" if rate is None else f"{100 * rate:.2f}"
     print(
         f"DV {dv}: {counts['both_correct']:g} of {counts['source_correct']:g} source-correct questions retained; "
-        f"accuracy source {summary['original_accuracy']:.3f} render {summary['rendered_accuracy']:.3f}; "
-        f"{counts['questions']} questions, {counts['scenes']} scenes, {counts['scenes_failed']} failed; "
+        f"accuracy source {_pct(summary['original_accuracy'])}% render {_pct(summary['rendered_accuracy'])}%; "
+        f"{counts['questions']} questions ({counts['judge_errors']} judge errors, not scored), "
+        f"{counts['scenes']} scenes, {counts['scenes_failed']} failed; "
         f"judge {summary['judge_model']} ({summary['protocol']}); cost ${summary['judge_cost_usd']:.4f} "
         f"({summary['new_judge_calls']} new calls, ${summary['new_judge_cost_usd']:.4f}; "
         f"{summary['cache_hits']} cache hits)"

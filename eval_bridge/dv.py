@@ -514,6 +514,8 @@ def summarise(rows, judge, votes):
         "new_judge_calls": judge.calls,
         "new_judge_cost_usd": judge.cost_usd,
         "cache_hits": getattr(getattr(judge, "cache", None), "hits", 0),
+        # Calls this run waited for because another process sharing the cache was making them.
+        "claim_waits": getattr(getattr(judge, "cache", None), "claim_waits", 0),
         "failures": failed,
         # VSI-Bench's own numbers, comparable with its tables; retention above is ours.
         "vsi_bench": (
