@@ -251,6 +251,11 @@ def cmd_dv(args, progress=None):
         f"({summary['new_judge_calls']} new calls, ${summary['new_judge_cost_usd']:.4f}; "
         f"{summary['cache_hits']} cache hits)"
     )
+    if summary.get("vsi_bench"):
+        vsi = summary["vsi_bench"]
+        print(
+            f"VSI-Bench official overall: source {vsi['source']['overall']:.2f}, render {vsi['render']['overall']:.2f}"
+        )
     print(f"wrote {Path(args.run) / 'dual_vqa.jsonl'} and dual_vqa_summary.json")
     failed = counts["by_status"].get("judge_error", 0)
     if failed:

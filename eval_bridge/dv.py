@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import protocol
+from . import protocol as rules
 from .files import append_jsonl, file_lock, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ ROWS = "dual_vqa.jsonl"
 PARTIAL = "dual_vqa.partial.jsonl"
 SUMMARY = "dual_vqa_summary.json"
 # Rows with these statuses are redone on --resume: the judge, not the reconstruction, failed.
-RETRY_STATUSES = protocol.JUDGE_FAULTS
+RETRY_STATUSES = rules.JUDGE_FAULTS
 
 
 def shared_dir(run_dir):
@@ -41,7 +41,9 @@ def majority(scores):
 
 
 def question_sha(question, protocol):
-    text = "\n".join([question.question, *(question.options or []), str(question.ground_truth), protocol])
+    # The prompt the judge saw (the question itself under dual_vqa_v1): answers to another prompt are not reused.
+    prompt = rules.prompt_for(question, protocol) if protocol in rules.PROTOCOLS else question.question
+    text = "\n".join([prompt, *(question.options or []), str(question.ground_truth), protocol])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -441,15 +443,15 @@ class DualVQA:
             else:
                 row.update(render_answers=texts, render_answer=texts[0], render_score=self._grade(question, texts))
                 row["cost_usd"] += cost
-        row["source_correct"] = protocol.is_correct(row["source_score"])
-        row["render_correct"] = protocol.is_correct(row["render_score"])
+        row["source_correct"] = rules.is_correct(row["source_score"])
+        row["render_correct"] = rules.is_correct(row["render_score"])
         row["retained"] = row["source_correct"] and row["render_correct"]
         return row
 
     def _grade(self, question, answers):
         return majority(
             [
-                protocol.score(self.judge.protocol, question.question_type, a, question.options, question.ground_truth)
+                rules.score(self.judge.protocol, question.question_type, a, question.options, question.ground_truth)
                 for a in answers
             ]
         )
@@ -473,11 +475,11 @@ def summarise(rows, judge, votes):
 
     Judge faults are counted apart and kept out of the pool: they are not answers.
     """
-    pool = protocol.pooled(rows)
-    overall = protocol.rates(pool)
+    pool = rules.pooled(rows)
+    overall = rules.rates(pool)
     by_type = {}
     for qtype in dict.fromkeys(r["question_type"] for r in pool):
-        by_type[qtype] = protocol.rates([r for r in pool if r["question_type"] == qtype])
+        by_type[qtype] = rules.rates([r for r in pool if r["question_type"] == qtype])
     scenes = list(dict.fromkeys(r["scene"] for r in rows))
     failed = {}
     for r in rows:
@@ -519,7 +521,7 @@ def summarise(rows, judge, votes):
         "failures": failed,
         # VSI-Bench's own numbers, comparable with its tables; retention above is ours.
         "vsi_bench": (
-            {side: protocol.vsi_aggregate(pool, side) for side in ("source", "render")}
+            {side: rules.vsi_aggregate(pool, side) for side in ("source", "render")}
             if judge.protocol == "vsi_official" and pool
             else None
         ),
