@@ -236,6 +236,19 @@ def test_rerun_and_second_run_make_no_new_calls(assets, tmp_path):
     assert summary["new_judge_calls"] == 0 and summary["retention_rate"] == pytest.approx(0.6)
 
 
+def test_duplicate_source_rows_left_by_older_runs_are_merged_by_id(assets, tmp_path):
+    results = tmp_path / "results"
+    shared = results / "_dual_vqa_shared" / "original_answers.jsonl"
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(_make_run(assets, results), assets, server) == 0
+        rows = shared.read_text().splitlines()
+        shared.write_text("\n".join(rows + rows[:3]) + "\n")  # what two unsynchronised writers used to leave
+        assert _dv(_make_run(assets, results, "run2"), assets, server) == 0
+        assert server.calls == 12
+    ids = [json.loads(line)["id"] for line in shared.read_text().splitlines()]
+    assert sorted(ids) == [f"q{i}" for i in range(1, 8)]
+
+
 def test_votes_take_the_majority_and_ties_are_wrong(assets, tmp_path):
     overrides = {
         (("render", "s1"), "How many chairs are in this room?"): ["3", "5", "3"],
