@@ -9,8 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-# How often a process waiting on another's claim looks again, and when a claim whose owner
-# cannot be checked (another host) is taken as abandoned: longer than a call with all its retries.
+# How often a process waiting on another's claim looks again, and when a claim is taken as
+# abandoned whoever holds it: longer than a judge call with all its retries and timeouts.
 CLAIM_POLL_S = 0.05
 CLAIM_LEASE_S = 1800.0
 
@@ -147,9 +147,11 @@ class JudgeCache:
             self._db.commit()
 
     def _alive(self, host, pid, created):
-        """Whether a claim's owner may still answer: a live process here, or a recent claim from elsewhere."""
+        """Whether a claim's owner may still answer: a live process here, or elsewhere a claim within its lease."""
+        if time.time() - created >= CLAIM_LEASE_S:
+            return False  # longer than any call with all its retries: a stuck or vanished owner
         if host != self._host:
-            return time.time() - created < CLAIM_LEASE_S
+            return True
         if pid == os.getpid():
             return False  # a claim this process left behind: no thread of ours is making this call
         try:
