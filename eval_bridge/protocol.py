@@ -204,6 +204,7 @@ def vsi_aggregate(rows, side):
 
 
 def check_protocol(protocol, geometry=False):
+    """The protocol itself, or a one-line error naming the known ones (geometry_v1 only where allowed)."""
     known = (*PROTOCOLS, GEOMETRY_PROTOCOL) if geometry else PROTOCOLS
     if protocol not in known:
         raise ValueError(f"unknown protocol {protocol!r}: use one of {', '.join(known)}")
