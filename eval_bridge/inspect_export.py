@@ -19,6 +19,7 @@ from pathlib import Path
 from bvb_addon.atomic import write_text_atomic
 
 from .files import read_jsonl
+from .protocol import pooled
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,10 @@ def _score_value(value):
 def _sample(scene, trajectory, meta, dv_rows, ls_row, model, epoch=1):
     attachments = {}
     messages = _messages(trajectory, model, attachments)
-    source = sum(float(r.get("source_score", 0.0)) for r in dv_rows)
-    retained = sum(float(r.get("retained_score", 0.0)) for r in dv_rows)
+    # The one correctness rule (eval_bridge.protocol): judge faults out, full-score answers count.
+    dv_rows = pooled(dv_rows)
+    source = sum(1 for r in dv_rows if r.get("source_correct"))
+    retained = sum(1 for r in dv_rows if r.get("retained"))
     scores = {
         "status": {
             "value": str(meta.get("status") or trajectory.get("status") or "unknown"),
@@ -110,7 +113,7 @@ def _sample(scene, trajectory, meta, dv_rows, ls_row, model, epoch=1):
     if dv_rows and source:
         scores["dv_retention"] = {
             "value": retained / source,
-            "explanation": f"retained {retained:g} of {source:g} source-correct question credit",
+            "explanation": f"retained {retained} of {source} questions answered right on the source",
             "metadata": {"questions": len(dv_rows)},
         }
     if ls_row is not None:

@@ -3,7 +3,8 @@
 Bootstrap: the run's scenes are resampled with replacement (each scene with all its
 questions), ``resamples`` times, with ``numpy.random.default_rng(seed).integers(0, n, (resamples, n))``
 over the scenes in sorted order, so the same files and seed give the same interval. Each
-resample recomputes DV as BVB pools it (retained credit over source credit, 0-100), LS as
+resample recomputes DV as the summary pools it (retained over source-correct questions,
+judge faults left out, 0-100), LS as
 the mean per-scene vision_sim (failures 0) over the drawn scenes that LS scored, and Overall
 from the two; the interval is the 2.5th and 97.5th percentile.
 
@@ -62,14 +63,18 @@ def run_noise(run_dir, resamples=RESAMPLES, seed=SEED):
 
 
 def scene_table(run_dir):
-    """Per scene: (retained credit, source credit) of its questions, and its vision_sim (None: not scored)."""
+    """Per scene: (retained, source-correct) question counts and its vision_sim (absent: LS did not score it).
+
+    The one correctness rule of eval_bridge.protocol: a question counts when its row says
+    source_correct / retained; rows where the judge failed stay out of the pool.
+    """
+    from .protocol import pooled
+
     run_dir = Path(run_dir)
     dv, ls = {}, {}
-    for row in read_jsonl(run_dir / "dual_vqa.jsonl"):
-        source = float(row.get("source_score", 1.0 if row.get("source_correct") else 0.0))
-        retained = float(row.get("retained_score", 1.0 if row.get("retained") else 0.0))
-        kept, seen = dv.get(row["scene"], (0.0, 0.0))
-        dv[row["scene"]] = (kept + retained, seen + source)
+    for row in pooled(read_jsonl(run_dir / "dual_vqa.jsonl")):
+        kept, seen = dv.get(row["scene"], (0, 0))
+        dv[row["scene"]] = (kept + bool(row.get("retained")), seen + bool(row.get("source_correct")))
     for row in read_jsonl(run_dir / "vision_sim.jsonl"):
         ls[row["scene"]] = float(row.get("vision_sim") or 0.0) if row.get("status", "ok") == "ok" else 0.0
     return dv, ls
@@ -156,14 +161,14 @@ def _split_options(summary, run_dir):
 def vote_spread(run_dir):
     """DV recomputed from each judge vote alone (``dv --votes N``): {votes, dv_by_vote, spread, std}, or None.
 
-    A vote's DV grades that vote's answer on each side; the spread is max minus min across votes.
+    A vote's DV grades that vote's answer on each side with the one correctness rule (a
+    missing render answer, as when the render failed, is wrong); the spread is max minus min.
     """
-    from .correctness import score
+    from .protocol import is_correct, pooled, score
 
     run_dir = Path(run_dir)
-    rows = [r for r in read_jsonl(run_dir / "dual_vqa.jsonl") if r.get("status") == "ok"]
+    rows = pooled(read_jsonl(run_dir / "dual_vqa.jsonl"))
     votes = min((len(r.get("source_answers") or []) for r in rows), default=0)
-    votes = min(votes, min((len(r.get("render_answers") or []) for r in rows), default=0))
     if votes < 2:
         return None
     summary = (
@@ -175,15 +180,16 @@ def vote_spread(run_dir):
         return None
     by_vote = []
     for k in range(votes):
-        kept = seen = 0.0
+        kept = seen = 0
         for row in rows:
-            grade = [
-                score(row["protocol"], row["question_type"], row[f"{side}_answers"][k], options.get(row["id"]),
-                      row["ground_truth"])
-                for side in ("source", "render")
-            ]  # fmt: skip
-            seen += grade[0]
-            kept += min(grade)
+            right = []
+            for side in ("source", "render"):
+                answers = row.get(f"{side}_answers") or []
+                answer = answers[k] if k < len(answers) else None
+                right.append(is_correct(score(row["protocol"], row["question_type"], answer, options.get(row["id"]),
+                                              row["ground_truth"])))  # fmt: skip
+            seen += right[0]
+            kept += right[0] and right[1]
         by_vote.append(100.0 * kept / seen if seen else 0.0)
     return {
         "votes": votes,

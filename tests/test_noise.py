@@ -22,11 +22,14 @@ def _scored(root, name, seed, scenes=12, bias=0.6):
     for index in range(scenes):
         scene = f"scene_{index:02d}"
         for q in range(int(rng.integers(1, 6))):
-            source = float(rng.random() < 0.8) if q % 2 else float(rng.random())
-            render = min(source, float(rng.random() < bias))
+            # Fractional scores (vsi_official numbers) stay in the rows; only a full score is correct.
+            source = 1.0 if rng.random() < 0.7 else float(rng.integers(0, 10)) / 10
+            render = min(source, 1.0 if rng.random() < bias else 0.5)
+            status = "judge_error" if q == 4 else "ok"  # a judge fault: out of every pool
             dv_rows.append({"id": f"{scene}_{q}", "scene": scene, "question_type": "object_counting",
                             "source_score": source, "render_score": render, "retained_score": min(source, render),
-                            "status": "ok"})  # fmt: skip
+                            "source_correct": source == 1.0, "render_correct": render == 1.0,
+                            "retained": source == 1.0 and render == 1.0, "status": status})  # fmt: skip
         if index == 3:
             continue  # LS never scored this scene
         status = "render_failed" if index == 5 else "ok"
@@ -35,8 +38,9 @@ def _scored(root, name, seed, scenes=12, bias=0.6):
     rng.shuffle(dv_rows)
     (run / "dual_vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in dv_rows))
     (run / "vision_sim.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ls_rows[::-1]))
-    kept = sum(r["retained_score"] for r in dv_rows)
-    seen = sum(r["source_score"] for r in dv_rows)
+    pool = [r for r in dv_rows if r["status"] == "ok"]
+    kept = sum(r["retained"] for r in pool)
+    seen = sum(r["source_correct"] for r in pool)
     ls = np.mean([r["vision_sim"] for r in ls_rows])
     (run / "dual_vqa_summary.json").write_text(
         json.dumps({"retention_rate": kept / seen, "counts": {"scenes": scenes}})
@@ -54,8 +58,8 @@ def _numpy_bootstrap(dv_rows, ls_rows, resamples, seed):
     dvs, lss, overalls = [], [], []
     for draw in draws:
         chosen = [scenes[i] for i in draw]
-        rows = [r for s in chosen for r in dv_rows if r["scene"] == s]
-        dv = 100 * sum(r["retained_score"] for r in rows) / sum(r["source_score"] for r in rows)
+        rows = [r for s in chosen for r in dv_rows if r["scene"] == s and r["status"] != "judge_error"]
+        dv = 100 * sum(r["retained"] for r in rows) / sum(r["source_correct"] for r in rows)
         ls = 100 * np.mean([sims[s] for s in chosen if s in sims])
         dvs.append(dv)
         lss.append(ls)
