@@ -56,6 +56,13 @@ def build_parser():
     )
     run.add_argument("--workers", type=int, default=1, metavar="N", help="scenes run at once, each in its own worker")
     run.add_argument("--resume", action="store_true", help="skip scenes with a submission, continue interrupted ones")
+    run.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run the whole split K times into OUTPUT.trial1 ... OUTPUT.trialK (the leaderboard aggregates them)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
         "--backend", choices=("local", "ray"), default="local", help="local threads, or one Ray task per scene"
@@ -197,6 +204,24 @@ def main(argv=None):
         parser.print_help()
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.trials < 1 or (args.trials > 1 and not args.output):
+        print(f"error: --trials {args.trials} needs K >= 1 and --output (trials go to OUTPUT.trialK)", file=sys.stderr)
+        return 2
+    if args.trials == 1:
+        return _run_once(args, parser)
+    base = args.output
+    for trial in range(1, args.trials + 1):
+        # Same configuration, a fresh run directory per trial: eval_bridge.noise reads the naming.
+        args.output = f"{base}.trial{trial}"
+        print(f"trial {trial} of {args.trials}: {args.output}", flush=True)
+        code = _run_once(args, parser)
+        if code:
+            return code
+    return 0
+
+
+def _run_once(args, parser):
+    """One run of the split into args.output; the exit code."""
     from bvb_addon.agent.model import ModelError
     from bvb_addon.agent.runner import Runner, summarize
 
