@@ -9,6 +9,7 @@ frames.
 
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -104,13 +105,39 @@ def output_size(height, width, prep):
     return (new_short, new_long) if height <= width else (new_long, new_short)
 
 
+@lru_cache(maxsize=32)
+def _weights32(in_size, out_size):
+    # Frames of one clip share their sizes: the weights are built once, not per frame.
+    weights = resize_weights(in_size, out_size).astype(np.float32)
+    weights.flags.writeable = False
+    return weights
+
+
 def resize(frames, out_hw):
-    """Resize (T, H, W, C) uint8 frames to out_hw; uint8 out, rounded, as the processor does on uint8 tensors."""
+    """Resize (T, H, W, C) uint8 frames to out_hw; uint8 out, rounded, as the processor does on uint8 tensors.
+
+    Frames already at out_hw come back as they are (the filter is then the identity), so
+    frames resized as they were decoded are not resized again.
+    """
     t, h, w, c = frames.shape
-    wh, ww = resize_weights(h, out_hw[0]), resize_weights(w, out_hw[1])
-    out = np.einsum("oh,thwc->towc", wh.astype(np.float32), frames.astype(np.float32))
-    out = np.einsum("pw,towc->topc", ww.astype(np.float32), out)
-    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+    if (h, w) == tuple(out_hw):
+        return frames
+    wh, ww = _weights32(h, out_hw[0]), _weights32(w, out_hw[1])
+    out = np.empty((t, out_hw[0], out_hw[1], c), dtype=np.uint8)
+    for i in range(t):
+        # Two matrix products (BLAS), one frame at a time: rows, then columns per channel.
+        rows = (wh @ frames[i].reshape(h, w * c).astype(np.float32)).reshape(out_hw[0], w, c)
+        cols = rows.transpose(0, 2, 1).reshape(-1, w) @ ww.T
+        cols = cols.reshape(out_hw[0], c, out_hw[1]).transpose(0, 2, 1)
+        out[i] = np.clip(np.rint(cols), 0, 255).astype(np.uint8)
+    return out
+
+
+def resize_frame(rgb, prep):
+    """One (H, W, 3) uint8 frame resized as preprocess resizes it (so preprocess finds it at size)."""
+    if not prep.do_resize:
+        return rgb
+    return resize(rgb[None], output_size(rgb.shape[0], rgb.shape[1], prep))[0]
 
 
 def preprocess(frames, prep):
