@@ -10,11 +10,12 @@ interval; into a temporary folder, never committed) and measures, each in a fres
 - agent: the agent's frames tool (8 frames spread over the clip, and 8 frames within 1 s);
 - naive: the same frames by decoding every frame in order (``frames_by_full_decode``), same output.
 
-Each line gives seconds and the growth of the process's peak memory (RSS) during the call,
-(polled), and checks the sampler's output is byte-identical to the naive one. The last line is, for the
-largest clip, ``s_16_frames=<x> s_64_frames=<w> naive_s=<y> ratio16=<y/x> ratio64=<y/w> peak_mb=<z>``
-where y is the naive judge pass (decode all, keep 16: the cheaper baseline, so both ratios are
-conservative) and z the LS sampling's peak memory.
+Each line gives seconds and the growth of the process's peak memory (RSS, polled) during the
+call, and checks the sampler's output is byte-identical to the naive one; a line "decode all"
+times decoding every frame and converting none (the floor of any naive pass). The last line
+is, for the largest clip, ``s_16_frames=<x> s_64_frames=<w> naive_s=<y> ratio16=<y/x>
+ratio64=<y/w> peak_mb=<z>`` with y that floor (so both ratios are conservative: the judge's
+and LS's own naive passes also convert their frames) and z the LS sampling's peak memory.
 
 python bench/frame_sampling.py [--seconds 150] [--clips 640x480@24/250,1920x1440@30/60] [--keep DIR]
 """
@@ -105,7 +106,10 @@ def _measure(kind, path, naive):
     info = video.probe(path)
     memory = PeakRSS()
     started = time.perf_counter()
-    if naive:
+    if kind == "decode_all":
+        info = video.probe(path)
+        out = [b"%d" % sum(1 for _ in video.frames_by_full_decode(path, [info.duration + 1.0]))]
+    elif naive:
         # The baseline probes too (it needs the duration for its times), inside the timing.
         info = video.probe(path)
         times, convert = _times(kind, info), _convert(kind)
@@ -169,6 +173,9 @@ def main(argv=None):
             print(f"{path.name}: {info.width}x{info.height}, {info.fps:g} fps, {info.frame_count} frames, "
                   f"{info.duration:.0f} s, keyframe every {gop_s:.2f} s, {path.stat().st_size / 1e6:.0f} MB", flush=True)  # fmt: skip
             figures = {}
+            s, mb, _ = measure("decode_all", path)
+            figures["decode_all"] = (s, mb)
+            print(f"  decode all   {s:7.2f} s {mb:7.1f} MB (every frame, none converted)", flush=True)
             for kind in ("judge", "ls", "agent_spread", "agent_dense"):
                 s, mb, digest = measure(kind, path)
                 ns, nmb, ndigest = measure(kind, path, naive=True)
@@ -182,8 +189,9 @@ def main(argv=None):
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
-    x, _, y, _ = last["judge"]
+    x, _, _, _ = last["judge"]
     w, z, _, _ = last["ls"]
+    y, _ = last["decode_all"]
     figures = f"s_16_frames={x:.2f} s_64_frames={w:.2f} naive_s={y:.2f} ratio16={y / x:.2f} ratio64={y / w:.2f}"
     print(f"{figures} peak_mb={z:.0f}")
 

@@ -25,9 +25,11 @@ from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
 log = logging.getLogger(__name__)
 
-# EEVEE on software GL, s per frame at 512 px (bench/render_throughput.py on 2 cores: 880-1140 s
-# for 64 frames of a 200-object scene); the estimate scales it by pixels and frames.
+# EEVEE on software GL (Mesa llvmpipe, 2 cores): 880-1140 s for 64 frames of a 200-object scene
+# at 512 px (bench/render_throughput.py), 60 s for 2 frames of a 19-object one. The estimate is
+# a start-up (shader compiles) plus a cost per frame scaled by the frame's pixels.
 SOFTWARE_EEVEE_S_PER_FRAME_512 = 16.0
+SOFTWARE_EEVEE_START_S = 30.0
 
 STATUSES = ("ok", "missing", "open_failed", "no_camera", "no_mesh", "render_error", "timeout", "oom", "crash",
             "sandbox_error", "encode_error")  # fmt: skip
@@ -74,7 +76,7 @@ def uniform_frames(start, end, count):
 def software_eevee_estimate(num_frames, size):
     """Seconds EEVEE takes for one scene on software GL, from the measured figure at 512 px (4:3)."""
     pixels = size[0] * size[1] / (512 * 384)
-    return num_frames * SOFTWARE_EEVEE_S_PER_FRAME_512 * pixels
+    return SOFTWARE_EEVEE_START_S + num_frames * SOFTWARE_EEVEE_S_PER_FRAME_512 * pixels
 
 
 def rotation_warnings(graph):
@@ -375,9 +377,10 @@ class RenderStage:
         if not gl["software"]:
             return None
         seconds = software_eevee_estimate(self.options.num_frames, size)
+        estimate = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
         warning = (
             f"EEVEE (--preset bvb) is about to render on software GL ({gl['renderer']}): expect roughly "
-            f"{seconds / 60:.0f} min per scene ({self.options.num_frames} frames at {size[0]}x{size[1]} px); "
+            f"{estimate} per scene ({self.options.num_frames} frames at {size[0]}x{size[1]} px); "
             "pass --preset fast for a Workbench render in seconds, or render on a machine with a GPU"
         )
         with self._lock:
