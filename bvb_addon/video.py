@@ -132,7 +132,7 @@ def _target_size(width, height, longest_side):
     return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
 
 
-def seek_plan(times, keyframes, fps, cost_frames=SEEK_COST_FRAMES):
+def seek_plan(times, keyframes, fps, cost_frames=None):
     """For times in increasing order: the keyframe time to seek to before each one, or None to decode on.
 
     Reaching a time by decoding forward costs every frame since the decoder's position; a seek
@@ -142,6 +142,7 @@ def seek_plan(times, keyframes, fps, cost_frames=SEEK_COST_FRAMES):
     SEEK_GAP_S seek (the demuxer then picks the keyframe).
     """
     plan, cursor = [], 0.0
+    cost_frames = SEEK_COST_FRAMES if cost_frames is None else cost_frames
     skip_s = cost_frames / fps if fps else 0.0
     for t in times:
         if keyframes:

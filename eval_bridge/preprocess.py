@@ -106,11 +106,22 @@ def output_size(height, width, prep):
 
 
 @lru_cache(maxsize=32)
-def _weights32(in_size, out_size):
-    # Frames of one clip share their sizes: the weights are built once, not per frame.
-    weights = resize_weights(in_size, out_size).astype(np.float32)
-    weights.flags.writeable = False
-    return weights
+def _band(in_size, out_size):
+    """resize_weights as a band: (out, k) input indices and their weights, k the widest support.
+
+    Each output pixel reads only the few input pixels under its filter, so the resize costs
+    k multiply-adds per output value instead of a dense matrix product over the whole axis.
+    """
+    weights = resize_weights(in_size, out_size)
+    nonzero = weights != 0
+    lo = nonzero.argmax(axis=1)
+    hi = in_size - nonzero[:, ::-1].argmax(axis=1)
+    k = max(1, int((hi - lo).max()))
+    start = np.minimum(lo, in_size - k)
+    index = start[:, None] + np.arange(k)
+    band = np.take_along_axis(weights, index, axis=1).astype(np.float32)
+    index.flags.writeable = band.flags.writeable = False
+    return index, band
 
 
 def resize(frames, out_hw):
@@ -122,13 +133,17 @@ def resize(frames, out_hw):
     t, h, w, c = frames.shape
     if (h, w) == tuple(out_hw):
         return frames
-    wh, ww = _weights32(h, out_hw[0]), _weights32(w, out_hw[1])
+    row_index, row_band = _band(h, out_hw[0])
+    col_index, col_band = _band(w, out_hw[1])
     out = np.empty((t, out_hw[0], out_hw[1], c), dtype=np.uint8)
     for i in range(t):
-        # Two matrix products (BLAS), one frame at a time: rows, then columns per channel.
-        rows = (wh @ frames[i].reshape(h, w * c).astype(np.float32)).reshape(out_hw[0], w, c)
-        cols = rows.transpose(0, 2, 1).reshape(-1, w) @ ww.T
-        cols = cols.reshape(out_hw[0], c, out_hw[1]).transpose(0, 2, 1)
+        # Rows, then columns, one frame at a time (the float copies stay one frame's size).
+        rows = np.zeros((out_hw[0], w, c), np.float32)
+        for j in range(row_index.shape[1]):
+            rows += row_band[:, j, None, None] * frames[i][row_index[:, j]]
+        cols = np.zeros((out_hw[0], out_hw[1], c), np.float32)
+        for j in range(col_index.shape[1]):
+            cols += col_band[None, :, j, None] * rows[:, col_index[:, j]]
         out[i] = np.clip(np.rint(cols), 0, 255).astype(np.uint8)
     return out
 
