@@ -1,5 +1,6 @@
 """Atomic writes and crash-tolerant JSON lines for the bridge's result files."""
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -10,7 +11,33 @@ from bvb_addon.atomic import write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 
-__all__ = ["append_jsonl", "read_json", "read_jsonl", "write_json_atomic", "write_jsonl_atomic", "write_text_atomic"]
+__all__ = [
+    "agent_meta",
+    "append_jsonl",
+    "file_lock",
+    "read_json",
+    "read_jsonl",
+    "write_json_atomic",
+    "write_jsonl_atomic",
+    "write_text_atomic",
+]
+
+
+@contextlib.contextmanager
+def file_lock(path):
+    """An exclusive lock between processes on a lock file beside the data (held until the block ends).
+
+    A separate file, so that the data file may be replaced atomically while the lock is held.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def write_jsonl_atomic(path, rows):
@@ -67,3 +94,12 @@ def read_json(path, what="file"):
         raise FileNotFoundError(f"{what} {path} does not exist") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno}); regenerate it") from None
+
+
+def agent_meta(run_dir, scene):
+    """agent_meta/<scene>.json of a run, or {} when it is missing or unreadable (a failure's reason, not a fault)."""
+    try:
+        meta = json.loads((Path(run_dir) / "agent_meta" / f"{scene}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}

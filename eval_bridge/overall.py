@@ -4,11 +4,11 @@ import csv
 import datetime
 import io
 import logging
-import math
 from pathlib import Path
 from urllib.parse import urlparse
 
 from .files import read_json, write_json_atomic, write_text_atomic
+from .protocol import overall_score, retention
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,9 @@ PUBLISHED_COLUMNS = (
     "runtimeMin",
     *QUESTION_COLUMNS,
 )
-OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol")
+# vsiSource / vsiRender: VSI-Bench's official overall (0-100) of the judge on the sources and the
+# renders, for runs scored with --protocol vsi_official.
+OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender")
 COLUMNS = PUBLISHED_COLUMNS + OWN_COLUMNS
 VENDORS = {
     "openai": "OpenAI",
@@ -54,11 +56,6 @@ VENDORS = {
 
 class OverallError(ValueError):
     pass
-
-
-def overall_score(dv, ls):
-    """BVB's Overall from DV and LS, both on the 0-100 scale."""
-    return ((math.sqrt(dv) + math.sqrt(max(0.0, ls))) / 2) ** 2
 
 
 def _percent(fraction):
@@ -149,7 +146,7 @@ def run_row(run_dir):
         entries = [v for k, v in by_type.items() if k == column or k.startswith(column + "_")]
         source = sum(e.get("source_correct", 0) for e in entries)
         both = sum(e.get("both_correct", 0) for e in entries)
-        row[column] = 100.0 * both / source if source else None
+        row[column] = _percent(retention(both, source))
     failures = ls.get("counts", {}).get("failed")
     if failures is None:
         failures = dv.get("counts", {}).get("scenes_failed")
@@ -160,14 +157,20 @@ def run_row(run_dir):
         encoder=ls.get("model", ""),
         protocol=dv.get("protocol", ""),
     )
+    vsi = dv.get("vsi_bench") or {}
+    row["vsiSource"] = (vsi.get("source") or {}).get("overall")
+    row["vsiRender"] = (vsi.get("render") or {}).get("overall")
     return row
 
 
 def _number(value):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
+    """A CSV cell as a number; a blank cell is None (and stays blank when written back)."""
+    if value is None or not str(value).strip():
         return None
+    return float(value)
+
+
+NUMBER_COLUMNS = ("overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "runtimeMin", *QUESTION_COLUMNS)
 
 
 def read_reference(path):
@@ -184,19 +187,19 @@ def read_reference(path):
             )
         rows = []
         for row in reader:
+            line = reader.line_num
+            if not (row.get("name") or "").strip():
+                raise OverallError(f"reference CSV {path} line {line} has no name; give every row a name")
             row = {k: v for k, v in row.items() if k in COLUMNS}
-            for key in (
-                "overall",
-                "dualVqa",
-                "latentSim",
-                "layout",
-                "motion",
-                "costUsd",
-                "runtimeMin",
-                *QUESTION_COLUMNS,
-            ):
+            for key in NUMBER_COLUMNS:
                 if key in row:
-                    row[key] = _number(row[key])
+                    try:
+                        row[key] = _number(row[key])
+                    except ValueError:
+                        raise OverallError(
+                            f"reference CSV {path} line {line}: {key} {row[key]!r} is not a number; "
+                            "leave the cell blank or write a number"
+                        ) from None
             row["source"] = "reference"
             rows.append(row)
     return rows
@@ -210,11 +213,13 @@ def _cell(value):
     return str(value)
 
 
-def _number(value):
-    try:
-        return float(value) if value not in (None, "") else -math.inf
-    except (TypeError, ValueError):
-        return -math.inf
+def _rank_key(row):
+    """Higher first; a missing value ranks after every present one."""
+    key = []
+    for column in ("overall", "dualVqa"):
+        value = row.get(column)
+        key += [value is None, -(value or 0.0)]
+    return key
 
 
 def leaderboard(run_dirs, out, reference=None):
@@ -223,7 +228,7 @@ def leaderboard(run_dirs, out, reference=None):
     if reference:
         rows += read_reference(reference)
     # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
-    rows.sort(key=lambda r: (-_number(r.get("overall")), -_number(r.get("dualVqa"))))
+    rows.sort(key=_rank_key)
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
     buffer = io.StringIO()

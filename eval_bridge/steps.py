@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 
-from .correctness import GEOMETRY_PROTOCOL, score
+from .protocol import GEOMETRY_PROTOCOL, is_correct, score
 from .steps_analysis import StepAnswer, analyze
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class SnapshotReader:
 
 
 def _judge_answers(judge, questions, graph, jpegs):
-    """The judge's answer text per question id for one snapshot."""
+    """The judge's answer text per question id for one snapshot (None where the judge faulted)."""
     if getattr(judge, "kind", "") == "geometry":
         from .geometry import answer
         from .scene_geometry import from_scene_graph
@@ -87,12 +87,20 @@ def _judge_answers(judge, questions, graph, jpegs):
         geometry = from_scene_graph(graph) if graph is not None else None
         return {q.id: (answer(geometry, q) if geometry is not None else "") for q in questions}
     from .cache import frames_hash
-    from .judge import Media
+    from .judge import JudgeError, Media
 
     if not jpegs:
         return {q.id: "" for q in questions}
     media = Media(frames=jpegs, digest=frames_hash(jpegs))
-    return {q.id: judge.ask(media, q).text for q in questions}
+    answers = {}
+    for q in questions:
+        try:
+            answers[q.id] = judge.ask(media, q).text
+        except JudgeError as exc:
+            # A judge fault is not a wrong answer: that step is left out of the question's sequence.
+            log.warning("steps: no answer for %s (%s)", q.id, exc)
+            answers[q.id] = None
+    return answers
 
 
 def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progress=None):
@@ -113,10 +121,14 @@ def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progr
                 jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
                 answers = _judge_answers(judge, by_scene[scene], graph, jpegs)
                 for q in by_scene[scene]:
-                    correct = score(protocol, q.question_type, answers[q.id], q.options, q.ground_truth) >= 1.0
-                    sequences.setdefault(q.id, []).append(StepAnswer(answers[q.id], correct))
+                    answer = answers[q.id]
+                    correct = None
+                    if answer is not None:
+                        correct = is_correct(score(protocol, q.question_type, answer, q.options, q.ground_truth))
+                        sequences.setdefault(q.id, []).append(StepAnswer(answer, correct))
+                    status = "ok" if answer is not None else "judge_error"
                     rows.append({"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
-                                 "answer": answers[q.id], "correct": correct})  # fmt: skip
+                                 "answer": answer, "correct": correct, "status": status})  # fmt: skip
             if progress:
                 progress(scene, len(snapshots))
     finally:
@@ -140,25 +152,4 @@ def add_parser(sub, make_judge_args):
     p.add_argument("--videos", required=True)
     p.add_argument("--scenes", nargs="+", help="only these scenes")
     make_judge_args(p)
-    p.set_defaults(func=cmd_steps)
     return p
-
-
-def cmd_steps(args):
-    from bvb_addon.dataset import read_split
-
-    from .cli import make_judge
-
-    questions = read_split(args.split)
-    judge = make_judge(args)
-    result = run_steps(args.run, questions, judge, scenes=args.scenes)
-    print(
-        f"steps: {result['questions']} questions over {result['scenes']} scenes; "
-        f"wrong->correct {100 * result['wrong_to_correct_rate']:.1f}%, "
-        f"wrong->other wrong {100 * result['wrong_to_other_wrong_rate']:.1f}%, "
-        f"correct->wrong {100 * result['correct_to_wrong_rate']:.1f}%, "
-        f"stable over the second half {100 * result['stability_second_half']:.1f}%, "
-        f"mean lock-in step {result['mean_lock_in_step']:.2f}"
-    )
-    print(f"wrote {Path(args.run) / 'steps_analysis.json'}")
-    return result

@@ -99,3 +99,16 @@ def test_a_vlm_judge_sees_a_short_render_of_each_snapshot(stepped_run, synth_sui
     # Two questions on each of the two snapshots, each call with the snapshot's preview frames.
     assert images == [PREVIEW_FRAMES] * 4
     assert result["questions"] == 2 and result["judge"] == "scripted-judge"
+
+
+def test_a_judge_fault_is_left_out_of_the_sequence_not_scored_wrong(stepped_run, synth_suite, tmp_path):
+    from eval_bridge.judge import VLMJudge
+
+    question = next(q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE)
+    no_choices = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}}
+    with ScriptedOpenAI(default=no_choices) as server:
+        judge = VLMJudge(server.base_url, "scripted-judge", api_key="x", retries=0)
+        result = run_steps(stepped_run, [question], judge)
+    rows = [json.loads(line) for line in (stepped_run / "steps_answers.jsonl").read_text().splitlines()]
+    assert [(r["status"], r["answer"], r["correct"]) for r in rows] == [("judge_error", None, None)] * 2
+    assert result["questions"] == 0
