@@ -21,9 +21,9 @@ DEVICES = ["dev/dri/card0", "dev/dri/renderD128", "dev/nvidia0", "dev/nvidia1", 
            "dev/nvidia-uvm", "dev/nvidia-uvm-tools", "dev/nvidia-caps/nvidia-cap1", "dev/nvidia-caps/nvidia-cap2"]  # fmt: skip
 # Host things a worker must not get: other devices, DRM's by-path links, the rest of sysfs.
 OTHERS = ["dev/null", "dev/sda", "dev/kvm", "dev/fuse", "dev/input/event0", "sys/class/net/eth0",
-          "sys/devices/virtual/net/lo", "sys/firmware/acpi", "etc/passwd"]  # fmt: skip
+          "sys/devices/virtual/net/lo", "sys/firmware/acpi", "sys/bus/usb/devices/1-1", "etc/passwd"]  # fmt: skip
 DRIVER_DIRS = ["usr/share/glvnd/egl_vendor.d", "etc/glvnd/egl_vendor.d", "etc/vulkan/icd.d", "etc/OpenCL/vendors",
-               "sys/dev/char", "sys/devices/pci0000:00/0000:00:02.0", "sys/devices/pci0000:80"]  # fmt: skip
+               "sys/dev/char", "sys/devices/pci0000:00/0000:00:02.0", "sys/devices/pci0000:80", "sys/bus/pci/devices"]  # fmt: skip
 
 
 def fake_root(tmp_path, devices=DEVICES):
@@ -44,7 +44,7 @@ def test_gpu_paths_finds_the_device_nodes_that_exist_and_nothing_else(tmp_path):
     assert sorted(gpu.names()) == sorted("/" + d for d in DEVICES)
     assert all(host == str(root) + inside for host, inside in gpu.devices)
     assert sorted(inside for _, inside in gpu.driver) == [
-        "/etc/OpenCL", "/etc/glvnd", "/etc/vulkan", "/sys/dev/char", "/sys/devices/pci0000:00",
+        "/etc/OpenCL", "/etc/glvnd", "/etc/vulkan", "/sys/bus/pci", "/sys/dev/char", "/sys/devices/pci0000:00",
         "/sys/devices/pci0000:80", "/usr/share/glvnd",
     ]  # fmt: skip
 
@@ -76,6 +76,8 @@ def test_bwrap_args_bind_the_nodes_read_write_and_driver_files_read_only(tmp_pat
         "--perms", "0755", "--dir", "/sys/devices",
         "--ro-bind", f"{r}/sys/devices/pci0000:00", "/sys/devices/pci0000:00",
         "--ro-bind", f"{r}/sys/devices/pci0000:80", "/sys/devices/pci0000:80",
+        "--perms", "0755", "--dir", "/sys/bus",
+        "--ro-bind", f"{r}/sys/bus/pci", "/sys/bus/pci",
         "--perms", "0755", "--dir", "/dev/dri",
         "--dev-bind", f"{r}/dev/dri/card0", "/dev/dri/card0",
         "--dev-bind", f"{r}/dev/dri/renderD128", "/dev/dri/renderD128",
@@ -153,7 +155,7 @@ def test_bubblewrap_accepts_the_gpu_binds_and_the_worker_sees_exactly_them(tmp_p
         "dri = sorted(os.listdir('/dev/dri'))\n"
         "with open('/dev/nvidiactl', 'r+b') as f: writable = f.writable()\n"
         "print(json.dumps({'dri': dri, 'writable': writable, 'caps': sorted(os.listdir('/dev/nvidia-caps')),"
-        " 'sda': os.path.exists('/dev/sda'), 'sys': sorted(os.listdir('/sys')),"
+        " 'sda': os.path.exists('/dev/sda'), 'sys': sorted(os.listdir('/sys')), 'bus': os.listdir('/sys/bus'),"
         " 'devices': sorted(os.listdir('/sys/devices')), 'vulkan': os.path.isdir('/etc/vulkan/icd.d')}))\n"
     )
     python = os.path.realpath(sys.executable)
@@ -164,5 +166,5 @@ def test_bubblewrap_accepts_the_gpu_binds_and_the_worker_sees_exactly_them(tmp_p
     assert proc.returncode == 0, proc.stderr.decode()
     seen = json.loads(proc.stdout.decode().strip().splitlines()[-1])
     assert seen == {"dri": ["card0", "renderD128"], "writable": True, "caps": ["nvidia-cap1", "nvidia-cap2"],
-                    "sda": False, "sys": ["dev", "devices"], "devices": ["pci0000:00", "pci0000:80"],
+                    "sda": False, "sys": ["bus", "dev", "devices"], "bus": ["pci"], "devices": ["pci0000:00", "pci0000:80"],
                     "vulkan": True}  # fmt: skip

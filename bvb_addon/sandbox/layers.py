@@ -105,9 +105,10 @@ GPU_DEVICE_PATTERNS = ("dev/dri/card*", "dev/dri/renderD*", "dev/nvidia*", "dev/
 # glvnd's EGL vendor files, EGL external platforms, Vulkan ICDs and OpenCL vendors (in /usr,
 # which is bound already, or in /etc, which is not); and the part of sysfs that libdrm reads
 # to enumerate DRM devices: /sys/dev/char maps a node's major:minor to its device, whose PCI
-# vendor and device ids live under /sys/devices/pci*. The rest of /sys stays out.
+# vendor and device ids live under /sys/devices/pci*, and whose "subsystem" link must resolve
+# to /sys/bus/pci (libdrm calls realpath on it). The rest of /sys stays out.
 GPU_DRIVER_PATTERNS = ("usr/share/glvnd", "usr/share/egl", "usr/share/vulkan", "etc/glvnd", "etc/egl",
-                       "etc/vulkan", "etc/OpenCL", "sys/dev/char", "sys/devices/pci*")  # fmt: skip
+                       "etc/vulkan", "etc/OpenCL", "sys/dev/char", "sys/devices/pci*", "sys/bus/pci")  # fmt: skip
 
 
 @dataclass(frozen=True)
