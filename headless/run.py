@@ -111,6 +111,10 @@ def build_parser():
     sandbox.add_argument(
         "--allow-weak-sandbox", action="store_true", help="run even when the sandbox is below its minimum"
     )
+    sandbox.add_argument(
+        "--agent-gpu", action="store_true",
+        help="give the agent's python workers the machine's GPU too (render workers always have it)",
+    )  # fmt: skip
     sandbox.add_argument("--worker-memory-gb", type=float, help="address-space limit of a worker")
     sandbox.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
     return parser
@@ -159,6 +163,8 @@ def _configs(args, parser):
         sandbox["min_level"] = args.sandbox_min
     if args.allow_weak_sandbox:
         sandbox["allow_below_minimum"] = True
+    if args.agent_gpu:
+        sandbox["gpu"] = True
     if args.worker_memory_gb:
         sandbox["memory_bytes"] = int(args.worker_memory_gb * (1 << 30))
     if args.blender_bin:
