@@ -182,41 +182,19 @@ def carry_path(start, goal, lift):
     return [(start[0], start[1], high), (goal[0], goal[1], high), tuple(goal)]
 
 
+def rules(**texts):
+    """A rubric in the task row's format, [{"id", "rule"}], from rule_id="rule text" keywords."""
+    return [{"id": rule_id, "rule": text} for rule_id, text in texts.items()]
+
+
+def criteria(complete, partial, failed="otherwise"):
+    """The completeness criteria of a task row, complete first, labelled as the VLM judge answers."""
+    return [f"complete: {complete}", f"partial: {partial}", f"failed: {failed}"]
+
+
 def verdict(violations, complete, partial):
     """A checker's result: completeness 1 when complete, 0.5 when only partial, else 0."""
     return {"completeness": 1.0 if complete else 0.5 if partial else 0.0, "violations": violations}
-
-
-# --- the gripper that stack_by_size and sort_by_color move blocks with ---------------------
-
-GRIPPER = "gripper_1"
-GRIPPER_RULES = [
-    {"id": "no_pass_through", "rule": "No block passes through another block, the gripper or the table."},
-    {"id": "carried_only", "rule": "A block moves only while the gripper holds it."},
-]
-
-
-def gripper_above(block):
-    """The gripper at its start: resting on top of a block."""
-    x, y, _ = block.location
-    return ObjectSpec(GRIPPER, "gripper", "cube", (0.06, 0.06, 0.04), (x, y, block.size[2] + 0.02), (0.2, 0.2, 0.22))
-
-
-def pick_and_place(keys, name, path, reach_lift):
-    """The gripper travels to the top of a block (lifting by reach_lift), then carries it along path."""
-    x, y, z = keys.pos[name]
-    top = (x, y, z + keys.plan.spec(name).size[2] / 2 + 0.02)
-    keys.move(carry_path(keys.pos[GRIPPER], top, reach_lift), [GRIPPER])
-    keys.move(path, [name, GRIPPER])
-
-
-def gripper_violations(timeline, blocks, below_floor):
-    """The GRIPPER_RULES counts; below_floor names the objects checked against sinking into the table."""
-    return {
-        "no_pass_through": tl.interpenetration_events(timeline, [*blocks, GRIPPER])
-        + tl.below_floor_events(timeline, below_floor),
-        "carried_only": tl.untouched_motion_events(timeline, blocks, [GRIPPER]),
-    }
 
 
 class Family:

@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import HUES, Family, ObjectSpec, carry_path, numbered, verdict
+from .base import HUES, Family, ObjectSpec, carry_path, criteria, numbered, rules, verdict
 
 PEGS = (-0.35, 0.0, 0.35)  # x of the left, middle and right peg
 THICK = 0.04  # disc thickness
@@ -20,17 +20,16 @@ class Hanoi(Family):
     family = "hanoi"
     domain = "structured puzzles"
     skills = ["planning", "spatial", "temporal"]
-    rubric = [
-        {"id": "one_at_a_time", "rule": "Only one disc moves at a time."},
-        {"id": "larger_never_on_smaller", "rule": "A disc never rests on a smaller disc."},
-        {"id": "no_pass_through", "rule": "Discs never pass through each other."},
-        {"id": "smooth_motion", "rule": "Discs are carried over the pegs; they never jump from peg to peg."},
-    ]
-    completeness = [
-        "complete: all discs are on the right peg, largest at the bottom",
-        "partial: the largest disc is on the right peg",
-        "failed: otherwise",
-    ]
+    rubric = rules(
+        one_at_a_time="Only one disc moves at a time.",
+        larger_never_on_smaller="A disc never rests on a smaller disc.",
+        no_pass_through="Discs never pass through each other.",
+        smooth_motion="Discs are carried over the pegs; they never jump from peg to peg.",
+    )
+    completeness = criteria(
+        complete="all discs are on the right peg, largest at the bottom",
+        partial="the largest disc is on the right peg",
+    )
 
     def layout(self, level, rng):
         n = level + 1

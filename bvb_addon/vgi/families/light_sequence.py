@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import FPS, Family, ObjectSpec, numbered, verdict
+from .base import FPS, Family, ObjectSpec, criteria, numbered, rules, verdict
 
 ON = 5.0  # emission strength of a lit lamp
 
@@ -12,16 +12,15 @@ class LightSequence(Family):
     family = "light_sequence"
     domain = "spatiotemporal dynamics"
     skills = ["temporal", "attribute grounding"]
-    rubric = [
-        {"id": "order", "rule": "Lamps turn on in exactly the given order."},
-        {"id": "one_at_a_time", "rule": "No two lamps turn on at the same moment."},
-        {"id": "stays_on", "rule": "A lamp that is on never turns off again."},
-    ]
-    completeness = [
-        "complete: every lamp is on at the end",
-        "partial: at least half of the lamps are on at the end",
-        "failed: otherwise",
-    ]
+    rubric = rules(
+        order="Lamps turn on in exactly the given order.",
+        one_at_a_time="No two lamps turn on at the same moment.",
+        stays_on="A lamp that is on never turns off again.",
+    )
+    completeness = criteria(
+        complete="every lamp is on at the end",
+        partial="at least half of the lamps are on at the end",
+    )
 
     def layout(self, level, rng):
         n = level + 2

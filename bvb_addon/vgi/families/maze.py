@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import FPS, Family, ObjectSpec, marker, verdict
+from .base import FPS, Family, ObjectSpec, criteria, marker, rules, verdict
 
 CELL = 0.2
 WALL = 0.02  # wall thickness
@@ -72,15 +72,14 @@ class Maze(Family):
     family = "maze"
     domain = "structured puzzles"
     skills = ["topology", "planning", "spatial"]
-    rubric = [
-        {"id": "no_wall_crossing", "rule": "The token never passes through a wall."},
-        {"id": "grid_moves", "rule": "The token moves cell to cell along the corridors, never jumping."},
-    ]
-    completeness = [
-        "complete: the token ends in the goal cell (green)",
-        "partial: the token ends at least halfway along the path to the goal",
-        "failed: otherwise",
-    ]
+    rubric = rules(
+        no_wall_crossing="The token never passes through a wall.",
+        grid_moves="The token moves cell to cell along the corridors, never jumping.",
+    )
+    completeness = criteria(
+        complete="the token ends in the goal cell (green)",
+        partial="the token ends at least halfway along the path to the goal",
+    )
 
     def layout(self, level, rng):
         n = level + 2

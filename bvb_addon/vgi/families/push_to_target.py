@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import LEG, Family, ObjectSpec, marker, verdict
+from .base import LEG, Family, ObjectSpec, criteria, marker, rules, verdict
 
 BALL = 0.08  # ball diameter
 PUSHER = 0.08  # pusher cube side
@@ -13,15 +13,14 @@ class PushToTarget(Family):
     family = "push_to_target"
     domain = "physical manipulation"
     skills = ["physics", "affordance", "spatial"]
-    rubric = [
-        {"id": "pushed_only", "rule": "The ball moves only while the pusher touches it."},
-        {"id": "no_pass_through", "rule": "The pusher and the ball never pass through each other or an obstacle."},
-    ]
-    completeness = [
-        "complete: the ball ends inside the green target square",
-        "partial: the ball ends at least halfway closer to the target than it started",
-        "failed: otherwise",
-    ]
+    rubric = rules(
+        pushed_only="The ball moves only while the pusher touches it.",
+        no_pass_through="The pusher and the ball never pass through each other or an obstacle.",
+    )
+    completeness = criteria(
+        complete="the ball ends inside the green target square",
+        partial="the ball ends at least halfway closer to the target than it started",
+    )
 
     def layout(self, level, rng):
         ball = (-0.4, -0.2, BALL / 2)

@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import HUES, Family, ObjectSpec, numbered, verdict
+from .base import HUES, Family, ObjectSpec, criteria, numbered, rules, verdict
 
 SLOTS = (-0.3, 0.0, 0.3)  # x of positions 1-3
 CUP = (0.12, 0.12, 0.14)
@@ -29,16 +29,15 @@ class ShellGame(Family):
     family = "shell_game"
     domain = "spatiotemporal dynamics"
     skills = ["temporal", "attribute grounding", "spatial"]
-    rubric = [
-        {"id": "ball_stays_with_cup", "rule": "The ball stays under the same cup the whole time."},
-        {"id": "no_pass_through", "rule": "Cups never pass through each other."},
-        {"id": "smooth_motion", "rule": "Cups slide; they never jump from one place to another."},
-    ]
-    completeness = [
-        "complete: every cup ends where the listed swaps put it",
-        "partial: the cup hiding the ball ends in the right place",
-        "failed: otherwise",
-    ]
+    rubric = rules(
+        ball_stays_with_cup="The ball stays under the same cup the whole time.",
+        no_pass_through="Cups never pass through each other.",
+        smooth_motion="Cups slide; they never jump from one place to another.",
+    )
+    completeness = criteria(
+        complete="every cup ends where the listed swaps put it",
+        partial="the cup hiding the ball ends in the right place",
+    )
 
     def layout(self, level, rng):
         swaps = []

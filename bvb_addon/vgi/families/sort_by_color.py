@@ -2,18 +2,8 @@
 
 import numpy as np
 
-from .base import (
-    GRIPPER_RULES,
-    HUES,
-    Family,
-    ObjectSpec,
-    carry_path,
-    gripper_above,
-    gripper_violations,
-    numbered,
-    pick_and_place,
-    verdict,
-)
+from . import gripper
+from .base import HUES, Family, ObjectSpec, carry_path, criteria, numbered, verdict
 
 BACK_LINE = 0.2  # y of the row the blocks end in
 
@@ -22,12 +12,11 @@ class SortByColor(Family):
     family = "sort_by_color"
     domain = "visual organization"
     skills = ["attribute grounding", "spatial", "planning"]
-    rubric = [*GRIPPER_RULES]
-    completeness = [
-        "complete: the blocks stand in one row along the back line in rainbow order from left to right",
-        "partial: at least half of the blocks are on the back line in the right relative order",
-        "failed: otherwise",
-    ]
+    rubric = gripper.RULES
+    completeness = criteria(
+        complete="the blocks stand in one row along the back line in rainbow order from left to right",
+        partial="at least half of the blocks are on the back line in the right relative order",
+    )
 
     def layout(self, level, rng):
         n = level + 2
@@ -47,7 +36,7 @@ class SortByColor(Family):
             f"in rainbow order ({names})."
         )
         params = {"n": n, "size": size, "targets": list(np.linspace(-0.5, 0.5, n))}
-        return [*blocks, gripper_above(blocks[0])], constraint, params
+        return [*blocks, gripper.above(blocks[0])], constraint, params
 
     def animate(self, plan, keys, skip, through):
         n, size = plan.params["n"], plan.params["size"]
@@ -61,11 +50,11 @@ class SortByColor(Family):
             if through and rank + 1 < n:
                 # A made-up wrong one: slid along the table through the next block.
                 path = [keys.pos[f"block_{rank + 2}"], target]
-            pick_and_place(keys, name, path, 0.2)
+            gripper.pick_and_place(keys, name, path, 0.2)
 
     def check(self, plan, timeline):
         blocks = numbered("block", plan.params["n"])
-        violations = gripper_violations(timeline, blocks, below_floor=blocks)
+        violations = gripper.violations(timeline, blocks, below_floor=blocks)
         last = timeline.frame_count - 1
         on_line = [b for b in blocks if abs(timeline.tracks[b].centers[last][1] - BACK_LINE) < 0.05]
         xs = [timeline.tracks[b].centers[last][0] for b in on_line]

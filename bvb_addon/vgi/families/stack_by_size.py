@@ -3,34 +3,20 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import (
-    GRIPPER,
-    GRIPPER_RULES,
-    HUES,
-    Family,
-    ObjectSpec,
-    carry_path,
-    gripper_above,
-    gripper_violations,
-    numbered,
-    pick_and_place,
-    verdict,
-)
+from . import gripper
+from .base import HUES, Family, ObjectSpec, carry_path, criteria, numbered, rules, verdict
 
 
 class StackBySize(Family):
     family = "stack_by_size"
     domain = "physical manipulation"
     skills = ["spatial", "planning", "physics"]
-    rubric = [
-        *GRIPPER_RULES,
-        {"id": "larger_never_on_smaller", "rule": "At no time does a block rest on a smaller block."},
-    ]
-    completeness = [
-        "complete: all blocks form one stack, largest at the bottom, smallest on top",
-        "partial: some blocks are stacked correctly but not all",
-        "failed: no block is on a larger block",
-    ]
+    rubric = [*gripper.RULES, *rules(larger_never_on_smaller="At no time does a block rest on a smaller block.")]
+    completeness = criteria(
+        complete="all blocks form one stack, largest at the bottom, smallest on top",
+        partial="some blocks are stacked correctly but not all",
+        failed="no block is on a larger block",
+    )
 
     def layout(self, level, rng):
         n = level + 1
@@ -48,7 +34,7 @@ class StackBySize(Family):
             f"Using the gripper, stack all {n} blocks at the marked spot on the right, largest at the bottom "
             "and smallest on top. Move one block at a time and never put a block on a smaller one."
         )
-        return [*blocks, gripper_above(blocks[0])], constraint, {"goal": [0.45, 0.15], "sizes": sizes}
+        return [*blocks, gripper.above(blocks[0])], constraint, {"goal": [0.45, 0.15], "sizes": sizes}
 
     def animate(self, plan, keys, skip, through):
         goal_x, goal_y = plan.params["goal"]
@@ -63,14 +49,14 @@ class StackBySize(Family):
                 if through and index > 0:
                     # A made-up wrong one: lowered through the stack to the table, then up into place.
                     path = path[:2] + [(goal_x, goal_y, size / 2), target]
-                pick_and_place(keys, name, path, 0.25)
+                gripper.pick_and_place(keys, name, path, 0.25)
             height += size
 
     def check(self, plan, timeline):
         sizes = dict(zip(numbered("block", len(plan.params["sizes"])), plan.params["sizes"], strict=True))
         blocks = list(sizes)
         violations = {
-            **gripper_violations(timeline, blocks, below_floor=[*blocks, GRIPPER]),
+            **gripper.violations(timeline, blocks, below_floor=[*blocks, gripper.NAME]),
             "larger_never_on_smaller": tl.larger_on_smaller_events(timeline, sizes, tolerance=1e-6),
         }
         last = timeline.frame_count - 1
