@@ -1,7 +1,9 @@
 """VGI procedure-task families, one module each, and the task list discovered from them.
 
 Each module of this package that defines ``FAMILY`` (a ``base.Family``) is a family; its
-module is named after it. A family turns (level, rng) into a TaskPlan: the start scene's
+module is named after it. ``base`` holds what every family shares (plan types, keyframes,
+the layout / animate / check template) and ``gripper`` the gripper two families move blocks
+with. A family turns (level, rng) into a TaskPlan: the start scene's
 objects, the text constraint, the rubric, completeness criteria and an oracle solution as
 keyframes; its checker scores any timeline (bvb_addon.vgi.timeline) of the same objects.
 To add a family, add a module here. bpy-free.
