@@ -253,12 +253,12 @@ def cmd_dv(args, progress=None):
     print(f"wrote {Path(args.run) / 'dual_vqa.jsonl'} and dual_vqa_summary.json")
     failed = counts["by_status"].get("judge_error", 0)
     if failed:
-        from .judge import JudgeError
-
         first = next(iter(r["reason"] for r in summary["failures"].values() if r["status"] == "judge_error"), "")
         if failed == counts["questions"]:
-            raise JudgeError(f"every judge call failed ({first}); fix the judge settings and rerun with --resume")
-        print(f"warning: {failed} questions failed at the judge ({first}); rerun with --resume to retry them")
+            print(f"error: every judge call failed ({first}); fix the judge settings and rerun with --resume",
+                  file=sys.stderr)  # fmt: skip
+        else:
+            print(f"warning: {failed} questions failed at the judge ({first}); rerun with --resume to retry them")
     return summary
 
 
@@ -367,7 +367,30 @@ def _user_errors():
     return (SplitError, VideoError, JudgeError, LSError, OverallError, BackendError, ValueError, FileNotFoundError)
 
 
+# Per command: (outcomes stage, unit of its rows, whether it takes --resume). Others end 0 when they succeed.
+FAULT_STAGES = {"dv": ("dv", "questions", True), "ls": ("ls", "scenes", True), "steps": ("steps", "scenes", False)}
+
+
+def _stage_exit(args, result, argv):
+    """The exit code of a finished command: FAULT_EXIT (and the rerun line) when rows ended in faults."""
+    from bvb_addon import outcomes
+
+    stage = FAULT_STAGES.get(args.command)
+    if stage is None or not isinstance(result, dict):
+        return outcomes.OK_EXIT
+    name, unit, resumable = stage
+    if "faults" in result:  # steps: the scenes that hit a fault, beside the scene count
+        rows = list(result["faults"]) + [{"status": "ok"}] * max(0, result.get("scenes", 0) - len(result["faults"]))
+    else:
+        rows = [{"status": status} for status, n in result["counts"]["by_status"].items() for _ in range(n)]
+    rerun = outcomes.rerun_command("eval_bridge", argv, "--resume" if resumable else None)
+    return outcomes.finish(name, rows, rerun, unit)
+
+
 def main(argv=None):
+    from bvb_addon import outcomes, path_args
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
@@ -375,11 +398,23 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
-        args.func(args)
+        # --out is the leaderboard's CSV, and a folder for report and vgi.
+        out_is_file = args.command == "leaderboard"
+        path_args.check(
+            folders=[(f"--{name}", getattr(args, name, None)) for name in ("run", "videos", "shared", "timelines")]
+            + [("--root", root) for root in getattr(args, "root", None) or []]
+            + [("run", run) for run in getattr(args, "runs", None) or []]
+            + ([] if out_is_file else [("--out", getattr(args, "out", None))]),
+            new_files=[(f"--{name}", getattr(args, name, None)) for name in ("split", "cache", "reference", "tasks")]
+            + ([("--out", args.out)] if out_is_file else []),
+        )
+        result = args.func(args)
     except _user_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk writing rows or summaries
+        return outcomes.environment_exit(exc, outcomes.rerun_command("eval_bridge", argv))
     except KeyboardInterrupt:
         print("interrupted; rerun with --resume to continue", file=sys.stderr)
         return 130
-    return 0
+    return _stage_exit(args, result, argv)

@@ -103,26 +103,41 @@ def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progr
     for q in questions:
         by_scene.setdefault(q.scene_name, []).append(q)
     wanted = [s for s in by_scene if not scenes or s in set(scenes)]
-    sequences, rows = {}, []
+    sequences, rows, faults = {}, [], []
     reader = SnapshotReader(sandbox_config)
     try:
         for scene in wanted:
             snapshots = step_snapshots(run_dir, scene)
-            for step, blend in snapshots:
-                graph = reader.graph(blend)
-                jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
-                answers = _judge_answers(judge, by_scene[scene], graph, jpegs)
-                for q in by_scene[scene]:
-                    correct = score(protocol, q.question_type, answers[q.id], q.options, q.ground_truth) >= 1.0
-                    sequences.setdefault(q.id, []).append(StepAnswer(answers[q.id], correct))
-                    rows.append({"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
-                                 "answer": answers[q.id], "correct": correct})  # fmt: skip
+            scene_sequences, scene_rows = {}, []
+            try:
+                for step, blend in snapshots:
+                    graph = reader.graph(blend)
+                    jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
+                    answers = _judge_answers(judge, by_scene[scene], graph, jpegs)
+                    for q in by_scene[scene]:
+                        correct = score(protocol, q.question_type, answers[q.id], q.options, q.ground_truth) >= 1.0
+                        scene_sequences.setdefault(q.id, []).append(StepAnswer(answers[q.id], correct))
+                        scene_rows.append({"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
+                                           "answer": answers[q.id], "correct": correct})  # fmt: skip
+            except (RuntimeError, OSError) as exc:
+                # The worker (WorkerError, SandboxUnavailable) or the judge (JudgeError) failed, or the disk:
+                # a fault, not wrong answers. The scene stays out of the analysis and the exit code says so.
+                from .judge import JudgeError
+
+                status = "judge_error" if isinstance(exc, JudgeError) else "io_error" if isinstance(exc, OSError) \
+                    else "sandbox_error"  # fmt: skip
+                log.error("steps of %s: %s: %s", scene, status, exc)
+                faults.append({"scene": scene, "status": status, "reason": str(exc).strip()[:300]})
+                continue
+            for qid, answers_seq in scene_sequences.items():
+                sequences.setdefault(qid, []).extend(answers_seq)
+            rows += scene_rows
             if progress:
                 progress(scene, len(snapshots))
     finally:
         reader.close()
     result = analyze(sequences)
-    result.update(judge=judge.name, protocol=protocol, scenes=len(wanted))
+    result.update(judge=judge.name, protocol=protocol, scenes=len(wanted), faults=faults)
     write_text_atomic(run_dir / "steps_answers.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     write_json_atomic(run_dir / "steps_analysis.json", result)
     return result

@@ -185,10 +185,16 @@ def main(argv=None):
         parser.print_help()
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from bvb_addon import outcomes, path_args
     from bvb_addon.agent.model import ModelError
     from bvb_addon.agent.runner import Runner, summarize
 
+    rerun = outcomes.rerun_command("headless.run", own_args)
     try:
+        path_args.check(
+            folders=[("--videos", args.videos), ("--output", args.output)],
+            new_files=[("--split", args.split), ("--tasks", args.tasks)],
+        )
         options, config = _configs(args, parser)
         runner = Runner(options, config)
     except (ValueError, ModelError) as exc:
@@ -206,6 +212,8 @@ def main(argv=None):
     except (ValueError, ModelError) as exc:  # RunError, PriceError, SplitError, VideoError: one line each
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk writing config.json: no scene started
+        return outcomes.environment_exit(exc, rerun)
     except KeyboardInterrupt:
         print("error: interrupted twice; quitting without waiting (trajectories are saved)", file=sys.stderr)
         sys.stdout.flush()
@@ -213,7 +221,9 @@ def main(argv=None):
 
         os._exit(130)
     print(summarize(results, time.monotonic() - start))
-    return 130 if runner.interrupted else 0
+    if runner.interrupted:
+        return outcomes.INTERRUPTED_EXIT
+    return outcomes.finish("run", results.values(), rerun)
 
 
 if __name__ == "__main__":
