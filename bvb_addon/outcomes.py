@@ -8,8 +8,10 @@ full disk) says nothing about the agent, and rerunning the stage redoes it. A sc
 """
 
 import errno
+import os
 import shlex
 import sys
+from pathlib import Path
 
 OK_EXIT = 0
 FAILED_EXIT = 1
@@ -63,6 +65,21 @@ def disk_full(error):
         error = str(error)
     text = str(error or "").lower()
     return any(marker in text for marker in _DISK_FULL_TEXTS)
+
+
+def out_of_space(path, margin=1 << 20):
+    """True when the file system holding path (or its nearest existing parent) has less than margin bytes free.
+
+    For tools that do not report a full disk as such: Blender writes a truncated image and goes on.
+    """
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < margin
 
 
 def is_fault(stage, row):
