@@ -124,6 +124,8 @@ def test_a_file_where_a_folder_is_needed_and_the_reverse_are_one_line(tmp_path):
         ("headless.synth", ["--out", "{file}"]),
         ("headless.vgi_tasks", ["--out", "{file}"]),
         ("headless.vgi_timelines", ["--run", "{file}"]),
+        ("headless.exec", ["--workspace", "{file}", "{file}"]),
+        ("headless.exec", ["--workspace", "{dir}/ws", "{dir}"]),
         ("eval_bridge.cli", ["dv", "--run", "{file}", "--split", "{file}", "--videos", "{dir}", "--judge", "geometry"]),
         ("eval_bridge.cli", ["ls", "--run", "{dir}", "--split", "{dir}", "--videos", "{dir}", "--model", "m"]),
         ("eval_bridge.cli", ["leaderboard", "{dir}", "--out", "{dir}"]),
@@ -139,7 +141,7 @@ def test_every_stage_names_a_path_of_the_wrong_kind_in_one_line(tmp_path, capsys
     code = importlib.import_module(module).main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
-    assert err[0].startswith("error: --") and (
+    assert err[0].startswith(("error: --", "error: program")) and (
         "is a file, not a folder" in err[0] or "is a folder, not a file" in err[0]
     )
 
