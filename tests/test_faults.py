@@ -84,7 +84,8 @@ def test_synth_regenerating_on_a_full_disk_keeps_the_old_suite_whole(tmp_path):
         assert first.returncode == 0, first.stderr[-2000:]
         before = tree(suite)
         assert {"split.jsonl", "gt/synth_easy_000.json", "synthetic/synth_easy_001.mp4"} <= set(before)
-        filler = fill(disk, leave=96 << 10)  # room for some of the new scenes' files, not all of them
+        # The new suite takes about 128 KiB: room for its first scene, not its second, nor the split.
+        filler = fill(disk, leave=48 << 10)
         bigger = ["--width", "320", "--height", "240", "--seed", "1"]
         full = module("headless.synth", "--out", str(suite), *clip, *bigger)
         assert full.returncode == outcomes.FAULT_EXIT, full.stderr[-2000:]
