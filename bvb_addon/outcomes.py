@@ -10,6 +10,7 @@ full disk) says nothing about the agent, and rerunning the stage redoes it. A sc
 import errno
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -96,12 +97,20 @@ def fault_kind(row):
     return row.get("stop_reason") if row.get("status") == "error" and row.get("stop_reason") else row.get("status")
 
 
+def _python():
+    """``python`` when that is this interpreter on PATH, else this interpreter's path: the line must run as is."""
+    found = shutil.which("python")
+    if found and os.path.realpath(found) == os.path.realpath(sys.executable):
+        return "python"
+    return sys.executable or "python"
+
+
 def rerun_command(module, argv, resume_flag="--resume"):
     """The shell command that redoes the faults: the same arguments, plus --resume where the stage has it."""
     args = list(argv)
     if resume_flag and resume_flag not in args:
         args.append(resume_flag)
-    return shlex.join(["python", "-m", module, *args])
+    return shlex.join([_python(), "-m", module, *args])
 
 
 def fault_line(stage, rows, rerun, unit="scenes"):

@@ -382,6 +382,6 @@ def test_a_judge_that_refuses_every_call_fails_the_command_with_a_hint(assets, t
     assert err.startswith("error: every judge call failed") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
     last = captured.out.strip().splitlines()[-1]
     assert last.startswith("faults: 7 of 7 questions ended in a harness or environment fault (7 judge_error)")
-    assert last.endswith("--resume") and "rerun: python -m eval_bridge dv --run" in last
+    assert last.endswith("--resume") and " -m eval_bridge dv --run " in last
     # The rows are written all the same, each marked for --resume to retry.
     assert {r["status"] for r in _rows(run).values()} == {"judge_error"}

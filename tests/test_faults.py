@@ -90,7 +90,10 @@ def test_synth_regenerating_on_a_full_disk_keeps_the_old_suite_whole(tmp_path):
         full = module("headless.synth", "--out", str(suite), *clip, *bigger)
         assert full.returncode == outcomes.FAULT_EXIT, full.stderr[-2000:]
         last = full.stderr.strip().splitlines()[-1]
-        assert last.startswith("error: the disk is full") and "rerun: python -m headless.synth --out" in last
+        assert (
+            last.startswith("error: the disk is full")
+            and f"rerun: {outcomes.rerun_command('headless.synth', [], None)} --out" in last
+        )
         assert tree(suite) == before  # every file of the old suite, byte for byte, and nothing else
         assert not list(suite.glob(".bvb-staging-*"))
         filler.unlink()
@@ -171,7 +174,7 @@ def test_a_render_failing_on_a_full_disk_keeps_the_valid_row_and_exits_75(tmp_pa
         last = again.stdout.strip().splitlines()[-1]
         assert last.startswith("faults: 1 of 1 scenes ended in a harness or environment fault (1 disk_full)")
         assert last.endswith(
-            f"rerun: python -m headless.render {' '.join(args[:-3])} --resolution 256 {' '.join(WEAK)} --resume"
+            "rerun: " + outcomes.rerun_command("headless.render", [*args[:-3], "--resolution", "256", *WEAK])
         )
         assert json.loads((run / "render_status.jsonl").read_text()) == row  # still ok: its mp4 decodes whole
         assert mp4.read_bytes() == video_bytes and mp4_decodes(mp4, 4)

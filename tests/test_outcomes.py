@@ -15,6 +15,8 @@ from bvb_addon import outcomes, path_args, scratch, staging
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parent.parent
+# The interpreter as the rerun line names it: "python" when that is this one on PATH, else its path.
+PY = outcomes.rerun_command("m", [], None).rsplit(" -m m", 1)[0]
 
 
 # ---- outcomes --------------------------------------------------------------------------
@@ -32,12 +34,12 @@ def test_benchmark_outcomes_exit_0_and_faults_exit_75_with_the_rerun_command_las
     rows.append({"status": "error", "stop_reason": "sandbox_error", "reason": "worker did not start"})
     rows.append({"status": "error", "stop_reason": "harness_error", "reason": "OSError: [Errno 28] No space left"})
     rerun = outcomes.rerun_command("headless.run", ["--split", "a b.jsonl", "--output", "r"])
-    assert rerun == "python -m headless.run --split 'a b.jsonl' --output r --resume"
+    assert rerun == f"{PY} -m headless.run --split 'a b.jsonl' --output r --resume"
     assert outcomes.finish("run", rows, rerun, stream=out) == outcomes.FAULT_EXIT == 75
     line = out.getvalue().splitlines()[-1]
     assert line == (
         "faults: 2 of 5 scenes ended in a harness or environment fault (1 disk_full, 1 sandbox_error); "
-        "rerun: python -m headless.run --split 'a b.jsonl' --output r --resume"
+        f"rerun: {PY} -m headless.run --split 'a b.jsonl' --output r --resume"
     )
 
 
@@ -87,14 +89,14 @@ def test_the_bridge_exits_75_when_questions_hit_the_judge(capsys):
     assert cli._stage_exit(Args, summary, ["dv", "--run", "r"]) == 75
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("faults: 3 of 10 questions") and last.endswith(
-        "rerun: python -m eval_bridge dv --run r --resume"
+        f"rerun: {PY} -m eval_bridge dv --run r --resume"
     )
     summary["counts"]["by_status"].pop("judge_error")
     assert cli._stage_exit(Args, summary, ["dv", "--run", "r"]) == 0
     Args.command = "steps"
     result = {"scenes": 3, "faults": [{"scene": "a", "status": "sandbox_error", "reason": "no worker"}]}
     assert cli._stage_exit(Args, result, ["steps", "--run", "r"]) == 75
-    assert capsys.readouterr().out.strip().endswith("rerun: python -m eval_bridge steps --run r")
+    assert capsys.readouterr().out.strip().endswith(f"rerun: {PY} -m eval_bridge steps --run r")
 
 
 # ---- path arguments ---------------------------------------------------------------------
