@@ -68,6 +68,11 @@ def disk_full(error):
     return any(marker in text for marker in _DISK_FULL_TEXTS)
 
 
+def one_line(exc, limit=300):
+    """An exception's first line, for messages that must stay one line."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+
+
 def out_of_space(path, margin=1 << 20):
     """True when the file system holding path (or its nearest existing parent) has less than margin bytes free.
 

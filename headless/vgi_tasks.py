@@ -154,10 +154,6 @@ def _generate_into(out, work, seed, family_names, levels, oracle_videos, samples
     return rows
 
 
-def _one_line(exc):
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-
-
 def main(argv=None):
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_tasks")
@@ -176,9 +172,9 @@ def main(argv=None):
     except (RuntimeError, ValueError) as exc:  # Blender failed, or wrote an image that does not decode
         if outcomes.out_of_space(args.out):
             # Blender reports a full disk only as a truncated image: name the real cause.
-            full = OSError(errno.ENOSPC, f"No space left on device ({_one_line(exc)})")
+            full = OSError(errno.ENOSPC, f"No space left on device ({outcomes.one_line(exc)})")
             return outcomes.environment_exit(full, outcomes.rerun_command("headless.vgi_tasks", own_args, None))
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        print(f"error: {outcomes.one_line(exc)}", file=sys.stderr)
         return 1
     print(f"wrote {len(rows)} tasks to {Path(args.out) / 'tasks.jsonl'} in {time.monotonic() - started:.1f} s")
     return 0
