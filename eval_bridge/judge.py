@@ -3,12 +3,10 @@
 import base64
 import logging
 import os
-import random
 import threading
-import time
 from dataclasses import dataclass
 
-import openai
+from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy
 
 from .cache import cache_key, frames_hash
 from .pricing import Pricing
@@ -18,9 +16,6 @@ log = logging.getLogger(__name__)
 # Identical calls in flight at once (two jobs scoring the same source) wait for each other and
 # then read the cache; different calls rarely share one of the stripes.
 _STRIPES = [threading.Lock() for _ in range(4096)]
-
-# Statuses worth retrying: timeouts, conflicts, rate limits, server errors.
-RETRY_STATUSES = frozenset({408, 409, 429})
 
 # VSI-Bench's own post-prompts, used only by the vsi_official protocol.
 VSI_CHOICE_SUFFIX = "Answer with the option's letter from the given choices directly."
@@ -108,7 +103,13 @@ class VLMJudge:
         self._connect()
 
     def _connect(self):
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=self._key, max_retries=0, timeout=self.timeout_s)
+        # The agent's client too: same retries (408/409/429/5xx, empty or filtered replies), Retry-After honoured.
+        policy = RetryPolicy(
+            max_retries=self.retries, time_limit=max(300.0, 60.0 * (self.retries + 1)), base_delay=self.backoff_s
+        )
+        self.client = OpenAIClient(
+            self.base_url, self._key, self.timeout_s, policy, cap=self.cap, label=f"judge {self.model}"
+        )
         self._lock = threading.Lock()
         self.calls = 0
         self.cost_usd = 0.0
@@ -207,48 +208,18 @@ class VLMJudge:
             "temperature": self.settings.temperature,
             self.max_tokens_field: self.settings.max_tokens,
         }
-        for attempt in range(self.retries + 1):
-            try:
-                if self.cap is None:
-                    response = self.client.chat.completions.create(**request)
-                else:
-                    # Only the request holds a permit; backoff sleeps below leave it to others.
-                    with self.cap:
-                        response = self.client.chat.completions.create(**request)
-                break
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                error, retry_after = exc, None
-            except openai.APIStatusError as exc:
-                if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
-                    hint = f"; check ${self.api_key_env} (--judge-api-key-env)" if exc.status_code in (401, 403) else ""
-                    raise JudgeError(
-                        f"judge {self.model} refused the call: HTTP {exc.status_code} {_short(exc)}{hint}"
-                    ) from None
-                error, retry_after = exc, _retry_after(exc)
-            if attempt == self.retries:
-                raise JudgeError(f"judge {self.model} failed after {attempt + 1} tries: {_short(error)}") from None
-            delay = (
-                retry_after if retry_after is not None else self.backoff_s * 2**attempt * (0.5 + random.random() / 2)
-            )
-            log.info("judge call failed (%s); retry %d in %.2fs", _short(error), attempt + 1, delay)
-            time.sleep(min(delay, 60.0))
-        text = (response.choices[0].message.content or "").strip() if response.choices else ""
+        try:
+            answer = self.client.complete(request)
+        except ClientError as exc:
+            hint = f"; check ${self.api_key_env} (--judge-api-key-env)" if exc.status in (401, 403) else ""
+            raise JudgeError(f"judge {self.model}: {_short(exc)}{hint}") from None
         usage = {}
-        if response.usage is not None:
-            usage["prompt_tokens"] = response.usage.prompt_tokens or 0
-            usage["completion_tokens"] = response.usage.completion_tokens or 0
-            extra = getattr(response.usage, "model_extra", None) or {}
-            if extra.get("cost") is not None:
-                usage["cost"] = extra["cost"]
-        return text, usage
-
-
-def _retry_after(exc):
-    try:
-        value = exc.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, ValueError):
-        return None
+        if answer.usage:
+            usage["prompt_tokens"] = answer.usage.get("input_tokens", 0)
+            usage["completion_tokens"] = answer.usage.get("output_tokens", 0)
+            if answer.usage.get("cost") is not None:
+                usage["cost"] = answer.usage["cost"]
+        return answer.content.strip(), usage
 
 
 def _short(exc):

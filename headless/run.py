@@ -68,7 +68,10 @@ def build_parser():
     agent.add_argument("--base-url", default=PROVIDER_BASE_URL, help="OpenAI-compatible endpoint")
     agent.add_argument("--api-key-env", default=API_KEY_ENV, metavar="NAME", help="environment variable with the key")
     agent.add_argument(
-        "--price-in", type=float, metavar="USD", help="USD per million input tokens (overrides the table)"
+        "--price-in",
+        type=float,
+        metavar="USD",
+        help="USD per million input tokens (overrides prices.json and genai-prices)",
     )
     agent.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
     agent.add_argument("--price-cached-in", type=float, metavar="USD", help="USD per million cached input tokens")
@@ -87,6 +90,14 @@ def build_parser():
         default=0,
         metavar="N",
         help="only the newest N image observations stay in the prompt (0: all)",
+    )
+    limits.add_argument(
+        "--context-window",
+        type=int,
+        default=0,
+        metavar="TOKENS",
+        help="the model's context; older images are elided before a prompt that would not fit "
+        "(0: from the price source when it knows the model)",
     )
     sandbox = parser.add_argument_group("sandbox")
     sandbox.add_argument("--sandbox-min", choices=("bwrap", "uid", "rlimits"), help="minimum isolation level")
@@ -134,6 +145,7 @@ def _configs(args, parser):
         frames_per_call=args.frames_per_call,
         frame_longest_side=args.frame_size,
         keep_images=args.keep_images,
+        context_window=args.context_window,
     )
     sandbox = {"step_timeout_s": max(args.step_timeout, 1.0)}
     if args.sandbox_min:

@@ -251,11 +251,11 @@ def test_keep_images_leaves_only_the_newest_image_observations_in_the_prompt(tmp
 
 
 def test_provider_4xx_ends_the_scene_with_its_message(tmp_path):
-    with ScriptedOpenAI([FRAMES, {"status": 400, "message": "context length exceeded"}]) as server:
+    with ScriptedOpenAI([FRAMES, {"status": 400, "message": "model xyz does not support tools"}]) as server:
         loop, _ = make_loop(server, tmp_path)
         meta = loop.run()
     assert (meta["status"], meta["stop_reason"]) == ("error", "model_error")
-    assert "context length exceeded" in meta["reason"]
+    assert "model xyz does not support tools" in meta["reason"]
     assert not (tmp_path / "run/blends/room_1.blend").exists()
 
 

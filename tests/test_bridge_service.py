@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import requests
 
-from eval_bridge import service as service_module
 from eval_bridge.api import JudgeOptions
 from eval_bridge.runlock import lock_path
 from eval_bridge.service import BridgeServer, ServiceConfig
@@ -324,7 +323,7 @@ def _head(port, method="POST", path="/jobs", extra=b"", content_type=b"applicati
     )
 
 
-def test_malformed_requests_get_a_4xx_within_a_second(layout, monkeypatch):
+def test_malformed_requests_get_a_4xx_within_a_second(layout):
     suite, results, (run, _), _ = layout
     body = json.dumps(_dv_job(suite, run)).encode()
     with _server([results, suite]) as server:
