@@ -43,9 +43,18 @@ class SnapshotReader:
         self._dir = Path(tempfile.mkdtemp(prefix="bvb-steps-"))
         self.worker = Worker(self._dir / "workspace", self._dir / "snapshots", sandbox_config)
 
-    def graph(self, blend):
+    def _load(self, blend):
+        """The snapshot opened in the worker: True, False when the snapshot itself is unreadable."""
+        from bvb_addon.sandbox import WorkerError
+
         loaded = self.worker.load_blend(blend, snapshot=False)
-        if loaded.status != "ok":
+        if loaded.status == "sandbox_error":
+            # The worker, not the snapshot, failed: a fault for the exit code, never wrong answers.
+            raise WorkerError("sandbox_error", loaded.reason or f"the worker could not open {blend.name}")
+        return loaded.status == "ok"
+
+    def graph(self, blend):
+        if not self._load(blend):
             return None
         # Every frame's camera pose: appearance-order questions project objects through them.
         return self.worker.scene_graph(None)
@@ -55,8 +64,7 @@ class SnapshotReader:
         from bvb_addon import video
         from bvb_addon.render_stage import uniform_frames
 
-        loaded = self.worker.load_blend(blend, snapshot=False)
-        if loaded.status != "ok":
+        if not self._load(blend):
             return None
         graph = self.worker.scene_graph([])
         start, end = graph.get("frame_range") or (1, 1)
