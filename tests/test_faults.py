@@ -150,7 +150,7 @@ cam.rotation_euler = (math.radians(80), 0, 0)
 """
 
 
-def test_a_render_failing_on_a_full_disk_keeps_the_valid_row_and_exits_75(tmp_path):
+def test_a_render_or_timeline_export_failing_on_a_full_disk_keeps_the_valid_row_and_exits_75(tmp_path):
     from bvb_addon.render_stage import RenderStage, mp4_decodes
     from bvb_addon.sandbox import Worker
 
@@ -178,7 +178,18 @@ def test_a_render_failing_on_a_full_disk_keeps_the_valid_row_and_exits_75(tmp_pa
         )
         assert json.loads((run / "render_status.jsonl").read_text()) == row  # still ok: its mp4 decodes whole
         assert mp4.read_bytes() == video_bytes and mp4_decodes(mp4, 4)
+        # The timeline export of the same submission on the same full disk: a fault, exit 75, its rerun line.
+        timelines = module("headless.vgi_timelines", "--run", str(run))
+        assert timelines.returncode == outcomes.FAULT_EXIT, timelines.stdout[-2000:] + timelines.stderr[-2000:]
+        last = timelines.stdout.strip().splitlines()[-1]
+        assert last == (
+            "faults: 1 of 1 scenes ended in a harness or environment fault (1 disk_full); rerun: "
+            + outcomes.rerun_command("headless.vgi_timelines", ["--run", str(run)], None)
+        )
+        assert not (run / "timelines" / "good.json").exists()
         filler.unlink()
+        assert module("headless.vgi_timelines", "--run", str(run)).returncode == 0
+        assert (run / "timelines" / "good.json").is_file()
     # The rule itself: a render failure keeps an ok row only while that row's mp4 decodes whole; a gate
     # verdict (no camera now) is about the current .blend and always replaces it.
     stage = object.__new__(RenderStage)
