@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from . import scratch
 from .atomic import write_json_atomic, write_text_atomic
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
@@ -209,7 +210,9 @@ class RenderStage:
         self._local = threading.local()
         self._workers = []
         self._clips, self._clip_note = source_clips(self.run_dir)
-        self._tmp = Path(tempfile.mkdtemp(prefix="bvb-render-"))
+        # Frames of a killed render stage stay behind: remove those of gone owners, and mark our own.
+        scratch.clean_stale()
+        self._tmp = scratch.make("render")
         os.chmod(self._tmp, 0o711)  # the sandbox uid must reach the workspaces below
 
     def scenes(self):

@@ -1,7 +1,7 @@
 """Per-scene scratch folders that carry their owner, so that a later run removes only stale ones of its own.
 
 A runner killed by SIGKILL (or the OOM killer, or a node going down) cannot remove its
-``bvb-<scene>-*`` folders. Each folder holds a marker naming its owner (pid, that process's
+``bvb-<scene>-*`` folders (nor the render stage its ``bvb-render-*`` frames). Each folder holds a marker naming its owner (pid, that process's
 start time, its pid namespace); a folder is stale, and removed, only when the marker is a
 plain file of ours and that exact process is gone. Folders without a marker, of another user,
 or of a process in another pid namespace (another container sharing /tmp) are never touched.
