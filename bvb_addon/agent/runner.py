@@ -232,7 +232,12 @@ class Runner:
             "cost_unconfirmed": round(self.cost_unconfirmed, 6),
             "updated": _now(),
         }
-        write_json(self.layout.config, config)
+        try:
+            write_json(self.layout.config, config)
+        except OSError as exc:
+            # A full disk must not stop the batch: agent_meta is each scene's record, and the
+            # exit code and the last line report the scenes that hit the fault.
+            log.error("config.json summary not updated (%s)", exc)
 
     def _sandbox_environment(self, task, workdir):
         from .environment import SandboxEnvironment
