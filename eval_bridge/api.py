@@ -13,12 +13,12 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .protocol import PROTOCOLS
 from .runlock import run_lock
 
 log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 8
-PROTOCOLS = ("dual_vqa_v1", "vsi_official")
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ def _add_judge_args(p):
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge")
     p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
-    p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), default="dual_vqa_v1")
+    p.add_argument("--protocol", choices=api.PROTOCOLS, default="dual_vqa_v1")
     p.add_argument("--cache", help="judge cache file (default results/_dual_vqa_shared/judge_cache.sqlite)")
     p.add_argument("--shared", help="folder of shared source answers (default results/_dual_vqa_shared)")
     p.add_argument("--price-in", type=float, help="judge input price, USD per million tokens")
@@ -144,7 +144,7 @@ def _add_serve(sub):
     p.add_argument("--judge-base-url", help="endpoint of the VLM judge named 'default'")
     p.add_argument("--judge-model", help="model of the VLM judge named 'default'")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding that judge's API key")
-    p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), help="that judge's DV protocol")
+    p.add_argument("--protocol", choices=api.PROTOCOLS, help="that judge's DV protocol")
     p.add_argument("--price-in", type=float, help="that judge's input price, USD per million tokens")
     p.add_argument("--price-out", type=float, help="that judge's output price, USD per million tokens")
     p.add_argument(
@@ -233,12 +233,18 @@ def cmd_dv(args, progress=None):
     dv = "n/a (no question right on the sources)" if rate is None else f"{100 * rate:.2f}"
     print(
         f"DV {dv}: {counts['both_correct']:g} of {counts['source_correct']:g} source-correct questions retained; "
-        f"accuracy source {summary['original_accuracy']:.3f} render {summary['rendered_accuracy']:.3f}; "
-        f"{counts['questions']} questions, {counts['scenes']} scenes, {counts['scenes_failed']} failed; "
+        f"accuracy source {_pct(summary['original_accuracy'])}% render {_pct(summary['rendered_accuracy'])}%; "
+        f"{counts['questions']} questions ({counts['judge_errors']} judge errors, not scored), "
+        f"{counts['scenes']} scenes, {counts['scenes_failed']} failed; "
         f"judge {summary['judge_model']} ({summary['protocol']}); cost ${summary['judge_cost_usd']:.4f} "
         f"({summary['new_judge_calls']} new calls, ${summary['new_judge_cost_usd']:.4f}; "
         f"{summary['cache_hits']} cache hits)"
     )
+    if summary.get("vsi_bench"):
+        vsi = summary["vsi_bench"]
+        print(
+            f"VSI-Bench official overall: source {vsi['source']['overall']:.2f}, render {vsi['render']['overall']:.2f}"
+        )
     print(f"wrote {Path(args.run) / 'dual_vqa.jsonl'} and dual_vqa_summary.json")
     failed = counts["by_status"].get("judge_error", 0)
     if failed:

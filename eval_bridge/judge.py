@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy
 
+from . import protocol as protocols
 from .cache import cache_key, frames_hash
 from .pricing import Pricing
 
@@ -17,9 +18,6 @@ log = logging.getLogger(__name__)
 # then read the cache; different calls rarely share one of the stripes.
 _STRIPES = [threading.Lock() for _ in range(4096)]
 
-# VSI-Bench's own post-prompts, used only by the vsi_official protocol.
-VSI_CHOICE_SUFFIX = "Answer with the option's letter from the given choices directly."
-VSI_NUMBER_SUFFIX = "Please answer the question using a single word or phrase."
 
 
 @dataclass(frozen=True)
@@ -31,7 +29,7 @@ class JudgeSettings:
     jpeg_quality: int = 80
     detail: str = "low"
     temperature: float = 0.0
-    max_tokens: int = 32
+    max_tokens: int = protocols.DUAL_VQA_MAX_TOKENS
 
 
 class JudgeError(RuntimeError):
@@ -43,15 +41,6 @@ class Answer:
     text: str
     cost_usd: float
     cached: bool
-
-
-def prompt_for(question, protocol):
-    """The text after the frames: the question only for dual_vqa_v1; options and VSI's suffix for vsi_official."""
-    if protocol == "vsi_official":
-        if question.options:
-            return "\n".join([question.question, "Options:", *question.options, VSI_CHOICE_SUFFIX])
-        return f"{question.question}\n{VSI_NUMBER_SUFFIX}"
-    return question.question
 
 
 @dataclass
@@ -84,12 +73,10 @@ class VLMJudge:
         max_tokens_field="max_completion_tokens",
         cap=None,
     ):
-        if protocol not in ("dual_vqa_v1", "vsi_official"):
-            raise ValueError(f"unknown protocol {protocol!r}: use dual_vqa_v1 or vsi_official")
         self.model = model
-        self.protocol = protocol
+        self.protocol = protocols.check_protocol(protocol)
         self.cache = cache
-        self.settings = settings or JudgeSettings()
+        self.settings = settings or JudgeSettings(max_tokens=protocols.max_tokens(protocol))
         self.pricing = pricing or Pricing(model)
         self.retries = retries
         self.backoff_s = backoff_s
@@ -157,7 +144,7 @@ class VLMJudge:
 
     def ask(self, media, question, vote_index=0):
         """One vote: from the cache when this exact call was made before, else from the API."""
-        prompt = prompt_for(question, self.protocol)
+        prompt = protocols.prompt_for(question, self.protocol)
         key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
         if self.cache is None:
             return self._fresh(media, prompt, key, vote_index)
@@ -165,10 +152,17 @@ class VLMJudge:
             return self._cached(media, prompt, key, vote_index)
 
     def _cached(self, media, prompt, key, vote_index):
-        hit = self.cache.get(key)
+        # Another process scoring the same split may be making this very call: claim() waits for its
+        # answer. (The Ray cache proxy has no claims: a Ray run has one driver and one cache actor.)
+        claim = getattr(self.cache, "claim", None)
+        hit = self.cache.get(key) if claim is None else claim(key)
         if hit is not None:
             return Answer(text=hit[0], cost_usd=hit[1], cached=True)
-        return self._fresh(media, prompt, key, vote_index)
+        try:
+            return self._fresh(media, prompt, key, vote_index)
+        finally:
+            if claim is not None:
+                self.cache.release(key)
 
     def _fresh(self, media, prompt, key, vote_index):
         text, usage = self._call(media.frames, prompt)

@@ -4,11 +4,11 @@ import csv
 import datetime
 import io
 import logging
-import math
 from pathlib import Path
 from urllib.parse import urlparse
 
 from .files import read_json, write_json_atomic, write_text_atomic
+from .protocol import overall_score, retention
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,9 @@ PUBLISHED_COLUMNS = (
     "runtimeMin",
     *QUESTION_COLUMNS,
 )
-OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol")
+# vsiSource / vsiRender: VSI-Bench's official overall (0-100) of the judge on the sources and the
+# renders, for runs scored with --protocol vsi_official.
+OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender")
 COLUMNS = PUBLISHED_COLUMNS + OWN_COLUMNS
 VENDORS = {
     "openai": "OpenAI",
@@ -54,11 +56,6 @@ VENDORS = {
 
 class OverallError(ValueError):
     pass
-
-
-def overall_score(dv, ls):
-    """BVB's Overall from DV and LS, both on the 0-100 scale."""
-    return ((math.sqrt(dv) + math.sqrt(max(0.0, ls))) / 2) ** 2
 
 
 def _percent(fraction):
@@ -149,7 +146,7 @@ def run_row(run_dir):
         entries = [v for k, v in by_type.items() if k == column or k.startswith(column + "_")]
         source = sum(e.get("source_correct", 0) for e in entries)
         both = sum(e.get("both_correct", 0) for e in entries)
-        row[column] = 100.0 * both / source if source else None
+        row[column] = _percent(retention(both, source))
     failures = ls.get("counts", {}).get("failed")
     if failures is None:
         failures = dv.get("counts", {}).get("scenes_failed")
@@ -160,6 +157,9 @@ def run_row(run_dir):
         encoder=ls.get("model", ""),
         protocol=dv.get("protocol", ""),
     )
+    vsi = dv.get("vsi_bench") or {}
+    row["vsiSource"] = (vsi.get("source") or {}).get("overall")
+    row["vsiRender"] = (vsi.get("render") or {}).get("overall")
     return row
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from bvb_addon import video
 from bvb_addon.atomic import write_text_atomic
 
+from .protocol import overall_score
+
 log = logging.getLogger(__name__)
 
 STRIP_FRAMES = 6
@@ -55,11 +57,7 @@ class RunView:
     judge: str = ""
     protocol: str = ""
     steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
-
-
-def overall_score(dv, ls):
-    """BVB's Overall: the square of the mean of square roots (0-100 scale)."""
-    return ((math.sqrt(max(0.0, dv)) + math.sqrt(max(0.0, ls))) / 2) ** 2
+    vsi_bench: dict = field(default_factory=dict)  # VSI-Bench's official aggregate, under vsi_official
 
 
 def _read_json(path):
@@ -124,6 +122,7 @@ def load_run(run_dir, videos_root=None):
     view.steps = _read_json(run_dir / "steps_analysis.json") or {}
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
+    view.vsi_bench = dv_summary.get("vsi_bench") or {}
     for qtype, entry in (dv_summary.get("by_question_type") or {}).items():
         rate = entry.get("retention_rate") if isinstance(entry, dict) else entry
         if rate is not None:
@@ -337,6 +336,21 @@ def _leaderboard_table(runs):
     return f"<table id='leaderboard'>{head}{''.join(body)}</table>"
 
 
+def _vsi_table(view, slug):
+    """VSI-Bench's official aggregate on the sources and the renders, with its key names (0-100)."""
+    if not view.vsi_bench:
+        return ""
+    source, render = view.vsi_bench.get("source") or {}, view.vsi_bench.get("render") or {}
+    keys = ["overall", *sorted(k for k in {*source, *render} if k != "overall")]
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{_fmt(source.get(k))}</td><td>{_fmt(render.get(k))}</td></tr>" for k in keys
+    )
+    return (
+        f"<h3>VSI-Bench (official scoring)</h3><table id='vsi-bench-{html.escape(slug)}'>"
+        f"<tr><th>metric</th><th>source</th><th>render</th></tr>{rows}</table>"
+    )
+
+
 def _scene_block(view, row, assets, run_slug, out_dir):
     dest = assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
@@ -389,7 +403,9 @@ def build_report(run_dirs, out_dir, videos_root=None):
         blocks = [_scene_block(view, row, assets, slug, out_dir) for row in view.scenes]
         judge = f" · judge {html.escape(view.judge)} ({html.escape(view.protocol)})" if view.judge else ""
         sections.append(
-            f"<h2>{html.escape(view.name)}</h2><p>{html.escape(str(view.path))}{judge}</p>" + "\n".join(blocks)
+            f"<h2>{html.escape(view.name)}</h2><p>{html.escape(str(view.path))}{judge}</p>"
+            + _vsi_table(view, slug)
+            + "\n".join(blocks)
         )
     names = ", ".join(html.escape(v.name) for v in runs)
     page = PAGE.format(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 
-from .correctness import GEOMETRY_PROTOCOL, score
+from .protocol import GEOMETRY_PROTOCOL, is_correct, score
 from .steps_analysis import StepAnswer, analyze
 
 log = logging.getLogger(__name__)
@@ -86,8 +86,8 @@ class SnapshotReader:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def _judge_answers(judge, questions, graph, jpegs):
-    """The judge's answer text per question id for one snapshot."""
+def _judge_answers(judge, questions, graph, jpegs, errors=None):
+    """The judge's answer text per question id for one snapshot (None where the judge faulted)."""
     if getattr(judge, "kind", "") == "geometry":
         from .geometry import answer
         from .scene_geometry import from_scene_graph
@@ -95,12 +95,22 @@ def _judge_answers(judge, questions, graph, jpegs):
         geometry = from_scene_graph(graph) if graph is not None else None
         return {q.id: (answer(geometry, q) if geometry is not None else "") for q in questions}
     from .cache import frames_hash
-    from .judge import Media
+    from .judge import JudgeError, Media
 
     if not jpegs:
         return {q.id: "" for q in questions}
     media = Media(frames=jpegs, digest=frames_hash(jpegs))
-    return {q.id: judge.ask(media, q).text for q in questions}
+    answers = {}
+    for q in questions:
+        try:
+            answers[q.id] = judge.ask(media, q).text
+        except JudgeError as exc:
+            # A judge fault is not a wrong answer: that step is left out of the question's sequence.
+            log.warning("steps: no answer for %s (%s)", q.id, exc)
+            answers[q.id] = None
+            if errors is not None:
+                errors[q.id] = str(exc)
+    return answers
 
 
 def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progress=None):
@@ -116,30 +126,37 @@ def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progr
     try:
         for scene in wanted:
             snapshots = step_snapshots(run_dir, scene)
-            scene_sequences, scene_rows = {}, []
+            scene_sequences, scene_rows, judge_faults = {}, [], {}
             try:
                 for step, blend in snapshots:
                     graph = reader.graph(blend)
                     jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
-                    answers = _judge_answers(judge, by_scene[scene], graph, jpegs)
+                    answers = _judge_answers(judge, by_scene[scene], graph, jpegs, errors=judge_faults)
                     for q in by_scene[scene]:
-                        correct = score(protocol, q.question_type, answers[q.id], q.options, q.ground_truth) >= 1.0
-                        scene_sequences.setdefault(q.id, []).append(StepAnswer(answers[q.id], correct))
-                        scene_rows.append({"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
-                                           "answer": answers[q.id], "correct": correct})  # fmt: skip
+                        answer = answers[q.id]
+                        correct = None
+                        if answer is not None:
+                            correct = is_correct(score(protocol, q.question_type, answer, q.options, q.ground_truth))
+                            scene_sequences.setdefault(q.id, []).append(StepAnswer(answer, correct))
+                        row = {"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
+                               "answer": answer, "correct": correct, "status": "ok" if answer is not None else "judge_error"}  # fmt: skip
+                        if answer is None:
+                            row["reason"] = judge_faults.get(q.id, "")
+                        scene_rows.append(row)
             except (RuntimeError, OSError) as exc:
-                # The worker (WorkerError, SandboxUnavailable) or the judge (JudgeError) failed, or the disk:
-                # a fault, not wrong answers. The scene stays out of the analysis and the exit code says so.
-                from .judge import JudgeError
-
-                status = "judge_error" if isinstance(exc, JudgeError) else "io_error" if isinstance(exc, OSError) \
-                    else "sandbox_error"  # fmt: skip
+                # The worker (WorkerError, SandboxUnavailable) or the disk failed: a fault, not wrong answers.
+                # The scene stays out of the analysis and the exit code says so.
+                status = "io_error" if isinstance(exc, OSError) else "sandbox_error"
                 log.error("steps of %s: %s: %s", scene, status, exc)
                 faults.append({"scene": scene, "status": status, "reason": str(exc).strip()[:300]})
                 continue
             for qid, answers_seq in scene_sequences.items():
                 sequences.setdefault(qid, []).extend(answers_seq)
             rows += scene_rows
+            if judge_faults:
+                # Steps the judge could not answer are out of the sequences; the scene is a fault to redo.
+                first = next(iter(judge_faults.values()))
+                faults.append({"scene": scene, "status": "judge_error", "reason": first.strip()[:300]})
             if progress:
                 progress(scene, len(snapshots))
     finally:

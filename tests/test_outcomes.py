@@ -320,3 +320,9 @@ def test_bvb_without_apt_get_or_when_the_install_fails_names_the_packages(tmp_pa
     env, log = _fake_machine(other, root=True, apt_installs=False)
     out = _bvb(env, "system-deps")
     assert out.returncode == 2 and "installing it failed; run: apt-get install -y bubblewrap libseccomp2" in out.stderr
+
+
+def test_dv_faults_are_the_rows_dv_redoes_on_resume():
+    from eval_bridge import dv, protocol
+
+    assert outcomes.FAULT_STATUSES["dv"] == protocol.JUDGE_FAULTS == dv.RETRY_STATUSES

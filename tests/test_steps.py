@@ -118,3 +118,16 @@ def test_a_judge_fault_is_a_fault_not_wrong_answers_and_the_command_exits_75(ste
     analysis = json.loads((stepped_run / "steps_analysis.json").read_text())
     assert analysis["faults"][0]["scene"] == SCENE and "HTTP 401" in analysis["faults"][0]["reason"]
     assert analysis["questions"] == 0  # the scene is out of the analysis, not counted as wrong
+
+
+def test_a_judge_fault_is_left_out_of_the_sequence_not_scored_wrong(stepped_run, synth_suite, tmp_path):
+    from eval_bridge.judge import VLMJudge
+
+    question = next(q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE)
+    no_choices = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}}
+    with ScriptedOpenAI(default=no_choices) as server:
+        judge = VLMJudge(server.base_url, "scripted-judge", api_key="x", retries=0)
+        result = run_steps(stepped_run, [question], judge)
+    rows = [json.loads(line) for line in (stepped_run / "steps_answers.jsonl").read_text().splitlines()]
+    assert [(r["status"], r["answer"], r["correct"]) for r in rows] == [("judge_error", None, None)] * 2
+    assert result["questions"] == 0
