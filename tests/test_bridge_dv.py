@@ -445,7 +445,7 @@ def test_replies_without_an_answer_are_judge_errors_never_cached_and_asked_again
     }
     judge = Judge(labels, faults)
     with ScriptedOpenAI(responder=judge) as server:
-        assert _dv(run, assets, server, "--retries", "2") == 0
+        assert _dv(run, assets, server, "--retries", "2") == 75  # judge faults: --resume must redo them
         # Retried like a 5xx: three tries each.
         assert [judge.counts[key] for key in faults] == [3, 3, 3]
     rows = _rows(run)
