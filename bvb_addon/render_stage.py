@@ -26,6 +26,12 @@ from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
 log = logging.getLogger(__name__)
 
+# EEVEE on software GL (Mesa llvmpipe, 2 cores): 880-1140 s for 64 frames of a 200-object scene
+# at 512 px (bench/render_throughput.py), 60 s for 2 frames of a 19-object one. The estimate is
+# a start-up (shader compiles) plus a cost per frame scaled by the frame's pixels.
+SOFTWARE_EEVEE_S_PER_FRAME_512 = 16.0
+SOFTWARE_EEVEE_START_S = 30.0
+
 STATUSES = ("ok", "missing", "open_failed", "no_camera", "no_mesh", "render_error", "timeout", "oom", "crash",
             "sandbox_error", "encode_error")  # fmt: skip
 
@@ -71,6 +77,12 @@ def uniform_frames(start, end, count):
     if count == 1:
         return [int(round((start + end) / 2))]
     return [int(math.floor(start + (end - start) * i / (count - 1) + 0.5)) for i in range(count)]
+
+
+def software_eevee_estimate(num_frames, size):
+    """Seconds EEVEE takes for one scene on software GL, from the measured figure at 512 px (4:3)."""
+    pixels = size[0] * size[1] / (512 * 384)
+    return SOFTWARE_EEVEE_START_S + num_frames * SOFTWARE_EEVEE_S_PER_FRAME_512 * pixels
 
 
 def rotation_warnings(graph):
@@ -198,6 +210,11 @@ class RenderStage:
         from .sandbox import SandboxUnavailable, probe_layers
 
         config = options.sandbox or SandboxConfig()
+        # The render workers see the GPU (DESIGN.md section 7): they only open .blend files with
+        # scripts and drivers off, and EEVEE without a GPU is software GL, minutes a scene.
+        from dataclasses import replace
+
+        self.sandbox = replace(config, gpu=True)
         self.level = probe_layers(config)
         if not self.level.at_least(config.min_level) and not config.allow_below_minimum:
             raise SandboxUnavailable(
@@ -210,6 +227,7 @@ class RenderStage:
         self._local = threading.local()
         self._workers = []
         self._clips, self._clip_note = source_clips(self.run_dir)
+        self._software_warning = None  # set once, by the first worker that reports software GL
         # Frames of a killed render stage stay behind: remove those of gone owners, and mark our own.
         scratch.clean_stale()
         self._tmp = scratch.make("render")
@@ -269,7 +287,8 @@ class RenderStage:
             ):  # fmt: skip
                 if error is not None:
                     row = {"scene": scene, "status": "sandbox_error", "reason": f"Ray task failed: {error}",
-                           "frames": 0, "seconds": 0.0, "preset": self.options.preset, "warnings": []}  # fmt: skip
+                           "frames": 0, "seconds": 0.0, "preset": self.options.preset, "warnings": [],
+                           "renderer": "", "blender": ""}  # fmt: skip
                 # Only the driver writes render_status.jsonl, so concurrent tasks never clobber rows.
                 self._write_row(row)
                 yield row
@@ -286,7 +305,7 @@ class RenderStage:
         if worker is None:
             index = len(self._workers)
             base = self._tmp / f"w{index}_{threading.get_ident()}"
-            worker = Worker(base / "ws", base / "snaps", self.options.sandbox)
+            worker = Worker(base / "ws", base / "snaps", self.sandbox)
             self._local.worker = worker
             with self._lock:
                 self._workers.append(worker)
@@ -295,7 +314,7 @@ class RenderStage:
     def render_scene(self, scene, write_row=True):
         started = time.monotonic()
         row = {"scene": scene, "status": "ok", "reason": "", "frames": 0, "seconds": 0.0,
-               "preset": self.options.preset, "warnings": []}  # fmt: skip
+               "preset": self.options.preset, "warnings": [], "renderer": "", "blender": ""}  # fmt: skip
         try:
             self._render_scene(scene, row)
         except WorkerError as exc:
@@ -319,6 +338,7 @@ class RenderStage:
             row["status"], row["reason"] = "missing", f"no blends/{scene}.blend"
             return
         worker = self._worker()
+        row["blender"] = worker.info.get("blender") or ""
         loaded = worker.load_blend(blend, snapshot=False)
         if loaded.status != "ok":
             row["status"] = "open_failed" if loaded.status == "error" else loaded.status
@@ -346,7 +366,12 @@ class RenderStage:
         width, height = frame_size(opts.resolution, aspect)
         row["size"] = [width, height]
         out_dir = self._tmp / "frames" / scene
+        if opts.preset == "bvb":
+            warning = self._software_gl_warning(worker, (width, height))
+            if warning:
+                row["warning"] = warning
         result = worker.render_frames(frames, opts.resolution, opts.preset, aspect=aspect, out_dir=out_dir)
+        row["renderer"] = result.renderer
         if result.status != "ok":
             row["status"] = "render_error" if result.status == "error" else result.status
             row["reason"] = result.reason or "the render failed"
@@ -361,6 +386,35 @@ class RenderStage:
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
         row["frames"] = len(result.files)
+
+    def _software_gl_warning(self, worker, size):
+        """The warning for EEVEE about to run on software GL (logged once per stage), or None.
+
+        Asked of the worker before its first bvb render: the GL platform its sandbox really has.
+        """
+        with self._lock:
+            if self._software_warning is not None:
+                return self._software_warning or None
+        try:
+            gl = worker.gl_info()
+        except WorkerError as exc:
+            log.warning("could not ask the render worker for its GL platform: %s", exc.reason)
+            return None
+        if not gl["software"]:
+            return None
+        seconds = software_eevee_estimate(self.options.num_frames, size)
+        estimate = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+        warning = (
+            f"EEVEE (--preset bvb) is about to render on software GL ({gl['renderer']}): expect roughly "
+            f"{estimate} per scene ({self.options.num_frames} frames at {size[0]}x{size[1]} px); "
+            "pass --preset fast for a Workbench render in seconds, or render on a machine with a GPU"
+        )
+        with self._lock:
+            first = self._software_warning is None
+            self._software_warning = warning
+        if first:
+            log.warning("%s", warning)
+        return warning
 
     def _aspect(self, scene, graph):
         size = self._clips.get(scene)
@@ -422,7 +476,7 @@ def render_scene_task(payload):
         stage = RenderStage(replace(options, backend="local", progress=False))
     except Exception as exc:  # SandboxUnavailable, RenderStageError: this node cannot take the scene
         return {"scene": scene, "status": "sandbox_error", "reason": f"node {socket.gethostname()}: {exc}",
-                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": []}  # fmt: skip
+                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": [], "renderer": "", "blender": ""}  # fmt: skip
     try:
         return stage.render_scene(scene, write_row=False)
     finally:

@@ -115,6 +115,8 @@ def _add_leaderboard(sub):
     p.add_argument("runs", nargs="+", help="scored run directories")
     p.add_argument("--out", required=True, help="CSV to write")
     p.add_argument("--reference", help="published results CSV to rank the runs among")
+    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples of the scenes")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (same files and seed: same intervals)")
     p.set_defaults(func=cmd_leaderboard)
 
 
@@ -165,6 +167,25 @@ def _add_report(sub):
     p.set_defaults(func=cmd_report)
 
 
+def _add_view(sub):
+    p = sub.add_parser("view", help="serve the report on loopback, refreshed while runs and scorers write")
+    p.add_argument("paths", nargs="+", metavar="RUN_OR_RESULTS_DIR", help="run directories or results folders")
+    p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (only loopback is allowed)")
+    p.add_argument("--port", type=int, default=8770)
+    p.add_argument("--out", help="folder for the built pages (default: a temporary folder)")
+    p.add_argument("--videos", help="source videos root (default: each run's config.json)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between checks for new files")
+    p.set_defaults(func=cmd_view)
+
+
+def _add_export(sub):
+    p = sub.add_parser("export", help="export a run to another tool's format (inspect: an Inspect AI eval log)")
+    p.add_argument("format", choices=("inspect",))
+    p.add_argument("run", help="run directory")
+    p.add_argument("--out", required=True, help="log file to write (.json); open it with: inspect view")
+    p.set_defaults(func=cmd_export)
+
+
 def _add_vgi(sub):
     from .vgi import add_parser
 
@@ -186,7 +207,18 @@ def build_parser():
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_dv, _add_ls, _add_overall, _add_leaderboard, _add_serve, _add_report, _add_vgi, _add_steps):
+    for add in (
+        _add_dv,
+        _add_ls,
+        _add_overall,
+        _add_leaderboard,
+        _add_serve,
+        _add_report,
+        _add_vgi,
+        _add_steps,
+        _add_view,
+        _add_export,
+    ):
         add(sub)
     return parser
 
@@ -296,7 +328,11 @@ def cmd_overall(args, progress=None):
 def cmd_leaderboard(args, progress=None):
     from .overall import format_table
 
-    rows = api.write_leaderboard(api.LeaderboardOptions(tuple(args.runs), Path(args.out), args.reference))
+    if args.bootstrap < 10:
+        raise ValueError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
+    rows = api.write_leaderboard(
+        api.LeaderboardOptions(tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed)
+    )
     print(format_table(rows))
     print(f"wrote {args.out}")
     return rows
@@ -312,6 +348,27 @@ def cmd_report(args, progress=None):
     out = api.write_report(api.ReportOptions(tuple(args.runs), Path(args.out), args.videos))
     print(f"wrote {out or args.out}")
     return out
+
+
+def cmd_view(args, progress=None):
+    import time
+
+    from .live import ViewServer
+
+    server = ViewServer(args.paths, args.out, args.host, args.port, args.videos, args.interval).start()
+    print(f"serving the live report of {', '.join(args.paths)} at {server.url} (read-only; Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        server.stop()
+
+
+def cmd_export(args, progress=None):
+    from .inspect_export import export_inspect
+
+    count = export_inspect(args.run, args.out)
+    print(f"wrote {args.out}: {count} samples (open with: inspect view --log-dir {Path(args.out).parent})")
 
 
 def cmd_steps(args, progress=None):

@@ -89,6 +89,9 @@ def main(argv=None):
     ok = sum(1 for row in rows if row["status"] == "ok")
     print(f"rendered {ok} of {len(outcome['rendered'])} scenes ({outcome['skipped']} complete already); "
           f"rows in {stage.status_path}")  # fmt: skip
+    renderers = sorted({row["renderer"] for row in rows if row.get("renderer")})
+    if renderers:
+        print(f"renderer: {'; '.join(renderers)}")
     for row in sorted(rows, key=lambda r: r["scene"]):
         if row["status"] != "ok":
             print(f"  {row['scene']}: {row['status']}: {row['reason']}")

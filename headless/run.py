@@ -56,6 +56,13 @@ def build_parser():
     )
     run.add_argument("--workers", type=int, default=1, metavar="N", help="scenes run at once, each in its own worker")
     run.add_argument("--resume", action="store_true", help="skip scenes with a submission, continue interrupted ones")
+    run.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run the whole split K times into OUTPUT.trial1 ... OUTPUT.trialK (the leaderboard aggregates them)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
         "--backend", choices=("local", "ray"), default="local", help="local threads, or one Ray task per scene"
@@ -104,6 +111,10 @@ def build_parser():
     sandbox.add_argument(
         "--allow-weak-sandbox", action="store_true", help="run even when the sandbox is below its minimum"
     )
+    sandbox.add_argument(
+        "--agent-gpu", action="store_true",
+        help="give the agent's python workers the machine's GPU too (render workers always have it)",
+    )  # fmt: skip
     sandbox.add_argument("--worker-memory-gb", type=float, help="address-space limit of a worker")
     sandbox.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
     return parser
@@ -152,6 +163,8 @@ def _configs(args, parser):
         sandbox["min_level"] = args.sandbox_min
     if args.allow_weak_sandbox:
         sandbox["allow_below_minimum"] = True
+    if args.agent_gpu:
+        sandbox["gpu"] = True
     if args.worker_memory_gb:
         sandbox["memory_bytes"] = int(args.worker_memory_gb * (1 << 30))
     if args.blender_bin:
@@ -197,11 +210,38 @@ def main(argv=None):
         parser.print_help()
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from bvb_addon import outcomes
+
+    if args.trials < 1 or (args.trials > 1 and not args.output):
+        print(f"error: --trials {args.trials} needs K >= 1 and --output (trials go to OUTPUT.trialK)", file=sys.stderr)
+        return 2
+    rerun = outcomes.rerun_command("headless.run", own_args)
+    if args.trials == 1:
+        return _run_once(args, parser, rerun)
+    base = args.output
+    faulted = []
+    for trial in range(1, args.trials + 1):
+        # Same configuration, a fresh run directory per trial: eval_bridge.noise reads the naming.
+        args.output = f"{base}.trial{trial}"
+        print(f"trial {trial} of {args.trials}: {args.output}", flush=True)
+        code = _run_once(args, parser, rerun)
+        if code == outcomes.FAULT_EXIT:
+            faulted.append(trial)  # the other trials still run; --resume redoes this one's faults
+        elif code:
+            return code
+    if faulted:
+        print(f"faults: trials {', '.join(map(str, faulted))} of {args.trials} had scenes end in a harness or "
+              f"environment fault; rerun: {rerun}", flush=True)  # fmt: skip
+        return outcomes.FAULT_EXIT
+    return 0
+
+
+def _run_once(args, parser, rerun):
+    """One run of the split into args.output; the exit code."""
     from bvb_addon import outcomes, path_args
     from bvb_addon.agent.model import ModelError
     from bvb_addon.agent.runner import Runner, summarize
 
-    rerun = outcomes.rerun_command("headless.run", own_args)
     try:
         path_args.check(
             folders=[("--videos", args.videos), ("--output", args.output)],

@@ -18,8 +18,12 @@ PUBLISHED = [
 HEADER = (
     "rank,name,effort,harness,vendor,openWeight,overall,dualVqa,latentSim,layout,motion,costUsd,runtimeMin,"
     "object_counting,object_abs_distance,object_size_estimation,room_size_estimation,object_rel_distance,"
-    "object_rel_direction,route_planning,obj_appearance_order,scenes,failures,judge,encoder,protocol,"
-    "vsiSource,vsiRender"
+    "object_rel_direction,route_planning,obj_appearance_order,"
+    "dualVqa_ci_low,dualVqa_ci_high,latentSim_ci_low,latentSim_ci_high,overall_ci_low,overall_ci_high,"
+    "scenes,failures,judge,encoder,protocol,"
+    "vsiSource,vsiRender,"
+    "ciOverlapsAbove,trials,overall_trial_std,overall_trial_range,dualVqa_trial_std,dualVqa_trial_range,"
+    "latentSim_trial_std,latentSim_trial_range,votes,dualVqa_vote_spread,dualVqa_vote_std"
 )
 
 

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -52,6 +53,16 @@ class SceneTask:
     mode: str = "bvb"
     """"bvb" rebuilds a video; "vgi" builds a start image and animates a procedure."""
     constraint: str = ""
+
+
+CAMERA_KEY_SECONDS = 2.0
+"""The prompt asks for a camera key at least this often: a few keys for a 6 s clip, and a
+manageable list (not one key per frame) for VSI-Bench's clips of thousands of frames."""
+
+
+def camera_key_every(fps):
+    """Frames between the camera keys the prompt asks for."""
+    return max(1, round(fps * CAMERA_KEY_SECONDS))
 
 
 def truncate(text, limit):
@@ -114,6 +125,8 @@ class AgentLoop:
             "fps_int": str(round(t.fps)),
             "frame_count": str(t.frame_count),
             "mid_frame": str(max(1, (t.frame_count + 1) // 2)),
+            "camera_key_every": str(camera_key_every(t.fps)),
+            "camera_keys": str(max(2, math.ceil(max(1, t.frame_count - 1) / camera_key_every(t.fps)) + 1)),
             "width": str(t.width),
             "height": str(t.height),
             "frames_per_call": str(c.frames_per_call),
