@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from . import scratch
 from .atomic import write_json_atomic, write_text_atomic
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
@@ -33,6 +34,11 @@ SOFTWARE_EEVEE_START_S = 30.0
 
 STATUSES = ("ok", "missing", "open_failed", "no_camera", "no_mesh", "render_error", "timeout", "oom", "crash",
             "sandbox_error", "encode_error")  # fmt: skip
+
+
+# A render that ended so says nothing about whether an earlier complete mp4 of the scene is good;
+# the gate's verdicts (missing, open_failed, no_camera, no_mesh) are about the current .blend.
+RENDER_FAILURES = frozenset({"render_error", "timeout", "oom", "crash", "sandbox_error", "encode_error"})
 
 
 class RenderStageError(ValueError):
@@ -171,6 +177,20 @@ def mp4_complete(path, frames):
         return False
 
 
+def mp4_decodes(path, frames):
+    """True when path decodes to exactly ``frames`` frames, every one of them (a probe reads only the header)."""
+    if not frames or not Path(path).is_file():
+        return False
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            count = sum(1 for _ in container.decode(video=0))
+    except (OSError, ValueError, av.FFmpegError):
+        return False
+    return count == frames
+
+
 class RenderStage:
     """Render every submission of a run; rows go to render_status.jsonl."""
 
@@ -208,7 +228,9 @@ class RenderStage:
         self._workers = []
         self._clips, self._clip_note = source_clips(self.run_dir)
         self._software_warning = None  # set once, by the first worker that reports software GL
-        self._tmp = Path(tempfile.mkdtemp(prefix="bvb-render-"))
+        # Frames of a killed render stage stay behind: remove those of gone owners, and mark our own.
+        scratch.clean_stale()
+        self._tmp = scratch.make("render")
         os.chmod(self._tmp, 0o711)  # the sandbox uid must reach the workspaces below
 
     def scenes(self):
@@ -302,7 +324,11 @@ class RenderStage:
             row["status"], row["reason"] = "sandbox_error", f"{type(exc).__name__}: {exc}"
         row["seconds"] = round(time.monotonic() - started, 3)
         if write_row:
-            self._write_row(row)
+            try:
+                self._write_row(row)
+            except OSError as exc:  # a full disk: the batch goes on, and the row's reason names the fault
+                log.error("render of %s: render_status.jsonl not written (%s)", scene, exc)
+                row["reason"] = f"{row['reason']}; render_status.jsonl not written: {exc}".lstrip("; ")
         return row
 
     def _render_scene(self, scene, row):
@@ -417,8 +443,20 @@ class RenderStage:
                     continue
         return rows
 
+    def _keeps_previous(self, row):
+        """True when a failed re-render must leave the scene's earlier ok row (its mp4 still decodes whole)."""
+        previous = self._rows.get(row["scene"])
+        if row["status"] not in RENDER_FAILURES or not previous or previous.get("status") != "ok":
+            return False
+        mp4 = self.run_dir / "camera_renders" / f"{row['scene']}.mp4"
+        return mp4_decodes(mp4, int(previous.get("frames") or 0))
+
     def _write_row(self, row):
         with self._lock:
+            if self._keeps_previous(row):
+                log.warning("render of %s failed (%s: %s); its earlier complete render stays, and so does its row",
+                            row["scene"], row["status"], row["reason"])  # fmt: skip
+                return
             self._rows[row["scene"]] = row
             text = "".join(json.dumps(self._rows[s]) + "\n" for s in sorted(self._rows))
             write_text_atomic(self.status_path, text)

@@ -4,6 +4,7 @@ It only parses arguments into eval_bridge.api's options, calls the API and print
 """
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -427,7 +428,45 @@ def cmd_vgi(args, progress=None):
     return summary
 
 
+# Per command: (outcomes stage, unit of its rows, whether it takes --resume). Others end 0 when they succeed.
+FAULT_STAGES = {"dv": ("dv", "questions", True), "ls": ("ls", "scenes", True), "steps": ("steps", "scenes", False)}
+
+
+def _stage_exit(args, result, argv):
+    """The exit code of a finished command: FAULT_EXIT (and the rerun line) when rows ended in faults."""
+    from bvb_addon import outcomes
+
+    stage = FAULT_STAGES.get(args.command)
+    if stage is None or not isinstance(result, dict):
+        return outcomes.OK_EXIT
+    name, unit, resumable = stage
+    if "faults" in result:  # steps: the scenes that hit a fault, beside the scene count
+        rows = list(result["faults"]) + [{"status": "ok"}] * max(0, result.get("scenes", 0) - len(result["faults"]))
+    else:
+        rows = [{"status": status} for status, n in result["counts"]["by_status"].items() for _ in range(n)]
+    rerun = outcomes.rerun_command("eval_bridge", argv, "--resume" if resumable else None)
+    return outcomes.finish(name, rows, rerun, unit)
+
+
+def _judge_fault_exit(args, argv):
+    """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""
+    from bvb_addon import outcomes
+
+    summary_path = Path(getattr(args, "run", None) or ".") / "dual_vqa_summary.json"
+    if args.command == "dv" and summary_path.is_file():
+        code = _stage_exit(args, json.loads(summary_path.read_text()), argv)
+        if code:
+            return code
+    print(f"faults: the judge failed; rerun: {outcomes.rerun_command('eval_bridge', argv)}", flush=True)
+    return outcomes.FAULT_EXIT
+
+
 def main(argv=None):
+    from bvb_addon import outcomes, path_args
+
+    from .judge import JudgeError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
@@ -435,11 +474,29 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
-        args.func(args)
+        # --out is the leaderboard's CSV, and a folder for report and vgi.
+        out_is_file = args.command == "leaderboard"
+        path_args.check(
+            folders=[(f"--{name}", getattr(args, name, None)) for name in ("run", "videos", "shared", "timelines")]
+            + [("--root", root) for root in getattr(args, "root", None) or []]
+            + [("run", run) for run in getattr(args, "runs", None) or []]
+            + ([] if out_is_file else [("--out", getattr(args, "out", None))]),
+            new_files=[
+                (f"--{name.replace('_', '-')}", getattr(args, name, None))
+                for name in ("split", "cache", "reference", "tasks", "config", "token_file")
+            ]
+            + ([("--out", args.out)] if out_is_file else []),
+        )
+        result = args.func(args)
+    except JudgeError as exc:  # every judge call failed: a judge fault that --resume redoes, not bad input
+        print(f"error: {exc}", file=sys.stderr)
+        return _judge_fault_exit(args, argv)
     except api.user_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk writing rows or summaries
+        return outcomes.environment_exit(exc, outcomes.rerun_command("eval_bridge", argv))
     except KeyboardInterrupt:
         print("interrupted; rerun with --resume to continue", file=sys.stderr)
         return 130
-    return 0
+    return _stage_exit(args, result, argv)

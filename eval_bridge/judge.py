@@ -19,7 +19,6 @@ log = logging.getLogger(__name__)
 _STRIPES = [threading.Lock() for _ in range(4096)]
 
 
-
 @dataclass(frozen=True)
 class JudgeSettings:
     """What the judge sees and how it answers (DESIGN.md section 6)."""

@@ -2,26 +2,32 @@
 
 A watcher thread fingerprints what the runner, render stage and scorers write (sizes and
 mtimes) every ``interval`` seconds and rebuilds the static report when it changed; the pages
-poll ``live.json`` and reload when its version moves. The server only serves the built
-report folder (GET and HEAD; no directory listings) and binds to a loopback address only.
+poll ``live.json`` and reload when its version moves. The server (Starlette's StaticFiles on
+uvicorn, in a background thread) only serves the built report folder (GET and HEAD; no
+directory listings), binds to a loopback address only and answers only requests whose Host
+names that address, so a web page that rebinds its own name to 127.0.0.1 cannot read it.
 A results folder stands for every run directory in it, including runs that appear later.
 """
 
 import datetime
 import html
-import ipaddress
 import json
 import logging
 import tempfile
 import threading
 import time
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 
 from .files import read_jsonl
+from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 
 log = logging.getLogger(__name__)
 
@@ -249,35 +255,46 @@ class LiveReport:
             self._thread.join(timeout=30)
 
 
-class ReportHandler(SimpleHTTPRequestHandler):
-    """Read-only: files of the report folder, GET and HEAD, no listings, no caching."""
+# One user with a few browser tabs; a little headroom over the few connections each tab opens.
+VIEW_BACKLOG = 128
 
-    extensions_map = {
-        **SimpleHTTPRequestHandler.extensions_map,
-        ".html": "text/html; charset=utf-8",
-        ".json": "application/json",
-        ".svg": "image/svg+xml",
-    }
 
-    def list_directory(self, path):
-        self.send_error(404, "no directory listings")
-        return None
+class ViewGuard:
+    """ASGI middleware: a Host that is not the bound address is refused (DNS rebinding); nothing is cached or sniffed."""
 
-    def end_headers(self):
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        super().end_headers()
+    def __init__(self, app, allowed):
+        self.app = app
+        self.allowed = allowed
 
-    def log_message(self, format, *args):
-        log.debug("bvb view: " + format, *args)
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        host = Headers(scope=scope).get("host", "")
+        if not host_allowed(host, self.allowed):
+            refusal = PlainTextResponse(
+                f"Host {host!r} is not this viewer's address; pages of other sites cannot read it\n", status_code=403
+            )
+            return await refusal(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["Cache-Control"] = "no-store"
+                headers["X-Content-Type-Options"] = "nosniff"
+            await send(message)
+
+        return await self.app(scope, receive, send_with_headers)
+
+
+def build_app(out_dir, allowed):
+    """Read-only: files of the report folder (GET and HEAD; index.html for a folder, never a listing)."""
+    # StaticFiles resolves symlinks and refuses any path that leaves out_dir; other methods are a 405.
+    files = StaticFiles(directory=out_dir, html=True)
+    return ViewGuard(Starlette(routes=[Mount("/", app=files)]), allowed)
 
 
 def check_loopback(host):
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback:
+    if not is_loopback(host):
         raise ViewError(f"bvb view serves on loopback only; {host} is not a loopback address (use 127.0.0.1)")
 
 
@@ -286,36 +303,45 @@ class ViewServer:
 
     def __init__(self, paths, out_dir=None, host="127.0.0.1", port=0, videos_root=None, interval=1.0):
         check_loopback(host)
+        resolve_runs(paths)  # bad paths fail before a folder is made or a port taken
         self._tmp = None
         if out_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="bvb-view-")
             out_dir = self._tmp.name
-        self.live = LiveReport(paths, out_dir, videos_root, interval)
-        handler = partial(ReportHandler, directory=str(self.live.out_dir))
         try:
-            self.httpd = ThreadingHTTPServer((host, port), handler)
+            sock = listen(host, port, VIEW_BACKLOG)
         except OSError as exc:
+            self._cleanup()
             raise ViewError(f"cannot serve on {host}:{port} ({exc.strerror}); pick another port with --port") from None
-        self.httpd.daemon_threads = True
-        self._thread = None
+        self.host, self.port = host, sock.getsockname()[1]
+        self.live = LiveReport(paths, out_dir, videos_root, interval)
+        self.live.out_dir.mkdir(parents=True, exist_ok=True)
+        self.server = ServerThread(
+            build_app(self.live.out_dir, allowed_hosts(host, self.port)), sock, "bvb view", VIEW_BACKLOG
+        )
 
     @property
     def url(self):
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/"
+        return url_of(self.host, self.port) + "/"
 
     def start(self):
         self.live.start()
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="bvb-view-http", daemon=True)
-        self._thread.start()
+        try:
+            self.server.start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.stop()
         self.live.stop()
+        self._cleanup()
+
+    def _cleanup(self):
         if self._tmp is not None:
             self._tmp.cleanup()
+            self._tmp = None
 
     def __enter__(self):
         return self.start()

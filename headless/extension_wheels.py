@@ -149,6 +149,13 @@ def main(argv=None):
         help="leave PyAV out (smaller; the agent and split reader then need it otherwise)",
     )
     args = parser.parse_args(argv)
+    from bvb_addon import path_args
+
+    try:
+        path_args.folder("--output-dir", args.output_dir)
+    except path_args.PathArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for platform in args.platforms:
         try:
             path = build_platform(platform, args.output_dir, with_av=not args.no_av)

@@ -210,28 +210,43 @@ def main(argv=None):
         parser.print_help()
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from bvb_addon import outcomes
+
     if args.trials < 1 or (args.trials > 1 and not args.output):
         print(f"error: --trials {args.trials} needs K >= 1 and --output (trials go to OUTPUT.trialK)", file=sys.stderr)
         return 2
+    rerun = outcomes.rerun_command("headless.run", own_args)
     if args.trials == 1:
-        return _run_once(args, parser)
+        return _run_once(args, parser, rerun)
     base = args.output
+    faulted = []
     for trial in range(1, args.trials + 1):
         # Same configuration, a fresh run directory per trial: eval_bridge.noise reads the naming.
         args.output = f"{base}.trial{trial}"
         print(f"trial {trial} of {args.trials}: {args.output}", flush=True)
-        code = _run_once(args, parser)
-        if code:
+        code = _run_once(args, parser, rerun)
+        if code == outcomes.FAULT_EXIT:
+            faulted.append(trial)  # the other trials still run; --resume redoes this one's faults
+        elif code:
             return code
+    if faulted:
+        print(f"faults: trials {', '.join(map(str, faulted))} of {args.trials} had scenes end in a harness or "
+              f"environment fault; rerun: {rerun}", flush=True)  # fmt: skip
+        return outcomes.FAULT_EXIT
     return 0
 
 
-def _run_once(args, parser):
+def _run_once(args, parser, rerun):
     """One run of the split into args.output; the exit code."""
+    from bvb_addon import outcomes, path_args
     from bvb_addon.agent.model import ModelError
     from bvb_addon.agent.runner import Runner, summarize
 
     try:
+        path_args.check(
+            folders=[("--videos", args.videos), ("--output", args.output)],
+            new_files=[("--split", args.split), ("--tasks", args.tasks)],
+        )
         options, config = _configs(args, parser)
         runner = Runner(options, config)
     except (ValueError, ModelError) as exc:
@@ -249,6 +264,8 @@ def _run_once(args, parser):
     except (ValueError, ModelError) as exc:  # RunError, PriceError, SplitError, VideoError: one line each
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk writing config.json: no scene started
+        return outcomes.environment_exit(exc, rerun)
     except KeyboardInterrupt:
         print("error: interrupted twice; quitting without waiting (trajectories are saved)", file=sys.stderr)
         sys.stdout.flush()
@@ -256,7 +273,9 @@ def _run_once(args, parser):
 
         os._exit(130)
     print(summarize(results, time.monotonic() - start))
-    return 130 if runner.interrupted else 0
+    if runner.interrupted:
+        return outcomes.INTERRUPTED_EXIT
+    return outcomes.finish("run", results.values(), rerun)
 
 
 if __name__ == "__main__":

@@ -281,7 +281,7 @@ def test_retries_on_rate_limits_and_server_errors(assets, tmp_path):
     }
     run = _make_run(assets, tmp_path / "results")
     with ScriptedOpenAI(responder=Judge(assets[1], overrides)) as server:
-        assert _dv(run, assets, server) == 0
+        assert _dv(run, assets, server) == 75  # the judge error is a fault that --resume redoes
     rows = _rows(run)
     assert rows["q1"]["status"] == "ok" and rows["q1"]["retained"]
     # A non-retryable refusal is a judge error: not retained, reported, redone on --resume.
@@ -419,9 +419,13 @@ def test_rescoring_one_scene_keeps_the_other_scenes_rows(assets, tmp_path):
 def test_a_judge_that_refuses_every_call_fails_the_command_with_a_hint(assets, tmp_path, capsys):
     run = _make_run(assets, tmp_path / "results")
     with ScriptedOpenAI(default={"status": 401, "message": "invalid api key"}) as server:
-        assert _dv(run, assets, server) == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bar
+        assert _dv(run, assets, server) == 75  # a judge fault: a scheduler sees that --resume must redo it
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()[-1]  # after the progress bar
     assert err.startswith("error: every judge call failed") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
+    last = captured.out.strip().splitlines()[-1]
+    assert last.startswith("faults: 7 of 7 questions ended in a harness or environment fault (7 judge_error)")
+    assert last.endswith("--resume") and " -m eval_bridge dv --run " in last
     # The rows are written all the same, each marked for --resume to retry.
     assert {r["status"] for r in _rows(run).values()} == {"judge_error"}
 
@@ -441,7 +445,7 @@ def test_replies_without_an_answer_are_judge_errors_never_cached_and_asked_again
     }
     judge = Judge(labels, faults)
     with ScriptedOpenAI(responder=judge) as server:
-        assert _dv(run, assets, server, "--retries", "2") == 0
+        assert _dv(run, assets, server, "--retries", "2") == 75  # judge faults: --resume must redo them
         # Retried like a 5xx: three tries each.
         assert [judge.counts[key] for key in faults] == [3, 3, 3]
     rows = _rows(run)

@@ -1,6 +1,8 @@
 """``bvb view``: the report served on loopback and rebuilt while a scripted run is in progress."""
 
 import datetime
+import http.client
+import socket
 import threading
 import time
 
@@ -98,7 +100,7 @@ def test_view_serves_and_refreshes_while_a_scripted_run_writes(tmp_path):
                 loaded, total, console = chromium_support.load(url, tmp_path / "profile")
                 assert console == [] and loaded >= 1
         # Read-only, loopback, nothing secret in what it serves.
-        assert requests.post(view.url, data=b"x", timeout=10).status_code in (405, 501)
+        assert requests.post(view.url, data=b"x", timeout=10).status_code == 405
         assert _get(f"{view.url}scenes/").status_code == 404
         assert _get(f"{view.url}../config.json").status_code == 404
         assert view.url.startswith("http://127.0.0.1:")
@@ -149,3 +151,69 @@ def test_an_empty_results_folder_is_served_until_a_run_appears(tmp_path):
         assert "No run directory" in _get(view.url).text
         write_config(results / "later", scenes=1)
         _wait_for(lambda: "later" in _get(view.url).text and "id='live'" in _get(view.url).text)
+
+
+def _raw_get(host, port, target):
+    """A GET of ``target`` exactly as written (requests would normalise the dot segments away)."""
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        conn.request("GET", target)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_view_is_read_only_refuses_foreign_hosts_and_never_serves_outside_its_folder(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    secret = tmp_path / "secret.txt"  # beside the report folder: what a traversal would reach
+    secret.write_text("CANARY outside the report")
+    site = tmp_path / "site"
+    with live.ViewServer([results], site, interval=0.1) as view:
+        (site / "inside.txt").write_text("inside the report")
+        (site / "link.txt").symlink_to(secret)
+        port = view.port
+        served = _get(f"{view.url}inside.txt")
+        assert served.text == "inside the report" and served.headers["cache-control"] == "no-store"
+        assert requests.head(view.url, timeout=10).status_code == 200
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            response = requests.request(method, f"{view.url}inside.txt", data=b"x", timeout=10)
+            assert response.status_code == 405 and response.headers["allow"] == "GET, HEAD"
+        assert (site / "inside.txt").read_text() == "inside the report"
+        # DNS rebinding: a page of evil.example that resolved its name to 127.0.0.1 sends that name as Host.
+        for foreign in (
+            f"evil.example:{port}",
+            "evil.example",
+            f"127.0.0.1:{port + 1}",
+            f"localhost.evil.example:{port}",
+        ):
+            response = requests.get(f"{view.url}inside.txt", headers={"Host": foreign}, timeout=10)
+            assert response.status_code == 403, foreign
+            assert "inside the report" not in response.text
+        for own in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            assert requests.get(view.url, headers={"Host": own}, timeout=10).status_code == 200
+        for target in (
+            "/../secret.txt",
+            "/%2e%2e/secret.txt",
+            "/%2e%2e%2fsecret.txt",
+            "/scenes/..%2f..%2fsecret.txt",
+            "/..%5csecret.txt",
+            "/link.txt",
+            "/%00",
+            "/inside.txt%00",
+            "/..%00/secret.txt",
+            "/%00/../secret.txt",
+            f"/{secret}",
+            f"/%2f{str(secret).lstrip('/')}",
+        ):
+            status, body = _raw_get(view.host, port, target)
+            assert 400 <= status < 500, (target, status)
+            assert b"CANARY" not in body and b"inside the report" not in body, target
+        # A request head that never completes is answered and dropped, not held open.
+        with socket.create_connection((view.host, port), timeout=10) as conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            assert conn.recv(1024).startswith(b"HTTP/1.1 408")
+    # Stopped cleanly: the port no longer answers.
+    with pytest.raises(requests.ConnectionError):
+        requests.get(view.url, timeout=5)

@@ -4,7 +4,6 @@ import importlib.metadata
 import logging
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .. import scratch
 from ..versions import HARNESS_VERSION
 from .baselines import empty_room_agent, oracle_agent
 from .layout import RunLayout, read_json, write_json
@@ -232,7 +232,12 @@ class Runner:
             "cost_unconfirmed": round(self.cost_unconfirmed, 6),
             "updated": _now(),
         }
-        write_json(self.layout.config, config)
+        try:
+            write_json(self.layout.config, config)
+        except OSError as exc:
+            # A full disk must not stop the batch: agent_meta is each scene's record, and the
+            # exit code and the last line report the scenes that hit the fault.
+            log.error("config.json summary not updated (%s)", exc)
 
     def _sandbox_environment(self, task, workdir):
         from .environment import SandboxEnvironment
@@ -286,7 +291,13 @@ class Runner:
             "submission": None,
             "snapshot": None,
         }
-        write_json(self.layout.meta(scene), meta)
+        try:
+            write_json(self.layout.meta(scene), meta)
+        except OSError as exc:
+            # A full disk must not stop the batch: the scene keeps its fault in the results, and
+            # without an agent_meta file --resume redoes it.
+            log.error("scene %s: could not write its agent_meta (%s)", scene, exc)
+            meta["reason"] = f"{reason}; agent_meta not written: {exc}"
         return meta
 
     def run_scene(self, dataset_name, scene):
@@ -305,9 +316,11 @@ class Runner:
                 model = oracle_agent(task, self.options.videos)
         except ModelError as exc:
             return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
-        workdir = Path(tempfile.mkdtemp(prefix=f"bvb-{scene}-"))
         env = None
+        workdir = None
         try:
+            # Inside the try: a full temp folder is this scene's fault, not the batch's.
+            workdir = scratch.make(scene)
             env = self._environment_factory(task, workdir)
             loop = AgentLoop(
                 self.config,
@@ -330,7 +343,8 @@ class Runner:
                     env.close()
                 except Exception:
                     log.exception("scene %s: closing the sandbox failed", scene)
-            shutil.rmtree(workdir, ignore_errors=True)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
 
     # -- all scenes --------------------------------------------------------------------
 
@@ -339,6 +353,8 @@ class Runner:
         from tqdm import tqdm
 
         scenes = self._prepare()
+        # Killed runs (SIGKILL, OOM killer) leave their scratch folders behind: remove those whose owner is gone.
+        scratch.clean_stale()
         todo = []
         for dataset_name, scene in scenes:
             if self.options.resume and self.layout.has_submission(scene):
