@@ -101,7 +101,9 @@ def camera_plane(
 def plane_distance(clip_start, clip_end, wanted=1.0):
     """A distance between the camera's clip planes, as near ``wanted`` as they allow."""
     if clip_end <= clip_start:
-        raise ReferenceClipError(f"camera clip end {clip_end} is not past clip start {clip_start}; fix the camera's Clip")
+        raise ReferenceClipError(
+            f"camera clip end {clip_end} is not past clip start {clip_start}; fix the camera's Clip"
+        )
     low = clip_start * 1.5
     high = clip_end * 0.9
     if low >= high:
