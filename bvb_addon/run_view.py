@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .atomic import copy_atomic, write_json_atomic
+from .errors import BVBError
 
 _STEP = re.compile(r"^(\d+)\.py$")
 
 
-class RunDirError(ValueError):
+class RunDirError(BVBError, ValueError):
     """A run directory or scene that cannot be opened; the message names the fix."""
 
 

@@ -25,6 +25,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.errors import BVBError
 
 from .files import read_jsonl
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
@@ -69,7 +70,7 @@ EMPTY_PAGE = """<!doctype html>
 """
 
 
-class ViewError(ValueError):
+class ViewError(BVBError, ValueError):
     pass
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from bvb_addon.errors import BVBError
+
 from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
@@ -43,7 +45,7 @@ WEIGHTS_HINT = (
 )
 
 
-class LSError(RuntimeError):
+class LSError(BVBError, RuntimeError):
     """A one-line reason LS cannot run, naming what to pass."""
 
 

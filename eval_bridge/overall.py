@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 from urllib.parse import urlparse
 
+from bvb_addon.errors import BVBError
+
 from . import noise
 from .files import read_json, write_json_atomic, write_text_atomic
 from .protocol import overall_score, retention
@@ -56,7 +58,7 @@ VENDORS = {
 }
 
 
-class OverallError(ValueError):
+class OverallError(BVBError, ValueError):
     pass
 
 

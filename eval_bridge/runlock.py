@@ -15,12 +15,14 @@ import socket
 import time
 from pathlib import Path
 
+from bvb_addon.errors import BVBError
+
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".bvb-scoring.lock"
 
 
-class RunBusy(ValueError):
+class RunBusy(BVBError, ValueError):
     """Another process is scoring this run directory; the message names it and what to do."""
 
 

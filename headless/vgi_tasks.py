@@ -160,13 +160,13 @@ def main(argv=None):
     args = build_parser().parse_args(own_args)
     started = time.monotonic()
     from bvb_addon import outcomes, path_args
+    from bvb_addon.errors import report
 
     try:
         path_args.folder("--out", args.out)
         rows = generate(args.out, args.seed, args.families, args.levels, args.oracle_videos, args.samples, args.scale)
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return outcomes.USAGE_EXIT
+        return report(exc)
     except OSError as exc:  # a full disk: the staging folder is gone, the old suite untouched
         return outcomes.environment_exit(exc, outcomes.rerun_command("headless.vgi_tasks", own_args, None))
     except (RuntimeError, ValueError) as exc:  # Blender failed, or wrote an image that does not decode

@@ -72,12 +72,12 @@ def main(argv=None):
     parser.add_argument("--scenes", nargs="+", help="only these task ids")
     args = parser.parse_args(own_args)
     from bvb_addon import outcomes, path_args
+    from bvb_addon.errors import report
 
     try:
         run = path_args.folder("--run", args.run)
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     blends = sorted((run / "blends").glob("*.blend"))
     if args.scenes:
         blends = [b for b in blends if b.stem in set(args.scenes)]

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import scratch
+from ..errors import BVBError
 from ..versions import HARNESS_VERSION
 from .baselines import empty_room_agent, oracle_agent
 from .layout import RunLayout, read_json, write_json
@@ -22,7 +23,7 @@ from .pricing import ZERO, price_for
 log = logging.getLogger(__name__)
 
 
-class RunError(ValueError):
+class RunError(BVBError, ValueError):
     """Bad input to the runner: one line naming the thing and the fix."""
 
 
