@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..blend_header import newer_file_reason
 from . import files, protocol
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
 from .layers import (
@@ -288,9 +289,12 @@ class Worker:
             return result
         files.remove(self._dir_fd, name)
         status = reply.get("status") if reply.get("status") in ("ok", "error", "oom") else "crash"
+        reason = _text(reply.get("reason"), 2000).replace(str(self.workspace / name), path.name)
+        if status == "error":
+            reason = newer_file_reason(path, self.info.get("blender")) or reason
         result = StepResult(
             status=status,
-            reason=_text(reply.get("reason"), 2000).replace(str(self.workspace / name), path.name),
+            reason=reason,
             summary=_summary(reply.get("summary")),
             step=number,
         )
