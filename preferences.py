@@ -6,6 +6,7 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, StringProperty
 
 from .bvb_addon import defaults
+from .bvb_addon.sandbox import platforms
 
 
 class BVBPreferences(bpy.types.AddonPreferences):
@@ -43,6 +44,15 @@ class BVBPreferences(bpy.types.AddonPreferences):
         description="Default per-scene cost limit for new scenes",
         default=defaults.COST_LIMIT_USD,
         min=0.0,
+    )
+
+    allow_weak_sandbox: BoolProperty(
+        name="Allow a weaker sandbox",
+        description=(
+            "Run agent code and renders below the sandbox's required level: on Linux without bubblewrap, "
+            "elsewhere with no isolation at all (agent code then runs as you)"
+        ),
+        default=False,
     )
 
     judge: EnumProperty(
@@ -87,6 +97,8 @@ class BVBPreferences(bpy.types.AddonPreferences):
         col.prop(self, "default_model")
         col.prop(self, "cost_limit")
         col.prop(self, "bridge_url")
+        col.prop(self, "allow_weak_sandbox")
+        col.label(text=platforms.level_label(self.allow_weak_sandbox))
         box = layout.box()
         box.label(text="Scoring (sent to the bridge)")
         box.prop(self, "judge")

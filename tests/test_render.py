@@ -112,6 +112,8 @@ def run_dir(tmp_path_factory):
             assert result.status == "ok", (name, result.reason)
             (run / "blends" / f"{name}.blend").write_bytes(result.snapshot.read_bytes())
     (run / "blends" / "corrupt.blend").write_bytes(b"BLENDER-v402" + b"\x00garbage" * 100)
+    # 5.0's header format with a version no Blender has yet: unreadable on every supported one.
+    (run / "blends" / "future.blend").write_bytes(b"BLENDER17-01v9900REND" + b"\x00garbage" * 100)
     return run
 
 
@@ -167,6 +169,7 @@ def test_scene_graph_contents(run_dir, rendered):
     assert poses[0]["location"] == pytest.approx([0, 5, 1.5], abs=1e-4)
     assert poses[0]["rotation_euler"][2] == pytest.approx(math.radians(170), abs=1e-3)
     assert poses[0]["lens"] == pytest.approx(50.0)
+    assert graph["blender"] == pytest.importorskip("bpy").app.version_string
 
 
 def test_gate_and_failures_are_rows(run_dir, rendered):
@@ -175,6 +178,9 @@ def test_gate_and_failures_are_rows(run_dir, rendered):
     assert rows["empty"]["status"] == "no_mesh" and "0 mesh objects" in rows["empty"]["reason"]
     assert rows["corrupt"]["status"] == "open_failed" and "corrupt.blend" in rows["corrupt"]["reason"]
     assert rows["crashy"]["status"] == "crash" and "SIGSEGV" in rows["crashy"]["reason"]
+    future = rows["future"]
+    assert future["status"] == "open_failed" and future["reason"].startswith("future.blend was saved by Blender 99.0")
+    assert "BLENDER_BIN" in future["reason"] and "Render Camera" in future["reason"] and "\n" not in future["reason"]
     for scene in ("nocam", "empty", "corrupt", "crashy"):
         assert not (run_dir / "camera_renders" / f"{scene}.mp4").exists()
         assert set(rows[scene]) >= {"scene", "status", "reason", "frames", "seconds", "preset", "warnings"}
@@ -201,7 +207,7 @@ def test_resume_renders_nothing_complete(run_dir, rendered):
     assert outcome["skipped"] == 2 and set(outcome["rendered"]) == {"nocam"}
     assert mp4.stat().st_mtime_ns == stamp
     rows = [json.loads(line) for line in (run_dir / "render_status.jsonl").read_text().splitlines()]
-    assert sorted(r["scene"] for r in rows) == ["corrupt", "crashy", "driver", "empty", "good", "nocam"]
+    assert sorted(r["scene"] for r in rows) == ["corrupt", "crashy", "driver", "empty", "future", "good", "nocam"]
 
 
 def test_uniform_frames():

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import resource
 import secrets
 import select
 import shutil
@@ -373,6 +372,8 @@ class Worker:
 
     def _preexec(self):
         """In the child before exec: rlimits, then the pids cgroup."""
+        import resource  # POSIX only: imported here so the add-on registers on every platform
+
         c = self.config
         limits = [(resource.RLIMIT_AS, c.memory_bytes), (resource.RLIMIT_CPU, c.cpu_seconds),
                   (resource.RLIMIT_FSIZE, c.file_bytes), (resource.RLIMIT_NOFILE, c.open_files),
