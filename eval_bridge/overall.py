@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 from urllib.parse import urlparse
 
+from bvb_addon import versions
+
 from .files import read_json, write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ PUBLISHED_COLUMNS = (
     "runtimeMin",
     *QUESTION_COLUMNS,
 )
-OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol")
+OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "blender", "comparable")
 COLUMNS = PUBLISHED_COLUMNS + OWN_COLUMNS
 VENDORS = {
     "openai": "OpenAI",
@@ -160,6 +162,12 @@ def run_row(run_dir):
         encoder=ls.get("model", ""),
         protocol=dv.get("protocol", ""),
     )
+    blenders = versions.run_blenders(run_dir)
+    comparable, note = versions.comparability(blenders)
+    made, rendered = "; ".join(blenders["made"]), "; ".join(blenders["rendered"])
+    row["blender"] = made if rendered in ("", made) else f"{made or '?'} (rendered {rendered})"
+    row["comparable"] = str(comparable).lower()
+    row["comparability_note"] = note
     return row
 
 
@@ -244,10 +252,13 @@ def format_table(rows):
             return f"{value:.2f}"
         return "" if value is None else str(value)
 
-    cells = [[show(r.get(c)) for c in columns] for r in rows]
+    # A run made or rendered with another Blender than the protocol's is starred, with the note below.
+    cells = [[show(r.get(c)) + (" *" if c == "name" and r.get("comparable") == "false" else "") for c in columns]
+             for r in rows]  # fmt: skip
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    lines += [f"* {r.get('name')}: {r['comparability_note']}" for r in rows if r.get("comparability_note")]
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bvb_addon import video
+from bvb_addon import versions, video
 from bvb_addon.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class RunView:
     judge: str = ""
     protocol: str = ""
     steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
+    comparability_note: str = ""  # set when another Blender than the protocol's made or rendered it
 
 
 def overall_score(dv, ls):
@@ -122,6 +123,7 @@ def load_run(run_dir, videos_root=None):
     elif view.dv is not None and view.ls is not None:
         view.overall = overall_score(view.dv, view.ls)
     view.steps = _read_json(run_dir / "steps_analysis.json") or {}
+    _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
     for qtype, entry in (dv_summary.get("by_question_type") or {}).items():
@@ -299,7 +301,7 @@ th:first-child, td:first-child {{ text-align: left; }}
 .strip span {{ width: 60px; font-size: 12px; color: #666; }}
 .strip img {{ height: 96px; }}
 .missing {{ color: #a33; font-size: 12px; }}
-.status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }}
+.status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }} .not-comparable {{ color: #a60; }}
 </style></head>
 <body data-report="bvb">
 <h1>BVB report</h1>
@@ -330,11 +332,22 @@ def _leaderboard_table(runs):
     for rank, view in enumerate(ranked, 1):
         failures = sum(1 for s in view.scenes if s.status not in ("submitted", "ok", "done"))
         body.append(
-            f"<tr><td>{rank}</td><td>{html.escape(view.name)}</td><td>{_fmt(view.overall)}</td>"
+            f"<tr><td>{rank}</td><td>{html.escape(view.name)}{_not_comparable_mark(view)}</td><td>{_fmt(view.overall)}</td>"
             f"<td>{_fmt(view.dv)}</td><td>{_fmt(view.ls)}</td><td>{_fmt(view.cost, 3)}</td>"
             f"<td>{len(view.scenes)}</td><td>{failures}</td></tr>"
         )
-    return f"<table id='leaderboard'>{head}{''.join(body)}</table>"
+    notes = "".join(
+        f"<p class='not-comparable'>* {html.escape(v.name)}: {html.escape(v.comparability_note)}</p>"
+        for v in ranked
+        if v.comparability_note
+    )
+    return f"<table id='leaderboard'>{head}{''.join(body)}</table>{notes}"
+
+
+def _not_comparable_mark(view):
+    if not view.comparability_note:
+        return ""
+    return f" <span class='not-comparable' title='{html.escape(view.comparability_note)}'>*</span>"
 
 
 def _scene_block(view, row, assets, run_slug, out_dir):
@@ -389,7 +402,13 @@ def build_report(run_dirs, out_dir, videos_root=None):
         blocks = [_scene_block(view, row, assets, slug, out_dir) for row in view.scenes]
         judge = f" · judge {html.escape(view.judge)} ({html.escape(view.protocol)})" if view.judge else ""
         sections.append(
-            f"<h2>{html.escape(view.name)}</h2><p>{html.escape(str(view.path))}{judge}</p>" + "\n".join(blocks)
+            f"<h2>{html.escape(view.name)}{_not_comparable_mark(view)}</h2><p>{html.escape(str(view.path))}{judge}</p>"
+            + (
+                f"<p class='not-comparable'>{html.escape(view.comparability_note)}</p>"
+                if view.comparability_note
+                else ""
+            )
+            + "\n".join(blocks)
         )
     names = ", ".join(html.escape(v.name) for v in runs)
     page = PAGE.format(
