@@ -117,6 +117,13 @@ def get(context=None):
     return context.preferences.addons[__package__].preferences
 
 
+def allow_weak_sandbox(context=None):
+    """The user's opt-in to a weaker sandbox level; False when the add-on has no preferences entry."""
+    context = context or bpy.context
+    entry = context.preferences.addons.get(__package__)
+    return bool(entry is not None and entry.preferences is not None and entry.preferences.allow_weak_sandbox)
+
+
 def api_key(prefs):
     """The key from the named environment variable, else the one kept in preferences, else ''."""
     name = prefs.api_key_env.strip()

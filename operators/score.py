@@ -124,7 +124,7 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
         missing = _missing_render_dependency()
         if missing:
             return missing
-        return platforms.unavailable(preferences.get(context).allow_weak_sandbox)
+        return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
         s = context.scene.bvb
@@ -134,7 +134,7 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
             "preset": s.render_preset,
             "frames": s.render_frames,
             "resolution": s.render_resolution,
-            "allow_weak_sandbox": preferences.get(context).allow_weak_sandbox,
+            "allow_weak_sandbox": preferences.allow_weak_sandbox(context),
         }
         job["thread"] = threading.Thread(target=_render_thread, args=(job, _render_stage()), daemon=True)
         job["thread"].start()
