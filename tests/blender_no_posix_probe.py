@@ -3,7 +3,13 @@
 After bpy is imported, ``resource``, ``fcntl``, ``pwd`` and ``grp`` are made unimportable;
 then the add-on registers, its inspection operators run on a run directory, and the polls
 of Run Agent and Render Camera are read with the platform reported as Windows. Prints one
-JSON object. Used by tests/test_addon_platforms.py; never imported by pytest (no test_ prefix).
+JSON object.
+
+    python blender_no_posix_probe.py RUN_ROOT            the checkout imported as the add-on "bvb"
+    python blender_no_posix_probe.py ZIP REPO_DIR        the built zip installed (by Blender, before the
+                                                         block) into REPO_DIR, then enabled
+
+Used by tests/test_blender_versions.py and tests/test_extension.py; never imported by pytest.
 """
 
 import importlib.abc
@@ -32,14 +38,26 @@ class PosixBlocker(importlib.abc.MetaPathFinder):
         return None
 
 
+result = {"ops": {}}
+if len(sys.argv) == 3:
+    # Installing is Blender's own machinery: done before the block, enabling after it.
+    repo = bpy.context.preferences.extensions.repos.new(
+        name="bvb_test", module="bvb_test", custom_directory=sys.argv[2], source="USER"
+    )
+    result["install"] = sorted(
+        bpy.ops.extensions.package_install_files(filepath=sys.argv[1], repo=repo.module, enable_on_install=False)
+    )
+    MODULE, run_root = f"bl_ext.{repo.module}.bvb", Path(sys.argv[2]).parent / "run_root"
+else:
+    MODULE, run_root = "bvb", Path(sys.argv[1])
+
 for name in BLOCKED:
     sys.modules.pop(name, None)
 sys.meta_path.insert(0, PosixBlocker())
 
-from tests.addon_support import add_box, import_addon, make_run  # noqa: E402
+import addon_utils  # noqa: E402
 
-run_root = Path(sys.argv[1])
-result = {"ops": {}}
+from tests.addon_support import add_box, import_addon, make_run  # noqa: E402
 
 
 def call(name, **kwargs):
@@ -64,10 +82,12 @@ def poll_message(name):
 
 
 try:
-    module = import_addon()
-    module.register()
-    entry = bpy.context.preferences.addons.new()
-    entry.module = "bvb"
+    if MODULE == "bvb":
+        module = import_addon()
+        module.register()
+        bpy.context.preferences.addons.new().module = MODULE
+    else:
+        module = addon_utils.enable(MODULE, default_set=True, handle_error=None)
     result["registered"] = hasattr(bpy.types.Scene, "bvb")
     call("show_versions")
     run = make_run(bpy, run_root)
@@ -80,13 +100,16 @@ try:
     call("save_submission")
     result["steps"] = len(opened.bvb.steps)
     # The checks below are about the platform, not this machine: report it as Windows.
-    platforms = sys.modules["bvb.bvb_addon.sandbox.platforms"]
+    platforms = sys.modules[f"{MODULE}.bvb_addon.sandbox.platforms"]
     platforms.sys = types.SimpleNamespace(platform="win32")
-    prefs = bpy.context.preferences.addons["bvb"].preferences
+    prefs = bpy.context.preferences.addons[MODULE].preferences
     result["polls"] = {name: poll_message(name) for name in ("run_agent", "render_camera")}
     prefs.allow_weak_sandbox = True
     result["polls_opted_in"] = {name: poll_message(name) for name in ("run_agent", "render_camera")}
-    module.unregister()
+    if MODULE == "bvb":
+        module.unregister()
+    else:
+        addon_utils.disable(MODULE, default_set=True)
     result["unregistered"] = not hasattr(bpy.types.Scene, "bvb")
 except Exception:
     result["error"] = traceback.format_exc()

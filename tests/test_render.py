@@ -271,3 +271,18 @@ def test_encode_many_frames_exact_count(tmp_path):
     info = video.probe(dest)
     assert (info.frame_count, info.width, info.height) == (40, 32, 24)
     assert not list(tmp_path.glob(".out.*"))  # no temp file left behind
+
+
+def test_cycles_preset_renders_the_good_scene(run_dir, tmp_path):
+    """Cycles CPU on this Blender. EEVEE (the bvb preset) compiles its shaders for minutes on a CPU
+    rasteriser, so the suite checks only its engine id (test_blender_versions.py)."""
+    run = tmp_path / "run"
+    (run / "blends").mkdir(parents=True)
+    (run / "config.json").write_text((run_dir / "config.json").read_text())
+    (run / "blends" / "good.blend").write_bytes((run_dir / "blends" / "good.blend").read_bytes())
+    options = RenderOptions(run=run, num_frames=2, preset="cycles", resolution=32, progress=False,
+                            sandbox=SandboxConfig(render_timeout_s=300))  # fmt: skip
+    row = RenderStage(options).run()["rendered"]["good"]
+    assert (row["status"], row["preset"], row["frames"]) == ("ok", "cycles", 2), row
+    frames = decode(run / "camera_renders" / "good.mp4")
+    assert len(frames) == 2 and frames[0].shape[1] == 32
