@@ -3,9 +3,9 @@
 import os
 
 import bpy
-from bpy.props import BoolProperty, EnumProperty, FloatProperty, StringProperty
+from bpy.props import BoolProperty, FloatProperty, StringProperty
 
-from .bvb_addon import defaults
+from .bvb_addon import bridge_client, defaults
 from .bvb_addon.sandbox import platforms
 
 
@@ -54,37 +54,24 @@ class BVBPreferences(bpy.types.AddonPreferences):
         ),
         default=False,
     )
-
-    judge: EnumProperty(
+    bridge_token_file: StringProperty(
+        name="Bridge token file",
+        description="File holding the bridge's bearer token (python -m eval_bridge serve writes it and prints where)",
+        default=str(bridge_client.default_token_file()),
+        subtype="FILE_PATH",
+    )
+    # Names of judges and encoders the bridge was started with: endpoints, keys and prices stay on the bridge.
+    judge: StringProperty(
         name="Judge",
-        description="Who answers the Dual-VQA questions when scoring",
-        items=(
-            ("vlm", "VLM", "A vision-language model over an OpenAI-compatible API (the protocol's judge)"),
-            (
-                "geometry",
-                "Geometry",
-                "Offline: answers from ground truth and the render's scene graph (synthetic suites)",
-            ),
-        ),
-        default="vlm",
-    )
-    judge_base_url: StringProperty(
-        name="Judge base URL", description="Endpoint of the VLM judge (empty: the bridge's default)", default=""
-    )
-    judge_model: StringProperty(
-        name="Judge model", description="VLM judge model id (empty: the bridge's default)", default=""
-    )
-    judge_api_key_env: StringProperty(
-        name="Judge key variable",
-        description="Variable holding the judge's API key, in the bridge's environment",
-        default=defaults.API_KEY_ENV,
+        description="A judge configured on the bridge, e.g. geometry (empty: the bridge's default judge)",
+        default="",
     )
     score_ls: BoolProperty(
-        name="Latent Similarity", description="Also score LS (needs a V-JEPA 2 model on the bridge)", default=True
+        name="Latent Similarity", description="Also score LS (needs a V-JEPA 2 encoder on the bridge)", default=True
     )
-    ls_model: StringProperty(
-        name="V-JEPA 2 model",
-        description="Folder or hub id of the LS encoder (empty: the bridge's $BVB_VJEPA_MODEL)",
+    ls_encoder: StringProperty(
+        name="LS encoder",
+        description="An encoder configured on the bridge (empty: the bridge's default encoder)",
         default="",
     )
 
@@ -97,18 +84,15 @@ class BVBPreferences(bpy.types.AddonPreferences):
         col.prop(self, "default_model")
         col.prop(self, "cost_limit")
         col.prop(self, "bridge_url")
+        col.prop(self, "bridge_token_file")
         col.prop(self, "allow_weak_sandbox")
         col.label(text=platforms.level_label(self.allow_weak_sandbox))
         box = layout.box()
-        box.label(text="Scoring (sent to the bridge)")
+        box.label(text="Scoring (names configured on the bridge)")
         box.prop(self, "judge")
-        if self.judge == "vlm":
-            box.prop(self, "judge_base_url")
-            box.prop(self, "judge_model")
-            box.prop(self, "judge_api_key_env")
         box.prop(self, "score_ls")
         if self.score_ls:
-            box.prop(self, "ls_model")
+            box.prop(self, "ls_encoder")
 
 
 def get(context=None):
@@ -131,16 +115,13 @@ def api_key(prefs):
 
 
 def score_request(prefs):
-    """Axes and per-axis options of a bridge job, from the preferences (the service's option names)."""
-    dv = {"judge": prefs.judge}
-    if prefs.judge == "vlm":
-        for key in ("judge_base_url", "judge_model", "judge_api_key_env"):
-            if getattr(prefs, key):
-                dv[key] = getattr(prefs, key)
+    """Axes and per-axis options of a bridge job, from the preferences: the names of a judge and an encoder."""
     axes = ["dv", "ls", "overall"] if prefs.score_ls else ["dv", "overall"]
-    options = {"dv": dv}
-    if prefs.score_ls and prefs.ls_model:
-        options["ls"] = {"model": prefs.ls_model}
+    options = {}
+    if prefs.judge.strip():
+        options["dv"] = {"judge": prefs.judge.strip()}
+    if prefs.score_ls and prefs.ls_encoder.strip():
+        options["ls"] = {"encoder": prefs.ls_encoder.strip()}
     return axes, options
 
 

@@ -16,13 +16,14 @@ def _read_umask():
 _UMASK = _read_umask()
 
 
-def write_bytes_atomic(path, data):
+def write_bytes_atomic(path, data, mode=None):
+    """Write data to path atomically; mode (e.g. 0o600 for a secret) replaces the umask's permissions."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes 0600 files; results are ordinary files, readable as the umask allows.
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

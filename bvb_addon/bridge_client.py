@@ -1,13 +1,44 @@
 """The add-on's side of the eval bridge service: HTTP with ``requests`` (no bpy).
 
-Start the service with ``python -m eval_bridge serve`` (127.0.0.1:8765 by default).
+Start the service with ``python -m eval_bridge serve`` (127.0.0.1:8765 by default). Every
+request carries the service's bearer token, read from its token file (``default_token_file()``
+unless the add-on's preferences name another).
 """
 
 import logging
+import os
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 START_COMMAND = "python -m eval_bridge serve"
+TOKEN_FILE_ENV = "BVB_BRIDGE_TOKEN_FILE"
+
+
+def default_token_file():
+    """Where the service writes the token it generates: $BVB_BRIDGE_TOKEN_FILE, else <config dir>/bvb/bridge-token."""
+    named = os.environ.get(TOKEN_FILE_ENV)
+    if named:
+        return Path(named).expanduser()
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "bvb" / "bridge-token"
+
+
+def read_token(token_file=None):
+    """The bearer token in the token file; a BridgeError naming the file and the fix when it has none."""
+    path = Path(token_file).expanduser() if token_file else default_token_file()
+    try:
+        token = path.read_text().strip()
+    except FileNotFoundError:
+        raise BridgeError(
+            f"no eval bridge token at {path}; start the service with: {START_COMMAND} "
+            "(it writes its token there), or set the token file in the add-on's preferences"
+        ) from None
+    except OSError as exc:
+        raise BridgeError(f"cannot read the eval bridge token file {path}: {exc.strerror}") from None
+    if not token:
+        raise BridgeError(f"the eval bridge token file {path} is empty; restart the service to write a new one")
+    return token
 
 
 class BridgeError(RuntimeError):
@@ -18,11 +49,17 @@ def _url(base_url, path):
     return base_url.rstrip("/") + path
 
 
-def _request(method, base_url, path, timeout=5.0, **kwargs):
+def _request(method, base_url, path, timeout=5.0, token_file=None, **kwargs):
     import requests
 
+    # A missing token file is reported only once the service answers: "not running" comes first.
     try:
-        response = requests.request(method, _url(base_url, path), timeout=timeout, **kwargs)
+        token, missing = read_token(token_file), None
+    except BridgeError as exc:
+        token, missing = None, exc
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = requests.request(method, _url(base_url, path), timeout=timeout, headers=headers, **kwargs)
     except requests.ConnectionError:
         raise BridgeError(f"the eval bridge is not running at {base_url}; start it with: {START_COMMAND}") from None
     except requests.Timeout:
@@ -33,41 +70,46 @@ def _request(method, base_url, path, timeout=5.0, **kwargs):
         body = response.json()
     except ValueError:
         body = {}
+    if response.status_code == 401 and missing is not None:
+        raise missing
     if response.status_code >= 400:
         detail = body.get("error") or body.get("message") or response.text[:200]
         raise BridgeError(f"the eval bridge refused {method} {path} ({response.status_code}): {detail}")
     return body
 
 
-def health(base_url, timeout=2.0):
-    return _request("GET", base_url, "/health", timeout=timeout)
+def health(base_url, timeout=2.0, token_file=None):
+    return _request("GET", base_url, "/health", timeout=timeout, token_file=token_file)
 
 
-def submit(base_url, run_dir, scene_id, split=None, videos=None, axes=("dv", "ls", "overall"), options=None):
+def submit(
+    base_url, run_dir, scene_id, split=None, videos=None, axes=("dv", "ls", "overall"), options=None, token_file=None
+):
     """Queue scoring of one scene of a run (eval_bridge/service.py ``POST /jobs``); returns the job id.
 
-    ``options`` maps an axis to its options, e.g. ``{"dv": {"judge": "geometry"}, "ls": {"model": PATH}}``.
+    ``options`` maps an axis to its options: names the service was started with, never endpoints,
+    e.g. ``{"dv": {"judge": "geometry"}, "ls": {"encoder": "default"}}``.
     """
     payload = {"run": str(run_dir), "scenes": [scene_id], "axes": list(axes), **(options or {})}
     if split:
         payload["split"] = str(split)
     if videos:
         payload["videos"] = str(videos)
-    body = _request("POST", base_url, "/jobs", json=payload)
+    body = _request("POST", base_url, "/jobs", json=payload, token_file=token_file)
     job = body.get("job")
     if not job:
         raise BridgeError(f"the eval bridge answered without a job id: {body}")
     return str(job)
 
 
-def status(base_url, job_id):
+def status(base_url, job_id, token_file=None):
     """The job's state: ``status`` is queued, running, done or failed."""
-    return _request("GET", base_url, f"/jobs/{job_id}")
+    return _request("GET", base_url, f"/jobs/{job_id}", token_file=token_file)
 
 
-def results(base_url, job_id):
+def results(base_url, job_id, token_file=None):
     """The run's summaries once the job is done: dual_vqa_summary, vision_sim_summary, overall."""
-    return _request("GET", base_url, f"/jobs/{job_id}/results")
+    return _request("GET", base_url, f"/jobs/{job_id}/results", token_file=token_file)
 
 
 def _percent(value):

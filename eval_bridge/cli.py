@@ -1,15 +1,17 @@
-"""Command line of the eval bridge: dv, ls, overall, leaderboard, serve, report."""
+"""Command line of the eval bridge: dv, ls, overall, leaderboard, serve, report, vgi, steps.
+
+It only parses arguments into eval_bridge.api's options, calls the API and prints what came back.
+"""
 
 import argparse
-import hashlib
 import logging
 import os
 import sys
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from . import api
 
-DEFAULT_JUDGE_CONCURRENCY = 8
+log = logging.getLogger(__name__)
 
 EXAMPLES = """examples:
   python -m eval_bridge dv --run results/r1 --split split.jsonl --videos VSI-Bench \\
@@ -19,7 +21,8 @@ EXAMPLES = """examples:
   python -m eval_bridge dv ... --backend ray --ray-address auto --judge-concurrency 8
   python -m eval_bridge overall --run results/r1
   python -m eval_bridge leaderboard results/r1 results/r2 --out board.csv --reference published.csv
-  python -m eval_bridge serve --root results
+  python -m eval_bridge serve --root results --root VSI-Bench \\
+      --judge-base-url https://api.openai.com/v1 --judge-model gpt-4o
 """
 
 
@@ -31,7 +34,7 @@ def _add_backend(p):
 
 
 def _add_judge_args(p):
-    """The judge options shared by dv and steps (make_judge reads them)."""
+    """The judge options shared by dv and steps (judge_options reads them)."""
     p.add_argument("--judge", choices=("vlm", "geometry"), default="vlm", help="vlm (an API) or geometry (offline)")
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge")
     p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
@@ -71,7 +74,7 @@ def _add_dv(sub):
         "--judge-concurrency",
         type=int,
         help=f"most judge requests in flight at once, across the whole Ray cluster "
-        f"(default {DEFAULT_JUDGE_CONCURRENCY} with --backend ray; unlimited beyond --workers locally)",
+        f"(default {api.DEFAULT_JUDGE_CONCURRENCY} with --backend ray; unlimited beyond --workers locally)",
     )
     p.set_defaults(func=cmd_dv)
 
@@ -115,20 +118,41 @@ def _add_leaderboard(sub):
 
 
 def _add_serve(sub):
-    p = sub.add_parser("serve", help="local HTTP scoring service for the add-on")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
-    p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--root", action="append", help="folder the service may read and score under (repeatable)")
-    p.add_argument("--token", default=os.environ.get("BVB_BRIDGE_TOKEN"), help="bearer token ($BVB_BRIDGE_TOKEN)")
-    p.add_argument("--judge", choices=("vlm", "geometry"), help="default DV judge for jobs that name none")
-    p.add_argument("--judge-base-url", help="default VLM judge endpoint")
-    p.add_argument("--judge-model", help="default VLM judge model")
-    p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), help="default DV protocol")
-    p.add_argument(
-        "--encoder", default=os.environ.get("BVB_VJEPA_MODEL"), help="default V-JEPA 2 for LS ($BVB_VJEPA_MODEL)"
+    p = sub.add_parser(
+        "serve",
+        help="local HTTP scoring service for the add-on",
+        epilog="Judges, encoders and roots are fixed here (flags or --config FILE); a job only names them. "
+        "Without --token a token is generated and written (mode 0600) to --token-file.",
     )
-    p.add_argument("--num-frames", type=int, help="default LS frames per clip")
-    p.add_argument("--device", help="default LS device")
+    p.add_argument("--config", help="TOML file: roots, [judges.NAME], [encoders.NAME], default_judge, ...")
+    p.add_argument("--host", help="bind address (default 127.0.0.1, loopback)")
+    p.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--root", action="append", help="folder the service may read and score under (repeatable)")
+    p.add_argument(
+        "--token",
+        default=os.environ.get("BVB_BRIDGE_TOKEN"),
+        help="bearer token ($BVB_BRIDGE_TOKEN; default: generated)",
+    )
+    p.add_argument(
+        "--token-file",
+        help="where a generated token is written (default $BVB_BRIDGE_TOKEN_FILE or ~/.config/bvb/bridge-token)",
+    )
+    p.add_argument(
+        "--judge", choices=("vlm", "geometry"), help="the default judge: a VLM (judge 'default') or geometry"
+    )
+    p.add_argument("--judge-base-url", help="endpoint of the VLM judge named 'default'")
+    p.add_argument("--judge-model", help="model of the VLM judge named 'default'")
+    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding that judge's API key")
+    p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), help="that judge's DV protocol")
+    p.add_argument("--price-in", type=float, help="that judge's input price, USD per million tokens")
+    p.add_argument("--price-out", type=float, help="that judge's output price, USD per million tokens")
+    p.add_argument(
+        "--encoder",
+        default=os.environ.get("BVB_VJEPA_MODEL"),
+        help="V-JEPA 2 encoder named 'default' ($BVB_VJEPA_MODEL)",
+    )
+    p.add_argument("--num-frames", type=int, help="that encoder's frames per clip")
+    p.add_argument("--device", help="that encoder's device")
     p.set_defaults(func=cmd_serve)
 
 
@@ -143,13 +167,13 @@ def _add_report(sub):
 def _add_vgi(sub):
     from .vgi import add_parser
 
-    add_parser(sub)
+    add_parser(sub).set_defaults(func=cmd_vgi)
 
 
 def _add_steps(sub):
     from .steps import add_parser
 
-    add_parser(sub, _add_judge_args)
+    add_parser(sub, _add_judge_args).set_defaults(func=cmd_steps)
 
 
 def build_parser():
@@ -166,79 +190,43 @@ def build_parser():
     return parser
 
 
-def make_judge(args):
-    """The judge an argparse namespace asks for (VLM with its cache, or geometry)."""
-    from .dv import shared_dir
-
-    if args.judge == "geometry":
-        from .geometry import GeometryJudge
-
-        return GeometryJudge()
-    if not args.judge_base_url or not args.judge_model:
-        raise ValueError(
-            "a VLM judge needs --judge-base-url and --judge-model (or --judge geometry for the offline judge)"
-        )
-    from .cache import JudgeCache
-    from .judge import VLMJudge
-    from .pricing import Pricing
-
-    cache_path = Path(args.cache) if args.cache else Path(args.shared or shared_dir(args.run)) / "judge_cache.sqlite"
-    return VLMJudge(
-        args.judge_base_url,
-        args.judge_model,
-        args.protocol,
-        cache=JudgeCache(cache_path),
+def judge_options(args):
+    """The JudgeOptions that dv's and steps' judge arguments ask for."""
+    return api.JudgeOptions(
+        kind=args.judge,
+        base_url=args.judge_base_url,
+        model=args.judge_model,
         api_key_env=args.judge_api_key_env,
-        pricing=Pricing(args.judge_model, args.price_in, args.price_out),
+        protocol=args.protocol,
+        cache=args.cache,
+        shared=args.shared,
+        price_in=args.price_in,
+        price_out=args.price_out,
         retries=args.retries,
-        backoff_s=args.retry_base_delay,
+        retry_base_delay=args.retry_base_delay,
         max_tokens_field=args.max_tokens_field,
-        cap=judge_cap(args),
+        concurrency=getattr(args, "judge_concurrency", None),
     )
 
 
-def judge_cap(args):
-    """The cap on judge requests in flight: cluster-wide on Ray, none locally unless asked for."""
-    from bvb_addon.backend import ConcurrencyCap
-
-    backend = getattr(args, "backend", "local")
-    limit = getattr(args, "judge_concurrency", None)
-    if limit is not None and limit < 1:
-        raise ValueError(f"--judge-concurrency must be at least 1, got {limit}")
-    if backend != "ray" and limit is None:
-        return None
-    # One cap per endpoint: a provider's rate limit holds for every run that calls it.
-    name = "bvb_judge_" + hashlib.sha256(str(args.judge_base_url).encode()).hexdigest()[:12]
-    return ConcurrencyCap(limit or DEFAULT_JUDGE_CONCURRENCY, backend=backend, name=name)
+def _scenes(args):
+    return tuple(args.scenes) if args.scenes else None
 
 
 def cmd_dv(args, progress=None):
-    from bvb_addon.dataset import read_split
-
-    from .dv import DualVQA
-
-    _check_backend(args)
-    questions = read_split(args.split)
-    judge = make_judge(args)
-    try:
-        summary = DualVQA(
-            args.run,
-            questions,
-            args.videos,
-            judge,
-            votes=args.votes,
-            workers=args.workers,
-            resume=args.resume,
-            scenes=args.scenes,
-            shared=args.shared,
-            progress=progress,
-            split_path=args.split,
-            backend=getattr(args, "backend", "local"),
-            ray_address=getattr(args, "ray_address", None),
-        ).run()
-    finally:
-        if getattr(judge, "cache", None) is not None:
-            judge.cache.close()
+    options = api.DVOptions(
+        run=Path(args.run),
+        split=Path(args.split),
+        videos=Path(args.videos),
+        judge=judge_options(args),
+        votes=args.votes,
+        workers=args.workers,
+        resume=args.resume,
+        scenes=_scenes(args),
+        backend=args.backend,
+        ray_address=args.ray_address,
+    )
+    summary = api.score_dv(options, progress=progress)
     counts = summary["counts"]
     rate = summary["retention_rate"]
     dv = "n/a (no question right on the sources)" if rate is None else f"{100 * rate:.2f}"
@@ -253,40 +241,25 @@ def cmd_dv(args, progress=None):
     print(f"wrote {Path(args.run) / 'dual_vqa.jsonl'} and dual_vqa_summary.json")
     failed = counts["by_status"].get("judge_error", 0)
     if failed:
-        from .judge import JudgeError
-
-        first = next(iter(r["reason"] for r in summary["failures"].values() if r["status"] == "judge_error"), "")
-        if failed == counts["questions"]:
-            raise JudgeError(f"every judge call failed ({first}); fix the judge settings and rerun with --resume")
-        print(f"warning: {failed} questions failed at the judge ({first}); rerun with --resume to retry them")
+        reason = api.judge_error_reason(summary)
+        print(f"warning: {failed} questions failed at the judge ({reason}); rerun with --resume to retry them")
     return summary
 
 
 def cmd_ls(args, progress=None):
-    from bvb_addon.dataset import read_split
-
-    from .ls import WEIGHTS_HINT, EncoderSpec, LSError, run_ls
-
-    if not args.model:
-        raise LSError(f"ls needs V-JEPA 2 weights: {WEIGHTS_HINT} (or set BVB_VJEPA_MODEL)")
-    _check_backend(args)
-    questions = read_split(args.split)
-    spec = EncoderSpec(args.model, args.device, args.dtype, args.trust_remote_code, args.num_frames)
-    backend = getattr(args, "backend", "local")
-    # Locally the encoder loads here, before any scene; on Ray each task loads its own.
-    encoder = spec.build() if backend == "local" else spec
-    summary = run_ls(
-        args.run,
-        questions,
-        args.videos,
-        encoder,
+    encoder = api.EncoderOptions(args.model, args.device, args.dtype, args.trust_remote_code, args.num_frames)
+    options = api.LSOptions(
+        run=Path(args.run),
+        split=Path(args.split),
+        videos=Path(args.videos),
+        encoder=encoder,
         resume=args.resume,
-        scenes=args.scenes,
-        progress=progress,
-        backend=backend,
-        ray_address=getattr(args, "ray_address", None),
-        scenes_per_task=getattr(args, "scenes_per_task", 8),
+        scenes=_scenes(args),
+        backend=args.backend,
+        ray_address=args.ray_address,
+        scenes_per_task=args.scenes_per_task,
     )
+    summary = api.score_ls(options, progress=progress)
     counts = summary["counts"]
     print(
         f"LS {100 * summary['vision_sim']:.2f} (layout {100 * summary['layout']:.2f}, motion {100 * summary['motion']:.2f}; "
@@ -297,22 +270,12 @@ def cmd_ls(args, progress=None):
     return summary
 
 
-def _check_backend(args):
-    """--backend ray without Ray installed: the install command, before any work."""
-    if getattr(args, "backend", "local") == "ray":
-        from bvb_addon.backend import require_ray
-
-        require_ray()
-
-
 def _pct(value):
     return "n/a" if value is None else f"{100 * value:.2f}"
 
 
 def cmd_overall(args, progress=None):
-    from .overall import compute_overall
-
-    result = compute_overall(args.run)
+    result = api.score_overall(args.run)
     if result["overall"] is None:
         have = {"DV": result["dual_vqa"], "LS": result["latent_sim"]}
         known = ", ".join(f"{k} {v:.2f}" for k, v in have.items() if v is not None)
@@ -324,47 +287,81 @@ def cmd_overall(args, progress=None):
 
 
 def cmd_leaderboard(args, progress=None):
-    from .overall import format_table, leaderboard
+    from .overall import format_table
 
-    rows = leaderboard(args.runs, args.out, args.reference)
+    rows = api.write_leaderboard(api.LeaderboardOptions(tuple(args.runs), Path(args.out), args.reference))
     print(format_table(rows))
     print(f"wrote {args.out}")
     return rows
 
 
 def cmd_serve(args, progress=None):
-    from .service import serve
+    from .service import config_from_args, serve
 
-    dv = {
-        "judge": args.judge,
-        "judge_base_url": args.judge_base_url,
-        "judge_model": args.judge_model,
-        "protocol": args.protocol,
-    }
-    ls = {"model": args.encoder, "num_frames": args.num_frames, "device": args.device}
-    defaults = {"dv": {k: v for k, v in dv.items() if v}, "ls": {k: v for k, v in ls.items() if v}}
-    return serve(args.host, args.port, args.root or [os.getcwd()], args.token, defaults)
+    return serve(config_from_args(args))
 
 
 def cmd_report(args, progress=None):
-    from .report import build_report
-
-    out = build_report(args.runs, args.out, args.videos)
+    out = api.write_report(api.ReportOptions(tuple(args.runs), Path(args.out), args.videos))
     print(f"wrote {out or args.out}")
     return out
 
 
-# The one-line errors that bad input raises; anything else is a bug and keeps its traceback.
-def _user_errors():
-    from bvb_addon.backend import BackendError
-    from bvb_addon.dataset import SplitError
-    from bvb_addon.video import VideoError
+def cmd_steps(args, progress=None):
+    options = api.StepsOptions(
+        run=Path(args.run),
+        split=Path(args.split),
+        videos=Path(args.videos),
+        judge=judge_options(args),
+        scenes=_scenes(args),
+    )
+    result = api.score_steps(options)
+    print(
+        f"steps: {result['questions']} questions over {result['scenes']} scenes; "
+        f"wrong->correct {100 * result['wrong_to_correct_rate']:.1f}%, "
+        f"wrong->other wrong {100 * result['wrong_to_other_wrong_rate']:.1f}%, "
+        f"correct->wrong {100 * result['correct_to_wrong_rate']:.1f}%, "
+        f"stable over the second half {100 * result['stability_second_half']:.1f}%, "
+        f"mean lock-in step {result['mean_lock_in_step']:.2f}"
+    )
+    print(f"wrote {Path(args.run) / 'steps_analysis.json'}")
+    return result
 
-    from .judge import JudgeError
-    from .ls import LSError
-    from .overall import OverallError
 
-    return (SplitError, VideoError, JudgeError, LSError, OverallError, BackendError, ValueError, FileNotFoundError)
+def cmd_vgi(args, progress=None):
+    from tqdm import tqdm
+
+    vlm = api.JudgeOptions(
+        base_url=args.judge_base_url,
+        model=args.judge_model,
+        api_key_env=args.judge_api_key_env,
+        cache=args.cache,
+        price_in=args.price_in,
+        price_out=args.price_out,
+    )
+    options = api.VGIOptions(
+        videos=Path(args.videos),
+        tasks=Path(args.tasks),
+        judge=args.judge,
+        vlm=vlm,
+        timelines=args.timelines,
+        half=args.half,
+        workers=args.workers,
+        out=args.out,
+    )
+    bar = tqdm(desc="vgi", unit="task")
+    try:
+        summary = api.score_vgi(options, progress=lambda _row: bar.update())
+    finally:
+        bar.close()
+    overall = summary["overall"]
+    print(
+        f"VGI ({summary['judge']}, {summary['instances']} instances): score {overall['score']:.1f}, "
+        f"success {overall['success']:.1f}"
+    )
+    for domain, entry in summary["by_domain"].items():
+        print(f"  {domain:26s} {entry['score']:6.1f}")
+    return summary
 
 
 def main(argv=None):
@@ -376,7 +373,7 @@ def main(argv=None):
         return 0
     try:
         args.func(args)
-    except _user_errors() as exc:
+    except api.user_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

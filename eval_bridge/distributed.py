@@ -79,7 +79,7 @@ def dv_scene_task(item):
     dv, questions, source = item
     try:
         with cf.ThreadPoolExecutor(max_workers=dv.workers, thread_name_prefix="dv-question") as pool:
-            rows = list(pool.map(lambda q: dv._score(q, source), questions))
+            rows = list(pool.map(lambda q: dv.score_question(q, source), questions))
     finally:
         dv.close_pools()
     return {
@@ -92,8 +92,6 @@ def dv_scene_task(item):
 
 def score_dv_on_ray(dv, pending, sources, finished):
     """Score the pending questions as one Ray task per scene; finished(rows) is called as each scene returns."""
-    from .dv import DualVQA
-
     ray = backend.ensure_ray(dv.ray_address)
     judge = dv.judge
     cache = getattr(judge, "cache", None)
@@ -110,11 +108,7 @@ def score_dv_on_ray(dv, pending, sources, finished):
         by_scene[(question.dataset, question.scene_name)].append(question)
     items = []
     for key, questions in by_scene.items():
-        state = dv.__getstate__()
-        state.update(judge=task_judge, shared=dv.shared.task_copy(task_judge, questions))
-        copy = object.__new__(DualVQA)
-        copy.__dict__.update(state)
-        items.append((copy, questions, sources[key]))
+        items.append((dv.task_copy(task_judge, questions), questions, sources[key]))
     log.info("DV on Ray: %d scene tasks, %d questions", len(items), len(pending))
 
     lost = []
@@ -172,74 +166,30 @@ def _judge_lock(judge):
 
 # ---- LS --------------------------------------------------------------------------------------
 
-_ENCODERS = {}
 
+def batches_on_ray(task, spec, run_dir, jobs, ray_address, scenes_per_task):
+    """Yield (batch, result, error) for task((spec, run_dir, batch)) run on batches of jobs as Ray tasks.
 
-def _encoder(spec):
-    """The encoder of this worker process: loaded once, reused by the next batches it runs."""
-    if spec not in _ENCODERS:
-        _ENCODERS.clear()  # one model per worker: free the last one's (GPU) memory first
-        _ENCODERS[spec] = spec.build()
-    return _ENCODERS[spec]
-
-
-def ls_batch_task(item):
-    """Score a batch of scenes (dataset, scene, source) with one encoder load; return rows and its info."""
-    from .ls import scene_row
-
-    spec, run_dir, batch = item
-    encoder = _encoder(spec)
-    rows = [scene_row(encoder, run_dir, dataset, scene, source) for dataset, scene, source in batch]
-    return {"rows": rows, "info": encoder.info()}
-
-
-def score_ls_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished):
-    """Score jobs [(dataset, scene, source)] in Ray tasks of scenes_per_task scenes; return the encoder's info."""
-    from .ls import EncoderSpec, LSError
-
-    if scenes_per_task < 1:
-        raise LSError(f"--scenes-per-task {scenes_per_task} must be at least 1")
-    spec = encoder
-    if not isinstance(spec, EncoderSpec):
-        spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
-    if not jobs:
-        # Nothing to encode (all resumed or failed): describe the encoder without a cluster.
-        return spec.build().info()
+    Each task gets a GPU of its own (visible to it as device 0) where the cluster has one and the
+    encoder spec does not ask for the CPU.
+    """
     ray = backend.ensure_ray(ray_address)
     gpus = ray.cluster_resources().get("GPU", 0)
     if spec.device.startswith("cuda") and gpus < 1:
-        raise LSError(f"--device {spec.device}: the Ray cluster has no GPU; pass --device cpu or add a GPU node")
+        raise backend.BackendError(
+            f"--device {spec.device}: the Ray cluster has no GPU; pass --device cpu or add a GPU node"
+        )
     num_gpus = 1 if spec.device != "cpu" and gpus >= 1 else 0
-    local_spec = spec
     if num_gpus:
-        # Ray gives each task its own GPU, visible to it as device 0.
         spec = replace(spec, device="cuda")
     items = [(spec, str(run_dir), jobs[i : i + scenes_per_task]) for i in range(0, len(jobs), scenes_per_task)]
     log.info("LS on Ray: %d tasks of up to %d scenes, %d GPU each", len(items), scenes_per_task, num_gpus)
-    info = None
     results = backend.map_unordered(
-        ls_batch_task, items, backend="ray", ray_address=ray_address, num_cpus=LS_TASK_CPUS, num_gpus=num_gpus,
+        task, items, backend="ray", ray_address=ray_address, num_cpus=LS_TASK_CPUS, num_gpus=num_gpus,
         max_retries=MAX_RETRIES,
     )  # fmt: skip
     for item, result, error in results:
-        if error is not None:
-            if isinstance(error, LSError):
-                raise LSError(str(error))
-            # Lost after every retry: the scenes fail this run and are redone by --resume.
-            reason = f"Ray task failed after {MAX_RETRIES} retries: {_one_line(error)}"
-            rows = [
-                {"scene": scene, "dataset": dataset, "model": spec.model_id, "num_frames": spec.num_frames,
-                 "status": "model_error", "reason": reason, "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
-                for dataset, scene, _ in item[2]
-            ]  # fmt: skip
-            finished(rows)
-            continue
-        info = info or result["info"]
-        finished(result["rows"])
-    if info is None:
-        # No scene needed the encoder (all resumed or failed): describe it without a task.
-        info = local_spec.build().info()
-    return info
+        yield item[2], result, error
 
 
 def _one_line(exc):

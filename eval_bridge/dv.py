@@ -6,8 +6,8 @@ question of the run. Scenes without a render keep their questions in the pool as
 
 import concurrent.futures as cf
 import datetime
+import functools
 import hashlib
-import json
 import logging
 import threading
 from collections import Counter, defaultdict
@@ -15,8 +15,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from bvb_addon import backend
+
 from .correctness import score
-from .files import append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
+from .files import agent_meta, append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 log = logging.getLogger(__name__)
 
@@ -158,18 +160,11 @@ def _failure_reason(run_dir, scene, render_states):
     render = Path(run_dir) / "camera_renders" / f"{scene}.mp4"
     if not render.is_file():
         if not (Path(run_dir) / "blends" / f"{scene}.blend").is_file():
-            meta = _agent_meta(run_dir, scene)
+            meta = agent_meta(run_dir, scene)
             why = meta.get("stop_reason") or meta.get("status") or "the agent never ran"
             return "no_render", f"no submission (blends/{scene}.blend missing): {why}"
         return "no_render", f"no evaluation render ({render.name} missing); run python -m headless.render"
     return None
-
-
-def _agent_meta(run_dir, scene):
-    try:
-        return json.loads((Path(run_dir) / "agent_meta" / f"{scene}.json").read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 class DualVQA:
@@ -240,6 +235,17 @@ class DualVQA:
         self.__dict__.update(state, all_questions=[], questions=[], progress=None)
         self._open_pools()
 
+    def task_copy(self, judge, questions):
+        """A copy for a remote task scoring these questions: its own judge, and shared answers it collects.
+
+        The copy opens its pools when it is unpickled in the task, not here on the driver.
+        """
+        state = self.__getstate__()
+        state.update(judge=judge, shared=self.shared.task_copy(judge, questions))
+        copy = object.__new__(DualVQA)
+        copy.__dict__.update(state)
+        return copy
+
     def _matches(self, row):
         return (
             row.get("protocol") == self.judge.protocol
@@ -286,10 +292,11 @@ class DualVQA:
                 if pending:  # a finished run resumed needs no cluster
                     score_dv_on_ray(self, pending, sources, finished)
             else:
-                with cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="dv-question") as pool:
-                    futures = {pool.submit(self._score, q, sources[(q.dataset, q.scene_name)]): q for q in pending}
-                    for future in cf.as_completed(futures):
-                        finished([future.result()])
+                score = functools.partial(_score_with_sources, self, sources)
+                for _question, row, error in backend.map_unordered(score, pending, workers=self.workers):
+                    if error is not None:
+                        raise error
+                    finished([row])
         finally:
             bar.close()
             self.close_pools()
@@ -331,7 +338,8 @@ class DualVQA:
         answers = self._ask_votes(media, question)
         return [a.text for a in answers], sum(a.cost_usd for a in answers)
 
-    def _score(self, question, source_file):
+    def score_question(self, question, source_file):
+        """The row of one question: both sides asked, graded and compared."""
         scene = question.scene_name
         row = {
             "id": question.id,
@@ -394,6 +402,10 @@ class DualVQA:
         return majority(
             [score(protocol, question.question_type, a, question.options, question.ground_truth) for a in answers]
         )
+
+
+def _score_with_sources(dv, sources, question):
+    return dv.score_question(question, sources[(question.dataset, question.scene_name)])
 
 
 def _drain(future):

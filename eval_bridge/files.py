@@ -10,7 +10,15 @@ from bvb_addon.atomic import write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 
-__all__ = ["append_jsonl", "read_json", "read_jsonl", "write_json_atomic", "write_jsonl_atomic", "write_text_atomic"]
+__all__ = [
+    "agent_meta",
+    "append_jsonl",
+    "read_json",
+    "read_jsonl",
+    "write_json_atomic",
+    "write_jsonl_atomic",
+    "write_text_atomic",
+]
 
 
 def write_jsonl_atomic(path, rows):
@@ -67,3 +75,12 @@ def read_json(path, what="file"):
         raise FileNotFoundError(f"{what} {path} does not exist") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno}); regenerate it") from None
+
+
+def agent_meta(run_dir, scene):
+    """agent_meta/<scene>.json of a run, or {} when it is missing or unreadable (a failure's reason, not a fault)."""
+    try:
+        meta = json.loads((Path(run_dir) / "agent_meta" / f"{scene}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}

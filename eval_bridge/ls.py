@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from .files import read_jsonl, write_json_atomic, write_jsonl_atomic
+from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from
 
 __all__ = [
@@ -189,14 +189,12 @@ class EncoderSpec:
 
 def _failure(run_dir, scene):
     """Why a scene has no usable render, from render_status.jsonl and the files, or None."""
-    from .dv import _agent_meta
-
     for row in read_jsonl(Path(run_dir) / "render_status.jsonl"):
         if row.get("scene") == scene and row.get("status") not in (None, "ok"):
             return "render_failed", str(row.get("reason") or row.get("status"))
     if not (Path(run_dir) / "camera_renders" / f"{scene}.mp4").is_file():
         if not (Path(run_dir) / "blends" / f"{scene}.blend").is_file():
-            meta = _agent_meta(run_dir, scene)
+            meta = agent_meta(run_dir, scene)
             return (
                 "no_render",
                 f"no submission: {meta.get('stop_reason') or meta.get('status') or 'the agent never ran'}",
@@ -296,9 +294,7 @@ def run_ls(
             if failed:
                 finished(failed)
             jobs = [(d, s, str(sources[(d, s)])) for d, s in todo if s not in rows]
-            from .distributed import score_ls_on_ray
-
-            info = score_ls_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished)
+            info = _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished)
         else:
             info = encoder.info()
             for dataset, scene in todo:
@@ -310,6 +306,58 @@ def run_ls(
     summary = summarise(final, info)
     write_json_atomic(run_dir / SUMMARY, summary)
     return summary
+
+
+def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished):
+    """Score jobs [(dataset, scene, source)] in Ray tasks of scenes_per_task scenes; return the encoder's info."""
+    if scenes_per_task < 1:
+        raise LSError(f"--scenes-per-task {scenes_per_task} must be at least 1")
+    spec = encoder
+    if not isinstance(spec, EncoderSpec):
+        spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
+    info = None
+    if jobs:
+        from .distributed import MAX_RETRIES, batches_on_ray
+
+        for batch, result, error in batches_on_ray(score_batch, spec, run_dir, jobs, ray_address, scenes_per_task):
+            if error is not None:
+                if isinstance(error, LSError):
+                    raise LSError(str(error))
+                # Lost after every retry: the scenes fail this run and are redone by --resume.
+                reason = f"Ray task failed after {MAX_RETRIES} retries: {_one_line(error)}"
+                finished([
+                    {"scene": scene, "dataset": dataset, "model": spec.model_id, "num_frames": spec.num_frames,
+                     "status": "model_error", "reason": reason, "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
+                    for dataset, scene, _ in batch
+                ])  # fmt: skip
+                continue
+            info = info or result["info"]
+            finished(result["rows"])
+    # No scene needed the encoder (all resumed or failed): describe it without a task.
+    return info or spec.build().info()
+
+
+_ENCODERS = {}
+
+
+def _worker_encoder(spec):
+    """The encoder of this worker process: loaded once, reused by the next batches it runs."""
+    if spec not in _ENCODERS:
+        _ENCODERS.clear()  # one model per worker: free the last one's (GPU) memory first
+        _ENCODERS[spec] = spec.build()
+    return _ENCODERS[spec]
+
+
+def score_batch(item):
+    """A remote task: score a batch of scenes (dataset, scene, source) with one encoder load; rows and its info."""
+    spec, run_dir, batch = item
+    encoder = _worker_encoder(spec)
+    rows = [scene_row(encoder, run_dir, dataset, scene, source) for dataset, scene, source in batch]
+    return {"rows": rows, "info": encoder.info()}
+
+
+def _one_line(exc):
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def scene_row(encoder, run_dir, dataset, scene, source, read_rgb_frames=None):

@@ -172,10 +172,13 @@ def run_row(run_dir):
 
 
 def _number(value):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
+    """A CSV cell as a number; a blank cell is None (and stays blank when written back)."""
+    if value is None or not str(value).strip():
         return None
+    return float(value)
+
+
+NUMBER_COLUMNS = ("overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "runtimeMin", *QUESTION_COLUMNS)
 
 
 def read_reference(path):
@@ -192,19 +195,19 @@ def read_reference(path):
             )
         rows = []
         for row in reader:
+            line = reader.line_num
+            if not (row.get("name") or "").strip():
+                raise OverallError(f"reference CSV {path} line {line} has no name; give every row a name")
             row = {k: v for k, v in row.items() if k in COLUMNS}
-            for key in (
-                "overall",
-                "dualVqa",
-                "latentSim",
-                "layout",
-                "motion",
-                "costUsd",
-                "runtimeMin",
-                *QUESTION_COLUMNS,
-            ):
+            for key in NUMBER_COLUMNS:
                 if key in row:
-                    row[key] = _number(row[key])
+                    try:
+                        row[key] = _number(row[key])
+                    except ValueError:
+                        raise OverallError(
+                            f"reference CSV {path} line {line}: {key} {row[key]!r} is not a number; "
+                            "leave the cell blank or write a number"
+                        ) from None
             row["source"] = "reference"
             rows.append(row)
     return rows
@@ -218,11 +221,13 @@ def _cell(value):
     return str(value)
 
 
-def _number(value):
-    try:
-        return float(value) if value not in (None, "") else -math.inf
-    except (TypeError, ValueError):
-        return -math.inf
+def _rank_key(row):
+    """Higher first; a missing value ranks after every present one."""
+    key = []
+    for column in ("overall", "dualVqa"):
+        value = row.get(column)
+        key += [value is None, -(value or 0.0)]
+    return key
 
 
 def leaderboard(run_dirs, out, reference=None):
@@ -231,7 +236,7 @@ def leaderboard(run_dirs, out, reference=None):
     if reference:
         rows += read_reference(reference)
     # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
-    rows.sort(key=lambda r: (-_number(r.get("overall")), -_number(r.get("dualVqa"))))
+    rows.sort(key=_rank_key)
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
     buffer = io.StringIO()

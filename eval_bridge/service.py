@@ -1,72 +1,259 @@
-"""A small local HTTP service that scores runs for the Blender add-on.
+"""The local HTTP scoring service for the Blender add-on (Starlette on uvicorn).
 
-    GET  /health                     service, version, roots
+    GET  /health                     service, version, roots, configured judge and encoder names
     POST /jobs                       {"run", "axes": ["dv", "ls", "overall"], "split", "videos", "scenes",
-                                      "resume", "dv": {judge options}, "ls": {encoder options}} -> 202 {"job"}
+                                      "resume", "dv": {"judge": NAME, "votes", "workers"},
+                                      "ls": {"encoder": NAME}} -> 202 {"job"}
     GET  /jobs                       every job
     GET  /jobs/<id>                  status (queued, running, done, failed) and progress
     GET  /jobs/<id>/results          the run's summaries and overall.json once the job is done
     GET  /files?path=<path>          a file under a root (renders, rows)
 
-It binds loopback by default, reads and scores only under its roots, needs a bearer token
-when bound to any other address, and runs one job at a time per run directory.
+The service runs on a desktop beside a web browser, so it trusts no request: judges (with their
+endpoints, key variables and prices), encoders and roots are fixed when it starts, and a job only
+names a configured judge or encoder (a body with any other field is a 422). Every request needs
+the bearer token, loopback included; a browser page's request (an Origin that is not loopback, a
+Host that is not the bound address, a body that is not application/json) is refused before its
+body is read. One job at a time per run directory, also against a CLI on the same run (runlock).
 """
 
+import asyncio
+import contextlib
 import hmac
 import ipaddress
 import itertools
 import json
 import logging
-import mimetypes
+import secrets
+import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import tomllib
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
+from typing import Literal
+from urllib.parse import urlsplit
 
+import h11
+import uvicorn
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
+from starlette.responses import FileResponse, JSONResponse
+from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from bvb_addon.atomic import write_bytes_atomic
+from bvb_addon.bridge_client import default_token_file
 from bvb_addon.versions import HARNESS_VERSION
+
+from . import api
+from .runlock import RunBusy, run_lock
 
 log = logging.getLogger(__name__)
 
 AXES = ("dv", "ls", "overall")
-MAX_BODY = 1 << 20
-DV_OPTIONS = {
-    "judge": "--judge",
-    "judge_base_url": "--judge-base-url",
-    "judge_model": "--judge-model",
-    "judge_api_key_env": "--judge-api-key-env",
-    "protocol": "--protocol",
-    "votes": "--votes",
-    "workers": "--workers",
-    "price_in": "--price-in",
-    "price_out": "--price-out",
-    "retries": "--retries",
-    "retry_base_delay": "--retry-base-delay",
-}
-LS_OPTIONS = {"model": "--model", "device": "--device", "dtype": "--dtype", "num_frames": "--num-frames"}
+GEOMETRY = "geometry"
+# A job is a few hundred bytes; anything near this is not one.
+MAX_BODY = 64 * 1024
+# Limits on slow or stuck clients: the request head, the body, an idle keep-alive connection.
+HEAD_TIMEOUT_S = 5.0
+BODY_TIMEOUT_S = 0.5
+KEEP_ALIVE_S = 5
+# Connections waiting to be accepted: a burst of health checks from many clients must not be dropped.
+BACKLOG = 2048
 
 
-class RequestError(Exception):
+class ServiceError(Exception):
+    """A request the service refuses: its HTTP status and a one-line reason."""
+
     def __init__(self, status, message):
         super().__init__(message)
         self.status = status
 
 
-def is_loopback(host):
-    if host in ("localhost", ""):
-        return host == "localhost"
+# ---- configuration (fixed at start) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What the service may do, fixed when it starts; requests only choose among it by name."""
+
+    roots: tuple
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None  # None: generate one and write it to token_file
+    token_file: Path | None = None  # default: bvb_addon.bridge_client.default_token_file()
+    judges: dict = field(default_factory=dict)  # name -> api.JudgeOptions; "geometry" is always there
+    default_judge: str | None = None  # for a job that names none
+    encoders: dict = field(default_factory=dict)  # name -> api.EncoderOptions
+    default_encoder: str | None = None
+
+    def __post_init__(self):
+        if not self.roots:
+            raise ValueError("serve needs at least one --root folder")
+        judges = {GEOMETRY: api.JudgeOptions(kind="geometry"), **self.judges}
+        for name, judge in judges.items():
+            try:
+                judge.check()
+            except ValueError as exc:
+                raise ValueError(f"judge {name!r}: {exc}") from None
+        object.__setattr__(self, "judges", judges)
+        if self.default_judge is not None and self.default_judge not in judges:
+            raise ValueError(f"default judge {self.default_judge!r} is not configured; configured: {', '.join(judges)}")
+        if self.default_encoder is not None and self.default_encoder not in self.encoders:
+            raise ValueError(f"default encoder {self.default_encoder!r} is not configured; add it under [encoders]")
+        if not is_loopback(self.host) and not self.token:
+            raise ValueError(
+                f"serve: binding {self.host} exposes the service beyond this machine; "
+                "pass --token (or BVB_BRIDGE_TOKEN) and give it to the clients yourself"
+            )
+
+
+class _JudgeEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["vlm", "geometry"] = "vlm"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    protocol: Literal["dual_vqa_v1", "vsi_official"] = "dual_vqa_v1"
+    cache: str | None = None
+    shared: str | None = None
+    price_in: float | None = None
+    price_out: float | None = None
+    retries: int = Field(6, ge=0)
+    retry_base_delay: float = Field(1.0, ge=0)
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    concurrency: int | None = Field(None, ge=1)
+
+
+class _EncoderEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    device: str = "auto"
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    trust_remote_code: bool = False
+    num_frames: int = Field(64, ge=2)
+
+
+class _ConfigFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    roots: list[str] = []
+    host: str | None = None
+    port: int | None = Field(None, ge=0, le=65535)
+    token_file: str | None = None
+    default_judge: str | None = None
+    default_encoder: str | None = None
+    judges: dict[str, _JudgeEntry] = {}
+    encoders: dict[str, _EncoderEntry] = {}
+
+
+def read_config_file(path):
+    """The parsed TOML configuration file (roots, judges, encoders); a one-line error naming the file."""
+    path = Path(path)
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"service config {path} does not exist; pass an existing TOML file to --config") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"service config {path} is not valid TOML: {exc}") from None
+    try:
+        return _ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ValueError(f"service config {path}: {_first_error(exc)}") from None
+
+
+def config_from_args(args):
+    """The ServiceConfig of ``serve``'s arguments: a config file, with flags adding to or overriding it."""
+    from_file = read_config_file(args.config) if args.config else _ConfigFile()
+    judges = {name: api.JudgeOptions(**entry.model_dump()) for name, entry in from_file.judges.items()}
+    encoders = {name: api.EncoderOptions(**entry.model_dump()) for name, entry in from_file.encoders.items()}
+    default_judge, default_encoder = from_file.default_judge, from_file.default_encoder
+    if args.judge_base_url or args.judge_model or args.judge == "vlm":
+        judges["default"] = api.JudgeOptions(
+            kind="vlm",
+            base_url=args.judge_base_url,
+            model=args.judge_model,
+            api_key_env=args.judge_api_key_env,
+            protocol=args.protocol or "dual_vqa_v1",
+            price_in=args.price_in,
+            price_out=args.price_out,
+        )
+        default_judge = "default"
+    elif args.judge == GEOMETRY:
+        default_judge = GEOMETRY
+    if args.encoder:
+        encoders["default"] = api.EncoderOptions(
+            args.encoder, device=args.device or "auto", num_frames=args.num_frames or 64
+        )
+        default_encoder = default_encoder or "default"
+    roots = tuple(args.root or from_file.roots or [str(Path.cwd())])
+    token_file = args.token_file or from_file.token_file
+    return ServiceConfig(
+        roots=roots,
+        host=args.host or from_file.host or "127.0.0.1",
+        port=args.port if args.port is not None else (from_file.port or 8765),
+        token=args.token,
+        token_file=Path(token_file).expanduser() if token_file else None,
+        judges=judges,
+        default_judge=default_judge,
+        encoders=encoders,
+        default_encoder=default_encoder,
+    )
+
+
+# ---- request bodies --------------------------------------------------------------------------
+
+
+class DVBody(BaseModel):
+    """A job's DV options: the name of a configured judge and how to ask it; never an endpoint, key or price."""
+
+    model_config = ConfigDict(extra="forbid")
+    judge: str | None = None
+    votes: int = Field(1, ge=1, le=15)
+    workers: int = Field(8, ge=1, le=64)
+
+
+class LSBody(BaseModel):
+    """A job's LS options: the name of a configured encoder."""
+
+    model_config = ConfigDict(extra="forbid")
+    encoder: str | None = None
+
+
+class JobBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run: str = Field(min_length=1)
+    axes: list[Literal["dv", "ls", "overall"]] = Field(default_factory=lambda: list(AXES), min_length=1)
+    split: str | None = None
+    videos: str | None = None
+    scenes: list[str] = []
+    resume: bool = False
+    dv: DVBody = Field(default_factory=DVBody)
+    ls: LSBody = Field(default_factory=LSBody)
+
+
+def _first_error(exc):
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error.get("loc", ())) or "body"
+    message = error.get("msg", "invalid")
+    if error.get("type") == "extra_forbidden":
+        message = "not a job option (judges, endpoints, key variables and prices are fixed when the service starts)"
+    return f"{where}: {message}"
+
+
+# ---- jobs ------------------------------------------------------------------------------------
 
 
 class Job:
-    def __init__(self, job_id, run, axes, argvs):
+    def __init__(self, job_id, run, axes, steps, lock, judge=None, encoder=None):
         self.id = job_id
+        self.judge, self.encoder = judge, encoder  # the configured names it uses
         self.run = run
         self.axes = axes
-        self.argvs = argvs
+        self.steps = steps  # [(axis, callable(progress))]
+        self.lock = lock
         self.status = "queued"
         self.error = None
         self.axis = None
@@ -82,6 +269,8 @@ class Job:
             "job": self.id,
             "run": str(self.run),
             "axes": self.axes,
+            "judge": self.judge,
+            "encoder": self.encoder,
             "status": self.status,
             "error": self.error,
             "progress": {"axis": self.axis, "done": self.done, "total": self.total, "axes_done": self.axes_done},
@@ -91,19 +280,24 @@ class Job:
         }
 
 
-class Service:
-    """Jobs and path rules; the HTTP handler only translates."""
+def is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
-    def __init__(self, roots, token=None, defaults=None):
-        if not roots:
-            raise ValueError("serve needs at least one --root folder")
-        self.roots = [Path(r).resolve() for r in roots]
+
+class Service:
+    """Jobs and path rules; the HTTP layer only validates and translates."""
+
+    def __init__(self, config):
+        self.config = config
+        self.roots = [Path(r).expanduser().resolve() for r in config.roots]
         missing = [str(r) for r in self.roots if not r.is_dir()]
         if missing:
             raise ValueError(f"--root {missing[0]} is not a folder; pass existing folders")
-        self.token = token
-        # Judge and encoder options the service owner chose; a job's own options override them.
-        self.defaults = {"dv": dict((defaults or {}).get("dv") or {}), "ls": dict((defaults or {}).get("ls") or {})}
         self.jobs = {}
         self._active = {}
         self._ids = itertools.count(1)
@@ -112,68 +306,94 @@ class Service:
     def inside(self, path, what):
         """The resolved path, if it lies under a root (symlinks resolved first); else a 403."""
         if not isinstance(path, str) or not path:
-            raise RequestError(400, f"{what} must be a path")
-        resolved = Path(path).expanduser().resolve()
+            raise ServiceError(400, f"{what} must be a path")
+        try:
+            resolved = Path(path).expanduser().resolve()
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise ServiceError(400, f"{what} is not a usable path ({exc})") from None
         if not any(resolved == root or resolved.is_relative_to(root) for root in self.roots):
-            raise RequestError(403, f"{what} {path} is outside the service's roots")
+            raise ServiceError(403, f"{what} {path} is outside the service's roots")
         return resolved
 
-    def submit(self, spec):
-        if not isinstance(spec, dict):
-            raise RequestError(400, "the job must be a JSON object")
-        run = self.inside(spec.get("run"), "run")
-        if not run.is_dir():
-            raise RequestError(404, f"run {run} does not exist")
-        axes = spec.get("axes") or list(AXES)
-        if not isinstance(axes, list) or not set(axes) <= set(AXES) or not axes:
-            raise RequestError(400, f"axes must be a list drawn from {', '.join(AXES)}")
-        axes = [a for a in AXES if a in axes]
-        argvs = []
-        scenes = spec.get("scenes") or []
-        if not isinstance(scenes, list) or not all(isinstance(s, str) for s in scenes):
-            raise RequestError(400, "scenes must be a list of scene names")
-        config = _run_config(run)
-        skipped = {}
-        for axis in axes:
-            argv = [axis, "--run", str(run)]
-            if axis in ("dv", "ls"):
-                options = DV_OPTIONS if axis == "dv" else LS_OPTIONS
-                extra = spec.get(axis) or {}
-                if not isinstance(extra, dict) or set(extra) - set(options):
-                    raise RequestError(400, f"'{axis}' options must be an object with keys from {', '.join(options)}")
-                extra = {**self.defaults[axis], **extra}
-                reason = _unconfigured(axis, extra)
-                if reason:
-                    skipped[axis] = reason
-                    continue
-                for field in ("split", "videos"):
-                    # The runner records both in config.json, so the add-on need not send them.
-                    if not spec.get(field) and not config.get(field):
-                        raise RequestError(400, f"{axis} needs '{field}' (the run's config.json has none)")
-                argv += ["--split", str(self.inside(spec.get("split") or config["split"], "split"))]
-                argv += ["--videos", str(self.inside(spec.get("videos") or config["videos"], "videos"))]
-                for key, value in extra.items():
-                    if value is not None:
-                        argv += [options[key], str(value)]
-                if scenes:
-                    argv += ["--scenes", *scenes]
-                if spec.get("resume"):
-                    argv.append("--resume")
-            argvs.append(argv)
-        if not argvs:
-            raise RequestError(400, "nothing to score: " + "; ".join(f"{a}: {r}" for a, r in skipped.items()))
-        from .cli import build_parser
+    def health(self):
+        config = self.config
+        return {
+            "status": "ok",
+            "service": "bvb-eval-bridge",
+            "version": HARNESS_VERSION,
+            "roots": [str(r) for r in self.roots],
+            "judges": sorted(config.judges),
+            "default_judge": config.default_judge,
+            "encoders": sorted(config.encoders),
+            "default_encoder": config.default_encoder,
+        }
 
-        parser = build_parser()
-        for argv in argvs:
-            try:
-                parser.parse_args(argv)
-            except SystemExit:
-                raise RequestError(400, f"invalid options for {argv[0]}: {' '.join(argv[3:])}") from None
+    def _named(self, kind, name, configured, default):
+        """The configured judge or encoder a job names (or the default); None when there is neither."""
+        name = name or default
+        if name is None:
+            return None, None
+        if name not in configured:
+            raise ServiceError(
+                422, f"{kind} {name!r} is not configured; this service has: {', '.join(sorted(configured)) or 'none'}"
+            )
+        return name, configured[name]
+
+    def submit(self, body):
+        run = self.inside(body.run, "run")
+        if not run.is_dir():
+            raise ServiceError(404, f"run {run} does not exist")
+        axes = [a for a in AXES if a in body.axes]
+        config = _run_config(run)
+        scenes = tuple(body.scenes) or None
+        steps, skipped = [], {}
+        judge_name, judge = self._named("judge", body.dv.judge, self.config.judges, self.config.default_judge)
+        encoder_name, encoder = self._named(
+            "encoder", body.ls.encoder, self.config.encoders, self.config.default_encoder
+        )
+        for axis in axes:
+            if axis == "overall":
+                steps.append((axis, lambda progress: api.score_overall(run)))
+                continue
+            if axis == "dv" and judge is None:
+                skipped[axis] = (
+                    f"no judge: the job names none and the service has no default (configured: "
+                    f"{', '.join(sorted(self.config.judges))}); start it with --judge-base-url and --judge-model"
+                )
+                continue
+            if axis == "ls" and encoder is None:
+                skipped[axis] = "no V-JEPA 2 encoder: start the service with --encoder PATH (or set BVB_VJEPA_MODEL)"
+                continue
+            where = {}
+            for name in ("split", "videos"):
+                # The runner records both in config.json, so the add-on need not send them.
+                value = getattr(body, name) or config.get(name)
+                if not value:
+                    raise ServiceError(400, f"{axis} needs '{name}' (the run's config.json has none)")
+                where[name] = self.inside(str(value), name)
+            if axis == "dv":
+                options = api.DVOptions(
+                    run, where["split"], where["videos"], judge, votes=body.dv.votes, workers=body.dv.workers,
+                    resume=body.resume, scenes=scenes,
+                )  # fmt: skip
+                steps.append((axis, lambda progress, o=options: api.score_dv(o, progress, lock=False)))
+            else:
+                options = api.LSOptions(
+                    run, where["split"], where["videos"], encoder, resume=body.resume, scenes=scenes
+                )
+                steps.append((axis, lambda progress, o=options: api.score_ls(o, progress, lock=False)))
+        if not steps:
+            raise ServiceError(400, "nothing to score: " + "; ".join(f"{a}: {r}" for a, r in skipped.items()))
         with self._lock:
             if run in self._active:
-                raise RequestError(409, f"job {self._active[run]} is already scoring {run}; wait for it")
-            job = Job(str(next(self._ids)), run, axes, argvs)
+                raise ServiceError(409, f"job {self._active[run]} is already scoring {run}; wait for it")
+            job_id = str(next(self._ids))
+            try:
+                # Held from here to the job's end: a CLI dv on this run waits its turn, and so do we.
+                lock = run_lock(run, f"eval_bridge service job {job_id}").acquire()
+            except RunBusy as exc:
+                raise ServiceError(409, str(exc)) from None
+            job = Job(job_id, run, axes, steps, lock, judge_name, encoder_name)
             job.skipped = skipped
             self.jobs[job.id] = job
             self._active[run] = job.id
@@ -181,33 +401,31 @@ class Service:
         return job
 
     def _work(self, job):
-        from .cli import _user_errors, build_parser
-
         job.status = "running"
         try:
-            for argv in job.argvs:
-                job.axis, job.done, job.total = argv[0], 0, 0
+            for axis, step in job.steps:
+                job.axis, job.done, job.total = axis, 0, 0
 
                 def progress(done, total, job=job):
                     job.done, job.total = done, total
 
-                args = build_parser().parse_args(argv)
-                args.func(args, progress=progress)
-                job.axes_done.append(argv[0])
+                step(progress)
+                job.axes_done.append(axis)
             job.status = "done"
-        except _user_errors() as exc:
+        except api.user_errors() as exc:
             job.status, job.error = "failed", str(exc)
         except Exception as exc:  # noqa: BLE001 - a job's crash is reported to its client, the service lives on
             log.exception("job %s crashed", job.id)
             job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             job.finished = time.time()
+            job.lock.release()
             with self._lock:
                 self._active.pop(job.run, None)
 
     def results(self, job):
         if job.status not in ("done", "failed"):
-            raise RequestError(409, f"job {job.id} is {job.status}; poll /jobs/{job.id} until it is done")
+            raise ServiceError(409, f"job {job.id} is {job.status}; poll /jobs/{job.id} until it is done")
         out = {"job": job.view()}
         for name in ("dual_vqa_summary.json", "vision_sim_summary.json", "overall.json"):
             path = job.run / name
@@ -223,126 +441,289 @@ def _run_config(run):
         return {}
 
 
-def _unconfigured(axis, options):
-    """Why an axis cannot run with these options, or None."""
-    if (
-        axis == "dv"
-        and options.get("judge") != "geometry"
-        and not (options.get("judge_base_url") and options.get("judge_model"))
-    ):
-        return "no judge: start the service with --judge-base-url and --judge-model (or --judge geometry), or send dv options"
-    if axis == "ls" and not options.get("model"):
-        return "no V-JEPA 2 encoder: start the service with --encoder PATH (or set BVB_VJEPA_MODEL), or send ls options"
-    return None
+# ---- HTTP ------------------------------------------------------------------------------------
 
 
-def make_handler(service):
-    class Handler(BaseHTTPRequestHandler):
-        server_version = f"bvb-eval-bridge/{HARNESS_VERSION}"
+def _error(status, message):
+    return JSONResponse({"error": message, "status": status}, status_code=status)
 
-        def log_message(self, fmt, *args):
-            log.info("%s %s", self.address_string(), fmt % args)
 
-        def _authorised(self):
-            if not service.token:
-                return True
-            given = self.headers.get("Authorization", "")
-            return hmac.compare_digest(given.encode(), f"Bearer {service.token}".encode())
+def _job(service, request):
+    job = service.jobs.get(request.path_params["job"])
+    if job is None:
+        raise ServiceError(404, f"no job {request.path_params['job']}")
+    return job
 
-        def _send(self, status, payload):
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
-        def _handle(self, method):
-            try:
-                if not self._authorised():
-                    raise RequestError(401, "missing or wrong bearer token")
-                url = urlparse(self.path)
-                parts = [p for p in url.path.split("/") if p]
-                if method == "GET" and parts == ["health"]:
-                    return self._send(
-                        200,
-                        {
-                            "status": "ok",
-                            "service": "bvb-eval-bridge",
-                            "version": HARNESS_VERSION,
-                            "roots": [str(r) for r in service.roots],
-                        },
-                    )
-                if method == "POST" and parts == ["jobs"]:
-                    length = int(self.headers.get("Content-Length") or 0)
-                    if length > MAX_BODY:
-                        raise RequestError(413, "job request too large")
-                    try:
-                        spec = json.loads(self.rfile.read(length) or b"{}")
-                    except json.JSONDecodeError:
-                        raise RequestError(400, "the request body is not JSON") from None
-                    job = service.submit(spec)
-                    return self._send(202, {"job": job.id, "status_url": f"/jobs/{job.id}", **job.view()})
-                if method == "GET" and parts == ["jobs"]:
-                    return self._send(200, {"jobs": [j.view() for j in service.jobs.values()]})
-                if method == "GET" and len(parts) in (2, 3) and parts[0] == "jobs":
-                    job = service.jobs.get(parts[1])
-                    if job is None:
-                        raise RequestError(404, f"no job {parts[1]}")
-                    if len(parts) == 2:
-                        return self._send(200, job.view())
-                    if parts[2] == "results":
-                        return self._send(200, service.results(job))
-                if method == "GET" and parts == ["files"]:
-                    path = service.inside((parse_qs(url.query).get("path") or [""])[0], "path")
-                    if not path.is_file():
-                        raise RequestError(404, f"no file {path}")
-                    data = path.read_bytes()
-                    self.send_response(200)
-                    self.send_header("Content-Type", mimetypes.guess_type(path.name)[0] or "application/octet-stream")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return None
-                raise RequestError(404, f"no route {method} {url.path}")
-            except RequestError as exc:
-                return self._send(exc.status, {"error": str(exc), "status": exc.status})
+def build_app(service):
+    """The Starlette app of a Service, behind the guard that checks every request before routing."""
 
-        def do_GET(self):
-            self._handle("GET")
+    async def health(request):
+        return JSONResponse(service.health())
 
-        def do_POST(self):
-            self._handle("POST")
+    async def submit(request):
+        try:
+            raw = await asyncio.wait_for(request.body(), BODY_TIMEOUT_S)
+        except TimeoutError:
+            raise ServiceError(408, f"the request body did not arrive within {BODY_TIMEOUT_S:g} s") from None
+        except ClientDisconnect:
+            raise ServiceError(400, "the client went away before its body arrived") from None
+        if len(raw) > MAX_BODY:
+            raise ServiceError(413, f"a job is at most {MAX_BODY} bytes")
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise ServiceError(400, "the request body is not JSON (or is nested too deeply)") from None
+        try:
+            body = JobBody.model_validate(data)
+        except ValidationError as exc:
+            raise ServiceError(422, _first_error(exc)) from None
+        # Paths are resolved and run directories locked off the event loop: health checks never wait on a disk.
+        job = await asyncio.to_thread(service.submit, body)
+        return JSONResponse({"status_url": f"/jobs/{job.id}", **job.view()}, status_code=202)
 
-    return Handler
+    async def jobs(request):
+        return JSONResponse({"jobs": [j.view() for j in list(service.jobs.values())]})
+
+    async def job(request):
+        return JSONResponse(_job(service, request).view())
+
+    async def results(request):
+        return JSONResponse(await asyncio.to_thread(service.results, _job(service, request)))
+
+    async def files(request):
+        path = service.inside(request.query_params.get("path", ""), "path")
+        if not path.is_file():
+            raise ServiceError(404, f"no file {path}")
+        return FileResponse(path)
+
+    async def refused(request, exc):
+        return _error(exc.status, str(exc))
+
+    async def not_found(request, exc):
+        return _error(exc.status_code, f"no route {request.method} {request.url.path}")
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/jobs", submit, methods=["POST"]),
+        Route("/jobs", jobs, methods=["GET"]),
+        Route("/jobs/{job}", job, methods=["GET"]),
+        Route("/jobs/{job}/results", results, methods=["GET"]),
+        Route("/files", files, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={ServiceError: refused, 404: not_found, 405: not_found})
+    return Guard(app, service.config, _allowed_hosts(service.config))
+
+
+def _allowed_hosts(config):
+    """Host header values that name the bound address (None: any IP literal, for a wildcard bind)."""
+    host, port = config.host, config.port
+    if host in ("0.0.0.0", "::"):
+        return None
+    names = {host, f"[{host}]" if ":" in host else host}
+    if is_loopback(host):
+        names |= {"127.0.0.1", "localhost", "[::1]"}
+    return {f"{name}:{port}" for name in names}
+
+
+def _host_allowed(host, allowed):
+    if allowed is not None:
+        return host in allowed
+    # A wildcard bind: an IP literal cannot be rebound by DNS; a name could point anywhere.
+    name = urlsplit(f"//{host}").hostname or ""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return name == "localhost"
+    return True
+
+
+def _loopback_origin(origin):
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
+
+
+class Guard:
+    """ASGI middleware: Host, Origin, token and content type are checked before routing and before any body is read."""
+
+    def __init__(self, app, config, allowed_hosts):
+        self.app = app
+        self.token = config.token.encode()
+        self.allowed_hosts = allowed_hosts
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            return await _error(*refusal)(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+    def _refusal(self, scope):
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        if not _host_allowed(host, self.allowed_hosts):
+            return 403, f"Host {host!r} is not this service's address; requests from web pages are refused"
+        origin = headers.get("origin")
+        if origin is not None and not _loopback_origin(origin):
+            return 403, f"Origin {origin!r} is not loopback; requests from web pages are refused"
+        given = headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, b"Bearer " + self.token):
+            return 401, "missing or wrong bearer token (the service printed where its token file is)"
+        if scope["method"] not in ("GET", "HEAD"):
+            media = headers.get("content-type", "").split(";")[0].strip().lower()
+            if media != "application/json":
+                return 415, "request bodies must be application/json"
+            length = headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > MAX_BODY:
+                return 413, f"a job is at most {MAX_BODY} bytes"
+        if "\x00" in scope.get("path", ""):
+            return 400, "a NUL in the request path"
+        return None
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request's head, so a client trickling headers is dropped.
+
+    uvicorn times out idle keep-alive connections but not a request head that never completes.
+    """
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self._arm_head_deadline(None)
+
+    def data_received(self, data):
+        self._head_started = True
+        super().data_received(data)
+
+    def on_response_complete(self):
+        # The cycle that just ended: a pipelined request that super() starts counts as a new head.
+        cycle = self.cycle
+        super().on_response_complete()
+        self._arm_head_deadline(cycle)
+
+    def eof_received(self):
+        # A client that stops sending mid-request (a short body, half a head) is told so as it goes.
+        cycle = self.cycle
+        mid_head = self._head_started and cycle is self._armed_cycle
+        mid_body = cycle is not None and not cycle.response_started and self.conn.their_state is h11.SEND_BODY
+        if mid_head or mid_body:
+            self._reply_and_close(
+                400, "Bad Request", b"the request ended early (a body shorter than its Content-Length?)\n"
+            )
+        return super().eof_received()
+
+    def _arm_head_deadline(self, cycle):
+        self._head_started = False
+        self._armed_cycle = cycle
+        self.loop.call_later(HEAD_TIMEOUT_S, self._head_deadline, cycle)
+
+    def _head_deadline(self, cycle):
+        if self.transport.is_closing() or self.cycle is not cycle:
+            return  # the request head arrived in time (its body has its own limit)
+        if self._head_started:
+            self._reply_and_close(408, "Request Timeout", b"the request head did not arrive in time\n")
+        else:
+            self.transport.close()
+
+    def _reply_and_close(self, status, reason, message):
+        # Written as bytes: h11 will not send a response to a request it has not fully parsed.
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+            b"content-length: %d\r\n\r\n%s" % (status, reason.encode(), len(message), message)
+        )
+        self.transport.close()
+
+
+# ---- the server ------------------------------------------------------------------------------
+
+
+def write_token_file(path, token):
+    """The token, written atomically to a file only the user can read (its folder too, when we make it)."""
+    path = Path(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_bytes_atomic(path, (token + "\n").encode(), mode=0o600)
+    return path
+
+
+def _listen(host, port):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ValueError(f"serve: cannot listen on {host}:{port} ({exc.strerror}); pick another --port") from None
+    sock.listen(BACKLOG)
+    return sock
 
 
 class BridgeServer:
-    """The service on a socket; ``with BridgeServer(roots) as server: server.url``."""
+    """The service on a socket; ``with BridgeServer(config) as server: server.url``.
 
-    def __init__(self, roots, host="127.0.0.1", port=8765, token=None, defaults=None):
-        if not is_loopback(host) and not token:
-            raise ValueError(
-                f"serve: binding {host} exposes the service beyond this machine; pass --token (or BVB_BRIDGE_TOKEN)"
+    Without a token in the config, one is generated and written to the token file (mode 0600).
+    """
+
+    def __init__(self, config):
+        self.sock = _listen(config.host, config.port)
+        port = self.sock.getsockname()[1]
+        self.token_file = None
+        if not config.token:
+            token_file = config.token_file or default_token_file()
+            config = _replace(config, token=secrets.token_urlsafe(32), token_file=token_file)
+            self.token_file = write_token_file(token_file, config.token)
+        self.config = _replace(config, port=port)
+        self.service = Service(self.config)
+        self.app = build_app(self.service)
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                self.app,
+                http=GuardedH11Protocol,
+                loop="asyncio",
+                lifespan="off",
+                access_log=False,
+                log_level="warning",
+                backlog=BACKLOG,
+                timeout_keep_alive=KEEP_ALIVE_S,
+                h11_max_incomplete_event_size=16 * 1024,
             )
-        self.service = Service(roots, token, defaults)
-        self.httpd = ThreadingHTTPServer((host, port), make_handler(self.service))
-        self.httpd.daemon_threads = True
+        )
         self._thread = None
 
     @property
+    def token(self):
+        return self.config.token
+
+    @property
     def url(self):
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        host = self.config.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.config.port}"
 
     def start(self):
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the eval bridge service did not start; see the log above")
+            time.sleep(0.01)
         return self
 
     def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def run_forever(self):
+        """Serve in this thread until interrupted (Ctrl-C or SIGTERM)."""
+        try:
+            self.server.run(sockets=[self.sock])
+        finally:
+            with contextlib.suppress(OSError):
+                self.sock.close()
 
     def __enter__(self):
         return self.start()
@@ -351,13 +732,18 @@ class BridgeServer:
         self.stop()
 
 
-def serve(host, port, roots, token=None, defaults=None):
-    server = BridgeServer(roots, host, port, token, defaults)
-    print(f"eval bridge serving on {server.url} (roots: {', '.join(map(str, server.service.roots))})", flush=True)
-    try:
-        server.httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.httpd.server_close()
+def _replace(config, **changes):
+    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    values.update(changes)
+    return ServiceConfig(**values)
+
+
+def serve(config):
+    server = BridgeServer(config)
+    roots = ", ".join(map(str, server.service.roots))
+    judges = ", ".join(sorted(server.config.judges))
+    print(f"eval bridge serving on {server.url} (roots: {roots}; judges: {judges})", flush=True)
+    if server.token_file is not None:
+        print(f"bearer token written to {server.token_file} (mode 0600; the add-on reads it there)", flush=True)
+    server.run_forever()
     return 0

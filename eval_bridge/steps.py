@@ -140,25 +140,4 @@ def add_parser(sub, make_judge_args):
     p.add_argument("--videos", required=True)
     p.add_argument("--scenes", nargs="+", help="only these scenes")
     make_judge_args(p)
-    p.set_defaults(func=cmd_steps)
     return p
-
-
-def cmd_steps(args):
-    from bvb_addon.dataset import read_split
-
-    from .cli import make_judge
-
-    questions = read_split(args.split)
-    judge = make_judge(args)
-    result = run_steps(args.run, questions, judge, scenes=args.scenes)
-    print(
-        f"steps: {result['questions']} questions over {result['scenes']} scenes; "
-        f"wrong->correct {100 * result['wrong_to_correct_rate']:.1f}%, "
-        f"wrong->other wrong {100 * result['wrong_to_other_wrong_rate']:.1f}%, "
-        f"correct->wrong {100 * result['correct_to_wrong_rate']:.1f}%, "
-        f"stable over the second half {100 * result['stability_second_half']:.1f}%, "
-        f"mean lock-in step {result['mean_lock_in_step']:.2f}"
-    )
-    print(f"wrote {Path(args.run) / 'steps_analysis.json'}")
-    return result

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
-from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the CLI)
+from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
 
 log = logging.getLogger(__name__)
 
@@ -342,45 +342,4 @@ def add_parser(sub):
     p.add_argument("--out", help="folder for vgi.jsonl and vgi_summary.json (default: --videos)")
     p.add_argument("--price-in", type=float)
     p.add_argument("--price-out", type=float)
-    p.set_defaults(func=cmd_vgi)
     return p
-
-
-def cmd_vgi(args):
-    tasks = read_tasks(args.tasks)
-    if args.half:
-        tasks = half_instances(tasks)
-    if args.judge == "checker":
-        judge = CheckerJudge()
-    else:
-        if not args.judge_base_url or not args.judge_model:
-            raise VGIError("the VLM judge needs --judge-base-url and --judge-model (or use --judge checker)")
-        from .cache import JudgeCache
-        from .judge import JudgeSettings, VLMJudge
-        from .pricing import Pricing
-
-        cache = JudgeCache(args.cache or Path(args.videos) / "vgi_judge_cache.sqlite")
-        pricing = Pricing(args.judge_model, price_in=args.price_in, price_out=args.price_out)
-        vlm = VLMJudge(
-            args.judge_base_url,
-            args.judge_model,
-            cache=cache,
-            api_key_env=args.judge_api_key_env,
-            settings=JudgeSettings(max_tokens=300),
-            pricing=pricing,
-        )
-        judge = VLMProcessJudge(vlm)
-    from tqdm import tqdm
-
-    bar = tqdm(total=len(tasks), desc="vgi", unit="task")
-    summary = score(
-        tasks, args.videos, judge, args.timelines, args.workers, args.out, progress=lambda _row: bar.update()
-    )
-    bar.close()
-    overall = summary["overall"]
-    print(
-        f"VGI ({summary['judge']}, {len(tasks)} instances): score {overall['score']:.1f}, success {overall['success']:.1f}"
-    )
-    for domain, entry in summary["by_domain"].items():
-        print(f"  {domain:26s} {entry['score']:6.1f}")
-    return summary

@@ -170,14 +170,16 @@ def pump_scores():
             del score_jobs[name]
             continue
         try:
-            state = bridge_client.status(job["url"], job["job"])
+            state = bridge_client.status(job["url"], job["job"], job["token_file"])
         except bridge_client.BridgeError as exc:
             scene.bvb.score_status = scene.bvb.status = str(exc)
             del score_jobs[name]
             continue
         if state.get("status") == "done":
             try:
-                _apply_scores(scene, bridge_client.scores(bridge_client.results(job["url"], job["job"])))
+                _apply_scores(
+                    scene, bridge_client.scores(bridge_client.results(job["url"], job["job"], job["token_file"]))
+                )
             except bridge_client.BridgeError as exc:
                 scene.bvb.score_status = scene.bvb.status = str(exc)
             del score_jobs[name]
@@ -185,7 +187,7 @@ def pump_scores():
             # An axis may have finished before another failed (DV before LS): show what there is.
             error = f"Scoring failed: {state.get('error') or state.get('reason')}"
             try:
-                values = bridge_client.scores(bridge_client.results(job["url"], job["job"]))
+                values = bridge_client.scores(bridge_client.results(job["url"], job["job"], job["token_file"]))
                 if values["dv"] is not None or values["ls"] is not None:
                     _apply_scores(scene, values)
             except bridge_client.BridgeError:
@@ -217,20 +219,23 @@ class BVB_OT_score(BVBPollMixin, bpy.types.Operator):
         s = context.scene.bvb
         prefs = preferences.get(context)
         url = prefs.bridge_url
+        token_file = bpy.path.abspath(prefs.bridge_token_file) if prefs.bridge_token_file else None
         run_dir = Path(bpy.path.abspath(s.run_dir))
         try:
-            bridge_client.health(url)
+            bridge_client.health(url, token_file=token_file)
             config = run_view.read_config(run_dir)
             split = bpy.path.abspath(s.split_path) if s.split_path else config.get("split")
             videos = bpy.path.abspath(s.videos_root) if s.videos_root else config.get("videos")
             if not split or not videos:
                 return fail(self, context, "Scoring needs the split and videos root: set them in the Source panel")
             axes, options = preferences.score_request(prefs)
-            job = bridge_client.submit(url, run_dir, s.scene_id, split=split, videos=videos, axes=axes, options=options)
+            job = bridge_client.submit(
+                url, run_dir, s.scene_id, split=split, videos=videos, axes=axes, options=options, token_file=token_file
+            )
         except (bridge_client.BridgeError, ValueError) as exc:
             s.score_status = str(exc)
             return fail(self, context, str(exc))
-        score_jobs[context.scene.name] = {"url": url, "job": job}
+        score_jobs[context.scene.name] = {"url": url, "job": job, "token_file": token_file}
         if not bpy.app.timers.is_registered(pump_scores):
             bpy.app.timers.register(pump_scores, first_interval=POLL_INTERVAL_S)
         s.score_status = "submitted"

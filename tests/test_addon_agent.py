@@ -117,3 +117,32 @@ def test_score_without_a_bridge_says_how_to_start_it(addon, factory_blender, tmp
     with pytest.raises(RuntimeError, match=r"not running at .*start it with: python -m eval_bridge serve"):
         bpy.ops.bvb.score()
     assert "python -m eval_bridge serve" in s.score_status
+
+
+def test_score_button_scores_through_the_service_with_its_token_file(addon, factory_blender, tmp_path):
+    from eval_bridge.service import BridgeServer, ServiceConfig
+    from tests.test_bridge_service import make_layout
+
+    bpy = factory_blender
+    suite, results, (run, _), _ = make_layout(tmp_path)
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    # The job names a judge the service was started with; nothing else about the judge leaves Blender.
+    prefs.judge, prefs.score_ls = "geometry", False
+    s = bpy.context.scene.bvb
+    s.run_dir, s.scene_id = str(run), "s1"
+    s.split_path, s.videos_root = str(suite / "split.jsonl"), str(suite)
+    token_file = tmp_path / "config" / "bridge-token"
+    with BridgeServer(ServiceConfig(roots=(str(results), str(suite)), port=0, token_file=token_file)) as bridge:
+        prefs.bridge_url = bridge.url
+        prefs.bridge_token_file = str(tmp_path / "no-token-here")
+        with pytest.raises(RuntimeError, match=r"no eval bridge token at .*no-token-here"):
+            bpy.ops.bvb.score()
+        prefs.bridge_token_file = str(token_file)
+        assert bpy.ops.bvb.score() == {"FINISHED"}
+        pump = addon.operators.score.pump_scores
+        deadline = time.monotonic() + 60
+        while pump() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert s.has_scores, s.score_status
+    assert s.score_dv == pytest.approx(100.0) and "LS n/a" in s.score_status
+    assert [(row.question_type, row.count) for row in s.dv_by_type] == [("object_counting", 1)]

@@ -159,3 +159,35 @@ def test_leaderboard_refuses_a_reference_without_overall(tmp_path, capsys):
     bad.write_text("name,score\nx,1\n")
     assert main(["leaderboard", str(run), "--out", str(tmp_path / "o.csv"), "--reference", str(bad)]) == 2
     assert "lacks column(s) overall" in capsys.readouterr().err
+
+
+def test_a_reference_csvs_blank_cells_stay_blank(tmp_path):
+    run = _scored_run(tmp_path, "run", 50.0, 50.0)
+    reference = tmp_path / "published.csv"
+    reference.write_text(
+        "name,overall,dualVqa,latentSim,costUsd\n"
+        "no-ls-yet,,40.0,,\n"  # blank Overall, LS and cost: unknown, not minus infinity
+        "full,60.0,55.0,65.0,1.5\n"
+    )
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(run), "--out", str(out), "--reference", str(reference)]) == 0
+    rows = {r["name"]: r for r in csv.DictReader(out.read_text().splitlines())}
+    blank = rows["no-ls-yet"]
+    assert (blank["overall"], blank["latentSim"], blank["costUsd"]) == ("", "", "")
+    assert "inf" not in out.read_text()
+    assert float(blank["dualVqa"]) == 40.0
+    # A row without Overall ranks after every row with one.
+    assert [r["rank"] for r in (rows["full"], rows["no-ls-yet"])] == ["1", "3"]
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [(",50.0", "line 3 has no name"), ("x,lots", "line 3: overall 'lots' is not a number")],
+)
+def test_a_bad_reference_row_is_an_error_naming_file_and_line(tmp_path, capsys, line, message):
+    run = _scored_run(tmp_path, "run", 50.0, 50.0)
+    reference = tmp_path / "published.csv"
+    reference.write_text(f"name,overall\nfine,40.0\n{line}\n")
+    assert main(["leaderboard", str(run), "--out", str(tmp_path / "o.csv"), "--reference", str(reference)]) == 2
+    err = capsys.readouterr().err
+    assert str(reference) in err and message in err

@@ -1,0 +1,372 @@
+"""The eval bridge's one scoring API: typed options in, work done, results out (no bpy, no printing).
+
+    summary = api.score_dv(api.DVOptions(run, split, videos, api.JudgeOptions(kind="geometry")))
+
+``cli.py`` turns arguments into these options; ``service.py`` turns validated request bodies
+into them. Every scoring function of a run directory holds the run's lock file
+(``runlock``) while it works, so a CLI ``dv`` and a service job never score one run at once.
+"""
+
+import contextlib
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .runlock import run_lock
+
+log = logging.getLogger(__name__)
+
+DEFAULT_JUDGE_CONCURRENCY = 8
+PROTOCOLS = ("dual_vqa_v1", "vsi_official")
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """Who answers the questions: the offline geometry judge, or a VLM over an OpenAI-compatible API."""
+
+    kind: str = "vlm"  # vlm or geometry
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"  # the variable's name; its value is read here, never sent anywhere else
+    protocol: str = "dual_vqa_v1"
+    cache: str | None = None  # judge cache file (default <shared>/judge_cache.sqlite)
+    shared: str | None = None  # folder of shared source answers (default results/_dual_vqa_shared)
+    price_in: float | None = None  # USD per million tokens; None: the price table's
+    price_out: float | None = None
+    retries: int = 6
+    retry_base_delay: float = 1.0
+    max_tokens_field: str = "max_completion_tokens"
+    concurrency: int | None = None  # judge requests in flight at once (cluster-wide on Ray)
+
+    def check(self):
+        if self.kind not in ("vlm", "geometry"):
+            raise ValueError(f"judge {self.kind!r}: use vlm or geometry")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}: use {' or '.join(PROTOCOLS)}")
+        if self.kind == "vlm" and not (self.base_url and self.model):
+            raise ValueError(
+                "a VLM judge needs --judge-base-url and --judge-model (or --judge geometry for the offline judge)"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class EncoderOptions:
+    """The frozen V-JEPA 2 family encoder of Latent Similarity."""
+
+    model: str | None = None  # a local folder or hub id
+    device: str = "auto"
+    dtype: str = "auto"
+    trust_remote_code: bool = False
+    num_frames: int = 64
+
+
+@dataclass(frozen=True)
+class DVOptions:
+    run: Path
+    split: Path
+    videos: Path
+    judge: JudgeOptions = field(default_factory=JudgeOptions)
+    votes: int = 1
+    workers: int = 8
+    resume: bool = False
+    scenes: tuple | None = None
+    backend: str = "local"
+    ray_address: str | None = None
+
+
+@dataclass(frozen=True)
+class LSOptions:
+    run: Path
+    split: Path
+    videos: Path
+    encoder: EncoderOptions = field(default_factory=EncoderOptions)
+    resume: bool = False
+    scenes: tuple | None = None
+    backend: str = "local"
+    ray_address: str | None = None
+    scenes_per_task: int = 8
+
+
+@dataclass(frozen=True)
+class StepsOptions:
+    run: Path
+    split: Path
+    videos: Path
+    judge: JudgeOptions = field(default_factory=JudgeOptions)
+    scenes: tuple | None = None
+
+
+@dataclass(frozen=True)
+class VGIOptions:
+    videos: Path
+    tasks: Path
+    judge: str = "vlm"  # vlm or checker
+    vlm: JudgeOptions = field(default_factory=JudgeOptions)  # the VLM's endpoint, model, key variable, prices, cache
+    timelines: Path | None = None
+    half: bool = False
+    workers: int = 4
+    out: Path | None = None
+
+
+@dataclass(frozen=True)
+class LeaderboardOptions:
+    runs: tuple
+    out: Path
+    reference: Path | None = None
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    runs: tuple
+    out: Path
+    videos: Path | None = None
+
+
+# ---- judges ----------------------------------------------------------------------------------
+
+
+def judge_cap(options, backend="local"):
+    """The cap on judge requests in flight: cluster-wide on Ray, none locally unless asked for."""
+    from bvb_addon.backend import ConcurrencyCap
+
+    limit = options.concurrency
+    if limit is not None and limit < 1:
+        raise ValueError(f"--judge-concurrency must be at least 1, got {limit}")
+    if backend != "ray" and limit is None:
+        return None
+    # One cap per endpoint: a provider's rate limit holds for every run that calls it.
+    name = "bvb_judge_" + hashlib.sha256(str(options.base_url).encode()).hexdigest()[:12]
+    return ConcurrencyCap(limit or DEFAULT_JUDGE_CONCURRENCY, backend=backend, name=name)
+
+
+def _vlm_judge(options, cache_path, settings=None, cap=None):
+    from .cache import JudgeCache
+    from .judge import VLMJudge
+    from .pricing import Pricing
+
+    return VLMJudge(
+        options.base_url,
+        options.model,
+        options.protocol,
+        cache=JudgeCache(cache_path),
+        api_key_env=options.api_key_env,
+        settings=settings,
+        pricing=Pricing(options.model, options.price_in, options.price_out),
+        retries=options.retries,
+        backoff_s=options.retry_base_delay,
+        max_tokens_field=options.max_tokens_field,
+        cap=cap,
+    )
+
+
+def make_judge(options, run=None, backend="local"):
+    """The DV judge the options ask for: VLM with its cache (beside the run's shared answers), or geometry."""
+    from .dv import shared_dir
+
+    options.check()
+    if options.kind == "geometry":
+        from .geometry import GeometryJudge
+
+        return GeometryJudge()
+    if options.cache:
+        cache_path = Path(options.cache)
+    else:
+        cache_path = Path(options.shared or shared_dir(run)) / "judge_cache.sqlite"
+    return _vlm_judge(options, cache_path, cap=judge_cap(options, backend))
+
+
+def make_vgi_judge(options):
+    """The VGI judge: the offline checker, or a VLM process judge with its cache under the videos folder."""
+    from bvb_addon.vgi.suite import VGIError
+
+    from .judge import JudgeSettings
+    from .vgi import CheckerJudge, VLMProcessJudge
+
+    if options.judge == "checker":
+        return CheckerJudge()
+    if options.judge != "vlm":
+        raise VGIError(f"VGI judge {options.judge!r}: use vlm or checker")
+    if not options.vlm.base_url or not options.vlm.model:
+        raise VGIError("the VLM judge needs --judge-base-url and --judge-model (or use --judge checker)")
+    cache = options.vlm.cache or Path(options.videos) / "vgi_judge_cache.sqlite"
+    return VLMProcessJudge(_vlm_judge(options.vlm, cache, settings=JudgeSettings(max_tokens=300)))
+
+
+def _close(judge):
+    cache = getattr(judge, "cache", None)
+    if cache is not None:
+        cache.close()
+
+
+@contextlib.contextmanager
+def _holding(run, label, lock):
+    """The run's lock file for the block, unless the caller already holds it (a service job)."""
+    if not lock or not Path(run).is_dir():
+        # A missing run directory is reported by the scorer, in its own words.
+        yield
+        return
+    with run_lock(run, label):
+        yield
+
+
+# ---- scoring ---------------------------------------------------------------------------------
+
+
+def score_dv(options, progress=None, lock=True):
+    """Dual VQA of a run: writes dual_vqa.jsonl and dual_vqa_summary.json; returns the summary.
+
+    Raises JudgeError when every question failed at the judge (nothing was scored).
+    """
+    from bvb_addon.dataset import read_split
+
+    from .dv import DualVQA
+    from .judge import JudgeError
+
+    _check_backend(options.backend)
+    questions = read_split(options.split)
+    with _holding(options.run, "eval_bridge dv", lock):
+        judge = make_judge(options.judge, options.run, options.backend)
+        try:
+            summary = DualVQA(
+                options.run,
+                questions,
+                options.videos,
+                judge,
+                votes=options.votes,
+                workers=options.workers,
+                resume=options.resume,
+                scenes=options.scenes,
+                shared=options.judge.shared,
+                progress=progress,
+                split_path=options.split,
+                backend=options.backend,
+                ray_address=options.ray_address,
+            ).run()
+        finally:
+            _close(judge)
+    counts = summary["counts"]
+    failed = counts["by_status"].get("judge_error", 0)
+    if failed and failed == counts["questions"]:
+        raise JudgeError(
+            f"every judge call failed ({judge_error_reason(summary)}); fix the judge settings and rerun with --resume"
+        )
+    return summary
+
+
+def judge_error_reason(summary):
+    """The first judge_error reason of a DV summary, or ''."""
+    return next((r["reason"] for r in summary["failures"].values() if r["status"] == "judge_error"), "")
+
+
+def score_ls(options, progress=None, lock=True):
+    """Latent Similarity of a run: writes vision_sim.jsonl and vision_sim_summary.json; returns the summary."""
+    from bvb_addon.dataset import read_split
+
+    from .ls import WEIGHTS_HINT, EncoderSpec, LSError, run_ls
+
+    encoder = options.encoder
+    if not encoder.model:
+        raise LSError(f"ls needs V-JEPA 2 weights: {WEIGHTS_HINT} (or set BVB_VJEPA_MODEL)")
+    _check_backend(options.backend)
+    questions = read_split(options.split)
+    spec = EncoderSpec(encoder.model, encoder.device, encoder.dtype, encoder.trust_remote_code, encoder.num_frames)
+    with _holding(options.run, "eval_bridge ls", lock):
+        # Locally the encoder loads here, before any scene; on Ray each task loads its own.
+        return run_ls(
+            options.run,
+            questions,
+            options.videos,
+            spec.build() if options.backend == "local" else spec,
+            resume=options.resume,
+            scenes=options.scenes,
+            progress=progress,
+            backend=options.backend,
+            ray_address=options.ray_address,
+            scenes_per_task=options.scenes_per_task,
+        )
+
+
+def score_overall(run):
+    """Overall of a run from its DV and LS summaries: writes overall.json; returns its content."""
+    from .overall import compute_overall
+
+    return compute_overall(run)
+
+
+def score_steps(options, progress=None, lock=True):
+    """Every step snapshot of a run judged, and the self-correction analysis written; returns it."""
+    from bvb_addon.dataset import read_split
+
+    from .steps import run_steps
+
+    questions = read_split(options.split)
+    with _holding(options.run, "eval_bridge steps", lock):
+        judge = make_judge(options.judge, options.run)
+        try:
+            return run_steps(options.run, questions, judge, scenes=options.scenes, progress=progress)
+        finally:
+            _close(judge)
+
+
+def score_vgi(options, progress=None):
+    """VGI scores of procedure videos: writes vgi.jsonl and vgi_summary.json; returns the summary."""
+    from .vgi import half_instances, read_tasks, score
+
+    tasks = read_tasks(options.tasks)
+    if options.half:
+        tasks = half_instances(tasks)
+    judge = make_vgi_judge(options)
+    try:
+        return score(tasks, options.videos, judge, options.timelines, options.workers, options.out, progress=progress)
+    finally:
+        _close(getattr(judge, "vlm", None))
+
+
+def write_leaderboard(options):
+    """Rank the runs (and a published reference CSV's rows) by Overall; writes the CSV; returns the rows."""
+    from .overall import leaderboard
+
+    return leaderboard(list(options.runs), options.out, options.reference)
+
+
+def write_report(options):
+    """The static HTML report of scored runs; returns the path of its index."""
+    from .report import build_report
+
+    return build_report(list(options.runs), options.out, options.videos)
+
+
+def _check_backend(backend):
+    """--backend ray without Ray installed: the install command, before any work."""
+    if backend == "ray":
+        from bvb_addon.backend import require_ray
+
+        require_ray()
+
+
+def user_errors():
+    """The one-line errors that bad input raises; anything else is a bug and keeps its traceback."""
+    from bvb_addon.backend import BackendError
+    from bvb_addon.dataset import SplitError
+    from bvb_addon.vgi.suite import VGIError
+    from bvb_addon.video import VideoError
+
+    from .judge import JudgeError
+    from .ls import LSError
+    from .overall import OverallError
+    from .runlock import RunBusy
+
+    return (
+        SplitError,
+        VideoError,
+        VGIError,
+        JudgeError,
+        LSError,
+        OverallError,
+        BackendError,
+        RunBusy,
+        ValueError,
+        FileNotFoundError,
+    )
