@@ -3,10 +3,14 @@
 Runs the real render stage (sandboxed worker start, gate, scene graph, render, PyAV
 encode) on a one-scene run, per preset, and prints seconds per scene and frames per
 second. The slow presets (bvb = EEVEE, cycles) are rendered at 1 and --slow-frames frames and
-extrapolated to --frames (marked "est"); pass --full to render them all. The last line is
-``fast_s_per_scene=<x>``.
+extrapolated to --frames (marked "est"); pass --full to render them all. Each line names the
+renderer the row recorded (the GL renderer, or Cycles' device). --sandbox both renders every
+preset twice, side by side: through the sandbox (bubblewrap; the render stage binds the GPU
+device nodes in) and outside it (no isolation layers, the host's /dev), which is how a GPU
+machine shows the sandbox costs nothing and hides no GPU. The last line is ``fast_s_per_scene=<x>``.
 
 python bench/render_throughput.py [--frames 64] [--resolution 512] [--objects 200] [--slow-frames 4] [--full]
+                                  [--presets cycles,bvb,fast] [--sandbox on|off|both]
 """
 
 import argparse
@@ -20,7 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bvb_addon.render_stage import RenderOptions, RenderStage  # noqa: E402
-from bvb_addon.sandbox import Worker, probe_layers  # noqa: E402
+from bvb_addon.sandbox import SandboxConfig, Worker, probe_layers  # noqa: E402
+
+# "Outside the sandbox": the same stage with every isolation layer off (host /dev, no namespaces).
+UNSANDBOXED = SandboxConfig(min_level="rlimits", allow_below_minimum=True, use_bwrap=False, use_uid=False,
+                            use_cgroup=False, use_seccomp=False)  # fmt: skip
 
 SCENE = """
 import bpy, math, random
@@ -58,15 +66,17 @@ for frame, angle in ((1, 0.0), ({frames}, math.pi / 2)):
 """
 
 
-def render(run, preset, frames, resolution):
-    options = RenderOptions(run=run, num_frames=frames, preset=preset, resolution=resolution, progress=False)
+def render(run, preset, frames, resolution, sandbox=None):
+    """(seconds, row) of the render stage on the bench scene."""
+    options = RenderOptions(run=run, num_frames=frames, preset=preset, resolution=resolution, progress=False,
+                            scenes=["bench"], sandbox=sandbox)  # fmt: skip
     started = time.perf_counter()
     outcome = RenderStage(options).run()
     seconds = time.perf_counter() - started
     row = outcome["rendered"]["bench"]
     if row["status"] != "ok":
         raise SystemExit(f"{preset} render failed: {row['status']}: {row['reason']}")
-    return seconds
+    return seconds, row
 
 
 def main(argv=None):
@@ -77,6 +87,8 @@ def main(argv=None):
     parser.add_argument("--slow-frames", type=int, default=4, help="frames actually rendered for bvb and cycles")
     parser.add_argument("--full", action="store_true", help="render every frame for every preset")
     parser.add_argument("--presets", default="cycles,bvb,fast", help="comma-separated presets to measure")
+    parser.add_argument("--sandbox", choices=("on", "off", "both"), default="on",
+                        help="render through the sandbox, outside it, or both side by side")  # fmt: skip
     args = parser.parse_args(argv)
     print(probe_layers().line())
     root = Path(tempfile.mkdtemp(prefix="bvb-bench-render-"))
@@ -91,28 +103,35 @@ def main(argv=None):
     presets = [p for p in args.presets.split(",") if p]
     if "fast" not in presets:
         presets.append("fast")
+    modes = {"on": [("sandboxed", None)], "off": [("unsandboxed", UNSANDBOXED)],
+             "both": [("sandboxed", None), ("unsandboxed", UNSANDBOXED)]}[args.sandbox]  # fmt: skip
     for preset in presets:
-        if preset == "fast" or args.full:
-            seconds = render(run, preset, args.frames, args.resolution)
-            per_scene, fps, label = seconds, args.frames / seconds, f"{args.frames} frames"
-        else:
-            # Two runs (1 and k frames) separate the fixed cost (start, shader compile, encode)
-            # from the cost per frame; the scene's figure is extrapolated from both.
-            k = max(2, min(args.slow_frames, args.frames))
-            one = render(run, preset, 1, args.resolution)
-            several = render(run, preset, k, args.resolution)
-            per_frame = max(1e-6, (several - one) / (k - 1))
-            per_scene = one + (args.frames - 1) * per_frame
-            fps, label = 1.0 / per_frame, f"est. from 1 and {k} frames; fixed cost {one - per_frame:.1f} s"
-        results[preset] = per_scene
-        print(f"{preset:7s} {per_scene:8.1f} s/scene  {fps:6.2f} frames/s  ({label}, {args.resolution} px, "
-              f"{args.objects} objects)", flush=True)  # fmt: skip
+        for mode, sandbox in modes:
+            if preset == "fast" or args.full:
+                seconds, row = render(run, preset, args.frames, args.resolution, sandbox)
+                per_scene, fps, label = seconds, args.frames / seconds, f"{args.frames} frames"
+            else:
+                # Two runs (1 and k frames) separate the fixed cost (start, shader compile, encode)
+                # from the cost per frame; the scene's figure is extrapolated from both.
+                k = max(2, min(args.slow_frames, args.frames))
+                one, _ = render(run, preset, 1, args.resolution, sandbox)
+                several, row = render(run, preset, k, args.resolution, sandbox)
+                per_frame = max(1e-6, (several - one) / (k - 1))
+                per_scene = one + (args.frames - 1) * per_frame
+                fps, label = 1.0 / per_frame, f"est. from 1 and {k} frames; fixed cost {one - per_frame:.1f} s"
+            if mode == modes[0][0]:
+                results[preset] = per_scene
+            print(f"{preset:7s} {mode:11s} {per_scene:8.1f} s/scene  {fps:6.2f} frames/s  ({label}, {args.resolution} px, "
+                  f"{args.objects} objects) renderer={row['renderer']!r}", flush=True)  # fmt: skip
+            if row.get("warning"):
+                print(f"        warning: {row['warning']}", flush=True)
     rows = [json.loads(line) for line in (run / "render_status.jsonl").read_text().splitlines()]
     print(f"last row: {rows[-1]}")
     # A batch reuses each worker: only its first scene pays Blender's start and shader compiles.
     for copy in (1, 2):
         shutil.copy(run / "blends" / "bench.blend", run / "blends" / f"bench_{copy}.blend")
-    batch = RenderOptions(run=run, num_frames=args.frames, preset="fast", resolution=args.resolution, progress=False)
+    batch = RenderOptions(run=run, num_frames=args.frames, preset="fast", resolution=args.resolution, progress=False,
+                          scenes=["bench", "bench_1", "bench_2"])  # fmt: skip
     outcome = RenderStage(batch).run()["rendered"]
     seconds = sorted(row["seconds"] for row in outcome.values())
     print(f"fast batch of {len(seconds)} scenes, one worker: {', '.join(f'{x:.1f}' for x in seconds)} s per scene")

@@ -69,7 +69,7 @@ def model_client(config, api_key=""):
     from .agent.model import ModelClient
     from .agent.pricing import price_for
 
-    price = price_for(config.model, config.price_in, config.price_out, config.price_cached_in)
+    price = price_for(config.model, config.price_in, config.price_out, config.price_cached_in, base_url=config.base_url)
     with _key_in_environment(config.api_key_env, api_key):
         return ModelClient(config, price)
 

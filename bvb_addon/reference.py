@@ -11,7 +11,7 @@ from dataclasses import dataclass
 SENSOR_FITS = ("AUTO", "HORIZONTAL", "VERTICAL")
 
 
-class ReferenceError(ValueError):
+class ReferenceClipError(ValueError):
     """Camera or clip settings that cannot give a reference plane; the message names the fix."""
 
 
@@ -38,7 +38,7 @@ class PlaneFit:
 def resolved_fit(sensor_fit, res_x, res_y, pixel_aspect_x=1.0, pixel_aspect_y=1.0):
     """HORIZONTAL or VERTICAL: the camera side that the sensor size applies to."""
     if sensor_fit not in SENSOR_FITS:
-        raise ReferenceError(f"unknown sensor fit {sensor_fit!r}; use one of {', '.join(SENSOR_FITS)}")
+        raise ReferenceClipError(f"unknown sensor fit {sensor_fit!r}; use one of {', '.join(SENSOR_FITS)}")
     if sensor_fit != "AUTO":
         return sensor_fit
     return "HORIZONTAL" if res_x * pixel_aspect_x >= res_y * pixel_aspect_y else "VERTICAL"
@@ -65,22 +65,22 @@ def camera_plane(
     wide at any distance.
     """
     if res_x <= 0 or res_y <= 0:
-        raise ReferenceError(f"render resolution {res_x}x{res_y} is empty; set a positive resolution")
+        raise ReferenceClipError(f"render resolution {res_x}x{res_y} is empty; set a positive resolution")
     if pixel_aspect_x <= 0 or pixel_aspect_y <= 0:
-        raise ReferenceError("pixel aspect must be positive; fix Output Properties > Format > Aspect")
+        raise ReferenceClipError("pixel aspect must be positive; fix Output Properties > Format > Aspect")
     if distance <= 0:
-        raise ReferenceError(f"plane distance {distance} must be positive; put the plane in front of the camera")
+        raise ReferenceClipError(f"plane distance {distance} must be positive; put the plane in front of the camera")
     fit = resolved_fit(sensor_fit, res_x, res_y, pixel_aspect_x, pixel_aspect_y)
     if ortho_scale is not None:
         if ortho_scale <= 0:
-            raise ReferenceError("orthographic scale must be positive; fix the camera's Orthographic Scale")
+            raise ReferenceClipError("orthographic scale must be positive; fix the camera's Orthographic Scale")
         fitted = float(ortho_scale)
     else:
         if lens <= 0:
-            raise ReferenceError(f"camera focal length {lens} must be positive; fix the camera's Focal Length")
+            raise ReferenceClipError(f"camera focal length {lens} must be positive; fix the camera's Focal Length")
         sensor = sensor_height if sensor_fit == "VERTICAL" else sensor_width
         if sensor <= 0:
-            raise ReferenceError("camera sensor size must be positive; fix the camera's Sensor size")
+            raise ReferenceClipError("camera sensor size must be positive; fix the camera's Sensor size")
         fitted = sensor * distance / lens
     # Pixel-aspect-corrected image sides: their ratio is the frame's shape.
     aspect_w = res_x * pixel_aspect_x
@@ -101,7 +101,9 @@ def camera_plane(
 def plane_distance(clip_start, clip_end, wanted=1.0):
     """A distance between the camera's clip planes, as near ``wanted`` as they allow."""
     if clip_end <= clip_start:
-        raise ReferenceError(f"camera clip end {clip_end} is not past clip start {clip_start}; fix the camera's Clip")
+        raise ReferenceClipError(
+            f"camera clip end {clip_end} is not past clip start {clip_start}; fix the camera's Clip"
+        )
     low = clip_start * 1.5
     high = clip_end * 0.9
     if low >= high:
@@ -112,5 +114,5 @@ def plane_distance(clip_start, clip_end, wanted=1.0):
 def clip_frame_user(frame_count, scene_frame_start):
     """Image-user settings that show clip frame k at scene frame ``scene_frame_start + k - 1``."""
     if frame_count < 1:
-        raise ReferenceError(f"clip has {frame_count} frames; re-encode it or pick another clip")
+        raise ReferenceClipError(f"clip has {frame_count} frames; re-encode it or pick another clip")
     return {"frame_duration": int(frame_count), "frame_start": int(scene_frame_start), "frame_offset": 0}

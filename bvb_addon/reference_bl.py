@@ -23,10 +23,10 @@ TEXTURE_NODE = "BVB Clip"
 
 
 def load_clip(path):
-    """The clip as a MovieClip datablock (reused when already loaded); ReferenceError if unreadable."""
+    """The clip as a MovieClip datablock (reused when already loaded); ReferenceClipError if unreadable."""
     path = Path(path)
     if not path.is_file():
-        raise reference.ReferenceError(f"clip not found: {path}; pick an existing video file")
+        raise reference.ReferenceClipError(f"clip not found: {path}; pick an existing video file")
     resolved = str(path.resolve())
     for clip in bpy.data.movieclips:
         if bpy.path.abspath(clip.filepath) == resolved:
@@ -34,10 +34,10 @@ def load_clip(path):
     try:
         clip = bpy.data.movieclips.load(resolved)
     except RuntimeError as exc:
-        raise reference.ReferenceError(f"Blender cannot read {path} ({exc}); re-encode it as H.264 MP4") from None
+        raise reference.ReferenceClipError(f"Blender cannot read {path} ({exc}); re-encode it as H.264 MP4") from None
     if clip.frame_duration < 1 or clip.size[0] < 1:
         bpy.data.movieclips.remove(clip)
-        raise reference.ReferenceError(f"Blender reads no frames from {path}; re-encode it as H.264 MP4")
+        raise reference.ReferenceClipError(f"Blender reads no frames from {path}; re-encode it as H.264 MP4")
     return clip
 
 
@@ -152,7 +152,7 @@ def refit_plane(scene):
     wanted = -obj.data.vertices[0].co.z if len(obj.data.vertices) == 4 else 1.0
     try:
         fit = plane_fit(scene, camera, wanted)
-    except reference.ReferenceError:
+    except reference.ReferenceClipError:
         return False
     corners = fit.corners()
     if all((v.co - Vector(c)).length < 1e-7 for v, c in zip(obj.data.vertices, corners, strict=True)):

@@ -20,13 +20,25 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from . import scratch
 from .atomic import write_json_atomic, write_text_atomic
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
 log = logging.getLogger(__name__)
 
+# EEVEE on software GL (Mesa llvmpipe, 2 cores): 880-1140 s for 64 frames of a 200-object scene
+# at 512 px (bench/render_throughput.py), 60 s for 2 frames of a 19-object one. The estimate is
+# a start-up (shader compiles) plus a cost per frame scaled by the frame's pixels.
+SOFTWARE_EEVEE_S_PER_FRAME_512 = 16.0
+SOFTWARE_EEVEE_START_S = 30.0
+
 STATUSES = ("ok", "missing", "open_failed", "no_camera", "no_mesh", "render_error", "timeout", "oom", "crash",
             "sandbox_error", "encode_error")  # fmt: skip
+
+
+# A render that ended so says nothing about whether an earlier complete mp4 of the scene is good;
+# the gate's verdicts (missing, open_failed, no_camera, no_mesh) are about the current .blend.
+RENDER_FAILURES = frozenset({"render_error", "timeout", "oom", "crash", "sandbox_error", "encode_error"})
 
 
 class RenderStageError(ValueError):
@@ -65,6 +77,12 @@ def uniform_frames(start, end, count):
     if count == 1:
         return [int(round((start + end) / 2))]
     return [int(math.floor(start + (end - start) * i / (count - 1) + 0.5)) for i in range(count)]
+
+
+def software_eevee_estimate(num_frames, size):
+    """Seconds EEVEE takes for one scene on software GL, from the measured figure at 512 px (4:3)."""
+    pixels = size[0] * size[1] / (512 * 384)
+    return SOFTWARE_EEVEE_START_S + num_frames * SOFTWARE_EEVEE_S_PER_FRAME_512 * pixels
 
 
 def rotation_warnings(graph):
@@ -159,6 +177,20 @@ def mp4_complete(path, frames):
         return False
 
 
+def mp4_decodes(path, frames):
+    """True when path decodes to exactly ``frames`` frames, every one of them (a probe reads only the header)."""
+    if not frames or not Path(path).is_file():
+        return False
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            count = sum(1 for _ in container.decode(video=0))
+    except (OSError, ValueError, av.FFmpegError):
+        return False
+    return count == frames
+
+
 class RenderStage:
     """Render every submission of a run; rows go to render_status.jsonl."""
 
@@ -178,6 +210,11 @@ class RenderStage:
         from .sandbox import SandboxUnavailable, probe_layers
 
         config = options.sandbox or SandboxConfig()
+        # The render workers see the GPU (DESIGN.md section 7): they only open .blend files with
+        # scripts and drivers off, and EEVEE without a GPU is software GL, minutes a scene.
+        from dataclasses import replace
+
+        self.sandbox = replace(config, gpu=True)
         self.level = probe_layers(config)
         if not self.level.at_least(config.min_level) and not config.allow_below_minimum:
             raise SandboxUnavailable(
@@ -190,7 +227,10 @@ class RenderStage:
         self._local = threading.local()
         self._workers = []
         self._clips, self._clip_note = source_clips(self.run_dir)
-        self._tmp = Path(tempfile.mkdtemp(prefix="bvb-render-"))
+        self._software_warning = None  # set once, by the first worker that reports software GL
+        # Frames of a killed render stage stay behind: remove those of gone owners, and mark our own.
+        scratch.clean_stale()
+        self._tmp = scratch.make("render")
         os.chmod(self._tmp, 0o711)  # the sandbox uid must reach the workspaces below
 
     def scenes(self):
@@ -247,7 +287,8 @@ class RenderStage:
             ):  # fmt: skip
                 if error is not None:
                     row = {"scene": scene, "status": "sandbox_error", "reason": f"Ray task failed: {error}",
-                           "frames": 0, "seconds": 0.0, "preset": self.options.preset, "warnings": []}  # fmt: skip
+                           "frames": 0, "seconds": 0.0, "preset": self.options.preset, "warnings": [],
+                           "renderer": "", "blender": ""}  # fmt: skip
                 # Only the driver writes render_status.jsonl, so concurrent tasks never clobber rows.
                 self._write_row(row)
                 yield row
@@ -264,7 +305,7 @@ class RenderStage:
         if worker is None:
             index = len(self._workers)
             base = self._tmp / f"w{index}_{threading.get_ident()}"
-            worker = Worker(base / "ws", base / "snaps", self.options.sandbox)
+            worker = Worker(base / "ws", base / "snaps", self.sandbox)
             self._local.worker = worker
             with self._lock:
                 self._workers.append(worker)
@@ -273,7 +314,7 @@ class RenderStage:
     def render_scene(self, scene, write_row=True):
         started = time.monotonic()
         row = {"scene": scene, "status": "ok", "reason": "", "frames": 0, "seconds": 0.0,
-               "preset": self.options.preset, "warnings": []}  # fmt: skip
+               "preset": self.options.preset, "warnings": [], "renderer": "", "blender": ""}  # fmt: skip
         try:
             self._render_scene(scene, row)
         except WorkerError as exc:
@@ -283,7 +324,11 @@ class RenderStage:
             row["status"], row["reason"] = "sandbox_error", f"{type(exc).__name__}: {exc}"
         row["seconds"] = round(time.monotonic() - started, 3)
         if write_row:
-            self._write_row(row)
+            try:
+                self._write_row(row)
+            except OSError as exc:  # a full disk: the batch goes on, and the row's reason names the fault
+                log.error("render of %s: render_status.jsonl not written (%s)", scene, exc)
+                row["reason"] = f"{row['reason']}; render_status.jsonl not written: {exc}".lstrip("; ")
         return row
 
     def _render_scene(self, scene, row):
@@ -293,6 +338,7 @@ class RenderStage:
             row["status"], row["reason"] = "missing", f"no blends/{scene}.blend"
             return
         worker = self._worker()
+        row["blender"] = worker.info.get("blender") or ""
         loaded = worker.load_blend(blend, snapshot=False)
         if loaded.status != "ok":
             row["status"] = "open_failed" if loaded.status == "error" else loaded.status
@@ -320,7 +366,12 @@ class RenderStage:
         width, height = frame_size(opts.resolution, aspect)
         row["size"] = [width, height]
         out_dir = self._tmp / "frames" / scene
+        if opts.preset == "bvb":
+            warning = self._software_gl_warning(worker, (width, height))
+            if warning:
+                row["warning"] = warning
         result = worker.render_frames(frames, opts.resolution, opts.preset, aspect=aspect, out_dir=out_dir)
+        row["renderer"] = result.renderer
         if result.status != "ok":
             row["status"] = "render_error" if result.status == "error" else result.status
             row["reason"] = result.reason or "the render failed"
@@ -335,6 +386,35 @@ class RenderStage:
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
         row["frames"] = len(result.files)
+
+    def _software_gl_warning(self, worker, size):
+        """The warning for EEVEE about to run on software GL (logged once per stage), or None.
+
+        Asked of the worker before its first bvb render: the GL platform its sandbox really has.
+        """
+        with self._lock:
+            if self._software_warning is not None:
+                return self._software_warning or None
+        try:
+            gl = worker.gl_info()
+        except WorkerError as exc:
+            log.warning("could not ask the render worker for its GL platform: %s", exc.reason)
+            return None
+        if not gl["software"]:
+            return None
+        seconds = software_eevee_estimate(self.options.num_frames, size)
+        estimate = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+        warning = (
+            f"EEVEE (--preset bvb) is about to render on software GL ({gl['renderer']}): expect roughly "
+            f"{estimate} per scene ({self.options.num_frames} frames at {size[0]}x{size[1]} px); "
+            "pass --preset fast for a Workbench render in seconds, or render on a machine with a GPU"
+        )
+        with self._lock:
+            first = self._software_warning is None
+            self._software_warning = warning
+        if first:
+            log.warning("%s", warning)
+        return warning
 
     def _aspect(self, scene, graph):
         size = self._clips.get(scene)
@@ -363,8 +443,20 @@ class RenderStage:
                     continue
         return rows
 
+    def _keeps_previous(self, row):
+        """True when a failed re-render must leave the scene's earlier ok row (its mp4 still decodes whole)."""
+        previous = self._rows.get(row["scene"])
+        if row["status"] not in RENDER_FAILURES or not previous or previous.get("status") != "ok":
+            return False
+        mp4 = self.run_dir / "camera_renders" / f"{row['scene']}.mp4"
+        return mp4_decodes(mp4, int(previous.get("frames") or 0))
+
     def _write_row(self, row):
         with self._lock:
+            if self._keeps_previous(row):
+                log.warning("render of %s failed (%s: %s); its earlier complete render stays, and so does its row",
+                            row["scene"], row["status"], row["reason"])  # fmt: skip
+                return
             self._rows[row["scene"]] = row
             text = "".join(json.dumps(self._rows[s]) + "\n" for s in sorted(self._rows))
             write_text_atomic(self.status_path, text)
@@ -384,7 +476,7 @@ def render_scene_task(payload):
         stage = RenderStage(replace(options, backend="local", progress=False))
     except Exception as exc:  # SandboxUnavailable, RenderStageError: this node cannot take the scene
         return {"scene": scene, "status": "sandbox_error", "reason": f"node {socket.gethostname()}: {exc}",
-                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": []}  # fmt: skip
+                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": [], "renderer": "", "blender": ""}  # fmt: skip
     try:
         return stage.render_scene(scene, write_row=False)
     finally:

@@ -5,6 +5,7 @@ or before t, so times inside a clip always map to a real frame and times past th
 to the last one.
 """
 
+import bisect
 import logging
 import math
 from dataclasses import dataclass
@@ -18,8 +19,11 @@ from .errors import VideoError
 
 log = logging.getLogger(__name__)
 
-# Forward gaps longer than this are crossed by seeking to a keyframe instead of decoding.
+# Without a keyframe index, forward gaps longer than this are crossed by seeking instead of decoding.
 SEEK_GAP_S = 4.0
+# A seek flushes the decoder and restarts it at a keyframe: worth it only when it skips more
+# frames than this (measured on 640x480 and 1920x1440 H.264: a seek costs a few frames' decode).
+SEEK_COST_FRAMES = 8
 
 # ffmpeg's MJPEG tables are the MPEG-1 intra matrix scaled by qscale / 8; libjpeg's are its
 # luminance table scaled by a quality percentage. Matching their means maps a libjpeg-style
@@ -35,6 +39,8 @@ class VideoInfo:
     duration: float
     width: int
     height: int
+    keyframes: tuple = ()
+    """Presentation times (s) of the clip's keyframes, in order, from the container's packets."""
 
 
 def _open(path):
@@ -74,10 +80,14 @@ def probe(path):
         # Counting packets reads the whole file without decoding it: cheap, and it is what
         # reveals a file cut short after a valid header.
         packets = 0
+        keyframes = []
+        tb, start_pts = stream.time_base, stream.start_time or 0
         try:
             for packet in container.demux(stream):
                 if packet.size:
                     packets += 1
+                    if packet.is_keyframe and packet.pts is not None and tb:
+                        keyframes.append(float((packet.pts - start_pts) * tb))
         except av.error.FFmpegError as exc:
             raise VideoError(
                 f"video {path} is corrupt after {packets} frames ({_reason(exc)}); re-download or re-encode it"
@@ -99,6 +109,7 @@ def probe(path):
         duration=packets / fps,
         width=int(width),
         height=int(height),
+        keyframes=tuple(sorted(keyframes)),
     )
 
 
@@ -121,8 +132,38 @@ def _target_size(width, height, longest_side):
     return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
 
 
-def _frames_at(path, times):
-    """Yield (index into times, av.VideoFrame) for each requested time, in time order."""
+def seek_plan(times, keyframes, fps, cost_frames=None):
+    """For times in increasing order: the keyframe time to seek to before each one, or None to decode on.
+
+    Reaching a time by decoding forward costs every frame since the decoder's position; a seek
+    costs the frames from the keyframe at or before it, plus the seek itself. So a sparse request
+    (gaps longer than the keyframe interval) seeks, a dense one is one forward pass, and a mixed
+    one seeks only across the gaps where that skips frames. Without a keyframe index, gaps over
+    SEEK_GAP_S seek (the demuxer then picks the keyframe).
+    """
+    plan, cursor = [], 0.0
+    cost_frames = SEEK_COST_FRAMES if cost_frames is None else cost_frames
+    skip_s = cost_frames / fps if fps else 0.0
+    for t in times:
+        if keyframes:
+            i = bisect.bisect_right(keyframes, t + 1e-6) - 1
+            key = keyframes[i] if i >= 0 else None
+            seek = key is not None and key - cursor > skip_s
+        else:
+            key, seek = t, t - cursor > SEEK_GAP_S
+        plan.append(key if seek else None)
+        cursor = max(cursor, key) if seek else cursor
+        cursor = max(cursor, t)
+    return plan
+
+
+def _frames_at(path, times, keyframes=None):
+    """Yield (index into times, av.VideoFrame) for each requested time, in time order.
+
+    keyframes: the clip's keyframe times (VideoInfo.keyframes); probed here when not given.
+    """
+    if keyframes is None:
+        keyframes = probe(path).keyframes
     path, container = _open(path)
     try:
         stream = container.streams.video[0]
@@ -130,19 +171,19 @@ def _frames_at(path, times):
         tb = stream.time_base
         start_pts = stream.start_time or 0
         order = sorted(range(len(times)), key=times.__getitem__)
+        plan = seek_plan([times[i] for i in order], list(keyframes), _stream_fps(stream, path))
         pos = 0
         frames = container.decode(stream)
         prev = None
-        # Where decoding stands (or was last sent by a seek): gaps are measured from here, so a
-        # long GOP after a seek is decoded through instead of triggering another seek.
         cursor = 0.0
         try:
             while pos < len(order):
-                t = times[order[pos]]
-                if t - cursor > SEEK_GAP_S and tb:
-                    container.seek(int(t / tb) + start_pts, backward=True, any_frame=False, stream=stream)
+                key = plan[pos]
+                if key is not None and key > cursor and tb:
+                    # Exactly the keyframe's timestamp: seeking backward from it lands on it.
+                    container.seek(round(key / tb) + start_pts, backward=True, any_frame=False, stream=stream)
                     frames = container.decode(stream)
-                    prev, cursor = None, t
+                    prev, cursor = None, key
                 frame = next(frames, None)
                 if frame is None:
                     if prev is None:
@@ -160,6 +201,31 @@ def _frames_at(path, times):
                 prev, cursor = frame, max(cursor, ft)
         except av.error.FFmpegError as exc:
             raise VideoError(f"video {path} is corrupt ({_reason(exc)}); re-download or re-encode it") from None
+    finally:
+        container.close()
+
+
+def frames_by_full_decode(path, times):
+    """Yield (index into times, av.VideoFrame) by decoding every frame in order, no seeking.
+
+    The reference the sampler is checked against, and the benchmark's baseline: the frame at
+    time t is the last one whose presentation time is at or before t (the first before it).
+    """
+    path, container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        tb, start_pts = stream.time_base, stream.start_time or 0
+        order = sorted(range(len(times)), key=times.__getitem__)
+        pos, prev = 0, None
+        for frame in container.decode(stream):
+            ft = float((frame.pts - start_pts) * tb)
+            while pos < len(order) and times[order[pos]] < ft - 1e-6:
+                yield order[pos], prev if prev is not None else frame
+                pos += 1
+            prev = frame
+        for index in order[pos:]:
+            yield index, prev
     finally:
         container.close()
 
@@ -192,14 +258,14 @@ def _rgb(frame, longest_side=None):
     return frame.to_ndarray(width=width, height=height, format="rgb24")
 
 
-def sample_frames(path, times, longest_side=None, quality=80):
+def sample_frames(path, times, longest_side=None, quality=80, keyframes=None):
     """JPEG bytes of the frame shown at each time (seconds), in the order given."""
     times = [float(t) for t in times]
     if any(not math.isfinite(t) or t < 0 for t in times):
         raise ValueError(f"frame times must be finite and >= 0, got {times}")
     out = [None] * len(times)
     last_frame = last_jpeg = None
-    for i, frame in _frames_at(path, times):
+    for i, frame in _frames_at(path, times, keyframes):
         if frame is not last_frame:
             last_frame, last_jpeg = frame, encode_jpeg(_rgb(frame, longest_side), quality)
         out[i] = last_jpeg
@@ -210,16 +276,28 @@ def sample_uniform(path, count, longest_side=None, quality=80, start=0.0, end=No
     """JPEG bytes of ``count`` frames at the centres of equal bins over [start, end]."""
     info = probe(path)
     end = info.duration if end is None else min(float(end), info.duration)
-    return sample_frames(path, uniform_times(info.duration, count, start, end), longest_side, quality)
+    times = uniform_times(info.duration, count, start, end)
+    return sample_frames(path, times, longest_side, quality, info.keyframes)
 
 
-def read_rgb_frames(path, count):
-    """(count, H, W, 3) uint8 frames sampled uniformly over the clip."""
+def read_rgb_frames(path, count, resize=None):
+    """(count, h, w, 3) uint8 frames sampled uniformly over the clip.
+
+    resize: a function of one (H, W, 3) uint8 frame returning it resized, applied as each frame
+    is decoded, so only the resized frames are held (LS keeps 64 frames at its encoder's input
+    size, not 64 frames of a 1920x1440 clip).
+    """
     info = probe(path)
     times = uniform_times(info.duration, count)
-    out = np.empty((count, info.height, info.width, 3), dtype=np.uint8)
-    for i, frame in _frames_at(path, times):
-        out[i] = frame.to_ndarray(format="rgb24")
+    out = None
+    last_frame = last_rgb = None
+    for i, frame in _frames_at(path, times, info.keyframes):
+        if frame is not last_frame:
+            rgb = frame.to_ndarray(format="rgb24")
+            last_frame, last_rgb = frame, (resize(rgb) if resize else rgb)
+        if out is None:
+            out = np.empty((count, *last_rgb.shape), dtype=np.uint8)
+        out[i] = last_rgb
     return out
 
 

@@ -13,12 +13,12 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .protocol import PROTOCOLS
 from .runlock import run_lock
 
 log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 8
-PROTOCOLS = ("dual_vqa_v1", "vsi_official")
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,8 @@ class LeaderboardOptions:
     runs: tuple
     out: Path
     reference: Path | None = None
+    resamples: int = 2000  # bootstrap resamples of the scenes (eval_bridge.noise)
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -328,7 +330,9 @@ def write_leaderboard(options):
     """Rank the runs (and a published reference CSV's rows) by Overall; writes the CSV; returns the rows."""
     from .overall import leaderboard
 
-    return leaderboard(list(options.runs), options.out, options.reference)
+    return leaderboard(
+        list(options.runs), options.out, options.reference, resamples=options.resamples, seed=options.seed
+    )
 
 
 def write_report(options):

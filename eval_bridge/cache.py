@@ -2,10 +2,17 @@
 
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
 from pathlib import Path
+
+# How often a process waiting on another's claim looks again, and when a claim is taken as
+# abandoned whoever holds it: longer than a judge call with all its retries and timeouts.
+CLAIM_POLL_S = 0.05
+CLAIM_LEASE_S = 1800.0
 
 
 def frames_hash(frames):
@@ -23,7 +30,12 @@ def cache_key(judge_model, protocol, frames_digest, prompt, vote_index):
 
 
 class JudgeCache:
-    """Thread-safe, process-safe (SQLite WAL) store of judge answers. Each put commits at once."""
+    """Thread-safe, process-safe (SQLite WAL) store of judge answers. Each put commits at once.
+
+    Processes sharing the file claim a call before making it (``claim``/``release``), so two
+    runs scoring one split at once ask each question of each clip once: the second waits for
+    the first one's answer.
+    """
 
     def __init__(self, path):
         self.path = Path(path)
@@ -36,9 +48,14 @@ class JudgeCache:
             " frames_hash TEXT, prompt TEXT, vote_index INTEGER, answer TEXT, cost_usd REAL,"
             " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)"
         )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, host TEXT, pid INTEGER, created REAL)"
+        )
         self._db.commit()
         self.hits = 0
         self.misses = 0
+        self.claim_waits = 0
+        self._host = socket.gethostname()
 
     def get(self, key):
         """(answer, cost_usd) of an earlier call, or None."""
@@ -69,6 +86,81 @@ class JudgeCache:
                 ),
             )
             self._db.commit()
+
+    def _answered(self, key):
+        with self._lock:
+            row = self._db.execute("SELECT answer, cost_usd FROM answers WHERE key = ?", (key,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def _count(self, hit):
+        with self._lock:
+            if hit is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return hit
+
+    def claim(self, key, poll_s=CLAIM_POLL_S):
+        """get() for a process about to make the call: take the call's claim, or wait while another holds it.
+
+        Returns (answer, cost_usd) when the call was made before (or by the claim's owner while we
+        waited), or None when this process now holds the claim: make the call, put(), release().
+        """
+        waited = False
+        while True:
+            hit = self._answered(key)
+            if hit is not None:
+                return self._count(hit)
+            with self._lock:
+                cursor = self._db.execute(
+                    "INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?)", (key, self._host, os.getpid(), time.time())
+                )
+                self._db.commit()
+                owner = None
+                if cursor.rowcount != 1:
+                    owner = self._db.execute("SELECT host, pid, created FROM claims WHERE key = ?", (key,)).fetchone()
+            if cursor.rowcount == 1:
+                # The owner may have answered and released between our look and our claim.
+                hit = self._answered(key)
+                if hit is not None:
+                    self.release(key)
+                return self._count(hit)
+            if owner is not None and not self._alive(*owner):
+                with self._lock:
+                    self._db.execute(
+                        "DELETE FROM claims WHERE key = ? AND host = ? AND pid = ? AND created = ?", (key, *owner)
+                    )
+                    self._db.commit()
+                continue
+            if not waited:
+                waited = True
+                with self._lock:
+                    self.claim_waits += 1
+            time.sleep(poll_s)
+
+    def release(self, key):
+        """Drop this process's claim on a call (answered or failed): a waiting process goes on."""
+        with self._lock:
+            self._db.execute(
+                "DELETE FROM claims WHERE key = ? AND host = ? AND pid = ?", (key, self._host, os.getpid())
+            )
+            self._db.commit()
+
+    def _alive(self, host, pid, created):
+        """Whether a claim's owner may still answer: a live process here, or elsewhere a claim within its lease."""
+        if time.time() - created >= CLAIM_LEASE_S:
+            return False  # longer than any call with all its retries: a stuck or vanished owner
+        if host != self._host:
+            return True
+        if pid == os.getpid():
+            return False  # a claim this process left behind: no thread of ours is making this call
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
     def __len__(self):
         with self._lock:

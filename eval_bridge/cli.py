@@ -4,6 +4,7 @@ It only parses arguments into eval_bridge.api's options, calls the API and print
 """
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -39,7 +40,7 @@ def _add_judge_args(p):
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge")
     p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
-    p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), default="dual_vqa_v1")
+    p.add_argument("--protocol", choices=api.PROTOCOLS, default="dual_vqa_v1")
     p.add_argument("--cache", help="judge cache file (default results/_dual_vqa_shared/judge_cache.sqlite)")
     p.add_argument("--shared", help="folder of shared source answers (default results/_dual_vqa_shared)")
     p.add_argument("--price-in", type=float, help="judge input price, USD per million tokens")
@@ -114,6 +115,8 @@ def _add_leaderboard(sub):
     p.add_argument("runs", nargs="+", help="scored run directories")
     p.add_argument("--out", required=True, help="CSV to write")
     p.add_argument("--reference", help="published results CSV to rank the runs among")
+    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples of the scenes")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (same files and seed: same intervals)")
     p.set_defaults(func=cmd_leaderboard)
 
 
@@ -143,7 +146,7 @@ def _add_serve(sub):
     p.add_argument("--judge-base-url", help="endpoint of the VLM judge named 'default'")
     p.add_argument("--judge-model", help="model of the VLM judge named 'default'")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding that judge's API key")
-    p.add_argument("--protocol", choices=("dual_vqa_v1", "vsi_official"), help="that judge's DV protocol")
+    p.add_argument("--protocol", choices=api.PROTOCOLS, help="that judge's DV protocol")
     p.add_argument("--price-in", type=float, help="that judge's input price, USD per million tokens")
     p.add_argument("--price-out", type=float, help="that judge's output price, USD per million tokens")
     p.add_argument(
@@ -162,6 +165,25 @@ def _add_report(sub):
     p.add_argument("--out", required=True)
     p.add_argument("--videos", help="source videos root")
     p.set_defaults(func=cmd_report)
+
+
+def _add_view(sub):
+    p = sub.add_parser("view", help="serve the report on loopback, refreshed while runs and scorers write")
+    p.add_argument("paths", nargs="+", metavar="RUN_OR_RESULTS_DIR", help="run directories or results folders")
+    p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (only loopback is allowed)")
+    p.add_argument("--port", type=int, default=8770)
+    p.add_argument("--out", help="folder for the built pages (default: a temporary folder)")
+    p.add_argument("--videos", help="source videos root (default: each run's config.json)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between checks for new files")
+    p.set_defaults(func=cmd_view)
+
+
+def _add_export(sub):
+    p = sub.add_parser("export", help="export a run to another tool's format (inspect: an Inspect AI eval log)")
+    p.add_argument("format", choices=("inspect",))
+    p.add_argument("run", help="run directory")
+    p.add_argument("--out", required=True, help="log file to write (.json); open it with: inspect view")
+    p.set_defaults(func=cmd_export)
 
 
 def _add_vgi(sub):
@@ -185,7 +207,18 @@ def build_parser():
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_dv, _add_ls, _add_overall, _add_leaderboard, _add_serve, _add_report, _add_vgi, _add_steps):
+    for add in (
+        _add_dv,
+        _add_ls,
+        _add_overall,
+        _add_leaderboard,
+        _add_serve,
+        _add_report,
+        _add_vgi,
+        _add_steps,
+        _add_view,
+        _add_export,
+    ):
         add(sub)
     return parser
 
@@ -232,12 +265,18 @@ def cmd_dv(args, progress=None):
     dv = "n/a (no question right on the sources)" if rate is None else f"{100 * rate:.2f}"
     print(
         f"DV {dv}: {counts['both_correct']:g} of {counts['source_correct']:g} source-correct questions retained; "
-        f"accuracy source {summary['original_accuracy']:.3f} render {summary['rendered_accuracy']:.3f}; "
-        f"{counts['questions']} questions, {counts['scenes']} scenes, {counts['scenes_failed']} failed; "
+        f"accuracy source {_pct(summary['original_accuracy'])}% render {_pct(summary['rendered_accuracy'])}%; "
+        f"{counts['questions']} questions ({counts['judge_errors']} judge errors, not scored), "
+        f"{counts['scenes']} scenes, {counts['scenes_failed']} failed; "
         f"judge {summary['judge_model']} ({summary['protocol']}); cost ${summary['judge_cost_usd']:.4f} "
         f"({summary['new_judge_calls']} new calls, ${summary['new_judge_cost_usd']:.4f}; "
         f"{summary['cache_hits']} cache hits)"
     )
+    if summary.get("vsi_bench"):
+        vsi = summary["vsi_bench"]
+        print(
+            f"VSI-Bench official overall: source {vsi['source']['overall']:.2f}, render {vsi['render']['overall']:.2f}"
+        )
     print(f"wrote {Path(args.run) / 'dual_vqa.jsonl'} and dual_vqa_summary.json")
     failed = counts["by_status"].get("judge_error", 0)
     if failed:
@@ -289,7 +328,11 @@ def cmd_overall(args, progress=None):
 def cmd_leaderboard(args, progress=None):
     from .overall import format_table
 
-    rows = api.write_leaderboard(api.LeaderboardOptions(tuple(args.runs), Path(args.out), args.reference))
+    if args.bootstrap < 10:
+        raise ValueError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
+    rows = api.write_leaderboard(
+        api.LeaderboardOptions(tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed)
+    )
     print(format_table(rows))
     print(f"wrote {args.out}")
     return rows
@@ -305,6 +348,27 @@ def cmd_report(args, progress=None):
     out = api.write_report(api.ReportOptions(tuple(args.runs), Path(args.out), args.videos))
     print(f"wrote {out or args.out}")
     return out
+
+
+def cmd_view(args, progress=None):
+    import time
+
+    from .live import ViewServer
+
+    server = ViewServer(args.paths, args.out, args.host, args.port, args.videos, args.interval).start()
+    print(f"serving the live report of {', '.join(args.paths)} at {server.url} (read-only; Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        server.stop()
+
+
+def cmd_export(args, progress=None):
+    from .inspect_export import export_inspect
+
+    count = export_inspect(args.run, args.out)
+    print(f"wrote {args.out}: {count} samples (open with: inspect view --log-dir {Path(args.out).parent})")
 
 
 def cmd_steps(args, progress=None):
@@ -364,7 +428,45 @@ def cmd_vgi(args, progress=None):
     return summary
 
 
+# Per command: (outcomes stage, unit of its rows, whether it takes --resume). Others end 0 when they succeed.
+FAULT_STAGES = {"dv": ("dv", "questions", True), "ls": ("ls", "scenes", True), "steps": ("steps", "scenes", False)}
+
+
+def _stage_exit(args, result, argv):
+    """The exit code of a finished command: FAULT_EXIT (and the rerun line) when rows ended in faults."""
+    from bvb_addon import outcomes
+
+    stage = FAULT_STAGES.get(args.command)
+    if stage is None or not isinstance(result, dict):
+        return outcomes.OK_EXIT
+    name, unit, resumable = stage
+    if "faults" in result:  # steps: the scenes that hit a fault, beside the scene count
+        rows = list(result["faults"]) + [{"status": "ok"}] * max(0, result.get("scenes", 0) - len(result["faults"]))
+    else:
+        rows = [{"status": status} for status, n in result["counts"]["by_status"].items() for _ in range(n)]
+    rerun = outcomes.rerun_command("eval_bridge", argv, "--resume" if resumable else None)
+    return outcomes.finish(name, rows, rerun, unit)
+
+
+def _judge_fault_exit(args, argv):
+    """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""
+    from bvb_addon import outcomes
+
+    summary_path = Path(getattr(args, "run", None) or ".") / "dual_vqa_summary.json"
+    if args.command == "dv" and summary_path.is_file():
+        code = _stage_exit(args, json.loads(summary_path.read_text()), argv)
+        if code:
+            return code
+    print(f"faults: the judge failed; rerun: {outcomes.rerun_command('eval_bridge', argv)}", flush=True)
+    return outcomes.FAULT_EXIT
+
+
 def main(argv=None):
+    from bvb_addon import outcomes, path_args
+
+    from .judge import JudgeError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
@@ -372,11 +474,29 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
-        args.func(args)
+        # --out is the leaderboard's CSV, and a folder for report and vgi.
+        out_is_file = args.command == "leaderboard"
+        path_args.check(
+            folders=[(f"--{name}", getattr(args, name, None)) for name in ("run", "videos", "shared", "timelines")]
+            + [("--root", root) for root in getattr(args, "root", None) or []]
+            + [("run", run) for run in getattr(args, "runs", None) or []]
+            + ([] if out_is_file else [("--out", getattr(args, "out", None))]),
+            new_files=[
+                (f"--{name.replace('_', '-')}", getattr(args, name, None))
+                for name in ("split", "cache", "reference", "tasks", "config", "token_file")
+            ]
+            + ([("--out", args.out)] if out_is_file else []),
+        )
+        result = args.func(args)
+    except JudgeError as exc:  # every judge call failed: a judge fault that --resume redoes, not bad input
+        print(f"error: {exc}", file=sys.stderr)
+        return _judge_fault_exit(args, argv)
     except api.user_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk writing rows or summaries
+        return outcomes.environment_exit(exc, outcomes.rerun_command("eval_bridge", argv))
     except KeyboardInterrupt:
         print("interrupted; rerun with --resume to continue", file=sys.stderr)
         return 130
-    return 0
+    return _stage_exit(args, result, argv)

@@ -8,7 +8,9 @@ import concurrent.futures as cf
 import datetime
 import functools
 import hashlib
+import json
 import logging
+import os
 import threading
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -17,8 +19,8 @@ from tqdm import tqdm
 
 from bvb_addon import backend
 
-from .correctness import score
-from .files import agent_meta, append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
+from . import protocol as rules
+from .files import agent_meta, append_jsonl, file_lock, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,7 @@ ROWS = "dual_vqa.jsonl"
 PARTIAL = "dual_vqa.partial.jsonl"
 SUMMARY = "dual_vqa_summary.json"
 # Rows with these statuses are redone on --resume: the judge, not the reconstruction, failed.
-RETRY_STATUSES = frozenset({"judge_error", "source_error"})
+RETRY_STATUSES = rules.JUDGE_FAULTS
 
 
 def shared_dir(run_dir):
@@ -42,7 +44,9 @@ def majority(scores):
 
 
 def question_sha(question, protocol):
-    text = "\n".join([question.question, *(question.options or []), str(question.ground_truth), protocol])
+    # The prompt the judge saw (the question itself under dual_vqa_v1): answers to another prompt are not reused.
+    prompt = rules.prompt_for(question, protocol) if protocol in rules.PROTOCOLS else question.question
+    text = "\n".join([prompt, *(question.options or []), str(question.ground_truth), protocol])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -69,21 +73,66 @@ class _Memo:
         return value
 
 
+def _row_key(row):
+    return (row.get("judge_model"), row.get("protocol"), row.get("id"), row.get("question_sha"))
+
+
 class _Shared:
-    """The shared source answers: read once, appended under a file lock, keyed by judge, protocol and question."""
+    """The shared source answers, one row per judge, protocol and question.
+
+    Every process scoring a run of the results folder reads the file once and then only what
+    others appended since; rows are added under a file lock after reading those, so a row another
+    process stored first is taken, not written twice.
+    """
 
     def __init__(self, path, judge):
         self.path = Path(path)
         self.judge = judge
         self._lock = threading.Lock()
         self._rows = {}
-        # None: put() appends to the file. A list: put() collects rows there for the driver to write
+        self._seen = (None, 0)  # (inode, bytes read) of the file
+        # None: put() stores rows in the file. A list: put() collects rows there for the driver to write
         # (a Ray task's copy: one writer per file, whatever storage the run directory is on).
         self.deferred = None
-        for row in read_jsonl(self.path):
-            key = (row.get("judge_model"), row.get("protocol"), row.get("id"), row.get("question_sha"))
-            if len(row.get("answers", [])) > len(self._rows.get(key, {}).get("answers", [])):
-                self._rows[key] = row
+        self._merge_duplicates()
+
+    @property
+    def _lock_path(self):
+        return self.path.with_name(self.path.name + ".lock")
+
+    def _keep(self, row):
+        key = _row_key(row)
+        if len(row.get("answers", [])) > len(self._rows.get(key, {}).get("answers", [])):
+            self._rows[key] = row
+
+    def _read_new(self):
+        """Rows appended since the last read (the whole file again after another process rewrote it)."""
+        try:
+            handle = open(self.path, "rb")
+        except FileNotFoundError:
+            self._seen = (None, 0)
+            return
+        with handle:
+            inode = os.fstat(handle.fileno()).st_ino
+            offset = self._seen[1] if self._seen[0] == inode else 0
+            handle.seek(offset)
+            data = handle.read()
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        for line in data[:end].splitlines():
+            try:
+                self._keep(json.loads(line))
+            except (ValueError, AttributeError):
+                log.warning("%s: a line that is not a JSON row (an interrupted write?); skipped", self.path)
+        self._seen = (inode, offset + end)
+
+    def _merge_duplicates(self):
+        """Read the file; rewrite it with one row per key when earlier runs left duplicates."""
+        with self._lock, file_lock(self._lock_path):
+            self._read_new()
+            lines = sum(1 for line in open(self.path, "rb") if line.strip()) if self.path.exists() else 0
+            if lines > len(self._rows):
+                write_jsonl_atomic(self.path, list(self._rows.values()))
+                self._seen = (os.stat(self.path).st_ino, os.stat(self.path).st_size)
 
     def _key(self, question):
         return (self.judge.model, self.judge.protocol, question.id, question_sha(question, self.judge.protocol))
@@ -105,15 +154,30 @@ class _Shared:
                 key = self._key(question)
                 if key in self._rows:
                     rows[key] = self._rows[key]
-        copy.__setstate__({"path": self.path, "judge": judge, "_rows": rows, "deferred": []})
+        copy.__setstate__({"path": self.path, "judge": judge, "_rows": rows, "_seen": (None, 0), "deferred": []})
         return copy
 
-    def absorb(self, rows):
-        """Rows a task collected: kept and appended to the file."""
-        with self._lock:
+    def store(self, rows):
+        """Add rows to the file, except those another process stored first; returns the rows kept, by key."""
+        kept = {}
+        with self._lock, file_lock(self._lock_path):
+            self._read_new()
+            fresh = []
             for row in rows:
-                self._rows[(row["judge_model"], row["protocol"], row["id"], row["question_sha"])] = row
-        append_jsonl(self.path, rows)
+                key = _row_key(row)
+                have = self._rows.get(key)
+                if have is None or len(have.get("answers", [])) < len(row["answers"]):
+                    self._rows[key] = row
+                    fresh.append(row)
+                kept[key] = self._rows[key]
+            if fresh:
+                append_jsonl(self.path, fresh)
+                self._seen = (os.stat(self.path).st_ino, os.stat(self.path).st_size)
+        return kept
+
+    def absorb(self, rows):
+        """Rows a Ray task collected: stored like a local run's."""
+        self.store(rows)
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}
@@ -134,14 +198,12 @@ class _Shared:
             "answers": [a.text for a in answers],
             "costs_usd": [a.cost_usd for a in answers],
         }
-        key = (row["judge_model"], row["protocol"], row["id"], row["question_sha"])
-        with self._lock:
-            self._rows[key] = row
-            if self.deferred is not None:
+        if self.deferred is not None:
+            with self._lock:
+                self._rows[_row_key(row)] = row
                 self.deferred.append(row)
-        if self.deferred is None:
-            append_jsonl(self.path, [row])
-        return row
+            return row
+        return self.store([row])[_row_key(row)]
 
 
 def _render_state(run_dir):
@@ -357,7 +419,6 @@ class DualVQA:
             "render_answers": [],
             "source_score": 0.0,
             "render_score": 0.0,
-            "retained_score": 0.0,
             "source_correct": False,
             "render_correct": False,
             "retained": False,
@@ -391,16 +452,17 @@ class DualVQA:
             else:
                 row.update(render_answers=texts, render_answer=texts[0], render_score=self._grade(question, texts))
                 row["cost_usd"] += cost
-        row["source_correct"] = row["source_score"] >= 0.5
-        row["render_correct"] = row["render_score"] >= 0.5
-        row["retained_score"] = min(row["source_score"], row["render_score"])
-        row["retained"] = row["retained_score"] >= 0.5
+        row["source_correct"] = rules.is_correct(row["source_score"])
+        row["render_correct"] = rules.is_correct(row["render_score"])
+        row["retained"] = row["source_correct"] and row["render_correct"]
         return row
 
     def _grade(self, question, answers):
-        protocol = self.judge.protocol
         return majority(
-            [score(protocol, question.question_type, a, question.options, question.ground_truth) for a in answers]
+            [
+                rules.score(self.judge.protocol, question.question_type, a, question.options, question.ground_truth)
+                for a in answers
+            ]
         )
 
 
@@ -421,28 +483,16 @@ def _one_line(exc):
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
-def _rates(rows):
-    source = sum(r.get("source_score", 0.0) for r in rows)
-    render = sum(r.get("render_score", 0.0) for r in rows)
-    both = sum(r.get("retained_score", min(r.get("source_score", 0.0), r.get("render_score", 0.0))) for r in rows)
-    n = len(rows)
-    return {
-        "questions": n,
-        "source_correct": source,
-        "render_correct": render,
-        "both_correct": both,
-        "retention_rate": both / source if source else None,
-        "original_accuracy": source / n if n else None,
-        "rendered_accuracy": render / n if n else None,
-    }
-
-
 def summarise(rows, judge, votes):
-    """The run's summary: pooled retention (a 0-1 fraction), accuracies, counts, by question type, judge."""
-    overall = _rates(rows)
+    """The run's summary: pooled retention (a 0-1 fraction), accuracies, counts, by question type, judge.
+
+    Judge faults are counted apart and kept out of the pool: they are not answers.
+    """
+    pool = rules.pooled(rows)
+    overall = rules.rates(pool)
     by_type = {}
-    for qtype in dict.fromkeys(r["question_type"] for r in rows):
-        by_type[qtype] = _rates([r for r in rows if r["question_type"] == qtype])
+    for qtype in dict.fromkeys(r["question_type"] for r in pool):
+        by_type[qtype] = rules.rates([r for r in pool if r["question_type"] == qtype])
     scenes = list(dict.fromkeys(r["scene"] for r in rows))
     failed = {}
     for r in rows:
@@ -454,7 +504,9 @@ def summarise(rows, judge, votes):
         "original_accuracy": overall["original_accuracy"],
         "rendered_accuracy": overall["rendered_accuracy"],
         "counts": {
-            "questions": overall["questions"],
+            "questions": len(rows),
+            "scored": overall["questions"],
+            "judge_errors": len(rows) - len(pool),
             "source_correct": overall["source_correct"],
             "render_correct": overall["render_correct"],
             "both_correct": overall["both_correct"],
@@ -477,6 +529,14 @@ def summarise(rows, judge, votes):
         "new_judge_calls": judge.calls,
         "new_judge_cost_usd": judge.cost_usd,
         "cache_hits": getattr(getattr(judge, "cache", None), "hits", 0),
+        # Calls this run waited for because another process sharing the cache was making them.
+        "claim_waits": getattr(getattr(judge, "cache", None), "claim_waits", 0),
         "failures": failed,
+        # VSI-Bench's own numbers, comparable with its tables; retention above is ours.
+        "vsi_bench": (
+            {side: rules.vsi_aggregate(pool, side) for side in ("source", "render")}
+            if judge.protocol == "vsi_official" and pool
+            else None
+        ),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }

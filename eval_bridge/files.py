@@ -1,5 +1,6 @@
 """Atomic writes and crash-tolerant JSON lines for the bridge's result files."""
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -13,12 +14,30 @@ log = logging.getLogger(__name__)
 __all__ = [
     "agent_meta",
     "append_jsonl",
+    "file_lock",
     "read_json",
     "read_jsonl",
     "write_json_atomic",
     "write_jsonl_atomic",
     "write_text_atomic",
 ]
+
+
+@contextlib.contextmanager
+def file_lock(path):
+    """An exclusive lock between processes on a lock file beside the data (held until the block ends).
+
+    A separate file, so that the data file may be replaced atomically while the lock is held.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def write_jsonl_atomic(path, rows):

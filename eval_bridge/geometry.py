@@ -11,8 +11,8 @@ import math
 import re
 from pathlib import Path
 
-from .correctness import GEOMETRY_PROTOCOL, normalise, option_letter, option_text
 from .judge import Answer
+from .protocol import GEOMETRY_PROTOCOL, normalise, option_letter, option_text
 from .scene_geometry import SceneGeometry, box_distance, category_of, from_gt, from_scene_graph
 
 log = logging.getLogger(__name__)
@@ -167,12 +167,13 @@ def _direction(geometry, named, options):
     cross = forward[0] * offset[1] - forward[1] * offset[0]
     dot = float(forward @ offset)
     angle = math.degrees(math.atan2(cross, dot))
-    labels = {normalise(option_text(o)): o for o in options}
+    # Spaces dropped too: punctuation is deleted, so "front-left" normalises to "frontleft".
+    labels = {normalise(option_text(o)).replace(" ", ""): o for o in options}
     side = "left" if cross > 0 else "right"
     if "back" in labels and abs(angle) >= 135:
         wanted = "back"
     elif any("front" in label for label in labels):
-        wanted = f"{'front' if dot > 0 else 'back'} {side}"
+        wanted = f"{'front' if dot > 0 else 'back'}{side}"
     else:
         wanted = side
     for label, option in labels.items():

@@ -3,13 +3,12 @@
 import base64
 import logging
 import os
-import random
 import threading
-import time
 from dataclasses import dataclass
 
-import openai
+from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy
 
+from . import protocol as protocols
 from .cache import cache_key, frames_hash
 from .pricing import Pricing
 
@@ -18,13 +17,6 @@ log = logging.getLogger(__name__)
 # Identical calls in flight at once (two jobs scoring the same source) wait for each other and
 # then read the cache; different calls rarely share one of the stripes.
 _STRIPES = [threading.Lock() for _ in range(4096)]
-
-# Statuses worth retrying: timeouts, conflicts, rate limits, server errors.
-RETRY_STATUSES = frozenset({408, 409, 429})
-
-# VSI-Bench's own post-prompts, used only by the vsi_official protocol.
-VSI_CHOICE_SUFFIX = "Answer with the option's letter from the given choices directly."
-VSI_NUMBER_SUFFIX = "Please answer the question using a single word or phrase."
 
 
 @dataclass(frozen=True)
@@ -36,7 +28,7 @@ class JudgeSettings:
     jpeg_quality: int = 80
     detail: str = "low"
     temperature: float = 0.0
-    max_tokens: int = 32
+    max_tokens: int = protocols.DUAL_VQA_MAX_TOKENS
 
 
 class JudgeError(RuntimeError):
@@ -48,15 +40,6 @@ class Answer:
     text: str
     cost_usd: float
     cached: bool
-
-
-def prompt_for(question, protocol):
-    """The text after the frames: the question only for dual_vqa_v1; options and VSI's suffix for vsi_official."""
-    if protocol == "vsi_official":
-        if question.options:
-            return "\n".join([question.question, "Options:", *question.options, VSI_CHOICE_SUFFIX])
-        return f"{question.question}\n{VSI_NUMBER_SUFFIX}"
-    return question.question
 
 
 @dataclass
@@ -89,12 +72,10 @@ class VLMJudge:
         max_tokens_field="max_completion_tokens",
         cap=None,
     ):
-        if protocol not in ("dual_vqa_v1", "vsi_official"):
-            raise ValueError(f"unknown protocol {protocol!r}: use dual_vqa_v1 or vsi_official")
         self.model = model
-        self.protocol = protocol
+        self.protocol = protocols.check_protocol(protocol)
         self.cache = cache
-        self.settings = settings or JudgeSettings()
+        self.settings = settings or JudgeSettings(max_tokens=protocols.max_tokens(protocol))
         self.pricing = pricing or Pricing(model)
         self.retries = retries
         self.backoff_s = backoff_s
@@ -108,7 +89,13 @@ class VLMJudge:
         self._connect()
 
     def _connect(self):
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=self._key, max_retries=0, timeout=self.timeout_s)
+        # The agent's client too: same retries (408/409/429/5xx, empty or filtered replies), Retry-After honoured.
+        policy = RetryPolicy(
+            max_retries=self.retries, time_limit=max(300.0, 60.0 * (self.retries + 1)), base_delay=self.backoff_s
+        )
+        self.client = OpenAIClient(
+            self.base_url, self._key, self.timeout_s, policy, cap=self.cap, label=f"judge {self.model}"
+        )
         self._lock = threading.Lock()
         self.calls = 0
         self.cost_usd = 0.0
@@ -156,7 +143,7 @@ class VLMJudge:
 
     def ask(self, media, question, vote_index=0):
         """One vote: from the cache when this exact call was made before, else from the API."""
-        prompt = prompt_for(question, self.protocol)
+        prompt = protocols.prompt_for(question, self.protocol)
         key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
         if self.cache is None:
             return self._fresh(media, prompt, key, vote_index)
@@ -164,10 +151,17 @@ class VLMJudge:
             return self._cached(media, prompt, key, vote_index)
 
     def _cached(self, media, prompt, key, vote_index):
-        hit = self.cache.get(key)
+        # Another process scoring the same split may be making this very call: claim() waits for its
+        # answer. (The Ray cache proxy has no claims: a Ray run has one driver and one cache actor.)
+        claim = getattr(self.cache, "claim", None)
+        hit = self.cache.get(key) if claim is None else claim(key)
         if hit is not None:
             return Answer(text=hit[0], cost_usd=hit[1], cached=True)
-        return self._fresh(media, prompt, key, vote_index)
+        try:
+            return self._fresh(media, prompt, key, vote_index)
+        finally:
+            if claim is not None:
+                self.cache.release(key)
 
     def _fresh(self, media, prompt, key, vote_index):
         text, usage = self._call(media.frames, prompt)
@@ -207,48 +201,18 @@ class VLMJudge:
             "temperature": self.settings.temperature,
             self.max_tokens_field: self.settings.max_tokens,
         }
-        for attempt in range(self.retries + 1):
-            try:
-                if self.cap is None:
-                    response = self.client.chat.completions.create(**request)
-                else:
-                    # Only the request holds a permit; backoff sleeps below leave it to others.
-                    with self.cap:
-                        response = self.client.chat.completions.create(**request)
-                break
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                error, retry_after = exc, None
-            except openai.APIStatusError as exc:
-                if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
-                    hint = f"; check ${self.api_key_env} (--judge-api-key-env)" if exc.status_code in (401, 403) else ""
-                    raise JudgeError(
-                        f"judge {self.model} refused the call: HTTP {exc.status_code} {_short(exc)}{hint}"
-                    ) from None
-                error, retry_after = exc, _retry_after(exc)
-            if attempt == self.retries:
-                raise JudgeError(f"judge {self.model} failed after {attempt + 1} tries: {_short(error)}") from None
-            delay = (
-                retry_after if retry_after is not None else self.backoff_s * 2**attempt * (0.5 + random.random() / 2)
-            )
-            log.info("judge call failed (%s); retry %d in %.2fs", _short(error), attempt + 1, delay)
-            time.sleep(min(delay, 60.0))
-        text = (response.choices[0].message.content or "").strip() if response.choices else ""
+        try:
+            answer = self.client.complete(request)
+        except ClientError as exc:
+            hint = f"; check ${self.api_key_env} (--judge-api-key-env)" if exc.status in (401, 403) else ""
+            raise JudgeError(f"judge {self.model}: {_short(exc)}{hint}") from None
         usage = {}
-        if response.usage is not None:
-            usage["prompt_tokens"] = response.usage.prompt_tokens or 0
-            usage["completion_tokens"] = response.usage.completion_tokens or 0
-            extra = getattr(response.usage, "model_extra", None) or {}
-            if extra.get("cost") is not None:
-                usage["cost"] = extra["cost"]
-        return text, usage
-
-
-def _retry_after(exc):
-    try:
-        value = exc.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, ValueError):
-        return None
+        if answer.usage:
+            usage["prompt_tokens"] = answer.usage.get("input_tokens", 0)
+            usage["completion_tokens"] = answer.usage.get("output_tokens", 0)
+            if answer.usage.get("cost") is not None:
+                usage["cost"] = answer.usage["cost"]
+        return answer.content.strip(), usage
 
 
 def _short(exc):

@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
-from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from
+from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
 __all__ = [
     "Encoder",
@@ -152,6 +152,11 @@ class Encoder:
                 "check --num-frames against the model's tubelet and patch sizes"
             )
         return hidden
+
+    def resize_frame(self, rgb):
+        """One decoded frame at the encoder's resize size: read_rgb_frames applies it as it decodes,
+        so a clip's 64 frames are held at that size, never at the clip's."""
+        return resize_frame(rgb, self.prep)
 
     def score(self, clip_a, clip_b):
         hidden = self.tokens(clip_a, clip_b)
@@ -378,11 +383,12 @@ def _score_scene(encoder, read_rgb_frames, source, run_dir, scene):
     from bvb_addon.video import VideoError
 
     try:
-        clip_a = read_rgb_frames(source, encoder.num_frames)
+        clip_a = read_rgb_frames(source, encoder.num_frames, resize=encoder.resize_frame)
     except VideoError as exc:
         return {"status": "source_error", "reason": str(exc), "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
     try:
-        clip_b = read_rgb_frames(run_dir / "camera_renders" / f"{scene}.mp4", encoder.num_frames)
+        clip_b = read_rgb_frames(run_dir / "camera_renders" / f"{scene}.mp4", encoder.num_frames,
+                                 resize=encoder.resize_frame)  # fmt: skip
     except VideoError as exc:
         return {"status": "render_error", "reason": str(exc), "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
     try:

@@ -4,13 +4,14 @@ import csv
 import datetime
 import io
 import logging
-import math
 from pathlib import Path
 from urllib.parse import urlparse
 
 from bvb_addon import versions
 
+from . import noise
 from .files import read_json, write_json_atomic, write_text_atomic
+from .protocol import overall_score, retention
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,12 @@ PUBLISHED_COLUMNS = (
     "runtimeMin",
     *QUESTION_COLUMNS,
 )
-OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "blender", "comparable")
-COLUMNS = PUBLISHED_COLUMNS + OWN_COLUMNS
+# vsiSource / vsiRender: VSI-Bench's official overall (0-100) of the judge on the sources and the
+# renders, for runs scored with --protocol vsi_official. blender / comparable: the Blender the run
+# was made and rendered with, and whether that is the protocol's (DESIGN.md section 9).
+OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable")
+# The bootstrap intervals come right after BVB's columns (eval_bridge.noise).
+COLUMNS = PUBLISHED_COLUMNS + noise.CI_COLUMNS + OWN_COLUMNS + noise.NOISE_COLUMNS
 VENDORS = {
     "openai": "OpenAI",
     "anthropic": "Anthropic",
@@ -56,11 +61,6 @@ VENDORS = {
 
 class OverallError(ValueError):
     pass
-
-
-def overall_score(dv, ls):
-    """BVB's Overall from DV and LS, both on the 0-100 scale."""
-    return ((math.sqrt(dv) + math.sqrt(max(0.0, ls))) / 2) ** 2
 
 
 def _percent(fraction):
@@ -117,8 +117,8 @@ def _vendor(config):
     return next((name for key, name in VENDORS.items() if key in host), "")
 
 
-def run_row(run_dir):
-    """One leaderboard row (0-100 scale) for a scored run directory."""
+def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
+    """One leaderboard row (0-100 scale) for a scored run directory, with its bootstrap intervals."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise OverallError(f"run directory {run_dir} does not exist; pass scored run folders")
@@ -151,7 +151,7 @@ def run_row(run_dir):
         entries = [v for k, v in by_type.items() if k == column or k.startswith(column + "_")]
         source = sum(e.get("source_correct", 0) for e in entries)
         both = sum(e.get("both_correct", 0) for e in entries)
-        row[column] = 100.0 * both / source if source else None
+        row[column] = _percent(retention(both, source))
     failures = ls.get("counts", {}).get("failed")
     if failures is None:
         failures = dv.get("counts", {}).get("scenes_failed")
@@ -162,6 +162,10 @@ def run_row(run_dir):
         encoder=ls.get("model", ""),
         protocol=dv.get("protocol", ""),
     )
+    vsi = dv.get("vsi_bench") or {}
+    row["vsiSource"] = (vsi.get("source") or {}).get("overall")
+    row["vsiRender"] = (vsi.get("render") or {}).get("overall")
+    row.update(noise.run_noise(run_dir, resamples, seed))
     blenders = versions.run_blenders(run_dir)
     comparable, note = versions.comparability(blenders)
     made, rendered = "; ".join(blenders["made"]), "; ".join(blenders["rendered"])
@@ -230,15 +234,22 @@ def _rank_key(row):
     return key
 
 
-def leaderboard(run_dirs, out, reference=None):
-    """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows."""
-    rows = [run_row(r) for r in run_dirs]
+def leaderboard(run_dirs, out, reference=None, resamples=noise.RESAMPLES, seed=noise.SEED):
+    """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows.
+
+    Runs named NAME.trial1 ... NAME.trialK also get one row NAME aggregating their trials.
+    """
+    rows = [run_row(r, resamples, seed) for r in run_dirs]
+    by_dir = {str(Path(r)): row for r, row in zip(run_dirs, rows, strict=True)}
+    for name, trials in noise.trial_groups(run_dirs).items():
+        rows.append(noise.trial_row(name, [by_dir[str(t)] for t in trials], trials, resamples, seed))
     if reference:
         rows += read_reference(reference)
     # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
     rows.sort(key=_rank_key)
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
+    noise.overlaps(rows)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()

@@ -9,6 +9,7 @@ frames.
 
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -104,13 +105,54 @@ def output_size(height, width, prep):
     return (new_short, new_long) if height <= width else (new_long, new_short)
 
 
+@lru_cache(maxsize=32)
+def _band(in_size, out_size):
+    """resize_weights as a band: (out, k) input indices and their weights, k the widest support.
+
+    Each output pixel reads only the few input pixels under its filter, so the resize costs
+    k multiply-adds per output value instead of a dense matrix product over the whole axis.
+    """
+    weights = resize_weights(in_size, out_size)
+    nonzero = weights != 0
+    lo = nonzero.argmax(axis=1)
+    hi = in_size - nonzero[:, ::-1].argmax(axis=1)
+    k = max(1, int((hi - lo).max()))
+    start = np.minimum(lo, in_size - k)
+    index = start[:, None] + np.arange(k)
+    band = np.take_along_axis(weights, index, axis=1).astype(np.float32)
+    index.flags.writeable = band.flags.writeable = False
+    return index, band
+
+
 def resize(frames, out_hw):
-    """Resize (T, H, W, C) uint8 frames to out_hw; uint8 out, rounded, as the processor does on uint8 tensors."""
+    """Resize (T, H, W, C) uint8 frames to out_hw; uint8 out, rounded, as the processor does on uint8 tensors.
+
+    Frames already at out_hw come back as they are (the filter is then the identity), so
+    frames resized as they were decoded are not resized again.
+    """
     t, h, w, c = frames.shape
-    wh, ww = resize_weights(h, out_hw[0]), resize_weights(w, out_hw[1])
-    out = np.einsum("oh,thwc->towc", wh.astype(np.float32), frames.astype(np.float32))
-    out = np.einsum("pw,towc->topc", ww.astype(np.float32), out)
-    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+    if (h, w) == tuple(out_hw):
+        return frames
+    row_index, row_band = _band(h, out_hw[0])
+    col_index, col_band = _band(w, out_hw[1])
+    out = np.empty((t, out_hw[0], out_hw[1], c), dtype=np.uint8)
+    for i in range(t):
+        # Rows, then columns, one frame at a time (the float copies stay one frame's size).
+        rows = np.zeros((out_hw[0], w, c), np.float32)
+        for j in range(row_index.shape[1]):
+            rows += row_band[:, j, None, None] * frames[i][row_index[:, j]]
+        cols = np.zeros((out_hw[0], out_hw[1], c), np.float32)
+        for j in range(col_index.shape[1]):
+            cols += col_band[None, :, j, None] * rows[:, col_index[:, j]]
+        out[i] = np.clip(np.rint(cols), 0, 255).astype(np.uint8)
+    return out
+
+
+def resize_frame(rgb, prep):
+    """One (H, W, 3) uint8 frame resized as preprocess resizes it (so preprocess finds it at size)."""
+    if not prep.do_resize:
+        return rgb
+    return resize(rgb[None], output_size(rgb.shape[0], rgb.shape[1], prep))[0]
 
 
 def preprocess(frames, prep):

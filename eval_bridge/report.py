@@ -19,6 +19,8 @@ from pathlib import Path
 from bvb_addon import versions, video
 from bvb_addon.atomic import write_text_atomic
 
+from .protocol import overall_score
+
 log = logging.getLogger(__name__)
 
 STRIP_FRAMES = 6
@@ -55,12 +57,10 @@ class RunView:
     judge: str = ""
     protocol: str = ""
     steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
+    step_answers: dict = field(default_factory=dict)  # scene -> its steps_answers.jsonl rows
+    ci: dict = field(default_factory=dict)  # eval_bridge.noise: the bootstrap intervals and vote spread
+    vsi_bench: dict = field(default_factory=dict)  # VSI-Bench's official aggregate, under vsi_official
     comparability_note: str = ""  # set when another Blender than the protocol's made or rendered it
-
-
-def overall_score(dv, ls):
-    """BVB's Overall: the square of the mean of square roots (0-100 scale)."""
-    return ((math.sqrt(max(0.0, dv)) + math.sqrt(max(0.0, ls))) / 2) ** 2
 
 
 def _read_json(path):
@@ -123,9 +123,15 @@ def load_run(run_dir, videos_root=None):
     elif view.dv is not None and view.ls is not None:
         view.overall = overall_score(view.dv, view.ls)
     view.steps = _read_json(run_dir / "steps_analysis.json") or {}
+    from .noise import run_noise
+
+    view.ci = run_noise(run_dir)
+    for answer in _read_jsonl(run_dir / "steps_answers.jsonl"):
+        view.step_answers.setdefault(str(answer.get("scene")), []).append(answer)
     _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
+    view.vsi_bench = dv_summary.get("vsi_bench") or {}
     for qtype, entry in (dv_summary.get("by_question_type") or {}).items():
         rate = entry.get("retention_rate") if isinstance(entry, dict) else entry
         if rate is not None:
@@ -142,6 +148,10 @@ def load_run(run_dir, videos_root=None):
             cost=meta.get("cost"),
             turns=meta.get("turns"),
         )
+    # A scene still running has a trajectory but no agent_meta yet (bvb view shows it live).
+    for trajectory in sorted((run_dir / "trajectories").glob("*.traj.json")):
+        scene = trajectory.name[: -len(".traj.json")]
+        rows.setdefault(scene, SceneRow(scene=scene, status="running"))
     datasets = []
     for row in _read_jsonl(run_dir / "dual_vqa.jsonl"):
         scene = row.get("scene") or row.get("scene_name")
@@ -175,10 +185,21 @@ def load_run(run_dir, videos_root=None):
     return view
 
 
+def _stale(output, source):
+    """Whether ``output`` is missing or older than ``source``."""
+    try:
+        return output.stat().st_mtime_ns < source.stat().st_mtime_ns
+    except OSError:
+        return True
+
+
 def _strip(clip, dest_dir, prefix):
     """Save STRIP_FRAMES uniformly sampled JPEGs of a clip; return their names (or an error)."""
     if clip is None:
         return [], "no video"
+    names = [f"{prefix}_{index}.jpg" for index in range(STRIP_FRAMES)]
+    if not any(_stale(dest_dir / name, clip) for name in names):
+        return names, ""  # kept from an earlier build of this folder (bvb view rebuilds often)
     try:
         frames = video.sample_uniform(clip, STRIP_FRAMES, longest_side=STRIP_SIDE, quality=80)
     except video.VideoError as exc:
@@ -189,6 +210,14 @@ def _strip(clip, dest_dir, prefix):
         (dest_dir / name).write_bytes(jpeg)
         names.append(name)
     return names, ""
+
+
+def _error_bar(value, ci, key):
+    """[[below], [above]] for matplotlib from a 0-100 interval around ``value``, or None without one."""
+    low, high = ci.get(f"{key}_ci_low"), ci.get(f"{key}_ci_high")
+    if low is None or high is None:
+        return None
+    return [[max(0.0, value - low)], [max(0.0, high - value)]]
 
 
 def _plots(runs, assets):
@@ -210,12 +239,17 @@ def _plots(runs, assets):
         dv = view.dv or 0.0
         ls = view.ls or 0.0
         marker = "o" if view.ls is not None else "x"
-        ax.scatter([dv], [ls], s=60, marker=marker, zorder=3, label=view.name)
+        points = ax.scatter([dv], [ls], s=60, marker=marker, zorder=3, label=view.name)
+        xerr, yerr = _error_bar(dv, view.ci, "dualVqa"), _error_bar(ls, view.ci, "latentSim")
+        if xerr is not None or yerr is not None:
+            # The 95% bootstrap interval over scenes (eval_bridge.noise), in the point's colour.
+            ax.errorbar([dv], [ls], xerr=xerr, yerr=yerr, fmt="none", ecolor=points.get_facecolor()[0],
+                        elinewidth=1, capsize=3, zorder=2)  # fmt: skip
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
     ax.set_xlabel("Dual VQA (DV)")
     ax.set_ylabel("Latent Similarity (LS)")
-    ax.set_title("DV vs LS (grey: Overall iso-curves)")
+    ax.set_title("DV vs LS (grey: Overall iso-curves; bars: 95% CI)")
     if any(view.ls is None for view in runs):
         ax.text(2, 96, "x: LS not scored (plotted at 0)", fontsize=8, color="#666666", va="top")
     ax.legend(fontsize=8, loc="lower right")
@@ -284,6 +318,22 @@ def _steps_plot(runs, assets):
     return "steps.svg"
 
 
+def _cached_plots(runs, assets):
+    """The three plots, redrawn only when what they show changed (bvb view rebuilds on every step)."""
+    import hashlib
+
+    shown = [[v.name, v.dv, v.ls, v.by_type, v.ci, v.steps] for v in runs]
+    key = hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
+    stamp = assets / "plots.key"
+    names = ("scatter.svg", "dv_by_type.svg")
+    if stamp.is_file() and stamp.read_text() == key and all((assets / n).is_file() for n in names):
+        return (*names, "steps.svg" if (assets / "steps.svg").is_file() and any(v.steps for v in runs) else None)
+    scatter, bars = _plots(runs, assets)
+    steps_plot = _steps_plot(runs, assets)
+    write_text_atomic(stamp, key)
+    return scatter, bars, steps_plot
+
+
 def _fmt(value, digits=1):
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -301,11 +351,13 @@ th:first-child, td:first-child {{ text-align: left; }}
 .strip span {{ width: 60px; font-size: 12px; color: #666; }}
 .strip img {{ height: 96px; }}
 .missing {{ color: #a33; font-size: 12px; }}
+.ci {{ color: #777; font-size: 11px; }} .overlap {{ color: #c60; font-weight: bold; }} .note {{ font-size: 12px; color: #666; }}
 .status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }} .not-comparable {{ color: #a60; }}
 </style></head>
 <body data-report="bvb">
 <h1>BVB report</h1>
 <p>{subtitle}</p>
+{live}
 <h2>Leaderboard</h2>
 {table}
 <h2>Scores</h2>
@@ -320,21 +372,60 @@ window.addEventListener("load", function () {{
   document.body.setAttribute("data-images-loaded", ok + "/" + images.length);
 }});
 </script>
+{live_script}
 </body></html>
 """
 
 
+def _with_ci(value, ci, key):
+    low, high = ci.get(f"{key}_ci_low"), ci.get(f"{key}_ci_high")
+    if value is None or low is None or high is None:
+        return _fmt(value)
+    return f"{_fmt(value)} <span class='ci'>[{_fmt(low)}, {_fmt(high)}]</span>"
+
+
+def _trial_views(runs):
+    """One row per group of NAME.trialK runs: the mean over trials and the interval of that mean."""
+    from .noise import intervals, mean_of, trial_groups
+
+    by_path = {str(Path(v.path)): v for v in runs}
+    rows = []
+    for name, paths in trial_groups([v.path for v in runs]).items():
+        views = [by_path[str(p)] for p in paths]
+        overall = [v.overall for v in views if v.overall is not None]
+        spread = f" ±{_fmt(max(overall) - min(overall))} range" if len(overall) > 1 else ""
+        row = RunView(name=f"{name} (mean of {len(views)} trials{spread})", path=Path(paths[0]).parent / name)
+        row.dv, row.ls, row.overall = mean_of([v.dv for v in views]), mean_of([v.ls for v in views]), mean_of(overall)
+        row.cost = sum(v.cost for v in views) / len(views)
+        row.scenes = views[0].scenes
+        row.ci = intervals(paths)
+        rows.append(row)
+    return rows
+
+
 def _leaderboard_table(runs):
     # Overall when every run has it; DV alone otherwise (a run without LS has no Overall).
-    ranked = sorted(runs, key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
-    head = "<tr><th>rank</th><th>run</th><th>Overall</th><th>DV</th><th>LS</th><th>cost $</th><th>scenes</th><th>failures</th></tr>"
+    ranked = sorted(runs + _trial_views(runs), key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
+    head = (
+        "<tr><th>rank</th><th>run</th><th>Overall [95% CI]</th><th>DV [95% CI]</th><th>LS [95% CI]</th>"
+        "<th>cost $</th><th>scenes</th><th>failures</th><th>judge votes: DV spread</th></tr>"
+    )
     body = []
+    above = None
     for rank, view in enumerate(ranked, 1):
         failures = sum(1 for s in view.scenes if s.status not in ("submitted", "ok", "done"))
+        key = "overall" if view.overall is not None else "dualVqa"
+        interval = (view.ci.get(f"{key}_ci_low"), view.ci.get(f"{key}_ci_high"))
+        overlap = None not in interval and above is not None and interval[0] <= above[1] and above[0] <= interval[1]
+        mark = " <span class='overlap' title='its 95% interval overlaps the row above'>≈</span>" if overlap else ""
+        above = interval if None not in interval else None
+        votes = view.ci.get("votes")
+        spread = f"{votes}: {_fmt(view.ci.get('dualVqa_vote_spread'))}" if votes else "–"
         body.append(
-            f"<tr><td>{rank}</td><td>{html.escape(view.name)}{_not_comparable_mark(view)}</td><td>{_fmt(view.overall)}</td>"
-            f"<td>{_fmt(view.dv)}</td><td>{_fmt(view.ls)}</td><td>{_fmt(view.cost, 3)}</td>"
-            f"<td>{len(view.scenes)}</td><td>{failures}</td></tr>"
+            f"<tr><td>{rank}{mark}</td><td>{html.escape(view.name)}{_not_comparable_mark(view)}</td>"
+            f"<td>{_with_ci(view.overall, view.ci, 'overall')}</td><td>{_with_ci(view.dv, view.ci, 'dualVqa')}</td>"
+            f"<td>{_with_ci(view.ls, view.ci, 'latentSim')}</td><td>{_fmt(view.cost, 3)}</td>"
+            f"<td>{len(view.scenes)}</td><td>{failures}</td><td>{spread}</td></tr>"
         )
     notes = "".join(
         f"<p class='not-comparable'>* {html.escape(v.name)}: {html.escape(v.comparability_note)}</p>"
@@ -350,15 +441,41 @@ def _not_comparable_mark(view):
     return f" <span class='not-comparable' title='{html.escape(view.comparability_note)}'>*</span>"
 
 
-def _scene_block(view, row, assets, run_slug, out_dir):
+CI_NOTE = (
+    "<p class='note'>Brackets and bars: 95% bootstrap intervals over scenes (2000 resamples, seed 0); "
+    "≈ marks a row whose interval overlaps the row above, so their order may be noise.</p>"
+)
+
+
+def _vsi_table(view, slug):
+    """VSI-Bench's official aggregate on the sources and the renders, with its key names (0-100)."""
+    if not view.vsi_bench:
+        return ""
+    source, render = view.vsi_bench.get("source") or {}, view.vsi_bench.get("render") or {}
+    keys = ["overall", *sorted(k for k in {*source, *render} if k != "overall")]
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{_fmt(source.get(k))}</td><td>{_fmt(render.get(k))}</td></tr>" for k in keys
+    )
+    return (
+        f"<h3>VSI-Bench (official scoring)</h3><table id='vsi-bench-{html.escape(slug)}'>"
+        f"<tr><th>metric</th><th>source</th><th>render</th></tr>{rows}</table>"
+    )
+
+
+def _scene_block(view, row, assets, run_slug, out_dir, live_script=""):
     dest = assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
     src_names, src_error = _strip(row.source, dest, f"{row.scene}_src")
     ren_names, ren_error = _strip(row.render, dest, f"{row.scene}_ren")
     links = []
+    if row.trajectory is not None:
+        page = _scene_page(view, row, out_dir, run_slug, live_script)
+        if page is not None:
+            links.append(f"<a class='steps-link' href='{html.escape(page)}'>steps</a>")
     for label, path in (("trajectory", row.trajectory), ("program", row.program)):
         if path is not None:
-            shutil.copyfile(path, dest / path.name)
+            if _stale(dest / path.name, path):
+                shutil.copyfile(path, dest / path.name)
             links.append(f"<a href='assets/{run_slug}/{html.escape(path.name)}'>{label}</a>")
     dv = f"{row.dv_retained}/{row.dv_correct_source}" if row.dv_correct_source else "–"
     ok = row.status in ("submitted", "ok", "done")
@@ -378,8 +495,51 @@ def _scene_block(view, row, assets, run_slug, out_dir):
     return "\n".join(lines)
 
 
-def build_report(run_dirs, out_dir, videos_root=None):
-    """Write out_dir/index.html (and its assets) for the given runs; return the page's path."""
+def _run_table(view, run_slug):
+    """One row per scene of a run, each linking to its step page (written by _scene_block)."""
+    rows = []
+    for row in view.scenes:
+        name = html.escape(row.scene)
+        if row.trajectory is not None:
+            name = f"<a class='steps-link' href='scenes/{html.escape(run_slug)}_{name}.html'>{name}</a>"
+        dv = f"{row.dv_retained}/{row.dv_correct_source}" if row.dv_correct_source else "–"
+        rows.append(
+            f"<tr><td>{name}</td><td>{html.escape(row.status)}</td><td>{html.escape(row.stop_reason or '–')}</td>"
+            f"<td>{row.turns if row.turns is not None else '–'}</td><td>{_fmt(row.cost, 4)}</td><td>{dv}</td>"
+            f"<td>{_fmt(row.vision_sim, 3)}</td><td>{html.escape(row.render_status or '–')}</td></tr>"
+        )
+    head = (
+        "<tr><th>scene (step page)</th><th>status</th><th>stopped by</th><th>steps</th><th>cost $</th>"
+        "<th>DV retained</th><th>vision_sim</th><th>render</th></tr>"
+    )
+    return f"<table class='scenes' id='scenes-{html.escape(run_slug)}'>{head}{''.join(rows)}</table>"
+
+
+def _scene_page(view, row, out_dir, run_slug, live_script=""):
+    """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed."""
+    from .trajectory_page import build_scene_page
+
+    page = out_dir / "scenes" / f"{run_slug}_{row.scene}.html"
+    inputs = [row.trajectory, view.path / "steps_answers.jsonl"]
+    newest = max(p.stat().st_mtime_ns for p in inputs if p.is_file())
+    if page.is_file() and page.stat().st_mtime_ns > newest:
+        return f"scenes/{page.name}"
+    try:
+        build_scene_page(
+            row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene), script=live_script
+        )
+    except (OSError, ValueError) as exc:
+        log.warning("%s: no step page (%s)", row.trajectory, exc)
+        return None
+    return f"scenes/{page.name}"
+
+
+def build_report(run_dirs, out_dir, videos_root=None, live=None):
+    """Write out_dir/index.html (and its assets) for the given runs; return the page's path.
+
+    ``live`` (from eval_bridge.live): (progress section HTML, {"index": script, "scene": script}).
+    """
+    live_html, scripts = live if live else ("", {})
     out_dir = Path(out_dir)
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
@@ -388,8 +548,7 @@ def build_report(run_dirs, out_dir, videos_root=None):
         if not Path(run_dir).is_dir():
             raise FileNotFoundError(f"run directory {run_dir} does not exist; pass a folder written by headless.run")
         runs.append(load_run(run_dir, videos_root))
-    scatter, bars = _plots(runs, assets)
-    steps_plot = _steps_plot(runs, assets)
+    scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
         f"<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='assets/{steps_plot}' "
         "alt='self-correction across agent steps'></div>"
@@ -399,7 +558,7 @@ def build_report(run_dirs, out_dir, videos_root=None):
     sections = []
     for index, view in enumerate(runs):
         slug = f"run{index}_{Path(view.path).name}"
-        blocks = [_scene_block(view, row, assets, slug, out_dir) for row in view.scenes]
+        blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", "")) for row in view.scenes]
         judge = f" · judge {html.escape(view.judge)} ({html.escape(view.protocol)})" if view.judge else ""
         sections.append(
             f"<h2>{html.escape(view.name)}{_not_comparable_mark(view)}</h2><p>{html.escape(str(view.path))}{judge}</p>"
@@ -408,6 +567,8 @@ def build_report(run_dirs, out_dir, videos_root=None):
                 if view.comparability_note
                 else ""
             )
+            + _run_table(view, slug)
+            + _vsi_table(view, slug)
             + "\n".join(blocks)
         )
     names = ", ".join(html.escape(v.name) for v in runs)
@@ -416,7 +577,9 @@ def build_report(run_dirs, out_dir, videos_root=None):
         table=_leaderboard_table(runs),
         scatter=scatter,
         bars=bars,
-        steps=steps_html,
+        steps=CI_NOTE + steps_html,
+        live=live_html,
+        live_script=scripts.get("index", ""),
         runs="\n".join(sections),
     )
     index = out_dir / "index.html"

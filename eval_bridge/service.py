@@ -18,14 +18,11 @@ body is read. One job at a time per run directory, also against a CLI on the sam
 """
 
 import asyncio
-import contextlib
 import hmac
-import ipaddress
 import itertools
 import json
 import logging
 import secrets
-import socket
 import threading
 import time
 import tomllib
@@ -34,21 +31,19 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-import h11
-import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
 from bvb_addon.versions import HARNESS_VERSION
 
 from . import api
+from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 from .runlock import RunBusy, run_lock
 
 log = logging.getLogger(__name__)
@@ -57,10 +52,8 @@ AXES = ("dv", "ls", "overall")
 GEOMETRY = "geometry"
 # A job is a few hundred bytes; anything near this is not one.
 MAX_BODY = 64 * 1024
-# Limits on slow or stuck clients: the request head, the body, an idle keep-alive connection.
-HEAD_TIMEOUT_S = 5.0
+# A body still incomplete after this is a stuck client (the head has its own deadline, loopback_http).
 BODY_TIMEOUT_S = 0.5
-KEEP_ALIVE_S = 5
 # Connections waiting to be accepted: a burst of health checks from many clients must not be dropped.
 BACKLOG = 2048
 
@@ -278,15 +271,6 @@ class Job:
             "created": self.created,
             "finished": self.finished,
         }
-
-
-def is_loopback(host):
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class Service:
@@ -512,30 +496,7 @@ def build_app(service):
         Route("/files", files, methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={ServiceError: refused, 404: not_found, 405: not_found})
-    return Guard(app, service.config, _allowed_hosts(service.config))
-
-
-def _allowed_hosts(config):
-    """Host header values that name the bound address (None: any IP literal, for a wildcard bind)."""
-    host, port = config.host, config.port
-    if host in ("0.0.0.0", "::"):
-        return None
-    names = {host, f"[{host}]" if ":" in host else host}
-    if is_loopback(host):
-        names |= {"127.0.0.1", "localhost", "[::1]"}
-    return {f"{name}:{port}" for name in names}
-
-
-def _host_allowed(host, allowed):
-    if allowed is not None:
-        return host in allowed
-    # A wildcard bind: an IP literal cannot be rebound by DNS; a name could point anywhere.
-    name = urlsplit(f"//{host}").hostname or ""
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        return name == "localhost"
-    return True
+    return Guard(app, service.config, allowed_hosts(service.config.host, service.config.port))
 
 
 def _loopback_origin(origin):
@@ -562,7 +523,7 @@ class Guard:
     def _refusal(self, scope):
         headers = Headers(scope=scope)
         host = headers.get("host", "")
-        if not _host_allowed(host, self.allowed_hosts):
+        if not host_allowed(host, self.allowed_hosts):
             return 403, f"Host {host!r} is not this service's address; requests from web pages are refused"
         origin = headers.get("origin")
         if origin is not None and not _loopback_origin(origin):
@@ -582,59 +543,6 @@ class Guard:
         return None
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request's head, so a client trickling headers is dropped.
-
-    uvicorn times out idle keep-alive connections but not a request head that never completes.
-    """
-
-    def connection_made(self, transport):
-        super().connection_made(transport)
-        self._arm_head_deadline(None)
-
-    def data_received(self, data):
-        self._head_started = True
-        super().data_received(data)
-
-    def on_response_complete(self):
-        # The cycle that just ended: a pipelined request that super() starts counts as a new head.
-        cycle = self.cycle
-        super().on_response_complete()
-        self._arm_head_deadline(cycle)
-
-    def eof_received(self):
-        # A client that stops sending mid-request (a short body, half a head) is told so as it goes.
-        cycle = self.cycle
-        mid_head = self._head_started and cycle is self._armed_cycle
-        mid_body = cycle is not None and not cycle.response_started and self.conn.their_state is h11.SEND_BODY
-        if mid_head or mid_body:
-            self._reply_and_close(
-                400, "Bad Request", b"the request ended early (a body shorter than its Content-Length?)\n"
-            )
-        return super().eof_received()
-
-    def _arm_head_deadline(self, cycle):
-        self._head_started = False
-        self._armed_cycle = cycle
-        self.loop.call_later(HEAD_TIMEOUT_S, self._head_deadline, cycle)
-
-    def _head_deadline(self, cycle):
-        if self.transport.is_closing() or self.cycle is not cycle:
-            return  # the request head arrived in time (its body has its own limit)
-        if self._head_started:
-            self._reply_and_close(408, "Request Timeout", b"the request head did not arrive in time\n")
-        else:
-            self.transport.close()
-
-    def _reply_and_close(self, status, reason, message):
-        # Written as bytes: h11 will not send a response to a request it has not fully parsed.
-        self.transport.write(
-            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
-            b"content-length: %d\r\n\r\n%s" % (status, reason.encode(), len(message), message)
-        )
-        self.transport.close()
-
-
 # ---- the server ------------------------------------------------------------------------------
 
 
@@ -646,19 +554,6 @@ def write_token_file(path, token):
     return path
 
 
-def _listen(host, port):
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ValueError(f"serve: cannot listen on {host}:{port} ({exc.strerror}); pick another --port") from None
-    sock.listen(BACKLOG)
-    return sock
-
-
 class BridgeServer:
     """The service on a socket; ``with BridgeServer(config) as server: server.url``.
 
@@ -666,30 +561,25 @@ class BridgeServer:
     """
 
     def __init__(self, config):
-        self.sock = _listen(config.host, config.port)
-        port = self.sock.getsockname()[1]
-        self.token_file = None
-        if not config.token:
-            token_file = config.token_file or default_token_file()
-            config = _replace(config, token=secrets.token_urlsafe(32), token_file=token_file)
-            self.token_file = write_token_file(token_file, config.token)
-        self.config = _replace(config, port=port)
-        self.service = Service(self.config)
+        try:
+            sock = listen(config.host, config.port, BACKLOG)
+        except OSError as exc:
+            raise ValueError(
+                f"serve: cannot listen on {config.host}:{config.port} ({exc.strerror}); pick another --port"
+            ) from None
+        try:
+            self.token_file = None
+            if not config.token:
+                token_file = config.token_file or default_token_file()
+                config = _replace(config, token=secrets.token_urlsafe(32), token_file=token_file)
+                self.token_file = write_token_file(token_file, config.token)
+            self.config = _replace(config, port=sock.getsockname()[1])
+            self.service = Service(self.config)
+        except BaseException:
+            sock.close()
+            raise
         self.app = build_app(self.service)
-        self.server = uvicorn.Server(
-            uvicorn.Config(
-                self.app,
-                http=GuardedH11Protocol,
-                loop="asyncio",
-                lifespan="off",
-                access_log=False,
-                log_level="warning",
-                backlog=BACKLOG,
-                timeout_keep_alive=KEEP_ALIVE_S,
-                h11_max_incomplete_event_size=16 * 1024,
-            )
-        )
-        self._thread = None
+        self.server = ServerThread(self.app, sock, "the eval bridge service", BACKLOG)
 
     @property
     def token(self):
@@ -697,33 +587,18 @@ class BridgeServer:
 
     @property
     def url(self):
-        host = self.config.host
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.config.port}"
+        return url_of(self.config.host, self.config.port)
 
     def start(self):
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the eval bridge service did not start; see the log above")
-            time.sleep(0.01)
+        self.server.start()
         return self
 
     def stop(self):
-        self.server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        with contextlib.suppress(OSError):
-            self.sock.close()
+        self.server.stop()
 
     def run_forever(self):
         """Serve in this thread until interrupted (Ctrl-C or SIGTERM)."""
-        try:
-            self.server.run(sockets=[self.sock])
-        finally:
-            with contextlib.suppress(OSError):
-                self.sock.close()
+        self.server.run_forever()
 
     def __enter__(self):
         return self.start()

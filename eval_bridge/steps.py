@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 
-from .correctness import GEOMETRY_PROTOCOL, score
+from .protocol import GEOMETRY_PROTOCOL, is_correct, score
 from .steps_analysis import StepAnswer, analyze
 
 log = logging.getLogger(__name__)
@@ -43,9 +43,18 @@ class SnapshotReader:
         self._dir = Path(tempfile.mkdtemp(prefix="bvb-steps-"))
         self.worker = Worker(self._dir / "workspace", self._dir / "snapshots", sandbox_config)
 
-    def graph(self, blend):
+    def _load(self, blend):
+        """The snapshot opened in the worker: True, False when the snapshot itself is unreadable."""
+        from bvb_addon.sandbox import WorkerError
+
         loaded = self.worker.load_blend(blend, snapshot=False)
-        if loaded.status != "ok":
+        if loaded.status == "sandbox_error":
+            # The worker, not the snapshot, failed: a fault for the exit code, never wrong answers.
+            raise WorkerError("sandbox_error", loaded.reason or f"the worker could not open {blend.name}")
+        return loaded.status == "ok"
+
+    def graph(self, blend):
+        if not self._load(blend):
             return None
         # Every frame's camera pose: appearance-order questions project objects through them.
         return self.worker.scene_graph(None)
@@ -55,8 +64,7 @@ class SnapshotReader:
         from bvb_addon import video
         from bvb_addon.render_stage import uniform_frames
 
-        loaded = self.worker.load_blend(blend, snapshot=False)
-        if loaded.status != "ok":
+        if not self._load(blend):
             return None
         graph = self.worker.scene_graph([])
         start, end = graph.get("frame_range") or (1, 1)
@@ -78,8 +86,8 @@ class SnapshotReader:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def _judge_answers(judge, questions, graph, jpegs):
-    """The judge's answer text per question id for one snapshot."""
+def _judge_answers(judge, questions, graph, jpegs, errors=None):
+    """The judge's answer text per question id for one snapshot (None where the judge faulted)."""
     if getattr(judge, "kind", "") == "geometry":
         from .geometry import answer
         from .scene_geometry import from_scene_graph
@@ -87,12 +95,22 @@ def _judge_answers(judge, questions, graph, jpegs):
         geometry = from_scene_graph(graph) if graph is not None else None
         return {q.id: (answer(geometry, q) if geometry is not None else "") for q in questions}
     from .cache import frames_hash
-    from .judge import Media
+    from .judge import JudgeError, Media
 
     if not jpegs:
         return {q.id: "" for q in questions}
     media = Media(frames=jpegs, digest=frames_hash(jpegs))
-    return {q.id: judge.ask(media, q).text for q in questions}
+    answers = {}
+    for q in questions:
+        try:
+            answers[q.id] = judge.ask(media, q).text
+        except JudgeError as exc:
+            # A judge fault is not a wrong answer: that step is left out of the question's sequence.
+            log.warning("steps: no answer for %s (%s)", q.id, exc)
+            answers[q.id] = None
+            if errors is not None:
+                errors[q.id] = str(exc)
+    return answers
 
 
 def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progress=None):
@@ -103,26 +121,48 @@ def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progr
     for q in questions:
         by_scene.setdefault(q.scene_name, []).append(q)
     wanted = [s for s in by_scene if not scenes or s in set(scenes)]
-    sequences, rows = {}, []
+    sequences, rows, faults = {}, [], []
     reader = SnapshotReader(sandbox_config)
     try:
         for scene in wanted:
             snapshots = step_snapshots(run_dir, scene)
-            for step, blend in snapshots:
-                graph = reader.graph(blend)
-                jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
-                answers = _judge_answers(judge, by_scene[scene], graph, jpegs)
-                for q in by_scene[scene]:
-                    correct = score(protocol, q.question_type, answers[q.id], q.options, q.ground_truth) >= 1.0
-                    sequences.setdefault(q.id, []).append(StepAnswer(answers[q.id], correct))
-                    rows.append({"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
-                                 "answer": answers[q.id], "correct": correct})  # fmt: skip
+            scene_sequences, scene_rows, judge_faults = {}, [], {}
+            try:
+                for step, blend in snapshots:
+                    graph = reader.graph(blend)
+                    jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
+                    answers = _judge_answers(judge, by_scene[scene], graph, jpegs, errors=judge_faults)
+                    for q in by_scene[scene]:
+                        answer = answers[q.id]
+                        correct = None
+                        if answer is not None:
+                            correct = is_correct(score(protocol, q.question_type, answer, q.options, q.ground_truth))
+                            scene_sequences.setdefault(q.id, []).append(StepAnswer(answer, correct))
+                        row = {"scene": scene, "step": step, "id": q.id, "question_type": q.question_type,
+                               "answer": answer, "correct": correct, "status": "ok" if answer is not None else "judge_error"}  # fmt: skip
+                        if answer is None:
+                            row["reason"] = judge_faults.get(q.id, "")
+                        scene_rows.append(row)
+            except (RuntimeError, OSError) as exc:
+                # The worker (WorkerError, SandboxUnavailable) or the disk failed: a fault, not wrong answers.
+                # The scene stays out of the analysis and the exit code says so.
+                status = "io_error" if isinstance(exc, OSError) else "sandbox_error"
+                log.error("steps of %s: %s: %s", scene, status, exc)
+                faults.append({"scene": scene, "status": status, "reason": str(exc).strip()[:300]})
+                continue
+            for qid, answers_seq in scene_sequences.items():
+                sequences.setdefault(qid, []).extend(answers_seq)
+            rows += scene_rows
+            if judge_faults:
+                # Steps the judge could not answer are out of the sequences; the scene is a fault to redo.
+                first = next(iter(judge_faults.values()))
+                faults.append({"scene": scene, "status": "judge_error", "reason": first.strip()[:300]})
             if progress:
                 progress(scene, len(snapshots))
     finally:
         reader.close()
     result = analyze(sequences)
-    result.update(judge=judge.name, protocol=protocol, scenes=len(wanted))
+    result.update(judge=judge.name, protocol=protocol, scenes=len(wanted), faults=faults)
     write_text_atomic(run_dir / "steps_answers.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     write_json_atomic(run_dir / "steps_analysis.json", result)
     return result

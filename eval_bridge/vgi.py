@@ -22,6 +22,8 @@ import numpy as np
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
 
+from .protocol import is_correct
+
 log = logging.getLogger(__name__)
 
 PROTOCOL = "vgi_v1"
@@ -47,7 +49,8 @@ def instance_score(completeness, violations, rules):
         "completeness": completeness,
         "rubric_score": rubric,
         "score": completeness * rubric,
-        "success": completeness == 1.0 and rubric == 1.0,
+        # Both factors are at most 1, so a full score means a complete run without a violation.
+        "success": is_correct(completeness * rubric),
     }
 
 

@@ -83,6 +83,13 @@ def main(argv=None):
     )
     parser.add_argument("--output-dir", default=str(REPO_ROOT / "dist"), help="folder for the zip (default: dist/)")
     args = parser.parse_args(argv)
+    from bvb_addon import path_args
+
+    try:
+        path_args.folder("--output-dir", args.output_dir)
+    except path_args.PathArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         path = build(args.output_dir)
     except BuildError as exc:

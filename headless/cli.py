@@ -7,6 +7,8 @@ bvb score dv|ls|overall  python -m eval_bridge dv|ls|overall ...
 bvb leaderboard ...      python -m eval_bridge leaderboard ...
 bvb report ...           python -m eval_bridge report ...
 bvb serve ...            python -m eval_bridge serve ...
+bvb view RUN_OR_DIR...   python -m eval_bridge view ...  (the report, live, on loopback)
+bvb export inspect ...   python -m eval_bridge export inspect ...
 bvb exec ...             python -m headless.exec ...
 bvb demo                 the whole pipeline on a synthetic suite, offline
 """
@@ -26,6 +28,8 @@ DELEGATES = {
     "leaderboard": ("eval_bridge.cli", ["leaderboard"], "write the leaderboard CSV of runs"),
     "report": ("eval_bridge.cli", ["report"], "build the static HTML report of runs"),
     "serve": ("eval_bridge.cli", ["serve"], "start the local scoring service"),
+    "view": ("eval_bridge.cli", ["view"], "serve the report live on loopback while runs and scorers write"),
+    "export": ("eval_bridge.cli", ["export"], "export a run (inspect: an Inspect AI eval log)"),
 }
 SCORE_AXES = ("dv", "ls", "overall", "vgi", "steps")
 
@@ -36,6 +40,8 @@ EPILOG = """examples:
   bvb render --run results/run_001 --preset fast
   bvb score dv --run results/run_001 --split data/synth/split.jsonl --videos data/synth --judge geometry
   bvb report results/run_001 --out results/report
+  bvb view results/run_001
+  bvb export inspect results/run_001 --out run_001.json
 each subcommand takes --help."""
 
 

@@ -55,6 +55,13 @@ def _stage(label, module, argv):
 
 
 def run_demo(args):
+    from bvb_addon import path_args
+
+    try:
+        path_args.folder("--out", args.out)
+    except path_args.PathArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     out = Path(args.out).resolve()
     suite = out / "suite"
     runs = {agent: out / "runs" / agent for agent in AGENTS}

@@ -55,8 +55,17 @@ def main(argv=None):
     args = build_parser().parse_args(own_args)
     from pathlib import Path
 
+    from bvb_addon import path_args
     from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, WorkerError
 
+    try:
+        path_args.check(
+            folders=[("--workspace", args.workspace)],
+            new_files=[("program", None if args.program == "-" else args.program)],
+        )
+    except path_args.PathArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.program == "-":
         program = sys.stdin.read()
     else:

@@ -6,7 +6,8 @@
 Blender 4.2 installs the wheels an extension's manifest declares (``wheels = [...]``) for the
 platforms it lists; nothing is installed into Blender's Python by hand. For each platform this
 downloads, with ``pip download --only-binary=:all: --platform ...``, binary wheels of ``openai``
-(the model client) and ``av`` (PyAV: the agent's source frames and the split reader), pinned to
+(the model client), ``genai-prices`` (the default price source; pure Python, its pydantic and
+httpx2 come with openai anyway) and ``av`` (PyAV: the agent's source frames and the split reader), pinned to
 the versions in this environment, leaves out what Blender already ships (numpy, requests and
 its dependencies), stages a copy of the extension with a manifest that lists them, and builds
 ``dist/bvb-<version>-<platform>.zip`` with ``headless.build_extension``. The committed manifest
@@ -51,8 +52,8 @@ class WheelsError(RuntimeError):
 
 
 def pinned_requirements(with_av=True):
-    """``openai==X`` (and ``av==Y``) at the versions installed here, so the zip matches what tests ran."""
-    names = ["openai"] + (["av"] if with_av else [])
+    """``openai==X``, ``genai-prices==Y`` (and ``av==Z``) at the versions installed here, so the zip matches what tests ran."""
+    names = ["openai", "genai-prices"] + (["av"] if with_av else [])
     out = []
     for name in names:
         try:
@@ -148,6 +149,13 @@ def main(argv=None):
         help="leave PyAV out (smaller; the agent and split reader then need it otherwise)",
     )
     args = parser.parse_args(argv)
+    from bvb_addon import path_args
+
+    try:
+        path_args.folder("--output-dir", args.output_dir)
+    except path_args.PathArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for platform in args.platforms:
         try:
             path = build_platform(platform, args.output_dir, with_av=not args.no_av)

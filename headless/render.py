@@ -56,8 +56,11 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from pathlib import Path
 
+    from bvb_addon import outcomes, path_args
     from bvb_addon.render_stage import RenderOptions, RenderStage, RenderStageError
     from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable
+
+    rerun = outcomes.rerun_command("headless.render", own_args)
 
     sandbox = SandboxConfig(min_level=args.sandbox_min, allow_below_minimum=args.allow_weak_sandbox,
                             render_timeout_s=args.timeout, blender_bin=args.blender_bin)  # fmt: skip
@@ -67,24 +70,32 @@ def main(argv=None):
                             progress=not args.quiet, backend=args.backend,
                             ray_address=args.ray_address)  # fmt: skip
     try:
+        path_args.folder("--run", args.run)
         stage = RenderStage(options)
-    except (RenderStageError, SandboxUnavailable) as exc:
+    except (RenderStageError, SandboxUnavailable, path_args.PathArgError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full temp folder: no scene started
+        return outcomes.environment_exit(exc, rerun)
     print(stage.level.line(), file=sys.stderr)
     try:
         outcome = stage.run()
     except ValueError as exc:  # BackendError: --backend ray without Ray installed
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        return outcomes.environment_exit(exc, rerun)
     rows = outcome["rendered"].values()
     ok = sum(1 for row in rows if row["status"] == "ok")
     print(f"rendered {ok} of {len(outcome['rendered'])} scenes ({outcome['skipped']} complete already); "
           f"rows in {stage.status_path}")  # fmt: skip
+    renderers = sorted({row["renderer"] for row in rows if row.get("renderer")})
+    if renderers:
+        print(f"renderer: {'; '.join(renderers)}")
     for row in sorted(rows, key=lambda r: r["scene"]):
         if row["status"] != "ok":
             print(f"  {row['scene']}: {row['status']}: {row['reason']}")
-    return 0
+    return outcomes.finish("render", rows, rerun)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,13 @@ def build_parser():
     )
     run.add_argument("--workers", type=int, default=1, metavar="N", help="scenes run at once, each in its own worker")
     run.add_argument("--resume", action="store_true", help="skip scenes with a submission, continue interrupted ones")
+    run.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run the whole split K times into OUTPUT.trial1 ... OUTPUT.trialK (the leaderboard aggregates them)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
         "--backend", choices=("local", "ray"), default="local", help="local threads, or one Ray task per scene"
@@ -68,7 +75,10 @@ def build_parser():
     agent.add_argument("--base-url", default=PROVIDER_BASE_URL, help="OpenAI-compatible endpoint")
     agent.add_argument("--api-key-env", default=API_KEY_ENV, metavar="NAME", help="environment variable with the key")
     agent.add_argument(
-        "--price-in", type=float, metavar="USD", help="USD per million input tokens (overrides the table)"
+        "--price-in",
+        type=float,
+        metavar="USD",
+        help="USD per million input tokens (overrides prices.json and genai-prices)",
     )
     agent.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
     agent.add_argument("--price-cached-in", type=float, metavar="USD", help="USD per million cached input tokens")
@@ -88,11 +98,23 @@ def build_parser():
         metavar="N",
         help="only the newest N image observations stay in the prompt (0: all)",
     )
+    limits.add_argument(
+        "--context-window",
+        type=int,
+        default=0,
+        metavar="TOKENS",
+        help="the model's context; older images are elided before a prompt that would not fit "
+        "(0: from the price source when it knows the model)",
+    )
     sandbox = parser.add_argument_group("sandbox")
     sandbox.add_argument("--sandbox-min", choices=("bwrap", "uid", "rlimits"), help="minimum isolation level")
     sandbox.add_argument(
         "--allow-weak-sandbox", action="store_true", help="run even when the sandbox is below its minimum"
     )
+    sandbox.add_argument(
+        "--agent-gpu", action="store_true",
+        help="give the agent's python workers the machine's GPU too (render workers always have it)",
+    )  # fmt: skip
     sandbox.add_argument("--worker-memory-gb", type=float, help="address-space limit of a worker")
     sandbox.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
     return parser
@@ -134,12 +156,15 @@ def _configs(args, parser):
         frames_per_call=args.frames_per_call,
         frame_longest_side=args.frame_size,
         keep_images=args.keep_images,
+        context_window=args.context_window,
     )
     sandbox = {"step_timeout_s": max(args.step_timeout, 1.0)}
     if args.sandbox_min:
         sandbox["min_level"] = args.sandbox_min
     if args.allow_weak_sandbox:
         sandbox["allow_below_minimum"] = True
+    if args.agent_gpu:
+        sandbox["gpu"] = True
     if args.worker_memory_gb:
         sandbox["memory_bytes"] = int(args.worker_memory_gb * (1 << 30))
     if args.blender_bin:
@@ -185,10 +210,43 @@ def main(argv=None):
         parser.print_help()
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from bvb_addon import outcomes
+
+    if args.trials < 1 or (args.trials > 1 and not args.output):
+        print(f"error: --trials {args.trials} needs K >= 1 and --output (trials go to OUTPUT.trialK)", file=sys.stderr)
+        return 2
+    rerun = outcomes.rerun_command("headless.run", own_args)
+    if args.trials == 1:
+        return _run_once(args, parser, rerun)
+    base = args.output
+    faulted = []
+    for trial in range(1, args.trials + 1):
+        # Same configuration, a fresh run directory per trial: eval_bridge.noise reads the naming.
+        args.output = f"{base}.trial{trial}"
+        print(f"trial {trial} of {args.trials}: {args.output}", flush=True)
+        code = _run_once(args, parser, rerun)
+        if code == outcomes.FAULT_EXIT:
+            faulted.append(trial)  # the other trials still run; --resume redoes this one's faults
+        elif code:
+            return code
+    if faulted:
+        print(f"faults: trials {', '.join(map(str, faulted))} of {args.trials} had scenes end in a harness or "
+              f"environment fault; rerun: {rerun}", flush=True)  # fmt: skip
+        return outcomes.FAULT_EXIT
+    return 0
+
+
+def _run_once(args, parser, rerun):
+    """One run of the split into args.output; the exit code."""
+    from bvb_addon import outcomes, path_args
     from bvb_addon.agent.model import ModelError
     from bvb_addon.agent.runner import Runner, summarize
 
     try:
+        path_args.check(
+            folders=[("--videos", args.videos), ("--output", args.output)],
+            new_files=[("--split", args.split), ("--tasks", args.tasks)],
+        )
         options, config = _configs(args, parser)
         runner = Runner(options, config)
     except (ValueError, ModelError) as exc:
@@ -206,6 +264,8 @@ def main(argv=None):
     except (ValueError, ModelError) as exc:  # RunError, PriceError, SplitError, VideoError: one line each
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk writing config.json: no scene started
+        return outcomes.environment_exit(exc, rerun)
     except KeyboardInterrupt:
         print("error: interrupted twice; quitting without waiting (trajectories are saved)", file=sys.stderr)
         sys.stdout.flush()
@@ -213,7 +273,9 @@ def main(argv=None):
 
         os._exit(130)
     print(summarize(results, time.monotonic() - start))
-    return 130 if runner.interrupted else 0
+    if runner.interrupted:
+        return outcomes.INTERRUPTED_EXIT
+    return outcomes.finish("run", results.values(), rerun)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ A reply is a dict (or a plain string, meaning ``{"content": ...}``):
   status       HTTP status to answer with (default 200); non-200 sends an OpenAI-style error
   message      the error message for a non-200 status
   delay        seconds to wait before answering
+  headers      extra response headers (e.g. {"Retry-After": "2"})
   raw          a JSON body sent as it is with status 200 (for malformed or gateway-style answers)
 
 Replies are consumed in order; a ``responder`` callable (request body -> reply) may be given
@@ -108,21 +109,25 @@ class ScriptedOpenAI:
                     if reply.get("delay"):
                         time.sleep(reply["delay"])
                     status = int(reply.get("status", 200))
+                    headers = reply.get("headers") or {}
                     if "raw" in reply:
-                        self._send(status, reply["raw"])
+                        self._send(status, reply["raw"], headers)
                     elif status != 200:
                         message = reply.get("message", f"scripted error {status}")
-                        self._send(status, {"error": {"message": message, "type": "scripted", "code": status}})
+                        code = reply.get("code", status)
+                        self._send(status, {"error": {"message": message, "type": "scripted", "code": code}}, headers)
                     else:
-                        self._send(200, completion(body, reply))
+                        self._send(200, completion(body, reply), headers)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
 
-            def _send(self, status, payload):
+            def _send(self, status, payload, headers=None):
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, str(value))
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

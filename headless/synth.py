@@ -73,19 +73,27 @@ def main(argv=None):
     if not 0.5 <= args.duration <= 600 or args.duration * args.fps < 2:
         parser.error(f"--duration {args.duration} is out of range; use 0.5 to 600 seconds (at least 2 frames)")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
+    from bvb_addon import outcomes, path_args
     from bvb_addon.synth import build
 
-    summaries = build.generate_suite(
-        args.out,
-        args.difficulty,
-        args.scenes,
-        args.seed,
-        width=args.width,
-        height=args.height,
-        fps=args.fps,
-        duration=args.duration,
-        progress=not args.quiet,
-    )
+    try:
+        path_args.folder("--out", args.out)
+        summaries = build.generate_suite(
+            args.out,
+            args.difficulty,
+            args.scenes,
+            args.seed,
+            width=args.width,
+            height=args.height,
+            fps=args.fps,
+            duration=args.duration,
+            progress=not args.quiet,
+        )
+    except path_args.PathArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return outcomes.USAGE_EXIT
+    except OSError as exc:  # a full disk: the staging folder is gone, the old suite untouched
+        return outcomes.environment_exit(exc, outcomes.rerun_command("headless.synth", own_args, None))
     for row in summaries:
         print(json.dumps(row))
     return 0

@@ -12,6 +12,7 @@ and with --oracle-videos DIR/videos/<id>.mp4 and DIR/timelines/<id>.json of the 
 """
 
 import argparse
+import errno
 import json
 import subprocess
 import sys
@@ -93,15 +94,27 @@ def write_still_clip(image_path, frames, fps, out_path):
 
 
 def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, scale=100):
-    """Generate the suite; return the task rows."""
+    """Generate the suite; return the task rows.
+
+    Everything is built in a staging folder inside ``out`` and moved in when complete, tasks.jsonl
+    last (bvb_addon.staging): a failure leaves the old suite as it was.
+    """
+    from bvb_addon.staging import Staging
+
+    with Staging(Path(out).resolve(), last=("tasks.jsonl",)) as stage:
+        with tempfile.TemporaryDirectory(prefix="vgi_job_") as work:
+            rows = _generate_into(stage.path, Path(work), seed, family_names, levels, oracle_videos, samples, scale)
+        stage.commit()
+    return rows
+
+
+def _generate_into(out, work, seed, family_names, levels, oracle_videos, samples, scale):
     from bvb_addon.atomic import write_text_atomic
     from bvb_addon.vgi import families, program
 
-    out = Path(out).resolve()
     for folder in ("images", "oracle", "videos", "timelines"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     rows, jobs = [], []
-    work = Path(tempfile.mkdtemp(prefix="vgi_job_"))
     for family in family_names:
         for level in levels:
             plan = families.plan_task(family, level, seed)
@@ -146,10 +159,22 @@ def main(argv=None):
     own_args = bootstrap.entry_args(argv, "headless.vgi_tasks")
     args = build_parser().parse_args(own_args)
     started = time.monotonic()
+    from bvb_addon import outcomes, path_args
+
     try:
+        path_args.folder("--out", args.out)
         rows = generate(args.out, args.seed, args.families, args.levels, args.oracle_videos, args.samples, args.scale)
-    except RuntimeError as exc:
+    except path_args.PathArgError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return outcomes.USAGE_EXIT
+    except OSError as exc:  # a full disk: the staging folder is gone, the old suite untouched
+        return outcomes.environment_exit(exc, outcomes.rerun_command("headless.vgi_tasks", own_args, None))
+    except (RuntimeError, ValueError) as exc:  # Blender failed, or wrote an image that does not decode
+        if outcomes.out_of_space(args.out):
+            # Blender reports a full disk only as a truncated image: name the real cause.
+            full = OSError(errno.ENOSPC, f"No space left on device ({outcomes.one_line(exc)})")
+            return outcomes.environment_exit(full, outcomes.rerun_command("headless.vgi_tasks", own_args, None))
+        print(f"error: {outcomes.one_line(exc)}", file=sys.stderr)
         return 1
     print(f"wrote {len(rows)} tasks to {Path(args.out) / 'tasks.jsonl'} in {time.monotonic() - started:.1f} s")
     return 0

@@ -28,11 +28,14 @@ def export_timeline(blend, dest, sandbox_config=None):
     from dataclasses import replace
 
     from bvb_addon.atomic import write_json_atomic
-    from bvb_addon.sandbox import SandboxConfig, Worker
+    from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, WorkerError
     from bvb_addon.vgi import program, timeline
 
     config = replace(sandbox_config or SandboxConfig(), output_chars=MAX_TIMELINE_CHARS)
-    work = Path(tempfile.mkdtemp(prefix="bvb-vgi-timeline-"))
+    try:
+        work = Path(tempfile.mkdtemp(prefix="bvb-vgi-timeline-"))
+    except OSError as exc:  # a full temp folder
+        return "io_error", str(exc)[:300]
     try:
         with Worker(work / "workspace", work / "snapshots", config) as worker:
             loaded = worker.load_blend(Path(blend), snapshot=False)
@@ -49,6 +52,10 @@ def export_timeline(blend, dest, sandbox_config=None):
             return "ok", ""
     except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
         return "error", f"bad timeline: {exc}"
+    except (WorkerError, SandboxUnavailable) as exc:  # the worker, not the submission, failed
+        return "sandbox_error", str(exc)[:300]
+    except OSError as exc:  # a full disk writing the timeline
+        return "io_error", str(exc)[:300]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -64,20 +71,26 @@ def main(argv=None):
     parser.add_argument("--run", required=True, help="run directory written by headless.run --mode vgi")
     parser.add_argument("--scenes", nargs="+", help="only these task ids")
     args = parser.parse_args(own_args)
-    run = Path(args.run)
+    from bvb_addon import outcomes, path_args
+
+    try:
+        run = path_args.folder("--run", args.run)
+    except path_args.PathArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     blends = sorted((run / "blends").glob("*.blend"))
     if args.scenes:
         blends = [b for b in blends if b.stem in set(args.scenes)]
     if not blends:
         print(f"error: no submissions in {run / 'blends'}; run headless.run --mode vgi first", file=sys.stderr)
         return 2
-    failures = 0
+    rows = []
     for blend in blends:
         status, reason = export_timeline(blend, run / "timelines" / f"{blend.stem}.json")
         print(f"{blend.stem}: {status}{' (' + reason + ')' if reason else ''}")
-        failures += status != "ok"
-    print(f"wrote {len(blends) - failures} timelines to {run / 'timelines'}")
-    return 0
+        rows.append({"scene": blend.stem, "status": status, "reason": reason})
+    print(f"wrote {sum(r['status'] == 'ok' for r in rows)} timelines to {run / 'timelines'}")
+    return outcomes.finish("vgi-timelines", rows, outcomes.rerun_command("headless.vgi_timelines", own_args, None))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def clip_path(settings):
             root = Path(bpy.path.abspath(settings.videos_root)) if settings.videos_root else split.parent
             return dataset.video_path(root, ds, scene_name)
     names = ", ".join(name for _, name in scenes[:4]) + (f" (+{len(scenes) - 4} more)" if len(scenes) > 4 else "")
-    raise reference.ReferenceError(f"scene {settings.split_scene!r} is not in {split.name}; it has: {names}")
+    raise reference.ReferenceClipError(f"scene {settings.split_scene!r} is not in {split.name}; it has: {names}")
 
 
 class BVB_OT_load_reference(BVBPollMixin, bpy.types.Operator):
@@ -56,7 +56,7 @@ class BVB_OT_load_reference(BVBPollMixin, bpy.types.Operator):
             else:
                 reference_bl.remove_plane(scene)
                 reference_bl.set_background(scene, scene.camera, clip)
-        except ValueError as exc:  # ReferenceError, VideoError and SplitError all are
+        except ValueError as exc:  # ReferenceClipError, VideoError and SplitError all are
             return fail(self, context, str(exc))
         s.reference_visible = True
         w, h = clip.size

@@ -23,7 +23,9 @@ FLAGS = [
 
 
 def load(page, profile):
-    """(images loaded, images in the page, console error lines) after the page's load event."""
+    """(images loaded, images in the page, console error lines) after the page's load event.
+
+    ``page`` is a file's Path or an http:// URL (a page bvb view serves)."""
     dom = subprocess.run(
         [
             CHROMIUM,
@@ -32,7 +34,7 @@ def load(page, profile):
             "--enable-logging=stderr",
             "--v=0",
             "--dump-dom",
-            page.as_uri(),
+            page if isinstance(page, str) else page.as_uri(),
         ],
         capture_output=True,
         text=True,
@@ -73,3 +75,16 @@ def coloured_share(image):
 def painted_share(image):
     """Share of pixels that are not page background (near-white)."""
     return float((image.astype(int).min(axis=2) < 230).mean())
+
+
+def dump(page, profile, virtual_time=True):
+    """The page's DOM after its load event (``virtual_time=False``: real time, for load-time figures)."""
+    flags = FLAGS if virtual_time else [f for f in FLAGS if not f.startswith("--virtual-time-budget")]
+    result = subprocess.run(
+        [CHROMIUM, *flags, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout

@@ -48,7 +48,7 @@ def test_ortho_and_pixel_aspect():
 )
 def test_bad_camera_settings_name_the_fix(kwargs, match):
     args = {"sensor_fit": "AUTO", "res_x": 64, "res_y": 48, **CAM, **kwargs}
-    with pytest.raises(reference.ReferenceError, match=match):
+    with pytest.raises(reference.ReferenceClipError, match=match):
         reference.camera_plane(1.0, **args)
 
 
@@ -56,7 +56,7 @@ def test_plane_distance_stays_inside_clip_range():
     assert reference.plane_distance(0.1, 100.0, 1.0) == 1.0
     assert reference.plane_distance(2.0, 100.0, 1.0) == pytest.approx(3.0)
     assert reference.plane_distance(0.1, 0.5, 1.0) == pytest.approx(0.45)
-    with pytest.raises(reference.ReferenceError, match="clip end"):
+    with pytest.raises(reference.ReferenceClipError, match="clip end"):
         reference.plane_distance(1.0, 1.0)
 
 

@@ -251,11 +251,11 @@ def test_keep_images_leaves_only_the_newest_image_observations_in_the_prompt(tmp
 
 
 def test_provider_4xx_ends_the_scene_with_its_message(tmp_path):
-    with ScriptedOpenAI([FRAMES, {"status": 400, "message": "context length exceeded"}]) as server:
+    with ScriptedOpenAI([FRAMES, {"status": 400, "message": "model xyz does not support tools"}]) as server:
         loop, _ = make_loop(server, tmp_path)
         meta = loop.run()
     assert (meta["status"], meta["stop_reason"]) == ("error", "model_error")
-    assert "context length exceeded" in meta["reason"]
+    assert "model xyz does not support tools" in meta["reason"]
     assert not (tmp_path / "run/blends/room_1.blend").exists()
 
 
@@ -310,3 +310,17 @@ def test_killed_between_reply_and_observation_replays_the_paid_reply(tmp_path):
         meta = loop.run()
         assert server.calls == 1
     assert env.scene == {"a": 1} and meta["status"] == "submitted" and meta["turns"] == 3
+
+
+def test_prompt_states_a_long_clips_duration_and_frame_count_and_sparse_camera_keys(tmp_path):
+    """A VSI-Bench-sized clip (150 s at 30 fps): the prompt names its real length and asks for a
+    camera key every 2 s of video, not one per frame."""
+    task = SceneTask("scene0000_00", "scannet", "clip.mp4", fps=30.0, frame_count=4500, duration=150.0,
+                     width=1920, height=1440)  # fmt: skip
+    loop = AgentLoop(AgentConfig(model="scripted"), None, None, task, RunLayout(tmp_path / "run"))
+    system, instance = (" ".join(m["content"].split()) for m in loop._fresh_state()["messages"])
+    assert "lasts 150 seconds at 30 fps (4500 frames), 1920 x 1440 pixels" in instance
+    assert "scene.frame_end = 4500" in system
+    assert "key the camera at least every 60 frames" in system and "76 keys for the whole clip" in system
+    short = AgentLoop(AgentConfig(model="scripted"), None, None, TASK, RunLayout(tmp_path / "run2"))
+    assert "every 16 frames" in " ".join(short._fresh_state()["messages"][0]["content"].split())

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -235,6 +236,19 @@ def test_rerun_and_second_run_make_no_new_calls(assets, tmp_path):
     assert summary["new_judge_calls"] == 0 and summary["retention_rate"] == pytest.approx(0.6)
 
 
+def test_duplicate_source_rows_left_by_older_runs_are_merged_by_id(assets, tmp_path):
+    results = tmp_path / "results"
+    shared = results / "_dual_vqa_shared" / "original_answers.jsonl"
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(_make_run(assets, results), assets, server) == 0
+        rows = shared.read_text().splitlines()
+        shared.write_text("\n".join(rows + rows[:3]) + "\n")  # what two unsynchronised writers used to leave
+        assert _dv(_make_run(assets, results, "run2"), assets, server) == 0
+        assert server.calls == 12
+    ids = [json.loads(line)["id"] for line in shared.read_text().splitlines()]
+    assert sorted(ids) == [f"q{i}" for i in range(1, 8)]
+
+
 def test_votes_take_the_majority_and_ties_are_wrong(assets, tmp_path):
     overrides = {
         (("render", "s1"), "How many chairs are in this room?"): ["3", "5", "3"],
@@ -267,36 +281,65 @@ def test_retries_on_rate_limits_and_server_errors(assets, tmp_path):
     }
     run = _make_run(assets, tmp_path / "results")
     with ScriptedOpenAI(responder=Judge(assets[1], overrides)) as server:
-        assert _dv(run, assets, server) == 0
+        assert _dv(run, assets, server) == 75  # the judge error is a fault that --resume redoes
     rows = _rows(run)
     assert rows["q1"]["status"] == "ok" and rows["q1"]["retained"]
     # A non-retryable refusal is a judge error: not retained, reported, redone on --resume.
     assert rows["q4"]["status"] == "judge_error" and "HTTP 400" in rows["q4"]["reason"]
 
 
-def test_vsi_official_shows_options_and_scores_numbers_by_mra(assets, tmp_path):
+def _vsi_prompt(text, options):
+    if options:
+        return "\n".join(
+            [
+                "These are frames of a video.",
+                text,
+                "Options:",
+                *options,
+                "Answer with the option's letter from the given choices directly.",
+            ]
+        )
+    return f"These are frames of a video.\n{text}\nPlease answer the question using a single word or phrase."
+
+
+def test_vsi_official_prompt_official_scores_and_aggregate(assets, tmp_path):
     run = _make_run(assets, tmp_path / "results")
+    # Official per-question values: q3 source 50 for 100 is 50% off (MRA 0.1), q4 render 2.5 for 2
+    # is 25% off (0.25 <= 1 - 0.75: MRA 0.6), "2 meters" reads its first token "2".
+    answers = {"q1": ("3", "3."), "q3": ("50", "100"), "q4": ("2 meters", "2.5")}
     overrides = {}
     for q, scene, _, text, options, _, source, render in QUESTIONS:
-        if options:
-            text = "\n".join(
-                [text, "Options:", *options, "Answer with the option's letter from the given choices directly."]
-            )
-        else:
-            text = f"{text}\nPlease answer the question using a single word or phrase."
-        if q == "q4":
-            source, render = "2", "2.5"  # 25% off: under 5 of the 10 MRA thresholds
-        overrides[(("source", scene), text)] = source
-        overrides[(("render", scene), text)] = render
+        source, render = answers.get(q, (source, render))
+        overrides[(("source", scene), _vsi_prompt(text, options))] = source
+        overrides[(("render", scene), _vsi_prompt(text, options))] = render
     with ScriptedOpenAI(responder=Judge(assets[1], overrides)) as server:
         assert _dv(run, assets, server, "--protocol", "vsi_official") == 0
+        body = server.requests[0]
+    assert body["max_completion_tokens"] == 16 and body["temperature"] == 0
+    assert body["messages"][0]["content"][-1]["text"].startswith("These are frames of a video.\n")
     rows = _rows(run)
-    assert rows["q4"]["source_score"] == 1.0 and rows["q4"]["render_score"] == pytest.approx(0.5)
+    scores = [(rows[q]["source_score"], rows[q]["render_score"]) for q in ("q1", "q2", "q3", "q4", "q5", "q6", "q7")]
+    expected = [(1.0, 1.0), (1.0, 0.0), (0.1, 1.0), (1.0, 0.6), (1.0, 1.0), (1.0, 0.0), (0.0, 0.0)]
+    assert [pytest.approx(pair) for pair in expected] == scores
     summary = json.loads((run / "dual_vqa_summary.json").read_text())
-    assert summary["protocol"] == "vsi_official"
-    # Retained credit is min(source, render): q1 1 + q4 0.5 + q5 1, over source credit q1 q2 q4 q5 q6 = 5.
-    assert summary["counts"]["source_correct"] == pytest.approx(5.0)
-    assert summary["retention_rate"] == pytest.approx(2.5 / 5)
+    assert summary["protocol"] == "vsi_official" and summary["max_tokens"] == 16
+    # Retention counts full scores only: q1 q2 q4 q5 q6 right on the source, q1 q5 on both.
+    assert summary["counts"]["source_correct"] == 5 and summary["counts"]["both_correct"] == 2
+    assert summary["retention_rate"] == pytest.approx(2 / 5)
+    mra = "MRA:.5:.95:.05"
+    assert summary["vsi_bench"]["source"] == pytest.approx(
+        {
+            f"object_counting_{mra}": 100.0,
+            "object_rel_distance_accuracy": 100.0,
+            f"object_size_estimation_{mra}": 10.0,
+            f"object_abs_distance_{mra}": 100.0,
+            "obj_appearance_order_accuracy": 100.0,
+            f"room_size_estimation_{mra}": 0.0,
+            "object_rel_direction_accuracy": 0.0,
+            "overall": 410.0 / 7,
+        }
+    )
+    assert summary["vsi_bench"]["render"]["overall"] == pytest.approx((50 + 0 + 100 + 60 + 100 + 0 + 0) / 7)
 
 
 def test_resume_after_a_kill_repeats_no_call(assets, tmp_path):
@@ -376,8 +419,95 @@ def test_rescoring_one_scene_keeps_the_other_scenes_rows(assets, tmp_path):
 def test_a_judge_that_refuses_every_call_fails_the_command_with_a_hint(assets, tmp_path, capsys):
     run = _make_run(assets, tmp_path / "results")
     with ScriptedOpenAI(default={"status": 401, "message": "invalid api key"}) as server:
-        assert _dv(run, assets, server) == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bar
+        assert _dv(run, assets, server) == 75  # a judge fault: a scheduler sees that --resume must redo it
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()[-1]  # after the progress bar
     assert err.startswith("error: every judge call failed") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
+    last = captured.out.strip().splitlines()[-1]
+    assert last.startswith("faults: 7 of 7 questions ended in a harness or environment fault (7 judge_error)")
+    assert last.endswith("--resume") and " -m eval_bridge dv --run " in last
     # The rows are written all the same, each marked for --resume to retry.
     assert {r["status"] for r in _rows(run).values()} == {"judge_error"}
+
+
+NO_CHOICES = {"raw": {"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "gpt-4o", "choices": []}}
+
+
+def test_replies_without_an_answer_are_judge_errors_never_cached_and_asked_again_on_resume(assets, tmp_path):
+    root, labels = assets
+    run = _make_run(assets, tmp_path / "results")
+    # Every try of these three calls gets a reply without an answer: no choices, empty content,
+    # and an answer that a content filter cut.
+    faults = {
+        (("source", "s1"), "Which is closest to the bed?"): NO_CHOICES,
+        (("render", "s2"), "How far apart are the bed and the door?"): {"content": ""},
+        (("render", "s2"), "Which order do they appear in?"): {"content": "A", "finish_reason": "content_filter"},
+    }
+    judge = Judge(labels, faults)
+    with ScriptedOpenAI(responder=judge) as server:
+        assert _dv(run, assets, server, "--retries", "2") == 75  # judge faults: --resume must redo them
+        # Retried like a 5xx: three tries each.
+        assert [judge.counts[key] for key in faults] == [3, 3, 3]
+    rows = _rows(run)
+    assert {q: rows[q]["status"] for q in ("q2", "q4", "q5")} == dict.fromkeys(("q2", "q4", "q5"), "judge_error")
+    assert "no choices" in rows["q2"]["reason"] and "no content" in rows["q4"]["reason"]
+    assert "content filter" in rows["q5"]["reason"]
+    assert all(rows[q]["status"] == "ok" for q in ("q1", "q3"))
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    # Counted apart, never scored: 4 questions in the pool, q1 and q6 right on the source, q1 kept.
+    counts = summary["counts"]
+    assert (counts["questions"], counts["judge_errors"], counts["scored"]) == (7, 3, 4)
+    assert counts["by_status"]["judge_error"] == 3
+    assert (counts["source_correct"], counts["both_correct"]) == (2, 1) and summary["retention_rate"] == 0.5
+    shared = tmp_path / "results" / "_dual_vqa_shared"
+    cached = sqlite3.connect(shared / "judge_cache.sqlite").execute("SELECT answer FROM answers").fetchall()
+    assert len(cached) == 12 - 3 and all(answer.strip() for (answer,) in cached)
+    assert "q2" not in {json.loads(line)["id"] for line in (shared / "original_answers.jsonl").read_text().splitlines()}
+
+    healthy = Judge(labels)
+    with ScriptedOpenAI(responder=healthy) as server:
+        assert _dv(run, assets, server, "--resume") == 0
+        asked = sorted((label, text) for (label, text), n in healthy.counts.items() for _ in range(n))
+    # Exactly the three faulted calls are asked again; q2's render answer and all others come from the cache.
+    assert asked == sorted(faults)
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert summary["counts"]["judge_errors"] == 0 and summary["retention_rate"] == pytest.approx(3 / 5)
+
+
+def test_two_concurrent_dv_processes_on_one_split_ask_each_source_question_once(assets, tmp_path):
+    root, labels = assets
+    labels = dict(labels)
+    results = tmp_path / "results"
+    run1, run2 = _make_run(assets, results, "run1"), _make_run(assets, results, "run2")
+    # run2's renders differ from run1's, so only the sources are shared.
+    overrides = {}
+    for scene, level in (("s1", 60), ("s2", 110)):
+        clip = run2 / "camera_renders" / f"{scene}.mp4"
+        _clip(clip, level)
+        labels[_first_frame_key(clip)] = ("render2", scene)
+    for _, scene, _, text, _, _, _, render in QUESTIONS:
+        overrides[(("render2", scene), text)] = render
+    judge = Judge(labels, overrides, delay=0.5)
+    with ScriptedOpenAI(responder=judge) as server:
+        procs = []
+        for run in (run1, run2):
+            argv = [sys.executable, "-m", "eval_bridge", "dv", "--run", str(run), "--split", str(root / "split.jsonl")]
+            argv += ["--videos", str(root / "videos"), "--judge-model", "gpt-4o", "--workers", "4"]
+            argv += ["--judge-base-url", server.base_url]
+            procs.append(subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            _, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err[-2000:]
+        calls = server.calls
+    source_counts = {key: n for key, n in judge.counts.items() if key[0][0] == "source"}
+    assert len(source_counts) == 7 and set(source_counts.values()) == {1}, source_counts
+    assert calls == 7 + 5 + 5
+    summaries = [json.loads((run / "dual_vqa_summary.json").read_text()) for run in (run1, run2)]
+    assert sum(s["new_judge_calls"] for s in summaries) == calls
+    # The processes overlapped: one of them waited for the other's answer at least once.
+    assert sum(s["claim_waits"] for s in summaries) >= 1
+    assert [s["retention_rate"] for s in summaries] == [pytest.approx(0.6)] * 2
+    shared = [
+        json.loads(line) for line in (results / "_dual_vqa_shared" / "original_answers.jsonl").read_text().splitlines()
+    ]
+    assert sorted(row["id"] for row in shared) == [f"q{i}" for i in range(1, 8)]

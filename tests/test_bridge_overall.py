@@ -18,7 +18,12 @@ PUBLISHED = [
 HEADER = (
     "rank,name,effort,harness,vendor,openWeight,overall,dualVqa,latentSim,layout,motion,costUsd,runtimeMin,"
     "object_counting,object_abs_distance,object_size_estimation,room_size_estimation,object_rel_distance,"
-    "object_rel_direction,route_planning,obj_appearance_order,scenes,failures,judge,encoder,protocol,blender,comparable"
+    "object_rel_direction,route_planning,obj_appearance_order,"
+    "dualVqa_ci_low,dualVqa_ci_high,latentSim_ci_low,latentSim_ci_high,overall_ci_low,overall_ci_high,"
+    "scenes,failures,judge,encoder,protocol,"
+    "vsiSource,vsiRender,blender,comparable,"
+    "ciOverlapsAbove,trials,overall_trial_std,overall_trial_range,dualVqa_trial_std,dualVqa_trial_range,"
+    "latentSim_trial_std,latentSim_trial_range,votes,dualVqa_vote_spread,dualVqa_vote_std"
 )
 
 
@@ -159,6 +164,24 @@ def test_leaderboard_refuses_a_reference_without_overall(tmp_path, capsys):
     bad.write_text("name,score\nx,1\n")
     assert main(["leaderboard", str(run), "--out", str(tmp_path / "o.csv"), "--reference", str(bad)]) == 2
     assert "lacks column(s) overall" in capsys.readouterr().err
+
+
+def test_leaderboard_shows_vsi_bench_overall_for_runs_scored_with_vsi_official(tmp_path):
+    plain = _scored_run(tmp_path, "plain", 50.0, 50.0)
+    vsi = _scored_run(tmp_path, "vsi", 50.0, 50.0, model="gpt-5")
+    summary = json.loads((vsi / "dual_vqa_summary.json").read_text())
+    summary.update(
+        protocol="vsi_official",
+        vsi_bench={"source": {"overall": 41.5, "object_rel_direction_accuracy": 30.0}, "render": {"overall": 22.25}},
+    )
+    (vsi / "dual_vqa_summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(plain), str(vsi), "--out", str(out)]) == 0
+    rows = {r["name"]: r for r in csv.DictReader(out.read_text().splitlines())}
+    assert (rows["gpt-5"]["vsiSource"], rows["gpt-5"]["vsiRender"], rows["gpt-5"]["protocol"]) == (
+        "41.5", "22.25", "vsi_official"
+    )  # fmt: skip
+    assert (rows["gpt-4o"]["vsiSource"], rows["gpt-4o"]["vsiRender"]) == ("", "")
 
 
 def test_a_reference_csvs_blank_cells_stay_blank(tmp_path):

@@ -121,3 +121,21 @@ def test_step_analysis_chart_appears_when_a_run_has_one(two_runs, tmp_path):
     assert (tmp_path / "report" / "assets" / "steps.svg").stat().st_size > 1000
     without = report.build_report([two_runs[1]], tmp_path / "report2").read_text()
     assert "id='steps'" not in without
+
+
+def test_vsi_bench_table_appears_for_runs_scored_with_vsi_official(two_runs, tmp_path):
+    good, bad = two_runs
+    summary = json.loads((good / "dual_vqa_summary.json").read_text())
+    summary.update(
+        protocol="vsi_official",
+        vsi_bench={
+            "source": {"overall": 41.5, "object_rel_direction_accuracy": 30.0},
+            "render": {"overall": 22.25, "object_rel_direction_accuracy": 12.5},
+        },
+    )
+    (good / "dual_vqa_summary.json").write_text(json.dumps(summary))
+    page = report.build_report(two_runs, tmp_path / "report").read_text()
+    table = re.search(r"<table id='vsi-bench-run0_oracle'>.*?</table>", page, re.S).group(0)
+    assert "<td>overall</td><td>41.5</td><td>22.2</td>" in table
+    assert "<td>object_rel_direction_accuracy</td><td>30.0</td><td>12.5</td>" in table
+    assert "vsi-bench-run1_empty" not in page

@@ -99,3 +99,35 @@ def test_a_vlm_judge_sees_a_short_render_of_each_snapshot(stepped_run, synth_sui
     # Two questions on each of the two snapshots, each call with the snapshot's preview frames.
     assert images == [PREVIEW_FRAMES] * 4
     assert result["questions"] == 2 and result["judge"] == "scripted-judge"
+
+
+def test_a_judge_fault_is_a_fault_not_wrong_answers_and_the_command_exits_75(stepped_run, synth_suite, capsys):
+    from eval_bridge import cli
+
+    argv = ["steps", "--run", str(stepped_run), "--split", str(synth_suite / "split.jsonl"), "--videos",
+            str(synth_suite), "--scenes", SCENE, "--judge-model", "scripted-judge", "--judge-api-key-env",
+            "BVB_TEST_KEY", "--retries", "0", "--cache", str(stepped_run.parent / "refusing.sqlite")]  # fmt: skip
+    with ScriptedOpenAI(default={"status": 401, "message": "invalid api key"}) as server:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("BVB_TEST_KEY", "x")
+            code = cli.main([*argv, "--judge-base-url", server.base_url])
+    assert code == 75
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("faults: 1 of 1 scenes ended in a harness or environment fault (1 judge_error)")
+    assert " -m eval_bridge steps --run " in last and not last.endswith("--resume")  # steps has no --resume
+    analysis = json.loads((stepped_run / "steps_analysis.json").read_text())
+    assert analysis["faults"][0]["scene"] == SCENE and "HTTP 401" in analysis["faults"][0]["reason"]
+    assert analysis["questions"] == 0  # the scene is out of the analysis, not counted as wrong
+
+
+def test_a_judge_fault_is_left_out_of_the_sequence_not_scored_wrong(stepped_run, synth_suite, tmp_path):
+    from eval_bridge.judge import VLMJudge
+
+    question = next(q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE)
+    no_choices = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}}
+    with ScriptedOpenAI(default=no_choices) as server:
+        judge = VLMJudge(server.base_url, "scripted-judge", api_key="x", retries=0)
+        result = run_steps(stepped_run, [question], judge)
+    rows = [json.loads(line) for line in (stepped_run / "steps_answers.jsonl").read_text().splitlines()]
+    assert [(r["status"], r["answer"], r["correct"]) for r in rows] == [("judge_error", None, None)] * 2
+    assert result["questions"] == 0

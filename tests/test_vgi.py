@@ -103,6 +103,35 @@ def test_family_checker_passes_the_oracle_and_fails_made_up_bad_solutions(family
 
 
 @pytest.mark.unit
+def test_each_family_is_discovered_from_its_own_module_and_checks_its_rubric():
+    import importlib
+
+    assert len(families.FAMILIES) == 7 and list(families.FAMILIES) == sorted(families.FAMILIES)
+    for name, family in families.FAMILIES.items():
+        module = importlib.import_module(f"bvb_addon.vgi.families.{name}")
+        assert module.FAMILY is family and isinstance(family, families.Family)
+        plan = families.plan_task(name, 2, seed=0)
+        assert plan.objects[0].name == "table_1" and plan.frames > 0
+        # The checker counts exactly the rules the row shows the judge, in the row's order.
+        violations = families.check(plan, families.plan_timeline(plan))["violations"]
+        assert list(violations) == [rule["id"] for rule in plan.row()["rubric"]], name
+
+
+@pytest.mark.unit
+def test_larger_on_smaller_counts_each_run_of_frames_once():
+    size = {"big": 0.2, "small": 0.1}
+    centers = {"small": [[0, 0, 0.05]] * 4, "big": [[0, 0, 0.2], [0, 0, 0.2], [1, 0, 0.1], [0, 0, 0.2]]}
+    tracks = {
+        n: timeline.Track(n, centers=np.array(c, float), extents=np.tile([size[n]] * 3, (4, 1)))
+        for n, c in centers.items()
+    }
+    line = timeline.Timeline(fps=8, frame_start=1, tracks=tracks)
+    assert timeline.larger_on_smaller_events(line, size) == 2
+    assert timeline.larger_on_smaller_events(line, {"big": 0.1, "small": 0.1}) == 0
+    assert timeline.larger_on_smaller_events(line, size, tolerance=0.2) == 0
+
+
+@pytest.mark.unit
 def test_same_seed_same_task_and_rows_round_trip():
     a = families.plan_task("maze", 2, seed=5)
     b = families.plan_task("maze", 2, seed=5)

@@ -88,10 +88,18 @@ class ScriptedAgent:
     def __init__(self, replies):
         self.replies = list(replies)
 
+    price_factor, token_rate = 1.0, 0.0
+
     def worst_case_cost(self, messages, known_prompt_tokens=0):
         return 0.0
 
-    def query(self, messages):
+    def observe(self, usage):
+        pass
+
+    def learn(self, factor, rate):
+        pass
+
+    def query(self, messages, before_retry=None):
         # The reply is chosen by how many the conversation already holds, so a resumed
         # scene continues where it stopped.
         turn = sum(1 for m in messages if m["role"] == "assistant")

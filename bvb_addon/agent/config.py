@@ -62,6 +62,9 @@ class AgentConfig:
     """The worker's render preset for the render action."""
     keep_images: int = 0
     """Image observations kept in the prompt, newest first; older ones become a note. 0 keeps all."""
+    context_window: int = 0
+    """Tokens the model takes (prompt and completion); 0 takes the price source's figure when it knows the
+    model. A prompt whose estimate would not fit is compacted before it is sent."""
     observation_limit: int = 8000
     """Characters of stdout, stderr or traceback shown before truncation."""
     extra: dict = field(default_factory=dict)
@@ -79,6 +82,8 @@ class AgentConfig:
             raise ValueError("give --price-in and --price-out together (USD per million tokens)")
         if self.cost_limit < 0 or self.max_steps < 0 or self.wall_limit < 0:
             raise ValueError("cost limit, max steps and wall limit must be zero or more")
+        if self.context_window < 0:
+            raise ValueError("--context-window must be zero (the price source's figure) or a token count")
         if self.frames_per_call < 1:
             raise ValueError("frames per call must be at least 1")
 

@@ -97,6 +97,7 @@ class SandboxEnvironment:
         self.config = config
         self._worker_args = (Path(workspace), Path(snapshot_dir), sandbox_config)
         self._worker = None
+        self._keyframes = None
 
     @property
     def worker(self):
@@ -122,12 +123,14 @@ class SandboxEnvironment:
         from .. import video
 
         c = self.config
+        if self._keyframes is None:
+            # Probed once per scene, not per call: reading a long clip's packets costs a pass over the file.
+            self._keyframes = video.probe(self.video).keyframes
         if request.times:
             times = list(request.times)
-            data = video.sample_frames(self.video, times, longest_side=c.frame_longest_side, quality=c.frame_quality)
         else:
             times = video.uniform_times(self.info.duration, request.count, start=request.start, end=request.end)
-            data = video.sample_frames(self.video, times, longest_side=c.frame_longest_side, quality=c.frame_quality)
+        data = video.sample_frames(self.video, times, c.frame_longest_side, c.frame_quality, self._keyframes)
         return ImagesResult("ok", [image_from_bytes(d, "image/jpeg") for d in data], times=times)
 
     def render(self, frames):

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -10,7 +11,9 @@ from datetime import UTC, datetime
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
 from .layout import PROGRAM_RESET, copy_atomic, join_program, read_json, write_atomic, write_json
-from .model import ModelError
+from .ledger import CostLimit, Ledger, usd
+from .model import ContextOverflow, ModelError
+from .pricing import estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,16 @@ class SceneTask:
     mode: str = "bvb"
     """"bvb" rebuilds a video; "vgi" builds a start image and animates a procedure."""
     constraint: str = ""
+
+
+CAMERA_KEY_SECONDS = 2.0
+"""The prompt asks for a camera key at least this often: a few keys for a 6 s clip, and a
+manageable list (not one key per frame) for VSI-Bench's clips of thousands of frames."""
+
+
+def camera_key_every(fps):
+    """Frames between the camera keys the prompt asks for."""
+    return max(1, round(fps * CAMERA_KEY_SECONDS))
 
 
 def truncate(text, limit):
@@ -112,6 +125,8 @@ class AgentLoop:
             "fps_int": str(round(t.fps)),
             "frame_count": str(t.frame_count),
             "mid_frame": str(max(1, (t.frame_count + 1) // 2)),
+            "camera_key_every": str(camera_key_every(t.fps)),
+            "camera_keys": str(max(2, math.ceil(max(1, t.frame_count - 1) / camera_key_every(t.fps)) + 1)),
             "width": str(t.width),
             "height": str(t.height),
             "frames_per_call": str(c.frames_per_call),
@@ -135,6 +150,12 @@ class AgentLoop:
             "frames_seen": 0,
             "format_errors": 0,
             "cost": 0.0,
+            "cost_unconfirmed": 0.0,
+            "ledger": [],
+            "price_factor": 1.0,
+            "token_rate": 0.0,
+            "elided_images": 0,
+            "compactions": [],
             "tokens": {"input": 0, "cached_input": 0, "output": 0},
             "last_prompt_tokens": 0,
             "runtime": 0.0,
@@ -179,6 +200,16 @@ class AgentLoop:
         self.state["stop_reason"] = self.state["reason"] = None
         self._runtime_base = float(self.state.get("runtime", 0.0))
         self._session_start = time.monotonic()
+        self.ledger = Ledger(self.state, self.config.cost_limit, self._save)
+        if resumed:
+            opened = self.ledger.close_open()
+            if opened:
+                log.warning(
+                    "scene %s: %d call(s) in flight when the last session ended count at their worst case",
+                    self.task.scene,
+                    opened,
+                )
+            self.model.learn(self.state.get("price_factor", 1.0), self.state.get("token_rate", 0.0))
         return resumed
 
     # -- the loop ----------------------------------------------------------------------
@@ -231,21 +262,29 @@ class AgentLoop:
             raise LimitReached("step_limit", f"reached the step limit of {c.max_steps} replies")
         if c.wall_limit and self._runtime() >= c.wall_limit:
             raise LimitReached("wall_limit", f"reached the wall-time limit of {c.wall_limit:g} s")
-        worst = self.model.worst_case_cost(self._prompt(), s.get("last_prompt_tokens", 0))
-        if s["cost"] + worst > c.cost_limit:
-            raise LimitReached(
-                "cost_limit",
-                f"spent ${s['cost']:.4f}; the next call could cost up to ${worst:.4f}, "
-                f"which would pass the limit of ${c.cost_limit:.2f}",
-            )
+
+    def _context_window(self):
+        """Tokens the model takes: --context-window, else the price source's figure, else unknown (0)."""
+        if self.config.context_window:
+            return self.config.context_window
+        price = getattr(self.model, "price", None)
+        return getattr(price, "context_window", None) or 0
+
+    def _image_messages(self):
+        """Indices of the image observations still shown in the prompt, oldest first."""
+        messages, keep = self.state["messages"], self.config.keep_images
+        with_images = [i for i, m in enumerate(messages) if isinstance(m["content"], list)]
+        drop = self.state.get("elided_images", 0)
+        if keep:
+            drop = max(drop, len(with_images) - keep)
+        return with_images[drop:], set(with_images[:drop])
 
     def _prompt(self):
-        """The messages to send: all of them, or with only the newest ``keep_images`` image observations."""
-        messages, keep = self.state["messages"], self.config.keep_images
-        if not keep:
+        """The messages to send: image observations elided by --keep-images or a compaction become a note."""
+        messages = self.state["messages"]
+        shown, dropped = self._image_messages()
+        if not dropped:
             return messages
-        with_images = [i for i, m in enumerate(messages) if isinstance(m["content"], list)]
-        dropped = set(with_images[:-keep])
         out = []
         for i, message in enumerate(messages):
             if i in dropped:
@@ -256,13 +295,66 @@ class AgentLoop:
             out.append(message)
         return out
 
+    def _compact(self, trigger, detail):
+        """Elide the older half of the shown image observations (never the newest message); context_limit when none is left."""
+        s = self.state
+        shown, _ = self._image_messages()
+        candidates = [i for i in shown if i != len(s["messages"]) - 1]
+        if not candidates:
+            raise LimitReached(
+                "context_limit",
+                f"the prompt does not fit the model's context even with every older image elided ({detail})",
+            )
+        count = max(1, (len(candidates) + 1) // 2)
+        # Elided counts from the oldest image observation; --keep-images may already hide some.
+        s["elided_images"] = len(self._image_messages()[1]) + count
+        # The provider's count of the previous prompt no longer bounds the shorter one.
+        s["last_prompt_tokens"] = 0
+        s.setdefault("compactions", []).append(
+            {"time": _now(), "turn": s["turns"], "trigger": trigger, "elided": count, "detail": detail[:300]}
+        )
+        log.info(
+            "scene %s: context compaction (%s): %d older image observation(s) elided", self.task.scene, trigger, count
+        )
+        self._save()
+
+    def _call(self):
+        """One model call under the ledger, compacting the prompt until it fits the context."""
+        s, c = self.state, self.config
+        window = self._context_window()
+        while True:
+            prompt = self._prompt()
+            estimate = estimate_tokens(prompt)
+            if window and estimate + c.max_tokens > window:
+                self._compact("estimate", f"about {estimate} prompt tokens + {c.max_tokens} completion > {window}")
+                continue
+            known = s.get("last_prompt_tokens", 0)
+            try:
+                entry = self.ledger.reserve(
+                    self.model.worst_case_cost(prompt, known), max(estimate, known), s["turns"] + 1
+                )
+                reply = self.model.query(prompt, before_retry=self.ledger.retry_hook(entry))
+            except CostLimit as exc:
+                raise LimitReached("cost_limit", str(exc)) from None
+            except (ContextOverflow, ModelError) as exc:
+                billed = sum(self.model.price.cost(u) for u in exc.billed) if exc.billed else 0.0
+                self.ledger.settle(entry, billed, uncertain=exc.uncertain, status="refused")
+                self._save()
+                if isinstance(exc, ModelError):
+                    raise
+                self._compact("provider", str(exc))
+                continue
+            self.ledger.settle(entry, reply.cost + reply.billed_cost, uncertain=reply.uncertain, usage=reply.usage)
+            self.model.observe(reply.usage)
+            s["price_factor"], s["token_rate"] = self.model.price_factor, self.model.token_rate
+            return reply
+
     def _step(self):
         started = time.monotonic()
         self._check_limits()
         s = self.state
-        reply = self.model.query(self._prompt())
+        reply = self._call()
         s["turns"] += 1
-        s["cost"] += reply.cost
         s["model_seconds"] = s.get("model_seconds", 0.0) + reply.seconds
         usage = reply.usage
         s["tokens"]["input"] += usage.get("input_tokens", 0)
@@ -289,6 +381,14 @@ class AgentLoop:
         self._save()
         # Everything but the model call; written with the next save (bench/agent_overhead.py reads it).
         s["steps"][-1]["harness_seconds"] = round(time.monotonic() - started - reply.seconds, 5)
+        written = usage.get("output_tokens", 0)
+        if written > self.config.max_tokens and not usage.get("estimated"):
+            raise LimitReached(
+                "max_tokens_ignored",
+                f"the provider ignored the completion limit: the reply had {written} completion tokens, "
+                f"max_tokens was {self.config.max_tokens}; its cost (${reply.cost:.4f}) is recorded as billed, "
+                "and no further call is made since its worst case cannot be bounded",
+            )
 
     def _act(self, content):
         """Run the action of the last reply and append its observation; raises Submitted on DONE."""
@@ -414,6 +514,8 @@ class AgentLoop:
             else:
                 status = "failed"
                 reason = f"{reason}; no python step succeeded, so there is nothing to submit"
+        # A call cut short by a harness fault may have been billed all the same.
+        self.ledger.close_open()
         s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
         write_atomic(layout.program(scene), join_program(scene, s["steps"], self.program_header))
         self._save()
@@ -434,8 +536,12 @@ class AgentLoop:
             "frames_seen": s["frames_seen"],
             "format_errors": s["format_errors"],
             "python_steps": sum(1 for r in s["steps"] if r.get("action") == "python"),
-            "cost": round(s["cost"], 6),
+            "cost": usd(s["cost"]),
+            "cost_unconfirmed": usd(s.get("cost_unconfirmed", 0.0)),
             "cost_limit": c.cost_limit,
+            "model_calls": sum(1 for e in s.get("ledger", []) if e["status"] != "reserved"),
+            "compactions": len(s.get("compactions", [])),
+            "elided_images": s.get("elided_images", 0),
             "tokens": s["tokens"],
             "runtime": round(s["runtime"], 3),
             "model_seconds": round(s.get("model_seconds", 0.0), 3),

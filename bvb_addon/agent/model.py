@@ -2,23 +2,20 @@
 
 import logging
 import os
-import random
+import threading
 import time
 from dataclasses import dataclass, field
 
+from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy
 from .pricing import Price, estimate_tokens
 
 log = logging.getLogger(__name__)
 
-RETRY_STATUSES = {408, 409, 429}
+__all__ = ["ContextOverflow", "ModelClient", "ModelError", "ModelReply", "request_messages"]
 
 
-class ModelError(RuntimeError):
+class ModelError(ClientError):
     """A call that cannot succeed: a 4xx other than the retried ones, or retries given up."""
-
-
-class _EmptyReply(Exception):
-    """A 200 answer without choices; retried like a 5xx."""
 
 
 @dataclass
@@ -29,6 +26,10 @@ class ModelReply:
     seconds: float = 0.0
     retries: int = 0
     finish_reason: str | None = None
+    billed_cost: float = 0.0
+    """USD of faulty replies before this one that the provider billed (a content-filter stop)."""
+    uncertain: int = 0
+    """Attempts that timed out after the request was sent (the provider may have billed them)."""
 
 
 def request_messages(messages):
@@ -42,58 +43,58 @@ def request_messages(messages):
     return out
 
 
-def _usage_dict(usage):
-    if usage is None:
-        return {}
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    out = {
-        "input_tokens": int(usage.prompt_tokens or 0),
-        "cached_input_tokens": int(cached),
-        "output_tokens": int(usage.completion_tokens or 0),
-    }
-    # OpenRouter and others report the billed cost; it wins over the price table.
-    extra = getattr(usage, "model_extra", None) or {}
-    if extra.get("cost") is not None:
-        out["cost"] = float(extra["cost"])
-    return out
-
-
-def _provider_message(exc):
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        message = body.get("message") or (body.get("error") or {}).get("message")
-        if message:
-            return str(message)
-    return str(getattr(exc, "message", None) or exc)
-
-
 class ModelClient:
-    """One model endpoint; ``query(messages)`` returns a ModelReply or raises ModelError."""
+    """One model endpoint; ``query(messages)`` returns a ModelReply or raises ModelError / ContextOverflow."""
 
     def __init__(self, config, price: Price, sleep=time.sleep):
-        import openai
-
         self.config = config
         self.price = price
-        self._openai = openai
-        self._sleep = sleep
         key = os.environ.get(config.api_key_env)
         if not key:
             raise ModelError(
                 f"environment variable {config.api_key_env} holds no API key; export it or name another "
                 "variable with --api-key-env"
             )
-        # Retries are ours (bounded in count and time, jittered); the client's own are off.
-        self.client = openai.OpenAI(
-            base_url=config.base_url, api_key=key, max_retries=0, timeout=config.request_timeout
+        policy = RetryPolicy(
+            max_retries=config.max_retries,
+            time_limit=config.retry_time_limit,
+            base_delay=config.retry_base_delay,
+            max_delay=config.retry_max_delay,
+        )
+        self.client = OpenAIClient(
+            config.base_url, key, config.request_timeout, policy, sleep=sleep, label="model", cut_ok=True
         )
         self._uses_completion_tokens = "api.openai.com" in (config.base_url or "")
+        # The effective price seen in provider-reported usage.cost, run-wide (scenes share the client).
+        self._lock = threading.Lock()
+        self.price_factor = 1.0
+        self.token_rate = 0.0
+
+    def observe(self, usage):
+        """Learn from a provider-reported ``usage.cost`` how far above the table the provider bills."""
+        reported = usage.get("cost")
+        if reported is None:
+            return
+        table = self.price.token_cost(usage)
+        tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+        if table > 0:
+            self.learn(reported / table, 0.0)
+        elif tokens:
+            # A table price of zero (a self-hosted model billed after all): a rate per token instead.
+            self.learn(1.0, reported / tokens)
+
+    def learn(self, factor, rate):
+        """Raise the effective price to at least ``factor`` times the table and ``rate`` USD per token."""
+        with self._lock:
+            self.price_factor = max(self.price_factor, float(factor))
+            self.token_rate = max(self.token_rate, float(rate))
 
     def worst_case_cost(self, messages, known_prompt_tokens=0):
-        """USD of the next call at its worst: an upper-bound prompt, uncached, and a full completion."""
+        """USD of the next call at its worst: an upper-bound prompt, uncached, and a full completion, priced
+        at the higher of the table and the effective price the provider's reported costs showed."""
         prompt = max(estimate_tokens(messages), known_prompt_tokens)
-        return self.price.worst_case(prompt, self.config.max_tokens)
+        table = self.price.worst_case(prompt, self.config.max_tokens)
+        return max(table * self.price_factor, self.token_rate * (prompt + self.config.max_tokens))
 
     def _params(self, messages):
         c = self.config
@@ -108,73 +109,36 @@ class ModelClient:
             params["extra_body"] = dict(c.extra)
         return params
 
-    def _retryable(self, exc):
-        if isinstance(exc, self._openai.APIConnectionError):  # includes timeouts
-            return True
-        if isinstance(exc, self._openai.APIStatusError):
-            return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
-        return False
+    def query(self, messages, before_retry=None):
+        """One reply; ``before_retry(billed_usd, uncertain)`` runs before a retry the provider may have billed."""
+        hook = None
+        if before_retry is not None:
 
-    def _delay(self, attempt, exc):
-        c = self.config
-        delay = random.uniform(0, min(c.retry_max_delay, c.retry_base_delay * 2**attempt))
-        response = getattr(exc, "response", None)
-        header = response.headers.get("retry-after") if response is not None else None
-        if header:
-            try:
-                delay = max(delay, min(float(header), c.retry_max_delay))
-            except ValueError:
-                pass
-        return delay
+            def hook(billed, uncertain):
+                before_retry(sum(self.price.cost(u) for u in billed), uncertain)
 
-    def query(self, messages):
-        c = self.config
-        params = self._params(messages)
-        start = time.monotonic()
-        attempt = 0
-        while True:
-            try:
-                response = self.client.chat.completions.create(**params)
-                if response.choices:
-                    break
-                # Some gateways answer 200 with an error body and no choices: an upstream failure.
-                error = getattr(response, "model_extra", None) or {}
-                raise _EmptyReply(str((error.get("error") or {}).get("message") or "the reply had no choices"))
-            except (self._openai.APIError, _EmptyReply) as exc:
-                status = getattr(exc, "status_code", None)
-                message = _provider_message(exc)
-                if not isinstance(exc, _EmptyReply) and not self._retryable(exc):
-                    raise ModelError(f"provider refused the call (HTTP {status}): {message}") from exc
-                delay = self._delay(attempt, exc)
-                spent = time.monotonic() - start
-                if attempt >= c.max_retries or spent + delay > c.retry_time_limit:
-                    what = (
-                        f"HTTP {status}"
-                        if status
-                        else ("empty reply" if isinstance(exc, _EmptyReply) else "connection error")
-                    )
-                    raise ModelError(
-                        f"gave up after {attempt + 1} attempts in {spent:.1f}s ({what}): {message}"
-                    ) from exc
-                log.warning("model call failed (%s), retry %d in %.2fs", status or message, attempt + 1, delay)
-                self._sleep(delay)
-                attempt += 1
-        choice = response.choices[0] if response.choices else None
-        content = (choice.message.content if choice and choice.message else None) or ""
-        usage = _usage_dict(response.usage)
+        try:
+            answer = self.client.complete(self._params(messages), before_retry=hook)
+        except ContextOverflow:
+            raise
+        except ClientError as exc:
+            raise ModelError(str(exc), status=exc.status, billed=exc.billed, uncertain=exc.uncertain) from None
+        usage = answer.usage
         if not usage:
             # No usage reported: bill our upper-bound estimate rather than nothing.
             usage = {
                 "input_tokens": estimate_tokens(messages),
                 "cached_input_tokens": 0,
-                "output_tokens": len(content) // 3 + 1,
+                "output_tokens": len(answer.content) // 3 + 1,
                 "estimated": True,
             }
         return ModelReply(
-            content=content,
+            content=answer.content,
             cost=self.price.cost(usage),
             usage=usage,
-            seconds=time.monotonic() - start,
-            retries=attempt,
-            finish_reason=choice.finish_reason if choice else None,
+            seconds=answer.seconds,
+            retries=answer.retries,
+            finish_reason=answer.finish_reason,
+            billed_cost=sum(self.price.cost(u) for u in answer.billed),
+            uncertain=answer.uncertain,
         )

@@ -1,10 +1,22 @@
-"""Prices, the cost of a call from its usage, and the worst case of a call before it is made."""
+"""Prices, the cost of a call from its usage, and the worst case of a call before it is made.
+
+Where a price comes from, first match wins: ``--price-in/--price-out`` (source ``flags``), the
+repository's override table ``bvb_addon/data/prices.json`` for self-hosted and unlisted models
+(source ``table``), then the ``genai-prices`` package (source ``genai-prices``: per provider,
+cached input and tiered prices, and the model's context window). An unknown model fails
+before any call. The add-on ships genai-prices as a wheel beside openai; where it is missing,
+only the first two sources exist.
+"""
 
 import json
+import logging
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.json"
 
@@ -20,16 +32,29 @@ class PriceError(ValueError):
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens."""
+    """Flat USD per million tokens, and where they came from."""
 
     input: float
     cached_input: float
     output: float
+    source: str = field(default="flags", compare=False)
+    """flags, table or genai-prices."""
+    version: str | None = field(default=None, compare=False)
+    """The table's date or the genai-prices version."""
+    model_id: str | None = field(default=None, compare=False)
+    """The id the source priced (genai-prices' canonical id, or the table's key)."""
+    provider: str | None = field(default=None, compare=False)
+    context_window: int | None = field(default=None, compare=False)
+    """Tokens the model takes, where the source knows it."""
 
     def cost(self, usage):
         """USD for one call: the provider's ``usage.cost`` when present, else tokens times prices."""
         if usage.get("cost") is not None:
             return float(usage["cost"])
+        return self.token_cost(usage)
+
+    def token_cost(self, usage):
+        """USD of the usage's tokens at this price (ignoring a reported cost)."""
         prompt = int(usage.get("input_tokens", 0))
         cached = min(int(usage.get("cached_input_tokens", 0)), prompt)
         output = int(usage.get("output_tokens", 0))
@@ -37,16 +62,60 @@ class Price:
 
     def worst_case(self, prompt_tokens, max_tokens):
         """USD of a call that sends ``prompt_tokens`` uncached and writes ``max_tokens``."""
-        return (prompt_tokens * self.input + max_tokens * self.output) / 1e6
+        return self.token_cost({"input_tokens": prompt_tokens, "output_tokens": max_tokens})
+
+    def describe(self):
+        """What config.json records about the price of a run."""
+        return {
+            "source": self.source,
+            "version": self.version,
+            "model_id": self.model_id,
+            "provider": self.provider,
+            "context_window": self.context_window,
+            "per_million": {"input": self.input, "cached_input": self.cached_input, "output": self.output},
+        }
 
 
-ZERO = Price(0.0, 0.0, 0.0)
+@dataclass(frozen=True)
+class CatalogPrice(Price):
+    """A genai-prices model: tiered prices (a 400k-token prompt pays the long-context rate) computed by the package."""
+
+    _model: object = field(default=None, compare=False, repr=False)
+    _provider: object = field(default=None, compare=False, repr=False)
+
+    def token_cost(self, usage):
+        from genai_prices import Usage
+
+        prompt = int(usage.get("input_tokens", 0))
+        cached = min(int(usage.get("cached_input_tokens", 0)), prompt)
+        calc = self._model.calc_price(
+            Usage(input_tokens=prompt, cache_read_tokens=cached, output_tokens=int(usage.get("output_tokens", 0))),
+            self._provider,
+            genai_request_timestamp=datetime.now(UTC),
+        )
+        return float(calc.total_price)
+
+
+ZERO = Price(0.0, 0.0, 0.0, source="none")
 
 
 def load_table(path=PRICES_FILE):
+    """The override table: {model: Price}; a row may carry its model's ``context_window``."""
     with open(path) as handle:
         data = json.load(handle)
-    return {name: Price(**row) for name, row in data["models"].items()}
+    version = data.get("updated")
+    return {
+        name: Price(
+            row["input"],
+            row["cached_input"],
+            row["output"],
+            source="table",
+            version=version,
+            model_id=name,
+            context_window=row.get("context_window"),
+        )
+        for name, row in data["models"].items()
+    }
 
 
 def _candidates(model):
@@ -59,17 +128,74 @@ def _candidates(model):
     return [name for i, name in enumerate(names) if name and name not in names[:i]]
 
 
-def price_for(model, price_in=None, price_out=None, price_cached_in=None, table=None):
-    """The price of ``model``: the explicit override, else the table; unknown models fail fast."""
+def catalog_version():
+    """The installed genai-prices version, or None when the package is missing."""
+    try:
+        import genai_prices
+    except ImportError:
+        return None
+    return genai_prices.__version__
+
+
+def _decimal(value):
+    """A flat rate of a genai-prices price (a tiered one by its base rate)."""
+    if value is None:
+        return 0.0
+    return float(getattr(value, "base", value))
+
+
+def catalog_price(model, base_url=None):
+    """The genai-prices price of ``model`` (the endpoint's provider first), or None when it is not listed."""
+    try:
+        from genai_prices import data_snapshot
+    except ImportError:
+        log.info("genai-prices is not installed: prices come from %s and --price-in/--price-out", PRICES_FILE.name)
+        return None
+    snapshot = data_snapshot.get_snapshot()
+    attempts = []
+    if base_url:
+        attempts.append((model, None, base_url))
+    prefix, _, rest = model.partition("/")
+    if rest:
+        attempts.append((rest, prefix, None))
+    attempts += [(name, None, None) for name in _candidates(model)]
+    for name, provider_id, url in attempts:
+        try:
+            provider, info = snapshot.find_provider_model(name, None, provider_id, url)
+        except LookupError:
+            continue
+        prices = info.get_prices(datetime.now(UTC))
+        cached = getattr(prices, "cache_read_mtok", None)
+        return CatalogPrice(
+            _decimal(prices.input_mtok),
+            _decimal(cached if cached is not None else prices.input_mtok),
+            _decimal(prices.output_mtok),
+            source="genai-prices",
+            version=catalog_version(),
+            model_id=info.id,
+            provider=provider.id,
+            context_window=info.context_window,
+            _model=info,
+            _provider=provider,
+        )
+    return None
+
+
+def price_for(model, price_in=None, price_out=None, price_cached_in=None, table=None, base_url=None):
+    """The price of ``model``: the flags, else the override table, else genai-prices; unknown models fail fast."""
     if price_in is not None and price_out is not None:
         cached = price_in if price_cached_in is None else price_cached_in
-        return Price(float(price_in), float(cached), float(price_out))
+        return Price(float(price_in), float(cached), float(price_out), source="flags")
     table = load_table() if table is None else table
     for name in _candidates(model):
         if name in table:
             return table[name]
+    found = catalog_price(model, base_url)
+    if found is not None:
+        return found
+    where = f"genai-prices {catalog_version()} or {PRICES_FILE.name}" if catalog_version() else PRICES_FILE.name
     raise PriceError(
-        f"no price for model {model!r} in {PRICES_FILE.name}; pass --price-in and --price-out "
+        f"no price for model {model!r} in {where}; pass --price-in and --price-out "
         "(USD per million tokens) or add it to the table"
     )
 

@@ -4,7 +4,6 @@ import importlib.metadata
 import logging
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .. import scratch
 from ..versions import HARNESS_VERSION
 from .baselines import empty_room_agent, oracle_agent
 from .layout import RunLayout, read_json, write_json
@@ -99,6 +99,7 @@ class Runner:
         self._environment_factory = environment_factory or self._sandbox_environment
         self._lock = threading.Lock()
         self.cost = 0.0
+        self.cost_unconfirmed = 0.0
         self.results = {}
 
     # -- set-up ------------------------------------------------------------------------
@@ -118,7 +119,7 @@ class Runner:
         """Price, model client and the sandbox check; fails fast, before any scene (unknown price, missing key)."""
         c = self.config
         if c.agent == "model":
-            self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in)
+            self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in, base_url=c.base_url)
             self.model = ModelClient(c, self.price)
         else:
             self.price = ZERO
@@ -188,7 +189,12 @@ class Runner:
             "base_url": c.base_url if c.agent == "model" else None,
             "api_key_env": c.api_key_env if c.agent == "model" else None,
             "limits": c.limits(),
-            "price_per_million": vars(self.price),
+            "price_per_million": {
+                "input": self.price.input,
+                "cached_input": self.price.cached_input,
+                "output": self.price.output,
+            },
+            "pricing": self.price.describe(),
             "mode": o.mode,
             "split": str(o.split) if o.split else None,
             "tasks": str(o.tasks) if o.tasks else None,
@@ -198,8 +204,40 @@ class Runner:
             "agent_config": c.public(),
             "created": (previous or {}).get("created", _now()),
             "sessions": sessions,
+            "summary": (previous or {}).get("summary"),
         }
         write_json(layout.config, config)
+
+    def _record(self, scene, meta, bar):
+        """One scene ended: its cost into the run's total, the progress bar and config.json's summary."""
+        with self._lock:
+            self.results[scene] = meta
+            self.cost += float(meta.get("cost", 0.0))
+            self.cost_unconfirmed += float(meta.get("cost_unconfirmed", 0.0))
+            bar.update(1)
+            bar.set_postfix_str(f"spent ${self.cost:.2f} last {scene}: {meta['status']}")
+            self._write_summary()
+
+    def _write_summary(self):
+        if not self.layout.config.is_file():
+            return  # a Ray task on a node: the driver keeps config.json
+        counts = {}
+        for meta in self.results.values():
+            counts[meta["status"]] = counts.get(meta["status"], 0) + 1
+        config = read_json(self.layout.config)
+        config["summary"] = {
+            "scenes": len(self.results),
+            "statuses": dict(sorted(counts.items())),
+            "cost": round(self.cost, 6),
+            "cost_unconfirmed": round(self.cost_unconfirmed, 6),
+            "updated": _now(),
+        }
+        try:
+            write_json(self.layout.config, config)
+        except OSError as exc:
+            # A full disk must not stop the batch: agent_meta is each scene's record, and the
+            # exit code and the last line report the scenes that hit the fault.
+            log.error("config.json summary not updated (%s)", exc)
 
     def _sandbox_environment(self, task, workdir):
         from .environment import SandboxEnvironment
@@ -244,6 +282,7 @@ class Runner:
             "format_errors": 0,
             "python_steps": 0,
             "cost": 0.0,
+            "cost_unconfirmed": 0.0,
             "cost_limit": self.config.cost_limit,
             "tokens": {"input": 0, "cached_input": 0, "output": 0},
             "runtime": 0.0,
@@ -252,7 +291,13 @@ class Runner:
             "submission": None,
             "snapshot": None,
         }
-        write_json(self.layout.meta(scene), meta)
+        try:
+            write_json(self.layout.meta(scene), meta)
+        except OSError as exc:
+            # A full disk must not stop the batch: the scene keeps its fault in the results, and
+            # without an agent_meta file --resume redoes it.
+            log.error("scene %s: could not write its agent_meta (%s)", scene, exc)
+            meta["reason"] = f"{reason}; agent_meta not written: {exc}"
         return meta
 
     def run_scene(self, dataset_name, scene):
@@ -271,9 +316,11 @@ class Runner:
                 model = oracle_agent(task, self.options.videos)
         except ModelError as exc:
             return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
-        workdir = Path(tempfile.mkdtemp(prefix=f"bvb-{scene}-"))
         env = None
+        workdir = None
         try:
+            # Inside the try: a full temp folder is this scene's fault, not the batch's.
+            workdir = scratch.make(scene)
             env = self._environment_factory(task, workdir)
             loop = AgentLoop(
                 self.config,
@@ -296,7 +343,8 @@ class Runner:
                     env.close()
                 except Exception:
                     log.exception("scene %s: closing the sandbox failed", scene)
-            shutil.rmtree(workdir, ignore_errors=True)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
 
     # -- all scenes --------------------------------------------------------------------
 
@@ -305,12 +353,15 @@ class Runner:
         from tqdm import tqdm
 
         scenes = self._prepare()
+        # Killed runs (SIGKILL, OOM killer) leave their scratch folders behind: remove those whose owner is gone.
+        scratch.clean_stale()
         todo = []
         for dataset_name, scene in scenes:
             if self.options.resume and self.layout.has_submission(scene):
                 meta_path = self.layout.meta(scene)
                 self.results[scene] = read_json(meta_path) if meta_path.is_file() else {"status": "submitted"}
                 self.cost += float(self.results[scene].get("cost", 0.0))
+                self.cost_unconfirmed += float(self.results[scene].get("cost_unconfirmed", 0.0))
             else:
                 todo.append((dataset_name, scene))
         skipped = len(scenes) - len(todo)
@@ -324,7 +375,7 @@ class Runner:
             disable=not self.options.progress,
             dynamic_ncols=True,
         )
-        bar.set_postfix_str(f"cost ${self.cost:.2f}")
+        bar.set_postfix_str(f"spent ${self.cost:.2f}")
         if self.options.backend == "ray":
             try:
                 self._run_on_ray(todo, bar)
@@ -348,15 +399,12 @@ class Runner:
                     log.warning("interrupted: finishing the current steps (Ctrl-C again to quit at once)")
                     continue
                 for future in done:
-                    meta = future.result()
-                    scene = futures[future]
-                    self.results[scene] = meta
-                    self.cost += float(meta.get("cost", 0.0))
-                    bar.update(1)
-                    bar.set_postfix_str(f"cost ${self.cost:.2f} last {scene}: {meta['status']}")
+                    self._record(futures[future], future.result(), bar)
         finally:
             bar.close()
         pool.shutdown(wait=True)
+        with self._lock:
+            self._write_summary()
         return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
 
     def _run_on_ray(self, todo, bar):
@@ -381,10 +429,7 @@ class Runner:
         for (_, _, dataset_name, scene), meta, error in results:
             if error is not None:
                 meta = self._fail(dataset_name, scene, "error", "harness_error", f"Ray task failed: {error}")
-            self.results[scene] = meta
-            self.cost += float(meta.get("cost", 0.0))
-            bar.update(1)
-            bar.set_postfix_str(f"cost ${self.cost:.2f} last {scene}: {meta['status']}")
+            self._record(scene, meta, bar)
 
     def prepare_remote(self):
         """Set up a Runner inside a Ray task: price, model and this node's sandbox check; no config.json."""
@@ -415,8 +460,10 @@ def summarize(results, seconds):
     for meta in results.values():
         counts[meta["status"]] = counts.get(meta["status"], 0) + 1
     cost = sum(float(m.get("cost", 0.0)) for m in results.values())
+    unconfirmed = sum(float(m.get("cost_unconfirmed", 0.0)) for m in results.values())
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    return f"{len(results)} scenes ({parts}); cost ${cost:.4f}; {seconds:.1f} s"
+    spent = f"cost ${cost:.4f}" + (f" (${unconfirmed:.4f} of it unconfirmed worst cases)" if unconfirmed else "")
+    return f"{len(results)} scenes ({parts}); {spent}; {seconds:.1f} s"
 
 
 def run(options, config):

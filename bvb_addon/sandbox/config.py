@@ -64,6 +64,9 @@ class SandboxConfig:
     use_uid: bool = True
     use_cgroup: bool = True
     use_seccomp: bool = True
+    gpu: bool = False
+    """Give the worker the machine's GPU device nodes and driver files (bubblewrap only). The render
+    stage sets it for its workers; the agent's python workers get it only with --agent-gpu."""
     extra_ro_binds: list[str] = field(default_factory=list)
     """More host paths the worker may read (bubblewrap only)."""
 

@@ -95,8 +95,80 @@ def _mkdir_args(path, created, bound):
     return args
 
 
-def bwrap_args(config, workspace, read_paths, uid):
-    """The bubblewrap prefix: namespaces, dropped capabilities, binds of only what Blender needs."""
+# GPU device nodes (DESIGN.md section 7, "GPU devices"), relative to the root: DRM card and
+# render nodes (Mesa, and NVIDIA's EGL device platform), and NVIDIA's per-GPU nodes with
+# nvidiactl, nvidia-uvm(-tools) for CUDA/OptiX memory, nvidia-modeset, and the MIG capability
+# nodes. Nothing else of the host's /dev: the sandbox keeps bubblewrap's minimal one.
+GPU_DEVICE_PATTERNS = ("dev/dri/card*", "dev/dri/renderD*", "dev/nvidia*", "dev/nvidia-caps/*")
+# What the GL/EGL/Vulkan/OpenCL loaders read to find the driver for those nodes, read-only:
+# glvnd's EGL vendor files, EGL external platforms, Vulkan ICDs and OpenCL vendors (in /usr,
+# which is bound already, or in /etc, which is not); and the part of sysfs that libdrm reads
+# to enumerate DRM devices: /sys/dev/char maps a node's major:minor to its device, whose PCI
+# vendor and device ids live under /sys/devices/pci*, and whose "subsystem" link must resolve
+# to /sys/bus/pci (libdrm calls realpath on it). The rest of /sys stays out.
+GPU_DRIVER_PATTERNS = ("usr/share/glvnd", "usr/share/egl", "usr/share/vulkan", "etc/glvnd", "etc/egl",
+                       "etc/vulkan", "etc/OpenCL", "sys/dev/char", "sys/devices/pci*", "sys/bus/pci")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GpuPaths:
+    """(host path, sandbox path) pairs a worker needs for the GPU: device nodes, then driver files."""
+
+    devices: tuple = ()
+    driver: tuple = ()
+
+    def __bool__(self):
+        return bool(self.devices)
+
+    def names(self):
+        return [inside for _, inside in self.devices]
+
+
+def gpu_paths(root="/"):
+    """The GPU device nodes that exist under root and the driver files they need (none without nodes).
+
+    root is "/" on a real machine; tests pass a folder of fake nodes.
+    """
+    root = Path(root)
+
+    def found(patterns, devices):
+        pairs = []
+        for pattern in patterns:
+            for host in sorted(root.glob(pattern)):
+                # A device is a node, never a folder (nvidia-caps/ matches nvidia*) nor a link.
+                if host.is_symlink() or (devices and host.is_dir()) or not host.exists():
+                    continue
+                pairs.append((str(host), "/" + host.relative_to(root).as_posix()))
+        return tuple(pairs)
+
+    devices = found(GPU_DEVICE_PATTERNS, True)
+    return GpuPaths(devices=devices, driver=found(GPU_DRIVER_PATTERNS, False) if devices else ())
+
+
+def gpu_bwrap_args(gpu, created, bound):
+    """Bind the device nodes read-write (--dev-bind: a device node must stay usable) and the driver
+    files read-only, after --dev /dev; paths inside one already bound (/usr) are skipped."""
+    args = []
+    for host, inside in gpu.driver:
+        if any(inside == b or inside.startswith(b + "/") for b in bound):
+            continue
+        args += _mkdir_args(inside, created, bound)
+        args += ["--ro-bind", host, inside]
+        bound.append(inside)
+    for host, inside in gpu.devices:
+        parent = os.path.dirname(inside)
+        if parent != "/dev" and parent not in created:
+            created.add(parent)
+            args += ["--perms", "0755", "--dir", parent]
+        args += ["--dev-bind", host, inside]
+    return args
+
+
+def bwrap_args(config, workspace, read_paths, uid, gpu=None):
+    """The bubblewrap prefix: namespaces, dropped capabilities, binds of only what Blender needs.
+
+    gpu: a GpuPaths to give the worker the machine's GPU (render workers; agents only on opt-in).
+    """
     root = os.geteuid() == 0
     args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL"]  # fmt: skip
@@ -126,6 +198,8 @@ def bwrap_args(config, workspace, read_paths, uid):
         args += _mkdir_args(path, created, bound)
         args += ["--ro-bind", path, path]
         bound.append(path)
+    if gpu:
+        args += gpu_bwrap_args(gpu, created, bound)
     workspace = os.path.realpath(workspace)
     args += _mkdir_args(workspace, created, bound)
     args += ["--bind", workspace, workspace]
@@ -147,9 +221,25 @@ def worker_env(workspace, home="/tmp"):
             "BLENDER_USER_SCRIPTS": f"{home}/.bvb-blender/scripts"}  # fmt: skip
 
 
-def setpriv_args(uid):
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+def setpriv_args(uid, groups=()):
+    """Switch to the worker's uid; groups: supplementary gids it keeps (only a GPU node's group)."""
+    group_arg = f"--groups={','.join(str(g) for g in sorted(set(groups)))}" if groups else "--clear-groups"
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", group_arg, "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs"]  # fmt: skip
+
+
+def gpu_groups(gpu):
+    """Groups of the device nodes the worker's own uid could not open otherwise (DRM render nodes
+    are often root:render 0660; NVIDIA's are 0666): what a dedicated uid needs to keep."""
+    groups = set()
+    for host, _ in gpu.devices:
+        try:
+            info = os.stat(host)
+        except OSError:
+            continue
+        if info.st_mode & 0o006 != 0o006 and info.st_mode & 0o060 == 0o060:
+            groups.add(info.st_gid)
+    return tuple(sorted(groups))
 
 
 class UidLease:

@@ -17,6 +17,8 @@ from mathutils import Vector
 EEVEE_SAMPLES = 16
 CYCLES_SAMPLES = 16
 MAX_GRAPH_FRAMES = 20000
+# Cycles' GPU backends, best first; the first that lists a device here renders.
+CYCLES_GPU_BACKENDS = ("OPTIX", "CUDA", "HIP", "ONEAPI", "METAL")
 
 
 class Restore:
@@ -54,6 +56,79 @@ def principled_base_color(material):
     return [round(float(c), 4) for c in material.diffuse_color]
 
 
+def gl_platform():
+    """The GPU backend Blender draws with (EEVEE, Workbench), or None before it has started.
+
+    In background mode the backend starts with the first render that needs it; until then
+    the gpu module refuses every call.
+    """
+    try:
+        import gpu
+
+        platform = gpu.platform
+        return {"vendor": platform.vendor_get(), "renderer": platform.renderer_get(),
+                "version": platform.version_get(), "device_type": platform.device_type_get()}  # fmt: skip
+    except (ImportError, AttributeError, SystemError):
+        return None
+
+
+def is_software_gl(info):
+    """True for a CPU rasteriser (Mesa llvmpipe, softpipe, swrast, an offscreen Mesa)."""
+    text = f"{info.get('vendor', '')} {info.get('renderer', '')}".lower()
+    software = ("llvmpipe", "softpipe", "swrast", "mesa offscreen")
+    return info.get("device_type") == "SOFTWARE" or any(name in text for name in software)
+
+
+def gl_renderer(info):
+    return " ".join(part for part in (info.get("vendor"), info.get("renderer")) if part)
+
+
+def probe_gl():
+    """The GL platform EEVEE will render on: started, if need be, by a 4 px Workbench still of a
+    scratch scene (the agent's scene is not touched), so a caller knows before a long render."""
+    info = gl_platform()
+    if info is not None:
+        return info
+    scratch = bpy.data.scenes.new("_bvb_gl_probe")
+    camera_data = bpy.data.cameras.new("_bvb_gl_probe")
+    camera = bpy.data.objects.new("_bvb_gl_probe", camera_data)
+    try:
+        scratch.collection.objects.link(camera)
+        scratch.camera = camera
+        scratch.render.engine = "BLENDER_WORKBENCH"
+        scratch.render.resolution_x = scratch.render.resolution_y = 4
+        bpy.ops.render.render(scene=scratch.name)
+    finally:
+        bpy.data.objects.remove(camera)
+        bpy.data.cameras.remove(camera_data)
+        bpy.data.scenes.remove(scratch)
+    return gl_platform()
+
+
+def cycles_device():
+    """("GPU", "OPTIX: <names>") for the best Cycles GPU backend with a device here, else ("CPU", "CPU").
+
+    The choice goes into the worker's preferences (never saved: factory settings, private HOME).
+    """
+    try:
+        prefs = bpy.context.preferences.addons["cycles"].preferences
+    except KeyError:
+        return "CPU", "CPU"
+    for backend in CYCLES_GPU_BACKENDS:
+        try:
+            prefs.compute_device_type = backend
+        except TypeError:  # not compiled into this Blender
+            continue
+        prefs.refresh_devices()
+        gpus = [d for d in prefs.devices if d.type == backend]
+        if gpus:
+            for device in prefs.devices:
+                device.use = device.type == backend
+            return "GPU", f"{backend}: {', '.join(d.name for d in gpus)}"
+    prefs.compute_device_type = "NONE"
+    return "CPU", "CPU"
+
+
 def apply_preset(restore, scene, preset):
     render = scene.render
     render_engines = {"fast": "BLENDER_WORKBENCH", "bvb": compat_bl.eevee_engine(scene), "cycles": "CYCLES"}
@@ -73,7 +148,8 @@ def apply_preset(restore, scene, preset):
     elif preset == "bvb":
         restore.set(scene.eevee, "taa_render_samples", EEVEE_SAMPLES)
     elif preset == "cycles":
-        restore.set(scene.cycles, "device", "CPU")
+        device, described = cycles_device()
+        restore.set(scene.cycles, "device", device)
         restore.set(scene.cycles, "samples", CYCLES_SAMPLES)
         restore.set(scene.cycles, "use_denoising", True)
         restore.set(scene.cycles, "use_adaptive_sampling", True)
@@ -83,6 +159,8 @@ def apply_preset(restore, scene, preset):
         restore.set(scene.cycles, "max_bounces", 4)
         # Only the camera moves between frames of an evaluation render: keep the BVH.
         restore.set(scene.render, "use_persistent_data", True)
+        return f"Cycles {described}"
+    return None
 
 
 def render(workspace, req):
@@ -104,7 +182,7 @@ def render(workspace, req):
     started = time.perf_counter()
     render = scene.render
     with Restore() as restore:
-        apply_preset(restore, scene, req["preset"])
+        cycles = apply_preset(restore, scene, req["preset"])
         for attr, value in (
             ("resolution_x", width),
             ("resolution_y", height),
@@ -150,7 +228,11 @@ def render(workspace, req):
     missing = [n for n in names if not os.path.isfile(os.path.join(workspace, n))]
     if missing:
         return {"status": "error", "reason": f"the renderer wrote no image for {len(missing)} of {len(names)} frames"}
-    return {"status": "ok", "files": names, "duration_s": time.perf_counter() - started}
+    # What really rendered: Cycles' device, or the GL platform EEVEE and Workbench drew with.
+    gl = None if cycles else gl_platform()
+    renderer = cycles or (gl_renderer(gl) if gl else "unknown (the GPU backend did not report)")
+    return {"status": "ok", "files": names, "duration_s": time.perf_counter() - started, "renderer": renderer,
+            "software_gl": bool(gl and is_software_gl(gl))}  # fmt: skip
 
 
 def world_bounds(obj):

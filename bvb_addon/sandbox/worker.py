@@ -30,6 +30,8 @@ from .layers import (
     PidsCgroup,
     UidLease,
     bwrap_args,
+    gpu_groups,
+    gpu_paths,
     probe_layers,
     runtime,
     setpriv_args,
@@ -70,6 +72,10 @@ class RenderResult:
     files: list = field(default_factory=list)
     reason: str = ""
     duration_s: float = 0.0
+    renderer: str = ""
+    """What rendered: the GL vendor and renderer (EEVEE, Workbench) or "Cycles <device>"."""
+    software_gl: bool = False
+    """The GL renderer is a CPU rasteriser (llvmpipe and the like)."""
 
 
 class WorkerError(RuntimeError):
@@ -185,6 +191,26 @@ class Worker:
         """Render frames from the scene camera; images are collected into out_dir (outside the workspace)."""
         with self._lock:
             return self._render(frames, longest_side, preset, aspect, out_dir, timeout)
+
+    def gl_info(self, timeout=None):
+        """{"renderer": vendor and renderer, "software": bool} of the GL platform this worker renders on.
+
+        Starts the GPU backend if need be (a 4 px Workbench still of a scratch scene), so it
+        answers before a long EEVEE render; WorkerError when the backend does not start.
+        Asked once per worker process (info["gl"]).
+        """
+        with self._lock:
+            if "gl" in self.info and self._proc is not None:
+                return dict(self.info["gl"])
+            try:
+                reply = self._request({"op": "gl"}, timeout or self.config.start_timeout_s)
+            except _Died as died:
+                self._recover()
+                raise WorkerError(died.kind, died.reason) from None
+            if reply.get("status") != "ok":
+                raise WorkerError("error", _text(reply.get("reason"), 500) or "the worker reported no GL platform")
+            self.info["gl"] = {"renderer": _text(reply.get("renderer"), 200), "software": reply.get("software") is True}
+            return dict(self.info["gl"])
 
     def scene_graph(self, frames=None, timeout=None):
         """The scene_graphs/<scene>.json content for the current scene; WorkerError when it fails."""
@@ -350,7 +376,8 @@ class Worker:
             self._recover()
             return RenderResult(status="sandbox_error", reason=f"image refused: {exc}",
                                 duration_s=time.monotonic() - started)  # fmt: skip
-        return RenderResult(status="ok", files=collected, duration_s=time.monotonic() - started)
+        return RenderResult(status="ok", files=collected, duration_s=time.monotonic() - started,
+                            renderer=_text(reply.get("renderer"), 200), software_gl=reply.get("software_gl") is True)  # fmt: skip
 
     # ---- process management --------------------------------------------------------------
 
@@ -360,10 +387,12 @@ class Worker:
         script_args = ["--fd", str(child_fd), "--workspace", str(self.workspace),
                        "--seccomp", "1" if "seccomp" in layers else "0", "--cleanup", cleanup]  # fmt: skip
         argv, read_paths = runtime(self.config, WORKER_SCRIPT, script_args)
+        gpu = gpu_paths() if self.config.gpu else None
         if self._lease is not None:
-            argv = setpriv_args(self.uid) + argv
+            argv = setpriv_args(self.uid, gpu_groups(gpu) if gpu else ()) + argv
         if "bwrap" in layers:
-            return bwrap_args(self.config, self.workspace, read_paths, self.uid if self._lease else None) + argv, None
+            uid = self.uid if self._lease else None
+            return bwrap_args(self.config, self.workspace, read_paths, uid, gpu) + argv, None
         home = self.workspace / ".bvb-home"
         home.mkdir(mode=0o700, exist_ok=True)
         if self._lease is not None:

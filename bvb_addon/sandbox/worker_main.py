@@ -263,6 +263,15 @@ class Worker:
 
         return render_side.render(self.workspace, req)
 
+    def op_gl(self, req):
+        import render_side
+
+        info = render_side.probe_gl()
+        if info is None:
+            return {"status": "error", "reason": "the GPU backend did not start"}
+        return {"status": "ok", "renderer": render_side.gl_renderer(info), "software": render_side.is_software_gl(info),
+                "platform": info}  # fmt: skip
+
     def op_graph(self, req):
         import render_side
 
@@ -322,7 +331,7 @@ class Worker:
 
     def serve(self):
         handlers = {"ping": self.op_ping, "run": self.op_run, "load": self.op_load, "render": self.op_render,
-                    "graph": self.op_graph}  # fmt: skip
+                    "graph": self.op_graph, "gl": self.op_gl}  # fmt: skip
         while True:
             try:
                 req = protocol.recv_msg(self.sock, 1 << 30)

@@ -224,13 +224,25 @@ def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, 
     Rows of other scenes already in split.jsonl are kept, so suites can be grown a difficulty
     at a time. Returns a list of per-scene summaries (scene, seconds, objects, questions).
     """
+    from ..staging import Staging
+
+    out_root = Path(out_root)
+    # Every file is built in a staging folder inside the suite and moved in only when all are complete,
+    # split.jsonl last: a failure (a full disk) leaves the old suite as it was.
+    with Staging(out_root, last=("split.jsonl",)) as stage:
+        jobs = [(d, i) for d in difficulties for i in range(scenes)]
+        summaries = _generate_into(stage.path, out_root, jobs, seed, (width, height, fps, duration), progress)
+        stage.commit()
+    return summaries
+
+
+def _generate_into(stage, out_root, jobs, seed, clip, progress):
+    """Build the scenes into the staging folder, with the suite's merged split.jsonl."""
     from tqdm import tqdm
 
     from ..dataset import read_split, write_split
 
-    out_root = Path(out_root)
-    out_root.mkdir(parents=True, exist_ok=True)
-    jobs = [(d, i) for d in difficulties for i in range(scenes)]
+    width, height, fps, duration = clip
     new_rows, summaries = [], []
     with tempfile.TemporaryDirectory(prefix="bvb-synth-") as work:
         for difficulty, i in tqdm(jobs, desc="scenes", unit="scene", disable=not progress):
@@ -240,7 +252,7 @@ def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, 
                 scene_id, difficulty, plan.scene_seed(seed, difficulty, i), width, height, fps, duration
             )
             scene_work = Path(work) / scene_id
-            gt, rows = build_scene(scene_plan, out_root, scene_work)
+            gt, rows = build_scene(scene_plan, stage, scene_work)
             new_rows += rows
             summaries.append(
                 {
@@ -255,5 +267,5 @@ def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, 
     done = {r["scene_name"] for r in new_rows} | {s["scene"] for s in summaries}
     kept = [q.to_json() for q in read_split(split) if q.scene_name not in done] if split.is_file() else []
     rows = sorted(kept + new_rows, key=lambda r: (r["scene_name"], r["id"]))
-    write_split(split, rows)
+    write_split(Path(stage) / "split.jsonl", rows)
     return summaries

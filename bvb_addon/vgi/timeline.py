@@ -174,3 +174,19 @@ def resting_on(timeline, upper, lower, frame, tolerance=0.01):
     dx = abs(a.centers[frame][0] - b.centers[frame][0]) < (a.extents[frame][0] + b.extents[frame][0]) / 2
     dy = abs(a.centers[frame][1] - b.centers[frame][1]) < (a.extents[frame][1] + b.extents[frame][1]) / 2
     return bool(dx and dy)
+
+
+def larger_on_smaller_events(timeline, sizes, tolerance=0.0):
+    """Events where an object rests on a smaller one (sizes: name -> width; larger means by more than tolerance)."""
+    names = list(sizes)
+    return events(
+        [
+            any(
+                resting_on(timeline, upper, lower, f) and sizes[upper] > sizes[lower] + tolerance
+                for upper in names
+                for lower in names
+                if upper != lower
+            )
+            for f in range(timeline.frame_count)
+        ]
+    )

@@ -1,0 +1,255 @@
+"""One OpenAI-compatible chat-completions client for the agent's model and the judge (no bpy).
+
+Both callers get the same fault handling: retries with full-jitter backoff on connection
+errors, 408, 409, 429 and 5xx, bounded in count and in time, honouring ``Retry-After``; a 200
+reply without choices, without content or stopped by a content filter is a fault retried like
+a 5xx; a context-length refusal is its own exception (``ContextOverflow``), never retried.
+"""
+
+import logging
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+# How providers word "the prompt does not fit": OpenAI and Azure (code context_length_exceeded,
+# "maximum context length"), vLLM and LiteLLM ("maximum context length is N tokens"), Anthropic
+# ("prompt is too long"), Gemini ("exceeds the maximum number of tokens"), OpenRouter ("maximum
+# context length", "context length exceeded"), Ollama and llama.cpp ("exceeds the available
+# context size", "context window"), Mistral ("too large for model with N maximum context length").
+CONTEXT_OVERFLOW = re.compile(
+    r"context_length_exceeded|maximum context length|context length (?:is )?exceeded|"
+    r"prompt is too long|exceeds? the maximum (?:number of )?tokens|input token count.*exceeds|"
+    r"exceeds? (?:the )?(?:model'?s? )?(?:available )?context (?:size|window|length)|"
+    r"context window (?:is )?(?:exceeded|full)|too large for model with \d+ maximum context length|"
+    r"reduce the length of the (?:messages|prompt)|string_above_max_length",
+    re.IGNORECASE,
+)
+
+
+class ClientError(RuntimeError):
+    """A call that did not produce an answer; ``billed`` holds usage of faulty replies that were paid for."""
+
+    def __init__(self, message, status=None, billed=(), uncertain=0):
+        super().__init__(message)
+        self.status = status
+        self.billed = list(billed)
+        self.uncertain = uncertain
+
+
+class CallFault(ClientError):
+    """Retries ran out, or the provider refused the call with a status that is not retried."""
+
+
+class ContextOverflow(ClientError):
+    """The provider refused the call because the prompt exceeds the model's context."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long one call is retried."""
+
+    max_retries: int = 6
+    """Retries after the first attempt."""
+    time_limit: float = 300.0
+    """Seconds all attempts of one call may take together."""
+    base_delay: float = 1.0
+    """First backoff in seconds; doubles per retry, with full jitter."""
+    max_delay: float = 60.0
+    """Cap of one backoff (and of an honoured Retry-After)."""
+
+
+@dataclass
+class Completion:
+    """One answered call: the text, its usage and what it took to get it."""
+
+    content: str
+    usage: dict = field(default_factory=dict)
+    """input_tokens, cached_input_tokens, output_tokens and, when the provider reports it, cost."""
+    finish_reason: str | None = None
+    retries: int = 0
+    seconds: float = 0.0
+    billed: list = field(default_factory=list)
+    """Usage of faulty replies before this one (a content-filter stop is paid for)."""
+    uncertain: int = 0
+    """Attempts that timed out after the request was sent: the provider may have billed them."""
+
+
+class _Fault(Exception):
+    """A 200 reply that is no answer; retried like a 5xx."""
+
+    def __init__(self, kind, message, usage=None):
+        super().__init__(message)
+        self.kind = kind
+        self.usage = usage
+
+
+def usage_dict(usage):
+    """The provider's usage object as plain numbers; {} when it reported none."""
+    if usage is None:
+        return {}
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    out = {
+        "input_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "cached_input_tokens": int(cached),
+        "output_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+    }
+    # OpenRouter, LiteLLM and others report the billed cost; it wins over any price table.
+    extra = getattr(usage, "model_extra", None) or {}
+    if extra.get("cost") is not None:
+        out["cost"] = float(extra["cost"])
+    return out
+
+
+def provider_message(exc):
+    """The provider's own error text, from an openai exception's body when it has one."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        message = body.get("message") or (body.get("error") or {}).get("message")
+        code = body.get("code") or (body.get("error") or {}).get("code")
+        if message:
+            return f"{message} ({code})" if code and str(code) not in str(message) else str(message)
+    return str(getattr(exc, "message", None) or exc).strip()
+
+
+def is_context_overflow(status, message):
+    """Whether a refusal says the prompt does not fit the model's context."""
+    return status in (400, 413, 422, None) and bool(CONTEXT_OVERFLOW.search(message or ""))
+
+
+class OpenAIClient:
+    """``complete(request)`` returns a Completion or raises CallFault / ContextOverflow."""
+
+    def __init__(
+        self, base_url, api_key, timeout=600.0, policy=None, sleep=time.sleep, cap=None, label="model", cut_ok=False
+    ):
+        import openai
+
+        self._openai = openai
+        self.base_url, self.timeout = base_url, timeout
+        self.policy = policy or RetryPolicy()
+        self.label = label
+        # Whether an empty reply cut at max_tokens is an answer (the agent is told it was cut) or a fault.
+        self.cut_ok = cut_ok
+        # A context manager held around each HTTP request only (a concurrency cap), or None.
+        self.cap = cap
+        self._sleep = sleep
+        # Retries are ours (bounded in count and time, jittered); the openai package's are off.
+        self.http = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.usage_total = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0}
+
+    def _send(self, request):
+        if self.cap is None:
+            return self.http.chat.completions.create(**request)
+        with self.cap:
+            return self.http.chat.completions.create(**request)
+
+    def _check(self, response):
+        """Raise _Fault for a 200 that is no answer."""
+        if not response.choices:
+            error = (getattr(response, "model_extra", None) or {}).get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise _Fault("empty reply", message or "the reply had no choices", usage_dict(response.usage))
+        choice = response.choices[0]
+        if choice.finish_reason == "content_filter":
+            raise _Fault(
+                "content filter", "the reply was stopped by the provider's content filter", usage_dict(response.usage)
+            )
+        empty = not (choice.message and choice.message.content and choice.message.content.strip())
+        if empty and not (self.cut_ok and choice.finish_reason == "length"):
+            raise _Fault("empty reply", "the reply had no content", usage_dict(response.usage))
+
+    def _delay(self, attempt, exc):
+        p = self.policy
+        delay = random.uniform(0, min(p.max_delay, p.base_delay * 2**attempt))
+        response = getattr(exc, "response", None)
+        header = response.headers.get("retry-after") if response is not None else None
+        if header:
+            try:
+                delay = max(delay, min(float(header), p.max_delay))
+            except ValueError:
+                pass  # an HTTP date: the jittered backoff stands
+        return delay
+
+    def complete(self, request, before_retry=None):
+        """Send one chat-completions request with retries.
+
+        ``before_retry(billed, uncertain)`` is called before each retry that follows an attempt
+        the provider may have billed (a faulty 200 with its usage, or a timeout); it may raise to
+        stop the retries (the agent's cost limit).
+        """
+        openai = self._openai
+        start = time.monotonic()
+        billed, uncertain = [], 0
+        attempt = 0
+        while True:
+            paid = False
+            try:
+                response = self._send(request)
+                self._check(response)
+                break
+            except _Fault as exc:
+                status, message, error, what = 200, str(exc), exc, exc.kind
+                if exc.usage:
+                    billed.append(exc.usage)
+                    paid = True
+            except openai.APIStatusError as exc:
+                status, message, error = exc.status_code, provider_message(exc), exc
+                what = f"HTTP {status}"
+                if is_context_overflow(status, message):
+                    raise ContextOverflow(
+                        f"{self.label} refused the prompt as too long for its context (HTTP {status}): {message}",
+                        status=status,
+                        billed=billed,
+                        uncertain=uncertain,
+                    ) from None
+                if status not in RETRY_STATUSES and status < 500:
+                    raise CallFault(
+                        f"provider refused the call (HTTP {status}): {message}",
+                        status=status,
+                        billed=billed,
+                        uncertain=uncertain,
+                    ) from None
+            except openai.APIConnectionError as exc:  # APITimeoutError included
+                status, message, error = None, provider_message(exc) or type(exc).__name__, exc
+                what = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection error"
+                if isinstance(exc, openai.APITimeoutError):
+                    uncertain += 1
+                    paid = True
+            delay = self._delay(attempt, error)
+            spent = time.monotonic() - start
+            if attempt >= self.policy.max_retries or spent + delay > self.policy.time_limit:
+                raise CallFault(
+                    f"gave up after {attempt + 1} attempts in {spent:.1f}s ({what}): {message}",
+                    status=status,
+                    billed=billed,
+                    uncertain=uncertain,
+                ) from None
+            if paid and before_retry is not None:
+                before_retry(billed, uncertain)
+            log.warning("%s call failed (%s), retry %d in %.2fs", self.label, status or message, attempt + 1, delay)
+            self._sleep(delay)
+            attempt += 1
+        choice = response.choices[0]
+        usage = usage_dict(response.usage)
+        with self._lock:
+            self.calls += 1
+            for key in self.usage_total:
+                self.usage_total[key] += usage.get(key, 0)
+        return Completion(
+            content=(choice.message.content if choice.message else None) or "",
+            usage=usage,
+            finish_reason=choice.finish_reason,
+            retries=attempt,
+            seconds=time.monotonic() - start,
+            billed=billed,
+            uncertain=uncertain,
+        )

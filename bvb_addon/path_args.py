@@ -1,0 +1,64 @@
+"""Checks of path arguments before any work: a file where a folder is needed, or the reverse, is one line.
+
+bpy-free. Every stage's command line calls these on its path options right after parsing, so
+that ``--output results.json`` or ``--split data/`` names the option and the fix instead of
+ending in a traceback from deep inside the stage.
+"""
+
+from pathlib import Path
+
+
+class PathArgError(ValueError):
+    """A path argument of the wrong kind: the message names the option, the path and the fix."""
+
+
+def _blocking_ancestor(path):
+    """The nearest existing ancestor of path when it is not a folder (so path cannot be created), else None."""
+    for parent in Path(path).parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def folder(flag, path, must_exist=False):
+    """Check that ``path`` (the value of ``flag``) is or can become a folder; returns it as a Path."""
+    if path is None:
+        return None
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise PathArgError(f"{flag} {path} is a file, not a folder; give a folder")
+    if not path.exists():
+        blocker = _blocking_ancestor(path)
+        if blocker is not None:
+            raise PathArgError(f"{flag} {path}: {blocker} is a file, not a folder; give a folder path")
+        if must_exist:
+            raise PathArgError(f"{flag} {path}: no such folder")
+    return path
+
+
+def file(flag, path, must_exist=True):
+    """Check that ``path`` (the value of ``flag``) is a file (or, with must_exist=False, can become one)."""
+    if path is None:
+        return None
+    path = Path(path)
+    if path.is_dir():
+        raise PathArgError(f"{flag} {path} is a folder, not a file; give a file")
+    if not path.exists():
+        blocker = _blocking_ancestor(path)
+        if blocker is not None:
+            raise PathArgError(f"{flag} {path}: {blocker} is a file, not a folder; give a file path")
+        if must_exist:
+            raise PathArgError(f"{flag} {path}: no such file")
+    return path
+
+
+def check(folders=(), files=(), new_files=(), existing_folders=()):
+    """Check several (flag, path) pairs at once; None paths (options not given) are skipped."""
+    for flag, path in existing_folders:
+        folder(flag, path, must_exist=True)
+    for flag, path in folders:
+        folder(flag, path)
+    for flag, path in files:
+        file(flag, path)
+    for flag, path in new_files:
+        file(flag, path, must_exist=False)

@@ -1,0 +1,245 @@
+"""``bvb export inspect RUN --out FILE``: a run as an Inspect AI eval log (JSON, log version 2).
+
+Each scene is a sample: its chat (the system prompt, the instance, every reply and
+observation, the images the agent received), its scores (DV retention of the scene's
+questions, its vision_sim, its agent status) and its token and cost use. Images are stored
+once each as sample attachments (``attachment://<md5>``), as Inspect itself writes them, so
+``inspect view`` shows them without the log repeating them. The file is plain JSON written
+from the run's files, so exporting needs no Inspect install; ``inspect_ai.log.read_eval_log``
+and ``inspect view`` read it (the optional extra ``pip install inspect-ai``).
+"""
+
+import datetime
+import hashlib
+import json
+import logging
+import uuid
+from pathlib import Path
+
+from bvb_addon.atomic import write_text_atomic
+
+from .files import read_jsonl
+from .protocol import pooled
+
+log = logging.getLogger(__name__)
+
+LOG_VERSION = 2
+
+
+class ExportError(ValueError):
+    pass
+
+
+def _read(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as exc:
+        raise ExportError(f"{path} is not valid JSON ({exc.msg}); rerun the stage that writes it") from None
+
+
+def _content(content, attachments):
+    """Chat-completions content as Inspect content: text parts and images (data URLs become attachments)."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        if part.get("type") == "text":
+            parts.append({"type": "text", "text": part.get("text", "")})
+        elif part.get("type") == "image_url":
+            url = (part.get("image_url") or {}).get("url", "")
+            if url.startswith("data:"):
+                key = hashlib.md5(url.encode()).hexdigest()  # noqa: S324 - a content key, as Inspect uses
+                attachments[key] = url
+                url = f"attachment://{key}"
+            detail = (part.get("image_url") or {}).get("detail", "auto")
+            parts.append(
+                {"type": "image", "image": url, "detail": detail if detail in ("auto", "low", "high") else "auto"}
+            )
+    return parts
+
+
+def _messages(trajectory, model, attachments):
+    messages = []
+    for message in trajectory.get("messages") or []:
+        role = message.get("role")
+        if role not in ("system", "user", "assistant"):
+            continue
+        entry = {
+            "id": uuid.uuid4().hex[:22],
+            "role": role,
+            "content": _content(message.get("content", ""), attachments),
+        }
+        if role == "assistant":
+            entry.update(model=model, source="generate")
+        elif role == "user" and len(messages) == 1:
+            entry["source"] = "input"
+        messages.append(entry)
+    return messages
+
+
+def _usage(meta):
+    tokens = meta.get("tokens") or {}
+    usage = {
+        "input_tokens": int(tokens.get("input", 0)),
+        "output_tokens": int(tokens.get("output", 0)),
+        "total_tokens": int(tokens.get("input", 0)) + int(tokens.get("output", 0)),
+        "input_tokens_cache_read": int(tokens.get("cached_input", 0)),
+    }
+    if meta.get("cost") is not None:
+        usage["total_cost"] = float(meta["cost"])
+    return usage
+
+
+def _score_value(value):
+    return float(value) if value is not None else None
+
+
+def _sample(scene, trajectory, meta, dv_rows, ls_row, model, epoch=1):
+    attachments = {}
+    messages = _messages(trajectory, model, attachments)
+    # The one correctness rule (eval_bridge.protocol): judge faults out, full-score answers count.
+    dv_rows = pooled(dv_rows)
+    source = sum(1 for r in dv_rows if r.get("source_correct"))
+    retained = sum(1 for r in dv_rows if r.get("retained"))
+    scores = {
+        "status": {
+            "value": str(meta.get("status") or trajectory.get("status") or "unknown"),
+            "explanation": str(meta.get("reason") or trajectory.get("reason") or ""),
+            "metadata": {"stop_reason": meta.get("stop_reason") or trajectory.get("stop_reason")},
+        }
+    }
+    if dv_rows and source:
+        scores["dv_retention"] = {
+            "value": retained / source,
+            "explanation": f"retained {retained} of {source} questions answered right on the source",
+            "metadata": {"questions": len(dv_rows)},
+        }
+    if ls_row is not None:
+        scores["latent_sim"] = {
+            "value": _score_value(ls_row.get("vision_sim")) or 0.0,
+            "explanation": f"vision_sim ({ls_row.get('status', 'ok')})",
+            "metadata": {k: ls_row.get(k) for k in ("layout", "motion", "status", "reason")},
+        }
+    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
+    first_user = next((m for m in messages if m["role"] == "user"), None)
+    usage = _usage(meta or trajectory)
+    sample = {
+        "id": scene,
+        "epoch": epoch,
+        "input": first_user["content"] if first_user and isinstance(first_user["content"], str) else scene,
+        "target": "",
+        "messages": messages,
+        "output": {
+            "model": model,
+            "choices": [{"message": last, "stop_reason": "stop"}] if last else [],
+            "usage": usage,
+        },
+        "scores": scores,
+        "metadata": {
+            "dataset": meta.get("dataset") or (trajectory.get("task") or {}).get("dataset"),
+            "turns": meta.get("turns", trajectory.get("turns")),
+            "frames_seen": meta.get("frames_seen", trajectory.get("frames_seen")),
+            "submission": meta.get("submission"),
+            "cost_usd": meta.get("cost", trajectory.get("cost")),
+        },
+        "model_usage": {model: usage},
+        "total_time": meta.get("runtime", trajectory.get("runtime")),
+        "working_time": meta.get("model_seconds", trajectory.get("model_seconds")),
+        "attachments": attachments,
+    }
+    return sample
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def export_inspect(run_dir, out):
+    """Write the run as an Inspect eval log at ``out`` (JSON); return the number of samples."""
+    run_dir, out = Path(run_dir), Path(out)
+    if not run_dir.is_dir():
+        raise ExportError(f"run directory {run_dir} does not exist; pass a folder written by bvb run")
+    if out.suffix != ".json":
+        raise ExportError(f"--out {out} must end in .json (Inspect reads .json and .eval logs; this writes JSON)")
+    config = _read(run_dir / "config.json") or {}
+    model = str(config.get("model") or config.get("agent") or "unknown")
+    if "/" not in model:
+        model = f"bvb/{model}"  # Inspect names models provider/model
+    dv_by_scene = {}
+    for row in read_jsonl(run_dir / "dual_vqa.jsonl"):
+        dv_by_scene.setdefault(row.get("scene"), []).append(row)
+    ls_by_scene = {row.get("scene"): row for row in read_jsonl(run_dir / "vision_sim.jsonl")}
+    scenes = sorted(
+        {p.name[: -len(".traj.json")] for p in (run_dir / "trajectories").glob("*.traj.json")}
+        | {p.stem for p in (run_dir / "agent_meta").glob("*.json")}
+    )
+    if not scenes:
+        raise ExportError(f"{run_dir} has no trajectories/ or agent_meta/; run the agent first (bvb run)")
+    samples = []
+    for scene in scenes:
+        trajectory = _read(run_dir / "trajectories" / f"{scene}.traj.json") or {}
+        meta = _read(run_dir / "agent_meta" / f"{scene}.json") or {}
+        samples.append(_sample(scene, trajectory, meta, dv_by_scene.get(scene, []), ls_by_scene.get(scene), model))
+    overall = _read(run_dir / "overall.json") or {}
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    total_usage = {
+        key: sum(s["model_usage"][model].get(key, 0) for s in samples)
+        for key in ("input_tokens", "output_tokens", "total_tokens", "input_tokens_cache_read", "total_cost")
+    }
+    scores = []
+    for name in ("dv_retention", "latent_sim"):
+        values = [s["scores"][name]["value"] for s in samples if name in s["scores"]]
+        if values:
+            scores.append({
+                "name": name, "scorer": name, "scored_samples": len(values),
+                "unscored_samples": len(samples) - len(values),
+                "metrics": {"mean": {"name": "mean", "value": sum(values) / len(values)}},
+            })  # fmt: skip
+    if overall.get("overall") is not None:
+        scores.append({
+            "name": "bvb", "scorer": "bvb_overall",
+            "metrics": {k: {"name": k, "value": float(overall[k])} for k in ("overall", "dual_vqa", "latent_sim")
+                        if overall.get(k) is not None},
+        })  # fmt: skip
+    log_json = {
+        "version": LOG_VERSION,
+        "status": "success",
+        "eval": {
+            "eval_id": uuid.uuid4().hex[:22],
+            "run_id": uuid.uuid4().hex[:22],
+            "created": config.get("created") or now,
+            "task": f"bvb/{run_dir.name}",
+            "task_id": run_dir.name,
+            "task_version": 0,
+            "dataset": {
+                "name": Path(str(config.get("split") or "split")).name,
+                "samples": len(samples),
+                "sample_ids": scenes,
+            },  # fmt: skip
+            "model": model,
+            "model_base_url": None,
+            "config": {},
+            "metadata": {
+                "harness": "bvb-blender",
+                "harness_version": config.get("harness_version"),
+                "agent": config.get("agent"),
+                "reasoning": config.get("reasoning"),
+                "limits": config.get("limits"),
+                "overall": overall or None,
+            },
+        },
+        "plan": {"name": "bvb", "steps": [{"solver": "bvb_agent_loop", "params": {}}]},
+        "results": {"total_samples": len(samples), "completed_samples": len(samples), "scores": scores},
+        "stats": {
+            "started_at": config.get("created") or now,
+            "completed_at": now,
+            "model_usage": {model: total_usage},
+        },  # fmt: skip
+        "samples": samples,
+    }
+    write_text_atomic(out, json.dumps(log_json, ensure_ascii=False))
+    log.info("wrote %s: %d samples", out, len(samples))
+    return len(samples)

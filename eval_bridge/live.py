@@ -1,0 +1,350 @@
+"""``bvb view RUN_OR_RESULTS_DIR...``: the report served on loopback, rebuilt as the run's files change.
+
+A watcher thread fingerprints what the runner, render stage and scorers write (sizes and
+mtimes) every ``interval`` seconds and rebuilds the static report when it changed; the pages
+poll ``live.json`` and reload when its version moves. The server (Starlette's StaticFiles on
+uvicorn, in a background thread) only serves the built report folder (GET and HEAD; no
+directory listings), binds to a loopback address only and answers only requests whose Host
+names that address, so a web page that rebinds its own name to 127.0.0.1 cannot read it.
+A results folder stands for every run directory in it, including runs that appear later.
+"""
+
+import datetime
+import html
+import json
+import logging
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from bvb_addon.atomic import write_json_atomic, write_text_atomic
+
+from .files import read_jsonl
+from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
+
+log = logging.getLogger(__name__)
+
+WATCHED = (
+    "config.json",
+    "agent_meta",
+    "trajectories",
+    "render_status.jsonl",
+    "camera_renders",
+    "dual_vqa.jsonl",
+    "dual_vqa_summary.json",
+    "vision_sim.jsonl",
+    "vision_sim_summary.json",
+    "overall.json",
+    "steps_answers.jsonl",
+    "steps_analysis.json",
+)
+FINISHED_OK = ("submitted", "limit")
+LIVE_SCRIPT = """<script>
+(function () {
+  var version = null;
+  function poll() {
+    fetch("%(path)slive.json", {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (live) {
+      if (version !== null && live.version !== version) { location.reload(); return; }
+      version = live.version;
+      setTimeout(poll, %(ms)d);
+    }).catch(function () { setTimeout(poll, %(ms)d); });
+  }
+  poll();
+})();
+</script>"""
+
+
+EMPTY_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>BVB report</title></head>
+<body data-report="bvb"><h1>BVB report</h1><p>No run directory in {paths} yet; this page reloads when one appears.</p>
+{script}
+</body></html>
+"""
+
+
+class ViewError(ValueError):
+    pass
+
+
+def is_run(path):
+    path = Path(path)
+    return path.is_dir() and any((path / name).exists() for name in ("config.json", "agent_meta", "trajectories"))
+
+
+def resolve_runs(paths):
+    """Run directories named directly, plus every run directory inside a results folder, in name order."""
+    runs = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise ViewError(f"{path} is not a folder; pass a run directory (results/<run>) or a results folder")
+        if is_run(path):
+            runs.append(path)
+        else:
+            runs += [child for child in sorted(path.iterdir()) if is_run(child)]
+    return list(dict.fromkeys(runs))
+
+
+def fingerprint(runs):
+    """Sizes and mtimes of everything the report reads: it changes whenever a stage writes."""
+    marks = []
+    for run in runs:
+        for name in WATCHED:
+            path = run / name
+            entries = sorted(path.iterdir()) if path.is_dir() else [path]
+            for entry in entries:
+                try:
+                    stat = entry.stat()
+                except OSError:
+                    continue
+                marks.append((str(entry), stat.st_size, stat.st_mtime_ns))
+    return hash(tuple(marks))
+
+
+def _read(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _parse_time(text):
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def run_progress(run_dir, now=None):
+    """Scenes done, running and failed, cost against the limit, and an ETA, from the run's files."""
+    run_dir = Path(run_dir)
+    now = time.time() if now is None else now
+    config = _read(run_dir / "config.json") or {}
+    session = (config.get("sessions") or [{}])[-1]
+    metas = {}
+    for path in sorted((run_dir / "agent_meta").glob("*.json")):
+        meta = _read(path)
+        if meta is not None:
+            metas[path.stem] = (meta, path.stat().st_mtime)
+    running = []
+    for path in sorted((run_dir / "trajectories").glob("*.traj.json")):
+        scene = path.name[: -len(".traj.json")]
+        meta = metas.get(scene)
+        if meta is None or path.stat().st_mtime > meta[1] + 1:
+            trajectory = _read(path) or {}
+            if trajectory.get("status", "running") == "running":
+                running.append({"scene": scene, "steps": len(trajectory.get("steps") or []),
+                                "cost": float(trajectory.get("cost") or 0.0)})  # fmt: skip
+    cost = sum(float(m.get("cost") or 0.0) for m, _ in metas.values()) + sum(r["cost"] for r in running)
+    busy = {r["scene"] for r in running}
+    done = sorted(s for s, (m, _) in metas.items() if m.get("status") in FINISHED_OK and s not in busy)
+    failed = sorted(s for s, (m, _) in metas.items() if m.get("status") not in FINISHED_OK and s not in busy)
+    total = max(int(session.get("scenes") or 0), len(set(metas) | busy))
+    per_scene = (config.get("limits") or {}).get("cost_limit")
+    started = _parse_time(session.get("started"))
+    finished_now = [s for s, (_, mtime) in metas.items() if started is None or mtime >= started]
+    remaining = max(0, total - len(done) - len(failed))
+    eta = None
+    if started is not None and finished_now and remaining:
+        eta = (now - started) / len(finished_now) * remaining
+    render = read_jsonl(run_dir / "render_status.jsonl")
+    return {
+        "run": run_dir.name,
+        "scenes": total,
+        "done": done,
+        "failed": failed,
+        "running": running,
+        "cost": cost,
+        "cost_limit": per_scene * total if per_scene is not None else None,
+        "eta_s": eta,
+        "rendered": sum(1 for r in render if r.get("status") == "ok"),
+        "render_failed": sum(1 for r in render if r.get("status") != "ok"),
+        "dv_questions": len(read_jsonl(run_dir / "dual_vqa.jsonl")),
+        "ls_scenes": len(read_jsonl(run_dir / "vision_sim.jsonl")),
+        "overall": (run_dir / "overall.json").is_file(),
+    }
+
+
+def _duration(seconds):
+    if seconds is None:
+        return "–"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def progress_html(progress):
+    """The live section at the top of the report: one line per run."""
+    lines = ["<h2>Live</h2><table id='live'><tr><th>run</th><th>scenes</th><th>done</th><th>running</th>"
+             "<th>failed</th><th>cost $ (limit)</th><th>ETA</th><th>render ok/failed</th><th>scored</th></tr>"]  # fmt: skip
+    for p in progress:
+        running = ", ".join(f"{html.escape(r['scene'])} (step {r['steps']})" for r in p["running"]) or "–"
+        limit = f" of {p['cost_limit']:.2f}" if p["cost_limit"] is not None else ""
+        scored = f"DV {p['dv_questions']} q · LS {p['ls_scenes']} · {'Overall' if p['overall'] else 'no Overall'}"
+        lines.append(
+            f"<tr class='live-run'><td>{html.escape(p['run'])}</td><td>{p['scenes']}</td><td>{len(p['done'])}</td>"
+            f"<td>{running}</td><td>{len(p['failed'])}</td><td>{p['cost']:.4f}{limit}</td>"
+            f"<td>{_duration(p['eta_s'])}</td><td>{p['rendered']}/{p['render_failed']}</td><td>{scored}</td></tr>"
+        )
+    lines.append("</table>")
+    return "".join(lines)
+
+
+class LiveReport:
+    """Rebuilds ``out_dir`` from the runs whenever their files change; ``version`` counts the rebuilds."""
+
+    def __init__(self, paths, out_dir, videos_root=None, interval=1.0, poll_ms=1500):
+        self.paths = list(paths)
+        self.out_dir = Path(out_dir)
+        self.videos_root = videos_root
+        self.interval = interval
+        self.poll_ms = poll_ms
+        self.version = 0
+        self._mark = None
+        self._stop = threading.Event()
+        self._thread = None
+        resolve_runs(self.paths)  # bad paths fail now, with their one-line error
+
+    def refresh(self):
+        """Rebuild when something changed; returns whether it did."""
+        from .report import build_report
+
+        runs = resolve_runs(self.paths)
+        mark = (tuple(map(str, runs)), fingerprint(runs))
+        if mark == self._mark:
+            return False
+        progress = [run_progress(r) for r in runs]
+        script = {"index": LIVE_SCRIPT % {"path": "", "ms": self.poll_ms},
+                  "scene": LIVE_SCRIPT % {"path": "../", "ms": self.poll_ms}}  # fmt: skip
+        if runs:
+            build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script))
+        else:
+            write_text_atomic(
+                self.out_dir / "index.html",
+                EMPTY_PAGE.format(paths=html.escape(", ".join(map(str, self.paths))), script=script["index"]),
+            )
+        self._mark = mark
+        self.version += 1
+        write_json_atomic(self.out_dir / "live.json", {"version": self.version, "progress": progress,
+                                                       "updated": datetime.datetime.now(datetime.UTC).isoformat()})  # fmt: skip
+        return True
+
+    def _watch(self):
+        while not self._stop.wait(self.interval):
+            try:
+                self.refresh()
+            except Exception:  # noqa: BLE001 - a half-written file must not end the watcher; next poll retries
+                log.exception("bvb view: rebuilding the report failed; retrying")
+
+    def start(self):
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.refresh()
+        self._thread = threading.Thread(target=self._watch, name="bvb-view", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+
+# One user with a few browser tabs; a little headroom over the few connections each tab opens.
+VIEW_BACKLOG = 128
+
+
+class ViewGuard:
+    """ASGI middleware: a Host that is not the bound address is refused (DNS rebinding); nothing is cached or sniffed."""
+
+    def __init__(self, app, allowed):
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        host = Headers(scope=scope).get("host", "")
+        if not host_allowed(host, self.allowed):
+            refusal = PlainTextResponse(
+                f"Host {host!r} is not this viewer's address; pages of other sites cannot read it\n", status_code=403
+            )
+            return await refusal(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["Cache-Control"] = "no-store"
+                headers["X-Content-Type-Options"] = "nosniff"
+            await send(message)
+
+        return await self.app(scope, receive, send_with_headers)
+
+
+def build_app(out_dir, allowed):
+    """Read-only: files of the report folder (GET and HEAD; index.html for a folder, never a listing)."""
+    # StaticFiles resolves symlinks and refuses any path that leaves out_dir; other methods are a 405.
+    files = StaticFiles(directory=out_dir, html=True)
+    return ViewGuard(Starlette(routes=[Mount("/", app=files)]), allowed)
+
+
+def check_loopback(host):
+    if not is_loopback(host):
+        raise ViewError(f"bvb view serves on loopback only; {host} is not a loopback address (use 127.0.0.1)")
+
+
+class ViewServer:
+    """The live report on http://HOST:PORT/ (``with ViewServer(...) as server: server.url``)."""
+
+    def __init__(self, paths, out_dir=None, host="127.0.0.1", port=0, videos_root=None, interval=1.0):
+        check_loopback(host)
+        resolve_runs(paths)  # bad paths fail before a folder is made or a port taken
+        self._tmp = None
+        if out_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="bvb-view-")
+            out_dir = self._tmp.name
+        try:
+            sock = listen(host, port, VIEW_BACKLOG)
+        except OSError as exc:
+            self._cleanup()
+            raise ViewError(f"cannot serve on {host}:{port} ({exc.strerror}); pick another port with --port") from None
+        self.host, self.port = host, sock.getsockname()[1]
+        self.live = LiveReport(paths, out_dir, videos_root, interval)
+        self.live.out_dir.mkdir(parents=True, exist_ok=True)
+        self.server = ServerThread(
+            build_app(self.live.out_dir, allowed_hosts(host, self.port)), sock, "bvb view", VIEW_BACKLOG
+        )
+
+    @property
+    def url(self):
+        return url_of(self.host, self.port) + "/"
+
+    def start(self):
+        self.live.start()
+        try:
+            self.server.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self):
+        self.server.stop()
+        self.live.stop()
+        self._cleanup()
+
+    def _cleanup(self):
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,96 @@
+"""Claims in the shared judge cache: a call another live process is making is waited for, a dead one's is taken."""
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from eval_bridge.cache import JudgeCache
+
+pytestmark = pytest.mark.unit
+
+FIELDS = {
+    "judge_model": "m",
+    "protocol": "dual_vqa_v1",
+    "frames_digest": "d",
+    "prompt": "p",
+    "vote_index": 0,
+    "usage": {"cost_usd": 0.5},
+}
+
+
+def _answer_from_elsewhere(path, key, answer):
+    other = JudgeCache(path)
+    other.put(key, answer=answer, **FIELDS)
+    other.close()
+
+
+def _foreign_claim(path, key, pid, host=None, created=None):
+    """A claim row as another process would leave it."""
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO claims VALUES (?, ?, ?, ?)",
+            (key, host or socket.gethostname(), pid, time.time() if created is None else created),
+        )
+
+
+def test_a_free_call_is_claimed_and_released(tmp_path):
+    cache = JudgeCache(tmp_path / "c.sqlite")
+    assert cache.claim("k") is None  # ours now
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        assert db.execute("SELECT pid FROM claims WHERE key = 'k'").fetchone() == (os.getpid(),)
+    cache.put("k", answer="3", **FIELDS)
+    cache.release("k")
+    assert cache.claim("k") == ("3", 0.5) and cache.hits == 1 and cache.claim_waits == 0
+    cache.close()
+
+
+def test_a_live_owner_is_waited_for_until_it_answers(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = JudgeCache(path)
+    # A live process that is not this one: a sleeping child (the claim is only a row; nothing signals it).
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        _foreign_claim(path, "k", child.pid)
+        answered = threading.Timer(0.3, _answer_from_elsewhere, (path, "k", "B"))
+        answered.start()
+        started = time.monotonic()
+        assert cache.claim("k") == ("B", 0.5)
+        assert time.monotonic() - started >= 0.25 and cache.claim_waits == 1
+        answered.join()
+    finally:
+        child.kill()
+        child.wait()
+    cache.close()
+
+
+def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = JudgeCache(path)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    _foreign_claim(path, "k", int(gone.stdout))
+    assert cache.claim("k") is None
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT pid FROM claims WHERE key = 'k'").fetchone() == (os.getpid(),)
+    cache.close()
+
+
+def test_a_claim_from_another_host_expires_after_its_lease(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = JudgeCache(path)
+    _foreign_claim(path, "old", 1, host="elsewhere", created=time.time() - 3600)
+    assert cache.claim("old") is None
+    _foreign_claim(path, "new", 1, host="elsewhere")
+    waiter = threading.Thread(target=lambda: cache.claim("new", poll_s=0.01), daemon=True)
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive()  # still waiting on a recent claim it cannot check
+    _answer_from_elsewhere(path, "new", "A")
+    waiter.join(5)
+    assert not waiter.is_alive()
+    cache.close()

@@ -1,0 +1,115 @@
+"""The one OpenAI-compatible client of the agent and the judge, against the real scripted server."""
+
+import pytest
+
+from bvb_addon.openai_client import CallFault, ContextOverflow, OpenAIClient, RetryPolicy, is_context_overflow
+from eval_bridge.judge import JudgeError, Media, VLMJudge
+from headless.scripted_openai import ScriptedOpenAI
+
+pytestmark = pytest.mark.unit
+
+REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}
+
+
+def client(server, sleeps=None, retries=3, **kwargs):
+    sleep = (lambda s: sleeps.append(s)) if sleeps is not None else (lambda s: None)
+    policy = RetryPolicy(max_retries=retries, base_delay=0.01, max_delay=5.0)
+    return OpenAIClient(server.base_url, "sk-test", timeout=5, policy=policy, sleep=sleep, **kwargs)
+
+
+def test_a_content_filter_stop_is_retried_and_its_billed_usage_is_reported():
+    filtered = {
+        "content": "",
+        "finish_reason": "content_filter",
+        "usage": {"prompt_tokens": 700, "completion_tokens": 3},
+    }
+    with ScriptedOpenAI([filtered, {"content": "fine", "cost": 0.002}]) as server:
+        out = client(server).complete(REQUEST)
+        assert server.calls == 2
+    assert out.content == "fine" and out.retries == 1 and out.usage["cost"] == 0.002
+    assert out.billed == [{"input_tokens": 700, "cached_input_tokens": 0, "output_tokens": 3}]
+
+
+def test_empty_content_is_a_fault_until_the_retries_run_out():
+    with ScriptedOpenAI(default={"content": "  "}) as server:
+        with pytest.raises(CallFault, match=r"gave up after 3 attempts .*empty reply.*no content"):
+            client(server, retries=2).complete(REQUEST)
+        assert server.calls == 3
+
+
+def test_an_empty_reply_cut_at_max_tokens_is_an_answer_only_where_the_caller_says_so():
+    cut = {"content": "", "finish_reason": "length"}
+    with ScriptedOpenAI([cut]) as server:
+        assert client(server, cut_ok=True).complete(REQUEST).finish_reason == "length"
+    with ScriptedOpenAI([cut, "ok"]) as server:
+        assert client(server).complete(REQUEST).content == "ok"
+
+
+def test_retry_after_is_honoured_up_to_the_cap():
+    sleeps = []
+    busy = {"status": 429, "message": "slow down", "headers": {"Retry-After": "2"}}
+    with ScriptedOpenAI([busy, "after the wait"]) as server:
+        assert client(server, sleeps).complete(REQUEST).content == "after the wait"
+    assert sleeps == [2.0]
+
+
+OVERFLOWS = [
+    # OpenAI / Azure: the error code
+    (400, "Invalid request: too many tokens", "context_length_exceeded"),
+    # OpenAI chat completions wording, vLLM's and OpenRouter's share it
+    (400, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.", 400),
+    (400, "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens "
+          "(35904 in the messages, 4096 in the completion).", 400),
+    (400, "This endpoint's maximum context length is 200000 tokens. However, you requested about 250000 tokens.", 400),
+    # Anthropic (also through its OpenAI-compatible endpoint)
+    (400, "prompt is too long: 210000 tokens > 200000 maximum", 400),
+    # Gemini's OpenAI-compatible endpoint
+    (400, "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", 400),
+    # Ollama and llama.cpp servers
+    (400, "the request exceeds the available context size, try increasing it", 400),
+    # Mistral
+    (400, "Prompt contains 140000 tokens and 0 draft tokens, too large for model with 131072 maximum context length", 400),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("status,message,code", OVERFLOWS)
+def test_context_overflow_refusals_of_the_common_providers_are_their_own_fault(status, message, code):
+    with ScriptedOpenAI([{"status": status, "message": message, "code": code}, "never asked"]) as server:
+        with pytest.raises(ContextOverflow, match="too long for its context"):
+            client(server).complete(REQUEST)
+        assert server.calls == 1  # never retried: the same prompt would be refused again
+
+
+def test_other_400s_are_not_taken_for_an_overflow():
+    assert not is_context_overflow(400, "model xyz does not support images")
+    assert not is_context_overflow(500, "maximum context length is 8192 tokens")  # a 5xx is retried as a 5xx
+    with ScriptedOpenAI([{"status": 400, "message": "invalid image url"}]) as server:
+        with pytest.raises(CallFault, match="HTTP 400.*invalid image url"):
+            client(server).complete(REQUEST)
+
+
+def test_a_timed_out_attempt_is_reported_as_possibly_billed_before_the_retry():
+    calls = []
+    with ScriptedOpenAI([{"content": "late", "delay": 1.5}, "in time"]) as server:
+        policy = RetryPolicy(max_retries=2, base_delay=0.01)
+        c = OpenAIClient(server.base_url, "sk-test", timeout=0.5, policy=policy, sleep=lambda s: None)
+        out = c.complete(REQUEST, before_retry=lambda billed, uncertain: calls.append((list(billed), uncertain)))
+    assert out.content == "in time" and out.uncertain == 1 and calls == [([], 1)]
+
+
+def test_the_judge_uses_the_same_client_an_empty_choices_reply_is_a_judge_error_never_an_answer():
+    no_choices = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}}
+    with ScriptedOpenAI(default=no_choices) as server:
+        judge = VLMJudge(server.base_url, "judge-x", retries=1, backoff_s=0.001, api_key="k")
+        with pytest.raises(JudgeError, match=r"judge judge-x: gave up after 2 attempts .*empty reply"):
+            judge._call([b"\xff\xd8"], "How many chairs?")
+        assert server.calls == 2
+    with ScriptedOpenAI([{"status": 503}, {"content": " 3 ", "cost": 0.0005}]) as server:
+        judge = VLMJudge(server.base_url, "judge-x", retries=1, backoff_s=0.001, api_key="k")
+        answer = judge.ask(Media(frames=[b"\xff\xd8"], digest="d"), _Question("How many chairs?"))
+    assert (answer.text, answer.cost_usd, judge.calls) == ("3", 0.0005, 1)
+
+
+class _Question:
+    def __init__(self, text):
+        self.question, self.options = text, None
