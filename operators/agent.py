@@ -12,6 +12,7 @@ import bpy
 
 from .. import preferences
 from ..bvb_addon import reference_bl
+from ..bvb_addon.sandbox import platforms
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
 from .source import clip_path
 
@@ -120,7 +121,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
             return "Pick a run directory to write the run into"
         if not s.clip_path and not (s.split_path and s.split_scene):
             return "Pick the source clip in the Source panel"
-        return None
+        return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
         from ..bvb_addon import agent_session
@@ -139,6 +140,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
                 api_key=preferences.api_key(prefs),
                 split=bpy.path.abspath(s.split_path) if s.split_path else None,
                 blender_version=bpy.app.version_string,
+                allow_weak_sandbox=preferences.allow_weak_sandbox(context),
             )
             session.shown_snapshot = None
             session.pending = collections.deque()

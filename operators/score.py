@@ -9,6 +9,7 @@ import bpy
 
 from .. import preferences
 from ..bvb_addon import bridge_client, run_view
+from ..bvb_addon.sandbox import platforms
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ def _render_thread(job, stage_module):
             num_frames=job["frames"],
             resolution=job["resolution"],
             progress=False,
+            sandbox=platforms.sandbox_config(job["allow_weak_sandbox"]),
         )
         result = stage_module.RenderStage(options).run()
         job["row"] = result["rendered"].get(job["scene_id"])
@@ -122,7 +124,7 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
         missing = _missing_render_dependency()
         if missing:
             return missing
-        return None
+        return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
         s = context.scene.bvb
@@ -132,6 +134,7 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
             "preset": s.render_preset,
             "frames": s.render_frames,
             "resolution": s.render_resolution,
+            "allow_weak_sandbox": preferences.allow_weak_sandbox(context),
         }
         job["thread"] = threading.Thread(target=_render_thread, args=(job, _render_stage()), daemon=True)
         job["thread"].start()
