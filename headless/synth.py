@@ -75,11 +75,11 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     from bvb_addon import outcomes, path_args
     from bvb_addon.errors import report
-    from bvb_addon.synth import build
+    from bvb_addon.synth import build_bl
 
     try:
         path_args.folder("--out", args.out)
-        summaries = build.generate_suite(
+        summaries = build_bl.generate_suite(
             args.out,
             args.difficulty,
             args.scenes,

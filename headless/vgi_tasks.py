@@ -138,7 +138,7 @@ def _generate_into(out, work, seed, family_names, levels, oracle_videos, samples
             jobs.append(job)
     job_path = work / "job.json"
     job_path.write_text(json.dumps({"tasks": jobs, "samples": samples, "scale": scale}))
-    script = Path(__file__).resolve().parent.parent / "bvb_addon" / "vgi" / "blender_job.py"
+    script = Path(__file__).resolve().parent.parent / "bvb_addon" / "vgi" / "blender_job_bl.py"
     proc = subprocess.run([sys.executable, str(script), str(job_path)], capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]

@@ -113,7 +113,7 @@ def test_step_warm_snapshot_summary_and_traceback(worker):
     assert err.status == "error" and err.snapshot is None
     assert 'File "<agent>", line 3' in err.traceback and "raise ValueError" in err.traceback
     assert "ValueError: bad value 3" in err.reason
-    assert "worker_main" not in err.traceback
+    assert "worker_main_bl" not in err.traceback
 
 
 def test_error_keeps_scene_as_the_program_left_it(worker):
