@@ -312,7 +312,7 @@ def test_symlink_snapshot_to_host_file_is_refused(worker, canary):
         prog(
             """
         import os, sys
-        cls = sys.modules['__main__'].Worker
+        cls = sys.modules['__main__'].SceneHost
         cls.save_snapshot = lambda self, name: os.symlink(CANARY, os.path.join(self.workspace, name))
         """,
             CANARY=canary,
@@ -329,7 +329,7 @@ def test_hardlinked_snapshot_is_refused(worker):
     result = worker.run(
         textwrap.dedent("""
         import os, sys
-        cls = sys.modules['__main__'].Worker
+        cls = sys.modules['__main__'].SceneHost
         def save(self, name):
             open(os.path.join(self.workspace, 'other.bin'), 'wb').write(b'x')
             os.link(os.path.join(self.workspace, 'other.bin'), os.path.join(self.workspace, name))
