@@ -13,8 +13,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .agent.layout import RunLayout, write_json
 from .agent.loop import AgentLoop, SceneTask
+from .atomic import write_json_atomic
+from .run_dir import RunDir
 from .versions import HARNESS_VERSION
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class AgentSession:
         self, config, run_dir, task, model=None, environment_factory=None, api_key="", split=None, blender_version=None
     ):
         self.config = config
-        self.layout = RunLayout(run_dir)
+        self.run_dir = RunDir(run_dir)
         self.task = task
         self._model = model
         self._api_key = api_key
@@ -108,10 +109,10 @@ class AgentSession:
         return self
 
     def _write_config(self):
-        if self.layout.config.is_file():
+        if self.run_dir.config.is_file():
             return
-        write_json(
-            self.layout.config,
+        write_json_atomic(
+            self.run_dir.config,
             {
                 "harness_version": HARNESS_VERSION,
                 "agent": self.config.agent,
@@ -155,7 +156,7 @@ class AgentSession:
                 self._model,
                 env,
                 self.task,
-                self.layout,
+                self.run_dir,
                 stop_event=self.stop_event,
                 blender_version=self._blender_version,
                 on_save=self._on_save,

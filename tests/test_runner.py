@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bvb_addon.agent.config import AgentConfig
-from bvb_addon.agent.layout import read_json
 from bvb_addon.agent.runner import RunError, Runner, RunOptions, parse_shard, select_scenes
+from bvb_addon.run_dir import read_json
 from bvb_addon.sandbox.config import SandboxConfig
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import DUMP, ORACLE, make_suite, py, scene_of, turn_of
