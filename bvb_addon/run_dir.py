@@ -13,7 +13,7 @@
       scene_graphs/<scene>.json        the rendered scene's objects and camera, per frame
       render_status.jsonl              one row per rendered scene
       timelines/<scene>.json           VGI: the submission's exported timeline
-      dual_vqa.jsonl, dual_vqa_summary.json
+      dual_vqa.jsonl, dual_vqa_summary.json (dual_vqa.partial.jsonl while a job runs)
       vision_sim.jsonl, vision_sim_summary.json
       steps_answers.jsonl, steps_analysis.json
       overall.json
@@ -42,6 +42,7 @@ SCENE_GRAPHS = "scene_graphs"
 TIMELINES = "timelines"
 RENDER_STATUS = "render_status.jsonl"
 DV_ROWS = "dual_vqa.jsonl"
+DV_PARTIAL = "dual_vqa.partial.jsonl"
 DV_SUMMARY = "dual_vqa_summary.json"
 LS_ROWS = "vision_sim.jsonl"
 LS_SUMMARY = "vision_sim_summary.json"
@@ -62,13 +63,8 @@ _STEP = re.compile(r"^(\d+)\.py$")
 # Every name above, for the structural test that keeps them out of other modules.
 NAMES = (
     CONFIG, BLENDS, AGENT_META, TRAJECTORIES, STEPS, PROGRAM, CAMERA_RENDERS, SCENE_GRAPHS, TIMELINES,
-    RENDER_STATUS, DV_ROWS, DV_SUMMARY, LS_ROWS, LS_SUMMARY, STEPS_ANSWERS, STEPS_ANALYSIS, OVERALL,
+    RENDER_STATUS, DV_ROWS, DV_PARTIAL, DV_SUMMARY, LS_ROWS, LS_SUMMARY, STEPS_ANSWERS, STEPS_ANALYSIS, OVERALL,
     SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX,
-)  # fmt: skip
-# What is watched for changes: every file an agent, render or scoring stage writes, bar the heavy ones.
-WATCHED = (
-    CONFIG, AGENT_META, TRAJECTORIES, RENDER_STATUS, CAMERA_RENDERS, DV_ROWS, DV_SUMMARY, LS_ROWS,
-    LS_SUMMARY, OVERALL, STEPS_ANSWERS, STEPS_ANALYSIS,
 )  # fmt: skip
 
 
@@ -198,6 +194,11 @@ class RunDir:
         return self.root / DV_ROWS
 
     @property
+    def dv_partial(self):
+        """Rows judged since the last complete write: a killed Dual VQA job resumes from them."""
+        return self.root / DV_PARTIAL
+
+    @property
     def dv_summary(self):
         return self.root / DV_SUMMARY
 
@@ -290,6 +291,13 @@ class RunDir:
                 "pick a results/<run> folder"
             )
         return self
+
+    def watched(self):
+        """What the live report reads: a change in any of these (files or folders) means rebuild."""
+        return (
+            self.config, self.metas, self.trajectories, self.render_status, self.renders, self.dv_rows,
+            self.dv_summary, self.ls_rows, self.ls_summary, self.overall, self.steps_answers, self.steps_analysis,
+        )  # fmt: skip
 
     def looks_like_run(self):
         """True when an agent has started here (a results folder holds several of these)."""
