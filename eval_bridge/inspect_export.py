@@ -174,9 +174,7 @@ def export_inspect(run_dir, out):
     for row in read_jsonl(rd.dv_rows):
         dv_by_scene.setdefault(row.get("scene"), []).append(row)
     ls_by_scene = {row.get("scene"): row for row in read_jsonl(rd.ls_rows)}
-    scenes = sorted(
-        {scene for scene, _ in rd.trajectory_files()} | {p.stem for p in rd.meta_files()}
-    )
+    scenes = sorted({scene for scene, _ in rd.trajectory_files()} | {p.stem for p in rd.meta_files()})
     if not scenes:
         raise ExportError(f"{run_dir} has no {TRAJECTORIES}/ or {AGENT_META}/; run the agent first (bvb run)")
     samples = []

@@ -19,7 +19,6 @@ from bvb_addon.run_dir import RunDir
 log = logging.getLogger(__name__)
 
 
-
 class RunBusy(ValueError):
     """Another process is scoring this run directory; the message names it and what to do."""
 

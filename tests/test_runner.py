@@ -13,7 +13,7 @@ import pytest
 
 from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.runner import RunError, Runner, RunOptions, parse_shard, select_scenes
-from bvb_addon.run_dir import read_json
+from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.sandbox.config import SandboxConfig
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import DUMP, ORACLE, make_suite, py, scene_of, turn_of
@@ -120,6 +120,7 @@ def test_full_scene_builds_a_room_and_an_animated_camera(suite, tmp_path):
     config = read_json(run / "config.json")
     assert config["model"] == "scripted" and config["limits"]["cost_limit"] == 1.0
     assert config["harness_version"] and config["bpy_version"].startswith("4.2") and config["sandbox_level"]["name"]
+    assert RunDir(run).videos_root() == str(suite)  # what the add-on reads to find the source clips
     assert sorted(p.name for p in (run / "steps/synth_easy_000").iterdir()) == [
         "004.blend",
         "004.py",
