@@ -198,7 +198,6 @@ class RenderStage:
     def __init__(self, options):
         self.options = options
         self.run_dir = Path(options.run).resolve()
-        self.rd = RunDir(self.run_dir)
         if options.preset not in PRESETS:
             raise RenderStageError(f"--preset {options.preset!r} is not one of {', '.join(PRESETS)}")
         if not 16 <= options.resolution <= 8192:
@@ -234,6 +233,11 @@ class RenderStage:
         scratch.clean_stale()
         self._tmp = scratch.make("render")
         os.chmod(self._tmp, 0o711)  # the sandbox uid must reach the workspaces below
+
+    @property
+    def rd(self):
+        """The run directory's paths (derived from run_dir, which callers may set)."""
+        return RunDir(self.run_dir)
 
     def scenes(self):
         present = self.rd.submitted()
