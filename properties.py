@@ -20,6 +20,8 @@ from bpy.props import (
     StringProperty,
 )
 
+from .bvb_addon.run_dir import CAMERA_RENDERS
+
 
 class BVBStep(bpy.types.PropertyGroup):
     """One executed program of the agent: steps/<scene>/NNN.py and the scene after it."""
@@ -139,7 +141,7 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
     render_resolution: IntProperty(
         name="Size", description="Longest side of the render, px", default=512, min=16, max=8192
     )
-    render_path: StringProperty(name="Render", description="camera_renders/<scene>.mp4", subtype="FILE_PATH")
+    render_path: StringProperty(name="Render", description=f"{CAMERA_RENDERS}/<scene>.mp4", subtype="FILE_PATH")
     render_status: StringProperty(name="Render status")
     score_status: StringProperty(name="Score status")
     score_dv: FloatProperty(name="DV", description="Dual-VQA retention, 0-100", min=0.0, max=100.0)

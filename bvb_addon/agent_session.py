@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .agent.layout import RunLayout, write_json
 from .agent.loop import AgentLoop, SceneTask
+from .atomic import write_json_atomic
+from .run_dir import RunDir
 from .sandbox import platforms
 from .versions import HARNESS_VERSION
 
@@ -97,7 +98,7 @@ class AgentSession:
         allow_weak_sandbox=False,
     ):
         self.config = config
-        self.layout = RunLayout(run_dir)
+        self.run_dir = RunDir(run_dir)
         self.task = task
         self._model = model
         self._api_key = api_key
@@ -123,10 +124,10 @@ class AgentSession:
         return self
 
     def _write_config(self):
-        if self.layout.config.is_file():
+        if self.run_dir.config.is_file():
             return
-        write_json(
-            self.layout.config,
+        write_json_atomic(
+            self.run_dir.config,
             {
                 "harness_version": HARNESS_VERSION,
                 "bpy_version": self._blender_version,
@@ -172,7 +173,7 @@ class AgentSession:
                 self._model,
                 env,
                 self.task,
-                self.layout,
+                self.run_dir,
                 stop_event=self.stop_event,
                 blender_version=self._blender_version,
                 on_save=self._on_save,

@@ -13,11 +13,10 @@ import logging
 import os
 import socket
 import time
-from pathlib import Path
+
+from bvb_addon.run_dir import RunDir
 
 log = logging.getLogger(__name__)
-
-LOCK_NAME = ".bvb-scoring.lock"
 
 
 class RunBusy(ValueError):
@@ -25,7 +24,7 @@ class RunBusy(ValueError):
 
 
 def lock_path(run_dir):
-    return Path(run_dir) / LOCK_NAME
+    return RunDir(run_dir).scoring_lock
 
 
 def _alive(pid):

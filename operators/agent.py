@@ -31,12 +31,12 @@ def _apply(scene, session, progress):
     if progress.snapshot and progress.snapshot != session.shown_snapshot:
         from ..bvb_addon import live_scene_bl
 
-        live_scene_bl.replace_contents(scene, session.layout.root / progress.snapshot)
+        live_scene_bl.replace_contents(scene, session.run_dir.root / progress.snapshot)
         session.shown_snapshot = progress.snapshot
         _refit_reference(scene)
         from .run import fill_steps
 
-        fill_steps(s, session.layout.root, session.task.scene)
+        fill_steps(s, session.run_dir.root, session.task.scene)
 
 
 def _refit_reference(scene):
@@ -55,7 +55,7 @@ def _finish(scene, session):
         s.status = f"Agent {meta.get('status')}: {meta.get('reason') or meta.get('stop_reason')}"
     from .run import fill_steps
 
-    fill_steps(s, session.layout.root, session.task.scene)
+    fill_steps(s, session.run_dir.root, session.task.scene)
 
 
 def pump():

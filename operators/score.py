@@ -8,7 +8,8 @@ from pathlib import Path
 import bpy
 
 from .. import preferences
-from ..bvb_addon import bridge_client, run_view
+from ..bvb_addon import bridge_client
+from ..bvb_addon.run_dir import RunDir, videos_of
 from ..bvb_addon.sandbox import platforms
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
 
@@ -69,7 +70,7 @@ def pump_renders():
             continue
         s = scene.bvb
         row = job.get("row") or {}
-        path = run_view.render_path(job["run_dir"], job["scene_id"])
+        path = RunDir(job["run_dir"]).render(job["scene_id"])
         if job.get("error"):
             message = f"Render failed: {job['error']}"
         elif row.get("status") != "ok":
@@ -117,7 +118,7 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
             return "Open a run scene first"
         if context.scene.name in render_jobs:
             return "This scene is being rendered"
-        if not run_view.submission_path(bpy.path.abspath(s.run_dir), s.scene_id).is_file():
+        if not RunDir(bpy.path.abspath(s.run_dir)).has_submission(s.scene_id):
             return "No blends/<scene>.blend yet; save the submission first"
         if _render_stage() is None:
             return "The render stage (bvb_addon.render_stage) is not part of this install"
@@ -223,9 +224,9 @@ class BVB_OT_score(BVBPollMixin, bpy.types.Operator):
         run_dir = Path(bpy.path.abspath(s.run_dir))
         try:
             bridge_client.health(url, token_file=token_file)
-            config = run_view.read_config(run_dir)
+            config = RunDir(run_dir).read_config()
             split = bpy.path.abspath(s.split_path) if s.split_path else config.get("split")
-            videos = bpy.path.abspath(s.videos_root) if s.videos_root else config.get("videos")
+            videos = bpy.path.abspath(s.videos_root) if s.videos_root else videos_of(config)
             if not split or not videos:
                 return fail(self, context, "Scoring needs the split and videos root: set them in the Source panel")
             axes, options = preferences.score_request(prefs)

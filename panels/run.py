@@ -14,19 +14,16 @@ _scene_cache = {}
 
 def run_scenes_cached(run_dir):
     """The run's scene ids, re-listed only when one of its scene folders changed."""
-    from pathlib import Path
+    from ..bvb_addon.run_dir import RunDir
 
-    from ..bvb_addon import run_view
-
-    root = Path(run_dir)
+    rd = RunDir(run_dir)
     stamp = tuple(
-        (root / name).stat().st_mtime_ns if (root / name).is_dir() else 0
-        for name in ("blends", "steps", "agent_meta", "trajectories")
+        path.stat().st_mtime_ns if path.is_dir() else 0 for path in (rd.blends, rd.steps, rd.metas, rd.trajectories)
     )
     cached = _scene_cache.get(run_dir)
     if cached is None or cached[0] != stamp:
         try:
-            scenes = run_view.run_scenes(run_view.check_run_dir(root))
+            scenes = rd.check().scenes()
         except ValueError:
             scenes = []
         cached = _scene_cache[run_dir] = (stamp, scenes)

@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import scratch
+from ..atomic import write_json_atomic
+from ..run_dir import RunDir, read_json
 from ..versions import HARNESS_VERSION
 from .baselines import empty_room_agent, oracle_agent
-from .layout import RunLayout, read_json, write_json
 from .loop import AgentLoop, SceneTask
 from .model import ModelClient, ModelError
 from .pricing import ZERO, price_for
@@ -94,7 +95,7 @@ class Runner:
     def __init__(self, options, config, environment_factory=None):
         self.options = options
         self.config = config
-        self.layout = RunLayout(options.output)
+        self.run_dir = RunDir(options.output)
         self.stop_event = threading.Event()
         self._environment_factory = environment_factory or self._sandbox_environment
         self._lock = threading.Lock()
@@ -165,8 +166,8 @@ class Runner:
 
     def _write_config(self, scene_count):
         o, c = self.options, self.config
-        layout = self.layout
-        previous = read_json(layout.config) if layout.config.is_file() else None
+        rd = self.run_dir
+        previous = read_json(rd.config) if rd.config.is_file() else None
         if previous and not o.resume:
             raise RunError(
                 f"--output {o.output} already holds a run; pass --resume to continue it or pick a new folder"
@@ -206,7 +207,7 @@ class Runner:
             "sessions": sessions,
             "summary": (previous or {}).get("summary"),
         }
-        write_json(layout.config, config)
+        write_json_atomic(rd.config, config)
 
     def _record(self, scene, meta, bar):
         """One scene ended: its cost into the run's total, the progress bar and config.json's summary."""
@@ -219,12 +220,12 @@ class Runner:
             self._write_summary()
 
     def _write_summary(self):
-        if not self.layout.config.is_file():
+        if not self.run_dir.config.is_file():
             return  # a Ray task on a node: the driver keeps config.json
         counts = {}
         for meta in self.results.values():
             counts[meta["status"]] = counts.get(meta["status"], 0) + 1
-        config = read_json(self.layout.config)
+        config = read_json(self.run_dir.config)
         config["summary"] = {
             "scenes": len(self.results),
             "statuses": dict(sorted(counts.items())),
@@ -233,7 +234,7 @@ class Runner:
             "updated": _now(),
         }
         try:
-            write_json(self.layout.config, config)
+            write_json_atomic(self.run_dir.config, config)
         except OSError as exc:
             # A full disk must not stop the batch: agent_meta is each scene's record, and the
             # exit code and the last line report the scenes that hit the fault.
@@ -292,7 +293,7 @@ class Runner:
             "snapshot": None,
         }
         try:
-            write_json(self.layout.meta(scene), meta)
+            write_json_atomic(self.run_dir.meta(scene), meta)
         except OSError as exc:
             # A full disk must not stop the batch: the scene keeps its fault in the results, and
             # without an agent_meta file --resume redoes it.
@@ -327,7 +328,7 @@ class Runner:
                 model,
                 env,
                 task,
-                self.layout,
+                self.run_dir,
                 stop_event=self.stop_event,
                 blender_version=bpy_version() or "4.2",
             )
@@ -357,8 +358,8 @@ class Runner:
         scratch.clean_stale()
         todo = []
         for dataset_name, scene in scenes:
-            if self.options.resume and self.layout.has_submission(scene):
-                meta_path = self.layout.meta(scene)
+            if self.options.resume and self.run_dir.has_submission(scene):
+                meta_path = self.run_dir.meta(scene)
                 self.results[scene] = read_json(meta_path) if meta_path.is_file() else {"status": "submitted"}
                 self.cost += float(self.results[scene].get("cost", 0.0))
                 self.cost_unconfirmed += float(self.results[scene].get("cost_unconfirmed", 0.0))
