@@ -20,6 +20,8 @@ from bpy.props import (
     StringProperty,
 )
 
+from .bvb_addon import defaults
+
 
 class BVBStep(bpy.types.PropertyGroup):
     """One executed program of the agent: steps/<scene>/NNN.py and the scene after it."""
@@ -103,7 +105,10 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
         default="none",
     )
     cost_limit: FloatProperty(
-        name="Cost limit", description="Stop the agent before a call could pass this many USD", default=3.0, min=0.0
+        name="Cost limit",
+        description="Stop the agent before a call could pass this many USD",
+        default=defaults.COST_LIMIT_USD,
+        min=0.0,
     )
     max_steps: IntProperty(name="Max steps", description="Stop after this many steps (0 = no limit)", default=0, min=0)
     agent_status: StringProperty(name="Agent", description="What the agent loop is doing", default="idle")
