@@ -20,6 +20,7 @@ from bpy.props import (
     StringProperty,
 )
 
+from .bvb_addon import defaults
 from .bvb_addon.run_dir import CAMERA_RENDERS
 
 
@@ -105,7 +106,10 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
         default="none",
     )
     cost_limit: FloatProperty(
-        name="Cost limit", description="Stop the agent before a call could pass this many USD", default=3.0, min=0.0
+        name="Cost limit",
+        description="Stop the agent before a call could pass this many USD",
+        default=defaults.COST_LIMIT_USD,
+        min=0.0,
     )
     max_steps: IntProperty(name="Max steps", description="Stop after this many steps (0 = no limit)", default=0, min=0)
     agent_status: StringProperty(name="Agent", description="What the agent loop is doing", default="idle")

@@ -7,18 +7,16 @@ panel) happens there, never on the loop's thread.
 
 import functools
 import logging
-import os
 import queue
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .agent import setup
 from .agent.loop import AgentLoop, SceneTask
 from .atomic import write_json_atomic
 from .run_dir import RunDir
 from .sandbox import platforms
-from .versions import HARNESS_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -53,35 +51,6 @@ def task_for_clip(clip_path, scene_id=None, dataset=None):
     )
 
 
-@contextmanager
-def _key_in_environment(name, key):
-    """The model client reads its key from the environment; a key kept in preferences is put there only while it is built."""
-    if not key or os.environ.get(name):
-        yield
-        return
-    os.environ[name] = key
-    try:
-        yield
-    finally:
-        os.environ.pop(name, None)
-
-
-def model_client(config, api_key=""):
-    from .agent.model import ModelClient
-    from .agent.pricing import price_for
-
-    price = price_for(config.model, config.price_in, config.price_out, config.price_cached_in, base_url=config.base_url)
-    with _key_in_environment(config.api_key_env, api_key):
-        return ModelClient(config, price)
-
-
-def sandbox_environment(task, workdir, config, sandbox=None):
-    from .agent.environment import SandboxEnvironment
-
-    workdir = Path(workdir)
-    return SandboxEnvironment(task.video, task, workdir / "workspace", workdir / "snapshots", config, sandbox)
-
-
 class AgentSession:
     """One scene's agent run off the main thread; ``poll()`` returns what happened since the last poll."""
 
@@ -105,8 +74,10 @@ class AgentSession:
         self._split = split
         self._blender_version = blender_version
         self._allow_weak_sandbox = allow_weak_sandbox
+        # The VSI-Bench-style root: the clip is <videos>/<dataset>/<scene>.mp4.
+        self._videos = Path(task.video).parent.parent
         self._environment_factory = environment_factory or functools.partial(
-            sandbox_environment, sandbox=platforms.sandbox_config(allow_weak_sandbox)
+            setup.get_environment, sandbox_config=platforms.sandbox_config(allow_weak_sandbox)
         )
         self.stop_event = threading.Event()
         self.events = queue.Queue()
@@ -116,8 +87,9 @@ class AgentSession:
 
     def start(self):
         """Build the model client here (fail fast on price or key), then run the loop in a thread."""
+        self._price = setup.get_price(self.config)
         if self._model is None:
-            self._model = model_client(self.config, self._api_key)
+            self._model = setup.get_model(self.config, self._price, self.task, self._videos, self._api_key)
         self._write_config()
         self._thread = threading.Thread(target=self._run, name=f"bvb-agent-{self.task.scene}", daemon=True)
         self._thread.start()
@@ -126,25 +98,16 @@ class AgentSession:
     def _write_config(self):
         if self.run_dir.config.is_file():
             return
-        write_json_atomic(
-            self.run_dir.config,
-            {
-                "harness_version": HARNESS_VERSION,
-                "bpy_version": self._blender_version,
-                "sandbox": platforms.config_record(self._allow_weak_sandbox),
-                "agent": self.config.agent,
-                "model": self.config.model,
-                "reasoning": self.config.reasoning,
-                "base_url": self.config.base_url,
-                "api_key_env": self.config.api_key_env,
-                "limits": self.config.limits(),
-                "videos": str(Path(self.task.video).parent.parent),
-                # The render stage and the bridge read the source aspect and questions through these.
-                "split": str(self._split) if self._split else None,
-                "agent_config": self.config.public(),
-                "started_from": "blender-addon",
-            },
+        # The render stage and the bridge read the source aspect and questions through split and videos.
+        config = setup.run_config(
+            self.config,
+            self._price,
+            videos=self._videos,
+            started_from="blender-addon",
+            split=self._split,
+            allow_weak_sandbox=self._allow_weak_sandbox,
         )
+        write_json_atomic(self.run_dir.config, config)
 
     def _on_save(self, state):
         steps = state.get("steps") or []

@@ -208,20 +208,15 @@ class RenderStage:
             raise RenderStageError(f"--workers {options.workers} must be at least 1")
         if not self.rd.blends.is_dir():
             raise RenderStageError(f"{self.run_dir} has no {BLENDS}/ folder; pass --run with a run directory")
-        from .sandbox import SandboxUnavailable, probe_layers
+        from dataclasses import replace
+
+        from .sandbox.gate import require_level
 
         config = options.sandbox or SandboxConfig()
         # The render workers see the GPU (DESIGN.md section 7): they only open .blend files with
         # scripts and drivers off, and EEVEE without a GPU is software GL, minutes a scene.
-        from dataclasses import replace
-
         self.sandbox = replace(config, gpu=True)
-        self.level = probe_layers(config)
-        if not self.level.at_least(config.min_level) and not config.allow_below_minimum:
-            raise SandboxUnavailable(
-                f"{self.level.line()}; that is below the required level {config.min_level!r}: "
-                "install bubblewrap, or pass --allow-weak-sandbox to run anyway"
-            )
+        self.level = require_level(config)
         self.status_path = self.rd.render_status
         self._rows = self._read_rows()
         self._lock = threading.Lock()

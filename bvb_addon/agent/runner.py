@@ -1,24 +1,19 @@
 """Run an agent on every scene of a split: selection, resume, shards, workers, progress."""
 
-import importlib.metadata
 import logging
 import shutil
-import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import scratch
 from ..atomic import write_json_atomic
 from ..run_dir import RunDir, read_json
-from ..versions import HARNESS_VERSION
-from .baselines import empty_room_agent, oracle_agent
 from .loop import AgentLoop, SceneTask
-from .model import ModelClient, ModelError
-from .pricing import ZERO, price_for
+from .model import ModelError
+from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
 
 log = logging.getLogger(__name__)
 
@@ -74,21 +69,6 @@ def select_scenes(scenes, names=(), limit=0, shard=(0, 1)):
     return [row for i, row in enumerate(scenes) if i % count == index]
 
 
-def bpy_version():
-    """Blender's version without importing bpy into the runner (it is the workers' business)."""
-    bpy = sys.modules.get("bpy")
-    if bpy is not None and hasattr(bpy, "app"):
-        return bpy.app.version_string
-    try:
-        return importlib.metadata.version("bpy")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _now():
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 class Runner:
     """One invocation of headless/run.py."""
 
@@ -97,7 +77,9 @@ class Runner:
         self.config = config
         self.run_dir = RunDir(options.output)
         self.stop_event = threading.Event()
-        self._environment_factory = environment_factory or self._sandbox_environment
+        self._environment_factory = environment_factory or (
+            lambda task, workdir: get_environment(task, workdir, config, options.sandbox)
+        )
         self._lock = threading.Lock()
         self.cost = 0.0
         self.cost_unconfirmed = 0.0
@@ -118,15 +100,17 @@ class Runner:
 
     def _setup_agent(self):
         """Price, model client and the sandbox check; fails fast, before any scene (unknown price, missing key)."""
-        c = self.config
-        if c.agent == "model":
-            self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in, base_url=c.base_url)
-            self.model = ModelClient(c, self.price)
-        else:
-            self.price = ZERO
-            self.model = None
+        from ..sandbox import SandboxUnavailable
+
+        self.price = get_price(self.config)
+        # API-free agents get their model per scene (run_scene): it is built from the scene.
+        self.model = get_model(self.config, self.price)
         # On a cluster this runs on each node too: a node below the minimum refuses its scenes.
-        self._level = self._sandbox_level()
+        try:
+            self._level = get_sandbox_level(self.options.sandbox)
+        except SandboxUnavailable as exc:
+            # Every scene would fail the same way: refuse before the first one.
+            raise RunError(str(exc)) from None
 
     def _split_scenes(self):
         from .. import dataset
@@ -150,20 +134,6 @@ class Runner:
         self._vgi_rows = {row["id"]: row for row in rows}
         return select_scenes([(suite.DATASET, row["id"]) for row in rows], o.scenes, o.limit, o.shard)
 
-    def _sandbox_level(self):
-        """The isolation workers will get here, for config.json; RunError below the required minimum."""
-        from .. import sandbox
-
-        config = self.options.sandbox or sandbox.SandboxConfig()
-        level = sandbox.probe_layers(config)
-        if not level.at_least(config.min_level) and not config.allow_below_minimum:
-            # Every scene would fail the same way: refuse before the first one.
-            raise RunError(
-                f"{level.line()}; that is below the required level {config.min_level!r}: install bubblewrap "
-                "(apt-get install bubblewrap) or pass --allow-weak-sandbox (or a lower --sandbox-min)"
-            )
-        return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing)}
-
     def _write_config(self, scene_count):
         o, c = self.options, self.config
         rd = self.run_dir
@@ -177,36 +147,20 @@ class Runner:
                 f"--output {o.output} was run with agent {previous.get('agent')} model {previous.get('model')}; "
                 "resume it with the same --agent/--model or pick a new folder"
             )
-        sessions = (previous or {}).get("sessions", [])
-        sessions.append({"started": _now(), "shard": list(o.shard), "workers": o.workers, "scenes": scene_count})
-        sandbox_config = o.sandbox
-        config = {
-            "harness_version": HARNESS_VERSION,
-            "bpy_version": bpy_version(),
-            "python_version": sys.version.split()[0],
-            "agent": c.agent,
-            "model": c.model,
-            "reasoning": c.reasoning,
-            "base_url": c.base_url if c.agent == "model" else None,
-            "api_key_env": c.api_key_env if c.agent == "model" else None,
-            "limits": c.limits(),
-            "price_per_million": {
-                "input": self.price.input,
-                "cached_input": self.price.cached_input,
-                "output": self.price.output,
-            },
-            "pricing": self.price.describe(),
-            "mode": o.mode,
-            "split": str(o.split) if o.split else None,
-            "tasks": str(o.tasks) if o.tasks else None,
-            "videos": str(o.videos),
-            "sandbox_level": self._level,
-            "sandbox_config": vars(sandbox_config) if hasattr(sandbox_config, "__dict__") else None,
-            "agent_config": c.public(),
-            "created": (previous or {}).get("created", _now()),
-            "sessions": sessions,
-            "summary": (previous or {}).get("summary"),
-        }
+        config = run_config(
+            c,
+            self.price,
+            videos=o.videos,
+            started_from="headless",
+            mode=o.mode,
+            split=o.split,
+            tasks=o.tasks,
+            sandbox_level=self._level,
+            sandbox_config=o.sandbox,
+            session={"shard": list(o.shard), "workers": o.workers, "scenes": scene_count},
+            previous=previous,
+            allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
+        )
         write_json_atomic(rd.config, config)
 
     def _record(self, scene, meta, bar):
@@ -231,7 +185,7 @@ class Runner:
             "statuses": dict(sorted(counts.items())),
             "cost": round(self.cost, 6),
             "cost_unconfirmed": round(self.cost_unconfirmed, 6),
-            "updated": _now(),
+            "updated": now(),
         }
         try:
             write_json_atomic(self.run_dir.config, config)
@@ -239,13 +193,6 @@ class Runner:
             # A full disk must not stop the batch: agent_meta is each scene's record, and the
             # exit code and the last line report the scenes that hit the fault.
             log.error("config.json summary not updated (%s)", exc)
-
-    def _sandbox_environment(self, task, workdir):
-        from .environment import SandboxEnvironment
-
-        return SandboxEnvironment(
-            task.video, task, workdir / "workspace", workdir / "snapshots", self.config, self.options.sandbox
-        )
 
     # -- one scene ---------------------------------------------------------------------
 
@@ -310,11 +257,9 @@ class Runner:
         except Exception as exc:
             return self._fail(dataset_name, scene, "error", "video_error", str(exc))
         try:
-            model = self.model
-            if self.config.agent == "empty-room":
-                model = empty_room_agent(task)
-            elif self.config.agent == "oracle":
-                model = oracle_agent(task, self.options.videos)
+            model = (
+                self.model if self.model is not None else get_model(self.config, self.price, task, self.options.videos)
+            )
         except ModelError as exc:
             return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
         env = None
