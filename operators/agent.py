@@ -6,23 +6,54 @@ places that touch bpy for a running agent.
 """
 
 import functools
+import logging
 from pathlib import Path
 
 import bpy
 
 from .. import preferences
-from ..bvb_addon import reference_bl
+from ..bvb_addon import reference_bl, run_view
 from . import background
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+from .run import fill_steps
 from .source import clip_path
 
+log = logging.getLogger(__name__)
 
-def _apply(scene_name, session, progress):
+
+def _run_session(session, job):
+    """The agent job's work (no bpy): the loop, posting (progress, the run's steps) after each saved step.
+
+    The steps are listed here, off the main thread (each program file is read for its headline),
+    and once more after the loop, so the list is whole however the run ended.
+    """
+
+    def steps():
+        try:
+            return run_view.list_steps(session.layout.root, session.task.scene)
+        except OSError:
+            log.exception("could not list the steps of %s", session.task.scene)
+            return None
+
+    try:
+        return session.run(
+            lambda progress: job.post((progress, steps() if progress.snapshot else None)), job.cancel_event
+        )
+    finally:
+        job.post((None, steps()))
+
+
+def _apply(scene_name, session, update):
     """on_progress of the agent job; True after showing a new snapshot, so the viewport redraws every step."""
     scene = bpy.data.scenes.get(scene_name)
     if scene is None:
         return False
     s = scene.bvb
+    progress, steps = update
+    if progress is None:
+        if steps is not None:
+            fill_steps(s, steps)
+        return False
     s.agent_step, s.frames_seen, s.cost = progress.step, progress.frames_seen, progress.cost
     s.last_action, s.agent_status = progress.last_action, progress.status
     if not progress.snapshot or progress.snapshot == session.shown_snapshot:
@@ -32,9 +63,8 @@ def _apply(scene_name, session, progress):
     live_scene_bl.replace_contents(scene, session.layout.root / progress.snapshot)
     session.shown_snapshot = progress.snapshot
     _refit_reference(scene)
-    from .run import fill_steps
-
-    fill_steps(s, session.layout.root, session.task.scene)
+    if steps is not None:
+        fill_steps(s, steps)
     return True
 
 
@@ -43,7 +73,7 @@ def _refit_reference(scene):
     reference_bl.refit_plane(scene)
 
 
-def _finish(scene_name, session, outcome):
+def _finish(scene_name, outcome):
     scene = bpy.data.scenes.get(scene_name)
     if scene is None:
         return
@@ -55,9 +85,6 @@ def _finish(scene_name, session, outcome):
     else:
         s.agent_status = meta.get("status", "stopped")
         s.status = f"Agent {meta.get('status')}: {meta.get('reason') or meta.get('stop_reason')}"
-    from .run import fill_steps
-
-    fill_steps(s, session.layout.root, session.task.scene)
 
 
 def missing_package(exc):
@@ -127,9 +154,9 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         session.shown_snapshot = None
         background.start(
             ("agent", scene.name),
-            lambda job: session.run(job.post, job.cancel_event),
+            functools.partial(_run_session, session),
             on_progress=functools.partial(_apply, scene.name, session),
-            on_done=functools.partial(_finish, scene.name, session),
+            on_done=functools.partial(_finish, scene.name),
         )
         return done(self, context, f"Agent started on {task.scene} with {config.model}")
 

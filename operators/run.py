@@ -10,9 +10,10 @@ from ..bvb_addon import reference_bl, run_view, scene_io_bl
 from .base import BVBPollMixin, fail, register_classes, unregister_classes
 
 
-def fill_steps(settings, run_dir, scene_id):
+def fill_steps(settings, steps):
+    """The Steps list from ``run_view.list_steps`` (read off the main thread where the agent is running)."""
     settings.steps.clear()
-    for step in run_view.list_steps(run_dir, scene_id):
+    for step in steps:
         item = settings.steps.add()
         item.number = step.number
         item.name = f"{step.number:03d}"
@@ -112,7 +113,7 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
         t.frames_seen = int(meta.get("frames_seen", 0) or 0)
         t.cost = float(meta.get("cost", meta.get("cost_usd", 0.0)) or 0.0)
         t.has_scores = False
-        fill_steps(t, run_dir, scene_id)
+        fill_steps(t, steps)
         trajectory = run_view.trajectory_path(run_dir, scene_id)
         if trajectory.is_file():
             load_text(f"{scene_id}.traj.json", trajectory)
