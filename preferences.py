@@ -6,6 +6,7 @@ import bpy
 from bpy.props import BoolProperty, FloatProperty, StringProperty
 
 from .bvb_addon import bridge_client, defaults
+from .bvb_addon.sandbox import platforms
 
 
 class BVBPreferences(bpy.types.AddonPreferences):
@@ -45,6 +46,14 @@ class BVBPreferences(bpy.types.AddonPreferences):
         min=0.0,
     )
 
+    allow_weak_sandbox: BoolProperty(
+        name="Allow a weaker sandbox",
+        description=(
+            "Run agent code and renders below the sandbox's required level: on Linux without bubblewrap, "
+            "elsewhere with no isolation at all (agent code then runs as you)"
+        ),
+        default=False,
+    )
     bridge_token_file: StringProperty(
         name="Bridge token file",
         description="File holding the bridge's bearer token (python -m eval_bridge serve writes it and prints where)",
@@ -76,6 +85,8 @@ class BVBPreferences(bpy.types.AddonPreferences):
         col.prop(self, "cost_limit")
         col.prop(self, "bridge_url")
         col.prop(self, "bridge_token_file")
+        col.prop(self, "allow_weak_sandbox")
+        col.label(text=platforms.level_label(self.allow_weak_sandbox))
         box = layout.box()
         box.label(text="Scoring (names configured on the bridge)")
         box.prop(self, "judge")
@@ -88,6 +99,13 @@ def get(context=None):
     """Return this add-on's preferences."""
     context = context or bpy.context
     return context.preferences.addons[__package__].preferences
+
+
+def allow_weak_sandbox(context=None):
+    """The user's opt-in to a weaker sandbox level; False when the add-on has no preferences entry."""
+    context = context or bpy.context
+    entry = context.preferences.addons.get(__package__)
+    return bool(entry is not None and entry.preferences is not None and entry.preferences.allow_weak_sandbox)
 
 
 def api_key(prefs):

@@ -6,6 +6,7 @@ add-on's timer applies on the main thread: every bpy change (loading the newest 
 updating the panel) happens there, never on the loop's thread.
 """
 
+import functools
 import logging
 import os
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from .agent.layout import RunLayout, write_json
 from .agent.loop import AgentLoop, SceneTask
+from .sandbox import platforms
 from .versions import HARNESS_VERSION
 
 log = logging.getLogger(__name__)
@@ -72,17 +74,27 @@ def model_client(config, api_key=""):
         return ModelClient(config, price)
 
 
-def sandbox_environment(task, workdir, config):
+def sandbox_environment(task, workdir, config, sandbox=None):
     from .agent.environment import SandboxEnvironment
 
-    return SandboxEnvironment(task.video, task, Path(workdir) / "workspace", Path(workdir) / "snapshots", config)
+    workdir = Path(workdir)
+    return SandboxEnvironment(task.video, task, workdir / "workspace", workdir / "snapshots", config, sandbox)
 
 
 class AgentSession:
     """One scene's agent run: ``prepare()`` on the main thread, then ``run()`` on a job's worker thread."""
 
     def __init__(
-        self, config, run_dir, task, model=None, environment_factory=None, api_key="", split=None, blender_version=None
+        self,
+        config,
+        run_dir,
+        task,
+        model=None,
+        environment_factory=None,
+        api_key="",
+        split=None,
+        blender_version=None,
+        allow_weak_sandbox=False,
     ):
         self.config = config
         self.layout = RunLayout(run_dir)
@@ -91,7 +103,10 @@ class AgentSession:
         self._api_key = api_key
         self._split = split
         self._blender_version = blender_version
-        self._environment_factory = environment_factory or sandbox_environment
+        self._allow_weak_sandbox = allow_weak_sandbox
+        self._environment_factory = environment_factory or functools.partial(
+            sandbox_environment, sandbox=platforms.sandbox_config(allow_weak_sandbox)
+        )
         self._post = None
 
     def prepare(self):
@@ -108,6 +123,8 @@ class AgentSession:
             self.layout.config,
             {
                 "harness_version": HARNESS_VERSION,
+                "bpy_version": self._blender_version,
+                "sandbox": platforms.config_record(self._allow_weak_sandbox),
                 "agent": self.config.agent,
                 "model": self.config.model,
                 "reasoning": self.config.reasoning,

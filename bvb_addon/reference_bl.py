@@ -11,6 +11,7 @@ import bpy
 from mathutils import Vector
 
 from . import reference
+from .sandbox.compat_bl import node_tree
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +97,11 @@ def _movie_image(clip):
 
 def _material(scene, image, frame_user):
     mat = bpy.data.materials.get(MATERIAL_NAME) or bpy.data.materials.new(MATERIAL_NAME)
-    mat.use_nodes = True
     # Blended so that opacity below 1 shows the reconstruction behind the plane.
     mat.surface_render_method = "BLENDED"
     mat.use_backface_culling = False
-    nodes, links = mat.node_tree.nodes, mat.node_tree.links
+    tree = node_tree(mat)
+    nodes, links = tree.nodes, tree.links
     nodes.clear()
     tex = nodes.new("ShaderNodeTexImage")
     tex.name = TEXTURE_NODE

@@ -8,6 +8,7 @@ import bpy
 
 from . import reference_bl
 from .run_view import RunDirError
+from .sandbox.compat_bl import action_fcurves
 
 
 def append_scene(blend_path, name):
@@ -86,10 +87,7 @@ def copy_settings(src, dst):
 
 
 def _keyframes(obj):
-    anim = obj.animation_data
-    if anim is None or anim.action is None:
-        return 0
-    return sum(len(curve.keyframe_points) for curve in anim.action.fcurves)
+    return sum(len(curve.keyframe_points) for curve in action_fcurves(obj.animation_data))
 
 
 def _round(values):

@@ -18,3 +18,55 @@ def blender_version():
 def version_line():
     blender = blender_version() or "not available"
     return f"BVB {HARNESS_VERSION} | Blender {blender} | Python {platform.python_version()}"
+
+
+# BVB's published table was made and rendered with this Blender (DESIGN.md section 9).
+PROTOCOL_BLENDER = "4.2"
+
+
+def is_protocol_blender(version):
+    """True when a version string such as "4.2.23 LTS" is the protocol's Blender."""
+    return str(version).strip().split(" ")[0].split(".")[:2] == PROTOCOL_BLENDER.split(".")
+
+
+def run_blenders(run_dir):
+    """The Blender versions a run was made and rendered with: {"made": [...], "rendered": [...]}, each sorted.
+
+    Read from config.json (``bpy_version``), the render rows (``blender``) and the scene graphs
+    (``blender``); runs from before versions were recorded give empty lists.
+    """
+    import json
+    from pathlib import Path
+
+    run_dir = Path(run_dir)
+
+    def read(path):
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    made = {(read(run_dir / "config.json") or {}).get("bpy_version")}
+    rendered = {(read(p) or {}).get("blender") for p in sorted((run_dir / "scene_graphs").glob("*.json"))}
+    try:
+        lines = (run_dir / "render_status.jsonl").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        rendered.add(row.get("blender") if isinstance(row, dict) else None)
+    return {"made": sorted(v for v in made if v), "rendered": sorted(v for v in rendered if v)}
+
+
+def comparability(blenders):
+    """(comparable, note): False with a one-line note when a version other than the protocol's was used."""
+    other = sorted({v for vs in blenders.values() for v in vs if not is_protocol_blender(v)})
+    if not other:
+        return True, ""
+    return False, (
+        f"made or rendered with Blender {', '.join(other)}, not the protocol's {PROTOCOL_BLENDER}: "
+        "not comparable with BVB's published table"
+    )

@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 from urllib.parse import urlparse
 
+from bvb_addon import versions
+
 from . import noise
 from .files import read_json, write_json_atomic, write_text_atomic
 from .protocol import overall_score, retention
@@ -41,8 +43,9 @@ PUBLISHED_COLUMNS = (
     *QUESTION_COLUMNS,
 )
 # vsiSource / vsiRender: VSI-Bench's official overall (0-100) of the judge on the sources and the
-# renders, for runs scored with --protocol vsi_official.
-OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender")
+# renders, for runs scored with --protocol vsi_official. blender / comparable: the Blender the run
+# was made and rendered with, and whether that is the protocol's (DESIGN.md section 9).
+OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable")
 # The bootstrap intervals come right after BVB's columns (eval_bridge.noise).
 COLUMNS = PUBLISHED_COLUMNS + noise.CI_COLUMNS + OWN_COLUMNS + noise.NOISE_COLUMNS
 VENDORS = {
@@ -163,6 +166,12 @@ def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
     row["vsiSource"] = (vsi.get("source") or {}).get("overall")
     row["vsiRender"] = (vsi.get("render") or {}).get("overall")
     row.update(noise.run_noise(run_dir, resamples, seed))
+    blenders = versions.run_blenders(run_dir)
+    comparable, note = versions.comparability(blenders)
+    made, rendered = "; ".join(blenders["made"]), "; ".join(blenders["rendered"])
+    row["blender"] = made if rendered in ("", made) else f"{made or '?'} (rendered {rendered})"
+    row["comparable"] = str(comparable).lower()
+    row["comparability_note"] = note
     return row
 
 
@@ -259,10 +268,13 @@ def format_table(rows):
             return f"{value:.2f}"
         return "" if value is None else str(value)
 
-    cells = [[show(r.get(c)) for c in columns] for r in rows]
+    # A run made or rendered with another Blender than the protocol's is starred, with the note below.
+    cells = [[show(r.get(c)) + (" *" if c == "name" and r.get("comparable") == "false" else "") for c in columns]
+             for r in rows]  # fmt: skip
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    lines += [f"* {r.get('name')}: {r['comparability_note']}" for r in rows if r.get("comparability_note")]
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bvb_addon import video
+from bvb_addon import versions, video
 from bvb_addon.atomic import write_text_atomic
 
 from .protocol import overall_score
@@ -60,6 +60,7 @@ class RunView:
     step_answers: dict = field(default_factory=dict)  # scene -> its steps_answers.jsonl rows
     ci: dict = field(default_factory=dict)  # eval_bridge.noise: the bootstrap intervals and vote spread
     vsi_bench: dict = field(default_factory=dict)  # VSI-Bench's official aggregate, under vsi_official
+    comparability_note: str = ""  # set when another Blender than the protocol's made or rendered it
 
 
 def _read_json(path):
@@ -127,6 +128,7 @@ def load_run(run_dir, videos_root=None):
     view.ci = run_noise(run_dir)
     for answer in _read_jsonl(run_dir / "steps_answers.jsonl"):
         view.step_answers.setdefault(str(answer.get("scene")), []).append(answer)
+    _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
     view.vsi_bench = dv_summary.get("vsi_bench") or {}
@@ -350,7 +352,7 @@ th:first-child, td:first-child {{ text-align: left; }}
 .strip img {{ height: 96px; }}
 .missing {{ color: #a33; font-size: 12px; }}
 .ci {{ color: #777; font-size: 11px; }} .overlap {{ color: #c60; font-weight: bold; }} .note {{ font-size: 12px; color: #666; }}
-.status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }}
+.status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }} .not-comparable {{ color: #a60; }}
 </style></head>
 <body data-report="bvb">
 <h1>BVB report</h1>
@@ -420,12 +422,23 @@ def _leaderboard_table(runs):
         votes = view.ci.get("votes")
         spread = f"{votes}: {_fmt(view.ci.get('dualVqa_vote_spread'))}" if votes else "–"
         body.append(
-            f"<tr><td>{rank}{mark}</td><td>{html.escape(view.name)}</td>"
+            f"<tr><td>{rank}{mark}</td><td>{html.escape(view.name)}{_not_comparable_mark(view)}</td>"
             f"<td>{_with_ci(view.overall, view.ci, 'overall')}</td><td>{_with_ci(view.dv, view.ci, 'dualVqa')}</td>"
             f"<td>{_with_ci(view.ls, view.ci, 'latentSim')}</td><td>{_fmt(view.cost, 3)}</td>"
             f"<td>{len(view.scenes)}</td><td>{failures}</td><td>{spread}</td></tr>"
         )
-    return f"<table id='leaderboard'>{head}{''.join(body)}</table>"
+    notes = "".join(
+        f"<p class='not-comparable'>* {html.escape(v.name)}: {html.escape(v.comparability_note)}</p>"
+        for v in ranked
+        if v.comparability_note
+    )
+    return f"<table id='leaderboard'>{head}{''.join(body)}</table>{notes}"
+
+
+def _not_comparable_mark(view):
+    if not view.comparability_note:
+        return ""
+    return f" <span class='not-comparable' title='{html.escape(view.comparability_note)}'>*</span>"
 
 
 CI_NOTE = (
@@ -548,7 +561,12 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
         blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", "")) for row in view.scenes]
         judge = f" · judge {html.escape(view.judge)} ({html.escape(view.protocol)})" if view.judge else ""
         sections.append(
-            f"<h2>{html.escape(view.name)}</h2><p>{html.escape(str(view.path))}{judge}</p>"
+            f"<h2>{html.escape(view.name)}{_not_comparable_mark(view)}</h2><p>{html.escape(str(view.path))}{judge}</p>"
+            + (
+                f"<p class='not-comparable'>{html.escape(view.comparability_note)}</p>"
+                if view.comparability_note
+                else ""
+            )
             + _run_table(view, slug)
             + _vsi_table(view, slug)
             + "\n".join(blocks)

@@ -37,7 +37,7 @@ def bundled_cli():
             "neither a Blender binary (BLENDER_BIN or PATH) nor the bpy package was found; install with: pip install 'bpy==4.2.*'"
         )
     root = Path(next(iter(spec.submodule_search_locations)))
-    found = sorted(root.glob("4.*/scripts/addons_core/bl_pkg/cli/blender_ext.py"))
+    found = sorted(root.glob("[0-9]*.*/scripts/addons_core/bl_pkg/cli/blender_ext.py"))
     if not found:
         raise BuildError(f"bpy at {root} has no bundled extension CLI (scripts/addons_core/bl_pkg/cli/blender_ext.py)")
     return found[-1]

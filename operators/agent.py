@@ -13,6 +13,7 @@ import bpy
 
 from .. import preferences
 from ..bvb_addon import reference_bl, run_view
+from ..bvb_addon.sandbox import platforms
 from . import background
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
 from .run import fill_steps
@@ -124,7 +125,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
             return "Pick a run directory to write the run into"
         if not s.clip_path and not (s.split_path and s.split_scene):
             return "Pick the source clip in the Source panel"
-        return None
+        return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
         from ..bvb_addon import agent_session
@@ -143,6 +144,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
                 api_key=preferences.api_key(prefs),
                 split=bpy.path.abspath(s.split_path) if s.split_path else None,
                 blender_version=bpy.app.version_string,
+                allow_weak_sandbox=preferences.allow_weak_sandbox(context),
             )
             session.prepare()
         except (OSError, ValueError, RuntimeError) as exc:  # price, key, video, config and run-folder errors

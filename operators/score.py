@@ -7,6 +7,7 @@ import bpy
 
 from .. import preferences
 from ..bvb_addon import bridge_client, run_view
+from ..bvb_addon.sandbox import platforms
 from . import background
 from .base import BVBPollMixin, done, register_classes, unregister_classes
 
@@ -72,7 +73,7 @@ def _render_finished(scene_name, outcome):
     s.render_status = s.status = message
 
 
-def _render(stage_module, run_dir, scene_id, preset, frames, resolution, job):
+def _render(stage_module, run_dir, scene_id, preset, frames, resolution, allow_weak_sandbox, job):
     """The render job's work (no bpy): the render stage for one scene; returns (row, mp4 path, whether it exists)."""
     options = stage_module.RenderOptions(
         run=run_dir,
@@ -81,6 +82,7 @@ def _render(stage_module, run_dir, scene_id, preset, frames, resolution, job):
         num_frames=frames,
         resolution=resolution,
         progress=False,
+        sandbox=platforms.sandbox_config(allow_weak_sandbox),
     )
     result = stage_module.RenderStage(options).run()
     path = run_view.render_path(run_dir, scene_id)
@@ -107,7 +109,7 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
         missing = _missing_render_dependency()
         if missing:
             return missing
-        return None
+        return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
         s = context.scene.bvb
@@ -119,6 +121,7 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
             s.render_preset,
             s.render_frames,
             s.render_resolution,
+            preferences.allow_weak_sandbox(context),
         )
         name = context.scene.name
         background.start(("render", name), work, on_done=functools.partial(_render_finished, name))

@@ -5,6 +5,8 @@ import time
 
 import bpy
 
+from .. import preferences
+from ..bvb_addon.sandbox import platforms
 from ..operators import background
 from .base import BVBPanel, register_classes, unregister_classes
 
@@ -80,6 +82,7 @@ class BVB_PT_run(BVBPanel, bpy.types.Panel):
         row = layout.row(align=True)
         row.operator("bvb.run_agent", icon="PLAY")
         row.operator("bvb.stop_agent", icon="PAUSE")
+        layout.label(text=platforms.level_label(preferences.allow_weak_sandbox(context)), icon="LOCKED")
         box = layout.box()
         box.label(text=f"Agent: {s.agent_status}")
         box.label(text=f"Step {s.agent_step} | frames seen {s.frames_seen} | ${s.cost:.4f}")

@@ -41,12 +41,13 @@ def test_manifest_gets_top_level_wheels_before_the_first_table():
 @pytest.mark.extension
 def test_linux_zip_carries_wheels_that_blender_installs(tmp_path):
     try:
-        built = extension_wheels.build_platform("linux-x64", tmp_path / "dist")
+        # The wheel cache (about 40 MB) goes under tmp_path, never into the checkout's build/.
+        built = extension_wheels.build_platform("linux-x64", tmp_path / "dist", cache_dir=tmp_path / "wheels")
     except extension_wheels.WheelsError as exc:
         if "pip download" in str(exc):
             pytest.skip(f"no package index reachable: {exc}")
         raise
-    assert built.name == "bvb-0.1.0-linux_x64.zip"
+    assert built.name == "bvb-0.1.0-linux_x64.zip" and any((tmp_path / "wheels" / "linux-x64").glob("openai-*.whl"))
     names = zipfile.ZipFile(built).namelist()
     wheels = [n for n in names if n.startswith("wheels/")]
     assert any(n.startswith("wheels/openai-") for n in wheels) and any(n.startswith("wheels/av-") for n in wheels)

@@ -21,7 +21,7 @@ HEADER = (
     "object_rel_direction,route_planning,obj_appearance_order,"
     "dualVqa_ci_low,dualVqa_ci_high,latentSim_ci_low,latentSim_ci_high,overall_ci_low,overall_ci_high,"
     "scenes,failures,judge,encoder,protocol,"
-    "vsiSource,vsiRender,"
+    "vsiSource,vsiRender,blender,comparable,"
     "ciOverlapsAbove,trials,overall_trial_std,overall_trial_range,dualVqa_trial_std,dualVqa_trial_range,"
     "latentSim_trial_std,latentSim_trial_range,votes,dualVqa_vote_spread,dualVqa_vote_std"
 )
@@ -134,6 +134,28 @@ def test_leaderboard_columns_ranks_merged_direction_and_reference(tmp_path, caps
     )  # fmt: skip
     printed = capsys.readouterr().out
     assert "published-3" in printed and "gpt-4o-mini" in printed
+
+
+def test_runs_made_or_rendered_with_another_blender_are_marked_not_comparable(tmp_path, capsys):
+    protocol = _scored_run(tmp_path, "on_42", 50.0, 50.0, model="m42")
+    made = _scored_run(tmp_path, "on_45", 50.0, 50.0, model="m45")
+    rendered = _scored_run(tmp_path, "on_50", 50.0, 50.0, model="m50")
+    for run, version in ((protocol, "4.2.23 LTS"), (made, "4.5.15 LTS"), (rendered, "4.2.23 LTS")):
+        config = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**config, "bpy_version": version}))
+    (protocol / "scene_graphs").mkdir()
+    (protocol / "scene_graphs" / "s1.json").write_text(json.dumps({"scene": "s1", "blender": "4.2.23 LTS"}))
+    (rendered / "scene_graphs").mkdir()
+    (rendered / "scene_graphs" / "s1.json").write_text(json.dumps({"scene": "s1", "blender": "5.0.1"}))
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(protocol), str(made), str(rendered), "--out", str(out)]) == 0
+    rows = {r["name"]: r for r in csv.DictReader(out.read_text().splitlines())}
+    assert (rows["m42"]["blender"], rows["m42"]["comparable"]) == ("4.2.23 LTS", "true")
+    assert (rows["m45"]["blender"], rows["m45"]["comparable"]) == ("4.5.15 LTS", "false")
+    assert (rows["m50"]["blender"], rows["m50"]["comparable"]) == ("4.2.23 LTS (rendered 5.0.1)", "false")
+    printed = capsys.readouterr().out
+    assert "m45 *" in printed and "m42 *" not in printed
+    assert "* m50: made or rendered with Blender 5.0.1, not the protocol's 4.2: not comparable" in printed
 
 
 def test_leaderboard_refuses_a_reference_without_overall(tmp_path, capsys):

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from eval_bridge.cli import main
-from headless.scripted_openai import ScriptedOpenAI
-from tests.test_bridge_dv import Judge, _make_run, assets  # noqa: F401 - assets is a fixture
-from tests.test_bridge_ls import NUM_FRAMES, _clip, model_dir  # noqa: F401 - model_dir is a fixture
+# The Blender-only venvs (bpy 4.5 and 5.0 tiers) have no torch, which test_bridge_ls needs.
+pytest.importorskip("torch")
+
+from eval_bridge.cli import main  # noqa: E402
+from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
+from tests.test_bridge_dv import Judge, _make_run, assets  # noqa: E402, F401 - assets is a fixture
+from tests.test_bridge_ls import NUM_FRAMES, _clip, model_dir  # noqa: E402, F401 - model_dir is a fixture
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent

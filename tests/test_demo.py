@@ -18,15 +18,22 @@ ARGS = ["--resolution", "128", "--fps", "4", "--duration", "3", "--num-frames", 
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory):
-    """A tiny random V-JEPA 2 (no weights can be downloaded here): exercises the demo's LS stage."""
-    pytest.importorskip("transformers")
+    """A tiny random V-JEPA 2 (no weights can be downloaded here): exercises the demo's LS stage.
+
+    None where transformers is missing (the bpy 4.5 and 5.0 venvs): the demo then runs without LS,
+    so everything else it does is still checked on those Blenders."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return None
     return vjepa_support.build_tiny_vjepa2(tmp_path_factory.mktemp("vjepa2_tiny"), frames_per_clip=4)
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory, encoder):
     out = tmp_path_factory.mktemp("demo")
-    assert cli.main(["demo", "--out", str(out), *ARGS, "--encoder", str(encoder)]) == 0
+    with_encoder = ["--encoder", str(encoder)] if encoder else []
+    assert cli.main(["demo", "--out", str(out), *ARGS, *with_encoder]) == 0
     return out
 
 
@@ -65,7 +72,9 @@ def test_oracle_beats_the_empty_room_on_dv(demo):
     assert [row["name"] for row in rows][0] == "oracle"
 
 
-def test_ls_and_overall_are_scored_when_an_encoder_is_given(demo):
+def test_ls_and_overall_are_scored_when_an_encoder_is_given(demo, encoder):
+    if encoder is None:
+        pytest.skip("transformers is not installed: no encoder for LS")
     for agent in ("empty-room", "oracle"):
         run = demo / "runs" / agent
         summary = json.loads((run / "vision_sim_summary.json").read_text())

@@ -86,3 +86,12 @@ def test_zip_installs_enables_and_unregisters_cleanly(built_zip, tmp_path):
     assert result["disabled"] == empty
     assert result["cycles"] == [{"enabled": full, "disabled": empty}] * 2
     assert (tmp_path / "repo" / "bvb" / "blender_manifest.toml").is_file()
+
+
+def test_installed_zip_registers_and_inspects_without_posix_only_modules(built_zip, tmp_path):
+    """The zip as Blender installs it, enabled where resource, fcntl, pwd and grp cannot be imported (as on Windows)."""
+    from tests.test_blender_versions import check_no_posix_result
+
+    result = run_install_probe("blender_no_posix_probe.py", built_zip, tmp_path)
+    assert result["install"] == ["FINISHED"]
+    check_no_posix_result(result)

@@ -112,6 +112,8 @@ def run_dir(tmp_path_factory):
             assert result.status == "ok", (name, result.reason)
             (run / "blends" / f"{name}.blend").write_bytes(result.snapshot.read_bytes())
     (run / "blends" / "corrupt.blend").write_bytes(b"BLENDER-v402" + b"\x00garbage" * 100)
+    # 5.0's header format with a version no Blender has yet: unreadable on every supported one.
+    (run / "blends" / "future.blend").write_bytes(b"BLENDER17-01v9900REND" + b"\x00garbage" * 100)
     return run
 
 
@@ -167,6 +169,7 @@ def test_scene_graph_contents(run_dir, rendered):
     assert poses[0]["location"] == pytest.approx([0, 5, 1.5], abs=1e-4)
     assert poses[0]["rotation_euler"][2] == pytest.approx(math.radians(170), abs=1e-3)
     assert poses[0]["lens"] == pytest.approx(50.0)
+    assert graph["blender"] == pytest.importorskip("bpy").app.version_string
 
 
 def test_gate_and_failures_are_rows(run_dir, rendered):
@@ -175,6 +178,9 @@ def test_gate_and_failures_are_rows(run_dir, rendered):
     assert rows["empty"]["status"] == "no_mesh" and "0 mesh objects" in rows["empty"]["reason"]
     assert rows["corrupt"]["status"] == "open_failed" and "corrupt.blend" in rows["corrupt"]["reason"]
     assert rows["crashy"]["status"] == "crash" and "SIGSEGV" in rows["crashy"]["reason"]
+    future = rows["future"]
+    assert future["status"] == "open_failed" and future["reason"].startswith("future.blend was saved by Blender 99.0")
+    assert "BLENDER_BIN" in future["reason"] and "Render Camera" in future["reason"] and "\n" not in future["reason"]
     for scene in ("nocam", "empty", "corrupt", "crashy"):
         assert not (run_dir / "camera_renders" / f"{scene}.mp4").exists()
         assert set(rows[scene]) >= {"scene", "status", "reason", "frames", "seconds", "preset", "warnings"}
@@ -201,7 +207,7 @@ def test_resume_renders_nothing_complete(run_dir, rendered):
     assert outcome["skipped"] == 2 and set(outcome["rendered"]) == {"nocam"}
     assert mp4.stat().st_mtime_ns == stamp
     rows = [json.loads(line) for line in (run_dir / "render_status.jsonl").read_text().splitlines()]
-    assert sorted(r["scene"] for r in rows) == ["corrupt", "crashy", "driver", "empty", "good", "nocam"]
+    assert sorted(r["scene"] for r in rows) == ["corrupt", "crashy", "driver", "empty", "future", "good", "nocam"]
 
 
 def test_uniform_frames():
@@ -265,3 +271,18 @@ def test_encode_many_frames_exact_count(tmp_path):
     info = video.probe(dest)
     assert (info.frame_count, info.width, info.height) == (40, 32, 24)
     assert not list(tmp_path.glob(".out.*"))  # no temp file left behind
+
+
+def test_cycles_preset_renders_the_good_scene(run_dir, tmp_path):
+    """Cycles CPU on this Blender. EEVEE (the bvb preset) compiles its shaders for minutes on a CPU
+    rasteriser, so the suite checks only its engine id (test_blender_versions.py)."""
+    run = tmp_path / "run"
+    (run / "blends").mkdir(parents=True)
+    (run / "config.json").write_text((run_dir / "config.json").read_text())
+    (run / "blends" / "good.blend").write_bytes((run_dir / "blends" / "good.blend").read_bytes())
+    options = RenderOptions(run=run, num_frames=2, preset="cycles", resolution=32, progress=False,
+                            sandbox=SandboxConfig(render_timeout_s=300))  # fmt: skip
+    row = RenderStage(options).run()["rendered"]["good"]
+    assert (row["status"], row["preset"], row["frames"]) == ("ok", "cycles", 2), row
+    frames = decode(run / "camera_renders" / "good.mp4")
+    assert len(frames) == 2 and frames[0].shape[1] == 32

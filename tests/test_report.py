@@ -83,6 +83,14 @@ def test_report_has_table_plots_strips_and_links(two_runs, tmp_path):
     assert (tmp_path / "report" / "assets" / "run0_oracle" / "scene_a.traj.json").is_file()
 
 
+def test_a_run_on_another_blender_is_marked_not_comparable(two_runs, tmp_path):
+    good, bad = two_runs
+    _write(bad / "config.json", {"model": "empty", "videos": str(tmp_path / "videos"), "bpy_version": "5.0.1"})
+    page = report.build_report(two_runs, tmp_path / "report").read_text()
+    assert page.count("made or rendered with Blender 5.0.1, not the protocol") >= 2  # table note, run header
+    assert "oracle <span class='not-comparable'" not in page and "empty <span class='not-comparable'" in page
+
+
 def test_missing_run_dir_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         report.build_report([tmp_path / "nope"], tmp_path / "out")

@@ -2,6 +2,8 @@
 
 import pytest
 
+from bvb_addon.sandbox import compat_bl
+
 pytestmark = pytest.mark.blender
 
 
@@ -36,7 +38,7 @@ def test_an_object_behind_a_wall_is_first_seen_when_the_camera_passes_the_wall(f
     for frame, x in ((1, 0.0), (2, 0.0), (3, 6.0), (4, 6.0)):
         cam.location = (x, -2.0, 1.0)
         cam.keyframe_insert("location", frame=frame)
-    for curve in cam.animation_data.action.fcurves:
+    for curve in compat_bl.action_fcurves(cam.animation_data):
         for point in curve.keyframe_points:
             point.interpolation = "CONSTANT"
     _box(bpy, "wall_5", (0, 1.0, 1.0), (8.0, 0.1, 6.0))  # spans x in [-4, 4]

@@ -4,6 +4,7 @@ Answers are recomputed here from gt/<scene>.json with a few lines per question t
 force sampling for distances, atan2 for directions), never through bvb_addon.synth.
 """
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -193,6 +194,17 @@ def test_same_seed_reproduces_the_scene_and_split(synth_suite, tmp_path):
     assert (copy / "oracle" / "synth_medium_000.py").read_bytes() == (
         synth_suite / "oracle" / "synth_medium_000.py"
     ).read_bytes()
+
+
+# sha256 of split.jsonl and the three GT files of the session suite (conftest.SYNTH_SUITE_ARGS), the same
+# on bpy 4.2, 4.5 and 5.0. A change to the generator that changes the suite on purpose updates it.
+SUITE_DIGEST = "bf35965f12be86fd9781ccc42660d28d67c55fd5ab280b131239ac1441de0353"
+
+
+def test_split_and_ground_truth_are_the_same_on_every_blender(synth_suite):
+    files = ["split.jsonl", *(f"gt/{scene}.json" for scene in ("synth_easy_000", "synth_medium_000", "synth_hard_000"))]
+    digest = hashlib.sha256(b"".join((synth_suite / name).read_bytes() for name in files)).hexdigest()
+    assert digest == SUITE_DIGEST, "the suite differs from the one Blender 4.2, 4.5 and 5.0 generate"
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ they double as end-to-end tests of the harness.
 import time
 from pathlib import Path
 
+from ..sandbox.compat_bl import node_tree, program_source
 from .model import ModelError, ModelReply
 
 EMPTY_ROOM = """\
@@ -22,6 +23,8 @@ scene.frame_start, scene.frame_end = 1, FRAMES
 scene.render.resolution_x, scene.render.resolution_y = {res_x}, {res_y}
 
 
+{compat}
+
 def box(name, size, location, color):
     bpy.ops.mesh.primitive_cube_add(size=1, location=location)
     obj = bpy.context.active_object
@@ -29,8 +32,7 @@ def box(name, size, location, color):
     obj.scale = size
     material = bpy.data.materials.new(name + "_material")
     material.diffuse_color = color
-    material.use_nodes = True
-    material.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = color
+    node_tree(material).nodes["Principled BSDF"].inputs["Base Color"].default_value = color
     obj.data.materials.append(material)
     return obj
 
@@ -76,6 +78,7 @@ def empty_room_program(task, width=5.0, length=4.0, height=2.7):
         fps=max(1, round(task.fps)),
         res_x=round(task.width * scale),
         res_y=round(task.height * scale),
+        compat=program_source((node_tree,)),
     )
 
 

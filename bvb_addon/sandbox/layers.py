@@ -9,7 +9,6 @@ supervisor's wall-clock watchdog. The probe runs a tiny program through each can
 and keeps what really worked.
 """
 
-import fcntl
 import json
 import logging
 import os
@@ -247,6 +246,8 @@ class UidLease:
     """A dedicated uid for one worker, held through a lock file so two harnesses never share one."""
 
     def __init__(self, base):
+        import fcntl  # POSIX only: imported here so the add-on registers on every platform
+
         UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
         for offset in range(10000):
             uid = base + offset

@@ -10,6 +10,7 @@ import os
 import time
 
 import bpy
+import compat_bl
 from mathutils import Vector
 
 # Samples chosen for CPU machines; BVB's own renders are EEVEE at 512 px.
@@ -46,7 +47,7 @@ class Restore:
 
 def principled_base_color(material):
     """The material's Principled BSDF base colour when it is a plain value, else its viewport colour."""
-    if material.use_nodes and material.node_tree is not None:
+    if compat_bl.uses_nodes(material):
         for node in material.node_tree.nodes:
             if node.type == "BSDF_PRINCIPLED":
                 socket = node.inputs.get("Base Color")
@@ -130,7 +131,7 @@ def cycles_device():
 
 def apply_preset(restore, scene, preset):
     render = scene.render
-    render_engines = {"fast": "BLENDER_WORKBENCH", "bvb": "BLENDER_EEVEE_NEXT", "cycles": "CYCLES"}
+    render_engines = {"fast": "BLENDER_WORKBENCH", "bvb": compat_bl.eevee_engine(scene), "cycles": "CYCLES"}
     restore.set(render, "engine", render_engines[preset])
     if preset == "fast":
         shading = scene.display.shading
@@ -248,10 +249,7 @@ def rnd(values, digits=5):
 def rotation_jumps(camera):
     """Consecutive rotation keyframes more than 180 degrees apart (the camera spins between them)."""
     jumps = []
-    anim = camera.animation_data
-    if not anim or not anim.action:
-        return jumps
-    for fcurve in anim.action.fcurves:
+    for fcurve in compat_bl.action_fcurves(camera.animation_data):
         if fcurve.data_path != "rotation_euler":
             continue
         points = sorted((kp.co[0], kp.co[1]) for kp in fcurve.keyframe_points)
@@ -314,4 +312,5 @@ def scene_graph(frames=None):
         "resolution": [scene.render.resolution_x, scene.render.resolution_y],
         "objects": objects,
         "camera": camera,
+        "blender": bpy.app.version_string,
     }

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import resource
 import secrets
 import select
 import shutil
@@ -23,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..blend_header import newer_file_reason
 from . import files, protocol
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
 from .layers import (
@@ -314,9 +314,12 @@ class Worker:
             return result
         files.remove(self._dir_fd, name)
         status = reply.get("status") if reply.get("status") in ("ok", "error", "oom") else "crash"
+        reason = _text(reply.get("reason"), 2000).replace(str(self.workspace / name), path.name)
+        if status == "error":
+            reason = newer_file_reason(path, self.info.get("blender")) or reason
         result = StepResult(
             status=status,
-            reason=_text(reply.get("reason"), 2000).replace(str(self.workspace / name), path.name),
+            reason=reason,
             summary=_summary(reply.get("summary")),
             step=number,
         )
@@ -398,6 +401,8 @@ class Worker:
 
     def _preexec(self):
         """In the child before exec: rlimits, then the pids cgroup."""
+        import resource  # POSIX only: imported here so the add-on registers on every platform
+
         c = self.config
         limits = [(resource.RLIMIT_AS, c.memory_bytes), (resource.RLIMIT_CPU, c.cpu_seconds),
                   (resource.RLIMIT_FSIZE, c.file_bytes), (resource.RLIMIT_NOFILE, c.open_files),

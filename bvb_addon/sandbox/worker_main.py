@@ -22,6 +22,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import compat_bl  # noqa: E402
 import protocol  # noqa: E402
 import seccomp_filter  # noqa: E402
 
@@ -358,10 +359,10 @@ def is_animated(obj):
     seen = 0
     while obj is not None and seen < 64:
         anim = obj.animation_data
-        if anim and ((anim.action and len(anim.action.fcurves)) or len(anim.drivers) or len(anim.nla_tracks)):
+        if anim and (compat_bl.action_fcurves(anim) or len(anim.drivers) or len(anim.nla_tracks)):
             return True
         data_anim = getattr(obj.data, "animation_data", None) if obj.data is not None else None
-        if data_anim and data_anim.action and len(data_anim.action.fcurves):
+        if data_anim and compat_bl.action_fcurves(data_anim):
             return True
         if len(obj.constraints):
             return True

@@ -7,6 +7,8 @@ must run in a sandboxed worker with nothing of this repository on its path.
 
 import json
 
+from ..sandbox.compat_bl import program_source
+
 _IMPORTS = """
 import bmesh
 import bpy
@@ -23,8 +25,7 @@ def material(category, slot, color):
     rgba = (color[0], color[1], color[2], 1.0)
     mat.diffuse_color = rgba  # what Workbench shows
     mat.roughness = 0.7
-    mat.use_nodes = True
-    bsdf = mat.node_tree.nodes.get("Principled BSDF")
+    bsdf = node_tree(mat).nodes.get("Principled BSDF")
     if bsdf is not None:
         bsdf.inputs["Base Color"].default_value = rgba  # what EEVEE and Cycles show
         bsdf.inputs["Roughness"].default_value = 0.7
@@ -79,7 +80,7 @@ def camera_object(keys, collection):
     cam.animation_data_create().action = action
     for path in ("location", "rotation_euler"):
         for axis in range(3):
-            curve = action.fcurves.new(path, index=axis)
+            curve = new_fcurve(cam, action, path, axis)
             curve.keyframe_points.add(len(keys))
             coords = []
             for key in keys:
@@ -168,4 +169,4 @@ def program(plan):
         + _literal("LIGHTS", plan["lights"], per_line=True)
         + _literal("CAMERA", plan["camera"], per_line=True)
     )
-    return header + _IMPORTS + "\n" + data + _CODE
+    return header + _IMPORTS + "\n" + data + "\n\n" + program_source() + _CODE

@@ -7,6 +7,7 @@ worker, in a plain ``python`` with the bpy module, or pasted into Blender's text
 
 import json
 
+from ..sandbox.compat_bl import program_source
 from .families import FPS
 
 RESOLUTION = (480, 270)  # 16:9, as VGI's inputs
@@ -19,6 +20,7 @@ import bpy
 PLAN = json.loads({plan})
 ANIMATE = {animate}
 
+{compat}
 scene = bpy.context.scene
 for obj in list(bpy.data.objects):
     bpy.data.objects.remove(obj, do_unlink=True)
@@ -34,15 +36,14 @@ scene.render.resolution_percentage = 100
 
 world = bpy.data.worlds.get("World") or bpy.data.worlds.new("World")
 scene.world = world
-world.use_nodes = True
-world.node_tree.nodes["Background"].inputs["Color"].default_value = (0.62, 0.66, 0.72, 1.0)
-world.node_tree.nodes["Background"].inputs["Strength"].default_value = 0.7
+background = node_tree(world).nodes["Background"]
+background.inputs["Color"].default_value = (0.62, 0.66, 0.72, 1.0)
+background.inputs["Strength"].default_value = 0.7
 
 
 def material(name, color, emission):
     mat = bpy.data.materials.new(name)
-    mat.use_nodes = True
-    bsdf = mat.node_tree.nodes["Principled BSDF"]
+    bsdf = node_tree(mat).nodes["Principled BSDF"]
     bsdf.inputs["Base Color"].default_value = (*color, 1.0)
     bsdf.inputs["Roughness"].default_value = 0.45
     bsdf.inputs["Emission Color"].default_value = (*color, 1.0)
@@ -82,8 +83,7 @@ if ANIMATE:
     # Linear keys: the oracle's motion is exactly the planned piecewise-linear path.
     owners = [*bpy.data.objects, *(m.node_tree for m in bpy.data.materials if m.node_tree)]
     for owner in owners:
-        action = owner.animation_data.action if owner.animation_data else None
-        for curve in action.fcurves if action else []:
+        for curve in action_fcurves(owner.animation_data):
             for point in curve.keyframe_points:
                 point.interpolation = "LINEAR"
 
@@ -162,6 +162,7 @@ def build_program(plan, animate=True):
         level=plan.level,
         plan=repr(json.dumps(data, default=_plain)),
         animate=bool(animate),
+        compat=program_source(),
     )
 
 

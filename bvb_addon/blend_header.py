@@ -1,0 +1,68 @@
+"""Which Blender saved a .blend, read from its header bytes (no bpy).
+
+An older Blender cannot open a file that a newer one saved with a newer header (5.0's
+format, for instance): it only says "not a blend file". The render stage and every other
+loader use this to name the version that saved the file and the fix instead.
+
+Headers (after gzip or zstd, when the file is compressed):
+- up to 4.x: ``BLENDER`` + pointer size (``_`` or ``-``) + endianness (``v``/``V``) + 3 digits,
+  e.g. ``BLENDER-v402``;
+- 5.0 on: ``BLENDER`` + 2-digit header size + ``-`` + 2-digit format version + endianness
+  + 4 digits, e.g. ``BLENDER17-01v0500``.
+"""
+
+import gzip
+import re
+from pathlib import Path
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_LEGACY = re.compile(rb"^BLENDER[_-][vV](\d)(\d\d)")
+_LARGE = re.compile(rb"^BLENDER\d\d-\d\d[vV](\d\d)(\d\d)")
+
+
+def _head(path, size=32):
+    with open(path, "rb") as handle:
+        raw = handle.read(size)
+        if raw.startswith(GZIP_MAGIC):
+            handle.seek(0)
+            with gzip.GzipFile(fileobj=handle) as unpacked:
+                return unpacked.read(size)
+        if raw.startswith(ZSTD_MAGIC):
+            try:
+                import zstandard  # ships with the bpy package and with Blender's own Python
+            except ImportError:
+                return b""
+            handle.seek(0)
+            with zstandard.ZstdDecompressor().stream_reader(handle) as unpacked:
+                return unpacked.read(size)
+        return raw
+
+
+def saved_by(path):
+    """(major, minor) of the Blender that saved the .blend at path, or None when the header is not one."""
+    try:
+        head = _head(path)
+    except (OSError, EOFError, ValueError):
+        return None
+    match = _LEGACY.match(head) or _LARGE.match(head)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _version(text):
+    match = re.match(r"\s*(\d+)\.(\d+)", text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def newer_file_reason(path, running):
+    """One line naming the file, the Blender that saved it and the fix, when a newer Blender than ``running``
+    (a version string such as "4.2.23 LTS") saved it; else None."""
+    saved, current = saved_by(path), _version(running)
+    if saved is None or current is None or saved <= current:
+        return None
+    version = f"{saved[0]}.{saved[1]}"
+    return (
+        f"{Path(path).name} was saved by Blender {version}, which this Blender "
+        f"{running} cannot read; render it with a matching Blender (BLENDER_BIN=/path/to/blender-{version}) "
+        f"or with the add-on's Render Camera inside Blender {version}"
+    )

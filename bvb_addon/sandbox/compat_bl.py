@@ -1,0 +1,75 @@
+"""The differences between Blender 4.2, 4.5 LTS and 5.0 that the harness meets, in one place.
+
+Each function asks Blender what it has (an enum item, an attribute) instead of comparing
+version numbers, so one code base runs on all three. The module imports nothing: its
+functions take bpy objects, so the worker (which imports it as a top-level module from
+this folder), the add-on, and the standalone programs the harness writes for agents and
+oracles (``program_source`` pastes the same functions into them) share one definition.
+
+Known differences (DESIGN.md section 9): slotted actions (4.4+) keep an object's F-curves
+in a channelbag per slot, and ``Action.fcurves`` is gone in 5.0 (on 4.5 it writes to a
+"Legacy Slot" the object is not bound to); EEVEE's engine id is ``BLENDER_EEVEE_NEXT`` in
+4.2-4.5 and ``BLENDER_EEVEE`` in 5.0; 5.0 gives every material and world a node tree and
+deprecates ``use_nodes``.
+"""
+
+import inspect
+import warnings
+
+
+def eevee_engine(scene):
+    """EEVEE's render engine id in this Blender, read from the engine enum."""
+    items = scene.render.bl_rna.properties["engine"].enum_items
+    return next((item.identifier for item in items if item.identifier.startswith("BLENDER_EEVEE")), "BLENDER_EEVEE")
+
+
+def action_fcurves(anim_data):
+    """The F-curves that animate an ID: those of its action slot where actions have slots, else the action's."""
+    if anim_data is None or anim_data.action is None:
+        return []
+    action = anim_data.action
+    if not hasattr(anim_data, "action_slot"):
+        return list(action.fcurves)
+    slot = anim_data.action_slot
+    if slot is None:
+        return []
+    curves = []
+    for layer in action.layers:
+        for strip in layer.strips:
+            bag = strip.channelbag(slot)
+            if bag is not None:
+                curves.extend(bag.fcurves)
+    return curves
+
+
+def new_fcurve(owner, action, data_path, index):
+    """A new F-curve in ``action`` (assigned to ``owner`` first) that animates owner.data_path[index]."""
+    if hasattr(action, "fcurve_ensure_for_datablock"):
+        # Slotted actions: makes the layer, strip and slot and binds the owner to that slot.
+        return action.fcurve_ensure_for_datablock(owner, data_path, index=index)
+    return action.fcurves.new(data_path, index=index)
+
+
+def node_tree(idblock):
+    """The shader node tree of a material or world, switched on where Blender still has the switch."""
+    if idblock.node_tree is None:
+        idblock.use_nodes = True
+    return idblock.node_tree
+
+
+def uses_nodes(idblock):
+    """True when a material or world renders through its node tree (always in 5.0, where use_nodes is deprecated)."""
+    if idblock.node_tree is None:
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(idblock.use_nodes)
+
+
+# What the harness's standalone programs need; their text must run on every supported Blender.
+PROGRAM_FUNCTIONS = (action_fcurves, new_fcurve, node_tree)
+
+
+def program_source(functions=PROGRAM_FUNCTIONS):
+    """Python source defining ``functions``, to paste into a standalone bpy program."""
+    return "\n\n".join(inspect.getsource(function) for function in functions) + "\n"
