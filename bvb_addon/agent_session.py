@@ -1,13 +1,13 @@
-"""The agent loop of the runner, run from the add-on: a background thread and a queue of progress events.
+"""The agent loop of the runner, run from the add-on as a background job (bvb_addon.jobs).
 
-No bpy here. The add-on starts an AgentSession, and a ``bpy.app.timers`` callback on the
-main thread drains ``poll()``: every bpy change (loading the newest snapshot, updating the
-panel) happens there, never on the loop's thread.
+No bpy here. The add-on prepares an AgentSession on the main thread (model client and
+config.json: fail fast), then runs ``AgentSession.run`` as a job whose progress events the
+add-on's timer applies on the main thread: every bpy change (loading the newest snapshot,
+updating the panel) happens there, never on the loop's thread.
 """
 
 import functools
 import logging
-import queue
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +52,7 @@ def task_for_clip(clip_path, scene_id=None, dataset=None):
 
 
 class AgentSession:
-    """One scene's agent run off the main thread; ``poll()`` returns what happened since the last poll."""
+    """One scene's agent run: ``prepare()`` on the main thread, then ``run()`` on a job's worker thread."""
 
     def __init__(
         self,
@@ -79,20 +79,14 @@ class AgentSession:
         self._environment_factory = environment_factory or functools.partial(
             setup.get_environment, sandbox_config=platforms.sandbox_config(allow_weak_sandbox)
         )
-        self.stop_event = threading.Event()
-        self.events = queue.Queue()
-        self.meta = None
-        self.error = None
-        self._thread = None
+        self._post = None
 
-    def start(self):
-        """Build the model client here (fail fast on price or key), then run the loop in a thread."""
+    def prepare(self):
+        """Build the model client and write config.json here, so a bad price or key fails before any thread."""
         self._price = setup.get_price(self.config)
         if self._model is None:
             self._model = setup.get_model(self.config, self._price, self.task, self._videos, self._api_key)
         self._write_config()
-        self._thread = threading.Thread(target=self._run, name=f"bvb-agent-{self.task.scene}", daemon=True)
-        self._thread.start()
         return self
 
     def _write_config(self):
@@ -112,7 +106,7 @@ class AgentSession:
     def _on_save(self, state):
         steps = state.get("steps") or []
         last = steps[-1] if steps else {}
-        self.events.put(
+        self._post(
             Progress(
                 step=int(state.get("turns", 0)),
                 frames_seen=int(state.get("frames_seen", 0)),
@@ -123,10 +117,15 @@ class AgentSession:
             )
         )
 
-    def _run(self):
+    def run(self, post, stop_event=None):
+        """The loop on this thread; ``post(Progress)`` after each saved step. Returns the agent_meta dict.
+
+        ``stop_event`` stops the loop before its next model call (the current step finishes and is saved).
+        """
         import shutil
         import tempfile
 
+        self._post = post
         workdir = Path(tempfile.mkdtemp(prefix=f"bvb-addon-{self.task.scene}-"))
         env = None
         try:
@@ -137,14 +136,11 @@ class AgentSession:
                 env,
                 self.task,
                 self.run_dir,
-                stop_event=self.stop_event,
+                stop_event=stop_event or threading.Event(),
                 blender_version=self._blender_version,
                 on_save=self._on_save,
             )
-            self.meta = loop.run()
-        except Exception as exc:  # the loop itself never raises; this is the sandbox failing to start
-            log.exception("agent session for %s could not run", self.task.scene)
-            self.error = f"{type(exc).__name__}: {exc}"
+            return loop.run()
         finally:
             if env is not None:
                 try:
@@ -152,25 +148,3 @@ class AgentSession:
                 except Exception:
                     log.exception("closing the sandbox of %s failed", self.task.scene)
             shutil.rmtree(workdir, ignore_errors=True)
-            self.events.put(None)
-
-    def poll(self):
-        """Progress events since the last poll; ``None`` in the list marks the end of the run."""
-        out = []
-        while True:
-            try:
-                out.append(self.events.get_nowait())
-            except queue.Empty:
-                return out
-
-    def stop(self):
-        """Ask the loop to stop before its next model call (the current step finishes and is saved)."""
-        self.stop_event.set()
-
-    @property
-    def running(self):
-        return self._thread is not None and self._thread.is_alive()
-
-    def join(self, timeout=None):
-        if self._thread is not None:
-            self._thread.join(timeout)

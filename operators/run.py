@@ -11,9 +11,10 @@ from ..bvb_addon.run_dir import RunDir, videos_of
 from .base import BVBPollMixin, fail, register_classes, unregister_classes
 
 
-def fill_steps(settings, run_dir, scene_id):
+def fill_steps(settings, steps):
+    """The Steps list from ``run_view.list_steps`` (read off the main thread where the agent is running)."""
     settings.steps.clear()
-    for step in run_view.list_steps(run_dir, scene_id):
+    for step in steps:
         item = settings.steps.add()
         item.number = step.number
         item.name = f"{step.number:03d}"
@@ -113,7 +114,7 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
         t.frames_seen = int(meta.get("frames_seen", 0) or 0)
         t.cost = float(meta.get("cost", meta.get("cost_usd", 0.0)) or 0.0)
         t.has_scores = False
-        fill_steps(t, run_dir, scene_id)
+        fill_steps(t, steps)
         trajectory = rd.trajectory(scene_id)
         if trajectory.is_file():
             load_text(trajectory.name, trajectory)

@@ -81,9 +81,9 @@ def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
         task,
         split=suite / "split.jsonl",
         environment_factory=lambda task, workdir, config: setup.get_environment(task, workdir, config, sandbox),
-    ).start()
-    session.join(timeout=300)
-    assert session.error is None and session.meta["status"] == "submitted"
+    ).prepare()
+    meta = session.run(lambda progress: None)
+    assert meta["status"] == "submitted"
     addon = read_json(tmp_path / "addon" / "config.json")
 
     assert set(addon) == set(headless)
