@@ -20,6 +20,9 @@ from bpy.props import (
     StringProperty,
 )
 
+from .bvb_addon import defaults
+from .bvb_addon.run_dir import CAMERA_RENDERS
+
 
 class BVBStep(bpy.types.PropertyGroup):
     """One executed program of the agent: steps/<scene>/NNN.py and the scene after it."""
@@ -103,7 +106,10 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
         default="none",
     )
     cost_limit: FloatProperty(
-        name="Cost limit", description="Stop the agent before a call could pass this many USD", default=3.0, min=0.0
+        name="Cost limit",
+        description="Stop the agent before a call could pass this many USD",
+        default=defaults.COST_LIMIT_USD,
+        min=0.0,
     )
     max_steps: IntProperty(name="Max steps", description="Stop after this many steps (0 = no limit)", default=0, min=0)
     agent_status: StringProperty(name="Agent", description="What the agent loop is doing", default="idle")
@@ -139,7 +145,7 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
     render_resolution: IntProperty(
         name="Size", description="Longest side of the render, px", default=512, min=16, max=8192
     )
-    render_path: StringProperty(name="Render", description="camera_renders/<scene>.mp4", subtype="FILE_PATH")
+    render_path: StringProperty(name="Render", description=f"{CAMERA_RENDERS}/<scene>.mp4", subtype="FILE_PATH")
     render_status: StringProperty(name="Render status")
     score_status: StringProperty(name="Score status")
     score_dv: FloatProperty(name="DV", description="Dual-VQA retention, 0-100", min=0.0, max=100.0)

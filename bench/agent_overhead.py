@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bvb_addon.agent.config import AgentConfig  # noqa: E402
-from bvb_addon.agent.layout import read_json  # noqa: E402
 from bvb_addon.agent.runner import Runner, RunOptions  # noqa: E402
+from bvb_addon.run_dir import read_json  # noqa: E402
 from bvb_addon.sandbox.config import SandboxConfig  # noqa: E402
 from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.runner_support import make_suite, py, turn_of  # noqa: E402

@@ -1,23 +1,22 @@
-"""The agent loop of the runner, run from the add-on: a background thread and a queue of progress events.
+"""The agent loop of the runner, run from the add-on as a background job (bvb_addon.jobs).
 
-No bpy here. The add-on starts an AgentSession, and a ``bpy.app.timers`` callback on the
-main thread drains ``poll()``: every bpy change (loading the newest snapshot, updating the
-panel) happens there, never on the loop's thread.
+No bpy here. The add-on prepares an AgentSession on the main thread (model client and
+config.json: fail fast), then runs ``AgentSession.run`` as a job whose progress events the
+add-on's timer applies on the main thread: every bpy change (loading the newest snapshot,
+updating the panel) happens there, never on the loop's thread.
 """
 
 import functools
 import logging
-import os
-import queue
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .agent.layout import RunLayout, write_json
+from .agent import setup
 from .agent.loop import AgentLoop, SceneTask
+from .atomic import write_json_atomic
+from .run_dir import RunDir
 from .sandbox import platforms
-from .versions import HARNESS_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -52,37 +51,8 @@ def task_for_clip(clip_path, scene_id=None, dataset=None):
     )
 
 
-@contextmanager
-def _key_in_environment(name, key):
-    """The model client reads its key from the environment; a key kept in preferences is put there only while it is built."""
-    if not key or os.environ.get(name):
-        yield
-        return
-    os.environ[name] = key
-    try:
-        yield
-    finally:
-        os.environ.pop(name, None)
-
-
-def model_client(config, api_key=""):
-    from .agent.model import ModelClient
-    from .agent.pricing import price_for
-
-    price = price_for(config.model, config.price_in, config.price_out, config.price_cached_in, base_url=config.base_url)
-    with _key_in_environment(config.api_key_env, api_key):
-        return ModelClient(config, price)
-
-
-def sandbox_environment(task, workdir, config, sandbox=None):
-    from .agent.environment import SandboxEnvironment
-
-    workdir = Path(workdir)
-    return SandboxEnvironment(task.video, task, workdir / "workspace", workdir / "snapshots", config, sandbox)
-
-
 class AgentSession:
-    """One scene's agent run off the main thread; ``poll()`` returns what happened since the last poll."""
+    """One scene's agent run: ``prepare()`` on the main thread, then ``run()`` on a job's worker thread."""
 
     def __init__(
         self,
@@ -97,58 +67,46 @@ class AgentSession:
         allow_weak_sandbox=False,
     ):
         self.config = config
-        self.layout = RunLayout(run_dir)
+        self.run_dir = RunDir(run_dir)
         self.task = task
         self._model = model
         self._api_key = api_key
         self._split = split
         self._blender_version = blender_version
         self._allow_weak_sandbox = allow_weak_sandbox
+        # The VSI-Bench-style root: the clip is <videos>/<dataset>/<scene>.mp4.
+        self._videos = Path(task.video).parent.parent
         self._environment_factory = environment_factory or functools.partial(
-            sandbox_environment, sandbox=platforms.sandbox_config(allow_weak_sandbox)
+            setup.get_environment, sandbox_config=platforms.sandbox_config(allow_weak_sandbox)
         )
-        self.stop_event = threading.Event()
-        self.events = queue.Queue()
-        self.meta = None
-        self.error = None
-        self._thread = None
+        self._post = None
 
-    def start(self):
-        """Build the model client here (fail fast on price or key), then run the loop in a thread."""
+    def prepare(self):
+        """Build the model client and write config.json here, so a bad price or key fails before any thread."""
+        self._price = setup.get_price(self.config)
         if self._model is None:
-            self._model = model_client(self.config, self._api_key)
+            self._model = setup.get_model(self.config, self._price, self.task, self._videos, self._api_key)
         self._write_config()
-        self._thread = threading.Thread(target=self._run, name=f"bvb-agent-{self.task.scene}", daemon=True)
-        self._thread.start()
         return self
 
     def _write_config(self):
-        if self.layout.config.is_file():
+        if self.run_dir.config.is_file():
             return
-        write_json(
-            self.layout.config,
-            {
-                "harness_version": HARNESS_VERSION,
-                "bpy_version": self._blender_version,
-                "sandbox": platforms.config_record(self._allow_weak_sandbox),
-                "agent": self.config.agent,
-                "model": self.config.model,
-                "reasoning": self.config.reasoning,
-                "base_url": self.config.base_url,
-                "api_key_env": self.config.api_key_env,
-                "limits": self.config.limits(),
-                "videos": str(Path(self.task.video).parent.parent),
-                # The render stage and the bridge read the source aspect and questions through these.
-                "split": str(self._split) if self._split else None,
-                "agent_config": self.config.public(),
-                "started_from": "blender-addon",
-            },
+        # The render stage and the bridge read the source aspect and questions through split and videos.
+        config = setup.run_config(
+            self.config,
+            self._price,
+            videos=self._videos,
+            started_from="blender-addon",
+            split=self._split,
+            allow_weak_sandbox=self._allow_weak_sandbox,
         )
+        write_json_atomic(self.run_dir.config, config)
 
     def _on_save(self, state):
         steps = state.get("steps") or []
         last = steps[-1] if steps else {}
-        self.events.put(
+        self._post(
             Progress(
                 step=int(state.get("turns", 0)),
                 frames_seen=int(state.get("frames_seen", 0)),
@@ -159,10 +117,15 @@ class AgentSession:
             )
         )
 
-    def _run(self):
+    def run(self, post, stop_event=None):
+        """The loop on this thread; ``post(Progress)`` after each saved step. Returns the agent_meta dict.
+
+        ``stop_event`` stops the loop before its next model call (the current step finishes and is saved).
+        """
         import shutil
         import tempfile
 
+        self._post = post
         workdir = Path(tempfile.mkdtemp(prefix=f"bvb-addon-{self.task.scene}-"))
         env = None
         try:
@@ -172,15 +135,12 @@ class AgentSession:
                 self._model,
                 env,
                 self.task,
-                self.layout,
-                stop_event=self.stop_event,
+                self.run_dir,
+                stop_event=stop_event or threading.Event(),
                 blender_version=self._blender_version,
                 on_save=self._on_save,
             )
-            self.meta = loop.run()
-        except Exception as exc:  # the loop itself never raises; this is the sandbox failing to start
-            log.exception("agent session for %s could not run", self.task.scene)
-            self.error = f"{type(exc).__name__}: {exc}"
+            return loop.run()
         finally:
             if env is not None:
                 try:
@@ -188,25 +148,3 @@ class AgentSession:
                 except Exception:
                     log.exception("closing the sandbox of %s failed", self.task.scene)
             shutil.rmtree(workdir, ignore_errors=True)
-            self.events.put(None)
-
-    def poll(self):
-        """Progress events since the last poll; ``None`` in the list marks the end of the run."""
-        out = []
-        while True:
-            try:
-                out.append(self.events.get_nowait())
-            except queue.Empty:
-                return out
-
-    def stop(self):
-        """Ask the loop to stop before its next model call (the current step finishes and is saved)."""
-        self.stop_event.set()
-
-    @property
-    def running(self):
-        return self._thread is not None and self._thread.is_alive()
-
-    def join(self, timeout=None):
-        if self._thread is not None:
-            self._thread.join(timeout)

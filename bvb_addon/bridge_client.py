@@ -7,6 +7,7 @@ unless the add-on's preferences name another).
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 from .errors import BVBError
@@ -112,6 +113,33 @@ def status(base_url, job_id, token_file=None):
 def results(base_url, job_id, token_file=None):
     """The run's summaries once the job is done: dual_vqa_summary, vision_sim_summary, overall."""
     return _request("GET", base_url, f"/jobs/{job_id}/results", token_file=token_file)
+
+
+def wait_for_scores(base_url, job_id, token_file=None, on_progress=None, stop=None, interval=1.0):
+    """Poll the job until it ends; returns ``(scores, error)`` (off the main thread: each poll is a request).
+
+    A failed job may still have scored an axis (DV before LS failed): its scores come with the
+    error, or None when there are none. ``on_progress(state)`` sees each running state; a set
+    ``stop`` event ends the wait with ``(None, None)``.
+    """
+    stop = stop or threading.Event()
+    while True:
+        state = status(base_url, job_id, token_file=token_file)
+        if state.get("status") == "done":
+            return scores(results(base_url, job_id, token_file=token_file)), None
+        if state.get("status") == "failed":
+            error = f"Scoring failed: {state.get('error') or state.get('reason')}"
+            try:
+                values = scores(results(base_url, job_id, token_file=token_file))
+            except BridgeError:
+                values = None
+            if values is not None and values["dv"] is None and values["ls"] is None:
+                values = None
+            return values, error
+        if on_progress is not None:
+            on_progress(state)
+        if stop.wait(interval):
+            return None, None
 
 
 def _percent(value):

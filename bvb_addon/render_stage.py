@@ -23,6 +23,7 @@ from pathlib import Path
 from . import scratch
 from .atomic import write_json_atomic, write_text_atomic
 from .errors import BVBError
+from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
 log = logging.getLogger(__name__)
@@ -102,14 +103,14 @@ def rotation_warnings(graph):
 
 def source_clips(run_dir):
     """{scene: (width, height)} of the source clips named by the run's config.json (split + videos)."""
-    config_path = Path(run_dir) / "config.json"
+    config_path = RunDir(run_dir).config
     try:
         config = json.loads(config_path.read_text())
     except (OSError, ValueError):
         return {}, f"no readable {config_path.name}"
-    split, videos = config.get("split"), config.get("videos")
+    split, videos = config.get("split"), videos_of(config)
     if not split or not videos:
-        return {}, "config.json names no split/videos"
+        return {}, f"{config_path.name} names no split/videos"
     from . import dataset, video
 
     try:
@@ -206,23 +207,18 @@ class RenderStage:
             raise RenderStageError(f"--num-frames {options.num_frames} must be at least 1")
         if options.workers < 1:
             raise RenderStageError(f"--workers {options.workers} must be at least 1")
-        if not (self.run_dir / "blends").is_dir():
-            raise RenderStageError(f"{self.run_dir} has no blends/ folder; pass --run with a run directory")
-        from .sandbox import SandboxUnavailable, probe_layers
+        if not self.rd.blends.is_dir():
+            raise RenderStageError(f"{self.run_dir} has no {BLENDS}/ folder; pass --run with a run directory")
+        from dataclasses import replace
+
+        from .sandbox.gate import require_level
 
         config = options.sandbox or SandboxConfig()
         # The render workers see the GPU (DESIGN.md section 7): they only open .blend files with
         # scripts and drivers off, and EEVEE without a GPU is software GL, minutes a scene.
-        from dataclasses import replace
-
         self.sandbox = replace(config, gpu=True)
-        self.level = probe_layers(config)
-        if not self.level.at_least(config.min_level) and not config.allow_below_minimum:
-            raise SandboxUnavailable(
-                f"{self.level.line()}; that is below the required level {config.min_level!r}: "
-                "install bubblewrap, or pass --allow-weak-sandbox to run anyway"
-            )
-        self.status_path = self.run_dir / "render_status.jsonl"
+        self.level = require_level(config)
+        self.status_path = self.rd.render_status
         self._rows = self._read_rows()
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -234,8 +230,13 @@ class RenderStage:
         self._tmp = scratch.make("render")
         os.chmod(self._tmp, 0o711)  # the sandbox uid must reach the workspaces below
 
+    @property
+    def rd(self):
+        """The run directory's paths (derived from run_dir, which callers may set)."""
+        return RunDir(self.run_dir)
+
     def scenes(self):
-        present = sorted(p.stem for p in (self.run_dir / "blends").glob("*.blend"))
+        present = self.rd.submitted()
         if not self.options.scenes:
             return present
         return list(dict.fromkeys(self.options.scenes))
@@ -244,7 +245,7 @@ class RenderStage:
         scenes = self.scenes()
         todo, skipped = [], 0
         for scene in scenes:
-            mp4 = self.run_dir / "camera_renders" / f"{scene}.mp4"
+            mp4 = self.rd.render(scene)
             if self.options.resume and mp4_complete(mp4, self.options.num_frames):
                 skipped += 1
                 continue
@@ -334,9 +335,9 @@ class RenderStage:
 
     def _render_scene(self, scene, row):
         opts = self.options
-        blend = self.run_dir / "blends" / f"{scene}.blend"
+        blend = self.rd.blend(scene)
         if not blend.is_file():
-            row["status"], row["reason"] = "missing", f"no blends/{scene}.blend"
+            row["status"], row["reason"] = "missing", f"no {self.rd.relative(blend)}"
             return
         worker = self._worker()
         row["blender"] = worker.info.get("blender") or ""
@@ -357,7 +358,7 @@ class RenderStage:
         # Camera poses for every frame of a long range take a while: the render's time limit.
         graph = worker.scene_graph(timeout=worker.config.render_timeout_s)
         graph["scene"] = scene
-        write_json_atomic(self.run_dir / "scene_graphs" / f"{scene}.json", graph)
+        write_json_atomic(self.rd.scene_graph(scene), graph)
         row["warnings"] = rotation_warnings(graph)
         start, end = graph.get("frame_range") or [1, 1]
         frames = uniform_frames(int(start), int(end), opts.num_frames)
@@ -380,7 +381,7 @@ class RenderStage:
         scene_fps = float(graph.get("fps") or 24.0) or 24.0
         span_s = max(1, int(end) - int(start) + 1) / scene_fps
         try:
-            encode_mp4(result.files, self.run_dir / "camera_renders" / f"{scene}.mp4", opts.num_frames / span_s)
+            encode_mp4(result.files, self.rd.render(scene), opts.num_frames / span_s)
         except Exception as exc:  # PyAV raises its own error types
             row["status"], row["reason"] = "encode_error", f"{type(exc).__name__}: {exc}"
             return
@@ -449,7 +450,7 @@ class RenderStage:
         previous = self._rows.get(row["scene"])
         if row["status"] not in RENDER_FAILURES or not previous or previous.get("status") != "ok":
             return False
-        mp4 = self.run_dir / "camera_renders" / f"{row['scene']}.mp4"
+        mp4 = self.rd.render(row["scene"])
         return mp4_decodes(mp4, int(previous.get("frames") or 0))
 
     def _write_row(self, row):

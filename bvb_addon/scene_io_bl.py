@@ -7,7 +7,7 @@ from pathlib import Path
 import bpy
 
 from . import reference_bl
-from .run_view import RunDirError
+from .run_dir import RunDirError
 from .sandbox.compat_bl import action_fcurves
 
 

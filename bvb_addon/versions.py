@@ -36,9 +36,10 @@ def run_blenders(run_dir):
     (``blender``); runs from before versions were recorded give empty lists.
     """
     import json
-    from pathlib import Path
 
-    run_dir = Path(run_dir)
+    from .run_dir import RunDir
+
+    rd = RunDir(run_dir)
 
     def read(path):
         try:
@@ -46,18 +47,9 @@ def run_blenders(run_dir):
         except (OSError, ValueError):
             return None
 
-    made = {(read(run_dir / "config.json") or {}).get("bpy_version")}
-    rendered = {(read(p) or {}).get("blender") for p in sorted((run_dir / "scene_graphs").glob("*.json"))}
-    try:
-        lines = (run_dir / "render_status.jsonl").read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        rendered.add(row.get("blender") if isinstance(row, dict) else None)
+    made = {(read(rd.config) or {}).get("bpy_version")}
+    rendered = {(read(p) or {}).get("blender") for p in sorted(rd.scene_graphs.glob("*.json"))}
+    rendered |= {row.get("blender") for row in rd.render_rows() if isinstance(row, dict)}
     return {"made": sorted(v for v in made if v), "rendered": sorted(v for v in rendered if v)}
 
 

@@ -165,6 +165,8 @@ def _vlm_judge(options, cache_path, settings=None, cap=None):
 
 def make_judge(options, run=None, backend="local"):
     """The DV judge the options ask for: VLM with its cache (beside the run's shared answers), or geometry."""
+    from bvb_addon.run_dir import RunDir
+
     from .dv import shared_dir
 
     options.check()
@@ -175,7 +177,7 @@ def make_judge(options, run=None, backend="local"):
     if options.cache:
         cache_path = Path(options.cache)
     else:
-        cache_path = Path(options.shared or shared_dir(run)) / "judge_cache.sqlite"
+        cache_path = RunDir.judge_cache(options.shared or shared_dir(run))
     return _vlm_judge(options, cache_path, cap=judge_cap(options, backend))
 
 

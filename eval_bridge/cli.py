@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from bvb_addon.run_dir import JUDGE_CACHE, SHARED, RunDir
+
 from . import api
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ def _add_judge_args(p):
     p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
     p.add_argument("--protocol", choices=api.PROTOCOLS, default="dual_vqa_v1")
-    p.add_argument("--cache", help="judge cache file (default results/_dual_vqa_shared/judge_cache.sqlite)")
+    p.add_argument("--cache", help=f"judge cache file (default results/{SHARED}/{JUDGE_CACHE})")
     p.add_argument("--shared", help="folder of shared source answers (default results/_dual_vqa_shared)")
     p.add_argument("--price-in", type=float, help="judge input price, USD per million tokens")
     p.add_argument("--price-out", type=float, help="judge output price, USD per million tokens")
@@ -277,7 +279,7 @@ def cmd_dv(args, progress=None):
         print(
             f"VSI-Bench official overall: source {vsi['source']['overall']:.2f}, render {vsi['render']['overall']:.2f}"
         )
-    print(f"wrote {Path(args.run) / 'dual_vqa.jsonl'} and dual_vqa_summary.json")
+    print(f"wrote {RunDir(args.run).dv_rows} and {RunDir(args.run).dv_summary.name}")
     failed = counts["by_status"].get("judge_error", 0)
     if failed:
         reason = api.judge_error_reason(summary)
@@ -305,7 +307,7 @@ def cmd_ls(args, progress=None):
         f"failures as 0); scored-only {_pct(summary['vision_sim_scored'])}; "
         f"{counts['scored']} of {counts['scenes']} scenes scored; encoder {summary['model']}"
     )
-    print(f"wrote {Path(args.run) / 'vision_sim.jsonl'} and vision_sim_summary.json")
+    print(f"wrote {RunDir(args.run).ls_rows} and {RunDir(args.run).ls_summary.name}")
     return summary
 
 
@@ -321,7 +323,7 @@ def cmd_overall(args, progress=None):
         print(f"Overall n/a: missing {', '.join(result['missing'])} ({known}); score the missing axis first")
     else:
         print(f"Overall {result['overall']:.2f} (DV {result['dual_vqa']:.2f}, LS {result['latent_sim']:.2f})")
-    print(f"wrote {Path(args.run) / 'overall.json'}")
+    print(f"wrote {RunDir(args.run).overall}")
     return result
 
 
@@ -388,7 +390,7 @@ def cmd_steps(args, progress=None):
         f"stable over the second half {100 * result['stability_second_half']:.1f}%, "
         f"mean lock-in step {result['mean_lock_in_step']:.2f}"
     )
-    print(f"wrote {Path(args.run) / 'steps_analysis.json'}")
+    print(f"wrote {RunDir(args.run).steps_analysis}")
     return result
 
 
@@ -452,7 +454,7 @@ def _judge_fault_exit(args, argv):
     """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""
     from bvb_addon import outcomes
 
-    summary_path = Path(getattr(args, "run", None) or ".") / "dual_vqa_summary.json"
+    summary_path = RunDir(getattr(args, "run", None) or ".").dv_summary
     if args.command == "dv" and summary_path.is_file():
         code = _stage_exit(args, json.loads(summary_path.read_text()), argv)
         if code:

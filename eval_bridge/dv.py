@@ -18,24 +18,20 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bvb_addon import backend
+from bvb_addon.run_dir import RunDir
 
 from . import protocol as rules
 from .files import agent_meta, append_jsonl, file_lock, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 log = logging.getLogger(__name__)
 
-SHARED_DIR = "_dual_vqa_shared"
-SHARED_ANSWERS = "original_answers.jsonl"
-ROWS = "dual_vqa.jsonl"
-PARTIAL = "dual_vqa.partial.jsonl"
-SUMMARY = "dual_vqa_summary.json"
 # Rows with these statuses are redone on --resume: the judge, not the reconstruction, failed.
 RETRY_STATUSES = rules.JUDGE_FAULTS
 
 
 def shared_dir(run_dir):
     """results/_dual_vqa_shared beside the run: source answers are shared by every run of a results folder."""
-    return Path(run_dir).resolve().parent / SHARED_DIR
+    return RunDir(run_dir).shared
 
 
 def majority(scores):
@@ -209,7 +205,7 @@ class _Shared:
 def _render_state(run_dir):
     """{scene: (status, reason)} from render_status.jsonl, for failures the render stage recorded."""
     states = {}
-    for row in read_jsonl(Path(run_dir) / "render_status.jsonl"):
+    for row in RunDir(run_dir).render_rows():
         if row.get("scene"):
             states[row["scene"]] = (str(row.get("status", "")), str(row.get("reason") or ""))
     return states
@@ -219,12 +215,13 @@ def _failure_reason(run_dir, scene, render_states):
     status, reason = render_states.get(scene, ("", ""))
     if status and status != "ok":
         return "render_failed", reason or f"render stage status {status}"
-    render = Path(run_dir) / "camera_renders" / f"{scene}.mp4"
+    rd = RunDir(run_dir)
+    render = rd.render(scene)
     if not render.is_file():
-        if not (Path(run_dir) / "blends" / f"{scene}.blend").is_file():
+        if not rd.has_submission(scene):
             meta = agent_meta(run_dir, scene)
             why = meta.get("stop_reason") or meta.get("status") or "the agent never ran"
-            return "no_render", f"no submission (blends/{scene}.blend missing): {why}"
+            return "no_render", f"no submission ({rd.relative(rd.blend(scene))} missing): {why}"
         return "no_render", f"no evaluation render ({render.name} missing); run python -m headless.render"
     return None
 
@@ -254,6 +251,7 @@ class DualVQA:
         if workers < 1:
             raise ValueError(f"--workers must be at least 1, got {workers}")
         self.run_dir = Path(run_dir)
+        self.rd = RunDir(self.run_dir)
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"run directory {self.run_dir} does not exist; pass --run results/<run>")
         self.all_questions = list(questions)
@@ -274,7 +272,7 @@ class DualVQA:
         if backend not in ("local", "ray"):
             raise ValueError(f"--backend {backend!r}: use local or ray")
         self.backend, self.ray_address = backend, ray_address
-        self.shared = _Shared(Path(shared or shared_dir(self.run_dir)) / SHARED_ANSWERS, judge)
+        self.shared = _Shared(RunDir.shared_answers(shared or shared_dir(self.run_dir)), judge)
         self._render_states = _render_state(self.run_dir)
         self._open_pools()
 
@@ -320,10 +318,10 @@ class DualVQA:
         for q in self.questions:
             if (q.dataset, q.scene_name) not in sources:
                 sources[(q.dataset, q.scene_name)] = self.judge.source_path(self.videos_root, q.dataset, q.scene_name)
-        partial = self.run_dir / PARTIAL
+        partial = self.rd.dv_partial
         done = {}
         if self.resume:
-            for row in read_jsonl(self.run_dir / ROWS) + read_jsonl(partial):
+            for row in read_jsonl(self.rd.dv_rows) + read_jsonl(partial):
                 if self._matches(row) and row.get("status") not in RETRY_STATUSES:
                     done[row["id"]] = row
         else:
@@ -366,14 +364,14 @@ class DualVQA:
         ordered = [rows[q.id] for q in self.questions]
         if self.scenes:
             # Re-scoring some scenes replaces their rows and keeps every other scene's.
-            kept = [r for r in read_jsonl(self.run_dir / ROWS) if r.get("scene") not in self.scenes]
+            kept = [r for r in read_jsonl(self.rd.dv_rows) if r.get("scene") not in self.scenes]
             order = {q.id: i for i, q in enumerate(self.all_questions)}
             ordered = sorted(kept + ordered, key=lambda r: order.get(r.get("id"), len(order)))
-        write_jsonl_atomic(self.run_dir / ROWS, ordered)
+        write_jsonl_atomic(self.rd.dv_rows, ordered)
         summary = summarise(ordered, self.judge, self.votes)
         summary["split"] = str(self.split_path) if self.split_path else None
         summary["videos"] = str(self.videos_root)
-        write_json_atomic(self.run_dir / SUMMARY, summary)
+        write_json_atomic(self.rd.dv_summary, summary)
         partial.unlink(missing_ok=True)
         return summary
 
@@ -395,7 +393,7 @@ class DualVQA:
 
     def _render_side(self, question):
         scene = question.scene_name
-        render_file = self.run_dir / "camera_renders" / f"{scene}.mp4"
+        render_file = self.rd.render(scene)
         media = self._memo.get(("render", scene), lambda: self.judge.load_render(self.run_dir, scene, render_file))
         answers = self._ask_votes(media, question)
         return [a.text for a in answers], sum(a.cost_usd for a in answers)

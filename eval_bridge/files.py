@@ -3,13 +3,11 @@
 import contextlib
 import fcntl
 import json
-import logging
 import os
 from pathlib import Path
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
-
-log = logging.getLogger(__name__)
+from bvb_addon.run_dir import RunDir, read_jsonl
 
 __all__ = [
     "agent_meta",
@@ -67,24 +65,6 @@ def append_jsonl(path, rows):
         os.close(fd)
 
 
-def read_jsonl(path):
-    """Rows of a JSON-lines file; a missing file is empty and a torn line (a killed writer) is skipped."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                log.warning("%s line %d is not JSON (an interrupted write?); skipped", path, number)
-    return rows
-
-
 def read_json(path, what="file"):
     """A JSON file, or a one-line error naming it."""
     path = Path(path)
@@ -98,8 +78,4 @@ def read_json(path, what="file"):
 
 def agent_meta(run_dir, scene):
     """agent_meta/<scene>.json of a run, or {} when it is missing or unreadable (a failure's reason, not a fault)."""
-    try:
-        meta = json.loads((Path(run_dir) / "agent_meta" / f"{scene}.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+    return RunDir(run_dir).meta_or_empty(scene)

@@ -11,6 +11,8 @@ import math
 import re
 from pathlib import Path
 
+from bvb_addon.run_dir import RunDir
+
 from .judge import Answer
 from .protocol import GEOMETRY_PROTOCOL, normalise, option_letter, option_text
 from .scene_geometry import SceneGeometry, box_distance, category_of, from_gt, from_scene_graph
@@ -76,7 +78,7 @@ class GeometryJudge:
         return from_gt(_load(path, "ground truth", "generate the suite with python -m headless.synth"))
 
     def load_render(self, run_dir, scene, video):
-        path = Path(run_dir) / "scene_graphs" / f"{scene}.json"
+        path = RunDir(run_dir).scene_graph(scene)
         return from_scene_graph(_load(path, "scene graph", "re-render the run with python -m headless.render"))
 
     def ask(self, geometry, question, vote_index=0):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
+from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir
 
 from .files import read_jsonl
 from .protocol import pooled
@@ -165,26 +166,24 @@ def export_inspect(run_dir, out):
         raise ExportError(f"run directory {run_dir} does not exist; pass a folder written by bvb run")
     if out.suffix != ".json":
         raise ExportError(f"--out {out} must end in .json (Inspect reads .json and .eval logs; this writes JSON)")
-    config = _read(run_dir / "config.json") or {}
+    rd = RunDir(run_dir)
+    config = _read(rd.config) or {}
     model = str(config.get("model") or config.get("agent") or "unknown")
     if "/" not in model:
         model = f"bvb/{model}"  # Inspect names models provider/model
     dv_by_scene = {}
-    for row in read_jsonl(run_dir / "dual_vqa.jsonl"):
+    for row in read_jsonl(rd.dv_rows):
         dv_by_scene.setdefault(row.get("scene"), []).append(row)
-    ls_by_scene = {row.get("scene"): row for row in read_jsonl(run_dir / "vision_sim.jsonl")}
-    scenes = sorted(
-        {p.name[: -len(".traj.json")] for p in (run_dir / "trajectories").glob("*.traj.json")}
-        | {p.stem for p in (run_dir / "agent_meta").glob("*.json")}
-    )
+    ls_by_scene = {row.get("scene"): row for row in read_jsonl(rd.ls_rows)}
+    scenes = sorted({scene for scene, _ in rd.trajectory_files()} | {p.stem for p in rd.meta_files()})
     if not scenes:
-        raise ExportError(f"{run_dir} has no trajectories/ or agent_meta/; run the agent first (bvb run)")
+        raise ExportError(f"{run_dir} has no {TRAJECTORIES}/ or {AGENT_META}/; run the agent first (bvb run)")
     samples = []
     for scene in scenes:
-        trajectory = _read(run_dir / "trajectories" / f"{scene}.traj.json") or {}
-        meta = _read(run_dir / "agent_meta" / f"{scene}.json") or {}
+        trajectory = _read(rd.trajectory(scene)) or {}
+        meta = _read(rd.meta(scene)) or {}
         samples.append(_sample(scene, trajectory, meta, dv_by_scene.get(scene, []), ls_by_scene.get(scene), model))
-    overall = _read(run_dir / "overall.json") or {}
+    overall = _read(rd.overall) or {}
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     total_usage = {
         key: sum(s["model_usage"][model].get(key, 0) for s in samples)

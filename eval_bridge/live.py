@@ -26,26 +26,13 @@ from starlette.staticfiles import StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
+from bvb_addon.run_dir import RunDir
 
 from .files import read_jsonl
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 
 log = logging.getLogger(__name__)
 
-WATCHED = (
-    "config.json",
-    "agent_meta",
-    "trajectories",
-    "render_status.jsonl",
-    "camera_renders",
-    "dual_vqa.jsonl",
-    "dual_vqa_summary.json",
-    "vision_sim.jsonl",
-    "vision_sim_summary.json",
-    "overall.json",
-    "steps_answers.jsonl",
-    "steps_analysis.json",
-)
 FINISHED_OK = ("submitted", "limit")
 LIVE_SCRIPT = """<script>
 (function () {
@@ -75,8 +62,7 @@ class ViewError(BVBError, ValueError):
 
 
 def is_run(path):
-    path = Path(path)
-    return path.is_dir() and any((path / name).exists() for name in ("config.json", "agent_meta", "trajectories"))
+    return RunDir(path).looks_like_run()
 
 
 def resolve_runs(paths):
@@ -96,8 +82,7 @@ def fingerprint(runs):
     """Sizes and mtimes of everything the report reads: it changes whenever a stage writes."""
     marks = []
     for run in runs:
-        for name in WATCHED:
-            path = run / name
+        for path in RunDir(run).watched():
             entries = sorted(path.iterdir()) if path.is_dir() else [path]
             for entry in entries:
                 try:
@@ -125,17 +110,17 @@ def _parse_time(text):
 def run_progress(run_dir, now=None):
     """Scenes done, running and failed, cost against the limit, and an ETA, from the run's files."""
     run_dir = Path(run_dir)
+    rd = RunDir(run_dir)
     now = time.time() if now is None else now
-    config = _read(run_dir / "config.json") or {}
+    config = _read(rd.config) or {}
     session = (config.get("sessions") or [{}])[-1]
     metas = {}
-    for path in sorted((run_dir / "agent_meta").glob("*.json")):
+    for path in rd.meta_files():
         meta = _read(path)
         if meta is not None:
             metas[path.stem] = (meta, path.stat().st_mtime)
     running = []
-    for path in sorted((run_dir / "trajectories").glob("*.traj.json")):
-        scene = path.name[: -len(".traj.json")]
+    for scene, path in rd.trajectory_files():
         meta = metas.get(scene)
         if meta is None or path.stat().st_mtime > meta[1] + 1:
             trajectory = _read(path) or {}
@@ -154,7 +139,7 @@ def run_progress(run_dir, now=None):
     eta = None
     if started is not None and finished_now and remaining:
         eta = (now - started) / len(finished_now) * remaining
-    render = read_jsonl(run_dir / "render_status.jsonl")
+    render = rd.render_rows()
     return {
         "run": run_dir.name,
         "scenes": total,
@@ -166,9 +151,9 @@ def run_progress(run_dir, now=None):
         "eta_s": eta,
         "rendered": sum(1 for r in render if r.get("status") == "ok"),
         "render_failed": sum(1 for r in render if r.get("status") != "ok"),
-        "dv_questions": len(read_jsonl(run_dir / "dual_vqa.jsonl")),
-        "ls_scenes": len(read_jsonl(run_dir / "vision_sim.jsonl")),
-        "overall": (run_dir / "overall.json").is_file(),
+        "dv_questions": len(read_jsonl(rd.dv_rows)),
+        "ls_scenes": len(read_jsonl(rd.ls_rows)),
+        "overall": rd.overall.is_file(),
     }
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from bvb_addon.errors import BVBError
+from bvb_addon.run_dir import RunDir
 
 from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
@@ -35,8 +36,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ROWS = "vision_sim.jsonl"
-SUMMARY = "vision_sim_summary.json"
 PREPROCESSOR_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
 WEIGHTS_HINT = (
     "pass --model with a local folder holding config.json, model.safetensors and preprocessor_config.json "
@@ -196,11 +195,12 @@ class EncoderSpec:
 
 def _failure(run_dir, scene):
     """Why a scene has no usable render, from render_status.jsonl and the files, or None."""
-    for row in read_jsonl(Path(run_dir) / "render_status.jsonl"):
+    rd = RunDir(run_dir)
+    for row in rd.render_rows():
         if row.get("scene") == scene and row.get("status") not in (None, "ok"):
             return "render_failed", str(row.get("reason") or row.get("status"))
-    if not (Path(run_dir) / "camera_renders" / f"{scene}.mp4").is_file():
-        if not (Path(run_dir) / "blends" / f"{scene}.blend").is_file():
+    if not rd.render(scene).is_file():
+        if not rd.has_submission(scene):
             meta = agent_meta(run_dir, scene)
             return (
                 "no_render",
@@ -272,7 +272,7 @@ def run_ls(
     if backend == "local" and isinstance(encoder, EncoderSpec):
         encoder = encoder.build()
     sources = {pair: video_path(videos_root, *pair) for pair in pairs if wanted is None or pair[1] in wanted}
-    previous = {r["scene"]: r for r in read_jsonl(run_dir / ROWS)}
+    previous = {r["scene"]: r for r in read_jsonl(RunDir(run_dir).ls_rows)}
     rows = {}
     order = [s for _, s in pairs]
     for scene, row in previous.items():
@@ -288,7 +288,7 @@ def run_ls(
     def finished(new_rows):
         for row in new_rows:
             rows[row["scene"]] = row
-        write_jsonl_atomic(run_dir / ROWS, [rows[s] for s in order if s in rows])
+        write_jsonl_atomic(RunDir(run_dir).ls_rows, [rows[s] for s in order if s in rows])
         bar.update(len(new_rows))
         done[0] += len(new_rows)
         if progress:
@@ -309,9 +309,9 @@ def run_ls(
     finally:
         bar.close()
     final = [rows[s] for s in order if s in rows]
-    write_jsonl_atomic(run_dir / ROWS, final)
+    write_jsonl_atomic(RunDir(run_dir).ls_rows, final)
     summary = summarise(final, info)
-    write_json_atomic(run_dir / SUMMARY, summary)
+    write_json_atomic(RunDir(run_dir).ls_summary, summary)
     return summary
 
 
@@ -389,7 +389,7 @@ def _score_scene(encoder, read_rgb_frames, source, run_dir, scene):
     except VideoError as exc:
         return {"status": "source_error", "reason": str(exc), "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
     try:
-        clip_b = read_rgb_frames(run_dir / "camera_renders" / f"{scene}.mp4", encoder.num_frames,
+        clip_b = read_rgb_frames(RunDir(run_dir).render(scene), encoder.num_frames,
                                  resize=encoder.resize_frame)  # fmt: skip
     except VideoError as exc:
         return {"status": "render_error", "reason": str(exc), "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}

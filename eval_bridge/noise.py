@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bvb_addon.run_dir import RunDir
+
 from .files import read_json, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -70,12 +72,12 @@ def scene_table(run_dir):
     """
     from .protocol import pooled
 
-    run_dir = Path(run_dir)
+    rd = RunDir(run_dir)
     dv, ls = {}, {}
-    for row in pooled(read_jsonl(run_dir / "dual_vqa.jsonl")):
+    for row in pooled(read_jsonl(rd.dv_rows)):
         kept, seen = dv.get(row["scene"], (0, 0))
         dv[row["scene"]] = (kept + bool(row.get("retained")), seen + bool(row.get("source_correct")))
-    for row in read_jsonl(run_dir / "vision_sim.jsonl"):
+    for row in read_jsonl(rd.ls_rows):
         ls[row["scene"]] = float(row.get("vision_sim") or 0.0) if row.get("status", "ok") == "ok" else 0.0
     return dv, ls
 
@@ -147,7 +149,8 @@ def _split_options(summary, run_dir):
     """{question id: options} from the split the run was scored on, or None when it cannot be read."""
     from bvb_addon.dataset import SplitError, read_split
 
-    config = read_json(Path(run_dir) / "config.json", "config") if (Path(run_dir) / "config.json").is_file() else {}
+    config_path = RunDir(run_dir).config
+    config = read_json(config_path, "config") if config_path.is_file() else {}
     split = summary.get("split") or config.get("split")
     if not split or not Path(split).is_file():
         return None
@@ -167,13 +170,12 @@ def vote_spread(run_dir):
     from .protocol import is_correct, pooled, score
 
     run_dir = Path(run_dir)
-    rows = pooled(read_jsonl(run_dir / "dual_vqa.jsonl"))
+    rd = RunDir(run_dir)
+    rows = pooled(read_jsonl(rd.dv_rows))
     votes = min((len(r.get("source_answers") or []) for r in rows), default=0)
     if votes < 2:
         return None
-    summary = (
-        read_json(run_dir / "dual_vqa_summary.json", "summary") if (run_dir / "dual_vqa_summary.json").is_file() else {}
-    )
+    summary = read_json(rd.dv_summary, "summary") if rd.dv_summary.is_file() else {}
     options = _split_options(summary, run_dir)
     if options is None:
         log.warning("%s: no readable split, so no vote spread", run_dir)

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from bvb_addon import versions
 from bvb_addon.errors import BVBError
+from bvb_addon.run_dir import RunDir
 
 from . import noise
 from .files import read_json, write_json_atomic, write_text_atomic
@@ -77,11 +78,12 @@ def compute_overall(run_dir):
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise OverallError(f"run directory {run_dir} does not exist; pass --run results/<run>")
-    dv = _summary(run_dir / "dual_vqa_summary.json")
-    ls = _summary(run_dir / "vision_sim_summary.json")
+    rd = RunDir(run_dir)
+    dv = _summary(rd.dv_summary)
+    ls = _summary(rd.ls_summary)
     if dv is None and ls is None:
         raise OverallError(
-            f"{run_dir} has neither dual_vqa_summary.json nor vision_sim_summary.json; "
+            f"{run_dir} has neither {rd.dv_summary.name} nor {rd.ls_summary.name}; "
             "score it first with python -m eval_bridge dv and python -m eval_bridge ls"
         )
     dv_pct = _percent((dv or {}).get("retention_rate"))
@@ -104,7 +106,7 @@ def compute_overall(run_dir):
         "encoder": (ls or {}).get("model"),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
-    write_json_atomic(run_dir / "overall.json", result)
+    write_json_atomic(rd.overall, result)
     return result
 
 
@@ -123,15 +125,16 @@ def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise OverallError(f"run directory {run_dir} does not exist; pass scored run folders")
-    config = _summary(run_dir / "config.json") or {}
-    dv = _summary(run_dir / "dual_vqa_summary.json") or {}
-    ls = _summary(run_dir / "vision_sim_summary.json") or {}
-    overall = _summary(run_dir / "overall.json")
+    rd = RunDir(run_dir)
+    config = _summary(rd.config) or {}
+    dv = _summary(rd.dv_summary) or {}
+    ls = _summary(rd.ls_summary) or {}
+    overall = _summary(rd.overall)
     if overall is None:
         overall = compute_overall(run_dir)
     agent = config.get("agent")
     name = config.get("name") or (config.get("model") if agent in (None, "model") else agent) or run_dir.name
-    metas = [_summary(p) or {} for p in sorted((run_dir / "agent_meta").glob("*.json"))]
+    metas = [_summary(p) or {} for p in rd.meta_files()]
     by_type = dv.get("by_question_type") or {}
     row = {
         "name": name,

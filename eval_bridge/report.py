@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bvb_addon import versions, video
 from bvb_addon.atomic import write_text_atomic
+from bvb_addon.run_dir import RunDir, read_jsonl, videos_of
 
 from .protocol import overall_score
 
@@ -70,22 +71,6 @@ def _read_json(path):
         return None
 
 
-def _read_jsonl(path):
-    rows = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError:
-        return rows
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            log.warning("%s line %d is not JSON; skipped in the report", path, number)
-    return rows
-
-
 def _percent(value):
     """Summaries keep BVB's 0-1 fractions; tables use 0-100."""
     return None if value is None else 100.0 * float(value)
@@ -106,27 +91,28 @@ def _find_source(videos_root, scene, datasets):
 def load_run(run_dir, videos_root=None):
     """Collect what the report shows of one run directory."""
     run_dir = Path(run_dir)
-    config = _read_json(run_dir / "config.json") or {}
+    rd = RunDir(run_dir)
+    config = _read_json(rd.config) or {}
     name = config.get("name") or config.get("model") or run_dir.name
     if config.get("reasoning") and config.get("reasoning") != "none" and "name" not in config:
         name = f"{name} ({config['reasoning']})"
     view = RunView(name=str(name), path=run_dir)
-    videos_root = videos_root or config.get("videos")
+    videos_root = videos_root or videos_of(config)
 
-    dv_summary = _read_json(run_dir / "dual_vqa_summary.json") or {}
-    ls_summary = _read_json(run_dir / "vision_sim_summary.json") or {}
-    overall = _read_json(run_dir / "overall.json") or {}
+    dv_summary = _read_json(rd.dv_summary) or {}
+    ls_summary = _read_json(rd.ls_summary) or {}
+    overall = _read_json(rd.overall) or {}
     view.dv = overall.get("dual_vqa", _percent(dv_summary.get("retention_rate")))
     view.ls = overall.get("latent_sim", _percent(ls_summary.get("vision_sim")))
     if overall.get("overall") is not None:
         view.overall = overall["overall"]
     elif view.dv is not None and view.ls is not None:
         view.overall = overall_score(view.dv, view.ls)
-    view.steps = _read_json(run_dir / "steps_analysis.json") or {}
+    view.steps = _read_json(rd.steps_analysis) or {}
     from .noise import run_noise
 
     view.ci = run_noise(run_dir)
-    for answer in _read_jsonl(run_dir / "steps_answers.jsonl"):
+    for answer in read_jsonl(rd.steps_answers):
         view.step_answers.setdefault(str(answer.get("scene")), []).append(answer)
     _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
@@ -138,7 +124,7 @@ def load_run(run_dir, videos_root=None):
             view.by_type[qtype] = _percent(rate)
 
     rows = {}
-    for meta_path in sorted((run_dir / "agent_meta").glob("*.json")):
+    for meta_path in rd.meta_files():
         meta = _read_json(meta_path) or {}
         scene = meta.get("scene") or meta_path.stem
         rows[scene] = SceneRow(
@@ -149,11 +135,10 @@ def load_run(run_dir, videos_root=None):
             turns=meta.get("turns"),
         )
     # A scene still running has a trajectory but no agent_meta yet (bvb view shows it live).
-    for trajectory in sorted((run_dir / "trajectories").glob("*.traj.json")):
-        scene = trajectory.name[: -len(".traj.json")]
+    for scene, _ in rd.trajectory_files():
         rows.setdefault(scene, SceneRow(scene=scene, status="running"))
     datasets = []
-    for row in _read_jsonl(run_dir / "dual_vqa.jsonl"):
+    for row in read_jsonl(rd.dv_rows):
         scene = row.get("scene") or row.get("scene_name")
         if not scene:
             continue
@@ -163,22 +148,22 @@ def load_run(run_dir, videos_root=None):
         if row.get("source_correct"):
             entry.dv_correct_source += 1
             entry.dv_retained += 1 if row.get("retained") else 0
-    for row in _read_jsonl(run_dir / "vision_sim.jsonl"):
+    for row in read_jsonl(rd.ls_rows):
         scene = row.get("scene") or row.get("scene_name")
         if scene:
             rows.setdefault(scene, SceneRow(scene=scene)).vision_sim = row.get("vision_sim")
-    for row in _read_jsonl(run_dir / "render_status.jsonl"):
+    for row in read_jsonl(rd.render_status):
         scene = row.get("scene")
         if scene:
             rows.setdefault(scene, SceneRow(scene=scene)).render_status = str(row.get("status", ""))
 
     for scene, entry in sorted(rows.items()):
-        render = run_dir / "camera_renders" / f"{scene}.mp4"
+        render = rd.render(scene)
         entry.render = render if render.is_file() else None
         entry.source = _find_source(videos_root, scene, datasets or ["synthetic"])
-        trajectory = run_dir / "trajectories" / f"{scene}.traj.json"
+        trajectory = rd.trajectory(scene)
         entry.trajectory = trajectory if trajectory.is_file() else None
-        program = run_dir / "program" / f"{scene}.py"
+        program = rd.program(scene)
         entry.program = program if program.is_file() else None
         view.cost += float(entry.cost or 0.0)
         view.scenes.append(entry)
@@ -520,7 +505,7 @@ def _scene_page(view, row, out_dir, run_slug, live_script=""):
     from .trajectory_page import build_scene_page
 
     page = out_dir / "scenes" / f"{run_slug}_{row.scene}.html"
-    inputs = [row.trajectory, view.path / "steps_answers.jsonl"]
+    inputs = [row.trajectory, RunDir(view.path).steps_answers]
     newest = max(p.stat().st_mtime_ns for p in inputs if p.is_file())
     if page.is_file() and page.stat().st_mtime_ns > newest:
         return f"scenes/{page.name}"

@@ -13,13 +13,11 @@ import logging
 import os
 import socket
 import time
-from pathlib import Path
 
 from bvb_addon.errors import BVBError
+from bvb_addon.run_dir import RunDir
 
 log = logging.getLogger(__name__)
-
-LOCK_NAME = ".bvb-scoring.lock"
 
 
 class RunBusy(BVBError, ValueError):
@@ -27,7 +25,7 @@ class RunBusy(BVBError, ValueError):
 
 
 def lock_path(run_dir):
-    return Path(run_dir) / LOCK_NAME
+    return RunDir(run_dir).scoring_lock
 
 
 def _alive(pid):

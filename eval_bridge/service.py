@@ -41,6 +41,7 @@ from starlette.routing import Route
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
 from bvb_addon.errors import USER_ERRORS, BVBError
+from bvb_addon.run_dir import RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
 from . import api
@@ -412,15 +413,14 @@ class Service:
         if job.status not in ("done", "failed"):
             raise ServiceError(409, f"job {job.id} is {job.status}; poll /jobs/{job.id} until it is done")
         out = {"job": job.view()}
-        for name in ("dual_vqa_summary.json", "vision_sim_summary.json", "overall.json"):
-            path = job.run / name
-            out[name.removesuffix(".json")] = json.loads(path.read_text()) if path.is_file() else None
+        for path in RunDir(job.run).summaries:
+            out[path.stem] = json.loads(path.read_text()) if path.is_file() else None
         return out
 
 
 def _run_config(run):
     try:
-        config = json.loads((run / "config.json").read_text())
+        config = json.loads(RunDir(run).config.read_text())
         return config if isinstance(config, dict) else {}
     except (OSError, ValueError):
         return {}

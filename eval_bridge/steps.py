@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.run_dir import RunDir
 
 from .protocol import GEOMETRY_PROTOCOL, is_correct, score
 from .steps_analysis import StepAnswer, analyze
@@ -26,7 +27,7 @@ PREVIEW_SIDE = 256
 
 def step_snapshots(run_dir, scene):
     """[(step number, path)] of a scene's step snapshots, in order."""
-    folder = Path(run_dir) / "steps" / scene
+    folder = RunDir(run_dir).steps_dir(scene)
     found = []
     for path in sorted(folder.glob("*.blend")):
         if path.stem.isdigit():
@@ -163,8 +164,9 @@ def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progr
         reader.close()
     result = analyze(sequences)
     result.update(judge=judge.name, protocol=protocol, scenes=len(wanted), faults=faults)
-    write_text_atomic(run_dir / "steps_answers.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    write_json_atomic(run_dir / "steps_analysis.json", result)
+    rd = RunDir(run_dir)
+    write_text_atomic(rd.steps_answers, "".join(json.dumps(r) + "\n" for r in rows))
+    write_json_atomic(rd.steps_analysis, result)
     return result
 
 

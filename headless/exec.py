@@ -21,6 +21,11 @@ from headless import bootstrap  # noqa: E402
 
 
 def build_parser():
+    from bvb_addon.defaults import dataclass_defaults
+    from bvb_addon.sandbox.config import SandboxConfig
+
+    # The sandbox's defaults are SandboxConfig's own, stated there once.
+    sb = dataclass_defaults(SandboxConfig)
     parser = argparse.ArgumentParser(
         prog="headless.exec",
         description="Run one bpy program in a sandboxed Blender worker; print the step result as one JSON object.",
@@ -28,11 +33,13 @@ def build_parser():
     )
     parser.add_argument("program", help="the bpy program (a .py file; - reads standard input)")
     parser.add_argument("--workspace", required=True, help="folder holding this scene (created if missing)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="wall-clock limit of the step, seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=sb["step_timeout_s"], help="wall-clock limit of the step, seconds"
+    )
     parser.add_argument("--render-frames", help="comma-separated frames to render from the scene camera")
     parser.add_argument("--preset", default="fast", choices=("fast", "bvb", "cycles"), help="render preset")
     parser.add_argument("--resolution", type=int, default=512, help="longest side of renders, px")
-    parser.add_argument("--min-level", default="bwrap", choices=("bwrap", "uid", "rlimits"),
+    parser.add_argument("--min-level", default=sb["min_level"], choices=("bwrap", "uid", "rlimits"),
                         help="refuse to run below this sandbox level")  # fmt: skip
     parser.add_argument("--allow-weak-sandbox", action="store_true", help="run even below --min-level")
     parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")

@@ -22,27 +22,41 @@ from headless import bootstrap  # noqa: E402
 
 
 def build_parser():
+    from bvb_addon.defaults import dataclass_defaults
+    from bvb_addon.render_stage import RenderOptions
+    from bvb_addon.sandbox.config import SandboxConfig
+
+    # Every default below is the settings dataclasses' own, stated there once.
+    r, sb = dataclass_defaults(RenderOptions), dataclass_defaults(SandboxConfig)
     parser = argparse.ArgumentParser(
         prog="headless.render",
         description="Render every blends/<scene>.blend of a run from its camera into camera_renders/<scene>.mp4.",
         epilog="example: python -m headless.render --run results/run_001 --preset fast --workers 2 --resume",
     )
     parser.add_argument("--run", required=True, help="the run directory (holds blends/)")
-    parser.add_argument("--num-frames", type=int, default=64, help="frames per render, uniform over the frame range")
-    parser.add_argument("--preset", default="bvb", choices=("bvb", "fast", "cycles"),
+    parser.add_argument(
+        "--num-frames", type=int, default=r["num_frames"], help="frames per render, uniform over the frame range"
+    )
+    parser.add_argument("--preset", default=r["preset"], choices=("bvb", "fast", "cycles"),
                         help="bvb: EEVEE as BVB renders; fast: Workbench for CPU machines; cycles: Cycles CPU, denoised")  # fmt: skip
-    parser.add_argument("--resolution", type=int, default=512, help="longest side, px")
-    parser.add_argument("--workers", type=int, default=1, help="sandboxed Blender workers rendering in parallel")
+    parser.add_argument("--resolution", type=int, default=r["resolution"], help="longest side, px")
+    parser.add_argument(
+        "--workers", type=int, default=r["workers"], help="sandboxed Blender workers rendering in parallel"
+    )
     parser.add_argument("--resume", action="store_true", help="skip scenes whose mp4 is complete")
     parser.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scenes")
-    parser.add_argument("--min-meshes", type=int, default=1, help="the gate: fewest mesh objects a submission needs")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="wall-clock limit of one scene's render, s")
-    parser.add_argument("--sandbox-min", default="bwrap", choices=("bwrap", "uid", "rlimits"),
+    parser.add_argument(
+        "--min-meshes", type=int, default=r["min_meshes"], help="the gate: fewest mesh objects a submission needs"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=sb["render_timeout_s"], help="wall-clock limit of one scene's render, s"
+    )
+    parser.add_argument("--sandbox-min", default=sb["min_level"], choices=("bwrap", "uid", "rlimits"),
                         help="refuse to run below this sandbox level")  # fmt: skip
     parser.add_argument("--allow-weak-sandbox", action="store_true", help="run even below --sandbox-min")
     parser.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+    parser.add_argument("--backend", choices=("local", "ray"), default=r["backend"],
                         help="local worker threads, or one Ray task per scene")  # fmt: skip
     parser.add_argument("--ray-address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)")
     parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")

@@ -27,8 +27,12 @@ EXAMPLE = (
 
 
 def build_parser():
-    from bvb_addon.agent.config import AGENTS, REASONING_LEVELS
-    from bvb_addon.defaults import API_KEY_ENV, PROVIDER_BASE_URL
+    from bvb_addon.agent.config import AGENTS, REASONING_LEVELS, AgentConfig
+    from bvb_addon.agent.runner import RunOptions
+    from bvb_addon.defaults import dataclass_defaults
+
+    # Every default below is the settings dataclasses' own, stated there once.
+    a, r = dataclass_defaults(AgentConfig), dataclass_defaults(RunOptions)
 
     parser = argparse.ArgumentParser(
         prog="headless.run",
@@ -43,18 +47,23 @@ def build_parser():
     run.add_argument(
         "--mode",
         choices=("bvb", "vgi"),
-        default="bvb",
+        default=r["mode"],
         help="bvb: rebuild the videos of a split; vgi: build and animate the procedure tasks of --tasks",
     )
     run.add_argument("--tasks", help="VGI tasks.jsonl (--mode vgi; --videos is the VGI suite folder)")
     run.add_argument("--videos", help="VSI-Bench-style root holding <dataset>/<scene>.mp4")
     run.add_argument("--output", help="run directory to write (results/<run>)")
     run.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scene names")
-    run.add_argument("--limit", type=int, default=0, metavar="N", help="only the first N scenes (0: all)")
+    run.add_argument("--limit", type=int, default=r["limit"], metavar="N", help="only the first N scenes (0: all)")
     run.add_argument(
-        "--shard", default="0/1", metavar="i/N", help="run shard i of N (0 <= i < N), split by scene order"
+        "--shard",
+        default="{}/{}".format(*r["shard"]),
+        metavar="i/N",
+        help="run shard i of N (0 <= i < N), split by scene order",
     )
-    run.add_argument("--workers", type=int, default=1, metavar="N", help="scenes run at once, each in its own worker")
+    run.add_argument(
+        "--workers", type=int, default=r["workers"], metavar="N", help="scenes run at once, each in its own worker"
+    )
     run.add_argument("--resume", action="store_true", help="skip scenes with a submission, continue interrupted ones")
     run.add_argument(
         "--trials",
@@ -65,15 +74,17 @@ def build_parser():
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
-        "--backend", choices=("local", "ray"), default="local", help="local threads, or one Ray task per scene"
+        "--backend", choices=("local", "ray"), default=r["backend"], help="local threads, or one Ray task per scene"
     )
     run.add_argument("--ray-address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)")
     agent = parser.add_argument_group("agent")
-    agent.add_argument("--agent", choices=AGENTS, default="model", help="a model over the API, or an API-free agent")
-    agent.add_argument("--model", default="gpt-4o", help="model id at the provider")
-    agent.add_argument("--reasoning", choices=REASONING_LEVELS, default="none", help="reasoning effort")
-    agent.add_argument("--base-url", default=PROVIDER_BASE_URL, help="OpenAI-compatible endpoint")
-    agent.add_argument("--api-key-env", default=API_KEY_ENV, metavar="NAME", help="environment variable with the key")
+    agent.add_argument("--agent", choices=AGENTS, default=a["agent"], help="a model over the API, or an API-free agent")
+    agent.add_argument("--model", default=a["model"], help="model id at the provider")
+    agent.add_argument("--reasoning", choices=REASONING_LEVELS, default=a["reasoning"], help="reasoning effort")
+    agent.add_argument("--base-url", default=a["base_url"], help="OpenAI-compatible endpoint")
+    agent.add_argument(
+        "--api-key-env", default=a["api_key_env"], metavar="NAME", help="environment variable with the key"
+    )
     agent.add_argument(
         "--price-in",
         type=float,
@@ -82,26 +93,36 @@ def build_parser():
     )
     agent.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
     agent.add_argument("--price-cached-in", type=float, metavar="USD", help="USD per million cached input tokens")
-    agent.add_argument("--max-tokens", type=int, default=4096, help="completion tokens per call")
+    agent.add_argument("--max-tokens", type=int, default=a["max_tokens"], help="completion tokens per call")
     agent.add_argument("--temperature", type=float, help="sampling temperature (default: the provider's)")
     limits = parser.add_argument_group("limits")
-    limits.add_argument("--cost-limit", type=float, default=3.0, metavar="USD", help="model cost per scene")
-    limits.add_argument("--max-steps", type=int, default=0, metavar="N", help="replies per scene (0: no limit)")
-    limits.add_argument("--wall-limit", type=float, default=0.0, metavar="S", help="seconds per scene (0: no limit)")
-    limits.add_argument("--step-timeout", type=float, default=120.0, metavar="S", help="seconds per python step")
-    limits.add_argument("--frames-per-call", type=int, default=8, help="images per frames/render action")
-    limits.add_argument("--frame-size", type=int, default=512, help="longest side of images shown to the agent")
+    limits.add_argument("--cost-limit", type=float, default=a["cost_limit"], metavar="USD", help="model cost per scene")
+    limits.add_argument(
+        "--max-steps", type=int, default=a["max_steps"], metavar="N", help="replies per scene (0: no limit)"
+    )
+    limits.add_argument(
+        "--wall-limit", type=float, default=a["wall_limit"], metavar="S", help="seconds per scene (0: no limit)"
+    )
+    limits.add_argument(
+        "--step-timeout", type=float, default=a["step_timeout"], metavar="S", help="seconds per python step"
+    )
+    limits.add_argument(
+        "--frames-per-call", type=int, default=a["frames_per_call"], help="images per frames/render action"
+    )
+    limits.add_argument(
+        "--frame-size", type=int, default=a["frame_longest_side"], help="longest side of images shown to the agent"
+    )
     limits.add_argument(
         "--keep-images",
         type=int,
-        default=0,
+        default=a["keep_images"],
         metavar="N",
         help="only the newest N image observations stay in the prompt (0: all)",
     )
     limits.add_argument(
         "--context-window",
         type=int,
-        default=0,
+        default=a["context_window"],
         metavar="TOKENS",
         help="the model's context; older images are elided before a prompt that would not fit "
         "(0: from the price source when it knows the model)",

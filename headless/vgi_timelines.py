@@ -73,23 +73,25 @@ def main(argv=None):
     args = parser.parse_args(own_args)
     from bvb_addon import outcomes, path_args
     from bvb_addon.errors import report
+    from bvb_addon.run_dir import RunDir
 
     try:
         run = path_args.folder("--run", args.run)
     except path_args.PathArgError as exc:
         return report(exc)
-    blends = sorted((run / "blends").glob("*.blend"))
+    rd = RunDir(run)
+    blends = [rd.blend(scene) for scene in rd.submitted()]
     if args.scenes:
         blends = [b for b in blends if b.stem in set(args.scenes)]
     if not blends:
-        print(f"error: no submissions in {run / 'blends'}; run headless.run --mode vgi first", file=sys.stderr)
+        print(f"error: no submissions in {rd.blends}; run headless.run --mode vgi first", file=sys.stderr)
         return 2
     rows = []
     for blend in blends:
-        status, reason = export_timeline(blend, run / "timelines" / f"{blend.stem}.json")
+        status, reason = export_timeline(blend, rd.timeline(blend.stem))
         print(f"{blend.stem}: {status}{' (' + reason + ')' if reason else ''}")
         rows.append({"scene": blend.stem, "status": status, "reason": reason})
-    print(f"wrote {sum(r['status'] == 'ok' for r in rows)} timelines to {run / 'timelines'}")
+    print(f"wrote {sum(r['status'] == 'ok' for r in rows)} timelines to {rd.timelines}")
     return outcomes.finish("vgi-timelines", rows, outcomes.rerun_command("headless.vgi_timelines", own_args, None))
 
 

@@ -4,9 +4,10 @@ Each module has its own ``classes`` and register/unregister; they register in or
 unregister in reverse.
 """
 
-from . import agent, edit, misc, run, score, source, steps
+from . import agent, background, edit, misc, run, score, source, steps
 
-_modules = (misc, source, run, agent, steps, edit, score)
+# The jobs' timer first, so it is unregistered last.
+_modules = (background, misc, source, run, agent, steps, edit, score)
 
 
 def register():

@@ -1,42 +1,72 @@
 """Run panel operators: run the runner's agent loop on this scene, live, and stop it.
 
-The loop runs in a thread (bvb_addon.agent_session); ``pump`` runs on the main thread from
-``bpy.app.timers`` and is the only place that touches bpy for a running agent.
+The loop runs as a background job (bvb_addon.agent_session in bvb_addon.jobs); the add-on's
+timer (operators.background) calls ``_apply`` and ``_finish`` on the main thread, the only
+places that touch bpy for a running agent.
 """
 
-import collections
+import functools
 import logging
 from pathlib import Path
 
 import bpy
 
 from .. import preferences
-from ..bvb_addon import reference_bl
+from ..bvb_addon import reference_bl, run_view
 from ..bvb_addon.sandbox import platforms
+from . import background
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+from .run import fill_steps
 from .source import clip_path
 
 log = logging.getLogger(__name__)
 
-PUMP_INTERVAL_S = 0.25
 
-# scene name -> AgentSession; module state because timers outlive operators.
-sessions = {}
+def _run_session(session, job):
+    """The agent job's work (no bpy): the loop, posting (progress, the run's steps) after each saved step.
+
+    The steps are listed here, off the main thread (each program file is read for its headline),
+    and once more after the loop, so the list is whole however the run ended.
+    """
+
+    def steps():
+        try:
+            return run_view.list_steps(session.run_dir.root, session.task.scene)
+        except OSError:
+            log.exception("could not list the steps of %s", session.task.scene)
+            return None
+
+    try:
+        return session.run(
+            lambda progress: job.post((progress, steps() if progress.snapshot else None)), job.cancel_event
+        )
+    finally:
+        job.post((None, steps()))
 
 
-def _apply(scene, session, progress):
+def _apply(scene_name, session, update):
+    """on_progress of the agent job; True after showing a new snapshot, so the viewport redraws every step."""
+    scene = bpy.data.scenes.get(scene_name)
+    if scene is None:
+        return False
     s = scene.bvb
+    progress, steps = update
+    if progress is None:
+        if steps is not None:
+            fill_steps(s, steps)
+        return False
     s.agent_step, s.frames_seen, s.cost = progress.step, progress.frames_seen, progress.cost
     s.last_action, s.agent_status = progress.last_action, progress.status
-    if progress.snapshot and progress.snapshot != session.shown_snapshot:
-        from ..bvb_addon import live_scene_bl
+    if not progress.snapshot or progress.snapshot == session.shown_snapshot:
+        return False
+    from ..bvb_addon import live_scene_bl
 
-        live_scene_bl.replace_contents(scene, session.layout.root / progress.snapshot)
-        session.shown_snapshot = progress.snapshot
-        _refit_reference(scene)
-        from .run import fill_steps
-
-        fill_steps(s, session.layout.root, session.task.scene)
+    live_scene_bl.replace_contents(scene, session.run_dir.root / progress.snapshot)
+    session.shown_snapshot = progress.snapshot
+    _refit_reference(scene)
+    if steps is not None:
+        fill_steps(s, steps)
+    return True
 
 
 def _refit_reference(scene):
@@ -44,44 +74,18 @@ def _refit_reference(scene):
     reference_bl.refit_plane(scene)
 
 
-def _finish(scene, session):
+def _finish(scene_name, outcome):
+    scene = bpy.data.scenes.get(scene_name)
+    if scene is None:
+        return
     s = scene.bvb
-    meta = session.meta or {}
-    if session.error:
+    meta = outcome.value or {}
+    if outcome.error:
         s.agent_status = "error"
-        s.status = f"Agent could not run: {session.error}"
+        s.status = f"Agent could not run: {outcome.error}"
     else:
         s.agent_status = meta.get("status", "stopped")
         s.status = f"Agent {meta.get('status')}: {meta.get('reason') or meta.get('stop_reason')}"
-    from .run import fill_steps
-
-    fill_steps(s, session.layout.root, session.task.scene)
-
-
-def pump():
-    """Timer callback: apply progress to each session's scene, at most one new snapshot per session a tick
-    (so the viewport redraws every step); returns None, unregistering itself, once all are done."""
-    for name, session in list(sessions.items()):
-        scene = bpy.data.scenes.get(name)
-        session.pending.extend(session.poll())
-        while session.pending:
-            event = session.pending.popleft()
-            if scene is None:
-                continue
-            if event is None:
-                _finish(scene, session)
-                del sessions[name]
-                break
-            new_snapshot = event.snapshot and event.snapshot != session.shown_snapshot
-            try:
-                _apply(scene, session, event)
-            except Exception:  # a bad snapshot must not kill the timer of every other session
-                log.exception("could not show the agent's progress in %s", name)
-            if new_snapshot:
-                break
-        if scene is None and not session.running and not session.pending:
-            sessions.pop(name, None)
-    return PUMP_INTERVAL_S if sessions else None
 
 
 def missing_package(exc):
@@ -115,7 +119,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
     @classmethod
     def unavailable(cls, context):
         s = context.scene.bvb
-        if context.scene.name in sessions:
+        if background.running("agent", context.scene):
             return "The agent is already running on this scene"
         if not s.run_dir:
             return "Pick a run directory to write the run into"
@@ -142,18 +146,20 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
                 blender_version=bpy.app.version_string,
                 allow_weak_sandbox=preferences.allow_weak_sandbox(context),
             )
-            session.shown_snapshot = None
-            session.pending = collections.deque()
-            session.start()
+            session.prepare()
         except (OSError, ValueError, RuntimeError) as exc:  # price, key, video, config and run-folder errors
             return fail(self, context, str(exc))
         except ImportError as exc:
             return fail(self, context, missing_package(exc))
         s.scene_id = task.scene
         s.agent_status, s.agent_step, s.frames_seen, s.cost, s.last_action = "running", 0, 0, 0.0, ""
-        sessions[scene.name] = session
-        if not bpy.app.timers.is_registered(pump):
-            bpy.app.timers.register(pump, first_interval=PUMP_INTERVAL_S)
+        session.shown_snapshot = None
+        background.start(
+            ("agent", scene.name),
+            functools.partial(_run_session, session),
+            on_progress=functools.partial(_apply, scene.name, session),
+            on_done=functools.partial(_finish, scene.name),
+        )
         return done(self, context, f"Agent started on {task.scene} with {config.model}")
 
 
@@ -165,12 +171,12 @@ class BVB_OT_stop_agent(BVBPollMixin, bpy.types.Operator):
 
     @classmethod
     def unavailable(cls, context):
-        if context.scene.name not in sessions:
+        if not background.running("agent", context.scene):
             return "The agent is not running on this scene"
         return None
 
     def execute(self, context):
-        sessions[context.scene.name].stop()
+        background.registry.cancel(("agent", context.scene.name))
         context.scene.bvb.agent_status = "stopping"
         return done(self, context, "Stopping the agent after its current step")
 
@@ -183,10 +189,4 @@ def register():
 
 
 def unregister():
-    # Disabling the add-on stops every agent; their threads finish the current step and save.
-    for session in sessions.values():
-        session.stop()
-    sessions.clear()
-    if bpy.app.timers.is_registered(pump):
-        bpy.app.timers.unregister(pump)
     unregister_classes(classes)

@@ -6,6 +6,7 @@ from pathlib import Path
 import bpy
 
 from ..bvb_addon import run_view, scene_io_bl
+from ..bvb_addon.run_dir import RunDir
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
 
 
@@ -32,7 +33,7 @@ class BVB_OT_save_submission(BVBPollMixin, bpy.types.Operator):
         try:
             backup = run_view.keep_agent_version(run_dir, s.scene_id)
             names = json.loads(s.file_names) if s.file_names else {}
-            path = scene_io_bl.write_scene_atomic(context.scene, run_view.submission_path(run_dir, s.scene_id), names)
+            path = scene_io_bl.write_scene_atomic(context.scene, RunDir(run_dir).blend(s.scene_id), names)
             run_view.record_human_edit(run_dir, s.scene_id, backup)
         except (OSError, ValueError) as exc:
             return fail(self, context, f"could not save the submission: {exc}")

@@ -7,12 +7,14 @@ import bpy
 from bpy.props import StringProperty
 
 from ..bvb_addon import reference_bl, run_view, scene_io_bl
+from ..bvb_addon.run_dir import RunDir, videos_of
 from .base import BVBPollMixin, fail, register_classes, unregister_classes
 
 
-def fill_steps(settings, run_dir, scene_id):
+def fill_steps(settings, steps):
+    """The Steps list from ``run_view.list_steps`` (read off the main thread where the agent is running)."""
     settings.steps.clear()
-    for step in run_view.list_steps(run_dir, scene_id):
+    for step in steps:
         item = settings.steps.add()
         item.number = step.number
         item.name = f"{step.number:03d}"
@@ -38,7 +40,7 @@ def load_text(name, path):
 
 
 def clip_roots(settings, config):
-    roots = [config.get(key) for key in ("videos_root", "video_root", "videos")]
+    roots = [videos_of(config)]
     if settings.videos_root:
         roots.append(bpy.path.abspath(settings.videos_root))
     for split in (config.get("split"), bpy.path.abspath(settings.split_path) if settings.split_path else None):
@@ -66,9 +68,9 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
         s = context.scene.bvb
         run_dir = Path(bpy.path.abspath(s.run_dir))
         try:
-            run_view.check_run_dir(run_dir)
-            config = run_view.read_config(run_dir)
-            scenes = run_view.run_scenes(run_dir)
+            rd = RunDir(run_dir).check()
+            config = rd.read_config()
+            scenes = rd.scenes()
             scene_id = self.scene or s.scene_id or (scenes[0] if len(scenes) == 1 else "")
             if not scene_id:
                 return fail(self, context, f"{run_dir.name} has {len(scenes)} scenes; pick one in the Scene field")
@@ -77,7 +79,7 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
                     self, context, f"scene {scene_id!r} is not in {run_dir}; pick one of: {', '.join(scenes[:5])}"
                 )
             steps = run_view.list_steps(run_dir, scene_id)
-            meta = run_view.read_meta(run_dir, scene_id)
+            meta = rd.read_meta(scene_id)
         except (OSError, ValueError) as exc:
             return fail(self, context, str(exc))
         current = context.scene
@@ -87,7 +89,7 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
             reopening = current.name == scene_id
             if reopening:
                 current.name = f"{scene_id} (reloading)"
-            submission = run_view.submission_path(run_dir, scene_id)
+            submission = rd.blend(scene_id)
             source = (
                 submission if submission.is_file() else next((st.blend for st in reversed(steps) if st.blend), None)
             )
@@ -112,11 +114,11 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
         t.frames_seen = int(meta.get("frames_seen", 0) or 0)
         t.cost = float(meta.get("cost", meta.get("cost_usd", 0.0)) or 0.0)
         t.has_scores = False
-        fill_steps(t, run_dir, scene_id)
-        trajectory = run_view.trajectory_path(run_dir, scene_id)
+        fill_steps(t, steps)
+        trajectory = rd.trajectory(scene_id)
         if trajectory.is_file():
-            load_text(f"{scene_id}.traj.json", trajectory)
-        render = run_view.render_path(run_dir, scene_id)
+            load_text(trajectory.name, trajectory)
+        render = rd.render(scene_id)
         t.render_path = str(render) if render.is_file() else ""
         parts = [f"Opened {scene_id}" + (" (no submission yet)" if source is None else "")]
         clip = run_view.find_clip(scene_id, clip_roots(t, config))

@@ -1,24 +1,18 @@
 """Render and score: the render stage for this scene, then the bridge's DV, LS and Overall."""
 
 import functools
-import logging
-import threading
 from pathlib import Path
 
 import bpy
 
 from .. import preferences
-from ..bvb_addon import bridge_client, run_view
+from ..bvb_addon import bridge_client
+from ..bvb_addon.run_dir import RunDir, videos_of
 from ..bvb_addon.sandbox import platforms
-from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
-
-log = logging.getLogger(__name__)
+from . import background
+from .base import BVBPollMixin, done, register_classes, unregister_classes
 
 POLL_INTERVAL_S = 1.0
-
-# scene name -> job state; module state because timers outlive operators.
-render_jobs = {}
-score_jobs = {}
 
 
 def _render_stage():
@@ -58,50 +52,42 @@ def _show_render(scene, path):
     return clip
 
 
-def pump_renders():
-    """Timer: when a scene's render thread is done, show its mp4 or say why there is none."""
-    for name, job in list(render_jobs.items()):
-        if job["thread"].is_alive():
-            continue
-        del render_jobs[name]
-        scene = bpy.data.scenes.get(name)
-        if scene is None:
-            continue
-        s = scene.bvb
-        row = job.get("row") or {}
-        path = run_view.render_path(job["run_dir"], job["scene_id"])
-        if job.get("error"):
-            message = f"Render failed: {job['error']}"
-        elif row.get("status") != "ok":
-            message = f"Render {row.get('status', 'failed')}: {row.get('reason') or 'see render_status.jsonl'}"
-        elif not path.is_file():
-            message = f"Render reported ok but {path} is missing"
-        else:
-            _show_render(scene, path)
-            warnings = row.get("warnings") or []
-            message = f"Rendered {path.name}: {row.get('frames')} frames in {row.get('seconds', 0):.1f} s" + (
-                f" ({len(warnings)} warnings)" if warnings else ""
-            )
-        s.render_status = s.status = message
-    return POLL_INTERVAL_S if render_jobs else None
-
-
-def _render_thread(job, stage_module):
-    try:
-        options = stage_module.RenderOptions(
-            run=job["run_dir"],
-            scenes=[job["scene_id"]],
-            preset=job["preset"],
-            num_frames=job["frames"],
-            resolution=job["resolution"],
-            progress=False,
-            sandbox=platforms.sandbox_config(job["allow_weak_sandbox"]),
+def _render_finished(scene_name, outcome):
+    """on_done of a render job: show its mp4 or say why there is none."""
+    scene = bpy.data.scenes.get(scene_name)
+    if scene is None:
+        return
+    s = scene.bvb
+    row, path, exists = outcome.value or ({}, None, False)
+    if outcome.error:
+        message = f"Render failed: {outcome.error}"
+    elif row.get("status") != "ok":
+        message = f"Render {row.get('status', 'failed')}: {row.get('reason') or 'see render_status.jsonl'}"
+    elif not exists:
+        message = f"Render reported ok but {path} is missing"
+    else:
+        _show_render(scene, path)
+        warnings = row.get("warnings") or []
+        message = f"Rendered {path.name}: {row.get('frames')} frames in {row.get('seconds', 0):.1f} s" + (
+            f" ({len(warnings)} warnings)" if warnings else ""
         )
-        result = stage_module.RenderStage(options).run()
-        job["row"] = result["rendered"].get(job["scene_id"])
-    except Exception as exc:  # shown in the panel; the GUI must not lose it to a thread's stderr
-        log.exception("render of %s failed", job["scene_id"])
-        job["error"] = f"{type(exc).__name__}: {exc}"
+    s.render_status = s.status = message
+
+
+def _render(stage_module, run_dir, scene_id, preset, frames, resolution, allow_weak_sandbox, job):
+    """The render job's work (no bpy): the render stage for one scene; returns (row, mp4 path, whether it exists)."""
+    options = stage_module.RenderOptions(
+        run=run_dir,
+        scenes=[scene_id],
+        preset=preset,
+        num_frames=frames,
+        resolution=resolution,
+        progress=False,
+        sandbox=platforms.sandbox_config(allow_weak_sandbox),
+    )
+    result = stage_module.RenderStage(options).run()
+    path = RunDir(run_dir).render(scene_id)
+    return result["rendered"].get(scene_id) or {}, path, path.is_file()
 
 
 class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
@@ -115,9 +101,9 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
         s = context.scene.bvb
         if not s.run_dir or not s.scene_id:
             return "Open a run scene first"
-        if context.scene.name in render_jobs:
+        if background.running("render", context.scene):
             return "This scene is being rendered"
-        if not run_view.submission_path(bpy.path.abspath(s.run_dir), s.scene_id).is_file():
+        if not RunDir(bpy.path.abspath(s.run_dir)).has_submission(s.scene_id):
             return "No blends/<scene>.blend yet; save the submission first"
         if _render_stage() is None:
             return "The render stage (bvb_addon.render_stage) is not part of this install"
@@ -128,19 +114,18 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.bvb
-        job = {
-            "run_dir": Path(bpy.path.abspath(s.run_dir)),
-            "scene_id": s.scene_id,
-            "preset": s.render_preset,
-            "frames": s.render_frames,
-            "resolution": s.render_resolution,
-            "allow_weak_sandbox": preferences.allow_weak_sandbox(context),
-        }
-        job["thread"] = threading.Thread(target=_render_thread, args=(job, _render_stage()), daemon=True)
-        job["thread"].start()
-        render_jobs[context.scene.name] = job
-        if not bpy.app.timers.is_registered(pump_renders):
-            bpy.app.timers.register(pump_renders, first_interval=POLL_INTERVAL_S)
+        work = functools.partial(
+            _render,
+            _render_stage(),
+            Path(bpy.path.abspath(s.run_dir)),
+            s.scene_id,
+            s.render_preset,
+            s.render_frames,
+            s.render_resolution,
+            preferences.allow_weak_sandbox(context),
+        )
+        name = context.scene.name
+        background.start(("render", name), work, on_done=functools.partial(_render_finished, name))
         s.render_status = "rendering"
         return done(self, context, f"Rendering {s.scene_id} in the background")
 
@@ -163,41 +148,52 @@ def _apply_scores(scene, values):
     s.score_status = s.status = f"DV {s.score_dv:.1f} | LS {ls} | Overall {overall}"
 
 
-def pump_scores():
-    for name, job in list(score_jobs.items()):
-        scene = bpy.data.scenes.get(name)
-        if scene is None:
-            del score_jobs[name]
-            continue
-        try:
-            state = bridge_client.status(job["url"], job["job"], job["token_file"])
-        except bridge_client.BridgeError as exc:
-            scene.bvb.score_status = scene.bvb.status = str(exc)
-            del score_jobs[name]
-            continue
-        if state.get("status") == "done":
-            try:
-                _apply_scores(
-                    scene, bridge_client.scores(bridge_client.results(job["url"], job["job"], job["token_file"]))
-                )
-            except bridge_client.BridgeError as exc:
-                scene.bvb.score_status = scene.bvb.status = str(exc)
-            del score_jobs[name]
-        elif state.get("status") == "failed":
-            # An axis may have finished before another failed (DV before LS): show what there is.
-            error = f"Scoring failed: {state.get('error') or state.get('reason')}"
-            try:
-                values = bridge_client.scores(bridge_client.results(job["url"], job["job"], job["token_file"]))
-                if values["dv"] is not None or values["ls"] is not None:
-                    _apply_scores(scene, values)
-            except bridge_client.BridgeError:
-                pass
-            scene.bvb.score_status = scene.bvb.status = error
-            del score_jobs[name]
-        else:
-            progress = state.get("progress") or {}
-            scene.bvb.score_status = f"scoring ({state.get('status')}): {progress.get('axis') or ''} {progress.get('done', 0)}/{progress.get('total', 0)}"
-    return POLL_INTERVAL_S if score_jobs else None
+def _score_progress(scene_name, update):
+    """on_progress of a score job: the bridge's job id once submitted, then the bridge's state."""
+    scene = bpy.data.scenes.get(scene_name)
+    if scene is None:
+        return
+    if isinstance(update, str):
+        scene.bvb.score_status = f"submitted (bridge job {update})"
+        return
+    progress = update.get("progress") or {}
+    scene.bvb.score_status = f"scoring ({update.get('status')}): {progress.get('axis') or ''} {progress.get('done', 0)}/{progress.get('total', 0)}"
+
+
+def _score_finished(scene_name, outcome):
+    scene = bpy.data.scenes.get(scene_name)
+    if scene is None or outcome.cancelled:
+        return
+    values, error = outcome.value or (None, outcome.error)
+    if values is not None:
+        _apply_scores(scene, values)
+    if error:
+        scene.bvb.score_status = scene.bvb.status = error
+
+
+def _score(request, job):
+    """The score job's work (no bpy): health check, the run's config, submit, then poll the bridge."""
+    url, token_file, run_dir = request["url"], request["token_file"], request["run_dir"]
+    bridge_client.health(url, token_file=token_file)
+    config = RunDir(run_dir).read_config()
+    split = request["split"] or config.get("split")
+    videos = request["videos"] or videos_of(config)
+    if not split or not videos:
+        raise ValueError("Scoring needs the split and videos root: set them in the Source panel")
+    bridge_job = bridge_client.submit(
+        url,
+        run_dir,
+        request["scene_id"],
+        split=split,
+        videos=videos,
+        axes=request["axes"],
+        options=request["options"],
+        token_file=token_file,
+    )
+    job.post(bridge_job)
+    return bridge_client.wait_for_scores(
+        url, bridge_job, token_file=token_file, on_progress=job.post, stop=job.cancel_event, interval=POLL_INTERVAL_S
+    )
 
 
 class BVB_OT_score(BVBPollMixin, bpy.types.Operator):
@@ -211,35 +207,34 @@ class BVB_OT_score(BVBPollMixin, bpy.types.Operator):
         s = context.scene.bvb
         if not s.run_dir or not s.scene_id:
             return "Open a run scene first"
-        if context.scene.name in score_jobs:
+        if background.running("score", context.scene):
             return "This scene is being scored"
         return None
 
     def execute(self, context):
         s = context.scene.bvb
         prefs = preferences.get(context)
-        url = prefs.bridge_url
-        token_file = bpy.path.abspath(prefs.bridge_token_file) if prefs.bridge_token_file else None
-        run_dir = Path(bpy.path.abspath(s.run_dir))
-        try:
-            bridge_client.health(url, token_file=token_file)
-            config = run_view.read_config(run_dir)
-            split = bpy.path.abspath(s.split_path) if s.split_path else config.get("split")
-            videos = bpy.path.abspath(s.videos_root) if s.videos_root else config.get("videos")
-            if not split or not videos:
-                return fail(self, context, "Scoring needs the split and videos root: set them in the Source panel")
-            axes, options = preferences.score_request(prefs)
-            job = bridge_client.submit(
-                url, run_dir, s.scene_id, split=split, videos=videos, axes=axes, options=options, token_file=token_file
-            )
-        except (bridge_client.BridgeError, ValueError) as exc:
-            s.score_status = str(exc)
-            return fail(self, context, str(exc))
-        score_jobs[context.scene.name] = {"url": url, "job": job, "token_file": token_file}
-        if not bpy.app.timers.is_registered(pump_scores):
-            bpy.app.timers.register(pump_scores, first_interval=POLL_INTERVAL_S)
-        s.score_status = "submitted"
-        return done(self, context, f"Scoring {s.scene_id} (bridge job {job})")
+        axes, options = preferences.score_request(prefs)
+        request = {
+            "url": prefs.bridge_url,
+            "token_file": bpy.path.abspath(prefs.bridge_token_file) if prefs.bridge_token_file else None,
+            "run_dir": Path(bpy.path.abspath(s.run_dir)),
+            "scene_id": s.scene_id,
+            "split": bpy.path.abspath(s.split_path) if s.split_path else None,
+            "videos": bpy.path.abspath(s.videos_root) if s.videos_root else None,
+            "axes": axes,
+            "options": options,
+        }
+        name = context.scene.name
+        background.start(
+            ("score", name),
+            functools.partial(_score, request),
+            on_progress=functools.partial(_score_progress, name),
+            on_done=functools.partial(_score_finished, name),
+            expected=(bridge_client.BridgeError, ValueError),
+        )
+        s.score_status = "submitting"
+        return done(self, context, f"Scoring {s.scene_id} in the background (eval bridge at {request['url']})")
 
 
 classes = (BVB_OT_render_camera, BVB_OT_score)
@@ -250,9 +245,4 @@ def register():
 
 
 def unregister():
-    for pump in (pump_scores, pump_renders):
-        if bpy.app.timers.is_registered(pump):
-            bpy.app.timers.unregister(pump)
-    render_jobs.clear()
-    score_jobs.clear()
     unregister_classes(classes)

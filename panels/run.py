@@ -1,36 +1,56 @@
 """Run panel: open a run's scene, run the agent on it and watch its progress."""
 
+import functools
+import time
+
 import bpy
 
 from .. import preferences
 from ..bvb_addon.sandbox import platforms
+from ..operators import background
 from .base import BVBPanel, register_classes, unregister_classes
 
 SHOWN_SCENES = 8
+RESCAN_S = 1.0
 
-# run_dir -> (modification times of its scene folders, scenes): a draw must not walk a big run each redraw.
+# run_dir -> (when it was scanned, modification times of its scene folders, scenes); filled by a
+# background job (operators.background): a draw never touches the disk.
 _scene_cache = {}
 
 
-def run_scenes_cached(run_dir):
-    """The run's scene ids, re-listed only when one of its scene folders changed."""
-    from pathlib import Path
+def _scan(run_dir, previous, job):
+    """The scan job's work (no bpy): the run's scene ids, re-listed only when one of its scene folders changed."""
+    from ..bvb_addon.run_dir import RunDir
 
-    from ..bvb_addon import run_view
-
-    root = Path(run_dir)
+    rd = RunDir(run_dir)
     stamp = tuple(
-        (root / name).stat().st_mtime_ns if (root / name).is_dir() else 0
-        for name in ("blends", "steps", "agent_meta", "trajectories")
+        path.stat().st_mtime_ns if path.is_dir() else 0 for path in (rd.blends, rd.steps, rd.metas, rd.trajectories)
     )
+    if previous is not None and previous[1] == stamp:
+        return stamp, previous[2]
+    try:
+        return stamp, rd.check().scenes()
+    except ValueError:
+        return stamp, []
+
+
+def _scanned(run_dir, outcome):
+    if outcome.value is not None:
+        _scene_cache[run_dir] = (time.monotonic(), *outcome.value)
+    # The panel shows the new list at once, not at the next mouse move.
+    for window in getattr(bpy.context.window_manager, "windows", []):
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()
+
+
+def run_scenes_cached(run_dir):
+    """The run's scene ids as last scanned; starts a rescan in the background when that is over RESCAN_S old."""
     cached = _scene_cache.get(run_dir)
-    if cached is None or cached[0] != stamp:
-        try:
-            scenes = run_view.run_scenes(run_view.check_run_dir(root))
-        except ValueError:
-            scenes = []
-        cached = _scene_cache[run_dir] = (stamp, scenes)
-    return cached[1]
+    key = ("scan", run_dir)
+    if (cached is None or time.monotonic() - cached[0] > RESCAN_S) and key not in background.registry:
+        background.start(key, functools.partial(_scan, run_dir, cached), on_done=functools.partial(_scanned, run_dir))
+    return cached[2] if cached is not None else []
 
 
 class BVB_PT_run(BVBPanel, bpy.types.Panel):

@@ -1,7 +1,10 @@
-"""bvb.run_agent against the scripted OpenAI-compatible server, with the timer callbacks pumped by the test."""
+"""bvb.run_agent and bvb.score against real loopback servers, with the add-on's job timer pumped by the test."""
 
 import json
+import re
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -12,6 +15,13 @@ pytestmark = pytest.mark.blender
 
 TABLE = "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(location=(0, 0, 0.4))\nbpy.context.active_object.name = 'table_1'\n```"
 CHAIR = "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(size=0.5, location=(1, 0, 0.25))\nbpy.context.active_object.name = 'chair_1'\n```"
+
+
+def _drain_until_idle(addon, seconds=30):
+    deadline = time.monotonic() + seconds
+    while addon.operators.background.drain() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not addon.operators.background.registry, "a background job did not finish"
 
 
 def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path, monkeypatch):
@@ -27,23 +37,22 @@ def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path
     # The key is kept in preferences only: the variable it names is unset.
     prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
     assert not bpy.ops.bvb.stop_agent.poll()
-    pump = addon.operators.agent.pump
+    drain = addon.operators.background.drain
     with ScriptedOpenAI(replies) as server:
         prefs.base_url = server.base_url
         assert bpy.ops.bvb.run_agent() == {"FINISHED"}
-        assert bpy.app.timers.is_registered(pump)
+        assert bpy.app.timers.is_registered(addon.operators.background.tick)
         assert bpy.ops.bvb.stop_agent.poll() and not bpy.ops.bvb.run_agent.poll()
         seen, deadline = [], time.monotonic() + 240
         while time.monotonic() < deadline:
-            interval = pump()
+            running = drain()
             names = sorted(o.name for o in scene.objects if o.type == "MESH")
             if not seen or seen[-1] != names:
                 seen.append(names)
-            if interval is None:
+            if not running:
                 break
             time.sleep(0.05)
-        assert interval is None, f"agent did not finish: {s.agent_status} {s.status}"
-        assert not bpy.app.timers.is_registered(pump) or pump() is None
+        assert not running, f"agent did not finish: {s.agent_status} {s.status}"
     assert server.calls == 4
     assert all(r["messages"] for r in server.requests)
     assert server.requests[0]["model"] == "gpt-4o-mini"
@@ -68,22 +77,22 @@ def test_stop_agent_stops_after_the_current_step(addon, factory_blender, tmp_pat
     s.clip_path, s.run_dir, s.model = str(clip), str(tmp_path / "run"), "gpt-4o-mini"
     prefs = bpy.context.preferences.addons["bvb"].preferences
     prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
-    pump = addon.operators.agent.pump
+    drain = addon.operators.background.drain
     with ScriptedOpenAI(default=slow) as server:
         prefs.base_url = server.base_url
         assert bpy.ops.bvb.run_agent() == {"FINISHED"}
         deadline = time.monotonic() + 60
         while s.agent_step < 1 and time.monotonic() < deadline:
-            pump()
+            drain()
             time.sleep(0.05)
         assert bpy.ops.bvb.stop_agent() == {"FINISHED"} and s.agent_status == "stopping"
-        while pump() is not None and time.monotonic() < deadline:
+        while drain() and time.monotonic() < deadline:
             time.sleep(0.05)
     assert s.agent_status == "interrupted", s.status
     assert server.calls < 10
     meta = json.loads((tmp_path / "run" / "agent_meta" / "synth_easy_001.json").read_text())
     assert meta["status"] == "interrupted" and meta["frames_seen"] >= 1
-    assert not addon.operators.agent.sessions and bpy.ops.bvb.run_agent.poll()
+    assert not addon.operators.background.registry and bpy.ops.bvb.run_agent.poll()
 
 
 def test_run_agent_reports_a_missing_key_and_unknown_price(addon, factory_blender, tmp_path, monkeypatch):
@@ -99,7 +108,7 @@ def test_run_agent_reports_a_missing_key_and_unknown_price(addon, factory_blende
     s.model = "no-such-model"
     with pytest.raises(RuntimeError, match="no price for model 'no-such-model'"):
         bpy.ops.bvb.run_agent()
-    assert not addon.operators.agent.sessions
+    assert not addon.operators.background.registry
 
 
 def test_score_without_a_bridge_says_how_to_start_it(addon, factory_blender, tmp_path):
@@ -114,9 +123,11 @@ def test_score_without_a_bridge_says_how_to_start_it(addon, factory_blender, tmp
     s = bpy.context.scene.bvb
     (tmp_path / "config.json").write_text("{}")
     s.run_dir, s.scene_id = str(tmp_path), "s1"
-    with pytest.raises(RuntimeError, match=r"not running at .*start it with: python -m eval_bridge serve"):
-        bpy.ops.bvb.score()
-    assert "python -m eval_bridge serve" in s.score_status
+    # The health check runs in the background: the operator returns, the timer brings the reason.
+    assert bpy.ops.bvb.score() == {"FINISHED"}
+    _drain_until_idle(addon)
+    assert re.search(r"not running at .*start it with: python -m eval_bridge serve", s.score_status), s.score_status
+    assert s.status == s.score_status and not s.has_scores and bpy.ops.bvb.score.poll()
 
 
 def test_score_button_scores_through_the_service_with_its_token_file(addon, factory_blender, tmp_path):
@@ -135,14 +146,91 @@ def test_score_button_scores_through_the_service_with_its_token_file(addon, fact
     with BridgeServer(ServiceConfig(roots=(str(results), str(suite)), port=0, token_file=token_file)) as bridge:
         prefs.bridge_url = bridge.url
         prefs.bridge_token_file = str(tmp_path / "no-token-here")
-        with pytest.raises(RuntimeError, match=r"no eval bridge token at .*no-token-here"):
-            bpy.ops.bvb.score()
+        assert bpy.ops.bvb.score() == {"FINISHED"}
+        _drain_until_idle(addon)
+        assert re.search(r"no eval bridge token at .*no-token-here", s.score_status), s.score_status
         prefs.bridge_token_file = str(token_file)
         assert bpy.ops.bvb.score() == {"FINISHED"}
-        pump = addon.operators.score.pump_scores
-        deadline = time.monotonic() + 60
-        while pump() is not None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _drain_until_idle(addon, 60)
     assert s.has_scores, s.score_status
     assert s.score_dv == pytest.approx(100.0) and "LS n/a" in s.score_status
     assert [(row.question_type, row.count) for row in s.dv_by_type] == [("object_counting", 1)]
+
+
+class _SlowBridge(ThreadingHTTPServer):
+    """A loopback stand-in for the eval bridge whose /health answers only once the test opens ``gate``."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _SlowBridgeHandler)
+        self.gate, self.asked, self.polls = threading.Event(), threading.Event(), 0
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _SlowBridgeHandler(BaseHTTPRequestHandler):
+    RESULTS = {
+        "dual_vqa_summary": {
+            "retention_rate": 0.5,
+            "by_question_type": {"object_counting": {"retention_rate": 0.5, "questions": 2}},
+        },
+        "overall": {"dual_vqa": 50.0, "overall": 50.0},
+    }
+
+    def _answer(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.server.asked.set()
+            self.server.gate.wait(30)
+            self._answer({"status": "ok"})
+        elif self.path == "/jobs/j1":
+            self.server.polls += 1
+            running = {"status": "running", "progress": {"axis": "dv", "done": 1, "total": 2}}
+            self._answer(running if self.server.polls == 1 else {"status": "done"})
+        else:
+            self._answer(self.RESULTS)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer({"job": "j1"})
+
+    def log_message(self, *args):
+        pass
+
+
+def test_score_returns_at_once_while_the_bridge_is_slow_and_the_timer_brings_the_scores(
+    addon, factory_blender, tmp_path
+):
+    bpy = factory_blender
+    (tmp_path / "config.json").write_text("{}")
+    s = bpy.context.scene.bvb
+    s.run_dir, s.scene_id = str(tmp_path), "s1"
+    s.split_path, s.videos_root = str(tmp_path / "split.jsonl"), str(tmp_path)
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    prefs.bridge_token_file, prefs.score_ls = str(tmp_path / "no-token"), False
+    bridge = _SlowBridge()
+    threading.Thread(target=bridge.serve_forever, daemon=True).start()
+    try:
+        prefs.bridge_url = bridge.url
+        # The bridge holds /health until the gate opens, so a blocking operator would wait on it here.
+        assert bpy.ops.bvb.score() == {"FINISHED"}
+        assert bridge.asked.wait(10), "the job never asked the bridge"
+        assert s.score_status == "submitting" and not s.has_scores
+        assert not bpy.ops.bvb.score.poll(), "one score job per scene"
+        bridge.gate.set()
+        statuses, deadline = set(), time.monotonic() + 30
+        while addon.operators.background.drain() and time.monotonic() < deadline:
+            statuses.add(s.score_status)
+            time.sleep(0.02)
+    finally:
+        bridge.gate.set()
+        bridge.shutdown()
+        bridge.server_close()
+    assert "scoring (running): dv 1/2" in statuses, statuses
+    assert s.has_scores and s.score_dv == pytest.approx(50.0) and s.score_status == "DV 50.0 | LS n/a | Overall 50.0"
+    assert [(row.question_type, row.count) for row in s.dv_by_type] == [("object_counting", 2)]

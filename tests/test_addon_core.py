@@ -5,6 +5,7 @@ import json
 import pytest
 
 from bvb_addon import reference, run_view, scene_diff
+from bvb_addon.run_dir import RunDir
 
 pytestmark = pytest.mark.unit
 
@@ -102,7 +103,7 @@ def test_run_view_lists_steps_and_keeps_the_agent_version_once(tmp_path):
     (steps / "004.py").unlink()
     assert run_view.previous_snapshot(listed, 2).name == "001.blend"
     assert run_view.previous_snapshot(listed, 1) is None
-    assert run_view.run_scenes(run) == ["s1"]
+    assert RunDir(run).scenes() == ["s1"]
     backup = run_view.keep_agent_version(run, "s1")
     assert backup.name == "s1.blend.agent" and backup.read_bytes() == b"agent"
     (run / "blends" / "s1.blend").write_bytes(b"human")
@@ -113,16 +114,6 @@ def test_run_view_lists_steps_and_keeps_the_agent_version_once(tmp_path):
     assert on_disk == meta and meta["human_edited"] is True
     assert [e.get("note") for e in meta["human_edits"]] == [None, "second"]
     assert meta["human_edits"][0]["agent_version"] == "blends/s1.blend.agent"
-
-
-def test_run_view_rejects_a_folder_that_is_not_a_run(tmp_path):
-    with pytest.raises(run_view.RunDirError, match="not a run directory"):
-        run_view.check_run_dir(tmp_path)
-    with pytest.raises(run_view.RunDirError, match="not found"):
-        run_view.check_run_dir(tmp_path / "missing")
-    (tmp_path / "config.json").write_text("{")
-    with pytest.raises(run_view.RunDirError, match="not valid JSON"):
-        run_view.read_config(tmp_path)
 
 
 def test_find_clip_searches_dataset_folders(tmp_path):

@@ -1,5 +1,7 @@
 """Every panel's draw against a recording layout that checks each path on the real RNA types."""
 
+import time
+
 import pytest
 
 from tests.addon_support import add_camera, forget_addon, import_addon
@@ -92,6 +94,11 @@ def test_every_panel_draws_only_real_properties_and_operators(addon, factory_ble
     for name in ("s_a", "s_b"):
         (run / "steps" / name).mkdir(parents=True)
     s.run_dir, s.scene_id = str(run), "s_b"
+    # The Run panel lists the run's scenes from a background scan: the first draw starts it.
+    bpy.types.BVB_PT_run.draw(Holder(RecordingLayout(bpy)), bpy.context)
+    deadline = time.monotonic() + 30
+    while addon.operators.background.drain() and time.monotonic() < deadline:
+        time.sleep(0.02)
     drawn = {}
     for mode in ("PLANE", "BACKGROUND"):
         s.reference_mode = mode
@@ -169,7 +176,7 @@ def test_unregister_removes_everything(factory_blender):
     module.unregister()
     assert not [h for h in bpy.app.handlers.frame_change_post if h.__module__.startswith("bvb")]
     assert not bpy.app.timers.is_registered(module.properties.sync_reference)
-    assert not bpy.app.timers.is_registered(module.operators.agent.pump)
+    assert not bpy.app.timers.is_registered(module.operators.background.tick)
     forget_addon()
     assert not [n for n in dir(bpy.types) if n.startswith("BVB")]
     assert not hasattr(bpy.types.Scene, "bvb")

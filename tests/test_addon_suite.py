@@ -13,10 +13,11 @@ pytestmark = pytest.mark.blender
 SCENE = "synth_easy_000"
 
 
-def _pump_until_done(pump, seconds=240):
+def _pump_until_done(addon, seconds=240):
+    """Run the add-on's job timer by hand until no background job is left."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if pump() is None:
+        if not addon.operators.background.drain():
             return True
         time.sleep(0.05)
     return False
@@ -41,7 +42,7 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     with ScriptedOpenAI(replies) as server:
         prefs.base_url = server.base_url
         assert bpy.ops.bvb.run_agent() == {"FINISHED"}
-        assert _pump_until_done(addon.operators.agent.pump), s.status
+        assert _pump_until_done(addon), s.status
     assert s.agent_status == "submitted", s.status
     names = {o.name for o in scene.objects}
     assert {obj["id"] for obj in gt["objects"]} <= names
@@ -102,7 +103,7 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     with bpy.context.temp_override(scene=opened):
         assert bpy.ops.bvb.render_camera() == {"FINISHED"}
         assert not bpy.ops.bvb.render_camera.poll()
-    assert _pump_until_done(addon.operators.score.pump_renders, 180), opened.bvb.render_status
+    assert _pump_until_done(addon, 180), opened.bvb.render_status
     assert opened.bvb.render_status.startswith("Rendered synth_easy_000.mp4: 4 frames"), opened.bvb.render_status
     rendered = bpy.data.movieclips[f"{SCENE} render"]
     # The render has the source clip's aspect.
@@ -120,7 +121,7 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
         prefs.bridge_url, prefs.bridge_token_file = bridge.url, str(token_file)
         with bpy.context.temp_override(scene=opened):
             assert bpy.ops.bvb.score() == {"FINISHED"}
-        assert _pump_until_done(addon.operators.score.pump_scores, 120), opened.bvb.score_status
+        assert _pump_until_done(addon, 120), opened.bvb.score_status
     t = opened.bvb
     assert t.has_scores, t.score_status
     assert t.score_status.startswith("DV ") and "LS n/a" in t.score_status

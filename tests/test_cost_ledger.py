@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from bvb_addon.agent.layout import read_json
 from bvb_addon.agent.pricing import Price, estimate_tokens, price_for
+from bvb_addon.run_dir import read_json
 from headless.scripted_openai import ScriptedOpenAI
 from tests.test_agent_loop import FRAMES, api_key, make_loop, py  # noqa: F401 (api_key: autouse fixture)
 

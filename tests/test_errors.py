@@ -17,6 +17,7 @@ def _user_error_classes():
     from bvb_addon.dataset import SplitError
     from bvb_addon.path_args import PathArgError
     from bvb_addon.render_stage import RenderStageError
+    from bvb_addon.run_dir import RunDirError
     from bvb_addon.sandbox import SandboxUnavailable
     from bvb_addon.vgi.suite import VGIError
     from bvb_addon.video import VideoError
@@ -26,7 +27,7 @@ def _user_error_classes():
     from eval_bridge.runlock import RunBusy
 
     return [ModelError, PriceError, RunError, BackendError, SplitError, PathArgError, RenderStageError,
-            SandboxUnavailable, VideoError, VGIError, JudgeError, LSError, OverallError, RunBusy]  # fmt: skip
+            SandboxUnavailable, VideoError, VGIError, JudgeError, LSError, OverallError, RunBusy, RunDirError]  # fmt: skip
 
 
 @pytest.mark.parametrize("cls", _user_error_classes(), ids=lambda cls: cls.__name__)

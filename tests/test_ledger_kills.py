@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bvb_addon.agent.layout import read_json
 from bvb_addon.agent.pricing import Price
+from bvb_addon.run_dir import read_json
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, turn_of
 from tests.test_cost_ledger import provider_tokens

@@ -13,8 +13,8 @@ import pytest
 
 from bvb_addon import versions
 from bvb_addon.agent.config import AgentConfig
-from bvb_addon.agent.layout import read_json
 from bvb_addon.agent.runner import RunError, Runner, RunOptions, parse_shard, select_scenes
+from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.sandbox.config import SandboxConfig
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import DUMP, ORACLE, make_suite, py, scene_of, turn_of
@@ -125,6 +125,7 @@ def test_full_scene_builds_a_room_and_an_animated_camera(suite, tmp_path):
         and config["bpy_version"] == versions.blender_version()
         and config["sandbox_level"]["name"]
     )
+    assert RunDir(run).videos_root() == str(suite)  # what the add-on reads to find the source clips
     assert sorted(p.name for p in (run / "steps/synth_easy_000").iterdir()) == [
         "004.blend",
         "004.py",

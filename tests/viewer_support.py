@@ -14,10 +14,10 @@ import numpy as np
 
 from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_bytes
-from bvb_addon.agent.layout import RunLayout
 from bvb_addon.agent.loop import AgentLoop, SceneTask
 from bvb_addon.agent.model import ModelClient
 from bvb_addon.agent.pricing import Price
+from bvb_addon.run_dir import RunDir
 
 PRICE = Price(1.0, 0.5, 4.0)
 # A short scene: frames, a python step with output, one that raises, a render, DONE.
@@ -126,7 +126,7 @@ def run_scene(server, run_dir, scene, cost_limit=1.0, on_save=None):
         max_tokens=50, cost_limit=cost_limit,
     )  # fmt: skip
     env = DictScene(Path(run_dir) / "_snaps" / scene)
-    loop = AgentLoop(config, ModelClient(config, PRICE), env, task(scene), RunLayout(run_dir), on_save=on_save)
+    loop = AgentLoop(config, ModelClient(config, PRICE), env, task(scene), RunDir(run_dir), on_save=on_save)
     return loop.run()
 
 

@@ -2,7 +2,7 @@
 
 from dataclasses import asdict, dataclass, field
 
-from ..defaults import API_KEY_ENV, PROVIDER_BASE_URL
+from ..defaults import API_KEY_ENV, COST_LIMIT_USD, MODEL, PROVIDER_BASE_URL
 
 REASONING_LEVELS = ("none", "low", "medium", "high", "xhigh")
 AGENTS = ("model", "empty-room", "oracle")
@@ -14,7 +14,7 @@ class AgentConfig:
 
     agent: str = "model"
     """Which agent answers: ``model`` (an API), ``empty-room`` or ``oracle`` (no API)."""
-    model: str = "gpt-4o"
+    model: str = MODEL
     """Model id sent to the provider."""
     reasoning: str = "none"
     """Reasoning effort (none, low, medium, high, xhigh); sent as ``reasoning_effort`` unless none."""
@@ -42,7 +42,7 @@ class AgentConfig:
     """First backoff delay in seconds; doubles per retry, with full jitter."""
     retry_max_delay: float = 60.0
     """Cap of one backoff delay in seconds."""
-    cost_limit: float = 3.0
+    cost_limit: float = COST_LIMIT_USD
     """USD per scene; no call starts whose worst case would pass it."""
     max_steps: int = 0
     """Model calls per scene; 0 means no limit."""

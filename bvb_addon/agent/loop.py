@@ -8,13 +8,15 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
 from ..errors import AgentStop
+from ..run_dir import read_json
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
-from .layout import PROGRAM_RESET, copy_atomic, join_program, read_json, write_atomic, write_json
 from .ledger import CostLimit, Ledger, usd
 from .model import ContextOverflow, ModelError
 from .pricing import estimate_tokens
+from .program import PROGRAM_RESET, join_program
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +103,7 @@ class AgentLoop:
         model,
         env,
         task,
-        layout,
+        run_dir,
         stop_event=None,
         blender_version=None,
         program_header=PROGRAM_RESET,
@@ -111,7 +113,7 @@ class AgentLoop:
         self.model = model
         self.env = env
         self.task = task
-        self.layout = layout
+        self.run_dir = run_dir
         self.stop_event = stop_event or threading.Event()
         self.blender_version = blender_version or "4.2"
         self.program_header = program_header
@@ -185,8 +187,8 @@ class AgentLoop:
         self.state["runtime"] = self._runtime()
         self.state["updated"] = _now()
         # Compact: trajectories carry images as data URLs and are rewritten after every step.
-        write_atomic(
-            self.layout.trajectory(self.task.scene),
+        write_text_atomic(
+            self.run_dir.trajectory(self.task.scene),
             json.dumps(self.state, ensure_ascii=False, separators=(",", ":")),
         )
         if self.on_save is not None:
@@ -198,7 +200,7 @@ class AgentLoop:
         return self._runtime_base + (time.monotonic() - self._session_start)
 
     def _load_or_start(self):
-        path = self.layout.trajectory(self.task.scene)
+        path = self.run_dir.trajectory(self.task.scene)
         if path.is_file():
             self.state = read_json(path)
             if self.state.get("format") != TRAJECTORY_FORMAT:
@@ -255,7 +257,7 @@ class AgentLoop:
             self._frame_range = tuple(self.state["frame_range"])
         snapshot = self.state.get("snapshot")
         if snapshot:
-            result = self.env.restore(self.layout.root / snapshot)
+            result = self.env.restore(self.run_dir.root / snapshot)
             if result.status != "ok":
                 raise RuntimeError(f"could not reopen the last snapshot {snapshot}: {result.reason or result.status}")
         messages = self.state["messages"]
@@ -471,17 +473,17 @@ class AgentLoop:
     def _python(self, record, code):
         s, c = self.state, self.config
         step = record["step"]
-        layout, scene = self.layout, self.task.scene
-        write_atomic(layout.step_file(scene, step, ".py"), code.rstrip() + "\n")
+        rd, scene = self.run_dir, self.task.scene
+        write_text_atomic(rd.step_file(scene, step, ".py"), code.rstrip() + "\n")
         timeout = c.step_timeout
         if c.wall_limit:
             timeout = max(1.0, min(timeout, c.wall_limit - self._runtime()))
         result = self.env.python(code, timeout=timeout)
         record.update(status=result.status, code=code, reason=result.reason, sandbox_seconds=result.duration_s)
         if result.snapshot:
-            target = layout.step_file(scene, step, ".blend")
+            target = rd.step_file(scene, step, ".blend")
             copy_atomic(result.snapshot, target)
-            s["snapshot"] = record["snapshot"] = layout.relative(target)
+            s["snapshot"] = record["snapshot"] = rd.relative(target)
         summary = result.summary or {}
         if summary.get("frame_range"):
             first, last = summary["frame_range"][:2]
@@ -516,21 +518,21 @@ class AgentLoop:
 
     def _finish(self, status, stop_reason, reason):
         s = self.state
-        layout, scene = self.layout, self.task.scene
+        rd, scene = self.run_dir, self.task.scene
         submission = None
         if status in ("submitted", "limit"):
             if s.get("snapshot"):
-                copy_atomic(layout.root / s["snapshot"], layout.blend(scene))
-                submission = layout.relative(layout.blend(scene))
+                copy_atomic(rd.root / s["snapshot"], rd.blend(scene))
+                submission = rd.relative(rd.blend(scene))
             else:
                 status = "failed"
                 reason = f"{reason}; no python step succeeded, so there is nothing to submit"
         # A call cut short by a harness fault may have been billed all the same.
         self.ledger.close_open()
         s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
-        write_atomic(layout.program(scene), join_program(scene, s["steps"], self.program_header))
+        write_text_atomic(rd.program(scene), join_program(scene, s["steps"], self.program_header))
         self._save()
-        write_json(layout.meta(scene), self.meta())
+        write_json_atomic(rd.meta(scene), self.meta())
         log.info("scene %s: %s (%s) cost $%.4f", scene, status, stop_reason, s["cost"])
 
     def meta(self):

@@ -1,24 +1,20 @@
 """Run an agent on every scene of a split: selection, resume, shards, workers, progress."""
 
-import importlib.metadata
 import logging
 import shutil
-import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import scratch
+from ..atomic import write_json_atomic
 from ..errors import BVBError
-from ..versions import HARNESS_VERSION
-from .baselines import empty_room_agent, oracle_agent
-from .layout import RunLayout, read_json, write_json
+from ..run_dir import RunDir, read_json
 from .loop import AgentLoop, SceneTask
-from .model import ModelClient, ModelError
-from .pricing import ZERO, price_for
+from .model import ModelError
+from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
 
 log = logging.getLogger(__name__)
 
@@ -74,30 +70,17 @@ def select_scenes(scenes, names=(), limit=0, shard=(0, 1)):
     return [row for i, row in enumerate(scenes) if i % count == index]
 
 
-def bpy_version():
-    """Blender's version without importing bpy into the runner (it is the workers' business)."""
-    bpy = sys.modules.get("bpy")
-    if bpy is not None and hasattr(bpy, "app"):
-        return bpy.app.version_string
-    try:
-        return importlib.metadata.version("bpy")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _now():
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 class Runner:
     """One invocation of headless/run.py."""
 
     def __init__(self, options, config, environment_factory=None):
         self.options = options
         self.config = config
-        self.layout = RunLayout(options.output)
+        self.run_dir = RunDir(options.output)
         self.stop_event = threading.Event()
-        self._environment_factory = environment_factory or self._sandbox_environment
+        self._environment_factory = environment_factory or (
+            lambda task, workdir: get_environment(task, workdir, config, options.sandbox)
+        )
         self._lock = threading.Lock()
         self.cost = 0.0
         self.cost_unconfirmed = 0.0
@@ -118,15 +101,17 @@ class Runner:
 
     def _setup_agent(self):
         """Price, model client and the sandbox check; fails fast, before any scene (unknown price, missing key)."""
-        c = self.config
-        if c.agent == "model":
-            self.price = price_for(c.model, c.price_in, c.price_out, c.price_cached_in, base_url=c.base_url)
-            self.model = ModelClient(c, self.price)
-        else:
-            self.price = ZERO
-            self.model = None
+        from ..sandbox import SandboxUnavailable
+
+        self.price = get_price(self.config)
+        # API-free agents get their model per scene (run_scene): it is built from the scene.
+        self.model = get_model(self.config, self.price)
         # On a cluster this runs on each node too: a node below the minimum refuses its scenes.
-        self._level = self._sandbox_level()
+        try:
+            self._level = get_sandbox_level(self.options.sandbox)
+        except SandboxUnavailable as exc:
+            # Every scene would fail the same way: refuse before the first one.
+            raise RunError(str(exc)) from None
 
     def _split_scenes(self):
         from .. import dataset
@@ -150,24 +135,10 @@ class Runner:
         self._vgi_rows = {row["id"]: row for row in rows}
         return select_scenes([(suite.DATASET, row["id"]) for row in rows], o.scenes, o.limit, o.shard)
 
-    def _sandbox_level(self):
-        """The isolation workers will get here, for config.json; RunError below the required minimum."""
-        from .. import sandbox
-
-        config = self.options.sandbox or sandbox.SandboxConfig()
-        level = sandbox.probe_layers(config)
-        if not level.at_least(config.min_level) and not config.allow_below_minimum:
-            # Every scene would fail the same way: refuse before the first one.
-            raise RunError(
-                f"{level.line()}; that is below the required level {config.min_level!r}: install bubblewrap "
-                "(apt-get install bubblewrap) or pass --allow-weak-sandbox (or a lower --sandbox-min)"
-            )
-        return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing)}
-
     def _write_config(self, scene_count):
         o, c = self.options, self.config
-        layout = self.layout
-        previous = read_json(layout.config) if layout.config.is_file() else None
+        rd = self.run_dir
+        previous = read_json(rd.config) if rd.config.is_file() else None
         if previous and not o.resume:
             raise RunError(
                 f"--output {o.output} already holds a run; pass --resume to continue it or pick a new folder"
@@ -177,37 +148,21 @@ class Runner:
                 f"--output {o.output} was run with agent {previous.get('agent')} model {previous.get('model')}; "
                 "resume it with the same --agent/--model or pick a new folder"
             )
-        sessions = (previous or {}).get("sessions", [])
-        sessions.append({"started": _now(), "shard": list(o.shard), "workers": o.workers, "scenes": scene_count})
-        sandbox_config = o.sandbox
-        config = {
-            "harness_version": HARNESS_VERSION,
-            "bpy_version": bpy_version(),
-            "python_version": sys.version.split()[0],
-            "agent": c.agent,
-            "model": c.model,
-            "reasoning": c.reasoning,
-            "base_url": c.base_url if c.agent == "model" else None,
-            "api_key_env": c.api_key_env if c.agent == "model" else None,
-            "limits": c.limits(),
-            "price_per_million": {
-                "input": self.price.input,
-                "cached_input": self.price.cached_input,
-                "output": self.price.output,
-            },
-            "pricing": self.price.describe(),
-            "mode": o.mode,
-            "split": str(o.split) if o.split else None,
-            "tasks": str(o.tasks) if o.tasks else None,
-            "videos": str(o.videos),
-            "sandbox_level": self._level,
-            "sandbox_config": vars(sandbox_config) if hasattr(sandbox_config, "__dict__") else None,
-            "agent_config": c.public(),
-            "created": (previous or {}).get("created", _now()),
-            "sessions": sessions,
-            "summary": (previous or {}).get("summary"),
-        }
-        write_json(layout.config, config)
+        config = run_config(
+            c,
+            self.price,
+            videos=o.videos,
+            started_from="headless",
+            mode=o.mode,
+            split=o.split,
+            tasks=o.tasks,
+            sandbox_level=self._level,
+            sandbox_config=o.sandbox,
+            session={"shard": list(o.shard), "workers": o.workers, "scenes": scene_count},
+            previous=previous,
+            allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
+        )
+        write_json_atomic(rd.config, config)
 
     def _record(self, scene, meta, bar):
         """One scene ended: its cost into the run's total, the progress bar and config.json's summary."""
@@ -220,32 +175,25 @@ class Runner:
             self._write_summary()
 
     def _write_summary(self):
-        if not self.layout.config.is_file():
+        if not self.run_dir.config.is_file():
             return  # a Ray task on a node: the driver keeps config.json
         counts = {}
         for meta in self.results.values():
             counts[meta["status"]] = counts.get(meta["status"], 0) + 1
-        config = read_json(self.layout.config)
+        config = read_json(self.run_dir.config)
         config["summary"] = {
             "scenes": len(self.results),
             "statuses": dict(sorted(counts.items())),
             "cost": round(self.cost, 6),
             "cost_unconfirmed": round(self.cost_unconfirmed, 6),
-            "updated": _now(),
+            "updated": now(),
         }
         try:
-            write_json(self.layout.config, config)
+            write_json_atomic(self.run_dir.config, config)
         except OSError as exc:
             # A full disk must not stop the batch: agent_meta is each scene's record, and the
             # exit code and the last line report the scenes that hit the fault.
             log.error("config.json summary not updated (%s)", exc)
-
-    def _sandbox_environment(self, task, workdir):
-        from .environment import SandboxEnvironment
-
-        return SandboxEnvironment(
-            task.video, task, workdir / "workspace", workdir / "snapshots", self.config, self.options.sandbox
-        )
 
     # -- one scene ---------------------------------------------------------------------
 
@@ -293,7 +241,7 @@ class Runner:
             "snapshot": None,
         }
         try:
-            write_json(self.layout.meta(scene), meta)
+            write_json_atomic(self.run_dir.meta(scene), meta)
         except OSError as exc:
             # A full disk must not stop the batch: the scene keeps its fault in the results, and
             # without an agent_meta file --resume redoes it.
@@ -310,11 +258,9 @@ class Runner:
         except Exception as exc:
             return self._fail(dataset_name, scene, "error", "video_error", str(exc))
         try:
-            model = self.model
-            if self.config.agent == "empty-room":
-                model = empty_room_agent(task)
-            elif self.config.agent == "oracle":
-                model = oracle_agent(task, self.options.videos)
+            model = (
+                self.model if self.model is not None else get_model(self.config, self.price, task, self.options.videos)
+            )
         except ModelError as exc:
             return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
         env = None
@@ -328,7 +274,7 @@ class Runner:
                 model,
                 env,
                 task,
-                self.layout,
+                self.run_dir,
                 stop_event=self.stop_event,
                 blender_version=bpy_version() or "4.2",
             )
@@ -358,8 +304,8 @@ class Runner:
         scratch.clean_stale()
         todo = []
         for dataset_name, scene in scenes:
-            if self.options.resume and self.layout.has_submission(scene):
-                meta_path = self.layout.meta(scene)
+            if self.options.resume and self.run_dir.has_submission(scene):
+                meta_path = self.run_dir.meta(scene)
                 self.results[scene] = read_json(meta_path) if meta_path.is_file() else {"status": "submitted"}
                 self.cost += float(self.results[scene].get("cost", 0.0))
                 self.cost_unconfirmed += float(self.results[scene].get("cost_unconfirmed", 0.0))

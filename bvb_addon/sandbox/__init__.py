@@ -5,6 +5,7 @@ the isolation ladder.
 """
 
 from .config import LEVELS, PRESETS, SandboxConfig, SandboxUnavailable
+from .gate import require_level
 from .layers import SandboxLevel, probe_layers
 from .worker import STEP_STATUSES, RenderResult, StepResult, Worker, WorkerError, frame_size
 
@@ -21,4 +22,5 @@ __all__ = [
     "WorkerError",
     "frame_size",
     "probe_layers",
+    "require_level",
 ]

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..blend_header import newer_file_reason
 from . import files, protocol
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
+from .gate import require_level
 from .layers import (
     WORKER_SCRIPT,
     PidsCgroup,
@@ -32,7 +33,6 @@ from .layers import (
     bwrap_args,
     gpu_groups,
     gpu_paths,
-    probe_layers,
     runtime,
     setpriv_args,
     worker_env,
@@ -123,12 +123,7 @@ class Worker:
 
     def __init__(self, workspace, snapshot_dir, config=None, start_from=None):
         self.config = config or SandboxConfig()
-        self.level = probe_layers(self.config)
-        if not self.level.at_least(self.config.min_level) and not self.config.allow_below_minimum:
-            raise SandboxUnavailable(
-                f"{self.level.line()}; that is below the required level {self.config.min_level!r}: "
-                "install bubblewrap (apt-get install bubblewrap), or pass --allow-weak-sandbox to run anyway"
-            )
+        self.level = require_level(self.config)
         self.workspace = Path(workspace).resolve()
         self.snapshot_dir = Path(snapshot_dir).resolve()
         if self.snapshot_dir == self.workspace or self.workspace in self.snapshot_dir.parents:

@@ -1,68 +1,12 @@
-"""The run directory of DESIGN.md section 5 and atomic writes into it."""
+"""One standalone program from a scene's python steps: the ``program/<scene>.py`` the runner writes."""
 
 import ast
-import json
-from pathlib import Path
 
-from ..atomic import copy_atomic, write_bytes_atomic, write_json_atomic, write_text_atomic
+__all__ = ["PROGRAM_RESET", "join_program"]
 
-__all__ = ["PROGRAM_RESET", "RunLayout", "copy_atomic", "join_program", "read_json", "write_atomic", "write_json"]
-
-STEP_DIGITS = 3
 # The sandboxed worker starts each scene from an empty factory scene; a joined program
 # starts from the same state, so replaying it in any Blender rebuilds the submission.
 PROGRAM_RESET = "bpy.ops.wm.read_factory_settings(use_empty=True)"
-
-
-def write_atomic(path, data):
-    """Write bytes or text through ``bvb_addon.atomic`` (temp file in the folder, fsync, rename)."""
-    if isinstance(data, str):
-        return write_text_atomic(path, data)
-    return write_bytes_atomic(path, data)
-
-
-def write_json(path, obj, indent=2):
-    return write_json_atomic(path, obj, indent=indent)
-
-
-def read_json(path):
-    with open(path) as handle:
-        return json.load(handle)
-
-
-class RunLayout:
-    """Paths of one run directory; every writer here is atomic."""
-
-    def __init__(self, root):
-        self.root = Path(root)
-
-    @property
-    def config(self):
-        return self.root / "config.json"
-
-    def blend(self, scene):
-        return self.root / "blends" / f"{scene}.blend"
-
-    def meta(self, scene):
-        return self.root / "agent_meta" / f"{scene}.json"
-
-    def trajectory(self, scene):
-        return self.root / "trajectories" / f"{scene}.traj.json"
-
-    def steps_dir(self, scene):
-        return self.root / "steps" / scene
-
-    def step_file(self, scene, step, suffix):
-        return self.steps_dir(scene) / f"{step:0{STEP_DIGITS}d}{suffix}"
-
-    def program(self, scene):
-        return self.root / "program" / f"{scene}.py"
-
-    def relative(self, path):
-        return str(Path(path).relative_to(self.root)) if path else None
-
-    def has_submission(self, scene):
-        return self.blend(scene).is_file()
 
 
 def _literal(code):

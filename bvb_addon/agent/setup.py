@@ -1,0 +1,138 @@
+"""Where an agent run is set up: its price, model, sandboxed environment, sandbox level and config.json.
+
+The headless runner, its Ray tasks and the add-on's live session all build a run from these
+small factories, so a run started anywhere records the same ``config.json`` (the schema is in
+docs/contracts.md, "config.json").
+"""
+
+import importlib.metadata
+import os
+import sys
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..sandbox import platforms
+from ..versions import HARNESS_VERSION
+from .pricing import ZERO, price_for
+
+
+def now():
+    """A config.json timestamp: UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def bpy_version():
+    """Blender's version without importing bpy (it is the workers' business)."""
+    bpy = sys.modules.get("bpy")
+    if bpy is not None and hasattr(bpy, "app"):
+        return bpy.app.version_string
+    try:
+        return importlib.metadata.version("bpy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def get_price(config):
+    """The run's price per token (PriceError for a model no price source knows); zero for API-free agents."""
+    if config.agent != "model":
+        return ZERO
+    return price_for(config.model, config.price_in, config.price_out, config.price_cached_in, base_url=config.base_url)
+
+
+@contextmanager
+def _key_in_environment(name, key):
+    """The model client reads its key from the environment; a key kept elsewhere (the add-on's
+    preferences) is put there only while the client is built."""
+    if not key or os.environ.get(name):
+        yield
+        return
+    os.environ[name] = key
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+
+
+def get_model(config, price, task=None, videos=None, api_key=""):
+    """What answers the agent's turns: a ModelClient for agent ``model`` (ModelError without a key),
+    else the API-free agent of ``task`` (``oracle`` reads its answer from ``videos``), or None
+    before there is a task."""
+    if config.agent == "model":
+        from .model import ModelClient
+
+        with _key_in_environment(config.api_key_env, api_key):
+            return ModelClient(config, price)
+    if task is None:
+        return None
+    from .baselines import empty_room_agent, oracle_agent
+
+    if config.agent == "empty-room":
+        return empty_room_agent(task)
+    return oracle_agent(task, videos)
+
+
+def get_environment(task, workdir, config, sandbox_config=None):
+    """The scene's tools: a sandboxed Blender worker (started on first use) under ``workdir``, PyAV for frames."""
+    from .environment import SandboxEnvironment
+
+    workdir = Path(workdir)
+    return SandboxEnvironment(task.video, task, workdir / "workspace", workdir / "snapshots", config, sandbox_config)
+
+
+def get_sandbox_level(sandbox_config=None):
+    """The isolation workers get here, as config.json records it; SandboxUnavailable below the minimum."""
+    from ..sandbox.gate import require_level
+
+    level = require_level(sandbox_config)
+    return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing)}
+
+
+def run_config(
+    config,
+    price,
+    *,
+    videos,
+    started_from,
+    mode="bvb",
+    split=None,
+    tasks=None,
+    sandbox_level=None,
+    sandbox_config=None,
+    session=None,
+    previous=None,
+    allow_weak_sandbox=False,
+):
+    """The one config.json of a run (docs/contracts.md). ``previous`` is the file a resumed run
+    already has: its ``created``, ``sessions`` and ``summary`` carry over, ``session`` is appended."""
+    previous = previous or {}
+    sessions = list(previous.get("sessions", []))
+    if session is not None:
+        sessions.append({"started": now(), **session})
+    api = config.agent == "model"
+    return {
+        "harness_version": HARNESS_VERSION,
+        "bpy_version": bpy_version(),
+        "python_version": sys.version.split()[0],
+        "started_from": started_from,
+        "agent": config.agent,
+        "model": config.model,
+        "reasoning": config.reasoning,
+        "base_url": config.base_url if api else None,
+        "api_key_env": config.api_key_env if api else None,
+        "limits": config.limits(),
+        "price_per_million": {"input": price.input, "cached_input": price.cached_input, "output": price.output},
+        "pricing": price.describe(),
+        "mode": mode,
+        "split": str(split) if split else None,
+        "tasks": str(tasks) if tasks else None,
+        "videos": str(videos),
+        "sandbox_level": sandbox_level,
+        "sandbox_config": vars(sandbox_config) if hasattr(sandbox_config, "__dict__") else None,
+        # The platform, whether it has a sandbox backend, and the user's opt-in below the minimum.
+        "sandbox": platforms.config_record(allow_weak_sandbox),
+        "agent_config": config.public(),
+        "created": previous.get("created", now()),
+        "sessions": sessions,
+        "summary": previous.get("summary"),
+    }

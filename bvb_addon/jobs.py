@@ -1,0 +1,173 @@
+"""Background jobs of the add-on: a callable on a worker thread, its progress and result on a queue (no bpy).
+
+An operator starts a ``Job`` in a ``JobRegistry`` and returns; the add-on's one timer calls
+``JobRegistry.drain()`` on Blender's main thread, which hands each job's progress to its
+``on_progress`` and its ``Outcome`` to its ``on_done`` in the order the worker posted them.
+Only those two callbacks touch bpy; the worker (``work(job)``) never does. A job stays in the
+registry until its outcome has been applied, so "is this scene being scored?" is a lookup.
+"""
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a job ended: its return value, or a one-line error, or cancelled before it finished."""
+
+    value: Any = None
+    error: str | None = None
+    cancelled: bool = False
+
+    @property
+    def ok(self):
+        return self.error is None and not self.cancelled
+
+
+def one_line(exc, expected=()):
+    """The message of an exception the user can act on; anything else is named by its type."""
+    text = str(exc).strip().splitlines()
+    message = text[0] if text else ""
+    if isinstance(exc, expected):
+        return message or type(exc).__name__
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+_DONE = object()
+
+
+class Job:
+    """``work(job)`` run on a daemon thread; it may ``job.post(value)`` progress and check ``job.cancelled``.
+
+    ``expected`` lists exception classes whose message is shown as it is (a bridge that is not
+    running); any other exception is logged with its traceback and shown as ``Type: message``.
+    ``on_progress(value)`` may return True to leave the rest of the queue for the next drain
+    (the agent shows at most one new snapshot a tick, so the viewport redraws every step).
+    """
+
+    def __init__(self, key, work, on_progress=None, on_done=None, expected=()):
+        self.key = key
+        self._work = work
+        self._on_progress = on_progress
+        self._on_done = on_done
+        self._expected = tuple(expected)
+        self._events = queue.Queue()
+        self.cancel_event = threading.Event()
+        self.outcome = None
+        self._thread = None
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name=f"bvb-job-{self.key}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        try:
+            outcome = Outcome(value=self._work(self), cancelled=self.cancel_event.is_set())
+        except Exception as exc:  # shown in the panel: the GUI must not lose it to a thread's stderr
+            if not isinstance(exc, self._expected):
+                log.exception("background job %s failed", self.key)
+            outcome = Outcome(error=one_line(exc, self._expected), cancelled=self.cancel_event.is_set())
+        self._events.put((_DONE, outcome))
+
+    def post(self, value):
+        """From the worker: a progress value for ``on_progress`` on the main thread."""
+        self._events.put((None, value))
+
+    def cancel(self):
+        """Ask the worker to stop; it decides when (between requests, before the next model call)."""
+        self.cancel_event.set()
+
+    @property
+    def cancelled(self):
+        return self.cancel_event.is_set()
+
+    @property
+    def alive(self):
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout=None):
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def drain(self):
+        """Apply what the worker posted (main thread); True once the outcome has been applied."""
+        while True:
+            try:
+                kind, value = self._events.get_nowait()
+            except queue.Empty:
+                return False
+            if kind is _DONE:
+                self.outcome = value
+                if self._on_done is not None:
+                    self._on_done(value)
+                return True
+            if self._on_progress is not None and self._on_progress(value):
+                return False
+
+
+class JobRegistry:
+    """The running jobs by key (one per key); ``drain`` applies their events and forgets finished ones."""
+
+    def __init__(self):
+        self._jobs = {}
+        self._lock = threading.Lock()
+
+    def start(self, job):
+        """Start ``job`` unless one with its key is still running; returns the job."""
+        with self._lock:
+            if job.key in self._jobs:
+                raise ValueError(f"a job {job.key!r} is already running; wait for it or cancel it")
+            self._jobs[job.key] = job
+        return job.start()
+
+    def get(self, key):
+        return self._jobs.get(key)
+
+    def __contains__(self, key):
+        return key in self._jobs
+
+    def __len__(self):
+        return len(self._jobs)
+
+    def keys(self):
+        return list(self._jobs)
+
+    def drain(self):
+        """Apply every job's events in posting order; returns how many jobs are still running.
+
+        A callback that raises is logged and must not stop the other jobs' updates; a job whose
+        ``on_done`` raised is forgotten all the same.
+        """
+        for key, job in list(self._jobs.items()):
+            try:
+                finished = job.drain()
+            except Exception:
+                log.exception("applying the result of job %s failed", key)
+                finished = job.outcome is not None
+            if finished:
+                with self._lock:
+                    self._jobs.pop(key, None)
+        return len(self._jobs)
+
+    def cancel(self, key):
+        job = self._jobs.get(key)
+        if job is not None:
+            job.cancel()
+        return job
+
+    def cancel_all(self, timeout=None):
+        """Cancel every job, wait up to ``timeout`` s for each worker, and forget them without applying results."""
+        with self._lock:
+            jobs, self._jobs = list(self._jobs.values()), {}
+        for job in jobs:
+            job.cancel()
+        if timeout:
+            for job in jobs:
+                job.join(timeout)
+        return jobs

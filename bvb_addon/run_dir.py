@@ -1,0 +1,340 @@
+"""The run directory (DESIGN.md section 5): every folder and file name of a run, and small readers (no bpy).
+
+    results/<run>/
+      config.json                      the run's settings (written by the runner or the add-on)
+      blends/<scene>.blend             the submission; a hand-edited one keeps the agent's
+                                       version as <scene>.blend.agent (not *.blend, so nothing
+                                       globbing submissions picks it up)
+      agent_meta/<scene>.json          turns, frames_seen, cost, runtime, status, stop_reason
+      trajectories/<scene>.traj.json   every message and observation
+      steps/<scene>/NNN.py, NNN.blend  each executed program and the scene after it
+      program/<scene>.py               the python steps joined into one standalone program
+      camera_renders/<scene>.mp4       the evaluation render
+      scene_graphs/<scene>.json        the rendered scene's objects and camera, per frame
+      render_status.jsonl              one row per rendered scene
+      timelines/<scene>.json           VGI: the submission's exported timeline
+      dual_vqa.jsonl, dual_vqa_summary.json (dual_vqa.partial.jsonl while a job runs)
+      vision_sim.jsonl, vision_sim_summary.json
+      steps_answers.jsonl, steps_analysis.json
+      overall.json
+      .bvb-scoring.lock                held while a scoring job runs (eval_bridge.runlock)
+    results/_dual_vqa_shared/          judge answers on source videos and the judge cache,
+                                       shared by every run beside it
+
+No other module spells these names: they ask a ``RunDir`` for a path.
+"""
+
+import json
+import logging
+import re
+from pathlib import Path
+
+from .errors import BVBError
+
+log = logging.getLogger(__name__)
+
+CONFIG = "config.json"
+BLENDS = "blends"
+AGENT_META = "agent_meta"
+TRAJECTORIES = "trajectories"
+STEPS = "steps"
+PROGRAM = "program"
+CAMERA_RENDERS = "camera_renders"
+SCENE_GRAPHS = "scene_graphs"
+TIMELINES = "timelines"
+RENDER_STATUS = "render_status.jsonl"
+DV_ROWS = "dual_vqa.jsonl"
+DV_PARTIAL = "dual_vqa.partial.jsonl"
+DV_SUMMARY = "dual_vqa_summary.json"
+LS_ROWS = "vision_sim.jsonl"
+LS_SUMMARY = "vision_sim_summary.json"
+STEPS_ANSWERS = "steps_answers.jsonl"
+STEPS_ANALYSIS = "steps_analysis.json"
+OVERALL = "overall.json"
+SCORING_LOCK = ".bvb-scoring.lock"
+SHARED = "_dual_vqa_shared"
+SHARED_ANSWERS = "original_answers.jsonl"
+JUDGE_CACHE = "judge_cache.sqlite"
+
+BLEND_SUFFIX = ".blend"
+BACKUP_SUFFIX = ".blend.agent"
+TRAJECTORY_SUFFIX = ".traj.json"
+STEP_DIGITS = 3
+_STEP = re.compile(r"^(\d+)\.py$")
+
+# Every name above, for the structural test that keeps them out of other modules.
+NAMES = (
+    CONFIG, BLENDS, AGENT_META, TRAJECTORIES, STEPS, PROGRAM, CAMERA_RENDERS, SCENE_GRAPHS, TIMELINES,
+    RENDER_STATUS, DV_ROWS, DV_PARTIAL, DV_SUMMARY, LS_ROWS, LS_SUMMARY, STEPS_ANSWERS, STEPS_ANALYSIS, OVERALL,
+    SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX,
+)  # fmt: skip
+
+
+class RunDirError(BVBError, ValueError):
+    """A run directory or scene that cannot be opened; the message names the fix."""
+
+
+def read_jsonl(path):
+    """Rows of a JSON-lines file; a missing file is empty and a torn line (a killed writer) is skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                log.warning("%s line %d is not JSON (an interrupted write?); skipped", path, number)
+    return rows
+
+
+def read_json(path):
+    """A JSON file's content (raises as ``json.load`` does)."""
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def _read_object(path):
+    """A JSON file's content; {} when it is missing; RunDirError naming it when it is not JSON."""
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path} is not valid JSON (line {exc.lineno}); fix or delete it") from None
+
+
+def videos_of(config):
+    """The source-video root a run's config.json names (the runner writes it as ``videos``)."""
+    return config.get("videos")
+
+
+class RunDir:
+    """The paths of one run directory and readers of its files; writers use ``bvb_addon.atomic``."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    def __repr__(self):
+        return f"RunDir({str(self.root)!r})"
+
+    # config.json and the agent's files
+
+    @property
+    def config(self):
+        return self.root / CONFIG
+
+    @property
+    def blends(self):
+        return self.root / BLENDS
+
+    def blend(self, scene):
+        return self.blends / f"{scene}{BLEND_SUFFIX}"
+
+    def backup(self, scene):
+        """Where a hand-edited submission keeps the agent's version."""
+        return self.blends / f"{scene}{BACKUP_SUFFIX}"
+
+    @property
+    def metas(self):
+        return self.root / AGENT_META
+
+    def meta(self, scene):
+        return self.metas / f"{scene}.json"
+
+    @property
+    def trajectories(self):
+        return self.root / TRAJECTORIES
+
+    def trajectory(self, scene):
+        return self.trajectories / f"{scene}{TRAJECTORY_SUFFIX}"
+
+    @property
+    def steps(self):
+        return self.root / STEPS
+
+    def steps_dir(self, scene):
+        return self.steps / scene
+
+    def step_file(self, scene, step, suffix):
+        return self.steps_dir(scene) / f"{step:0{STEP_DIGITS}d}{suffix}"
+
+    def program(self, scene):
+        return self.root / PROGRAM / f"{scene}.py"
+
+    # the render stage's files
+
+    @property
+    def renders(self):
+        return self.root / CAMERA_RENDERS
+
+    def render(self, scene):
+        return self.renders / f"{scene}.mp4"
+
+    @property
+    def scene_graphs(self):
+        return self.root / SCENE_GRAPHS
+
+    def scene_graph(self, scene):
+        return self.scene_graphs / f"{scene}.json"
+
+    @property
+    def render_status(self):
+        return self.root / RENDER_STATUS
+
+    @property
+    def timelines(self):
+        return self.root / TIMELINES
+
+    def timeline(self, scene):
+        return self.timelines / f"{scene}.json"
+
+    # the scorers' files
+
+    @property
+    def dv_rows(self):
+        return self.root / DV_ROWS
+
+    @property
+    def dv_partial(self):
+        """Rows judged since the last complete write: a killed Dual VQA job resumes from them."""
+        return self.root / DV_PARTIAL
+
+    @property
+    def dv_summary(self):
+        return self.root / DV_SUMMARY
+
+    @property
+    def ls_rows(self):
+        return self.root / LS_ROWS
+
+    @property
+    def ls_summary(self):
+        return self.root / LS_SUMMARY
+
+    @property
+    def steps_answers(self):
+        return self.root / STEPS_ANSWERS
+
+    @property
+    def steps_analysis(self):
+        return self.root / STEPS_ANALYSIS
+
+    @property
+    def overall(self):
+        return self.root / OVERALL
+
+    @property
+    def summaries(self):
+        """The scorers' summary files, in the order a run's result is assembled."""
+        return (self.dv_summary, self.ls_summary, self.overall)
+
+    @property
+    def scoring_lock(self):
+        return self.root / SCORING_LOCK
+
+    @property
+    def shared(self):
+        """``results/_dual_vqa_shared``: the folder beside the run that every run there shares."""
+        return self.root.resolve().parent / SHARED
+
+    @staticmethod
+    def shared_answers(shared):
+        return Path(shared) / SHARED_ANSWERS
+
+    @staticmethod
+    def judge_cache(shared):
+        return Path(shared) / JUDGE_CACHE
+
+    # questions about the folder
+
+    def relative(self, path):
+        return str(Path(path).relative_to(self.root)) if path else None
+
+    def has_submission(self, scene):
+        return self.blend(scene).is_file()
+
+    def submitted(self):
+        """Scenes with a submission, sorted."""
+        return sorted(p.stem for p in self.blends.glob(f"*{BLEND_SUFFIX}"))
+
+    def meta_files(self):
+        return sorted(self.metas.glob("*.json"))
+
+    def trajectory_files(self):
+        """(scene, path) of every trajectory, sorted by path."""
+        return [(p.name[: -len(TRAJECTORY_SUFFIX)], p) for p in sorted(self.trajectories.glob(f"*{TRAJECTORY_SUFFIX}"))]
+
+    def scenes(self):
+        """Scene ids that have anything in this run, sorted."""
+        found = set(self.submitted())
+        found.update(p.name for p in self.steps.glob("*") if p.is_dir())
+        found.update(p.stem for p in self.meta_files())
+        found.update(scene for scene, _ in self.trajectory_files())
+        return sorted(found)
+
+    def step_programs(self, scene):
+        """(number, program, snapshot or None) of the scene's executed programs, in order."""
+        found = []
+        for path in self.steps_dir(scene).glob("*.py"):
+            match = _STEP.match(path.name)
+            if match:
+                blend = path.with_suffix(BLEND_SUFFIX)
+                found.append((int(match.group(1)), path, blend if blend.is_file() else None))
+        return sorted(found, key=lambda item: item[0])
+
+    def check(self):
+        """This RunDir; RunDirError when its root is not a run directory."""
+        if not self.root.is_dir():
+            raise RunDirError(f"run directory not found: {self.root}; pick a results/<run> folder")
+        if not any(path.exists() for path in (self.config, self.blends, self.steps, self.metas)):
+            raise RunDirError(
+                f"{self.root} is not a run directory (no {CONFIG}, {BLENDS}/, {STEPS}/ or {AGENT_META}/); "
+                "pick a results/<run> folder"
+            )
+        return self
+
+    def watched(self):
+        """What the live report reads: a change in any of these (files or folders) means rebuild."""
+        return (
+            self.config, self.metas, self.trajectories, self.render_status, self.renders, self.dv_rows,
+            self.dv_summary, self.ls_rows, self.ls_summary, self.overall, self.steps_answers, self.steps_analysis,
+        )  # fmt: skip
+
+    def looks_like_run(self):
+        """True when an agent has started here (a results folder holds several of these)."""
+        return self.root.is_dir() and any(p.exists() for p in (self.config, self.metas, self.trajectories))
+
+    # readers
+
+    def read_config(self):
+        """config.json ({} when missing; RunDirError naming the file when it is not JSON)."""
+        return _read_object(self.config)
+
+    def videos_root(self, config=None):
+        """The source-video root config.json names (``config``: an already read config.json)."""
+        return videos_of(self.read_config() if config is None else config)
+
+    def read_meta(self, scene):
+        """agent_meta/<scene>.json ({} when missing; RunDirError when it is not JSON)."""
+        return _read_object(self.meta(scene))
+
+    def meta_or_empty(self, scene):
+        """agent_meta/<scene>.json, or {} when it is missing or unreadable (a failure's reason, not a fault)."""
+        try:
+            meta = json.loads(self.meta(scene).read_text())
+        except (OSError, ValueError):
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def read_trajectory(self, scene):
+        """trajectories/<scene>.traj.json ({} when missing; RunDirError when it is not JSON)."""
+        return _read_object(self.trajectory(scene))
+
+    def render_rows(self):
+        """The render stage's status rows (render_status.jsonl), torn lines skipped."""
+        return read_jsonl(self.render_status)

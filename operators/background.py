@@ -1,0 +1,45 @@
+"""The add-on's one timer: it drains every background job (bvb_addon.jobs) on Blender's main thread.
+
+Operators start jobs in ``registry`` keyed by (kind, scene name) and return at once; their
+results reach the scene here. The timer is registered with the operators and unregistered
+with them: a timer left registered crashes the bpy module at exit.
+"""
+
+import bpy
+
+from ..bvb_addon import jobs
+
+INTERVAL_S = 0.25
+
+registry = jobs.JobRegistry()
+
+
+def start(key, work, on_progress=None, on_done=None, expected=()):
+    return registry.start(jobs.Job(key, work, on_progress=on_progress, on_done=on_done, expected=expected))
+
+
+def running(kind, scene):
+    return (kind, scene.name) in registry
+
+
+def drain():
+    """Apply what the jobs posted since the last call; returns how many are still running (tests pump this)."""
+    return registry.drain()
+
+
+def tick():
+    drain()
+    return INTERVAL_S
+
+
+def register():
+    # Persistent: opening a file must not drop the one timer every job relies on.
+    if not bpy.app.timers.is_registered(tick):
+        bpy.app.timers.register(tick, first_interval=INTERVAL_S, persistent=True)
+
+
+def unregister():
+    # Disabling the add-on stops every job; an agent finishes its current step and saves.
+    registry.cancel_all()
+    if bpy.app.timers.is_registered(tick):
+        bpy.app.timers.unregister(tick)

@@ -1,0 +1,94 @@
+"""One set-up for an agent run and one sandbox gate: the runner and the add-on's session record
+the same config.json, and every place that starts workers refuses a weak sandbox with one line."""
+
+import pytest
+
+from bvb_addon import defaults
+from bvb_addon.agent import setup
+from bvb_addon.agent.config import AgentConfig
+from bvb_addon.agent.runner import RunError, Runner, RunOptions
+from bvb_addon.agent_session import AgentSession, task_for_clip
+from bvb_addon.render_stage import RenderOptions, RenderStage
+from bvb_addon.run_dir import read_json
+from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, probe_layers, require_level
+from bvb_addon.sandbox.gate import below_minimum
+from tests.runner_support import make_suite
+
+# A ladder this machine cannot climb to bwrap whatever it has installed: bwrap and the uid off.
+WEAK = {"use_bwrap": False, "use_uid": False, "min_level": "bwrap"}
+
+
+@pytest.mark.unit
+def test_one_gate_refuses_below_the_minimum_with_one_line_everywhere(tmp_path):
+    weak = SandboxConfig(**WEAK)
+    expected = below_minimum(probe_layers(weak), "bwrap")
+    assert "\n" not in expected and "below the required level 'bwrap'" in expected
+    assert "apt-get install bubblewrap" in expected and "--allow-weak-sandbox" in expected
+
+    refusals = []
+    with pytest.raises(SandboxUnavailable) as gate:
+        require_level(weak)
+    refusals.append(str(gate.value))
+    with pytest.raises(SandboxUnavailable) as worker:
+        Worker(tmp_path / "ws", tmp_path / "snaps", weak)
+    refusals.append(str(worker.value))
+    (tmp_path / "run" / "blends").mkdir(parents=True)
+    with pytest.raises(SandboxUnavailable) as render:
+        RenderStage(RenderOptions(run=tmp_path / "run", sandbox=weak, progress=False))
+    refusals.append(str(render.value))
+    suite = make_suite(tmp_path / "suite", frames=4)
+    options = RunOptions(split=suite / "split.jsonl", videos=suite, output=tmp_path / "out", sandbox=weak)
+    with pytest.raises(RunError) as runner:
+        Runner(options, AgentConfig(agent="empty-room")).prepare_remote()  # what each Ray node runs
+    refusals.append(str(runner.value))
+    assert refusals == [expected] * 4
+    assert not (tmp_path / "ws").exists()
+
+    allowed = SandboxConfig(**WEAK, allow_below_minimum=True)
+    assert require_level(allowed) == probe_layers(allowed)
+
+
+@pytest.mark.unit
+def test_one_default_model_and_the_command_line_takes_the_dataclass_defaults():
+    from headless import run
+
+    args = run.build_parser().parse_args([])
+    config = AgentConfig()
+    assert args.model == config.model == defaults.MODEL
+    assert (args.cost_limit, args.max_tokens, args.step_timeout, args.frame_size) == (
+        config.cost_limit,
+        config.max_tokens,
+        config.step_timeout,
+        config.frame_longest_side,
+    )
+    assert args.shard == "0/1" and args.workers == 1
+
+
+def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
+    suite = make_suite(tmp_path / "suite", frames=4)
+    sandbox = SandboxConfig(min_level="rlimits", allow_below_minimum=True)
+    options = RunOptions(
+        split=suite / "split.jsonl", videos=suite, output=tmp_path / "headless", sandbox=sandbox, progress=False
+    )
+    results = Runner(options, AgentConfig(agent="empty-room")).run()
+    assert results["synth_easy_000"]["status"] == "submitted"
+    headless = read_json(tmp_path / "headless" / "config.json")
+
+    task = task_for_clip(suite / "synthetic" / "synth_easy_000.mp4")
+    session = AgentSession(
+        AgentConfig(agent="empty-room"),
+        tmp_path / "addon",
+        task,
+        split=suite / "split.jsonl",
+        environment_factory=lambda task, workdir, config: setup.get_environment(task, workdir, config, sandbox),
+    ).prepare()
+    meta = session.run(lambda progress: None)
+    assert meta["status"] == "submitted"
+    addon = read_json(tmp_path / "addon" / "config.json")
+
+    assert set(addon) == set(headless)
+    assert (headless["started_from"], addon["started_from"]) == ("headless", "blender-addon")
+    for key in ("agent", "model", "limits", "split", "videos", "mode", "pricing", "agent_config"):
+        assert addon[key] == headless[key], key
+    assert headless["sandbox_level"]["name"] and addon["sandbox_level"] is None
+    assert len(headless["sessions"]) == 1 and addon["sessions"] == []
