@@ -14,13 +14,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from .errors import BVBError
+
 log = logging.getLogger(__name__)
 
 BACKENDS = ("local", "ray")
 RAY_INSTALL = "pip install 'ray[default]>=2.9'  (or: pip install -e '.[ray]' in the checkout)"
 
 
-class BackendError(ValueError):
+class BackendError(BVBError, ValueError):
     """A backend that cannot be used here; the message names the fix."""
 
 

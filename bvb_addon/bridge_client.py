@@ -10,6 +10,8 @@ import os
 import threading
 from pathlib import Path
 
+from .errors import BVBError
+
 log = logging.getLogger(__name__)
 
 START_COMMAND = "python -m eval_bridge serve"
@@ -42,7 +44,7 @@ def read_token(token_file=None):
     return token
 
 
-class BridgeError(RuntimeError):
+class BridgeError(BVBError, RuntimeError):
     """The bridge cannot be reached or refused the request; the message says what to do."""
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from .atomic import write_text_atomic
 
 # Not from .video: that imports PyAV, which a Blender without the wheels zip lacks.
-from .errors import VideoError
+from .errors import BVBError, VideoError
 
 QUESTION_TYPES = (
     "object_counting",
@@ -26,7 +26,7 @@ NUMERIC_TYPES = ("object_counting", "object_size_estimation", "room_size_estimat
 _FIELDS = ("id", "dataset", "scene_name", "question_type", "question", "options", "ground_truth")
 
 
-class SplitError(ValueError):
+class SplitError(BVBError, ValueError):
     """A split file that cannot be used; the message names the file, the line and the fix."""
 
 

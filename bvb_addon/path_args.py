@@ -7,8 +7,10 @@ ending in a traceback from deep inside the stage.
 
 from pathlib import Path
 
+from .errors import BVBError
 
-class PathArgError(ValueError):
+
+class PathArgError(BVBError, ValueError):
     """A path argument of the wrong kind: the message names the option, the path and the fix."""
 
 

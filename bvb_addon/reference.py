@@ -8,10 +8,12 @@ lens shift is measured in units of that fitted side.
 
 from dataclasses import dataclass
 
+from .errors import BVBError
+
 SENSOR_FITS = ("AUTO", "HORIZONTAL", "VERTICAL")
 
 
-class ReferenceClipError(ValueError):
+class ReferenceClipError(BVBError, ValueError):
     """Camera or clip settings that cannot give a reference plane; the message names the fix."""
 
 

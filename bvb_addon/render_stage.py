@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import scratch
 from .atomic import write_json_atomic, write_text_atomic
+from .errors import BVBError
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
@@ -42,7 +43,7 @@ STATUSES = ("ok", "missing", "open_failed", "no_camera", "no_mesh", "render_erro
 RENDER_FAILURES = frozenset({"render_error", "timeout", "oom", "crash", "sandbox_error", "encode_error"})
 
 
-class RenderStageError(ValueError):
+class RenderStageError(BVBError, ValueError):
     """Bad input to the render stage (one line naming the thing and the fix)."""
 
 

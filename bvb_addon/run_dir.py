@@ -29,6 +29,8 @@ import logging
 import re
 from pathlib import Path
 
+from .errors import BVBError
+
 log = logging.getLogger(__name__)
 
 CONFIG = "config.json"
@@ -68,7 +70,7 @@ NAMES = (
 )  # fmt: skip
 
 
-class RunDirError(ValueError):
+class RunDirError(BVBError, ValueError):
     """A run directory or scene that cannot be opened; the message names the fix."""
 
 

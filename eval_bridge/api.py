@@ -350,29 +350,3 @@ def _check_backend(backend):
         from bvb_addon.backend import require_ray
 
         require_ray()
-
-
-def user_errors():
-    """The one-line errors that bad input raises; anything else is a bug and keeps its traceback."""
-    from bvb_addon.backend import BackendError
-    from bvb_addon.dataset import SplitError
-    from bvb_addon.vgi.suite import VGIError
-    from bvb_addon.video import VideoError
-
-    from .judge import JudgeError
-    from .ls import LSError
-    from .overall import OverallError
-    from .runlock import RunBusy
-
-    return (
-        SplitError,
-        VideoError,
-        VGIError,
-        JudgeError,
-        LSError,
-        OverallError,
-        BackendError,
-        RunBusy,
-        ValueError,
-        FileNotFoundError,
-    )

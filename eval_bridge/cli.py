@@ -465,6 +465,7 @@ def _judge_fault_exit(args, argv):
 
 def main(argv=None):
     from bvb_addon import outcomes, path_args
+    from bvb_addon.errors import USER_ERRORS, report
 
     from .judge import JudgeError
 
@@ -493,9 +494,8 @@ def main(argv=None):
     except JudgeError as exc:  # every judge call failed: a judge fault that --resume redoes, not bad input
         print(f"error: {exc}", file=sys.stderr)
         return _judge_fault_exit(args, argv)
-    except api.user_errors() as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as exc:
+        return report(exc)
     except OSError as exc:  # a full disk writing rows or summaries
         return outcomes.environment_exit(exc, outcomes.rerun_command("eval_bridge", argv))
     except KeyboardInterrupt:

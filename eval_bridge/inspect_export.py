@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from bvb_addon.atomic import write_text_atomic
+from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir
 
 from .files import read_jsonl
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 LOG_VERSION = 2
 
 
-class ExportError(ValueError):
+class ExportError(BVBError, ValueError):
     pass
 
 

@@ -6,7 +6,9 @@ import os
 import threading
 from dataclasses import dataclass
 
+from bvb_addon.errors import BVBError
 from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy
+from bvb_addon.outcomes import FAULT_EXIT
 
 from . import protocol as protocols
 from .cache import cache_key, frames_hash
@@ -31,8 +33,11 @@ class JudgeSettings:
     max_tokens: int = protocols.DUAL_VQA_MAX_TOKENS
 
 
-class JudgeError(RuntimeError):
+class JudgeError(BVBError, RuntimeError):
     """A judge call that failed for good (after retries, or a non-retryable error)."""
+
+    exit_code = FAULT_EXIT
+    """A judge fault: rerunning with --resume redoes it."""
 
 
 @dataclass

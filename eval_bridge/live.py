@@ -25,6 +25,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import RunDir
 
 from .files import read_jsonl
@@ -56,7 +57,7 @@ EMPTY_PAGE = """<!doctype html>
 """
 
 
-class ViewError(ValueError):
+class ViewError(BVBError, ValueError):
     pass
 
 

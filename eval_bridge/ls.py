@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import RunDir
 
 from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
@@ -43,7 +44,7 @@ WEIGHTS_HINT = (
 )
 
 
-class LSError(RuntimeError):
+class LSError(BVBError, RuntimeError):
     """A one-line reason LS cannot run, naming what to pass."""
 
 

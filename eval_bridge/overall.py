@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from bvb_addon import versions
+from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import RunDir
 
 from . import noise
@@ -60,7 +61,7 @@ VENDORS = {
 }
 
 
-class OverallError(ValueError):
+class OverallError(BVBError, ValueError):
     pass
 
 

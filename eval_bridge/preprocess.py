@@ -13,13 +13,15 @@ from functools import lru_cache
 
 import numpy as np
 
+from bvb_addon.errors import BVBError
+
 log = logging.getLogger(__name__)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-class PreprocessError(ValueError):
+class PreprocessError(BVBError, ValueError):
     """A preprocessor config this module cannot follow."""
 
 

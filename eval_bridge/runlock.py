@@ -14,12 +14,13 @@ import os
 import socket
 import time
 
+from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
 
-class RunBusy(ValueError):
+class RunBusy(BVBError, ValueError):
     """Another process is scoring this run directory; the message names it and what to do."""
 
 

@@ -40,6 +40,7 @@ from starlette.routing import Route
 
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
+from bvb_addon.errors import USER_ERRORS, BVBError
 from bvb_addon.run_dir import RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
@@ -59,7 +60,7 @@ BODY_TIMEOUT_S = 0.5
 BACKLOG = 2048
 
 
-class ServiceError(Exception):
+class ServiceError(BVBError):
     """A request the service refuses: its HTTP status and a one-line reason."""
 
     def __init__(self, status, message):
@@ -397,7 +398,7 @@ class Service:
                 step(progress)
                 job.axes_done.append(axis)
             job.status = "done"
-        except api.user_errors() as exc:
+        except USER_ERRORS as exc:
             job.status, job.error = "failed", str(exc)
         except Exception as exc:  # noqa: BLE001 - a job's crash is reported to its client, the service lives on
             log.exception("job %s crashed", job.id)

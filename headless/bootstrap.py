@@ -3,7 +3,8 @@
 Inside ``blender -b --python headless/run.py -- ARGS`` the script runs with Blender's own
 Python: the repository root is not on sys.path, the project's dependencies (openai, av,
 tqdm) live in the project's virtual environment, and the script's arguments follow
-``--``. This module fixes up all three. It imports only the standard library.
+``--``. This module fixes up all three. It imports only the standard library (and
+``bvb_addon.errors``, which does too).
 """
 
 import os
@@ -11,11 +12,13 @@ import site
 import sys
 from pathlib import Path
 
+from bvb_addon.errors import BVBError, report
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-class BootstrapError(RuntimeError):
-    pass
+class BootstrapError(BVBError, RuntimeError):
+    """No virtual environment for Blender's Python; the message names the flag that points at one."""
 
 
 def inside_blender_binary():
@@ -76,6 +79,5 @@ def entry_args(argv, prog):
     try:
         add_venv(None if argv is None else [prog, *argv])
     except BootstrapError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(report(exc)) from None
     return script_args() if argv is None else list(argv)

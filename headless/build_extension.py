@@ -14,11 +14,16 @@ import sys
 import tomllib
 from pathlib import Path
 
+from bvb_addon import outcomes
+from bvb_addon.errors import BVBError, report
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-class BuildError(RuntimeError):
-    pass
+class BuildError(BVBError, RuntimeError):
+    """The extension could not be built or validated; the message names the step."""
+
+    exit_code = outcomes.FAILED_EXIT
 
 
 def blender_binary():
@@ -88,13 +93,11 @@ def main(argv=None):
     try:
         path_args.folder("--output-dir", args.output_dir)
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     try:
         path = build(args.output_dir)
     except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return report(exc)
     print(f"built and validated {path} ({path.stat().st_size / 1024:.1f} KiB)")
     return 0
 

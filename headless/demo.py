@@ -14,12 +14,17 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from bvb_addon import outcomes
+from bvb_addon.errors import BVBError, report
+
 AGENTS = ("empty-room", "oracle")
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
-class DemoError(RuntimeError):
-    pass
+class DemoError(BVBError, RuntimeError):
+    """A pipeline step of the demo failed; the message names the step and the command that shows why."""
+
+    exit_code = outcomes.FAILED_EXIT
 
 
 def add_parser(sub):
@@ -60,8 +65,7 @@ def run_demo(args):
     try:
         path_args.folder("--out", args.out)
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     out = Path(args.out).resolve()
     suite = out / "suite"
     runs = {agent: out / "runs" / agent for agent in AGENTS}
@@ -98,8 +102,7 @@ def run_demo(args):
             tqdm.write(f"== {label}")
             action()
     except DemoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return report(exc)
     minutes = (time.monotonic() - started) / 60
     print(f"demo finished in {minutes:.1f} min")
     print(f"report: {out / 'report' / 'index.html'}")

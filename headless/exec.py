@@ -63,7 +63,8 @@ def main(argv=None):
     from pathlib import Path
 
     from bvb_addon import path_args
-    from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, WorkerError
+    from bvb_addon.errors import USER_ERRORS, report
+    from bvb_addon.sandbox import SandboxConfig, Worker, WorkerError
 
     try:
         path_args.check(
@@ -71,8 +72,7 @@ def main(argv=None):
             new_files=[("program", None if args.program == "-" else args.program)],
         )
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     if args.program == "-":
         program = sys.stdin.read()
     else:
@@ -87,9 +87,8 @@ def main(argv=None):
                            step_timeout_s=args.timeout)  # fmt: skip
     try:
         worker = Worker(root / "work", root / "snapshots", config)
-    except (SandboxUnavailable, WorkerError, OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (*USER_ERRORS, WorkerError, OSError) as exc:  # SandboxUnavailable is a user error
+        return report(exc)
     print(worker.level.line(), file=sys.stderr)
     with worker:
         result = worker.run(program, timeout=args.timeout)

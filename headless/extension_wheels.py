@@ -24,6 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bvb_addon import outcomes
+from bvb_addon.errors import BVBError, report
+
 from . import build_extension
 
 log = logging.getLogger(__name__)
@@ -47,8 +50,10 @@ _STAGE_IGNORE = shutil.ignore_patterns(
 )
 
 
-class WheelsError(RuntimeError):
-    pass
+class WheelsError(BVBError, RuntimeError):
+    """The wheels zip could not be built: a package not installed, an unknown platform, pip failing."""
+
+    exit_code = outcomes.FAILED_EXIT
 
 
 def pinned_requirements(with_av=True):
@@ -154,14 +159,12 @@ def main(argv=None):
     try:
         path_args.folder("--output-dir", args.output_dir)
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     for platform in args.platforms:
         try:
             path = build_platform(platform, args.output_dir, with_av=not args.no_av)
         except (WheelsError, build_extension.BuildError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return report(exc)
         print(f"built and validated {path} ({path.stat().st_size / 1e6:.1f} MB)")
     return 0
 

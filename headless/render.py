@@ -71,8 +71,9 @@ def main(argv=None):
     from pathlib import Path
 
     from bvb_addon import outcomes, path_args
-    from bvb_addon.render_stage import RenderOptions, RenderStage, RenderStageError
-    from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable
+    from bvb_addon.errors import USER_ERRORS, report
+    from bvb_addon.render_stage import RenderOptions, RenderStage
+    from bvb_addon.sandbox import SandboxConfig
 
     rerun = outcomes.rerun_command("headless.render", own_args)
 
@@ -86,17 +87,15 @@ def main(argv=None):
     try:
         path_args.folder("--run", args.run)
         stage = RenderStage(options)
-    except (RenderStageError, SandboxUnavailable, path_args.PathArgError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as exc:  # RenderStageError, SandboxUnavailable, PathArgError
+        return report(exc)
     except OSError as exc:  # a full temp folder: no scene started
         return outcomes.environment_exit(exc, rerun)
     print(stage.level.line(), file=sys.stderr)
     try:
         outcome = stage.run()
-    except ValueError as exc:  # BackendError: --backend ray without Ray installed
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as exc:  # BackendError: --backend ray without Ray installed
+        return report(exc)
     except OSError as exc:
         return outcomes.environment_exit(exc, rerun)
     rows = outcome["rendered"].values()

@@ -260,8 +260,8 @@ def main(argv=None):
 def _run_once(args, parser, rerun):
     """One run of the split into args.output; the exit code."""
     from bvb_addon import outcomes, path_args
-    from bvb_addon.agent.model import ModelError
     from bvb_addon.agent.runner import Runner, summarize
+    from bvb_addon.errors import USER_ERRORS, report
 
     try:
         path_args.check(
@@ -270,9 +270,8 @@ def _run_once(args, parser, rerun):
         )
         options, config = _configs(args, parser)
         runner = Runner(options, config)
-    except (ValueError, ModelError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as exc:
+        return report(exc)
     # A batch scheduler's SIGTERM stops the run like Ctrl-C: current steps finish and are saved.
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     from tqdm.contrib.logging import logging_redirect_tqdm
@@ -282,9 +281,8 @@ def _run_once(args, parser, rerun):
         # Log lines go above the progress bar instead of through it.
         with logging_redirect_tqdm():
             results = runner.run()
-    except (ValueError, ModelError) as exc:  # RunError, PriceError, SplitError, VideoError: one line each
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as exc:  # RunError, PriceError, SplitError, VideoError, ModelError: one line each
+        return report(exc)
     except OSError as exc:  # a full disk writing config.json: no scene started
         return outcomes.environment_exit(exc, rerun)
     except KeyboardInterrupt:

@@ -74,11 +74,12 @@ def main(argv=None):
         parser.error(f"--duration {args.duration} is out of range; use 0.5 to 600 seconds (at least 2 frames)")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     from bvb_addon import outcomes, path_args
-    from bvb_addon.synth import build
+    from bvb_addon.errors import report
+    from bvb_addon.synth import build_bl
 
     try:
         path_args.folder("--out", args.out)
-        summaries = build.generate_suite(
+        summaries = build_bl.generate_suite(
             args.out,
             args.difficulty,
             args.scenes,
@@ -90,8 +91,7 @@ def main(argv=None):
             progress=not args.quiet,
         )
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return outcomes.USAGE_EXIT
+        return report(exc)
     except OSError as exc:  # a full disk: the staging folder is gone, the old suite untouched
         return outcomes.environment_exit(exc, outcomes.rerun_command("headless.synth", own_args, None))
     for row in summaries:

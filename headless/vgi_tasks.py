@@ -138,7 +138,7 @@ def _generate_into(out, work, seed, family_names, levels, oracle_videos, samples
             jobs.append(job)
     job_path = work / "job.json"
     job_path.write_text(json.dumps({"tasks": jobs, "samples": samples, "scale": scale}))
-    script = Path(__file__).resolve().parent.parent / "bvb_addon" / "vgi" / "blender_job.py"
+    script = Path(__file__).resolve().parent.parent / "bvb_addon" / "vgi" / "blender_job_bl.py"
     proc = subprocess.run([sys.executable, str(script), str(job_path)], capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -160,13 +160,13 @@ def main(argv=None):
     args = build_parser().parse_args(own_args)
     started = time.monotonic()
     from bvb_addon import outcomes, path_args
+    from bvb_addon.errors import report
 
     try:
         path_args.folder("--out", args.out)
         rows = generate(args.out, args.seed, args.families, args.levels, args.oracle_videos, args.samples, args.scale)
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return outcomes.USAGE_EXIT
+        return report(exc)
     except OSError as exc:  # a full disk: the staging folder is gone, the old suite untouched
         return outcomes.environment_exit(exc, outcomes.rerun_command("headless.vgi_tasks", own_args, None))
     except (RuntimeError, ValueError) as exc:  # Blender failed, or wrote an image that does not decode

@@ -72,13 +72,13 @@ def main(argv=None):
     parser.add_argument("--scenes", nargs="+", help="only these task ids")
     args = parser.parse_args(own_args)
     from bvb_addon import outcomes, path_args
+    from bvb_addon.errors import report
     from bvb_addon.run_dir import RunDir
 
     try:
         run = path_args.folder("--run", args.run)
     except path_args.PathArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     rd = RunDir(run)
     blends = [rd.blend(scene) for scene in rd.submitted()]
     if args.scenes:

@@ -113,7 +113,7 @@ def test_step_warm_snapshot_summary_and_traceback(worker):
     assert err.status == "error" and err.snapshot is None
     assert 'File "<agent>", line 3' in err.traceback and "raise ValueError" in err.traceback
     assert "ValueError: bad value 3" in err.reason
-    assert "worker_main" not in err.traceback
+    assert "worker_main_bl" not in err.traceback
 
 
 def test_error_keeps_scene_as_the_program_left_it(worker):
@@ -312,7 +312,7 @@ def test_symlink_snapshot_to_host_file_is_refused(worker, canary):
         prog(
             """
         import os, sys
-        cls = sys.modules['__main__'].Worker
+        cls = sys.modules['__main__'].SceneHost
         cls.save_snapshot = lambda self, name: os.symlink(CANARY, os.path.join(self.workspace, name))
         """,
             CANARY=canary,
@@ -329,7 +329,7 @@ def test_hardlinked_snapshot_is_refused(worker):
     result = worker.run(
         textwrap.dedent("""
         import os, sys
-        cls = sys.modules['__main__'].Worker
+        cls = sys.modules['__main__'].SceneHost
         def save(self, name):
             open(os.path.join(self.workspace, 'other.bin'), 'wb').write(b'x')
             os.link(os.path.join(self.workspace, 'other.bin'), os.path.join(self.workspace, name))

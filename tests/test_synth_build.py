@@ -23,7 +23,7 @@ def test_an_object_behind_a_wall_is_first_seen_when_the_camera_passes_the_wall(f
     bpy = factory_blender
     from bpy_extras.object_utils import world_to_camera_view
 
-    from bvb_addon.synth import build
+    from bvb_addon.synth import build_bl
 
     scene = bpy.context.scene
     scene.render.engine = "BLENDER_WORKBENCH"
@@ -50,23 +50,23 @@ def test_an_object_behind_a_wall_is_first_seen_when_the_camera_passes_the_wall(f
     chair = world_to_camera_view(scene, cam, bpy.data.objects["chair_1"].location)
     assert 0 < chair.x < 1 and 0 < chair.y < 1 and chair.z > 0  # in the frustum, yet hidden
 
-    first = build.first_sightings(["chair_1", "sofa_1", "lamp_1", "plant_1"], 4, tmp_path)
+    first = build_bl.first_sightings(["chair_1", "sofa_1", "lamp_1", "plant_1"], 4, tmp_path)
     assert first == {"chair_1": None, "sofa_1": 3, "lamp_1": 1, "plant_1": None}
 
     bpy.data.objects.remove(bpy.data.objects["wall_5"])
-    assert build.first_sightings(["chair_1", "sofa_1", "lamp_1", "plant_1"], 4, tmp_path)["chair_1"] == 1
+    assert build_bl.first_sightings(["chair_1", "sofa_1", "lamp_1", "plant_1"], 4, tmp_path)["chair_1"] == 1
 
 
 def test_id_colours_decode_back_to_their_index():
     import numpy as np
 
-    from bvb_addon.synth import build
+    from bvb_addon.synth import build_bl
 
     codes = np.array([0, 63, 137, 255])
     pixels = []
     for index in range(64):
-        rgb = [codes[build._ID_LEVELS.index(c)] for c in build._id_color(index)[:3]]
+        rgb = [codes[build_bl._ID_LEVELS.index(c)] for c in build_bl._id_color(index)[:3]]
         pixels.append(rgb)
     # a little compression-like noise must not change the decoded id
     image = np.array(pixels, dtype=np.int16).reshape(8, 8, 3) + np.random.default_rng(0).integers(-12, 12, (8, 8, 3))
-    assert build.decode_ids(np.clip(image, 0, 255).astype(np.uint8)).ravel().tolist() == list(range(64))
+    assert build_bl.decode_ids(np.clip(image, 0, 255).astype(np.uint8)).ravel().tolist() == list(range(64))

@@ -10,6 +10,9 @@ FENCE = re.compile(r"^```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.DO
 class FormatError(ValueError):
     """The reply holds no valid action, or several; the message goes back to the agent."""
 
+    status = "format_error"
+    """The step's status in the trajectory; the agent reads the message and replies again."""
+
 
 @dataclass(frozen=True)
 class Action:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
+from ..errors import AgentStop
 from ..run_dir import read_json
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
@@ -22,22 +23,34 @@ log = logging.getLogger(__name__)
 TRAJECTORY_FORMAT = "bvb-trajectory-1"
 
 
-class Submitted(Exception):
+class Submitted(AgentStop):
     """The agent replied DONE after seeing a source frame."""
 
+    status, stop_reason, reason = "submitted", "done", "the agent replied DONE"
 
-class LimitReached(Exception):
+
+class LimitReached(AgentStop):
+    """A step, wall-time, cost or format-error limit ended the scene; ``stop_reason`` names which."""
+
+    status = "limit"
+
     def __init__(self, kind, reason):
         super().__init__(reason)
-        self.kind = kind
+        self.stop_reason = kind
 
 
 class ToolError(Exception):
     """A frames or render action that could not be served; the agent sees why and goes on."""
 
+    status = "error"
+    """The step's status."""
 
-class Interrupted(Exception):
+
+class Interrupted(AgentStop):
     """The user stopped the run (Ctrl-C); the scene can be resumed."""
+
+    status = stop_reason = "interrupted"
+    reason = "stopped by the user; --resume continues it"
 
 
 @dataclass
@@ -228,14 +241,12 @@ class AgentLoop:
             self._save()
             while True:
                 self._step()
-        except Submitted:
-            self._finish("submitted", "done", "the agent replied DONE")
-        except LimitReached as exc:
-            self._finish("limit", exc.kind, str(exc))
+        except AgentStop as exc:  # submitted, a limit, or interrupted
+            self._finish(exc.status, exc.stop_reason, str(exc))
         except ModelError as exc:
             self._finish("error", "model_error", str(exc))
-        except (Interrupted, KeyboardInterrupt):
-            self._finish("interrupted", "interrupted", "stopped by the user; --resume continues it")
+        except KeyboardInterrupt:
+            self._finish(Interrupted.status, Interrupted.stop_reason, Interrupted.reason)
         except Exception as exc:
             log.exception("scene %s: harness error", self.task.scene)
             self._finish("error", "harness_error", f"{type(exc).__name__}: {exc}")
@@ -438,11 +449,11 @@ class AgentLoop:
                 )
                 self._observe(record, text, result.images)
         except ToolError as exc:
-            record["status"] = "error"
+            record["status"] = exc.status
             self._observe(record, prompts.render("tool_error", step=step, tool=record["action"], error=str(exc)))
         except FormatError as exc:
             record.setdefault("action", None)
-            record["status"] = "format_error"
+            record["status"] = exc.status
             s["format_errors"] += 1
             error = str(exc).rstrip(".")
             if record.get("finish_reason") == "length":

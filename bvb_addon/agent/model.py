@@ -6,6 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from ..errors import BVBError
 from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy
 from .pricing import Price, estimate_tokens
 
@@ -14,7 +15,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ContextOverflow", "ModelClient", "ModelError", "ModelReply", "request_messages"]
 
 
-class ModelError(ClientError):
+class ModelError(BVBError, ClientError):
     """A call that cannot succeed: a 4xx other than the retried ones, or retries given up."""
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..errors import BVBError
+
 log = logging.getLogger(__name__)
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.json"
@@ -26,7 +28,7 @@ CHARS_PER_TOKEN = 3.0
 MESSAGE_OVERHEAD_TOKENS = 8
 
 
-class PriceError(ValueError):
+class PriceError(BVBError, ValueError):
     pass
 
 

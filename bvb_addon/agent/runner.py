@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import scratch
 from ..atomic import write_json_atomic
+from ..errors import BVBError
 from ..run_dir import RunDir, read_json
 from .loop import AgentLoop, SceneTask
 from .model import ModelError
@@ -18,7 +19,7 @@ from .setup import bpy_version, get_environment, get_model, get_price, get_sandb
 log = logging.getLogger(__name__)
 
 
-class RunError(ValueError):
+class RunError(BVBError, ValueError):
     """Bad input to the runner: one line naming the thing and the fix."""
 
 

@@ -3,12 +3,14 @@
 import os
 from dataclasses import dataclass, field
 
+from ..errors import BVBError
+
 # Weakest first; a level is the strongest rung that is active.
 LEVELS = ("rlimits", "uid", "bwrap")
 PRESETS = ("fast", "bvb", "cycles")
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(BVBError, RuntimeError):
     """The sandbox cannot start at the required level (one line: what is missing and the fix)."""
 
 

@@ -24,7 +24,7 @@ from .config import LEVELS
 log = logging.getLogger(__name__)
 
 SANDBOX_DIR = Path(__file__).resolve().parent
-WORKER_SCRIPT = SANDBOX_DIR / "worker_main.py"
+WORKER_SCRIPT = SANDBOX_DIR / "worker_main_bl.py"
 PROBE_SCRIPT = SANDBOX_DIR / "seccomp_filter.py"
 CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
 UID_LOCK_DIR = Path(tempfile.gettempdir()) / "bvb-sandbox-uids"

@@ -1,6 +1,6 @@
 """The synthetic indoor suite: procedurally planned rooms rendered by Blender, with exact answers.
 
-``plan``, ``catalog``, ``geometry``, ``questions`` and ``oracle`` import no bpy; ``build`` does
+``plan``, ``catalog``, ``geometry``, ``questions`` and ``oracle`` import no bpy; ``build_bl`` does
 (import it explicitly). Entry point: ``python -m headless.synth``.
 """
 

@@ -3,11 +3,13 @@
 import json
 from pathlib import Path
 
+from ..errors import BVBError
+
 REQUIRED = ("id", "family", "domain", "skills", "level", "constraint", "rubric")
 DATASET = "vgi"  # still clips live at DIR/vgi/<id>.mp4, the VSI-Bench-style layout the runner reads
 
 
-class VGIError(ValueError):
+class VGIError(BVBError, ValueError):
     """Bad VGI input; the message names the thing and the fix."""
 
 

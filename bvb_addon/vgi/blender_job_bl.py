@@ -1,4 +1,4 @@
-"""Runs inside Blender (``python blender_job.py JOB.json``): render VGI start images and oracle videos.
+"""Runs inside Blender (``python blender_job_bl.py JOB.json``): render VGI start images and oracle videos.
 
 One process handles every task of a suite, so Blender starts once. The programs it runs
 are the generator's own (trusted) output; agent programs never come through here.

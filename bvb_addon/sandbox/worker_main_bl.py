@@ -1,8 +1,8 @@
 """The worker side: runs inside Blender, in the sandbox, one request at a time.
 
 Started by the supervisor (``bvb_addon.sandbox.worker``) as
-``python -I worker_main.py --fd N ...`` (bpy module) or
-``blender -b --factory-startup --python worker_main.py -- --fd N ...`` (a Blender binary).
+``python -I worker_main_bl.py --fd N ...`` (bpy module) or
+``blender -b --factory-startup --python worker_main_bl.py -- --fd N ...`` (a Blender binary).
 It owns the scene: agent programs run here, in this process, so the scene stays warm.
 Everything it sends back is treated by the supervisor as untrusted data.
 
@@ -84,7 +84,7 @@ def set_parent_death_signal():
         pass
 
 
-class Worker:
+class SceneHost:
     def __init__(self, args):
         self.args = args
         self.sock = __import__("socket").socket(fileno=args.fd)
@@ -259,23 +259,23 @@ class Worker:
         return reply
 
     def op_render(self, req):
-        import render_side
+        import render_side_bl
 
-        return render_side.render(self.workspace, req)
+        return render_side_bl.render(self.workspace, req)
 
     def op_gl(self, req):
-        import render_side
+        import render_side_bl
 
-        info = render_side.probe_gl()
+        info = render_side_bl.probe_gl()
         if info is None:
             return {"status": "error", "reason": "the GPU backend did not start"}
-        return {"status": "ok", "renderer": render_side.gl_renderer(info), "software": render_side.is_software_gl(info),
+        return {"status": "ok", "renderer": render_side_bl.gl_renderer(info), "software": render_side_bl.is_software_gl(info),
                 "platform": info}  # fmt: skip
 
     def op_graph(self, req):
-        import render_side
+        import render_side_bl
 
-        return {"status": "ok", "graph": render_side.scene_graph(req.get("frames"))}
+        return {"status": "ok", "graph": render_side_bl.scene_graph(req.get("frames"))}
 
     def cleanup_processes(self):
         """Kill whatever the program left running, so nothing survives a step.
@@ -398,7 +398,7 @@ def agent_traceback(exc_type, exc, tb):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="worker_main")
+    parser = argparse.ArgumentParser(prog="worker_main_bl")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--seccomp", type=int, default=0)
@@ -413,7 +413,7 @@ def main(argv):
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     bpy.context.preferences.filepaths.use_scripts_auto_execute = False
-    worker = Worker(args)
+    worker = SceneHost(args)
     worker.fingerprint = worker.object_fingerprint()
     protocol.send_msg(
         worker.sock,

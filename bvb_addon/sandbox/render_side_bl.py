@@ -1,6 +1,6 @@
 """Worker side of rendering and scene graphs: runs inside Blender, in the sandbox.
 
-Imported by worker_main.py as a top-level module (bpy is available there). Render
+Imported by worker_main_bl.py as a top-level module (bpy is available there). Render
 settings are changed only for the duration of a render and then put back, so a render
 in the middle of an agent's episode never changes the scene the agent is building.
 """
