@@ -22,36 +22,31 @@ def _blocking_ancestor(path):
     return None
 
 
-def folder(flag, path, must_exist=False):
-    """Check that ``path`` (the value of ``flag``) is or can become a folder; returns it as a Path."""
+def _checked(flag, path, want_folder, must_exist):
+    """``path`` as a Path when it is (or can become) the kind ``flag`` needs; PathArgError naming the fix."""
     if path is None:
         return None
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise PathArgError(f"{flag} {path} is a file, not a folder; give a folder")
+    kind, other = ("folder", "file") if want_folder else ("file", "folder")
+    if path.exists() and path.is_dir() != want_folder:
+        raise PathArgError(f"{flag} {path} is a {other}, not a {kind}; give a {kind}")
     if not path.exists():
         blocker = _blocking_ancestor(path)
         if blocker is not None:
-            raise PathArgError(f"{flag} {path}: {blocker} is a file, not a folder; give a folder path")
+            raise PathArgError(f"{flag} {path}: {blocker} is a file, not a folder; give a {kind} path")
         if must_exist:
-            raise PathArgError(f"{flag} {path}: no such folder")
+            raise PathArgError(f"{flag} {path}: no such {kind}")
     return path
+
+
+def folder(flag, path, must_exist=False):
+    """Check that ``path`` (the value of ``flag``) is or can become a folder; returns it as a Path."""
+    return _checked(flag, path, True, must_exist)
 
 
 def file(flag, path, must_exist=True):
     """Check that ``path`` (the value of ``flag``) is a file (or, with must_exist=False, can become one)."""
-    if path is None:
-        return None
-    path = Path(path)
-    if path.is_dir():
-        raise PathArgError(f"{flag} {path} is a folder, not a file; give a file")
-    if not path.exists():
-        blocker = _blocking_ancestor(path)
-        if blocker is not None:
-            raise PathArgError(f"{flag} {path}: {blocker} is a file, not a folder; give a file path")
-        if must_exist:
-            raise PathArgError(f"{flag} {path}: no such file")
-    return path
+    return _checked(flag, path, False, must_exist)
 
 
 def check(folders=(), files=(), new_files=(), existing_folders=()):

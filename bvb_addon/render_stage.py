@@ -199,6 +199,7 @@ class RenderStage:
     def __init__(self, options):
         self.options = options
         self.run_dir = Path(options.run).resolve()
+        self.rd = RunDir(self.run_dir)
         if options.preset not in PRESETS:
             raise RenderStageError(f"--preset {options.preset!r} is not one of {', '.join(PRESETS)}")
         if not 16 <= options.resolution <= 8192:
@@ -229,11 +230,6 @@ class RenderStage:
         scratch.clean_stale()
         self._tmp = scratch.make("render")
         os.chmod(self._tmp, 0o711)  # the sandbox uid must reach the workspaces below
-
-    @property
-    def rd(self):
-        """The run directory's paths (derived from run_dir, which callers may set)."""
-        return RunDir(self.run_dir)
 
     def scenes(self):
         present = self.rd.submitted()
@@ -445,23 +441,25 @@ class RenderStage:
                     continue
         return rows
 
-    def _keeps_previous(self, row):
-        """True when a failed re-render must leave the scene's earlier ok row (its mp4 still decodes whole)."""
-        previous = self._rows.get(row["scene"])
-        if row["status"] not in RENDER_FAILURES or not previous or previous.get("status") != "ok":
-            return False
-        mp4 = self.rd.render(row["scene"])
-        return mp4_decodes(mp4, int(previous.get("frames") or 0))
-
     def _write_row(self, row):
         with self._lock:
-            if self._keeps_previous(row):
+            if keeps_previous(self._rows.get(row["scene"]), row, self.rd.render(row["scene"])):
                 log.warning("render of %s failed (%s: %s); its earlier complete render stays, and so does its row",
                             row["scene"], row["status"], row["reason"])  # fmt: skip
                 return
             self._rows[row["scene"]] = row
             text = "".join(json.dumps(self._rows[s]) + "\n" for s in sorted(self._rows))
             write_text_atomic(self.status_path, text)
+
+
+def keeps_previous(previous, row, mp4):
+    """True when a failed re-render (``row``) must leave the scene's earlier ``ok`` row: its ``mp4`` still decodes whole.
+
+    A gate verdict (no camera now) is about the current .blend, so it always replaces the row.
+    """
+    if row["status"] not in RENDER_FAILURES or not previous or previous.get("status") != "ok":
+        return False
+    return mp4_decodes(mp4, int(previous.get("frames") or 0))
 
 
 def render_scene_task(payload):

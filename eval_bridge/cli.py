@@ -53,7 +53,7 @@ def _add_judge_args(p):
         "--max-tokens-field",
         choices=("max_completion_tokens", "max_tokens"),
         default="max_completion_tokens",
-        help="request field for the 32-token cap (max_tokens for older servers)",
+        help="request field for the answer-token cap: 32, or 16 under vsi_official (max_tokens for older servers)",
     )
 
 

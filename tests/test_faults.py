@@ -151,7 +151,7 @@ cam.rotation_euler = (math.radians(80), 0, 0)
 
 
 def test_a_render_or_timeline_export_failing_on_a_full_disk_keeps_the_valid_row_and_exits_75(tmp_path):
-    from bvb_addon.render_stage import RenderStage, mp4_decodes
+    from bvb_addon.render_stage import keeps_previous, mp4_decodes
     from bvb_addon.sandbox import Worker
 
     with small_disk(tmp_path / "disk", "4m") as disk:
@@ -192,15 +192,13 @@ def test_a_render_or_timeline_export_failing_on_a_full_disk_keeps_the_valid_row_
         assert (run / "timelines" / "good.json").is_file()
     # The rule itself: a render failure keeps an ok row only while that row's mp4 decodes whole; a gate
     # verdict (no camera now) is about the current .blend and always replaces it.
-    stage = object.__new__(RenderStage)
-    stage.run_dir, stage._rows = tmp_path, {"good": row}
-    (tmp_path / "camera_renders").mkdir()
-    copy = tmp_path / "camera_renders" / "good.mp4"
+    copy = tmp_path / "good_copy.mp4"
     copy.write_bytes(video_bytes)
-    assert stage._keeps_previous({"scene": "good", "status": "encode_error"})
-    assert not stage._keeps_previous({"scene": "good", "status": "no_camera"})
+    assert keeps_previous(row, {"scene": "good", "status": "encode_error"}, copy)
+    assert not keeps_previous(row, {"scene": "good", "status": "no_camera"}, copy)
+    assert not keeps_previous(None, {"scene": "good", "status": "encode_error"}, copy)
     copy.write_bytes(video_bytes[: len(video_bytes) // 2])  # cut short: no longer a valid render
-    assert not stage._keeps_previous({"scene": "good", "status": "encode_error"})
+    assert not keeps_previous(row, {"scene": "good", "status": "encode_error"}, copy)
 
 
 # ---- the runner: faults exit 75, --resume redoes them; stale scratch folders of killed runs go ----
