@@ -14,6 +14,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from .versions import running_blender_binary
+
 OK_EXIT = 0
 FAILED_EXIT = 1
 """An unexpected error in the harness itself (a bug): it keeps its traceback."""
@@ -111,10 +113,18 @@ def _python():
 
 
 def rerun_command(module, argv, resume_flag="--resume"):
-    """The shell command that redoes the faults: the same arguments, plus --resume where the stage has it."""
+    """The shell command that redoes the faults: the same arguments, plus --resume where the stage has it.
+
+    Inside a Blender binary that is ``blender -b --python headless/<stage>.py -- ARGS``, the way
+    the stage was started there (``python -m`` would run without Blender).
+    """
     args = list(argv)
     if resume_flag and resume_flag not in args:
         args.append(resume_flag)
+    binary = running_blender_binary()
+    if binary:
+        script = Path(__file__).resolve().parent.parent / (module.replace(".", "/") + ".py")
+        return shlex.join([binary, "-b", "--python", str(script), "--", *args])
     return shlex.join([_python(), "-m", module, *args])
 
 

@@ -1,6 +1,15 @@
-"""Version facts recorded in every run's config.json and printed by --version."""
+"""Version facts recorded in every run's config.json and printed by --version, and the one
+test of whether this Python runs inside a Blender binary or imports the bpy module."""
 
+import functools
+import logging
+import os
 import platform
+import re
+import subprocess
+import sys
+
+log = logging.getLogger(__name__)
 
 # Kept equal to blender_manifest.toml's version (a test checks it).
 HARNESS_VERSION = "0.1.0"
@@ -13,6 +22,37 @@ def blender_version():
     except ImportError:
         return None
     return bpy.app.version_string
+
+
+def running_blender_binary():
+    """The Blender executable this Python runs inside, or None (plain Python, with or without the bpy module).
+
+    Inside a binary bpy is imported before any script runs and ``bpy.app.binary_path`` is the
+    executable; the bpy module from PyPI leaves it ''. ``bpy.__file__`` is set in both, so it
+    tells nothing. Never imports bpy itself.
+    """
+    app = getattr(sys.modules.get("bpy"), "app", None)
+    return getattr(app, "binary_path", "") or None
+
+
+def inside_blender_binary():
+    """True when running in a Blender executable, not under Python with the bpy module."""
+    return running_blender_binary() is not None
+
+
+@functools.lru_cache(maxsize=8)
+def binary_version(binary):
+    """The version string of a Blender executable ("5.2.2 LTS", as bpy.app.version_string), or None."""
+    running = running_blender_binary()
+    if running and os.path.realpath(running) == os.path.realpath(binary):
+        return sys.modules["bpy"].app.version_string
+    try:
+        proc = subprocess.run([binary, "--factory-startup", "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("cannot ask %s its version: %s", binary, exc)
+        return None
+    found = re.search(r"^Blender (\d+\.\d+\.\d+(?: [A-Za-z]+)?)\s*$", proc.stdout, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def version_line():

@@ -4,7 +4,7 @@ Inside ``blender -b --python headless/run.py -- ARGS`` the script runs with Blen
 Python: the repository root is not on sys.path, the project's dependencies (openai, av,
 tqdm) live in the project's virtual environment, and the script's arguments follow
 ``--``. This module fixes up all three. It imports only the standard library (and
-``bvb_addon.errors``, which does too).
+``bvb_addon.errors`` and ``bvb_addon.versions``, which do too).
 """
 
 import os
@@ -13,17 +13,13 @@ import sys
 from pathlib import Path
 
 from bvb_addon.errors import BVBError, report
+from bvb_addon.versions import inside_blender_binary
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class BootstrapError(BVBError, RuntimeError):
     """No virtual environment for Blender's Python; the message names the flag that points at one."""
-
-
-def inside_blender_binary():
-    """True when running in a Blender executable (bpy is built in and already imported)."""
-    return "bpy" in sys.modules and not getattr(sys.modules["bpy"], "__file__", None)
 
 
 def script_args(argv=None):

@@ -85,9 +85,10 @@ def test_bvb_command_line_delegates_help_to_each_stage():
 
 
 def test_inside_a_blender_binary_a_missing_venv_is_one_clear_line(tmp_path):
-    # A built-in bpy (no __file__) is how the bootstrap recognises a Blender binary's Python.
+    # bpy.app.binary_path set is how the bootstrap recognises a Blender binary's Python (bpy.__file__ is
+    # set there too).
     code = (
-        "import sys, types; sys.modules['bpy'] = types.ModuleType('bpy'); "
+        "import sys, types; bpy = sys.modules['bpy'] = types.ModuleType('bpy'); bpy.__file__ = '/b/bpy/__init__.py'; bpy.app = types.SimpleNamespace(binary_path='/b/blender'); "
         "sys.argv = ['blender', '-b', '--python', 'headless/run.py', '--', '--version', '--venv', sys.argv[1]]; "
         "from headless import run; run.main()"
     )
@@ -103,7 +104,7 @@ def test_inside_a_blender_binary_the_venv_goes_after_blenders_own_packages(tmp_p
     venv = tmp_path / "venv"
     bootstrap.venv_site_packages(venv).mkdir(parents=True)
     code = (
-        "import sys, types; sys.modules['bpy'] = types.ModuleType('bpy'); "
+        "import sys, types; bpy = sys.modules['bpy'] = types.ModuleType('bpy'); bpy.__file__ = '/b/bpy/__init__.py'; bpy.app = types.SimpleNamespace(binary_path='/b/blender'); "
         "from headless import bootstrap; "
         "sys.argv = ['blender', '-b', '--', '--venv', sys.argv[1], '--help']; "
         "print(bootstrap.entry_args(None, 'headless.run')); "
@@ -112,3 +113,67 @@ def test_inside_a_blender_binary_the_venv_goes_after_blenders_own_packages(tmp_p
     out = subprocess.run([sys.executable, "-c", code, str(venv)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [f"['--venv', '{venv}', '--help']", "True"]
+
+
+FAKE_BPY = (
+    "import sys, types; bpy = sys.modules['bpy'] = types.ModuleType('bpy'); bpy.__file__ = '/b/bpy/__init__.py'; "
+    "bpy.app = types.SimpleNamespace(binary_path=sys.argv[1], version_string='5.2.2 LTS'); "
+)
+
+
+def test_a_bpy_module_with_an_empty_binary_path_is_not_a_blender_binary():
+    code = FAKE_BPY + "from bvb_addon import versions; print(versions.running_blender_binary())"
+    out = subprocess.run([sys.executable, "-c", code, ""], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "None", out.stderr
+    out = subprocess.run([sys.executable, "-c", code, "/b/blender"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "/b/blender", out.stderr
+
+
+def test_without_bpy_imported_this_is_not_a_blender_binary():
+    code = "import sys; from bvb_addon import versions; print(versions.inside_blender_binary(), 'bpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_inside_a_blender_binary_the_rerun_hint_runs_the_script_in_that_binary():
+    code = FAKE_BPY + (
+        "from bvb_addon import outcomes; print(outcomes.rerun_command('headless.run', ['--split', 'a b.jsonl']))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, "/opt/b l/blender"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (
+        f"'/opt/b l/blender' -b --python {REPO / 'headless' / 'run.py'} -- --split 'a b.jsonl' --resume"
+    )
+
+
+def _fake_blender(folder, version="5.2.2 LTS"):
+    binary = folder / "bin" / "blender"
+    binary.parent.mkdir(parents=True)
+    binary.write_text(f"#!/bin/sh\necho 'Color management: no display'\necho 'Blender {version}'\necho '\tbuild date: x'\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def test_config_json_records_the_version_of_the_blender_binary_workers_run(tmp_path, monkeypatch):
+    from bvb_addon.agent.setup import bpy_version
+    from bvb_addon.sandbox.config import SandboxConfig
+
+    monkeypatch.delenv("BLENDER_BIN", raising=False)
+    binary = _fake_blender(tmp_path)
+    assert bpy_version(SandboxConfig(blender_bin=str(binary))) == "5.2.2 LTS"
+    # $BLENDER_BIN is the same choice as --blender-bin.
+    other = _fake_blender(tmp_path / "other", "4.5.3 LTS")
+    monkeypatch.setenv("BLENDER_BIN", str(other))
+    assert bpy_version(SandboxConfig()) == "4.5.3 LTS"
+    assert bpy_version(SandboxConfig(blender_bin=str(binary))) == "5.2.2 LTS"
+
+
+def test_blender_binary_order_is_the_flag_then_blender_bin_then_the_running_binary(monkeypatch):
+    from bvb_addon.sandbox.config import SandboxConfig
+    from bvb_addon.sandbox.layers import blender_binary
+
+    monkeypatch.delenv("BLENDER_BIN", raising=False)
+    assert blender_binary(SandboxConfig()) is None
+    monkeypatch.setenv("BLENDER_BIN", "/env/blender")
+    assert blender_binary(SandboxConfig()) == "/env/blender"
+    assert blender_binary(SandboxConfig(blender_bin="/flag/blender")) == "/flag/blender"

@@ -684,3 +684,16 @@ def test_blender_binary_worker(tmp_path):
         result = w.run("import bpy\nbpy.ops.mesh.primitive_cube_add()\nprint(bool(bpy.app.binary_path))")
         assert result.status == "ok" and result.stdout.strip() == "True", result.reason
         assert result.snapshot.is_file()
+
+
+@needs_bwrap
+def test_with_blender_bin_set_the_probe_still_binds_this_python(tmp_path, monkeypatch):
+    # The probe runs under this Python even when workers are a Blender binary: $BLENDER_BIN must
+    # not hide the venv from bwrap (it once failed with "execvp .venv/bin/python: No such file").
+    binary = tmp_path / "blender-bin" / "blender"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(0o755)
+    monkeypatch.setenv("BLENDER_BIN", str(binary))
+    level = probe_layers(CONFIG, refresh=True)
+    assert "bwrap" in level.layers, level.line()

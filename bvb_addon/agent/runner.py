@@ -276,7 +276,7 @@ class Runner:
                 task,
                 self.run_dir,
                 stop_event=self.stop_event,
-                blender_version=bpy_version() or "4.2",
+                blender_version=bpy_version(self.options.sandbox) or "4.2",
             )
             return loop.run()
         except Exception as exc:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..sandbox import platforms
-from ..versions import HARNESS_VERSION
+from ..versions import HARNESS_VERSION, binary_version
 from .pricing import ZERO, price_for
 
 
@@ -22,8 +22,18 @@ def now():
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def bpy_version():
-    """Blender's version without importing bpy (it is the workers' business)."""
+def bpy_version(sandbox_config=None):
+    """The workers' Blender version, without importing bpy (it is the workers' business).
+
+    With a Blender binary for workers (``--blender-bin``, ``$BLENDER_BIN`` or the binary this
+    runs in) that binary's version; else the bpy module's.
+    """
+    from ..sandbox.config import SandboxConfig
+    from ..sandbox.layers import blender_binary
+
+    binary = blender_binary(sandbox_config or SandboxConfig())
+    if binary:
+        return binary_version(binary)
     bpy = sys.modules.get("bpy")
     if bpy is not None and hasattr(bpy, "app"):
         return bpy.app.version_string
@@ -112,7 +122,7 @@ def run_config(
     api = config.agent == "model"
     return {
         "harness_version": HARNESS_VERSION,
-        "bpy_version": bpy_version(),
+        "bpy_version": bpy_version(sandbox_config),
         "python_version": sys.version.split()[0],
         "started_from": started_from,
         "agent": config.agent,

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..versions import running_blender_binary
 from .config import LEVELS
 
 log = logging.getLogger(__name__)
@@ -50,29 +51,17 @@ class SandboxLevel:
         return LEVELS.index(self.name) >= LEVELS.index(level)
 
 
-def inside_blender_binary():
-    return "bpy" in sys.modules and not getattr(sys.modules["bpy"], "__file__", None)
-
-
 def blender_binary(config):
-    """The Blender executable workers run in, or None to use the bpy module under Python."""
-    if config.blender_bin:
-        return config.blender_bin
-    if os.environ.get("BLENDER_BIN"):
-        return os.environ["BLENDER_BIN"]
-    if inside_blender_binary():
-        return sys.modules["bpy"].app.binary_path or None
-    return None
+    """The Blender executable workers run in, or None to use the bpy module under Python.
+
+    One order everywhere: the config's ``blender_bin`` (``--blender-bin``), else ``$BLENDER_BIN``,
+    else the Blender binary this process runs in (its workers are that binary).
+    """
+    return config.blender_bin or os.environ.get("BLENDER_BIN") or running_blender_binary()
 
 
-def runtime(config, script, script_args):
-    """(argv, host paths the worker must be able to read) for running ``script`` in Blender."""
-    binary = blender_binary(config)
-    if binary:
-        binary = os.path.realpath(binary)
-        argv = [binary, "-b", "--factory-startup", "-noaudio", "--python-exit-code", "1",
-                "--python", str(script), "--", *script_args]  # fmt: skip
-        return argv, [os.path.dirname(binary)]
+def python_runtime(config, script, script_args):
+    """(argv, host paths to read) for running ``script`` under Python with the bpy module."""
     python = config.python or sys.executable
     # -I: ignore PYTHON* variables and the user's site-packages.
     argv = [python, "-I", str(script), *script_args]
@@ -80,6 +69,22 @@ def runtime(config, script, script_args):
     paths = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), os.path.realpath(prefix),
              os.path.dirname(os.path.realpath(python))}  # fmt: skip
     return argv, sorted(paths)
+
+
+def binary_runtime(binary, script, script_args):
+    """(argv, host paths to read) for running ``script`` in a Blender executable."""
+    binary = os.path.realpath(binary)
+    argv = [binary, "-b", "--factory-startup", "-noaudio", "--python-exit-code", "1",
+            "--python", str(script), "--", *script_args]  # fmt: skip
+    return argv, [os.path.dirname(binary)]
+
+
+def runtime(config, script, script_args):
+    """(argv, host paths the worker must be able to read) for running ``script`` in Blender."""
+    binary = blender_binary(config)
+    if binary:
+        return binary_runtime(binary, script, script_args)
+    return python_runtime(config, script, script_args)
 
 
 def _mkdir_args(path, created, bound):
@@ -351,9 +356,10 @@ def _run_probe(config, use_bwrap, uid, seccomp):
             os.chown(workdir, uid, uid)
         python = config.python or sys.executable
         argv = [python, "-I", str(PROBE_SCRIPT), "--probe"] + (["--seccomp"] if seccomp else [])
+        # The probe runs under this Python; the worker's Blender binary (if any) must be readable too.
         read_paths = runtime(config, PROBE_SCRIPT, [])[1]
         if blender_binary(config):
-            read_paths = runtime(replace_blender(config), PROBE_SCRIPT, [])[1] + read_paths
+            read_paths = python_runtime(config, PROBE_SCRIPT, [])[1] + read_paths
         if uid is not None and os.geteuid() == 0:
             argv = setpriv_args(uid) + argv
         if use_bwrap:
@@ -374,12 +380,6 @@ def _run_probe(config, use_bwrap, uid, seccomp):
             return None, "the probe printed no report"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def replace_blender(config):
-    from dataclasses import replace
-
-    return replace(config, blender_bin=None)
 
 
 def probe_layers(config=None, refresh=False):
