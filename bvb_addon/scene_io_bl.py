@@ -8,7 +8,7 @@ import bpy
 
 from . import reference_bl
 from .run_dir import RunDirError
-from .sandbox.compat_bl import action_fcurves
+from .sandbox.compat_bl import action_fcurves, write_blocks
 
 
 def append_scene(blend_path, name):
@@ -184,7 +184,7 @@ def write_scene_atomic(scene, path, names=None):
     restore = reference_bl.detach_for_save(scene)
     restore_names = file_names_for_save(scene, names)
     try:
-        bpy.data.libraries.write(tmp, {scene}, fake_user=True, compress=True)
+        write_blocks(bpy.data, tmp, {scene}, fake_user=True, compress=True)
         os.replace(tmp, path)
     finally:
         restore_names()

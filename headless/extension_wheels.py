@@ -4,7 +4,8 @@
                                         [--output-dir dist] [--no-av]
 
 Blender 4.2 installs the wheels an extension's manifest declares (``wheels = [...]``) for the
-platforms it lists; nothing is installed into Blender's Python by hand. For each platform this
+platforms it lists, keeping those that match its own Python; nothing is installed into Blender's
+Python by hand. For each platform and each Python the supported Blenders run (``PYTHONS``) this
 downloads, with ``pip download --only-binary=:all: --platform ...``, binary wheels of ``openai``
 (the model client), ``genai-prices`` (the default price source; pure Python, its pydantic and
 httpx2 come with openai anyway) and ``av`` (PyAV: the agent's source frames and the split reader), pinned to
@@ -40,6 +41,10 @@ PLATFORM_TAGS = {
     "macos-arm64": ["macosx_11_0_arm64", "macosx_12_0_arm64", "macosx_13_0_arm64", "macosx_14_0_arm64"],
     "macos-x64": ["macosx_10_9_x86_64", "macosx_10_13_x86_64", "macosx_11_0_x86_64", "macosx_13_0_x86_64"],
 }
+
+# The Pythons of the supported Blenders' official builds: 4.2 LTS to 5.0 run 3.11, 5.1 and later
+# (5.2 LTS) 3.13. Binary wheels (pydantic-core, jiter) are per Python; av's are abi3 (3.11 and up).
+PYTHONS = ("3.11", "3.13")
 
 # Blender 4.2 ships these in its own Python; a second copy would shadow or clash with them.
 BUNDLED_BY_BLENDER = {"numpy", "requests", "certifi", "idna", "urllib3", "charset_normalizer"}
@@ -92,31 +97,25 @@ def manifest_with_wheels(text, platform, wheels):
     return text[:cut] + "\n".join(lines) + "\n" + text[cut:]
 
 
-def download(platform, requirements, dest):
-    """Binary wheels of ``requirements`` and their dependencies for one Blender platform."""
+def download(platform, requirements, dest, pythons=PYTHONS):
+    """Binary wheels of ``requirements`` and their dependencies for one Blender platform, for each Python."""
     if platform not in PLATFORM_TAGS:
         raise WheelsError(f"unknown platform {platform!r}; use one of {', '.join(PLATFORM_TAGS)}")
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest)]
-    command += [
-        "--python-version",
-        "3.11",
-        "--implementation",
-        "cp",
-        "--abi",
-        "cp311",
-        "--abi",
-        "abi3",
-        "--abi",
-        "none",
-    ]
-    for tag in PLATFORM_TAGS[platform]:
-        command += ["--platform", tag]
-    result = subprocess.run(command + list(requirements), capture_output=True, text=True)
-    if result.returncode != 0:
-        detail = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
-        raise WheelsError(f"pip download for {platform} failed: {detail[-1] if detail else 'no output'}")
+    for python in pythons:
+        abi = "cp" + python.replace(".", "")
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest),
+                   "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3",
+                   "--abi", "none"]  # fmt: skip
+        for tag in PLATFORM_TAGS[platform]:
+            command += ["--platform", tag]
+        result = subprocess.run(command + list(requirements), capture_output=True, text=True)
+        if result.returncode != 0:
+            detail = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+            raise WheelsError(
+                f"pip download for {platform}, Python {python} failed: {detail[-1] if detail else 'no output'}"
+            )
     return keep_wheels(p.name for p in dest.iterdir())
 
 

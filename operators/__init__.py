@@ -4,6 +4,7 @@ Each module has its own ``classes`` and register/unregister; they register in or
 unregister in reverse.
 """
 
+from ..bvb_addon import open_scenes
 from . import agent, background, edit, misc, run, score, source, steps
 
 # The jobs' timer first, so it is unregistered last.
@@ -18,3 +19,4 @@ def register():
 def unregister():
     for module in reversed(_modules):
         module.unregister()
+    open_scenes.clear()

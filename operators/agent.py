@@ -12,7 +12,7 @@ from pathlib import Path
 import bpy
 
 from .. import preferences
-from ..bvb_addon import reference_bl, run_view
+from ..bvb_addon import open_scenes, reference_bl, run_view
 from ..bvb_addon.sandbox import platforms
 from . import background
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
@@ -152,6 +152,8 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         except ImportError as exc:
             return fail(self, context, missing_package(exc))
         s.scene_id = task.scene
+        # The agent writes this scene: it is the run's scene now (Save Submission, Load Step).
+        open_scenes.record(scene.session_uid, bpy.path.abspath(s.run_dir), task.scene)
         s.agent_status, s.agent_step, s.frames_seen, s.cost, s.last_action = "running", 0, 0, 0.0, ""
         session.shown_snapshot = None
         background.start(

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import bpy
 
-from ..bvb_addon import run_view, scene_io_bl
+from ..bvb_addon import open_scenes, run_view, scene_io_bl
 from ..bvb_addon.run_dir import RunDir
+from . import background
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
 
 
@@ -19,8 +20,12 @@ class BVB_OT_save_submission(BVBPollMixin, bpy.types.Operator):
     @classmethod
     def unavailable(cls, context):
         s = context.scene.bvb
-        if not s.run_dir or not s.scene_id:
-            return "Open a run scene first; the submission goes to its blends/ folder"
+        # Only the scene Open Run Scene (or Run Agent) put on screen for this run may replace its submission.
+        reason = open_scenes.save_unavailable(context.scene.session_uid, bpy.path.abspath(s.run_dir), s.scene_id)
+        if reason:
+            return reason
+        if background.running("agent", context.scene):
+            return "The agent is running on this scene; stop it first (its next step would replace the scene)"
         if not Path(bpy.path.abspath(s.run_dir)).is_dir():
             return f"Run directory {s.run_dir} is gone"
         if context.scene.camera is None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import bpy
 from bpy.props import StringProperty
 
-from ..bvb_addon import reference_bl, run_view, scene_io_bl
+from ..bvb_addon import open_scenes, reference_bl, run_view, scene_io_bl
 from ..bvb_addon.run_dir import RunDir, videos_of
 from .base import BVBPollMixin, fail, register_classes, unregister_classes
 
@@ -136,9 +136,11 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
             parts.append("source clip not found (set Videos root in Source)")
         parts.append(f"{len(t.steps)} steps")
         scene_io_bl.show_scene(context, scene)
+        open_scenes.record(scene.session_uid, run_dir, scene_id)
         message = "; ".join(parts)
         t.status = message
         if reopening:
+            open_scenes.forget(current.session_uid)
             scene_io_bl.remove_scene(current)
         # Names the old copy held are free now; what still clashes is mapped back at save time.
         t.file_names = json.dumps(scene_io_bl.take_back_names(scene, names))

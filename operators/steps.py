@@ -5,7 +5,7 @@ from pathlib import Path
 import bpy
 from bpy.props import IntProperty
 
-from ..bvb_addon import run_view, scene_diff, scene_io_bl
+from ..bvb_addon import open_scenes, run_view, scene_diff, scene_io_bl
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
 from .run import load_text
 
@@ -28,11 +28,8 @@ class BVB_OT_load_step(BVBPollMixin, bpy.types.Operator):
     @classmethod
     def unavailable(cls, context):
         s = context.scene.bvb
-        if not s.run_dir or not s.scene_id:
-            return "Open a run scene first"
-        if not s.steps:
-            return "This scene has no steps (steps/<scene>/NNN.py)"
-        return None
+        return open_scenes.steps_unavailable(context.scene.session_uid, bpy.path.abspath(s.run_dir), s.scene_id,
+                                             len(s.steps))  # fmt: skip
 
     def execute(self, context):
         s = context.scene.bvb
@@ -58,6 +55,7 @@ class BVB_OT_load_step(BVBPollMixin, bpy.types.Operator):
             before = scene_io_bl.summarize_blend(previous) if previous else None
             prefix = step_scene_prefix(scene_id)
             for old in [sc for sc in bpy.data.scenes if sc.name.startswith(prefix) and sc.name != current]:
+                open_scenes.forget(old.session_uid)
                 scene_io_bl.remove_scene(old)
             target = STEP_SCENE.format(scene=scene_id, number=item.number)
             reloading = current == target
@@ -80,9 +78,11 @@ class BVB_OT_load_step(BVBPollMixin, bpy.types.Operator):
         source.bvb.step_diff = scene.bvb.step_diff = headline
         scene.bvb.steps_index = index
         scene_io_bl.show_scene(context, scene)
+        open_scenes.record(scene.session_uid, bpy.path.abspath(str(run_dir)), scene_id, step=item.number)
         message = f"{headline}; program in Text '{program.name}', diff in '{diff_name}'"
         source.bvb.status = scene.bvb.status = message
         if reloading:
+            open_scenes.forget(bpy.data.scenes[current].session_uid)
             scene_io_bl.remove_scene(bpy.data.scenes[current])
             scene_io_bl.take_back_names(scene, names)
         self.report({"INFO"}, message)

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from bvb_addon.sandbox.compat_bl import write_blocks
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -115,13 +117,13 @@ def make_run(bpy, root, scene_id="synth_easy_000"):
     table = add_box(bpy, work, "table_1", (0.0, 0.0, 0.4))
     steps = run / "steps" / scene_id
     (steps / "001.py").write_text("import bpy\n# table\n")
-    bpy.data.libraries.write(str(steps / "001.blend"), {work}, fake_user=True)
+    write_blocks(bpy.data, steps / "001.blend", {work}, fake_user=True)
     (steps / "002.py").write_text("raise ValueError('oops')\n")
     add_box(bpy, work, "chair_1", (1.0, 0.5, 0.3), size=0.5)
     table.location.x = 0.5
     (steps / "003.py").write_text("# chair\nimport bpy\n")
-    bpy.data.libraries.write(str(steps / "003.blend"), {work}, fake_user=True)
-    bpy.data.libraries.write(str(run / "blends" / f"{scene_id}.blend"), {work}, fake_user=True)
+    write_blocks(bpy.data, steps / "003.blend", {work}, fake_user=True)
+    write_blocks(bpy.data, run / "blends" / f"{scene_id}.blend", {work}, fake_user=True)
     for obj in list(work.objects):
         bpy.data.objects.remove(obj)
     bpy.data.scenes.remove(work)

@@ -137,8 +137,8 @@ def test_every_operator_poll_says_why_it_is_unavailable(addon, factory_blender):
     for name, reason in [
         ("load_reference", "Pick a clip"),
         ("open_run", "Pick a run directory"),
-        ("load_step", "Open a run scene first"),
-        ("save_submission", "Open a run scene first"),
+        ("load_step", "Press Open Run Scene"),
+        ("save_submission", "Press Open Run Scene"),
         ("clear_reference", "no reference"),
         ("run_agent", "Pick a run directory"),
         ("stop_agent", "not running on this scene"),
@@ -251,6 +251,54 @@ def test_open_run_load_step_and_save_submission(addon, factory_blender, tmp_path
         "clips": 0,
         "images": 0,
     }
+
+
+def test_save_submission_only_writes_the_run_scene_open_run_put_on_screen(addon, factory_blender, tmp_path):
+    """Typing Run dir and Scene is not opening the run: the default scene must never replace the submission."""
+    bpy = factory_blender
+    run = make_run(bpy, tmp_path)
+    submission = run / "blends" / "synth_easy_000.blend"
+    agent_bytes = submission.read_bytes()
+    default = bpy.context.scene
+    add_camera(bpy, default)
+    default.bvb.run_dir, default.bvb.scene_id = str(run), "synth_easy_000"
+
+    def refused(name, scene, reason):
+        with bpy.context.temp_override(scene=scene):
+            op = getattr(bpy.ops.bvb, name)
+            assert not op.poll(), name
+            with pytest.raises(RuntimeError, match=reason):
+                op()
+
+    refused("save_submission", default, "Press Open Run Scene \\(Run panel\\) first: only the run's scene")
+    refused("load_step", default, "Press Open Run Scene \\(Run panel\\) first to list this run's steps")
+    assert submission.read_bytes() == agent_bytes and not (run / "blends" / "synth_easy_000.blend.agent").exists()
+    assert "human_edited" not in json.loads((run / "agent_meta" / "synth_easy_000.json").read_text())
+
+    assert bpy.ops.bvb.open_run() == {"FINISHED"}
+    opened = bpy.data.scenes["synth_easy_000"]
+    refused("save_submission", default, "Press Open Run Scene")  # still not the run's scene
+    with bpy.context.temp_override(scene=opened):
+        assert bpy.ops.bvb.save_submission.poll() and bpy.ops.bvb.load_step.poll()
+        assert bpy.ops.bvb.load_step(index=0) == {"FINISHED"}
+    refused("save_submission", bpy.data.scenes["synth_easy_000 step 001"], "copy of step 001; switch to scene synth_easy_000")
+    with bpy.context.temp_override(scene=bpy.data.scenes["synth_easy_000 step 001"]):
+        assert bpy.ops.bvb.load_step.poll(), "steps load from a step's copy too"
+    opened.bvb.scene_id = "synth_easy_001"
+    refused("save_submission", opened, "changed since synth_easy_000 was opened; press Open Run Scene again")
+    opened.bvb.scene_id = "synth_easy_000"
+    opened.objects["chair_1"].location.x = 2.5
+    with bpy.context.temp_override(scene=opened):
+        assert bpy.ops.bvb.save_submission() == {"FINISHED"}
+    assert submission.read_bytes() != agent_bytes
+    assert (run / "blends" / "synth_easy_000.blend.agent").read_bytes() == agent_bytes
+    # Reopening replaces the scene; the new one is the run's scene, and a removed one vouches for nothing.
+    old_uid = opened.session_uid
+    with bpy.context.temp_override(scene=opened):
+        assert bpy.ops.bvb.open_run() == {"FINISHED"}
+    assert addon.bvb_addon.open_scenes.lookup(old_uid) is None
+    with bpy.context.temp_override(scene=bpy.data.scenes["synth_easy_000"]):
+        assert bpy.ops.bvb.save_submission.poll()
 
 
 def test_reopening_the_current_run_scene_reloads_it(addon, factory_blender, tmp_path):

@@ -1,5 +1,6 @@
 """Self-contained extension zips: wheels of openai and av declared in the manifest and installed by Blender."""
 
+import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -52,9 +53,16 @@ def test_linux_zip_carries_wheels_that_blender_installs(tmp_path):
     wheels = [n for n in names if n.startswith("wheels/")]
     assert any(n.startswith("wheels/openai-") for n in wheels) and any(n.startswith("wheels/av-") for n in wheels)
     assert not any(n.startswith(("wheels/numpy-", "wheels/requests-")) for n in wheels)
+    # Wheels for every supported Blender's Python (binary pydantic-core and jiter per Python).
+    for python in extension_wheels.PYTHONS:
+        abi = "cp" + python.replace(".", "")
+        assert any(n.startswith("wheels/pydantic_core-") and f"-{abi}-" in n for n in wheels), (python, wheels)
+        assert any(n.startswith("wheels/jiter-") and f"-{abi}-" in n for n in wheels), (python, wheels)
     result = run_install_probe("blender_ext_wheels_probe.py", built, tmp_path)
     assert result["install"] == ["FINISHED"]
-    site = "extensions/.local/lib/python3.11/site-packages"
+    # This Blender's Python picked its own wheels, and they load from the extension's folder alone.
+    site = f"extensions/.local/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
     assert {f"{site}/openai", f"{site}/av", f"{site}/pydantic_core"} <= set(result["found"])
     assert f"{site}/numpy" not in result["found"]
+    assert result["loads"] == "ok"
     assert "run_agent" in result["operators"]

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -175,3 +176,36 @@ def check_no_posix_result(result):
     for name in ("run_agent", "render_camera"):
         assert "No sandbox backend on this platform (win32)" in result["polls"][name], result["polls"]
         assert result["polls_opted_in"][name] is None, result["polls_opted_in"]
+
+
+NEW_SCENE_SAVE = """
+import sys
+import bpy
+from bvb_addon import scene_io_bl
+from bvb_addon.sandbox.compat_bl import write_blocks
+
+def fresh(name):
+    scene = bpy.data.scenes.new(name)
+    obj = bpy.data.objects.new(name + "_cube", bpy.data.meshes.new(name + "_mesh"))
+    scene.collection.objects.link(obj)
+    return scene
+
+write_blocks(bpy.data, sys.argv[1] + "/blocks.blend", {fresh("blocks")}, fake_user=True)
+scene_io_bl.write_scene_atomic(fresh("atomic"), sys.argv[1] + "/atomic.blend")
+for name in ("blocks", "atomic"):
+    with bpy.data.libraries.load(sys.argv[1] + "/" + name + ".blend") as (src, dst):
+        print("SAVED", name, sorted(src.scenes), sorted(src.objects))
+"""
+
+
+@pytest.mark.blender
+def test_a_scene_fresh_from_scenes_new_saves_without_crashing(tmp_path):
+    """Blender 5.2 segfaults writing an unevaluated new scene (rc 139); in a subprocess, so a crash fails here."""
+    pytest.importorskip("bpy")
+    proc = subprocess.run([sys.executable, "-c", NEW_SCENE_SAVE, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert proc.returncode == 0, f"rc {proc.returncode}: {proc.stderr[-2000:]}"
+    assert [ln for ln in proc.stdout.splitlines() if ln.startswith("SAVED")] == [
+        "SAVED blocks ['blocks'] ['blocks_cube']",
+        "SAVED atomic ['atomic'] ['atomic_cube']",
+    ]

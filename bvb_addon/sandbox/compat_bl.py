@@ -10,7 +10,8 @@ Known differences (DESIGN.md section 9): slotted actions (4.4+) keep an object's
 in a channelbag per slot, and ``Action.fcurves`` is gone in 5.0 (on 4.5 it writes to a
 "Legacy Slot" the object is not bound to); EEVEE's engine id is ``BLENDER_EEVEE_NEXT`` in
 4.2-4.5 and ``BLENDER_EEVEE`` in 5.0; 5.0 gives every material and world a node tree and
-deprecates ``use_nodes``.
+deprecates ``use_nodes``; 5.2 segfaults writing a scene fresh from ``scenes.new`` whose view
+layer was never evaluated.
 """
 
 import inspect
@@ -64,6 +65,19 @@ def uses_nodes(idblock):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return bool(idblock.use_nodes)
+
+
+def write_blocks(data, path, blocks, **options):
+    """``data.libraries.write(path, blocks, **options)``, each scene's view layers evaluated first.
+
+    Blender 5.2 (bpy 5.2.3, the 5.2.2 binary) segfaults writing a scene made by ``scenes.new``
+    that was never evaluated; ``view_layer.update()`` gives it what the writer reads.
+    """
+    blocks = set(blocks)
+    for block in blocks:
+        for layer in getattr(block, "view_layers", ()):
+            layer.update()
+    data.libraries.write(str(path), blocks, **options)
 
 
 # What the harness's standalone programs need; their text must run on every supported Blender.

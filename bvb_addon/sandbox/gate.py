@@ -9,11 +9,16 @@ from .config import SandboxConfig, SandboxUnavailable
 from .layers import probe_layers
 
 FIX = "install bubblewrap (apt-get install bubblewrap), lower the minimum level, or pass --allow-weak-sandbox to run anyway"
+# bubblewrap is there but failed: installing it is no fix, the failure (in the line) is.
+FIX_FAILED = (
+    "fix the bubblewrap failure named above, lower the minimum level, or pass --allow-weak-sandbox to run anyway"
+)
 
 
 def below_minimum(level, min_level):
     """The one-line refusal: what this machine has, the minimum it misses, and the fixes."""
-    return f"{level.line()}; that is below the required level {min_level!r}: {FIX}"
+    failed = level.missing.get("bwrap", "").startswith("bubblewrap failed")
+    return f"{level.line()}; that is below the required level {min_level!r}: {FIX_FAILED if failed else FIX}"
 
 
 def require_level(config=None):

@@ -62,13 +62,28 @@ def blender_binary(config):
 
 def python_runtime(config, script, script_args):
     """(argv, host paths to read) for running ``script`` under Python with the bpy module."""
-    python = config.python or sys.executable
+    python = interpreter_path(config.python or sys.executable)
     # -I: ignore PYTHON* variables and the user's site-packages.
     argv = [python, "-I", str(script), *script_args]
-    prefix = sys.prefix if not config.python else str(Path(python).resolve().parent.parent)
-    paths = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), os.path.realpath(prefix),
-             os.path.dirname(os.path.realpath(python))}  # fmt: skip
-    return argv, sorted(paths)
+    # The venv (bin/..), the installation its interpreter links to, and for the running Python its prefixes.
+    venv = os.path.dirname(os.path.dirname(python))
+    installed = os.path.dirname(os.path.dirname(os.path.realpath(python)))
+    paths = {venv, installed, os.path.dirname(os.path.realpath(python))}
+    if not config.python:
+        paths |= {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    return argv, sorted(p for p in paths if p != "/")
+
+
+def interpreter_path(python):
+    """python with every symlinked folder on its way resolved, but not the file itself.
+
+    The sandbox binds resolved paths, so the path it runs must be one too (a venv reached
+    through a symlinked home or project folder); the file stays a link, because a venv's
+    bin/python is a link to the base interpreter and Python finds its venv (pyvenv.cfg) from
+    the path it was started by.
+    """
+    python = os.path.abspath(python)
+    return os.path.join(os.path.realpath(os.path.dirname(python)), os.path.basename(python))
 
 
 def binary_runtime(binary, script, script_args):
@@ -180,8 +195,9 @@ def bwrap_args(config, workspace, read_paths, uid, gpu=None):
     if not root:
         args.append("--unshare-user")
     elif uid is not None:
-        # Only to switch to the worker's uid with setpriv, which then drops them for good.
-        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        # Only for setpriv, which switches to the worker's uid and drops them for good: CAP_SETPCAP
+        # is what lets it empty the bounding set (bwrap as root leaves that set full).
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     args += ["--ro-bind", "/usr", "/usr"]
     for name in ("lib", "lib64", "lib32", "bin", "sbin"):
         host = Path("/") / name
@@ -231,6 +247,18 @@ def setpriv_args(uid, groups=()):
     group_arg = f"--groups={','.join(str(g) for g in sorted(set(groups)))}" if groups else "--clear-groups"
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", group_arg, "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs"]  # fmt: skip
+
+
+def bounding_set_left(cap_bnd):
+    """The one line for a dropped uid whose capability bounding set is not empty (None: all is well).
+
+    setpriv --bounding-set=-all needs CAP_SETPCAP; without it util-linux 2.38 exits 0 and
+    leaves the set full, so the set is read back rather than trusted.
+    """
+    if cap_bnd == 0:
+        return None
+    found = "unreadable" if cap_bnd is None else f"CapBnd {cap_bnd:#x}"
+    return f"setpriv did not empty the worker's capability bounding set ({found}); the uid layer is not used"
 
 
 def gpu_groups(gpu):
@@ -354,7 +382,7 @@ def _run_probe(config, use_bwrap, uid, seccomp):
     try:
         if uid is not None:
             os.chown(workdir, uid, uid)
-        python = config.python or sys.executable
+        python = interpreter_path(config.python or sys.executable)
         argv = [python, "-I", str(PROBE_SCRIPT), "--probe"] + (["--seccomp"] if seccomp else [])
         # The probe runs under this Python; the worker's Blender binary (if any) must be readable too.
         read_paths = runtime(config, PROBE_SCRIPT, [])[1]
@@ -412,6 +440,8 @@ def probe_layers(config=None, refresh=False):
         report, error = _run_probe(config, bw, probe_uid if uid_on else None, config.use_seccomp)
         if report is not None and uid_on and root and report.get("uid") == 0:
             report, error = None, "the worker still ran as uid 0"
+        if report is not None and uid_on and root and report.get("cap_bnd") != 0:
+            report, error = None, bounding_set_left(report.get("cap_bnd"))
         if report is not None:
             chosen = (bw, uid_on)
             break

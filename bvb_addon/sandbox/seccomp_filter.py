@@ -122,11 +122,24 @@ def install():
     return None
 
 
+def capability_bounding_set():
+    """This process's capability bounding set (CapBnd of /proc/self/status), or None where unreadable."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("CapBnd:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def probe():
     """What the supervisor's layer probe runs inside the candidate sandbox."""
     import socket
 
-    report = {"uid": os.getuid(), "euid": os.geteuid(), "seccomp_error": None, "socket_blocked": False}
+    report = {"uid": os.getuid(), "euid": os.geteuid(), "seccomp_error": None, "socket_blocked": False,
+              "cap_bnd": capability_bounding_set()}  # fmt: skip
     if "--seccomp" in sys.argv:
         report["seccomp_error"] = install()
         try:

@@ -30,6 +30,7 @@ from .layers import (
     WORKER_SCRIPT,
     PidsCgroup,
     UidLease,
+    bounding_set_left,
     bwrap_args,
     gpu_groups,
     gpu_paths,
@@ -451,6 +452,11 @@ class Worker:
         if ready.get("status") != "ready":
             self._kill()
             raise WorkerError("sandbox_error", "the worker sent no ready message")
+        left = bounding_set_left(ready.get("cap_bnd")) if self._lease is not None else None
+        if left:
+            # The probe saw the drop work; a worker that still holds a bounding set must not run.
+            self._kill()
+            raise SandboxUnavailable(left)
         self.info = {"startup_s": time.monotonic() - started, "uid": ready.get("uid"),
                      "blender": _text(ready.get("blender"), 100), "seccomp_error": _text(ready.get("seccomp_error"), 300)}  # fmt: skip
         restore = self._last_snapshot or self._start_from

@@ -421,6 +421,7 @@ def main(argv):
             "status": "ready",
             "seccomp_error": seccomp_error,
             "uid": os.getuid(),
+            "cap_bnd": seccomp_filter.capability_bounding_set(),
             "blender": bpy.app.version_string,
             "startup_s": time.perf_counter() - started,
         },
