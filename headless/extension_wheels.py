@@ -119,11 +119,15 @@ def download(platform, requirements, dest, pythons=PYTHONS):
     return keep_wheels(p.name for p in dest.iterdir())
 
 
-def build_platform(platform, output_dir, with_av=True, cache_dir=None):
-    """Stage the extension with its wheels for one platform and build its zip; returns the zip's path."""
+def build_platform(platform, output_dir, with_av=True, cache_dir=None, pythons=PYTHONS):
+    """Stage the extension with its wheels for one platform and build its zip; returns the zip's path.
+
+    pythons: the Pythons to carry binary wheels for (a distribution's Blender may run another,
+    such as Debian's 5.2 on 3.14).
+    """
     output_dir = Path(output_dir).resolve()
     cache = Path(cache_dir or REPO_ROOT / "build" / "wheels") / platform
-    wheels = download(platform, pinned_requirements(with_av), cache)
+    wheels = download(platform, pinned_requirements(with_av), cache, pythons)
     with tempfile.TemporaryDirectory(prefix=f"bvb-ext-{platform}-") as tmp:
         stage = Path(tmp) / "bvb"
         shutil.copytree(REPO_ROOT, stage, ignore=_STAGE_IGNORE)
@@ -152,8 +156,17 @@ def main(argv=None):
         action="store_true",
         help="leave PyAV out (smaller; the agent and split reader then need it otherwise)",
     )
+    parser.add_argument(
+        "--pythons", nargs="+", default=list(PYTHONS), metavar="X.Y",
+        help=f"Pythons to carry binary wheels for (default: {' '.join(PYTHONS)}, the official builds'; "
+        "add 3.14 for a distribution's Blender on Python 3.14)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     from bvb_addon import path_args
+
+    bad = [v for v in args.pythons if not re.fullmatch(r"3\.\d+", v)]
+    if bad:
+        parser.error(f"--pythons {bad[0]}: give a Python version as X.Y, such as 3.13")
 
     try:
         path_args.folder("--output-dir", args.output_dir)
@@ -161,7 +174,7 @@ def main(argv=None):
         return report(exc)
     for platform in args.platforms:
         try:
-            path = build_platform(platform, args.output_dir, with_av=not args.no_av)
+            path = build_platform(platform, args.output_dir, with_av=not args.no_av, pythons=tuple(args.pythons))
         except (WheelsError, build_extension.BuildError) as exc:
             return report(exc)
         print(f"built and validated {path} ({path.stat().st_size / 1e6:.1f} MB)")

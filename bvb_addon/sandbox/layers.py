@@ -205,6 +205,9 @@ def bwrap_args(config, workspace, read_paths, uid, gpu=None):
             args += ["--symlink", os.readlink(host), str(host)]
         elif host.is_dir():
             args += ["--ro-bind", str(host), str(host)]
+    # /etc world-traversable: bwrap makes it 0700 as root, and the worker's uid must follow the
+    # /etc/alternatives links Debian puts shared libraries behind (Blender's liblapack.so.3).
+    args += ["--perms", "0755", "--dir", "/etc"]
     for etc in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives"):
         args += ["--ro-bind-try", etc, etc]
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]

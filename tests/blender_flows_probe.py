@@ -1,0 +1,244 @@
+"""Run inside a real Blender binary with the installed extension: every panel flow, one after another.
+
+    blender [-b] --python tests/blender_flows_probe.py -- SETTINGS.json
+
+SETTINGS: {"mode": "drain" | "timer", "module": "bl_ext.user_default.bvb", "clip", "run_dir",
+"base_url", "result", "shots" (folder, timer mode), "bridge_url" (optional)}. Each flow is a
+generator that yields while it waits for the add-on's background jobs. In ``drain`` mode
+(``blender -b``, where timers never fire) this script pumps the job queue itself; in ``timer``
+mode (a real window) it runs from a ``bpy.app.timers`` timer and the add-on's own job timer
+does the work, as for a user. After each flow in timer mode the window is captured with
+``xwd -root``. Writes one JSON object to SETTINGS["result"]. Used by tests/test_binary.py and
+tests/test_gui.py; never imported by pytest itself (no test_ prefix).
+"""
+
+import importlib
+import json
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import bpy
+
+SETTINGS = json.loads(Path(sys.argv[sys.argv.index("--") + 1]).read_text())
+MODULE = SETTINGS["module"]
+background = importlib.import_module(f"{MODULE}.operators.background")
+RESULT = {"flows": {}, "order": [], "binary_path": bpy.app.binary_path, "version": bpy.app.version_string,
+          "background": bpy.app.background, "timer_ticks": 0}  # fmt: skip
+TABLE = "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(location=(0, 0, 0.4))\nbpy.context.active_object.name = 'table_1'\n```"
+
+
+def view3d():
+    """(window, area, region) of the first 3D viewport, for operators that want one."""
+    for window in bpy.context.window_manager.windows:
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                region = next(r for r in area.regions if r.type == "WINDOW")
+                return window, area, region
+    return None, None, None
+
+
+def op(name, **kwargs):
+    """Call bpy.ops.bvb.<name> with a 3D viewport's context when there is a window."""
+    window, area, region = view3d()
+    operator = getattr(bpy.ops.bvb, name)
+    if window is None:
+        return sorted(operator(**kwargs))
+    with bpy.context.temp_override(window=window, area=area, region=region, scene=window.scene):
+        return sorted(operator(**kwargs))
+
+
+def current_scene():
+    window = bpy.context.window_manager.windows[0] if bpy.context.window_manager.windows else None
+    return window.scene if window else bpy.context.scene
+
+
+def wait_jobs(limit_s=300):
+    """Yield until every background job has finished and its outcome is applied."""
+    deadline = time.monotonic() + limit_s
+    while background.registry and time.monotonic() < deadline:
+        yield 0.1
+    if background.registry:
+        raise RuntimeError(f"background jobs still running after {limit_s} s: {list(background.registry)}")
+
+
+def screenshot(name):
+    """The whole X screen as an xwd file (Blender's own screenshot is black on software GL)."""
+    if not SETTINGS.get("shots") or bpy.app.background:
+        return None
+    for area in bpy.context.window_manager.windows[0].screen.areas:
+        area.tag_redraw()
+    path = Path(SETTINGS["shots"]) / f"{len(RESULT['order']):02d}_{name}.xwd"
+    subprocess.run(["xwd", "-root", "-silent", "-out", str(path)], check=True, timeout=60)
+    return str(path)
+
+
+def show_bvb_tab():
+    """Open the 3D viewport's sidebar on the BVB tab and look through the scene camera."""
+    window, area, region = view3d()
+    if window is None:
+        return
+    space = area.spaces.active
+    space.show_region_ui = True
+    space.region_3d.view_perspective = "CAMERA"
+    for reg in area.regions:
+        if reg.type == "UI":
+            try:
+                reg.active_panel_category = "BVB"
+            except (AttributeError, TypeError):
+                RESULT["tab"] = "active_panel_category is read-only here"
+    area.tag_redraw()
+
+
+def flow_load_reference():
+    scene = current_scene()
+    s = scene.bvb
+    if scene.camera is None:
+        camera = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+        scene.collection.objects.link(camera)
+        scene.camera = camera
+        camera.location, camera.rotation_euler = (0, -6, 1.5), (1.45, 0, 0)
+    s.clip_path = SETTINGS["clip"]
+    out = {"op": op("load_reference"), "status": s.status}
+    plane = [o for o in scene.objects if o.type == "MESH" and "reference" in o.name.lower()]
+    out["plane"] = plane[0].name if plane else None
+    out["frame_end"] = scene.frame_end
+    show_bvb_tab()
+    yield 0.5
+    return out
+
+
+def flow_run_agent():
+    scene = current_scene()
+    s = scene.bvb
+    prefs = bpy.context.preferences.addons[MODULE].preferences
+    prefs.base_url, prefs.api_key_env, prefs.api_key = SETTINGS["base_url"], "BVB_TEST_UNSET_KEY", "sk-scripted"
+    prefs.allow_weak_sandbox = True
+    s.run_dir, s.model, s.cost_limit = SETTINGS["run_dir"], "gpt-4o-mini", 1.0
+    started = time.monotonic()
+    out = {"op": op("run_agent")}
+    out["execute_s"] = round(time.monotonic() - started, 3)
+    yield from wait_jobs()
+    out.update(agent_status=s.agent_status, agent_step=s.agent_step, status=s.status, scene_id=s.scene_id,
+               meshes=sorted(o.name for o in scene.objects if o.type == "MESH"), steps=len(s.steps))  # fmt: skip
+    return out
+
+
+def flow_open_run():
+    s = current_scene().bvb
+    out = {"op": op("open_run")}
+    yield 0.3
+    scene = current_scene()
+    out.update(scene=scene.name, status=scene.bvb.status, steps=len(scene.bvb.steps),
+               meshes=sorted(o.name for o in scene.objects if o.type == "MESH"), scene_id=s.scene_id)  # fmt: skip
+    return out
+
+
+def flow_load_step():
+    scene = current_scene()
+    out = {"op": op("load_step", index=0)}
+    yield 0.3
+    shown = current_scene()
+    out.update(scene=shown.name, status=shown.bvb.status or scene.bvb.status,
+               meshes=sorted(o.name for o in shown.objects if o.type == "MESH"))  # fmt: skip
+    return out
+
+
+def flow_save_submission():
+    # Back to the run's scene (a step's copy must never be saved over the submission), then a hand edit.
+    out = {"reopen": op("open_run")}
+    yield 0.3
+    scene = current_scene()
+    mesh = bpy.data.meshes.new("hand_edit_box")
+    mesh.from_pydata([(1, 0, 0), (2, 0, 0), (1.5, 0, 1)], [], [(0, 1, 2)])
+    scene.collection.objects.link(bpy.data.objects.new("hand_edit_box", mesh))
+    out["scene"] = scene.name
+    out["op"] = op("save_submission")
+    out["status"] = scene.bvb.status
+    yield 0.3
+    return out
+
+
+def flow_render_camera():
+    s = current_scene().bvb
+    s.render_preset, s.render_frames, s.render_resolution = "fast", 4, 64
+    out = {"op": op("render_camera")}
+    yield from wait_jobs()
+    out.update(render_status=s.render_status, render_path=s.render_path, status=s.status)
+    return out
+
+
+def flow_score():
+    s = current_scene().bvb
+    prefs = bpy.context.preferences.addons[MODULE].preferences
+    prefs.bridge_url = SETTINGS["bridge_url"]
+    prefs.score_ls = False
+    out = {"op": op("score")}
+    yield from wait_jobs()
+    out.update(score_status=s.score_status, has_scores=s.has_scores, dv=s.score_dv, status=s.status)
+    return out
+
+
+FLOWS = [flow_load_reference, flow_run_agent, flow_open_run, flow_load_step, flow_save_submission,
+         flow_render_camera]  # fmt: skip
+
+
+def all_flows():
+    flows = FLOWS + ([flow_score] if SETTINGS.get("bridge_url") else [])
+    for flow in flows:
+        name = flow.__name__.removeprefix("flow_")
+        started = time.monotonic()
+        try:
+            out = yield from flow()
+        except Exception:
+            out = {"error": traceback.format_exc(limit=6)}
+        out["seconds"] = round(time.monotonic() - started, 2)
+        yield 0.5  # let the window repaint after the flow's last change
+        out["screenshot"] = screenshot(name)
+        RESULT["flows"][name] = out
+        RESULT["order"].append(name)
+
+
+def finish():
+    Path(SETTINGS["result"]).write_text(json.dumps(RESULT, indent=1))
+    print("RESULT written", SETTINGS["result"], flush=True)
+
+
+def run_drain():
+    steps = all_flows()
+    for delay in steps:
+        deadline = time.monotonic() + (delay or 0)
+        while True:
+            background.drain()
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+    finish()
+
+
+def run_timer():
+    steps = all_flows()
+
+    def tick():
+        RESULT["timer_ticks"] += 1
+        try:
+            return next(steps)
+        except StopIteration:
+            finish()
+            bpy.ops.wm.quit_blender()
+            return None
+        except Exception:
+            RESULT["error"] = traceback.format_exc(limit=6)
+            finish()
+            bpy.ops.wm.quit_blender()
+            return None
+
+    bpy.app.timers.register(tick, first_interval=float(SETTINGS.get("first_interval", 2.0)))
+
+
+if SETTINGS["mode"] == "drain":
+    run_drain()
+else:
+    run_timer()
