@@ -75,3 +75,33 @@ def file_tree(path):
     return sorted(str(p.relative_to(path)) for p in Path(path).rglob("*") if p.is_file())
 
 
+
+
+def xwd_to_png(xwd_path):
+    """Convert an ``xwd -root`` capture (ZPixmap, 24/32-bit TrueColor) to PNG; returns (png path, pixels)."""
+    import numpy as np
+    from PIL import Image
+
+    raw = Path(xwd_path).read_bytes()
+    fields = np.frombuffer(raw[:100], dtype=">u4")
+    header_size, width, height = int(fields[0]), int(fields[4]), int(fields[5])
+    byte_order, bits_per_pixel, bytes_per_line, ncolors = int(fields[7]), int(fields[11]), int(fields[12]), int(fields[19])
+    if bits_per_pixel != 32:
+        raise ValueError(f"{xwd_path}: {bits_per_pixel} bits per pixel; only 32 is read here")
+    start = header_size + 12 * ncolors
+    data = np.frombuffer(raw[start : start + height * bytes_per_line], dtype=np.uint8).reshape(height, bytes_per_line)
+    pixels = data[:, : width * 4].reshape(height, width, 4)
+    # LSBFirst (0) stores B, G, R, pad; MSBFirst pad, R, G, B.
+    rgb = pixels[..., [2, 1, 0]] if byte_order == 0 else pixels[..., [1, 2, 3]]
+    png = Path(xwd_path).with_suffix(".png")
+    Image.fromarray(np.ascontiguousarray(rgb)).save(png)
+    return png, rgb
+
+
+def not_blank(rgb):
+    """A window, not an empty screen: many colours and real contrast."""
+    import numpy as np
+
+    flat = rgb.reshape(-1, 3)
+    colours = len(np.unique(flat[:: max(1, len(flat) // 200000)], axis=0))
+    return colours > 50 and float(flat.std()) > 10.0, {"colours": colours, "std": round(float(flat.std()), 1)}

@@ -697,3 +697,19 @@ def test_with_blender_bin_set_the_probe_still_binds_this_python(tmp_path, monkey
     monkeypatch.setenv("BLENDER_BIN", str(binary))
     level = probe_layers(CONFIG, refresh=True)
     assert "bwrap" in level.layers, level.line()
+
+
+def test_the_worker_gets_its_rlimits_and_cgroup_with_no_python_between_fork_and_exec(tmp_path):
+    # A preexec_fn in the fork of a threaded Blender binary hung for good; prlimit and sh do it instead.
+    import shutil
+
+    if not shutil.which("prlimit"):
+        pytest.skip("no prlimit here; the worker's limits come from a preexec_fn")
+    config = SandboxConfig(step_timeout_s=20.0, memory_bytes=3 << 30, open_files=200)
+    with Worker(tmp_path / "ws", tmp_path / "snaps", config) as w:
+        result = w.run("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[1], "
+                       "resource.getrlimit(resource.RLIMIT_NOFILE)[1], resource.getrlimit(resource.RLIMIT_CORE)[1])")
+        assert result.status == "ok", result.reason
+        assert result.stdout.split() == [str(3 << 30), "200", "0"]
+        if w._cgroup is not None:
+            assert str(w._proc.pid) in Path(w._cgroup.join_path()).read_text().split()

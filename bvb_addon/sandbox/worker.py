@@ -395,18 +395,37 @@ class Worker:
             os.lchown(home, self.uid, self.uid)
         return argv, worker_env(self.workspace, str(home))
 
+    def _limits(self):
+        """(rlimit resource name, value) pairs of a worker: address space, CPU, file size, files, no cores."""
+        c = self.config
+        limits = [("as", c.memory_bytes), ("cpu", c.cpu_seconds), ("fsize", c.file_bytes), ("nofile", c.open_files),
+                  ("core", 0)]  # fmt: skip
+        if self._lease is not None:
+            limits.append(("nproc", c.max_processes))
+        return limits
+
+    def _limited(self, argv):
+        """(argv, preexec_fn) that give the worker its rlimits and pids cgroup before anything of it runs.
+
+        With prlimit (util-linux) the command itself does it: ``sh`` joins the cgroup, ``prlimit``
+        sets the limits, then exec the worker, so no Python runs between fork and exec (the fork
+        of a threaded Blender binary hung for good running a preexec_fn). Without prlimit, a
+        preexec_fn does the same.
+        """
+        prlimit = shutil.which("prlimit")
+        if prlimit is None:
+            return argv, self._preexec
+        argv = [prlimit, *(f"--{name}={value}" for name, value in self._limits()), "--", *argv]
+        if self._cgroup is not None:
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self._cgroup.join_path()), *argv]
+        return argv, None
+
     def _preexec(self):
-        """In the child before exec: rlimits, then the pids cgroup."""
+        """In the child before exec (no prlimit here): rlimits, then the pids cgroup."""
         import resource  # POSIX only: imported here so the add-on registers on every platform
 
-        c = self.config
-        limits = [(resource.RLIMIT_AS, c.memory_bytes), (resource.RLIMIT_CPU, c.cpu_seconds),
-                  (resource.RLIMIT_FSIZE, c.file_bytes), (resource.RLIMIT_NOFILE, c.open_files),
-                  (resource.RLIMIT_CORE, 0)]  # fmt: skip
-        if self._lease is not None:
-            limits.append((resource.RLIMIT_NPROC, c.max_processes))
-        for kind, value in limits:
-            resource.setrlimit(kind, (value, value))
+        for name, value in self._limits():
+            resource.setrlimit(getattr(resource, f"RLIMIT_{name.upper()}"), (value, value))
         if self._cgroup is not None:
             with open(self._cgroup.join_path(), "w") as handle:
                 handle.write(str(os.getpid()))
@@ -429,10 +448,11 @@ class Worker:
             self._cgroup = PidsCgroup(f"w{os.getpid()}_{id(self):x}_{self.restarts}", self.config.max_processes)
         argv, env = self._command(child.fileno())
         started = time.monotonic()
+        argv, preexec = self._limited(argv)
         try:
             self._proc = _spawn(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(child.fileno(),), start_new_session=True, preexec_fn=self._preexec, env=env,
+                pass_fds=(child.fileno(),), start_new_session=True, preexec_fn=preexec, env=env,
                 cwd="/",
             )  # fmt: skip
         except OSError as exc:
