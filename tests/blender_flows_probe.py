@@ -76,19 +76,27 @@ def screenshot(name):
 
 
 def show_bvb_tab():
-    """Open the 3D viewport's sidebar on the BVB tab and look through the scene camera."""
+    """Open the 3D viewport's sidebar on the BVB tab (Ctrl+Wheel over it, through xdotool: the active
+    tab is read-only in Python) and look through the scene camera."""
     window, area, region = view3d()
-    if window is None:
+    if window is None or bpy.app.background:
         return
     space = area.spaces.active
     space.show_region_ui = True
-    space.region_3d.view_perspective = "CAMERA"
-    for reg in area.regions:
-        if reg.type == "UI":
-            try:
-                reg.active_panel_category = "BVB"
-            except (AttributeError, TypeError):
-                RESULT["tab"] = "active_panel_category is read-only here"
+    with bpy.context.temp_override(window=window, area=area, region=region):
+        bpy.ops.view3d.view_camera()
+    yield 0.3
+    sidebar = next(r for r in area.regions if r.type == "UI")
+    # X's origin is the top left, Blender's the bottom left of the window.
+    x, y = sidebar.x + sidebar.width - 10, window.height - (sidebar.y + sidebar.height // 2)
+    for attempt in range(12):
+        if sidebar.active_panel_category == "BVB":
+            break
+        # A small move before each wheel step: Blender takes one wheel event per pointer position.
+        subprocess.run(["xdotool", "mousemove", str(x - attempt % 2), str(y), "keydown", "ctrl", "click", "5",
+                        "keyup", "ctrl"], check=True, timeout=30)  # fmt: skip
+        yield 0.4
+    RESULT["tab"] = sidebar.active_panel_category
     area.tag_redraw()
 
 
@@ -105,7 +113,7 @@ def flow_load_reference():
     plane = [o for o in scene.objects if o.type == "MESH" and "reference" in o.name.lower()]
     out["plane"] = plane[0].name if plane else None
     out["frame_end"] = scene.frame_end
-    show_bvb_tab()
+    yield from show_bvb_tab()
     yield 0.5
     return out
 

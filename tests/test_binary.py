@@ -64,6 +64,9 @@ def installed(root, wheels_zip, tmp_path_factory):
     proc = blender(root, ["--factory-startup", "--command", "extension", "install-file", "-r", "user_default", "-e",
                           str(wheels_zip)], binds=[home, wheels_zip.parent], env=env)  # fmt: skip
     check_output(proc, "blender --command extension install-file")
+    # No splash screen over the window the GUI tier captures (the user's preferences, as a user would).
+    code = "import bpy; bpy.context.preferences.view.show_splash = False; bpy.ops.wm.save_userpref()"
+    check_output(blender(root, ["-b", "--python-expr", code], binds=[home], env=env), "saving preferences")
     return home, env
 
 
