@@ -113,7 +113,11 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
         t.agent_step = int(meta.get("turns", meta.get("steps", 0)) or 0)
         t.frames_seen = int(meta.get("frames_seen", 0) or 0)
         t.cost = float(meta.get("cost", meta.get("cost_usd", 0.0)) or 0.0)
-        t.has_scores = False
+        # What the panel copied from the scene we came from is that scene's: this one's comes from the run.
+        t.has_scores = t.score_has_ls = t.score_has_overall = False
+        t.score_status = ""
+        t.dv_by_type.clear()
+        t.render_status = run_view.saved_render_line(run_dir, scene_id)
         fill_steps(t, steps)
         trajectory = rd.trajectory(scene_id)
         if trajectory.is_file():

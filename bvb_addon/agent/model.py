@@ -44,6 +44,11 @@ def request_messages(messages):
     return out
 
 
+def missing_key(variable):
+    """The one line for a model run without a key."""
+    return f"environment variable {variable} holds no API key; export it or name another variable with --api-key-env"
+
+
 class ModelClient:
     """One model endpoint; ``query(messages)`` returns a ModelReply or raises ModelError / ContextOverflow."""
 
@@ -52,10 +57,7 @@ class ModelClient:
         self.price = price
         key = os.environ.get(config.api_key_env)
         if not key:
-            raise ModelError(
-                f"environment variable {config.api_key_env} holds no API key; export it or name another "
-                "variable with --api-key-env"
-            )
+            raise ModelError(missing_key(config.api_key_env))
         policy = RetryPolicy(
             max_retries=config.max_retries,
             time_limit=config.retry_time_limit,
