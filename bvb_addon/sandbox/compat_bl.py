@@ -11,7 +11,10 @@ in a channelbag per slot, and ``Action.fcurves`` is gone in 5.0 (on 4.5 it write
 "Legacy Slot" the object is not bound to); EEVEE's engine id is ``BLENDER_EEVEE_NEXT`` in
 4.2-4.5 and ``BLENDER_EEVEE`` in 5.0; 5.0 gives every material and world a node tree and
 deprecates ``use_nodes``; 5.2 segfaults writing a scene fresh from ``scenes.new`` whose view
-layer was never evaluated.
+layer was never evaluated. Other 5.x changes need nothing here: the harness never touches the
+compositor's node tree (``scene.node_tree`` -> ``compositing_node_group``; renders only switch
+``render.use_compositing`` off), never writes video through Blender (PyAV encodes, so no
+``media_type``), reads no RNA property as an ID property, and adds no Geometry Nodes modifiers.
 """
 
 import inspect
