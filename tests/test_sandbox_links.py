@@ -136,3 +136,16 @@ def test_a_failed_bubblewrap_is_not_told_to_install_bubblewrap():
     assert "apt-get install bubblewrap)," not in below_minimum(failed, "bwrap")
     assert "fix the bubblewrap failure" in below_minimum(failed, "bwrap")
     assert "install bubblewrap (apt-get install bubblewrap), lower" in below_minimum(absent, "bwrap")
+
+
+def test_blender_bin_in_the_environment_still_binds_this_python_for_the_probe(monkeypatch):
+    """$BLENDER_BIN and blender_bin= name the same binary: the probe (a Python program) gets this venv either way."""
+    if "bwrap" not in probe_layers(SandboxConfig()).layers:
+        pytest.skip("bubblewrap unavailable here")
+    # Any executable outside this venv stands for the binary: the probe never runs it.
+    monkeypatch.setenv("BLENDER_BIN", "/bin/true")
+    by_variable = probe_layers(SandboxConfig(), refresh=True)
+    monkeypatch.delenv("BLENDER_BIN")
+    by_field = probe_layers(SandboxConfig(blender_bin="/bin/true"), refresh=True)
+    assert "bwrap" in by_variable.layers, by_variable.missing
+    assert by_variable.layers == by_field.layers

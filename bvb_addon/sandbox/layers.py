@@ -73,6 +73,11 @@ def runtime(config, script, script_args):
         argv = [binary, "-b", "--factory-startup", "-noaudio", "--python-exit-code", "1",
                 "--python", str(script), "--", *script_args]  # fmt: skip
         return argv, [os.path.dirname(binary)]
+    return python_runtime(config, script, script_args)
+
+
+def python_runtime(config, script, script_args):
+    """(argv, host paths to read) for running ``script`` under Python (``config.python`` or this one)."""
     python = interpreter_path(config.python or sys.executable)
     # -I: ignore PYTHON* variables and the user's site-packages.
     argv = [python, "-I", str(script), *script_args]
@@ -377,11 +382,11 @@ def _run_probe(config, use_bwrap, uid, seccomp):
     try:
         if uid is not None:
             os.chown(workdir, uid, uid)
-        python = interpreter_path(config.python or sys.executable)
-        argv = [python, "-I", str(PROBE_SCRIPT), "--probe"] + (["--seccomp"] if seccomp else [])
-        read_paths = runtime(config, PROBE_SCRIPT, [])[1]
+        # The probe is a Python program even when workers are a Blender binary (config.blender_bin or
+        # $BLENDER_BIN): it gets the binary's folder and this Python's, whichever named the binary.
+        argv, read_paths = python_runtime(config, PROBE_SCRIPT, ["--probe"] + (["--seccomp"] if seccomp else []))
         if blender_binary(config):
-            read_paths = runtime(replace_blender(config), PROBE_SCRIPT, [])[1] + read_paths
+            read_paths = runtime(config, PROBE_SCRIPT, [])[1] + read_paths
         if uid is not None and os.geteuid() == 0:
             argv = setpriv_args(uid) + argv
         if use_bwrap:
@@ -402,12 +407,6 @@ def _run_probe(config, use_bwrap, uid, seccomp):
             return None, "the probe printed no report"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def replace_blender(config):
-    from dataclasses import replace
-
-    return replace(config, blender_bin=None)
 
 
 def probe_layers(config=None, refresh=False):
