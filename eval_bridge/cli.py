@@ -127,7 +127,7 @@ def _add_serve(sub):
         "serve",
         help="local HTTP scoring service for the add-on",
         epilog="Judges, encoders and roots are fixed here (flags or --config FILE); a job only names them. "
-        "Without --token a token is generated and written (mode 0600) to --token-file.",
+        "The token comes from $BVB_BRIDGE_TOKEN; without it one is generated and written (mode 0600) to --token-file.",
     )
     p.add_argument("--config", help="TOML file: roots, [judges.NAME], [encoders.NAME], default_judge, ...")
     p.add_argument("--host", help="bind address (default 127.0.0.1, loopback)")
@@ -135,8 +135,8 @@ def _add_serve(sub):
     p.add_argument("--root", action="append", help="folder the service may read and score under (repeatable)")
     p.add_argument(
         "--token",
-        default=os.environ.get("BVB_BRIDGE_TOKEN"),
-        help="bearer token ($BVB_BRIDGE_TOKEN; default: generated)",
+        help="bearer token; avoid: a command line is readable by every local user (/proc/PID/cmdline). "
+        "Prefer $BVB_BRIDGE_TOKEN, or let the service generate one into --token-file (the default)",
     )
     p.add_argument(
         "--token-file",

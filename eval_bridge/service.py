@@ -22,6 +22,7 @@ import hmac
 import itertools
 import json
 import logging
+import os
 import secrets
 import threading
 import time
@@ -58,6 +59,11 @@ MAX_BODY = 64 * 1024
 BODY_TIMEOUT_S = 0.5
 # Connections waiting to be accepted: a burst of health checks from many clients must not be dropped.
 BACKLOG = 2048
+TOKEN_ENV = "BVB_BRIDGE_TOKEN"
+TOKEN_ON_COMMAND_LINE = (
+    "--token puts the secret on the command line, where every local user can read it (/proc/PID/cmdline); "
+    f"set ${TOKEN_ENV} instead, or leave it out and give clients the generated --token-file"
+)
 
 
 class ServiceError(BVBError):
@@ -102,7 +108,7 @@ class ServiceConfig:
         if not is_loopback(self.host) and not self.token:
             raise ValueError(
                 f"serve: binding {self.host} exposes the service beyond this machine; "
-                "pass --token (or BVB_BRIDGE_TOKEN) and give it to the clients yourself"
+                "set BVB_BRIDGE_TOKEN (or pass --token) and give it to the clients yourself"
             )
 
 
@@ -185,11 +191,14 @@ def config_from_args(args):
         default_encoder = default_encoder or "default"
     roots = tuple(args.root or from_file.roots or [str(Path.cwd())])
     token_file = args.token_file or from_file.token_file
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if args.token:
+        log.warning(TOKEN_ON_COMMAND_LINE)
     return ServiceConfig(
         roots=roots,
         host=args.host or from_file.host or "127.0.0.1",
         port=args.port if args.port is not None else (from_file.port or 8765),
-        token=args.token,
+        token=token,
         token_file=Path(token_file).expanduser() if token_file else None,
         judges=judges,
         default_judge=default_judge,
