@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
 from ..errors import AgentStop
 from ..run_dir import read_json
+from ..sandbox.replies import frame_range_of
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
 from .ledger import CostLimit, Ledger, usd
@@ -484,11 +485,9 @@ class AgentLoop:
             target = rd.step_file(scene, step, ".blend")
             copy_atomic(result.snapshot, target)
             s["snapshot"] = record["snapshot"] = rd.relative(target)
-        summary = result.summary or {}
-        if summary.get("frame_range"):
-            first, last = summary["frame_range"][:2]
-            if last >= first:
-                self._frame_range = (int(first), int(last))
+        summary = result.summary if isinstance(result.summary, dict) else {}
+        # The summary comes from the agent's own worker process: only a valid range is taken.
+        self._frame_range = frame_range_of(summary) or self._frame_range
         s["frame_range"] = list(self._frame_range)
         limit = c.observation_limit
         sections = []

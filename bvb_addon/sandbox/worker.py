@@ -7,7 +7,6 @@ worker tree and restarts it from the last good snapshot, which lives outside the
 """
 
 import collections
-import json
 import logging
 import os
 import re
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..blend_header import newer_file_reason
-from . import files, protocol
+from . import files, protocol, replies
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
 from .gate import require_level
 from .layers import (
@@ -95,13 +94,14 @@ class _Died(Exception):
         self.reason = reason
 
 
-def _summary(value, limit=1 << 16):
-    """The worker's scene summary if it is a small JSON object (a program can forge anything)."""
-    if not isinstance(value, dict):
-        return {}
-    if len(json.dumps(value)) > limit:
-        return {"error": f"the scene summary was over {limit} bytes and was dropped"}
-    return value
+def _summary(value):
+    """A validated summary as the plain dict the agent sees."""
+    return value.model_dump(mode="json") if value is not None else {}
+
+
+def _forged(reason):
+    """The reason of a step whose reply did not validate: agent code changed what the worker sends."""
+    return f"the worker's reply did not validate ({reason}); the program may have changed the worker itself"
 
 
 def _text(value, limit):
@@ -262,28 +262,33 @@ class Worker:
             result.duration_s = time.monotonic() - started
             self._recover(result)
             return result
+        try:
+            reply = replies.validate(replies.RunReply, reply)
+        except replies.ReplyInvalid as exc:
+            files.remove(self._dir_fd, snapshot_name)
+            result = StepResult(status="sandbox_error", reason=_forged(exc), step=number)
+            self._recover(result)
+            result.duration_s = time.monotonic() - started
+            return result
         cap = self.config.output_chars + 200
-        status = reply.get("status")
         result = StepResult(
-            status=status if status in ("ok", "error", "oom", "output_limit") else "crash",
-            stdout=_text(reply.get("stdout"), cap),
-            stderr=_text(reply.get("stderr"), cap),
-            traceback=_text(reply.get("traceback"), cap),
-            reason=_text(reply.get("reason"), 2000),
-            summary=_summary(reply.get("summary")),
+            status=reply.status,
+            stdout=_text(reply.stdout, cap),
+            stderr=_text(reply.stderr, cap),
+            traceback=_text(reply.traceback, cap),
+            reason=_text(reply.reason, 2000),
+            summary=_summary(reply.summary),
             step=number,
         )
-        if result.status == "crash":
-            result.reason = f"the worker replied with an unknown status {str(status)[:40]!r}"
         if result.status == "ok":
             try:
                 dest = self.snapshot_dir / f"{number:03d}.blend"
-                files.collect(self._dir_fd, reply.get("snapshot_name"), dest, self.config.max_blend_bytes)
+                files.collect(self._dir_fd, reply.snapshot_name, dest, self.config.max_blend_bytes)
                 result.snapshot = self._last_snapshot = dest
             except (files.UnsafeFile, OSError) as exc:
                 result.status, result.reason = "sandbox_error", f"snapshot refused: {exc}"
                 files.remove(self._dir_fd, snapshot_name)
-        if result.status in ("oom", "crash", "sandbox_error"):
+        if result.status in ("oom", "sandbox_error"):
             self._recover(result)
         result.duration_s = time.monotonic() - started
         return result
@@ -309,23 +314,25 @@ class Worker:
             result.duration_s = time.monotonic() - started
             return result
         files.remove(self._dir_fd, name)
-        status = reply.get("status") if reply.get("status") in ("ok", "error", "oom") else "crash"
-        reason = _text(reply.get("reason"), 2000).replace(str(self.workspace / name), path.name)
+        try:
+            reply = replies.validate(replies.LoadReply, reply)
+        except replies.ReplyInvalid as exc:
+            result = StepResult(status="sandbox_error", reason=_forged(exc), step=number)
+            self._recover(result)
+            result.duration_s = time.monotonic() - started
+            return result
+        status = reply.status
+        reason = _text(reply.reason, 2000).replace(str(self.workspace / name), path.name)
         if status == "error":
             reason = newer_file_reason(path, self.info.get("blender")) or reason
-        result = StepResult(
-            status=status,
-            reason=reason,
-            summary=_summary(reply.get("summary")),
-            step=number,
-        )
+        result = StepResult(status=status, reason=reason, summary=_summary(reply.summary), step=number)
         if status == "ok" and snapshot:
             from ..atomic import copy_atomic
 
             dest = self.snapshot_dir / f"{number:03d}.blend"
             copy_atomic(path, dest)
             result.snapshot = self._last_snapshot = dest
-        if status in ("oom", "crash"):
+        if status == "oom":
             self._recover(result)
         result.duration_s = time.monotonic() - started
         return result
@@ -353,12 +360,16 @@ class Worker:
         except _Died as died:
             self._recover()
             return RenderResult(status=died.kind, reason=died.reason, duration_s=time.monotonic() - started)
-        if reply.get("status") != "ok":
-            status = reply.get("status") if reply.get("status") in ("error", "oom") else "crash"
-            return RenderResult(status=status, reason=_text(reply.get("reason"), 2000) or "render failed",
+        try:
+            reply = replies.validate(replies.RenderReply, reply)
+        except replies.ReplyInvalid as exc:
+            self._recover()
+            return RenderResult(status="sandbox_error", reason=_forged(exc), duration_s=time.monotonic() - started)
+        if reply.status != "ok":
+            return RenderResult(status=reply.status, reason=_text(reply.reason, 2000) or "render failed",
                                 duration_s=time.monotonic() - started)  # fmt: skip
-        names = reply.get("files")
-        if not isinstance(names, list) or len(names) != len(frames):
+        names = reply.files
+        if len(names) != len(frames):
             self._recover()
             return RenderResult(status="sandbox_error", reason="the worker listed the wrong number of images")
         collected = []
@@ -368,12 +379,12 @@ class Worker:
                 collected.append(files.collect(self._dir_fd, name, dest, self.config.max_image_bytes))
         except (files.UnsafeFile, OSError) as exc:
             for name in names:
-                files.remove(self._dir_fd, name if isinstance(name, str) else "")
+                files.remove(self._dir_fd, name)
             self._recover()
             return RenderResult(status="sandbox_error", reason=f"image refused: {exc}",
                                 duration_s=time.monotonic() - started)  # fmt: skip
         return RenderResult(status="ok", files=collected, duration_s=time.monotonic() - started,
-                            renderer=_text(reply.get("renderer"), 200), software_gl=reply.get("software_gl") is True)  # fmt: skip
+                            renderer=_text(reply.renderer, 200), software_gl=reply.software_gl)  # fmt: skip
 
     # ---- process management --------------------------------------------------------------
 
