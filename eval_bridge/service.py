@@ -28,6 +28,7 @@ import threading
 import time
 import tomllib
 from dataclasses import dataclass, field, fields
+from dataclasses import replace as with_fields
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -42,7 +43,7 @@ from starlette.routing import Route
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
 from bvb_addon.errors import USER_ERRORS, BVBError
-from bvb_addon.run_dir import RunDir
+from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
 from . import api
@@ -306,9 +307,38 @@ class Service:
             resolved = Path(path).expanduser().resolve()
         except (ValueError, OSError, RuntimeError) as exc:
             raise ServiceError(400, f"{what} is not a usable path ({exc})") from None
-        if not any(resolved == root or resolved.is_relative_to(root) for root in self.roots):
+        if not self._in_roots(resolved):
             raise ServiceError(403, f"{what} {path} is outside the service's roots")
         return resolved
+
+    def _in_roots(self, resolved):
+        return any(resolved == root or resolved.is_relative_to(root) for root in self.roots)
+
+    def no_links_out(self, folder, what):
+        """A 403 when a symlink under ``folder`` leads out of the roots (its files are read, written and appended)."""
+        folder = Path(folder)
+        if not folder.exists():
+            return
+        if folder.is_symlink() or not folder.is_dir():
+            entries = [folder]
+        else:
+            entries = []
+            for top, dirs, names in os.walk(folder):  # never into a linked folder: each link is checked itself
+                entries += [Path(top, name) for name in dirs + names if os.path.islink(os.path.join(top, name))]
+        for entry in entries:
+            try:
+                target = entry.resolve()
+            except (OSError, RuntimeError):
+                target = None
+            if target is None or not self._in_roots(target):
+                raise ServiceError(
+                    403, f"{what} {folder}: {entry} is a link out of the service's roots; remove it (links are not followed)"
+                )
+
+    def shared_of(self, run):
+        """The shared DV folder of a run: beside it when that is inside a root, else inside the run itself."""
+        beside = RunDir(run).shared
+        return beside if self._in_roots(beside.parent) else run / SHARED
 
     def health(self):
         config = self.config
@@ -338,6 +368,9 @@ class Service:
         run = self.inside(body.run, "run")
         if not run.is_dir():
             raise ServiceError(404, f"run {run} does not exist")
+        shared = self.shared_of(run)
+        self.no_links_out(run, "run")
+        self.no_links_out(shared, "shared DV folder")
         axes = [a for a in AXES if a in body.axes]
         config = _run_config(run)
         scenes = tuple(body.scenes) or None
@@ -366,7 +399,9 @@ class Service:
                 if not value:
                     raise ServiceError(400, f"{axis} needs '{name}' (the run's config.json has none)")
                 where[name] = self.inside(str(value), name)
+                self.no_links_out(where[name], name)
             if axis == "dv":
+                judge = judge if judge.shared else with_fields(judge, shared=str(shared))
                 options = api.DVOptions(
                     run, where["split"], where["videos"], judge, votes=body.dv.votes, workers=body.dv.workers,
                     resume=body.resume, scenes=scenes,
@@ -422,6 +457,7 @@ class Service:
         if job.status not in ("done", "failed"):
             raise ServiceError(409, f"job {job.id} is {job.status}; poll /jobs/{job.id} until it is done")
         out = {"job": job.view()}
+        self.no_links_out(job.run, "run")
         for path in RunDir(job.run).summaries:
             out[path.stem] = json.loads(path.read_text()) if path.is_file() else None
         return out
