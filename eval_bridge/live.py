@@ -10,7 +10,6 @@ A results folder stands for every run directory in it, including runs that appea
 """
 
 import datetime
-import html
 import json
 import logging
 import tempfile
@@ -29,32 +28,48 @@ from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import RunDir
 
 from .files import read_jsonl
+from .html_page import Script, csp, fragment, join, render
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 
 log = logging.getLogger(__name__)
 
 FINISHED_OK = ("submitted", "limit")
-LIVE_SCRIPT = """<script>
-(function () {
-  var version = null;
+# Constant source (its hash is in the pages' policy); where live.json is and how often to ask are data- attributes.
+LIVE_SOURCE = """
+(function (options) {
+  var version = null, ms = parseInt(options.ms, 10) || 1500;
   function poll() {
-    fetch("%(path)slive.json", {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (live) {
+    fetch(options.path + "live.json", {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (live) {
       if (version !== null && live.version !== version) { location.reload(); return; }
       version = live.version;
-      setTimeout(poll, %(ms)d);
-    }).catch(function () { setTimeout(poll, %(ms)d); });
+      setTimeout(poll, ms);
+    }).catch(function () { setTimeout(poll, ms); });
   }
   poll();
-})();
-</script>"""
+})(document.currentScript.dataset);
+"""
+
+
+def live_script(path, ms):
+    return Script(LIVE_SOURCE, {"path": path, "ms": str(int(ms))})
 
 
 EMPTY_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>BVB report</title></head>
-<body data-report="bvb"><h1>BVB report</h1><p>No run directory in {paths} yet; this page reloads when one appears.</p>
-{script}
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{ policy }}">
+<title>BVB report</title></head>
+<body data-report="bvb"><h1>BVB report</h1><p>No run directory in {{ paths }} yet; this page reloads when one appears.</p>
+{{ script }}
 </body></html>
 """
+
+
+def view_policy():
+    """The header bvb view sends with every file: the scripts of every page it serves, and nothing else."""
+    from .report import LOAD_SCRIPT
+    from .trajectory_page import LOAD_SCRIPT as STEP_LOAD_SCRIPT
+
+    return csp((LOAD_SCRIPT, STEP_LOAD_SCRIPT, live_script("", 0))) + "; frame-ancestors 'none'"
 
 
 class ViewError(BVBError, ValueError):
@@ -94,10 +109,16 @@ def fingerprint(runs):
 
 
 def _read(path):
+    """A JSON object from a run's file, or None (missing, torn, or not an object)."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
+        value = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
+    return value if isinstance(value, dict) else None
+
+
+def _cost(value):
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value == value else 0.0
 
 
 def _parse_time(text):
@@ -125,9 +146,10 @@ def run_progress(run_dir, now=None):
         if meta is None or path.stat().st_mtime > meta[1] + 1:
             trajectory = _read(path) or {}
             if trajectory.get("status", "running") == "running":
-                running.append({"scene": scene, "steps": len(trajectory.get("steps") or []),
-                                "cost": float(trajectory.get("cost") or 0.0)})  # fmt: skip
-    cost = sum(float(m.get("cost") or 0.0) for m, _ in metas.values()) + sum(r["cost"] for r in running)
+                steps = trajectory.get("steps")
+                running.append({"scene": scene, "steps": len(steps) if isinstance(steps, list) else 0,
+                                "cost": _cost(trajectory.get("cost"))})  # fmt: skip
+    cost = sum(_cost(m.get("cost")) for m, _ in metas.values()) + sum(r["cost"] for r in running)
     busy = {r["scene"] for r in running}
     done = sorted(s for s, (m, _) in metas.items() if m.get("status") in FINISHED_OK and s not in busy)
     failed = sorted(s for s, (m, _) in metas.items() if m.get("status") not in FINISHED_OK and s not in busy)
@@ -167,19 +189,25 @@ def _duration(seconds):
 
 def progress_html(progress):
     """The live section at the top of the report: one line per run."""
-    lines = ["<h2>Live</h2><table id='live'><tr><th>run</th><th>scenes</th><th>done</th><th>running</th>"
-             "<th>failed</th><th>cost $ (limit)</th><th>ETA</th><th>render ok/failed</th><th>scored</th></tr>"]  # fmt: skip
+    head = fragment(
+        "<h2>Live</h2><table id='live'><tr><th>run</th><th>scenes</th><th>done</th><th>running</th>"
+        "<th>failed</th><th>cost $ (limit)</th><th>ETA</th><th>render ok/failed</th><th>scored</th></tr>"
+    )
+    lines = [head]
     for p in progress:
-        running = ", ".join(f"{html.escape(r['scene'])} (step {r['steps']})" for r in p["running"]) or "–"
+        running = ", ".join(f"{r['scene']} (step {r['steps']})" for r in p["running"]) or "–"
         limit = f" of {p['cost_limit']:.2f}" if p["cost_limit"] is not None else ""
         scored = f"DV {p['dv_questions']} q · LS {p['ls_scenes']} · {'Overall' if p['overall'] else 'no Overall'}"
         lines.append(
-            f"<tr class='live-run'><td>{html.escape(p['run'])}</td><td>{p['scenes']}</td><td>{len(p['done'])}</td>"
-            f"<td>{running}</td><td>{len(p['failed'])}</td><td>{p['cost']:.4f}{limit}</td>"
-            f"<td>{_duration(p['eta_s'])}</td><td>{p['rendered']}/{p['render_failed']}</td><td>{scored}</td></tr>"
-        )
-    lines.append("</table>")
-    return "".join(lines)
+            fragment(
+                "<tr class='live-run'><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4f}{}</td>"
+                "<td>{}</td><td>{}/{}</td><td>{}</td></tr>",
+                p["run"], p["scenes"], len(p["done"]), running, len(p["failed"]), p["cost"], limit,
+                _duration(p["eta_s"]), p["rendered"], p["render_failed"], scored,
+            )
+        )  # fmt: skip
+    lines.append(fragment("</table>"))
+    return join(lines)
 
 
 class LiveReport:
@@ -206,15 +234,14 @@ class LiveReport:
         if mark == self._mark:
             return False
         progress = [run_progress(r) for r in runs]
-        script = {"index": LIVE_SCRIPT % {"path": "", "ms": self.poll_ms},
-                  "scene": LIVE_SCRIPT % {"path": "../", "ms": self.poll_ms}}  # fmt: skip
+        script = {"index": (live_script("", self.poll_ms),), "scene": (live_script("../", self.poll_ms),)}
         if runs:
             build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script))
         else:
-            write_text_atomic(
-                self.out_dir / "index.html",
-                EMPTY_PAGE.format(paths=html.escape(", ".join(map(str, self.paths))), script=script["index"]),
+            page = render(
+                EMPTY_PAGE, policy=csp(script["index"]), paths=", ".join(map(str, self.paths)), script=script["index"][0]
             )
+            write_text_atomic(self.out_dir / "index.html", page)
         self._mark = mark
         self.version += 1
         write_json_atomic(self.out_dir / "live.json", {"version": self.version, "progress": progress,
@@ -251,6 +278,7 @@ class ViewGuard:
     def __init__(self, app, allowed):
         self.app = app
         self.allowed = allowed
+        self.policy = view_policy()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -267,6 +295,7 @@ class ViewGuard:
                 headers = MutableHeaders(scope=message)
                 headers["Cache-Control"] = "no-store"
                 headers["X-Content-Type-Options"] = "nosniff"
+                headers["Content-Security-Policy"] = self.policy
             await send(message)
 
         return await self.app(scope, receive, send_with_headers)
