@@ -140,10 +140,16 @@ def load_run(run_dir, videos_root=None):
     view.steps = _read_json(rd.steps_analysis, run_dir) or {}
     from .noise import run_noise
 
-    view.ci = run_noise(run_dir)
+    try:
+        view.ci = run_noise(run_dir)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a row with the wrong types: no intervals
+        log.warning("%s: no confidence intervals (%s: %s)", run_dir, type(exc).__name__, str(exc)[:200])
     for answer in _rows(run_dir, rd.steps_answers):
         view.step_answers.setdefault(str(answer.get("scene")), []).append(answer)
-    _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
+    try:
+        _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
+    except (TypeError, AttributeError):  # a version field that is not text
+        view.comparability_note = "the Blender versions it records are not readable"
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
     vsi_bench = dv_summary.get("vsi_bench")
