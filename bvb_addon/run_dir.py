@@ -80,14 +80,15 @@ def read_jsonl(path):
     if not path.exists():
         return []
     rows = []
-    with open(path, encoding="utf-8") as handle:
+    # Bytes that are not UTF-8 become U+FFFD, so such a line is skipped like any other that is not JSON.
+    with open(path, encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             line = line.strip()
             if not line:
                 continue
             try:
                 rows.append(json.loads(line))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 log.warning("%s line %d is not JSON (an interrupted write?); skipped", path, number)
     return rows
 
@@ -103,9 +104,14 @@ def _read_object(path):
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text())
+        value = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RunDirError(f"{path} is not valid JSON (line {exc.lineno}); fix or delete it") from None
+    except (UnicodeDecodeError, RecursionError):
+        raise RunDirError(f"{path} is not JSON text (not UTF-8, or nested too deeply); fix or delete it") from None
+    if not isinstance(value, dict):
+        raise RunDirError(f"{path} holds a JSON {type(value).__name__}, not an object; fix or delete it")
+    return value
 
 
 def videos_of(config):

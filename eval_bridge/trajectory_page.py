@@ -135,6 +135,10 @@ def _summary_html(text):
     return fragment("<ul class='summary'>{}</ul>", join(items))
 
 
+def _list(value):
+    return value if isinstance(value, list) else []
+
+
 def _number(value):
     """A float of a field that should hold a number, or None (a hostile file can put anything there)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
@@ -321,8 +325,8 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
             raise ValueError(f"{page.name}: the trajectory is not a JSON object")
     img_dir = page.parent / f"{page.stem}_files"
     img_dir.mkdir(parents=True, exist_ok=True)
-    steps = [s for s in trajectory.get("steps") or [] if isinstance(s, dict)]
-    messages = [m for m in trajectory.get("messages") or [] if isinstance(m, dict)]
+    steps = [s for s in _list(trajectory.get("steps")) if isinstance(s, dict)]
+    messages = [m for m in _list(trajectory.get("messages")) if isinstance(m, dict)]
     pairs = _step_messages(messages)
     by_step = {}
     for row in answers or []:
