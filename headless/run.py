@@ -136,7 +136,12 @@ def build_parser():
         "--agent-gpu", action="store_true",
         help="give the agent's python workers the machine's GPU too (render workers always have it)",
     )  # fmt: skip
-    sandbox.add_argument("--worker-memory-gb", type=float, help="address-space limit of a worker")
+    sandbox.add_argument(
+        "--worker-memory-gb",
+        type=float,
+        help="memory of a worker, in GiB: each process's address-space limit and memory.max of its whole "
+        "process tree (a memory cgroup, where one can be made; see the sandbox level line)",
+    )
     sandbox.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
     return parser
 

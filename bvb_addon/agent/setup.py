@@ -85,7 +85,8 @@ def get_sandbox_level(sandbox_config=None):
     from ..sandbox.gate import require_level
 
     level = require_level(sandbox_config)
-    return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing)}
+    return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing),
+            "memory_max_bytes": level.memory_max}  # fmt: skip
 
 
 def run_config(

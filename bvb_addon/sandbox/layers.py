@@ -27,6 +27,8 @@ SANDBOX_DIR = Path(__file__).resolve().parent
 WORKER_SCRIPT = SANDBOX_DIR / "worker_main_bl.py"
 PROBE_SCRIPT = SANDBOX_DIR / "seccomp_filter.py"
 CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
+CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
+CGROUP_V2_MOUNTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 UID_LOCK_DIR = Path(tempfile.gettempdir()) / "bvb-sandbox-uids"
 _PROBE_CACHE = {}
 
@@ -38,13 +40,17 @@ class SandboxLevel:
     name: str
     layers: tuple = ()
     missing: dict = field(default_factory=dict)
+    memory_max: int = 0
+    """memory.max of each worker's whole tree, in bytes, when the cgroup_memory layer is active (else 0)."""
 
     def line(self):
         missing = "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or "none"
-        return f"sandbox level {self.name}: active {', '.join(self.layers)}; missing {missing}"
+        memory = f"; worker tree memory.max {self.memory_max / (1 << 30):g} GiB" if self.memory_max else ""
+        return f"sandbox level {self.name}: active {', '.join(self.layers)}{memory}; missing {missing}"
 
     def as_dict(self):
-        return {"level": self.name, "layers": list(self.layers), "missing": dict(self.missing)}
+        return {"level": self.name, "layers": list(self.layers), "missing": dict(self.missing),
+                "memory_max_bytes": self.memory_max}  # fmt: skip
 
     def at_least(self, level):
         return LEVELS.index(self.name) >= LEVELS.index(level)
@@ -365,6 +371,106 @@ def sweep_stale_cgroups():
             pass
 
 
+class MemoryCgroup:
+    """A memory group for one worker's whole tree, under this process's own memory cgroup (v2 where the
+    memory controller is delegated to it, else v1): every process the worker forks is charged to it,
+    and the kernel's OOM killer acts inside it when the tree goes past ``limit``."""
+
+    def __init__(self, name, limit):
+        version, base = memory_cgroup_base()
+        if base is None:
+            raise OSError(version)
+        sweep_stale_memory_cgroups(base)
+        self.version = version
+        self.path = base / f"bvb-{name}"
+        self.path.mkdir(exist_ok=True)
+        if version == 2:
+            (self.path / "memory.max").write_text(str(limit))
+            if (self.path / "memory.swap.max").exists():
+                (self.path / "memory.swap.max").write_text("0")  # swap is memory too: none beyond the limit
+        else:
+            (self.path / "memory.limit_in_bytes").write_text(str(limit))
+            if (self.path / "memory.memsw.limit_in_bytes").exists():
+                (self.path / "memory.memsw.limit_in_bytes").write_text(str(limit))
+
+    def join_path(self):
+        return str(self.path / "cgroup.procs")
+
+    def oom_kills(self):
+        """How many processes of the group the kernel's OOM killer has killed so far."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            for line in (self.path / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    # Emptied and removed as a pids group is.
+    kill_all = PidsCgroup.kill_all
+    remove = PidsCgroup.remove
+
+
+def memory_cgroup_base():
+    """(cgroup version, this process's own memory cgroup folder), or (reason, None) where none can be used."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError as exc:
+        return f"cannot read /proc/self/cgroup ({exc.strerror})", None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            base = CGROUP_V1_MEMORY / path.lstrip("/")
+            return (1, base) if (base / "memory.limit_in_bytes").is_file() else ("no cgroup v1 memory folder", None)
+    for line in lines:
+        hierarchy, controllers, path = line.split(":", 2)
+        if hierarchy == "0" and not controllers:
+            mount = next((m for m in CGROUP_V2_MOUNTS if (m / "cgroup.controllers").is_file()), None)
+            if mount is None:
+                return "no cgroup v2 hierarchy mounted", None
+            base = mount / path.lstrip("/")
+            try:
+                delegated = "memory" in (base / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                delegated = False
+            if not delegated:
+                return (
+                    f"the memory controller is not delegated to {base} (enable it in its cgroup.subtree_control, "
+                    "e.g. run under systemd-run --user -p Delegate=yes)"
+                ), None
+            return 2, base
+    return "no memory controller in /proc/self/cgroup", None
+
+
+def sweep_stale_memory_cgroups(base):
+    """Remove empty memory groups left by harnesses that died without closing their workers."""
+    for group in base.glob("bvb-w*_*"):
+        try:
+            owner = int(group.name[5:].split("_")[0])
+        except ValueError:
+            continue
+        if owner == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        try:
+            if not (group / "cgroup.procs").read_text().split():
+                group.rmdir()
+        except OSError:
+            pass
+
+
+def memory_cgroup_available():
+    """None when a memory group for a worker's tree can be made here, else the reason it cannot."""
+    try:
+        group = MemoryCgroup(f"probe{os.getpid()}", 1 << 30)
+        group.remove()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        return f"cannot create a memory cgroup ({reason}); run as root or delegate the memory controller"
+    return None
+
+
 def cgroup_available():
     """None when a pids cgroup can be made here, else the reason it cannot."""
     if not CGROUP_V1_PIDS.is_dir():
@@ -415,7 +521,7 @@ def probe_layers(config=None, refresh=False):
 
     config = config or SandboxConfig()
     key = (config.use_bwrap, config.use_uid, config.use_cgroup, config.use_seccomp, config.python,
-           blender_binary(config), config.uid_base)  # fmt: skip
+           blender_binary(config), config.uid_base, config.tree_memory())  # fmt: skip
     if key in _PROBE_CACHE and not refresh:
         return _PROBE_CACHE[key]
     missing = {}
@@ -465,6 +571,13 @@ def probe_layers(config=None, refresh=False):
         layers.append("cgroup_pids")
     else:
         missing["cgroup_pids"] = cgroup_error
+    memory_error = memory_cgroup_available() if config.use_cgroup and config.tree_memory() else None
+    if not config.use_cgroup or not config.tree_memory():
+        memory_error = "disabled by configuration"
+    if memory_error is None:
+        layers.append("cgroup_memory")
+    else:
+        missing["cgroup_memory"] = f"{memory_error}; each process still has its address-space rlimit"
     if want_uid:
         layers.append("nproc")
     elif cgroup_error is not None:
@@ -477,7 +590,8 @@ def probe_layers(config=None, refresh=False):
         missing["seccomp"] = (report or {}).get("seccomp_error") or "the filter did not block sockets"
     layers.append("watchdog")
     name = "bwrap" if want_bwrap else "uid" if want_uid else "rlimits"
-    level = SandboxLevel(name=name, layers=tuple(layers), missing=missing)
+    memory_max = config.tree_memory() if "cgroup_memory" in layers else 0
+    level = SandboxLevel(name=name, layers=tuple(layers), missing=missing, memory_max=memory_max)
     _PROBE_CACHE[key] = level
     log.info("%s", level.line())
     return level

@@ -26,7 +26,9 @@ from . import files, protocol, replies
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
 from .gate import require_level
 from .layers import (
+    CGROUP_V1_MEMORY,
     WORKER_SCRIPT,
+    MemoryCgroup,
     PidsCgroup,
     UidLease,
     bounding_set_left,
@@ -150,6 +152,7 @@ class Worker:
         self._proc = None
         self._sock = None
         self._cgroup = None
+        self._memcg = None
         self._tail = collections.deque(maxlen=40)
         self._serial = 0
         self._renders = 0
@@ -399,7 +402,16 @@ class Worker:
             argv = setpriv_args(self.uid, gpu_groups(gpu) if gpu else ()) + argv
         if "bwrap" in layers:
             uid = self.uid if self._lease else None
-            return bwrap_args(self.config, self.workspace, read_paths, uid, gpu) + argv, None
+            prefix = bwrap_args(self.config, self.workspace, read_paths, uid, gpu)
+            if self._memcg is not None:
+                # Its own memory group only, read-only, where a program looks for it (the cgroup namespace
+                # makes that group its root): it may read its limit, not change it or see any other group.
+                where = "/sys/fs/cgroup" if self._memcg.version == 2 else str(CGROUP_V1_MEMORY)
+                parents = [str(p) for p in reversed(Path(where).parents) if str(p) != "/"]
+                binds = [arg for p in parents for arg in ("--perms", "0755", "--dir", p)]
+                at = prefix.index("--clearenv")
+                prefix[at:at] = [*binds, "--ro-bind", str(self._memcg.path), where]
+            return prefix + argv, None
         home = self.workspace / ".bvb-home"
         home.mkdir(mode=0o700, exist_ok=True)
         if self._lease is not None:
@@ -407,7 +419,7 @@ class Worker:
         return argv, worker_env(self.workspace, str(home))
 
     def _preexec(self):
-        """In the child before exec: rlimits, then the pids cgroup."""
+        """In the child before exec: rlimits, then the pids and memory cgroups."""
         import resource  # POSIX only: imported here so the add-on registers on every platform
 
         c = self.config
@@ -418,9 +430,10 @@ class Worker:
             limits.append((resource.RLIMIT_NPROC, c.max_processes))
         for kind, value in limits:
             resource.setrlimit(kind, (value, value))
-        if self._cgroup is not None:
-            with open(self._cgroup.join_path(), "w") as handle:
-                handle.write(str(os.getpid()))
+        for group in (self._cgroup, self._memcg):
+            if group is not None:
+                with open(group.join_path(), "w") as handle:
+                    handle.write(str(os.getpid()))
 
     def _chown_workspace(self):
         if self._lease is None:
@@ -438,6 +451,8 @@ class Worker:
         parent, child = socket.socketpair()
         if "cgroup_pids" in self.level.layers:
             self._cgroup = PidsCgroup(f"w{os.getpid()}_{id(self):x}_{self.restarts}", self.config.max_processes)
+        if "cgroup_memory" in self.level.layers:
+            self._memcg = MemoryCgroup(f"w{os.getpid()}_{id(self):x}_{self.restarts}", self.level.memory_max)
         argv, env = self._command(child.fileno())
         started = time.monotonic()
         try:
@@ -514,19 +529,40 @@ class Worker:
                     self._kill()
                     self._clear_workspace()
                     raise _Died("output_limit", f"{over}; the worker was killed and the workspace emptied")
+                self._check_memory()
             reply = protocol.recv_msg(self._sock, self.config.max_message_bytes, max(0.1, deadline - time.monotonic()))
         except protocol.PeerTimeout:
+            self._check_memory()
             self._kill()
             raise _Died("timeout", f"ran past the {timeout:g} s limit; the watchdog killed the worker") from None
         except (protocol.ProtocolError, OSError) as exc:
             closed = isinstance(exc, protocol.PeerClosed) or isinstance(exc, OSError)
             # A closed channel means the worker is dying: let it finish, for its exit status.
-            code = self._kill(grace=2.0 if closed else 0.0)
+            if closed and self._proc is not None:
+                try:
+                    self._proc.wait(timeout=2.0)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._check_memory()
+            code = self._kill()
             raise _Died(*self._death(code, None if closed else str(exc))) from None
+        # A process of the tree killed by the OOM killer (a forked child, say) fails the step, whatever was replied.
+        self._check_memory()
         if reply.get("id") != self._serial:
             self._kill()
             raise _Died("crash", "the worker broke the protocol (a reply out of order)")
         return reply
+
+    def _check_memory(self):
+        """Kill the whole tree when the kernel's OOM killer acted in its memory group (_Died oom)."""
+        if self._memcg is None or not self._memcg.oom_kills():
+            return
+        self._kill()
+        raise _Died(
+            "oom",
+            f"the worker's processes went past their memory limit ({self.level.memory_max / (1 << 20):g} MiB for the "
+            "whole tree); the worker was killed",
+        )
 
     def _over_quota(self):
         """A reason when the workspace holds more than its quota of disk or files, else None."""
@@ -595,9 +631,10 @@ class Worker:
                 code = proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 log.warning("worker %s did not exit after SIGKILL", proc.pid)
-        if self._cgroup is not None:
-            self._cgroup.remove()
-            self._cgroup = None
+        for group in (self._cgroup, self._memcg):
+            if group is not None:
+                group.remove()
+        self._cgroup = self._memcg = None
         if self._sock is not None:
             self._sock.close()
             self._sock = None
