@@ -106,8 +106,13 @@ def _percent(value):
 
 
 def _find_source(videos_root, scene, datasets):
-    if not videos_root:
+    # Names from run files, not paths (the split's rule): a "../" must not reach a clip outside the videos folder.
+    def plain(name):
+        return bool(name) and "/" not in name and "\0" not in name and not name.startswith(".")
+
+    if not videos_root or not plain(scene):
         return None
+    datasets = [d for d in datasets if plain(d)]
     root = Path(videos_root)
     for dataset in datasets:
         candidate = root / dataset / f"{scene}.mp4"
