@@ -26,7 +26,8 @@ Frame = Annotated[StrictInt, Field(ge=-1_048_574, le=1_048_574)]
 Pixels = Annotated[StrictInt, Field(ge=1, le=65_536)]
 Count = Annotated[StrictInt, Field(ge=0, le=1 << 40)]
 Name = Annotated[StrictStr, Field(max_length=256)]
-Coordinate = Annotated[StrictFloat, Field(allow_inf_nan=False)]
+# A program can honestly move an object to inf or nan; the bounds then say so.
+Coordinate = StrictFloat
 NAMES_SHOWN = 20  # the worker lists at most this many names per kind of change
 TEXT_FIELD = 1 << 24  # the worker caps its outputs far below; anything longer is forged
 
@@ -73,7 +74,7 @@ class SceneSummary(_Reply):
     materials: Count
     camera: Camera
     frame_range: tuple[Frame, Frame]
-    fps: Annotated[StrictFloat, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
+    fps: Annotated[StrictFloat, Field(gt=0, le=1e9, allow_inf_nan=False)]  # fps / fps_base, both bounded by Blender
     resolution: tuple[Pixels, Pixels]
     bounds: Bounds | None
     changes: Changes
