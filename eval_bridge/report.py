@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bvb_addon import versions, video
-from bvb_addon.atomic import write_text_atomic
+from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
 from bvb_addon.run_dir import RunDir, read_jsonl, videos_of
 
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
@@ -151,8 +151,12 @@ def load_run(run_dir, videos_root=None):
         log.warning("%s: no confidence intervals (%s: %s)", run_dir, type(exc).__name__, str(exc)[:200])
     for answer in _rows(run_dir, rd.steps_answers):
         view.step_answers.setdefault(str(answer.get("scene")), []).append(answer)
+    version_files = [rd.config, rd.render_status, *sorted(rd.scene_graphs.glob("*.json"))]
     try:
-        _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
+        if any(p.exists() and not inside(run_dir, p) for p in version_files):
+            view.comparability_note = "its Blender versions were not read: a file that records them is a link out of the run"
+        else:
+            _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
     except (TypeError, AttributeError):  # a version field that is not text
         view.comparability_note = "the Blender versions it records are not readable"
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
@@ -237,7 +241,7 @@ def _strip(clip, dest_dir, prefix):
     names = []
     for index, jpeg in enumerate(frames):
         name = f"{prefix}_{index}.jpg"
-        (dest_dir / name).write_bytes(jpeg)
+        write_bytes_atomic(dest_dir / name, jpeg)  # replaces whatever is there, a link included, never through it
         names.append(name)
     return names, ""
 
@@ -516,8 +520,6 @@ def _copy_run_file(source, dest):
             data = handle.read()
     except OSError:
         return False
-    from bvb_addon.atomic import write_bytes_atomic
-
     write_bytes_atomic(dest, data)
     return True
 

@@ -41,6 +41,22 @@ def forge(change):
     """)
 
 
+def forge_next(change):
+    """Agent code that leaves its own step's reply alone and rewrites the next reply (a load or a render)."""
+    return textwrap.dedent(f"""
+        import sys
+        _proto = sys.modules["protocol"]
+        _send = _proto.send_msg
+        _seen = [0]
+        def _forged(sock, r, *a, **k):
+            _seen[0] += 1
+            if _seen[0] == 2:
+                {change}
+            return _send(sock, r, *a, **k)
+        _proto.send_msg = _forged
+    """)
+
+
 # (what is forged, the change to the reply, the field the refusal names)
 FORGERIES = [
     ("frame_range holds a string", "r['summary']['frame_range'] = [1, 'x']", "frame_range"),
@@ -110,3 +126,25 @@ def test_a_forged_frame_range_is_the_agents_fault_not_a_harness_error(tmp_path, 
     observations = [m["content"] for m in trajectory["messages"] if m["role"] == "user"]
     assert any("did not validate" in text for text in observations)
     assert trajectory["frame_range"] == [1, 40]
+
+
+LATER = [
+    ("render", "files not a list", "r['files'] = 5", "files"),
+    ("render", "renderer a dict", "r.update(status='ok', files=[], renderer={'x': 1})", "renderer"),
+    ("render", "status unknown", "r['status'] = 'exit 75'", "status"),
+    ("load", "summary a string", "r['summary'] = '<script>'", "summary"),
+    ("load", "status unknown", "r['status'] = 'harness_error'", "status"),
+]
+
+
+@pytest.mark.parametrize(("op", "change", "field"), [(f[0], f[2], f[3]) for f in LATER], ids=[f"{f[0]}: {f[1]}" for f in LATER])
+def test_a_forged_render_or_load_reply_is_a_sandbox_error_too(worker, tmp_path, op, change, field):
+    assert worker.run(forge_next(change)).status == "ok"
+    if op == "render":
+        result = worker.render_frames([1], 64, out_dir=tmp_path / "frames")
+    else:
+        result = worker.load_blend(worker.last_snapshot, snapshot=False)
+    assert result.status == "sandbox_error", (result.status, result.reason)
+    assert "did not validate" in result.reason and field in result.reason
+    after = worker.run("import bpy\nprint(sorted(o.name for o in bpy.data.objects))")
+    assert after.status == "ok" and after.stdout.strip() == "['Keep']"
