@@ -239,7 +239,10 @@ class LiveReport:
             build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script))
         else:
             page = render(
-                EMPTY_PAGE, policy=csp(script["index"]), paths=", ".join(map(str, self.paths)), script=script["index"][0]
+                EMPTY_PAGE,
+                policy=csp(script["index"]),
+                paths=", ".join(map(str, self.paths)),
+                script=script["index"][0],
             )
             write_text_atomic(self.out_dir / "index.html", page)
         self._mark = mark

@@ -154,7 +154,9 @@ def load_run(run_dir, videos_root=None):
     version_files = [rd.config, rd.render_status, *sorted(rd.scene_graphs.glob("*.json"))]
     try:
         if any(p.exists() and not inside(run_dir, p) for p in version_files):
-            view.comparability_note = "its Blender versions were not read: a file that records them is a link out of the run"
+            view.comparability_note = (
+                "its Blender versions were not read: a file that records them is a link out of the run"
+            )
         else:
             _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
     except (TypeError, AttributeError):  # a version field that is not text
@@ -458,7 +460,9 @@ def _leaderboard_table(runs):
         key = "overall" if view.overall is not None else "dualVqa"
         interval = (view.ci.get(f"{key}_ci_low"), view.ci.get(f"{key}_ci_high"))
         overlap = None not in interval and above is not None and interval[0] <= above[1] and above[0] <= interval[1]
-        mark = Markup(" <span class='overlap' title='its 95% interval overlaps the row above'>≈</span>") if overlap else ""
+        mark = (
+            Markup(" <span class='overlap' title='its 95% interval overlaps the row above'>≈</span>") if overlap else ""
+        )
         above = interval if None not in interval else None
         votes = view.ci.get("votes")
         spread = f"{votes}: {_fmt(view.ci.get('dualVqa_vote_spread'))}" if votes else "–"
@@ -499,7 +503,10 @@ def _vsi_table(view, slug):
     if not isinstance(source, dict) or not isinstance(render, dict):
         return ""
     keys = ["overall", *sorted(str(k) for k in {*source, *render} if k != "overall")]
-    rows = join(fragment("<tr><td>{}</td><td>{}</td><td>{}</td></tr>", k, _fmt(source.get(k)), _fmt(render.get(k))) for k in keys)
+    rows = join(
+        fragment("<tr><td>{}</td><td>{}</td><td>{}</td></tr>", k, _fmt(source.get(k)), _fmt(render.get(k)))
+        for k in keys
+    )
     return fragment(
         "<h3>VSI-Bench (official scoring)</h3><table id='vsi-bench-{}'>"
         "<tr><th>metric</th><th>source</th><th>render</th></tr>{}</table>",

@@ -332,7 +332,8 @@ class Service:
                 target = None
             if target is None or not self._in_roots(target):
                 raise ServiceError(
-                    403, f"{what} {folder}: {entry} is a link out of the service's roots; remove it (links are not followed)"
+                    403,
+                    f"{what} {folder}: {entry} is a link out of the service's roots; remove it (links are not followed)",
                 )
 
     def shared_of(self, run):

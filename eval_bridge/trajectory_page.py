@@ -163,7 +163,11 @@ def _seconds(value):
 
 def _tokens(usage):
     usage = usage if isinstance(usage, dict) else {}
-    return _count(usage.get("input_tokens")), _count(usage.get("cached_input_tokens")), _count(usage.get("output_tokens"))
+    return (
+        _count(usage.get("input_tokens")),
+        _count(usage.get("cached_input_tokens")),
+        _count(usage.get("output_tokens")),
+    )
 
 
 def _answers_html(answers):
@@ -279,7 +283,9 @@ def _step_html(record, reply, observation, images, img_dir, totals, answers, end
     if observation is not None:
         content = observation.get("content")
         if isinstance(content, list):
-            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+            content = " ".join(
+                str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+            )
         text = content if isinstance(content, str) else ""
         if kind == "python":
             sections = split_observation(text)

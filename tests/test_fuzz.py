@@ -31,7 +31,9 @@ FEW = settings(max_examples=80, deadline=None, suppress_health_check=[HealthChec
 PIECES = st.sampled_from(["```", "```python", "```frames", "```render", "```js", "DONE", "**DONE**", "\n", "\r\n",
                           " ", "count=", "start=", "end=", ",", "=", "1", "-2.5", "1e308", "nan", "inf", "0x1f",
                           "option", "A", "b.", "(C)", "1,200", "٣", "\x00", "\t"])  # fmt: skip
-MODEL_TEXT = st.one_of(st.text(max_size=300), st.lists(st.one_of(PIECES, st.text(max_size=8)), max_size=40).map("".join))
+MODEL_TEXT = st.one_of(
+    st.text(max_size=300), st.lists(st.one_of(PIECES, st.text(max_size=8)), max_size=40).map("".join)
+)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
@@ -100,9 +102,15 @@ SPLIT_LINE = st.one_of(
     st.binary(max_size=200),
     JSON.map(lambda v: json.dumps(v).encode()),
     st.fixed_dictionaries(
-        {"id": JSON, "dataset": st.text(max_size=8), "scene_name": st.text(max_size=8),
-         "question_type": st.sampled_from(QUESTION_TYPES) | JSON, "question": st.text(max_size=8),
-         "options": OPTIONS | JSON, "ground_truth": JSON}  # fmt: skip
+        {
+            "id": JSON,
+            "dataset": st.text(max_size=8),
+            "scene_name": st.text(max_size=8),
+            "question_type": st.sampled_from(QUESTION_TYPES) | JSON,
+            "question": st.text(max_size=8),
+            "options": OPTIONS | JSON,
+            "ground_truth": JSON,
+        }  # fmt: skip
     ).map(lambda v: json.dumps(v).encode()),
     st.just(b"[" * 5000),
 )

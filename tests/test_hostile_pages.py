@@ -30,8 +30,8 @@ def payload(field):
     """Markup that marks the page with ``field`` if any part of it runs (script, event handlers, breakouts)."""
     mark = f"document.documentElement.dataset.pwned='{field}'"
     return (
-        f"</textarea></pre></title>'\"><script>{mark}</script><img src=x onerror=\"{mark}\">"
-        f"<svg onload=\"{mark}\"></svg><a href=\"javascript:{mark}\" id=pwnlink>x</a>"
+        f'</textarea></pre></title>\'"><script>{mark}</script><img src=x onerror="{mark}">'
+        f'<svg onload="{mark}"></svg><a href="javascript:{mark}" id=pwnlink>x</a>'
     )
 
 

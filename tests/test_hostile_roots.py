@@ -17,8 +17,23 @@ pytestmark = pytest.mark.unit
 
 MARK = "canary-not-for-the-service-or-the-report"
 # Valid as a JSON object and as a JSON line, with the mark in every text field a page shows.
-CANARY = json.dumps({"name": MARK, "scene": MARK, "judge": MARK, "status": MARK, "retention_rate": 0.5,
-                     "bpy_version": MARK, "blender": MARK, "answer": MARK, "question_type": MARK, "step": 1}) + "\n"
+CANARY = (
+    json.dumps(
+        {
+            "name": MARK,
+            "scene": MARK,
+            "judge": MARK,
+            "status": MARK,
+            "retention_rate": 0.5,
+            "bpy_version": MARK,
+            "blender": MARK,
+            "answer": MARK,
+            "question_type": MARK,
+            "step": 1,
+        }
+    )
+    + "\n"
+)
 
 # Every file (or folder) a job reads, writes or appends, as a path under the run folder or the suite.
 RUN_FILES = [

@@ -114,7 +114,9 @@ def test_a_forged_frame_range_is_the_agents_fault_not_a_harness_error(tmp_path, 
                              cost_limit=100.0, max_steps=2, retry_base_delay=0.001)  # fmt: skip
         env = SandboxEnvironment(task.video, task, tmp_path / "ws", tmp_path / "snaps", config, CONFIG)
         try:
-            meta = AgentLoop(config, ModelClient(config, Price(1.0, 1.0, 1.0)), env, task, RunDir(tmp_path / "run")).run()
+            meta = AgentLoop(
+                config, ModelClient(config, Price(1.0, 1.0, 1.0)), env, task, RunDir(tmp_path / "run")
+            ).run()
         finally:
             env.close()
     assert meta["stop_reason"] != "harness_error", meta
@@ -137,7 +139,9 @@ LATER = [
 ]
 
 
-@pytest.mark.parametrize(("op", "change", "field"), [(f[0], f[2], f[3]) for f in LATER], ids=[f"{f[0]}: {f[1]}" for f in LATER])
+@pytest.mark.parametrize(
+    ("op", "change", "field"), [(f[0], f[2], f[3]) for f in LATER], ids=[f"{f[0]}: {f[1]}" for f in LATER]
+)
 def test_a_forged_render_or_load_reply_is_a_sandbox_error_too(worker, tmp_path, op, change, field):
     assert worker.run(forge_next(change)).status == "ok"
     if op == "render":

@@ -163,4 +163,3 @@ def frame_range_of(summary):
     first, last = value
     valid = all(isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 1_048_574 for v in value)
     return (first, last) if valid and first <= last else None
-
