@@ -204,3 +204,24 @@ def test_the_report_never_copies_or_shows_a_linked_file(tmp_path, where):
     if where.startswith("program"):
         assert "link, not copied" in page.read_text()
     _untouched(outside, canary)
+
+
+def test_scene_names_from_run_files_never_name_a_path_out_of_the_report(tmp_path):
+    """Scenes named "../x" in agent_meta: step pages, copies and frame strips stay inside the report folder,
+    and a trajectory that such a name puts outside the run is not read."""
+    run = tmp_path / "results" / "run1"
+    (run / "agent_meta").mkdir(parents=True)
+    (run / "trajectories").mkdir()
+    for index, scene in enumerate(("../inside", "../../../outside")):
+        (run / "agent_meta" / f"{index}.json").write_text(json.dumps({"scene": scene, "status": "submitted"}))
+        trajectory = (run / "trajectories" / f"{scene}.traj.json").resolve()
+        trajectory.parent.mkdir(parents=True, exist_ok=True)
+        trajectory.write_text(json.dumps({"scene": scene, "status": "submitted", "steps": [], "messages": []}))
+    assert (run / "inside.traj.json").is_file() and (tmp_path / "outside.traj.json").is_file()
+    out = tmp_path / "deep" / "er" / "report"
+    before = set(tmp_path.rglob("*"))
+    report.build_report([run], out)
+    written = set(tmp_path.rglob("*")) - before
+    assert written and all(p == out or out in p.parents or p in out.parents for p in written), sorted(written)
+    (page,) = (out / "scenes").glob("*.html")  # "../inside" only: "../../../outside" leaves the run
+    assert "inside" in page.name and "/" not in page.name

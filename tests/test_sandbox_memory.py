@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("bpy")
 
+from bvb_addon.agent.setup import get_sandbox_level  # noqa: E402
 from bvb_addon.sandbox import SandboxConfig, Worker, probe_layers  # noqa: E402
 
 pytestmark = pytest.mark.blender
@@ -65,6 +66,7 @@ def _own_group(worker):
 def test_the_worker_reads_its_own_tree_limit_and_the_level_records_it(tmp_path):
     assert "worker tree memory.max 1 GiB" in LEVEL.line()
     assert LEVEL.as_dict()["memory_max_bytes"] == 1024 * MiB
+    assert get_sandbox_level(GENEROUS)["memory_max_bytes"] == 1024 * MiB  # what config.json records
     with Worker(tmp_path / "ws", tmp_path / "snaps", GENEROUS) as worker:
         limit, usage = _own_group(worker)
         raised = worker.run(OWN_GROUP.replace("print(open(os.path.join(folder, limit)).read().strip(), open(os.path.join(folder, usage)).read().strip())",
