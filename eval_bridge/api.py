@@ -38,6 +38,8 @@ class JudgeOptions:
     retry_base_delay: float = 1.0
     max_tokens_field: str = "max_completion_tokens"
     concurrency: int | None = None  # judge requests in flight at once (cluster-wide on Ray)
+    prompt_kind: str = "auto"  # VSI-Bench's numeric post-prompt: auto (from the URL), local or api
+    probe_wait: float = 60.0  # seconds the endpoint probe may retry a refused or silent endpoint (0: no probe)
 
     def check(self):
         if self.kind not in ("vlm", "geometry"):
@@ -160,6 +162,7 @@ def _vlm_judge(options, cache_path, settings=None, cap=None):
         backoff_s=options.retry_base_delay,
         max_tokens_field=options.max_tokens_field,
         cap=cap,
+        prompt_kind=options.prompt_kind,
     )
 
 

@@ -43,6 +43,20 @@ def _add_judge_args(p):
     p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
     p.add_argument("--protocol", choices=api.PROTOCOLS, default="dual_vqa_v1")
+    p.add_argument(
+        "--vsi-prompt",
+        choices=("auto", "local", "api"),
+        default="auto",
+        help="vsi_official's numeric post-prompt: VSI-Bench's for local or for API models "
+        "(auto: local for a loopback or private endpoint, else api)",
+    )
+    p.add_argument(
+        "--probe-wait",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds to keep retrying an endpoint that refuses or times out before scoring starts (0: no probe)",
+    )
     p.add_argument("--cache", help=f"judge cache file (default results/{SHARED}/{JUDGE_CACHE})")
     p.add_argument("--shared", help="folder of shared source answers (default results/_dual_vqa_shared)")
     p.add_argument("--price-in", type=float, help="judge input price, USD per million tokens")
@@ -241,6 +255,8 @@ def judge_options(args):
         retry_base_delay=args.retry_base_delay,
         max_tokens_field=args.max_tokens_field,
         concurrency=getattr(args, "judge_concurrency", None),
+        prompt_kind=args.vsi_prompt,
+        probe_wait=args.probe_wait,
     )
 
 

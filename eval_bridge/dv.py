@@ -39,9 +39,9 @@ def majority(scores):
     return sorted(scores, reverse=True)[len(scores) // 2]
 
 
-def question_sha(question, protocol):
+def question_sha(question, protocol, kind="local"):
     # The prompt the judge saw (the question itself under dual_vqa_v1): answers to another prompt are not reused.
-    prompt = rules.prompt_for(question, protocol) if protocol in rules.PROTOCOLS else question.question
+    prompt = rules.prompt_for(question, protocol, kind) if protocol in rules.PROTOCOLS else question.question
     text = "\n".join([prompt, *(question.options or []), str(question.ground_truth), protocol])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -131,7 +131,12 @@ class _Shared:
                 self._seen = (os.stat(self.path).st_ino, os.stat(self.path).st_size)
 
     def _key(self, question):
-        return (self.judge.model, self.judge.protocol, question.id, question_sha(question, self.judge.protocol))
+        return (
+            self.judge.model,
+            self.judge.protocol,
+            question.id,
+            question_sha(question, self.judge.protocol, _prompt_kind(self.judge)),
+        )
 
     def get(self, question, votes):
         key = self._key(question)
@@ -189,7 +194,7 @@ class _Shared:
             "id": question.id,
             "dataset": question.dataset,
             "scene": question.scene_name,
-            "question_sha": question_sha(question, self.judge.protocol),
+            "question_sha": question_sha(question, self.judge.protocol, _prompt_kind(self.judge)),
             "frames_hash": digest,
             "answers": [a.text for a in answers],
             "costs_usd": [a.cost_usd for a in answers],
@@ -200,6 +205,10 @@ class _Shared:
                 self.deferred.append(row)
             return row
         return self.store([row])[_row_key(row)]
+
+
+def _prompt_kind(judge):
+    return getattr(judge, "prompt_kind", "local")
 
 
 def _render_state(run_dir):
@@ -532,7 +541,12 @@ def summarise(rows, judge, votes):
         "failures": failed,
         # VSI-Bench's own numbers, comparable with its tables; retention above is ours.
         "vsi_bench": (
-            {side: rules.vsi_aggregate(pool, side) for side in ("source", "render")}
+            {
+                **{side: rules.vsi_aggregate(pool, side) for side in ("source", "render")},
+                # The official aggregate raises on this split; the present rel_direction levels were averaged.
+                "partial_split": rules.vsi_partial_split(pool),
+                "number_post_prompt": rules.vsi_number_post_prompt(_prompt_kind(judge)),
+            }
             if judge.protocol == "vsi_official" and pool
             else None
         ),

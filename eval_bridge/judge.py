@@ -76,9 +76,13 @@ class VLMJudge:
         timeout_s=120.0,
         max_tokens_field="max_completion_tokens",
         cap=None,
+        prompt_kind="auto",
     ):
         self.model = model
         self.protocol = protocols.check_protocol(protocol)
+        # VSI-Bench's numeric post-prompt differs for API and local models; auto reads it from the URL.
+        self.prompt_kind = prompt_kind_of(base_url) if prompt_kind in (None, "auto") else prompt_kind
+        protocols.vsi_number_post_prompt(self.prompt_kind)
         self.cache = cache
         self.settings = settings or JudgeSettings(max_tokens=protocols.max_tokens(protocol))
         self.pricing = pricing or Pricing(model)
@@ -148,7 +152,7 @@ class VLMJudge:
 
     def ask(self, media, question, vote_index=0):
         """One vote: from the cache when this exact call was made before, else from the API."""
-        prompt = protocols.prompt_for(question, self.protocol)
+        prompt = protocols.prompt_for(question, self.protocol, self.prompt_kind)
         key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
         if self.cache is None:
             return self._fresh(media, prompt, key, vote_index)
@@ -218,6 +222,21 @@ class VLMJudge:
             if answer.usage.get("cost") is not None:
                 usage["cost"] = answer.usage["cost"]
         return answer.content.strip(), usage
+
+
+def prompt_kind_of(base_url):
+    """ "local" for a server on this machine or a private network (a model served locally), else "api"."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(str(base_url or "")).hostname or ""
+    if host == "localhost" or host.endswith(".local"):
+        return "local"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "api"
+    return "local" if address.is_loopback or address.is_private or address.is_link_local else "api"
 
 
 def _short(exc):

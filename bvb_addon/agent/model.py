@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BVBError
 from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy
+from .config import provider_effort
 from .pricing import Price, estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,9 @@ class ModelClient:
         params = {"model": c.model, "messages": request_messages(messages)}
         # OpenAI's reasoning models take only max_completion_tokens; most other servers take max_tokens.
         params["max_completion_tokens" if self._uses_completion_tokens else "max_tokens"] = c.max_tokens
-        if c.reasoning != "none":
-            params["reasoning_effort"] = c.reasoning
+        effort = provider_effort(c.reasoning, c.base_url)
+        if effort is not None:
+            params["reasoning_effort"] = effort
         if c.temperature is not None:
             params["temperature"] = c.temperature
         if c.extra:

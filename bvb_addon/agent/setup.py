@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..sandbox import platforms
 from ..versions import HARNESS_VERSION
+from .config import provider_effort
 from .pricing import ZERO, price_for
 
 
@@ -119,6 +120,7 @@ def run_config(
         "agent": config.agent,
         "model": config.model,
         "reasoning": config.reasoning,
+        "reasoning_sent": provider_effort(config.reasoning, config.base_url) if api else None,
         "base_url": config.base_url if api else None,
         "api_key_env": config.api_key_env if api else None,
         "limits": config.limits(),
