@@ -21,6 +21,7 @@ from bvb_addon import backend
 from bvb_addon.run_dir import RunDir
 
 from . import protocol as rules
+from .cache import clip_fingerprint
 from .files import agent_meta, append_jsonl, file_lock, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,15 @@ class _Memo:
 
 
 def _row_key(row):
-    return (row.get("judge_model"), row.get("protocol"), row.get("id"), row.get("question_sha"))
+    # The source clip's fingerprint is part of the key: another clip at the same path is asked again
+    # (rows written before it existed have none, so they are never reused).
+    return (
+        row.get("judge_model"),
+        row.get("protocol"),
+        row.get("id"),
+        row.get("question_sha"),
+        row.get("source_fingerprint"),
+    )
 
 
 class _Shared:
@@ -130,16 +139,12 @@ class _Shared:
                 write_jsonl_atomic(self.path, list(self._rows.values()))
                 self._seen = (os.stat(self.path).st_ino, os.stat(self.path).st_size)
 
-    def _key(self, question):
-        return (
-            self.judge.model,
-            self.judge.protocol,
-            question.id,
-            question_sha(question, self.judge.protocol, _prompt_kind(self.judge)),
-        )
+    def _key(self, question, fingerprint):
+        sha = question_sha(question, self.judge.protocol, _prompt_kind(self.judge))
+        return (self.judge.model, self.judge.protocol, question.id, sha, fingerprint)
 
-    def get(self, question, votes):
-        key = self._key(question)
+    def get(self, question, votes, fingerprint):
+        key = self._key(question, fingerprint)
         with self._lock:
             row = self._rows.get(key)
         if row and len(row["answers"]) >= votes:
@@ -149,12 +154,9 @@ class _Shared:
     def task_copy(self, judge, questions):
         """A picklable copy holding only these questions' rows, collecting new rows instead of writing them."""
         copy = object.__new__(_Shared)
-        rows = {}
+        ids = {question.id for question in questions}
         with self._lock:
-            for question in questions:
-                key = self._key(question)
-                if key in self._rows:
-                    rows[key] = self._rows[key]
+            rows = {key: row for key, row in self._rows.items() if key[2] in ids}
         copy.__setstate__({"path": self.path, "judge": judge, "_rows": rows, "_seen": (None, 0), "deferred": []})
         return copy
 
@@ -187,7 +189,7 @@ class _Shared:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def put(self, question, digest, answers):
+    def put(self, question, digest, answers, fingerprint):
         row = {
             "judge_model": self.judge.model,
             "protocol": self.judge.protocol,
@@ -195,6 +197,7 @@ class _Shared:
             "dataset": question.dataset,
             "scene": question.scene_name,
             "question_sha": question_sha(question, self.judge.protocol, _prompt_kind(self.judge)),
+            "source_fingerprint": fingerprint,
             "frames_hash": digest,
             "answers": [a.text for a in answers],
             "costs_usd": [a.cost_usd for a in answers],
@@ -205,6 +208,13 @@ class _Shared:
                 self.deferred.append(row)
             return row
         return self.store([row])[_row_key(row)]
+
+
+def source_fingerprint(judge, source_file):
+    """The source clip's content fingerprint with the judge's sampling settings (eval_bridge.cache)."""
+    settings = getattr(judge, "settings", None)
+    sampling = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()
+    return clip_fingerprint(source_file, *sampling)
 
 
 def _prompt_kind(judge):
@@ -390,14 +400,15 @@ class DualVQA:
 
     def _source_side(self, question, source_file):
         """The source answers: from the shared file when this judge answered before, else asked and shared."""
-        shared = self.shared.get(question, self.votes)
+        scene = question.scene_name
+        fingerprint = self._memo.get(("fingerprint", scene), lambda: source_fingerprint(self.judge, source_file))
+        shared = self.shared.get(question, self.votes, fingerprint)
         if shared is None:
-            scene = question.scene_name
             media = self._memo.get(
                 ("source", scene),
                 lambda: self.judge.load_source(self.videos_root, question.dataset, scene, source_file),
             )
-            shared = self.shared.put(question, media.digest, self._ask_votes(media, question))
+            shared = self.shared.put(question, media.digest, self._ask_votes(media, question), fingerprint)
         return shared["answers"][: self.votes], sum(shared.get("costs_usd", [0.0])[: self.votes])
 
     def _render_side(self, question):

@@ -131,10 +131,11 @@ class VLMJudge:
         return self.model
 
     def source_path(self, videos_root, dataset, scene):
-        """The file the source side needs (VideoError when it is missing)."""
+        """The file the source side needs (VideoError when it is missing, empty or not a video: bad input)."""
         from bvb_addon.dataset import video_path
+        from bvb_addon.video import check_video
 
-        return video_path(videos_root, dataset, scene)
+        return check_video(video_path(videos_root, dataset, scene))
 
     def load_source(self, videos_root, dataset, scene, video):
         return self.load_media(video)

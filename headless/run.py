@@ -64,7 +64,16 @@ def build_parser():
     run.add_argument(
         "--workers", type=int, default=r["workers"], metavar="N", help="scenes run at once, each in its own worker"
     )
-    run.add_argument("--resume", action="store_true", help="skip scenes with a submission, continue interrupted ones")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue interrupted and faulted scenes; ended ones (submitted, a limit, failed) stay as they ended",
+    )
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: re-open scenes that ended in an agent failure (recorded in their trajectory)",
+    )
     run.add_argument(
         "--trials",
         type=int,
@@ -201,7 +210,8 @@ def _configs(args, parser):
         output=args.output,
         scenes=args.scenes,
         limit=args.limit,
-        resume=args.resume,
+        resume=args.resume or args.retry_failed,
+        retry_failed=args.retry_failed,
         shard=parse_shard(args.shard),
         workers=args.workers,
         sandbox=SandboxConfig(**sandbox),

@@ -335,11 +335,14 @@ def test_vsi_official_prompt_official_scores_and_aggregate(assets, tmp_path):
             f"object_abs_distance_{mra}": 100.0,
             "obj_appearance_order_accuracy": 100.0,
             f"room_size_estimation_{mra}": 0.0,
-            "object_rel_direction_accuracy": 0.0,
-            "overall": 410.0 / 7,
+            "overall": 410.0 / 6,
         }
     )
-    assert summary["vsi_bench"]["render"]["overall"] == pytest.approx((50 + 0 + 100 + 60 + 100 + 0 + 0) / 7)
+    # No rel_direction question: as the official code, no merged key (it used to count as a 0 type).
+    assert summary["vsi_bench"]["render"]["overall"] == pytest.approx((50 + 0 + 100 + 60 + 100 + 0) / 6)
+    assert summary["vsi_bench"]["partial_split"] is False
+    # A loopback judge is a local model: VSI-Bench's local numeric post-prompt, recorded.
+    assert summary["vsi_bench"]["number_post_prompt"] == "Please answer the question using a single word or phrase."
 
 
 def test_resume_after_a_kill_repeats_no_call(assets, tmp_path):
@@ -511,3 +514,46 @@ def test_two_concurrent_dv_processes_on_one_split_ask_each_source_question_once(
         json.loads(line) for line in (results / "_dual_vqa_shared" / "original_answers.jsonl").read_text().splitlines()
     ]
     assert sorted(row["id"] for row in shared) == [f"q{i}" for i in range(1, 8)]
+
+
+def test_a_changed_source_clip_is_asked_again_not_answered_from_the_shared_answers(assets, tmp_path):
+    # Before: the shared source answers were keyed without the clip, so other clips at the same
+    # paths (even text files) were "answered" from them: every row ok.
+    root, labels = assets
+    results = tmp_path / "results"
+    overrides = {(("render", "s1"), text): "7" for _, scene, _, text, *_ in QUESTIONS if scene == "s2"}
+    with ScriptedOpenAI(responder=Judge(labels, overrides)) as server:
+        assert _dv(_make_run(assets, results), assets, server) == 0
+        calls = server.calls
+        other = tmp_path / "other_videos"
+        shutil.copytree(root / "videos", other)
+        shutil.copy(root / "renders" / "s1.mp4", other / "arkitscenes" / "s2.mp4")  # s2's source replaced
+        run2 = _make_run(assets, results, "run2")
+        argv = ["dv", "--run", str(run2), "--split", str(root / "split.jsonl"), "--videos", str(other)]
+        assert main([*argv, "--judge-base-url", server.base_url, "--judge-model", "gpt-4o"]) == 0
+        # s2's two source questions asked again; s1's and s3's answers reused (renders are cached).
+        assert server.calls - calls == 2
+        rows = _rows(run2)
+        assert rows["q4"]["source_answer"] == "7" and rows["q1"]["source_answer"] == "3"
+        (other / "arkitscenes" / "s3.mp4").write_text("not a video\n")
+        run3 = _make_run(assets, results, "run3")
+        argv[2] = str(run3)
+        started = time.monotonic()
+        code = main([*argv, "--judge-base-url", server.base_url, "--judge-model", "gpt-4o"])
+        assert code == 2 and time.monotonic() - started < 10
+        assert server.calls - calls == 2
+    assert not (run3 / "dual_vqa.jsonl").exists()
+
+
+def test_an_empty_or_non_video_source_is_bad_input_naming_the_file(assets, tmp_path, capsys):
+    root, labels = assets
+    videos = tmp_path / "videos"
+    shutil.copytree(root / "videos", videos)
+    (videos / "arkitscenes" / "s2.mp4").write_bytes(b"")
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(labels)) as server:
+        argv = ["dv", "--run", str(run), "--split", str(root / "split.jsonl"), "--videos", str(videos)]
+        assert main([*argv, "--judge-base-url", server.base_url, "--judge-model", "gpt-4o"]) == 2
+        assert server.calls == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "s2.mp4" in err[0] and "empty file" in err[0]

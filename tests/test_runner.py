@@ -413,3 +413,31 @@ def test_bad_input_gets_one_clear_line(tmp_path):
     out = cli(*base[:4], "--output", str(tmp_path / "old"), "--agent", "empty-room", "--resume")
     assert out.returncode == 2 and "was run with agent model model gpt-4o" in out.stderr
     assert out.stderr.count("\n") == 1 + out.stderr.count("INFO")  # one line, no traceback
+
+
+@pytest.mark.blender
+def test_resume_keeps_an_ended_scene_ended_and_retry_failed_reopens_it_on_purpose(suite, tmp_path):
+    run = tmp_path / "run"
+    failing = [FRAMES, py("raise ValueError('no room today')"), "DONE"]
+    with ScriptedOpenAI(responder=lambda body: failing[turn_of(body)]) as server:
+        first = run_in_process(server, suite, run, scenes=("synth_easy_000",))
+    assert (first["synth_easy_000"]["status"], first["synth_easy_000"]["stop_reason"]) == ("failed", "done"), first
+
+    def resumed(retry_failed, replies):
+        with ScriptedOpenAI(responder=lambda body: replies[turn_of(body)]) as server:
+            config = AgentConfig(model="scripted", base_url=server.base_url, api_key_env="BVB_TEST_KEY",
+                                 price_in=0.0, price_out=1.0, retry_base_delay=0.01)  # fmt: skip
+            options = RunOptions(split=suite / "split.jsonl", videos=suite, output=run, scenes=["synth_easy_000"],
+                                 resume=True, retry_failed=retry_failed, sandbox=sandbox_config(),
+                                 progress=False)  # fmt: skip
+            return Runner(options, config).run()["synth_easy_000"], server.calls
+
+    # Before: --resume continued the failed scene and it became submitted.
+    meta, calls = resumed(False, [None] * 3 + [py(ROOM), "DONE"])
+    assert (meta["status"], calls) == ("failed", 0)
+    assert read_json(run / "agent_meta/synth_easy_000.json")["status"] == "failed"
+    meta, calls = resumed(True, [None] * 3 + [py(ROOM), "DONE"])
+    assert (meta["status"], meta["sessions"], calls) == ("submitted", 2, 2)
+    trajectory = read_json(run / "trajectories/synth_easy_000.traj.json")
+    assert [(r["status"], r["by"], r["session"]) for r in trajectory["reopened"]] == [("failed", "--retry-failed", 2)]
+    assert any("re-opened" in str(m["content"]) for m in trajectory["messages"] if m["role"] == "user")

@@ -109,8 +109,12 @@ class AgentLoop:
         blender_version=None,
         program_header=PROGRAM_RESET,
         on_save=None,
+        reopen=None,
     ):
         self.config = config
+        # An ended scene the user re-opens on purpose (--retry-failed): its previous end, recorded in the
+        # trajectory, and told to the agent so that it goes on instead of ending the same way.
+        self.reopen = reopen
         self.model = model
         self.env = env
         self.task = task
@@ -237,6 +241,8 @@ class AgentLoop:
             if resumed and self._previous_status == "submitted":
                 # Submitted before, but its .blend is gone (deleted by hand): submit the same snapshot again.
                 raise Submitted()
+            if resumed and self.reopen:
+                self._reopen()
             if resumed:
                 self._restore()
             self._save()
@@ -252,6 +258,15 @@ class AgentLoop:
             log.exception("scene %s: harness error", self.task.scene)
             self._finish("error", "harness_error", f"{type(exc).__name__}: {exc}")
         return self.meta()
+
+    def _reopen(self):
+        """Record the re-opening in the trajectory and tell the agent why its scene goes on."""
+        self.state.setdefault("reopened", []).append({"at": _now(), "session": self.state["sessions"], **self.reopen})
+        self.state["messages"].append({
+            "role": "user",
+            "content": f"This scene ended without a submission ({self.reopen.get('reason') or self.reopen['status']}). "
+            "It is re-opened: go on building it, and reply DONE when it is complete.",
+        })  # fmt: skip
 
     def _restore(self):
         if self.state.get("frame_range"):

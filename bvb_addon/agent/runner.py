@@ -31,6 +31,9 @@ class RunOptions:
     scenes: list = field(default_factory=list)
     limit: int = 0
     resume: bool = False
+    """Continue interrupted and faulted scenes; ended scenes (submitted, a limit, an agent failure) stay ended."""
+    retry_failed: bool = False
+    """With resume: also re-open scenes that ended in an agent failure (recorded in their trajectory)."""
     shard: tuple = (0, 1)
     workers: int = 1
     sandbox: object = None
@@ -68,6 +71,13 @@ def select_scenes(scenes, names=(), limit=0, shard=(0, 1)):
         scenes = scenes[:limit]
     index, count = shard
     return [row for i, row in enumerate(scenes) if i % count == index]
+
+
+# agent_meta statuses that end a scene for good: benchmark outcomes, scored as they are. A resumed run
+# leaves them alone; "error" (a harness or provider fault) and "interrupted" scenes are continued.
+ENDED_STATUSES = frozenset({"submitted", "limit", "failed"})
+REOPENABLE_STATUSES = frozenset({"failed"})
+"""Ended statuses --retry-failed re-opens: the agent failed (nothing to submit), on purpose asked again."""
 
 
 class Runner:
@@ -265,6 +275,12 @@ class Runner:
             return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
         env = None
         workdir = None
+        reopen = None
+        if self.options.retry_failed:
+            previous = self._ended(scene)
+            if previous is not None and previous.get("status") in REOPENABLE_STATUSES:
+                reopen = {"status": previous["status"], "stop_reason": previous.get("stop_reason"),
+                          "reason": previous.get("reason"), "by": "--retry-failed"}  # fmt: skip
         try:
             # Inside the try: a full temp folder is this scene's fault, not the batch's.
             workdir = scratch.make(scene)
@@ -277,6 +293,7 @@ class Runner:
                 self.run_dir,
                 stop_event=self.stop_event,
                 blender_version=bpy_version() or "4.2",
+                reopen=reopen,
             )
             return loop.run()
         except Exception as exc:
@@ -304,16 +321,16 @@ class Runner:
         scratch.clean_stale()
         todo = []
         for dataset_name, scene in scenes:
-            if self.options.resume and self.run_dir.has_submission(scene):
-                meta_path = self.run_dir.meta(scene)
-                self.results[scene] = read_json(meta_path) if meta_path.is_file() else {"status": "submitted"}
-                self.cost += float(self.results[scene].get("cost", 0.0))
-                self.cost_unconfirmed += float(self.results[scene].get("cost_unconfirmed", 0.0))
+            ended = self._ended(scene) if self.options.resume else None
+            if ended is not None and not (self.options.retry_failed and ended.get("status") in REOPENABLE_STATUSES):
+                self.results[scene] = ended
+                self.cost += float(ended.get("cost", 0.0))
+                self.cost_unconfirmed += float(ended.get("cost_unconfirmed", 0.0))
             else:
                 todo.append((dataset_name, scene))
         skipped = len(scenes) - len(todo)
         if skipped:
-            log.info("resume: %d of %d scenes already have a submission", skipped, len(scenes))
+            log.info("resume: %d of %d scenes already ended (submitted, a limit or failed)", skipped, len(scenes))
         bar = tqdm(
             total=len(scenes),
             initial=skipped,
@@ -353,6 +370,21 @@ class Runner:
         with self._lock:
             self._write_summary()
         return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
+
+    def _ended(self, scene):
+        """The agent_meta of a scene that ended in a benchmark outcome (or has a submission), else None."""
+        meta_path = self.run_dir.meta(scene)
+        meta = None
+        if meta_path.is_file():
+            try:
+                meta = read_json(meta_path)
+            except (OSError, ValueError):
+                meta = None  # half-written by a kill: the scene is continued from its trajectory
+        if meta is not None and meta.get("status") in ENDED_STATUSES:
+            return meta
+        if self.run_dir.has_submission(scene):
+            return meta or {"status": "submitted"}
+        return None
 
     def _run_on_ray(self, todo, bar):
         """One Ray task per scene; a task lost with its node is retried and resumes from the trajectory."""
