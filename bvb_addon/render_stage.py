@@ -311,8 +311,10 @@ class RenderStage:
 
     def render_scene(self, scene, write_row=True):
         started = time.monotonic()
+        # preset and resolution are part of the run's identity (eval_bridge.identity).
         row = {"scene": scene, "status": "ok", "reason": "", "frames": 0, "seconds": 0.0,
-               "preset": self.options.preset, "warnings": [], "renderer": "", "blender": ""}  # fmt: skip
+               "preset": self.options.preset, "resolution": self.options.resolution, "warnings": [],
+               "renderer": "", "blender": ""}  # fmt: skip
         try:
             self._render_scene(scene, row)
         except WorkerError as exc:

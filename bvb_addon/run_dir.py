@@ -344,3 +344,61 @@ class RunDir:
     def render_rows(self):
         """The render stage's status rows (render_status.jsonl), torn lines skipped."""
         return read_jsonl(self.render_status)
+
+
+RUN_SEARCH_DEPTH = 3
+"""How deep a folder is searched for runs: results/<run>, results/demo/runs/<run> (the demo), results/ above it."""
+
+
+def find_runs(path, depth=RUN_SEARCH_DEPTH):
+    """The run directories a path stands for: itself when it is a run, else the runs inside it, in name order.
+
+    A results folder holds runs (and ``_dual_vqa_shared/``); the demo's holds them one level down
+    (``results/demo/runs/<agent>``). [] when there is none (a caller that must have one says so).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    if RunDir(path).looks_like_run():
+        return [path]
+    if depth <= 0:
+        return []
+    found = []
+    for child in sorted(path.iterdir()):
+        if child.is_dir() and not child.is_symlink() and child.name != SHARED:
+            found += find_runs(child, depth - 1)
+    return found
+
+
+def runs_in(paths, what="run directory"):
+    """Every run the paths stand for (find_runs), each once; RunDirError naming a path that holds none."""
+    runs = []
+    for path in map(Path, paths):
+        found = find_runs(path)
+        if not found:
+            if not path.is_dir():
+                raise RunDirError(f"{path} is not a folder; pass a {what} (results/<run>) or a results folder")
+            raise RunDirError(
+                f"{path} holds no {what} (no {CONFIG}, {AGENT_META}/ or {TRAJECTORIES}/ in it or its subfolders); "
+                "pass results/<run> or the results folder that holds the runs"
+            )
+        runs += found
+    return list(dict.fromkeys(runs))
+
+
+def require_run(path, flag="--run"):
+    """``path`` when it is one run directory; else RunDirError (exit 2) naming the runs a results folder holds."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RunDirError(f"{flag} {path}: no such folder; pass a run directory (results/<run>)")
+    rd = RunDir(path)
+    if any(p.exists() for p in (rd.config, rd.blends, rd.metas, rd.trajectories, rd.steps, rd.renders)):
+        return path
+    inside = find_runs(path)
+    if inside:
+        names = ", ".join(str(run.relative_to(path)) for run in inside[:4]) + (", ..." if len(inside) > 4 else "")
+        raise RunDirError(f"{flag} {path} is a results folder, not a run: it holds {names}; pass one of them")
+    raise RunDirError(
+        f"{flag} {path} is not a run directory (no {CONFIG}, {BLENDS}/, {AGENT_META}/ or {CAMERA_RENDERS}/); "
+        "pass a folder written by headless.run"
+    )

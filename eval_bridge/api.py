@@ -119,6 +119,8 @@ class LeaderboardOptions:
     reference: Path | None = None
     resamples: int = 2000  # bootstrap resamples of the scenes (eval_bridge.noise)
     seed: int = 0
+    baseline: Path | None = None  # the run others must match to be comparable (default: the first)
+    rank_all: bool = False  # rank runs that are not comparable with the baseline too
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,12 @@ def make_vgi_judge(options):
     return VLMProcessJudge(_vlm_judge(options.vlm, cache, settings=JudgeSettings(max_tokens=300)))
 
 
+def _probe(judge, options):
+    """Probe a VLM judge's endpoint before any question (wait 0: no probe); geometry needs none."""
+    if options.kind == "vlm" and options.probe_wait and options.probe_wait > 0:
+        judge.probe(options.probe_wait)
+
+
 def _close(judge):
     cache = getattr(judge, "cache", None)
     if cache is not None:
@@ -250,6 +258,7 @@ def score_dv(options, progress=None, lock=True):
                 split_path=options.split,
                 backend=options.backend,
                 ray_address=options.ray_address,
+                probe_wait=options.judge.probe_wait if options.judge.kind == "vlm" else 0,
             ).run()
         finally:
             _close(judge)
@@ -312,6 +321,7 @@ def score_steps(options, progress=None, lock=True):
     with _holding(options.run, "eval_bridge steps", lock):
         judge = make_judge(options.judge, options.run)
         try:
+            _probe(judge, options.judge)
             return run_steps(options.run, questions, judge, scenes=options.scenes, progress=progress)
         finally:
             _close(judge)
@@ -336,7 +346,13 @@ def write_leaderboard(options):
     from .overall import leaderboard
 
     return leaderboard(
-        list(options.runs), options.out, options.reference, resamples=options.resamples, seed=options.seed
+        list(options.runs),
+        options.out,
+        options.reference,
+        resamples=options.resamples,
+        seed=options.seed,
+        baseline=options.baseline,
+        rank_all=options.rank_all,
     )
 
 

@@ -128,8 +128,18 @@ def _add_overall(sub):
 
 def _add_leaderboard(sub):
     p = sub.add_parser("leaderboard", help="rank runs in BVB's published CSV shape")
-    p.add_argument("runs", nargs="+", help="scored run directories")
+    p.add_argument("runs", nargs="+", help="scored run directories, or results folders holding them")
     p.add_argument("--out", required=True, help="CSV to write")
+    p.add_argument(
+        "--baseline",
+        help="the run the others must match to be comparable (split, judge, protocol, frames, render, encoder, "
+        "Blender, harness; default: the first run)",
+    )
+    p.add_argument(
+        "--rank-all",
+        action="store_true",
+        help="rank runs that are not comparable with the baseline too (they stay marked comparable=false)",
+    )
     p.add_argument("--reference", help="published results CSV to rank the runs among")
     p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples of the scenes")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (same files and seed: same intervals)")
@@ -177,7 +187,7 @@ def _add_serve(sub):
 
 def _add_report(sub):
     p = sub.add_parser("report", help="static HTML report of scored runs")
-    p.add_argument("runs", nargs="+")
+    p.add_argument("runs", nargs="+", help="run directories, or results folders holding them")
     p.add_argument("--out", required=True)
     p.add_argument("--videos", help="source videos root")
     p.set_defaults(func=cmd_report)
@@ -349,7 +359,9 @@ def cmd_leaderboard(args, progress=None):
     if args.bootstrap < 10:
         raise ValueError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
     rows = api.write_leaderboard(
-        api.LeaderboardOptions(tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed)
+        api.LeaderboardOptions(
+            tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed, args.baseline, args.rank_all
+        )
     )
     print(format_table(rows))
     print(f"wrote {args.out}")

@@ -18,11 +18,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bvb_addon import backend
-from bvb_addon.run_dir import RunDir
+from bvb_addon.run_dir import RunDir, require_run
 
 from . import protocol as rules
 from .cache import clip_fingerprint
 from .files import agent_meta, append_jsonl, file_lock, read_jsonl, write_json_atomic, write_jsonl_atomic
+from .identity import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +265,7 @@ class DualVQA:
         split_path=None,
         backend="local",
         ray_address=None,
+        probe_wait=0,
     ):
         if votes < 1:
             raise ValueError(f"--votes must be at least 1, got {votes}")
@@ -271,8 +273,7 @@ class DualVQA:
             raise ValueError(f"--workers must be at least 1, got {workers}")
         self.run_dir = Path(run_dir)
         self.rd = RunDir(self.run_dir)
-        if not self.run_dir.is_dir():
-            raise FileNotFoundError(f"run directory {self.run_dir} does not exist; pass --run results/<run>")
+        require_run(self.run_dir)  # a results folder or an empty one is refused, not scored as "DV 0.00"
         self.all_questions = list(questions)
         wanted = set(scenes) if scenes else None
         if wanted:
@@ -291,6 +292,8 @@ class DualVQA:
         if backend not in ("local", "ray"):
             raise ValueError(f"--backend {backend!r}: use local or ray")
         self.backend, self.ray_address = backend, ray_address
+        # Seconds the judge's endpoint probe may wait before the first question (0: no probe).
+        self.probe_wait = probe_wait
         self.shared = _Shared(RunDir.shared_answers(shared or shared_dir(self.run_dir)), judge)
         self._render_states = _render_state(self.run_dir)
         self._open_pools()
@@ -348,6 +351,9 @@ class DualVQA:
         wanted_ids = {q.id for q in self.questions}
         done = {k: v for k, v in done.items() if k in wanted_ids}
         pending = [q for q in self.questions if q.id not in done]
+        if pending and self.probe_wait > 0 and hasattr(self.judge, "probe"):
+            # After the inputs are checked, before any question: a dead or wrong judge fails once, here.
+            self.judge.probe(self.probe_wait)
         log.info("DV: %d questions, %d already scored, %d to score", len(self.questions), len(done), len(pending))
 
         rows = dict(done)
@@ -389,6 +395,8 @@ class DualVQA:
         write_jsonl_atomic(self.rd.dv_rows, ordered)
         summary = summarise(ordered, self.judge, self.votes)
         summary["split"] = str(self.split_path) if self.split_path else None
+        # The split's content, for the run's identity: the same path may hold another split later.
+        summary["split_sha256"] = file_sha256(self.split_path) if self.split_path else None
         summary["videos"] = str(self.videos_root)
         write_json_atomic(self.rd.dv_summary, summary)
         partial.unlink(missing_ok=True)

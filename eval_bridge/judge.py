@@ -109,6 +109,12 @@ class VLMJudge:
         self.calls = 0
         self.cost_usd = 0.0
 
+    def probe(self, wait_s):
+        """One GET /models before scoring: a bad key, URL or model id fails here, in seconds (openai_client.probe)."""
+        from bvb_addon.openai_client import probe
+
+        return probe(self.client, self.model, self.api_key_env, wait_s)
+
     def __getstate__(self):
         # A judge sent to a Ray task: the HTTP client and lock are rebuilt there, counters start at 0.
         # The resolved key travels with it, since worker nodes need not have the variable set.

@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import RunDir
+from bvb_addon.run_dir import RunDir, find_runs
 
 from .files import read_jsonl
 from .html_page import Script, csp, fragment, join, render
@@ -76,20 +76,13 @@ class ViewError(BVBError, ValueError):
     pass
 
 
-def is_run(path):
-    return RunDir(path).looks_like_run()
-
-
 def resolve_runs(paths):
-    """Run directories named directly, plus every run directory inside a results folder, in name order."""
+    """Run directories named directly, plus every run inside a results folder (the demo's runs/ too), by name."""
     runs = []
     for path in map(Path, paths):
         if not path.is_dir():
             raise ViewError(f"{path} is not a folder; pass a run directory (results/<run>) or a results folder")
-        if is_run(path):
-            runs.append(path)
-        else:
-            runs += [child for child in sorted(path.iterdir()) if is_run(child)]
+        runs += find_runs(path)
     return list(dict.fromkeys(runs))
 
 

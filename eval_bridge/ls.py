@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import RunDir
+from bvb_addon.run_dir import RunDir, require_run
 
 from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
@@ -259,8 +259,7 @@ def run_ls(
     from bvb_addon.video import read_rgb_frames
 
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise LSError(f"run directory {run_dir} does not exist; pass --run results/<run>")
+    require_run(run_dir)
     pairs = split_scenes(questions)
     wanted = set(scenes) if scenes else None
     if wanted:

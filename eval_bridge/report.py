@@ -63,6 +63,7 @@ class RunView:
     ci: dict = field(default_factory=dict)  # eval_bridge.noise: the bootstrap intervals and vote spread
     vsi_bench: dict = field(default_factory=dict)  # VSI-Bench's official aggregate, under vsi_official
     comparability_note: str = ""  # set when another Blender than the protocol's made or rendered it
+    differs: str = ""  # where its identity differs from the first run's (eval_bridge.identity): not ranked with it
 
 
 def inside(root, path):
@@ -452,7 +453,9 @@ def _leaderboard_table(runs):
     head = Markup(
         "<tr><th>rank</th><th>run</th><th>Overall [95% CI]</th><th>DV [95% CI]</th><th>LS [95% CI]</th>"
         "<th>cost $</th><th>scenes</th><th>failures</th><th>judge votes: DV spread</th></tr>"
-    )
+    )  # fmt: skip
+    # Runs that differ from the first run in what makes numbers comparable follow, unranked.
+    ranked = [v for v in ranked if not v.differs] + [v for v in ranked if v.differs]
     body = []
     above = None
     for rank, view in enumerate(ranked, 1):
@@ -481,6 +484,22 @@ def _leaderboard_table(runs):
         if v.comparability_note
     )
     return fragment("<table id='leaderboard'>{}{}</table>{}", head, join(body), notes)
+
+
+def _folder(view):
+    """The run's folder beside its name when they differ: two runs of one model are told apart."""
+    folder = Path(view.path).name
+    return "" if folder == view.name else f" <small>({html.escape(folder)})</small>"
+
+
+def _mark_differences(runs):
+    """Set each run's differs (and its note) against the first run's identity, as the leaderboard does."""
+    identities = [run_identity(view.path) for view in runs]
+    for view, record in zip(runs, identities, strict=True):
+        view.differs = describe(differences(record, identities[0]))
+        if view.differs:
+            note = f"differs from the first run in {view.differs}: not comparable, not ranked with it"
+            view.comparability_note = "; ".join(n for n in (view.comparability_note, note) if n)
 
 
 def _not_comparable_mark(view):
@@ -639,11 +658,8 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     out_dir = Path(out_dir)
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for run_dir in run_dirs:
-        if not Path(run_dir).is_dir():
-            raise FileNotFoundError(f"run directory {run_dir} does not exist; pass a folder written by headless.run")
-        runs.append(load_run(run_dir, videos_root))
+    runs = [load_run(run_dir, videos_root) for run_dir in runs_in(run_dirs)]
+    _mark_differences(runs)
     scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
         fragment(

@@ -92,6 +92,13 @@ def build_parser():
     agent.add_argument("--reasoning", choices=REASONING_LEVELS, default=a["reasoning"], help="reasoning effort")
     agent.add_argument("--base-url", default=a["base_url"], help="OpenAI-compatible endpoint")
     agent.add_argument(
+        "--probe-wait",
+        type=float,
+        default=r["probe_wait"],
+        metavar="S",
+        help="seconds to keep retrying an endpoint that refuses or times out before the first scene (0: no probe)",
+    )
+    agent.add_argument(
         "--api-key-env", default=a["api_key_env"], metavar="NAME", help="environment variable with the key"
     )
     agent.add_argument(
@@ -220,6 +227,7 @@ def _configs(args, parser):
         tasks=args.tasks,
         backend=args.backend,
         ray_address=args.ray_address,
+        probe_wait=args.probe_wait,
     )
     return options, config
 

@@ -313,7 +313,6 @@ def test_api_free_agents_and_shards_through_the_command_line(suite, tmp_path):
 @pytest.mark.blender
 def test_one_scene_failing_never_stops_the_run(suite, tmp_path):
     rows = [json.loads(line) for line in (suite / "split.jsonl").read_text().splitlines()][:2]
-    rows.append({**rows[0], "id": "ghost", "scene_name": "ghost_scene"})
     split = tmp_path / "split.jsonl"
     split.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
@@ -335,8 +334,24 @@ def test_one_scene_failing_never_stops_the_run(suite, tmp_path):
     failed = results["synth_easy_000"]
     assert (failed["status"], failed["stop_reason"]) == ("error", "model_error")
     assert "gave up after 3 attempts" in failed["reason"] and "upstream overloaded" in failed["reason"]
-    ghost = read_json(tmp_path / "run/agent_meta/ghost_scene.json")
-    assert (ghost["status"], ghost["stop_reason"]) == ("error", "video_error") and "ghost_scene" in ghost["reason"]
+
+
+@pytest.mark.blender
+def test_a_missing_or_unreadable_clip_is_refused_before_any_scene_naming_the_file(suite, tmp_path):
+    # Before: each such scene ended in a video_error fault and the run exited 75 ("rerun --resume").
+    rows = [json.loads(line) for line in (suite / "split.jsonl").read_text().splitlines()][:1]
+    rows.append({**rows[0], "id": "ghost", "scene_name": "ghost_scene"})
+    split = tmp_path / "split.jsonl"
+    split.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    started = time.monotonic()
+    out = cli("--split", str(split), "--videos", str(suite), "--output", str(tmp_path / "run"), "--agent", "empty-room")
+    assert out.returncode == 2 and time.monotonic() - started < 30
+    assert "ghost_scene.mp4" in out.stderr.strip().splitlines()[-1] and not (tmp_path / "run/config.json").exists()
+    (tmp_path / "notvideo/synthetic").mkdir(parents=True)
+    (tmp_path / "notvideo/synthetic/synth_easy_000.mp4").write_text("a text file")
+    out = cli("--split", str(split), "--videos", str(tmp_path / "notvideo"), "--output", str(tmp_path / "r2"),
+              "--agent", "empty-room", "--scenes", "synth_easy_000")  # fmt: skip
+    assert out.returncode == 2 and "not a video" in out.stderr and "synth_easy_000.mp4" in out.stderr
 
 
 @pytest.mark.blender

@@ -74,6 +74,12 @@ class ModelClient:
         self.price_factor = 1.0
         self.token_rate = 0.0
 
+    def probe(self, wait_s):
+        """One GET /models before the first scene: a bad key, URL or model fails the run in seconds."""
+        from ..openai_client import probe
+
+        return probe(self.client, self.config.model, self.config.api_key_env, wait_s)
+
     def observe(self, usage):
         """Learn from a provider-reported ``usage.cost`` how far above the table the provider bills."""
         reported = usage.get("cost")

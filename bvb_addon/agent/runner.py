@@ -45,6 +45,8 @@ class RunOptions:
     backend: str = "local"
     """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
     ray_address: str | None = None
+    probe_wait: float = 60.0
+    """Seconds the model endpoint's probe (before the first scene) retries a refused or silent endpoint; 0: none."""
 
 
 def parse_shard(text):
@@ -105,9 +107,27 @@ class Runner:
                 f"--videos {o.videos}: no such folder; give the VSI-Bench-style root holding <dataset>/<scene>.mp4"
             )
         scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
+        self._check_videos(scenes)
         self._setup_agent()
+        if self.model is not None and o.probe_wait > 0:
+            # Before config.json and any scene: a wrong key, URL or model id is one line, not N faulted scenes.
+            self.model.probe(o.probe_wait)
         self._write_config(len(scenes))
         return scenes
+
+    def _check_videos(self, scenes):
+        """Every scene's clip is there and is a video: a wrong --videos is bad input, named, not N faulted scenes."""
+        from .. import dataset, video
+
+        bad = []
+        for dataset_name, scene in scenes:
+            try:
+                video.check_video(dataset.video_path(self.options.videos, dataset_name, scene))
+            except video.VideoError as exc:
+                bad.append(str(exc))
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise RunError(f"--videos {self.options.videos}: {bad[0]}{more}")
 
     def _setup_agent(self):
         """Price, model client and the sandbox check; fails fast, before any scene (unknown price, missing key)."""
