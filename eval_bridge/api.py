@@ -62,6 +62,8 @@ class EncoderOptions:
     dtype: str = "auto"
     trust_remote_code: bool = False
     num_frames: int = 64
+    encoder_repo: str | None = None  # V-JEPA 2.1: a local vjepa2 checkout whose hub entry point ``model`` names
+    checkpoint: str | None = None  # V-JEPA 2.1: the entry point's local .pt release checkpoint
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,15 @@ def score_ls(options, progress=None, lock=True):
         raise LSError(f"ls needs V-JEPA 2 weights: {WEIGHTS_HINT} (or set BVB_VJEPA_MODEL)")
     _check_backend(options.backend)
     questions = read_split(options.split)
-    spec = EncoderSpec(encoder.model, encoder.device, encoder.dtype, encoder.trust_remote_code, encoder.num_frames)
+    spec = EncoderSpec(
+        encoder.model,
+        encoder.device,
+        encoder.dtype,
+        encoder.trust_remote_code,
+        encoder.num_frames,
+        encoder.encoder_repo,
+        encoder.checkpoint,
+    )
     with _holding(options.run, "eval_bridge ls", lock):
         # Locally the encoder loads here, before any scene; on Ray each task loads its own.
         return run_ls(
@@ -301,6 +311,7 @@ def score_ls(options, progress=None, lock=True):
             backend=options.backend,
             ray_address=options.ray_address,
             scenes_per_task=options.scenes_per_task,
+            split_path=options.split,
         )
 
 

@@ -113,6 +113,16 @@ def _add_ls(sub):
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"), default="auto")
     p.add_argument("--num-frames", type=int, default=64, help="frames per clip, uniformly sampled")
     p.add_argument("--trust-remote-code", action="store_true", help="for community V-JEPA 2.1 ports")
+    p.add_argument(
+        "--encoder",
+        help="V-JEPA 2.1 as released: a torch-hub entry point of Meta's vjepa2 repository, e.g. "
+        "vjepa2_1_vit_large_384 (with --encoder-repo and --checkpoint; 384 px, ImageNet normalisation)",
+    )
+    p.add_argument(
+        "--encoder-repo",
+        help="local checkout of facebookresearch/vjepa2 holding hubconf.py (default: torch hub's cache of it)",
+    )
+    p.add_argument("--checkpoint", help="the entry point's .pt checkpoint file (ema_encoder/target_encoder weights)")
     p.add_argument("--resume", action="store_true", help="keep scenes already scored with this model")
     p.add_argument("--scenes", nargs="+", help="re-score only these scenes")
     _add_backend(p)
@@ -314,7 +324,19 @@ def cmd_dv(args, progress=None):
 
 
 def cmd_ls(args, progress=None):
-    encoder = api.EncoderOptions(args.model, args.device, args.dtype, args.trust_remote_code, args.num_frames)
+    if args.encoder and not args.checkpoint:
+        from .ls import HUB_HINT, LSError
+
+        raise LSError(f"--encoder {args.encoder} needs --checkpoint FILE; {HUB_HINT}")
+    encoder = api.EncoderOptions(
+        args.encoder or args.model,
+        args.device,
+        args.dtype,
+        args.trust_remote_code,
+        args.num_frames,
+        args.encoder_repo,
+        args.checkpoint,
+    )
     options = api.LSOptions(
         run=Path(args.run),
         split=Path(args.split),
@@ -332,6 +354,11 @@ def cmd_ls(args, progress=None):
         f"LS {100 * summary['vision_sim']:.2f} (layout {100 * summary['layout']:.2f}, motion {100 * summary['motion']:.2f}; "
         f"failures as 0); scored-only {_pct(summary['vision_sim_scored'])}; "
         f"{counts['scored']} of {counts['scenes']} scenes scored; encoder {summary['model']}"
+        + (
+            f" (checkpoint {summary['checkpoint']}, sha256 {summary['checkpoint_sha256'][:12]})"
+            if summary.get("checkpoint_sha256")
+            else ""
+        )  # fmt: skip
     )
     print(f"wrote {RunDir(args.run).ls_rows} and {RunDir(args.run).ls_summary.name}")
     return summary

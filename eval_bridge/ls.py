@@ -141,11 +141,7 @@ class Encoder:
         batch = np.stack([preprocess(clip_a, self.prep), preprocess(clip_b, self.prep)])
         pixels = torch.from_numpy(batch).to(self.device, dtype=getattr(torch, self.dtype_name))
         with torch.inference_mode():
-            if type(self.model).__name__ == "VJEPA2Model":
-                out = self.model(pixel_values_videos=pixels, skip_predictor=True)
-            else:
-                out = self.model(pixel_values_videos=pixels)
-        hidden = out.last_hidden_state.float().cpu().numpy()
+            hidden = self._forward(pixels).float().cpu().numpy()
         expected = math.prod(self.grid)
         if hidden.shape[1] != expected:
             raise LSError(
@@ -153,6 +149,12 @@ class Encoder:
                 "check --num-frames against the model's tubelet and patch sizes"
             )
         return hidden
+
+    def _forward(self, pixels):
+        """Last hidden states of a (B, T, C, H, W) batch: transformers' V-JEPA 2, without its predictor."""
+        if type(self.model).__name__ == "VJEPA2Model":
+            return self.model(pixel_values_videos=pixels, skip_predictor=True).last_hidden_state
+        return self.model(pixel_values_videos=pixels).last_hidden_state
 
     def resize_frame(self, rgb):
         """One decoded frame at the encoder's resize size: read_rgb_frames applies it as it decodes,
@@ -184,13 +186,125 @@ class EncoderSpec:
     dtype: str = "auto"
     trust_remote_code: bool = False
     num_frames: int = 64
+    encoder_repo: str | None = None
+    """With ``checkpoint``: ``model`` is a torch-hub entry point of this local vjepa2 checkout (V-JEPA 2.1)."""
+    checkpoint: str | None = None
 
     @property
     def model_id(self):
         return str(self.model)
 
     def build(self):
+        if self.checkpoint or self.encoder_repo:
+            return HubEncoder(self.model, self.encoder_repo, self.checkpoint, self.device, self.dtype, self.num_frames)
         return Encoder(self.model, self.device, self.dtype, self.trust_remote_code, self.num_frames)
+
+
+HUB_CHECKPOINT_KEYS = ("ema_encoder", "target_encoder", "encoder")
+"""Where a vjepa2 release checkpoint keeps the encoder's weights: 2.1's base and large under ema_encoder,
+the others under target_encoder (the entry points name theirs); the first one present is taken."""
+HUB_HINT = (
+    "pass --encoder ENTRY (e.g. vjepa2_1_vit_large_384) --encoder-repo DIR (a local checkout of "
+    "facebookresearch/vjepa2, or torch hub's cache of it) --checkpoint FILE (the entry's .pt release file)"
+)
+RELEASE_MEAN, RELEASE_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def release_preprocessing(crop):
+    """The vjepa2 release's evaluation transform: short side to crop x 256/224, centre crop, ImageNet normalisation."""
+    return Preprocessing(shortest_edge=int(crop * 256 / 224), crop_hw=(crop, crop), mean=RELEASE_MEAN, std=RELEASE_STD)
+
+
+def strip_prefixes(state):
+    """An encoder state dict with the release's ``module.`` and ``backbone.`` prefixes removed."""
+    return {key.replace("module.", "").replace("backbone.", ""): value for key, value in state.items()}
+
+
+class HubEncoder(Encoder):
+    """A V-JEPA 2.1 encoder the way its release ships: a torch-hub entry point of a local vjepa2 checkout
+    (built with pretrained=False, so nothing is downloaded) and the weights from a local .pt checkpoint."""
+
+    def __init__(self, entry, repo, checkpoint, device="auto", dtype="auto", num_frames=64):
+        from .identity import file_sha256
+
+        try:
+            import torch
+        except ImportError:
+            raise LSError("LS needs torch (missing); install the 'bridge' extra") from None
+        self.torch = torch
+        repo = Path(repo) if repo else _hub_cache()
+        if repo is None or not (repo / "hubconf.py").is_file():
+            raise LSError(f"--encoder-repo {repo or '(unset)'} holds no hubconf.py; {HUB_HINT}")
+        if not checkpoint or not Path(checkpoint).is_file():
+            raise LSError(f"--checkpoint {checkpoint or '(unset)'}: no such file; {HUB_HINT}")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        if dtype not in ("bfloat16", "float16", "float32"):
+            raise LSError(f"--dtype {dtype}: use bfloat16, float16 or float32")
+        self.device, self.dtype_name = device, dtype
+        self.entry, self.repo, self.checkpoint = str(entry), repo, Path(checkpoint)
+        self.num_frames = int(num_frames)
+        try:
+            built = torch.hub.load(str(repo), self.entry, source="local", pretrained=False, num_frames=self.num_frames)
+        except (AttributeError, RuntimeError) as exc:  # torch.hub: an unknown entry point is a RuntimeError
+            raise LSError(f"cannot build {self.entry!r} from {repo} ({_one_line(exc)}); {HUB_HINT}") from None
+        net = built[0] if isinstance(built, tuple) else built  # the release's entries return (encoder, predictor)
+        state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+        key = next((k for k in HUB_CHECKPOINT_KEYS if isinstance(state, dict) and k in state), None)
+        if key is None:
+            found = ", ".join(sorted(state)[:6]) if isinstance(state, dict) else type(state).__name__
+            raise LSError(f"--checkpoint {checkpoint} has none of {', '.join(HUB_CHECKPOINT_KEYS)} (it has {found})")
+        missing, unexpected = net.load_state_dict(strip_prefixes(state[key]), strict=False)
+        # V-JEPA 2 checkpoints keep a pos_embed their RoPE encoders do not use (the release loads them anyway).
+        unexpected = [k for k in unexpected if not k.endswith("pos_embed")]
+        if missing or unexpected:
+            raise LSError(
+                f"--checkpoint {checkpoint}[{key}] does not fit {self.entry}: {len(missing)} missing and "
+                f"{len(unexpected)} unexpected weights (e.g. {(list(missing) + list(unexpected))[0]}); "
+                "use the entry point's own checkpoint"
+            )
+        self.checkpoint_key = key
+        self.checkpoint_sha256 = file_sha256(self.checkpoint)
+        # One id per encoder and checkpoint: rows scored with other weights are never resumed as these.
+        self.model_id = f"{self.entry}@{self.checkpoint_sha256[:12]}"
+        self.model = net.to(device=device, dtype=getattr(torch, dtype)).eval()
+        self.patch = int(_first_int(getattr(net, "patch_size", 16)))
+        self.tubelet = int(getattr(net, "tubelet_size", 2))
+        if self.num_frames % self.tubelet:
+            raise LSError(f"--num-frames {num_frames} must be a multiple of the model's tubelet size {self.tubelet}")
+        crop = int(self.entry.rsplit("_", 1)[-1]) if self.entry.rsplit("_", 1)[-1].isdigit() else 384
+        self.prep = release_preprocessing(crop)
+        self.grid = (self.num_frames // self.tubelet, crop // self.patch, crop // self.patch)
+
+    def _forward(self, pixels):
+        """The hub encoder takes (B, C, T, H, W) and returns its tokens (B, N, D)."""
+        out = self.model(pixels.permute(0, 2, 1, 3, 4))
+        return out[-1] if isinstance(out, (list, tuple)) else out
+
+    def info(self):
+        return {
+            **super().info(),
+            "encoder": self.entry,
+            "loader": "torch.hub (local vjepa2 checkout)",
+            "encoder_repo": str(self.repo),
+            "checkpoint": str(self.checkpoint),
+            "checkpoint_key": self.checkpoint_key,
+            "checkpoint_sha256": self.checkpoint_sha256,
+        }
+
+
+def _first_int(value):
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
+def _hub_cache():
+    """torch hub's cache of facebookresearch/vjepa2 (torch.hub.load("facebookresearch/vjepa2", ...) fills it), or None."""
+    import torch
+
+    found = sorted(Path(torch.hub.get_dir()).glob("facebookresearch_vjepa2_*"))
+    return found[0] if found else None
 
 
 def _failure(run_dir, scene):
@@ -249,6 +363,7 @@ def run_ls(
     backend="local",
     ray_address=None,
     scenes_per_task=8,
+    split_path=None,
 ):
     """Score every scene of the split; rows are rewritten atomically after each scene, so a kill loses one.
 
@@ -310,6 +425,10 @@ def run_ls(
     final = [rows[s] for s in order if s in rows]
     write_jsonl_atomic(RunDir(run_dir).ls_rows, final)
     summary = summarise(final, info)
+    if split_path:
+        from .identity import file_sha256
+
+        summary["split"], summary["split_sha256"] = str(split_path), file_sha256(split_path)
     write_json_atomic(RunDir(run_dir).ls_summary, summary)
     return summary
 
@@ -320,7 +439,11 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
         raise LSError(f"--scenes-per-task {scenes_per_task} must be at least 1")
     spec = encoder
     if not isinstance(spec, EncoderSpec):
-        spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
+        if isinstance(encoder, HubEncoder):
+            spec = EncoderSpec(encoder.entry, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames,
+                               encoder_repo=str(encoder.repo), checkpoint=str(encoder.checkpoint))  # fmt: skip
+        else:
+            spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
     info = None
     if jobs:
         from .distributed import MAX_RETRIES, batches_on_ray

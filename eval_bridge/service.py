@@ -137,6 +137,8 @@ class _EncoderEntry(BaseModel):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     trust_remote_code: bool = False
     num_frames: int = Field(64, ge=2)
+    encoder_repo: str | None = None  # V-JEPA 2.1: local vjepa2 checkout (model is then its hub entry point)
+    checkpoint: str | None = None
 
 
 class _ConfigFile(BaseModel):
