@@ -10,6 +10,7 @@ into them. Every scoring function of a run directory holds the run's lock file
 import contextlib
 import hashlib
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -267,6 +268,12 @@ def score_dv(options, progress=None, lock=True):
     counts = summary["counts"]
     failed = counts["by_status"].get("judge_error", 0)
     if failed and failed == counts["questions"]:
+        reason = judge_error_reason(summary)
+        if re.search(r"\(HTTP 40[134]\)", reason):
+            from bvb_addon.openai_client import EndpointRefused
+
+            # A refusal no rerun changes (a bad key, URL or model): bad input, not a fault to --resume.
+            raise EndpointRefused(f"every judge call was refused ({reason}); fix the judge settings and rerun")
         raise JudgeError(
             f"every judge call failed ({judge_error_reason(summary)}); fix the judge settings and rerun with --resume"
         )

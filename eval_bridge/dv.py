@@ -344,7 +344,7 @@ class DualVQA:
         done = {}
         if self.resume:
             for row in read_jsonl(self.rd.dv_rows) + read_jsonl(partial):
-                if self._matches(row) and row.get("status") not in RETRY_STATUSES:
+                if self._matches(row) and row.get("status") not in RETRY_STATUSES and self._same_clips(row, sources):
                     done[row["id"]] = row
         else:
             partial.unlink(missing_ok=True)
@@ -406,10 +406,30 @@ class DualVQA:
         futures = [self._calls.submit(self.judge.ask, media, question, i) for i in range(self.votes)]
         return [f.result() for f in futures]
 
+    def _fingerprints(self, scene, source_file):
+        """(source, render) content fingerprints of a scene's clips; the render's None when it has none."""
+        source = self._memo.get(("fingerprint", scene), lambda: source_fingerprint(self.judge, source_file))
+        render = self.rd.render(scene)
+        rendered = self._memo.get(
+            ("render_fingerprint", scene), lambda: source_fingerprint(self.judge, render) if render.is_file() else None
+        )
+        return source, rendered
+
+    def _same_clips(self, row, sources):
+        """Whether a resumed row was scored on the clips there now (a re-rendered or replaced clip is asked again)."""
+        source_file = sources.get((row.get("dataset"), row.get("scene")))
+        if source_file is None:
+            return False
+        try:
+            now = self._fingerprints(row["scene"], source_file)
+        except (OSError, ValueError):
+            return False
+        return (row.get("source_fingerprint"), row.get("render_fingerprint")) == now
+
     def _source_side(self, question, source_file):
         """The source answers: from the shared file when this judge answered before, else asked and shared."""
         scene = question.scene_name
-        fingerprint = self._memo.get(("fingerprint", scene), lambda: source_fingerprint(self.judge, source_file))
+        fingerprint = self._fingerprints(scene, source_file)[0]
         shared = self.shared.get(question, self.votes, fingerprint)
         if shared is None:
             media = self._memo.get(
@@ -452,6 +472,11 @@ class DualVQA:
             "reason": "",
             "cost_usd": 0.0,
         }
+        # What the row was scored on: --resume keeps it only while both clips are unchanged.
+        try:
+            row["source_fingerprint"], row["render_fingerprint"] = self._fingerprints(scene, source_file)
+        except (OSError, ValueError) as exc:
+            return {**row, "status": "source_error", "reason": _one_line(exc)}
         # Both sides go out together: a question costs one judge latency, not two.
         failure = _failure_reason(self.run_dir, scene, self._render_states)
         source = self._sides.submit(self._source_side, question, source_file)

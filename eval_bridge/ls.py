@@ -393,6 +393,8 @@ def run_ls(
         keep_other = wanted is not None and scene not in wanted
         done = resume and row.get("status") == "ok" and row.get("model") == encoder.model_id
         done = done and row.get("num_frames") == encoder.num_frames
+        # Scored on the clips there now: a re-rendered or replaced clip is embedded again.
+        done = done and _same_clips(row, run_dir, sources)
         if keep_other or done:
             rows[scene] = row
     todo = [(d, s) for d, s in pairs if (wanted is None or s in wanted) and s not in rows]
@@ -431,6 +433,27 @@ def run_ls(
         summary["split"], summary["split_sha256"] = str(split_path), file_sha256(split_path)
     write_json_atomic(RunDir(run_dir).ls_summary, summary)
     return summary
+
+
+def clip_fingerprints(run_dir, scene, source):
+    """(source, render) content fingerprints of a scene's clips (eval_bridge.cache); None for a missing clip."""
+    from .cache import clip_fingerprint
+
+    def one(path):
+        try:
+            return clip_fingerprint(path)
+        except OSError:
+            return None
+
+    return one(source), one(RunDir(run_dir).render(scene))
+
+
+def _same_clips(row, run_dir, sources):
+    source = sources.get((row.get("dataset"), row.get("scene")))
+    if source is None:
+        return False
+    now = clip_fingerprints(run_dir, row["scene"], source)
+    return (row.get("source_fingerprint"), row.get("render_fingerprint")) == now
 
 
 def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished):
@@ -499,6 +522,7 @@ def scene_row(encoder, run_dir, dataset, scene, source, read_rgb_frames=None):
         return row
     if read_rgb_frames is None:
         from bvb_addon.video import read_rgb_frames
+    row["source_fingerprint"], row["render_fingerprint"] = clip_fingerprints(run_dir, scene, source)
     row.update(_score_scene(encoder, read_rgb_frames, source, run_dir, scene))
     return row
 

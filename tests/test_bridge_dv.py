@@ -557,3 +557,20 @@ def test_an_empty_or_non_video_source_is_bad_input_naming_the_file(assets, tmp_p
         assert server.calls == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "s2.mp4" in err[0] and "empty file" in err[0]
+
+
+def test_resume_asks_again_the_questions_of_a_re_rendered_scene(assets, tmp_path):
+    # Before: --resume kept every row scored by this judge, whatever clip the render now is.
+    root, labels = assets
+    overrides = {(("render", "s2"), text): "0" for _, scene, _, text, *_ in QUESTIONS if scene == "s1"}
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(labels, overrides)) as server:
+        assert _dv(run, assets, server) == 0
+        calls = server.calls
+        assert _dv(run, assets, server, "--resume") == 0 and server.calls == calls  # nothing changed
+        shutil.copy(root / "renders" / "s2.mp4", run / "camera_renders" / "s1.mp4")  # s1 re-rendered
+        assert _dv(run, assets, server, "--resume") == 0
+        assert server.calls - calls == 3  # s1's three render questions; sources and s2 kept
+    rows = _rows(run)
+    assert [rows[q]["render_answer"] for q in ("q1", "q2", "q3")] == ["0", "0", "0"]
+    assert rows["q4"]["render_answer"] == "2.3"

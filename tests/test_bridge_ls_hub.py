@@ -88,5 +88,12 @@ def test_ls_scores_with_v_jepa_2_1_and_records_encoder_and_checkpoint(hub, tmp_p
     assert main(["overall", "--run", str(run)]) in (0,)
     identity = json.loads((run / "overall.json").read_text())["identity"]
     assert (identity["encoder"], identity["checkpoint"]) == (ENTRY, sha[:16])
+    # --resume keeps a scene only while its clips are the ones it was scored on (before: kept whatever).
+    kept = (run / "vision_sim.jsonl").read_text()
+    assert main([*argv, "--resume"]) == 0 and (run / "vision_sim.jsonl").read_text() == kept
+    shutil.copy(videos / "other.mp4", run / "camera_renders" / "other.mp4")  # "other" re-rendered exactly
+    assert main([*argv, "--resume"]) == 0
+    rows = {r["scene"]: r for r in map(json.loads, (run / "vision_sim.jsonl").read_text().splitlines())}
+    assert rows["other"]["vision_sim"] == pytest.approx(1.0, abs=1e-5)
     assert main(["ls", *argv[1:9], "--num-frames", "4"]) == 2  # --encoder without --checkpoint
     assert "needs --checkpoint" in capsys.readouterr().err

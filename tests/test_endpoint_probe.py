@@ -141,3 +141,11 @@ def test_an_agent_run_probes_its_model_endpoint_before_any_scene(suite, tmp_path
     assert not (tmp_path / "agent_run/config.json").exists()
     out, seconds = _run(suite, tmp_path, f"http://127.0.0.1:{_free_port()}/v1", "--probe-wait", "2")
     assert out.returncode == 75 and seconds < 30 and "connection refused" in out.stderr
+
+
+def test_without_the_probe_a_judge_refusing_every_call_is_still_bad_input(suite, tmp_path):
+    with ScriptedOpenAI(default={"status": 401, "message": "Incorrect API key provided"}) as server:
+        out, _ = _dv(suite, tmp_path, server.base_url, "--probe-wait", "0")
+        assert server.model_probes == 0 and server.calls == 1
+    assert out.returncode == 2, out.stderr
+    assert "every judge call was refused" in out.stderr and "HTTP 401" in out.stderr
