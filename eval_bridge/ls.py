@@ -371,7 +371,7 @@ def run_ls(
     backend="ray": batches of scenes_per_task scenes are Ray tasks (a GPU each where the cluster has one).
     """
     from bvb_addon.dataset import split_scenes, video_path
-    from bvb_addon.video import read_rgb_frames
+    from bvb_addon.video import check_video, read_rgb_frames
 
     run_dir = Path(run_dir)
     require_run(run_dir)
@@ -385,7 +385,10 @@ def run_ls(
         raise LSError(f"--backend {backend!r}: use local or ray")
     if backend == "local" and isinstance(encoder, EncoderSpec):
         encoder = encoder.build()
-    sources = {pair: video_path(videos_root, *pair) for pair in pairs if wanted is None or pair[1] in wanted}
+    # A missing, empty or non-video source is bad input (exit 2, named) before any scene, not a fault per scene.
+    sources = {
+        pair: check_video(video_path(videos_root, *pair)) for pair in pairs if wanted is None or pair[1] in wanted
+    }
     previous = {r["scene"]: r for r in read_jsonl(RunDir(run_dir).ls_rows)}
     rows = {}
     order = [s for _, s in pairs]

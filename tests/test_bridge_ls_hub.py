@@ -97,3 +97,21 @@ def test_ls_scores_with_v_jepa_2_1_and_records_encoder_and_checkpoint(hub, tmp_p
     assert rows["other"]["vision_sim"] == pytest.approx(1.0, abs=1e-5)
     assert main(["ls", *argv[1:9], "--num-frames", "4"]) == 2  # --encoder without --checkpoint
     assert "needs --checkpoint" in capsys.readouterr().err
+
+
+def test_a_source_that_is_not_a_video_is_bad_input_before_any_scene(hub, tmp_path, capsys):
+    # Before: a source_error row, a fault, exit 75 "rerun with --resume".
+    repo, checkpoint, _ = hub
+    (tmp_path / "videos" / "scannet").mkdir(parents=True)
+    (tmp_path / "videos" / "scannet" / "same.mp4").write_bytes(b"")
+    run = tmp_path / "run"
+    (run / "camera_renders").mkdir(parents=True)
+    split = tmp_path / "split.jsonl"
+    split.write_text(json.dumps({"id": "q", "dataset": "scannet", "scene_name": "same", "question_type":
+                     "object_counting", "question": "?", "options": None, "ground_truth": "1"}) + "\n")  # fmt: skip
+    argv = ["ls", "--run", str(run), "--split", str(split), "--videos", str(tmp_path / "videos"), "--encoder", ENTRY,
+            "--encoder-repo", str(repo), "--checkpoint", str(checkpoint), "--num-frames", "4", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "same.mp4 is an empty file" in err[0]
+    assert not (run / "vision_sim.jsonl").exists()

@@ -75,11 +75,11 @@ def select_scenes(scenes, names=(), limit=0, shard=(0, 1)):
     return [row for i, row in enumerate(scenes) if i % count == index]
 
 
-# agent_meta statuses that end a scene for good: benchmark outcomes, scored as they are. A resumed run
-# leaves them alone; "error" (a harness or provider fault) and "interrupted" scenes are continued.
-ENDED_STATUSES = frozenset({"submitted", "limit", "failed"})
+# A resumed run leaves ended scenes alone: benchmark outcomes, scored as they are (a submission, or
+# "failed": ended with nothing to submit). "error" (a harness or provider fault) and "interrupted"
+# scenes are continued.
 REOPENABLE_STATUSES = frozenset({"failed"})
-"""Ended statuses --retry-failed re-opens: the agent failed (nothing to submit), on purpose asked again."""
+"""Ended statuses without a submission; --retry-failed re-opens them on purpose."""
 
 
 class Runner:
@@ -400,10 +400,11 @@ class Runner:
                 meta = read_json(meta_path)
             except (OSError, ValueError):
                 meta = None  # half-written by a kill: the scene is continued from its trajectory
-        if meta is not None and meta.get("status") in ENDED_STATUSES:
-            return meta
         if self.run_dir.has_submission(scene):
             return meta or {"status": "submitted"}
+        # A submission whose .blend is gone (deleted by hand) is continued: the loop submits it again.
+        if meta is not None and meta.get("status") in REOPENABLE_STATUSES:
+            return meta
         return None
 
     def _run_on_ray(self, todo, bar):
