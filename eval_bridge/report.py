@@ -489,7 +489,9 @@ def _leaderboard_table(runs):
 def _folder(view):
     """The run's folder beside its name when they differ: two runs of one model are told apart."""
     folder = Path(view.path).name
-    return "" if folder == view.name else f" <small>({html.escape(folder)})</small>"
+    if folder == view.name:
+        return ""
+    return f" <small title='{html.escape(str(view.path))}'>({html.escape(folder)})</small>"
 
 
 def _mark_differences(runs):

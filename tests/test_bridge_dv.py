@@ -421,16 +421,22 @@ def test_rescoring_one_scene_keeps_the_other_scenes_rows(assets, tmp_path):
 
 def test_a_judge_that_refuses_every_call_fails_the_command_with_a_hint(assets, tmp_path, capsys):
     run = _make_run(assets, tmp_path / "results")
+    # Without the probe, every call is asked; a refusal no rerun changes is bad input (it used to exit 75).
     with ScriptedOpenAI(default={"status": 401, "message": "invalid api key"}) as server:
-        assert _dv(run, assets, server) == 75  # a judge fault: a scheduler sees that --resume must redo it
+        assert _dv(run, assets, server, "--probe-wait", "0") == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()[-1]  # after the progress bar
-    assert err.startswith("error: every judge call failed") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
+    assert err.startswith("error: every judge call was refused") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
+    # The rows are written all the same, each marked for --resume to retry.
+    assert {r["status"] for r in _rows(run).values()} == {"judge_error"}
+    # A judge failing every call with a passing fault (5xx after its retries) is a fault --resume redoes.
+    with ScriptedOpenAI(default={"status": 503, "message": "overloaded"}) as server:
+        assert _dv(run, assets, server, "--probe-wait", "0", "--retries", "1") == 75
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1].startswith("error: every judge call failed")
     last = captured.out.strip().splitlines()[-1]
     assert last.startswith("faults: 7 of 7 questions ended in a harness or environment fault (7 judge_error)")
     assert last.endswith("--resume") and " -m eval_bridge dv --run " in last
-    # The rows are written all the same, each marked for --resume to retry.
-    assert {r["status"] for r in _rows(run).values()} == {"judge_error"}
 
 
 NO_CHOICES = {"raw": {"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "gpt-4o", "choices": []}}
@@ -574,3 +580,16 @@ def test_resume_asks_again_the_questions_of_a_re_rendered_scene(assets, tmp_path
     rows = _rows(run)
     assert [rows[q]["render_answer"] for q in ("q1", "q2", "q3")] == ["0", "0", "0"]
     assert rows["q4"]["render_answer"] == "2.3"
+
+
+def test_vsi_prompt_api_sends_vsi_benchs_api_post_prompt_and_records_it(assets, tmp_path):
+    # Before: local models' post-prompt was always sent, whatever the judge.
+    root, _ = assets
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(default="3") as server:
+        assert _dv(run, assets, server, "--protocol", "vsi_official", "--vsi-prompt", "api") == 0
+        numeric = [b["messages"][0]["content"][-1]["text"] for b in server.requests]
+    counting = [text for text in numeric if "How many chairs" in text]
+    assert counting and all(t.endswith("\nDo not response anything other than a single number!") for t in counting)
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert summary["vsi_bench"]["number_post_prompt"] == "Do not response anything other than a single number!"

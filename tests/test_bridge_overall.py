@@ -328,6 +328,6 @@ def test_the_report_table_marks_a_run_that_differs_and_does_not_rank_it(tmp_path
     table = page[page.index("<table id='leaderboard'>") :].split("</table>", 1)[0]
     rows = table.split("<tr>")[2:]
     # Both runs are of "empty-room": their folders tell them apart.
-    assert f"title='{base}'>empty-room (high) <small>(base)</small>" in rows[0] and rows[0].startswith("<td>1")
-    assert f"title='{other}'>empty-room (high) <small>(other)" in rows[1] and rows[1].startswith("<td>–")
+    assert f"empty-room (high) <small title='{base}'>(base)</small>" in rows[0] and rows[0].startswith("<td>1")
+    assert f"empty-room (high) <small title='{other}'>(other)" in rows[1] and rows[1].startswith("<td>–")
     assert "judge, protocol" in rows[1]
