@@ -346,6 +346,13 @@ class RunDir:
         return read_jsonl(self.render_status)
 
 
+def is_run(path):
+    """Whether a folder is a run directory: the runner, the render stage or a scorer has written here."""
+    rd = RunDir(path)
+    marks = (rd.config, rd.blends, rd.metas, rd.trajectories, rd.steps, rd.renders, rd.dv_summary, rd.ls_summary)
+    return Path(path).is_dir() and any(mark.exists() for mark in marks)
+
+
 RUN_SEARCH_DEPTH = 3
 """How deep a folder is searched for runs: results/<run>, results/demo/runs/<run> (the demo), results/ above it."""
 
@@ -359,7 +366,7 @@ def find_runs(path, depth=RUN_SEARCH_DEPTH):
     path = Path(path)
     if not path.is_dir():
         return []
-    if RunDir(path).looks_like_run():
+    if is_run(path):
         return [path]
     if depth <= 0:
         return []
@@ -379,7 +386,8 @@ def runs_in(paths, what="run directory"):
             if not path.is_dir():
                 raise RunDirError(f"{path} is not a folder; pass a {what} (results/<run>) or a results folder")
             raise RunDirError(
-                f"{path} holds no {what} (no {CONFIG}, {AGENT_META}/ or {TRAJECTORIES}/ in it or its subfolders); "
+                f"{path} holds no {what} (no {CONFIG}, {BLENDS}/, {AGENT_META}/ or {CAMERA_RENDERS}/ in it or its "
+                "subfolders); "
                 "pass results/<run> or the results folder that holds the runs"
             )
         runs += found
@@ -391,8 +399,7 @@ def require_run(path, flag="--run"):
     path = Path(path)
     if not path.is_dir():
         raise RunDirError(f"{flag} {path}: no such folder; pass a run directory (results/<run>)")
-    rd = RunDir(path)
-    if any(p.exists() for p in (rd.config, rd.blends, rd.metas, rd.trajectories, rd.steps, rd.renders)):
+    if is_run(path):
         return path
     inside = find_runs(path)
     if inside:

@@ -58,6 +58,7 @@ class RunView:
     scenes: list = field(default_factory=list)
     judge: str = ""
     protocol: str = ""
+    encoder: str = ""  # the LS encoder (with V-JEPA 2.1 as released: ENTRY@checkpoint hash)
     steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
     step_answers: dict = field(default_factory=dict)  # scene -> its steps_answers.jsonl rows
     ci: dict = field(default_factory=dict)  # eval_bridge.noise: the bootstrap intervals and vote spread

@@ -88,6 +88,8 @@ def test_ls_scores_with_v_jepa_2_1_and_records_encoder_and_checkpoint(hub, tmp_p
     assert main(["overall", "--run", str(run)]) in (0,)
     identity = json.loads((run / "overall.json").read_text())["identity"]
     assert (identity["encoder"], identity["checkpoint"]) == (ENTRY, sha[:16])
+    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    assert f"encoder {ENTRY}@{sha[:12]}" in (tmp_path / "report" / "index.html").read_text()
     # --resume keeps a scene only while its clips are the ones it was scored on (before: kept whatever).
     kept = (run / "vision_sim.jsonl").read_text()
     assert main([*argv, "--resume"]) == 0 and (run / "vision_sim.jsonl").read_text() == kept
