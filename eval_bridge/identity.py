@@ -8,12 +8,11 @@ fields were recorded still get what can be read (a missing field is "unknown", n
 """
 
 import hashlib
+import json
 from pathlib import Path
 
 from bvb_addon import versions
 from bvb_addon.run_dir import RunDir
-
-from .files import read_json
 
 # (identity key, what the differs column calls it). Order: the order differs lists them in.
 FIELDS = (
@@ -49,8 +48,26 @@ def file_sha256(path, chunk=1 << 20):
     return digest.hexdigest()
 
 
-def _summary(path):
-    return read_json(path, "summary") if Path(path).is_file() else {}
+def _summary(root, path):
+    """A JSON object of the run, or {}: missing, unreadable, not an object, or a link out of the run."""
+    try:
+        if not Path(path).resolve(strict=True).is_relative_to(Path(root).resolve()):
+            return {}
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, RuntimeError, UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _scalar(value):
+    """A value the identity keeps: text, a number or None (anything else a downloaded run holds is text)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)[:200]
+
+
+def _hash(value):
+    return value[:16] if isinstance(value, str) and value else None
 
 
 def _one(values):
@@ -62,16 +79,19 @@ def _one(values):
 def run_identity(run_dir):
     """The run's identity record (KEYS -> value or None), from its config, summaries and render rows."""
     rd = RunDir(run_dir)
-    config = _summary(rd.config)
-    dv = _summary(rd.dv_summary)
-    ls = _summary(rd.ls_summary)
+    config = _summary(run_dir, rd.config)
+    dv = _summary(run_dir, rd.dv_summary)
+    ls = _summary(run_dir, rd.ls_summary)
     renders = [row for row in rd.render_rows() if isinstance(row, dict) and row.get("status") == "ok"]
-    blenders = versions.run_blenders(run_dir)
-    vsi = dv.get("vsi_bench") or {}
-    split_sha = dv.get("split_sha256") or ls.get("split_sha256")
-    return {
-        "split": split_sha[:16] if split_sha else None,
-        "questions": (dv.get("counts") or {}).get("questions"),
+    try:
+        blenders = versions.run_blenders(run_dir)
+    except (TypeError, AttributeError):  # a version field that is not text
+        blenders = {"made": ["unreadable"], "rendered": []}
+    vsi = dv.get("vsi_bench") if isinstance(dv.get("vsi_bench"), dict) else {}
+    counts = dv.get("counts") if isinstance(dv.get("counts"), dict) else {}
+    record = {
+        "split": _hash(dv.get("split_sha256")) or _hash(ls.get("split_sha256")),
+        "questions": counts.get("questions"),
         "judge": dv.get("judge_model"),
         "protocol": dv.get("protocol"),
         "votes": dv.get("votes"),
@@ -81,11 +101,12 @@ def run_identity(run_dir):
         "render_resolution": _one(row.get("resolution") for row in renders),
         "render_frames": _one(row.get("frames") for row in renders),
         "encoder": ls.get("encoder") or ls.get("model"),
-        "checkpoint": (ls.get("checkpoint_sha256") or "")[:16] or None,
+        "checkpoint": _hash(ls.get("checkpoint_sha256")),
         "encoder_frames": ls.get("num_frames"),
         "blender": "; ".join(blenders["made"] + [f"rendered {v}" for v in blenders["rendered"]]) or None,
         "harness": config.get("harness_version"),
     }
+    return {key: _scalar(value) for key, value in record.items()}
 
 
 def differences(identity, baseline):
