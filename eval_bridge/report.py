@@ -18,9 +18,10 @@ from pathlib import Path
 
 from bvb_addon import versions, video
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
-from bvb_addon.run_dir import RunDir, read_jsonl, videos_of
+from bvb_addon.run_dir import RunDir, read_jsonl, runs_in, videos_of
 
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
+from .identity import describe, differences, run_identity
 from .protocol import overall_score
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ def load_run(run_dir, videos_root=None):
     overall = _read_json(rd.overall, run_dir) or {}
     view.dv = _number(overall["dual_vqa"]) if "dual_vqa" in overall else _percent(dv_summary.get("retention_rate"))
     view.ls = _number(overall["latent_sim"]) if "latent_sim" in overall else _percent(ls_summary.get("vision_sim"))
+    view.encoder = str(ls_summary.get("model") or "")
     if _number(overall.get("overall")) is not None:
         view.overall = _number(overall["overall"])
     elif view.dv is not None and view.ls is not None:
@@ -451,8 +453,10 @@ def _trial_views(runs):
 def _leaderboard_table(runs):
     # Overall when every run has it; DV alone otherwise (a run without LS has no Overall).
     ranked = sorted(runs + _trial_views(runs), key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
+    any_differs = any(v.differs for v in ranked)
     head = Markup(
-        "<tr><th>rank</th><th>run</th><th>Overall [95% CI]</th><th>DV [95% CI]</th><th>LS [95% CI]</th>"
+        "<tr><th>rank</th><th>run</th>" + ("<th>differs from the first run</th>" if any_differs else "") +
+        "<th>Overall [95% CI]</th><th>DV [95% CI]</th><th>LS [95% CI]</th>"
         "<th>cost $</th><th>scenes</th><th>failures</th><th>judge votes: DV spread</th></tr>"
     )  # fmt: skip
     # Runs that differ from the first run in what makes numbers comparable follow, unranked.
@@ -472,9 +476,11 @@ def _leaderboard_table(runs):
         spread = f"{votes}: {_fmt(view.ci.get('dualVqa_vote_spread'))}" if votes else "–"
         body.append(
             fragment(
-                "<tr><td>{}{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                "<tr><td>{}{}</td><td>{}{}{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                 "<td>{}</td></tr>",
-                rank, mark, view.name, _not_comparable_mark(view), _with_ci(view.overall, view.ci, "overall"),
+                "–" if view.differs else rank, mark, view.name, _folder(view), _not_comparable_mark(view),
+                fragment("<td class='not-comparable'>{}</td>", view.differs) if any_differs else "",
+                _with_ci(view.overall, view.ci, "overall"),
                 _with_ci(view.dv, view.ci, "dualVqa"), _with_ci(view.ls, view.ci, "latentSim"), _fmt(view.cost, 3),
                 len(view.scenes), failures, spread,
             )
@@ -492,7 +498,7 @@ def _folder(view):
     folder = Path(view.path).name
     if folder == view.name:
         return ""
-    return f" <small title='{html.escape(str(view.path))}'>({html.escape(folder)})</small>"
+    return fragment(" <small title='{}'>({})</small>", str(view.path), folder)
 
 
 def _mark_differences(runs):
@@ -678,6 +684,7 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
         slug = f"run{index}_{safe_name(Path(view.path).name)}"
         blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ())) for row in view.scenes]
         judge = fragment(" · judge {} ({})", view.judge, view.protocol) if view.judge else ""
+        judge = join([judge, fragment(" · encoder {}", view.encoder) if view.encoder else ""])
         note = fragment("<p class='not-comparable'>{}</p>", view.comparability_note) if view.comparability_note else ""
         sections.append(
             join([
