@@ -98,6 +98,14 @@ def build_parser():
     limits = parser.add_argument_group("limits")
     limits.add_argument("--cost-limit", type=float, default=a["cost_limit"], metavar="USD", help="model cost per scene")
     limits.add_argument(
+        "--budget",
+        type=float,
+        default=r["budget"],
+        metavar="USD",
+        help="model cost for the whole run, across all workers; when reached, running scenes end as limit/budget "
+        "and submit, the rest stay unstarted (--resume with a larger budget continues; default: no run budget)",
+    )
+    limits.add_argument(
         "--max-steps", type=int, default=a["max_steps"], metavar="N", help="replies per scene (0: no limit)"
     )
     limits.add_argument(
@@ -210,6 +218,7 @@ def _configs(args, parser):
         tasks=args.tasks,
         backend=args.backend,
         ray_address=args.ray_address,
+        budget=args.budget,
     )
     return options, config
 
@@ -296,7 +305,7 @@ def _run_once(args, parser, rerun):
         import os
 
         os._exit(130)
-    print(summarize(results, time.monotonic() - start))
+    print(summarize(results, time.monotonic() - start, runner.budget, runner.unstarted))
     if runner.interrupted:
         return outcomes.INTERRUPTED_EXIT
     return outcomes.finish("run", results.values(), rerun)

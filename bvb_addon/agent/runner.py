@@ -12,6 +12,8 @@ from .. import scratch
 from ..atomic import write_json_atomic
 from ..errors import BVBError
 from ..run_dir import RunDir, read_json
+from .budget import Budget, recorded_spend
+from .ledger import money
 from .loop import AgentLoop, SceneTask
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
@@ -42,6 +44,8 @@ class RunOptions:
     backend: str = "local"
     """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
     ray_address: str | None = None
+    budget: float | None = None
+    """USD for the whole run, shared by every scene (agent.budget); None: only each scene's cost limit."""
 
 
 def parse_shard(text):
@@ -85,6 +89,10 @@ class Runner:
         self.cost = 0.0
         self.cost_unconfirmed = 0.0
         self.results = {}
+        self.budget = None
+        """The run's budget holder (set up by run()): every scene's Ledger draws from it."""
+        self.unstarted = []
+        """Scenes left unstarted because the budget was reached (--resume with a larger budget runs them)."""
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -94,9 +102,16 @@ class Runner:
             raise RunError(
                 f"--videos {o.videos}: no such folder; give the VSI-Bench-style root holding <dataset>/<scene>.mp4"
             )
+        if o.budget is not None and o.budget < 0:
+            raise RunError(f"--budget {o.budget:g}: give the run's budget in USD (zero or more)")
+        if o.budget is not None and o.backend == "ray":
+            raise RunError("--budget holds within one process; with --backend ray use --cost-limit per scene")
         scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
         self._setup_agent()
         self._write_config(len(scenes))
+        # What earlier sessions spent counts against the budget: a resumed run continues within it.
+        spent = recorded_spend(self.run_dir.root / "trajectories") if o.resume else 0.0
+        self.budget = Budget(o.budget, spent=spent)
         return scenes
 
     def _setup_agent(self):
@@ -158,7 +173,7 @@ class Runner:
             tasks=o.tasks,
             sandbox_level=self._level,
             sandbox_config=o.sandbox,
-            session={"shard": list(o.shard), "workers": o.workers, "scenes": scene_count},
+            session={"shard": list(o.shard), "workers": o.workers, "scenes": scene_count, "budget": o.budget},
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
         )
@@ -188,6 +203,13 @@ class Runner:
             "cost_unconfirmed": round(self.cost_unconfirmed, 6),
             "updated": now(),
         }
+        if self.budget is not None and self.options.budget is not None:
+            config["summary"]["budget"] = {
+                "limit": self.budget.limit,
+                "spent": round(self.budget.spent, 6),
+                "reached": self.budget.reached,
+                "unstarted": len(self.unstarted),
+            }
         try:
             write_json_atomic(self.run_dir.config, config)
         except OSError as exc:
@@ -250,7 +272,11 @@ class Runner:
         return meta
 
     def run_scene(self, dataset_name, scene):
-        """Run one scene to an end state; every outcome is written to agent_meta, nothing raises."""
+        """Run one scene to an end state; every outcome is written to agent_meta, nothing raises.
+
+        None for a scene the reached budget left unstarted: it has no files, and --resume runs it."""
+        if self.budget is not None and self.budget.reached:
+            return None
         if self.stop_event.is_set():
             return self._fail(dataset_name, scene, "interrupted", "interrupted", "the run stopped before this scene")
         try:
@@ -277,6 +303,7 @@ class Runner:
                 self.run_dir,
                 stop_event=self.stop_event,
                 blender_version=bpy_version() or "4.2",
+                budget=self.budget,
             )
             return loop.run()
         except Exception as exc:
@@ -306,9 +333,14 @@ class Runner:
         for dataset_name, scene in scenes:
             if self.options.resume and self.run_dir.has_submission(scene):
                 meta_path = self.run_dir.meta(scene)
-                self.results[scene] = read_json(meta_path) if meta_path.is_file() else {"status": "submitted"}
-                self.cost += float(self.results[scene].get("cost", 0.0))
-                self.cost_unconfirmed += float(self.results[scene].get("cost_unconfirmed", 0.0))
+                meta = read_json(meta_path) if meta_path.is_file() else {"status": "submitted"}
+                if meta.get("stop_reason") == "budget":
+                    # The run's budget ended it, not the scene: it continues from its trajectory.
+                    todo.append((dataset_name, scene))
+                    continue
+                self.results[scene] = meta
+                self.cost += float(meta.get("cost", 0.0))
+                self.cost_unconfirmed += float(meta.get("cost_unconfirmed", 0.0))
             else:
                 todo.append((dataset_name, scene))
         skipped = len(scenes) - len(todo)
@@ -346,7 +378,11 @@ class Runner:
                     log.warning("interrupted: finishing the current steps (Ctrl-C again to quit at once)")
                     continue
                 for future in done:
-                    self._record(futures[future], future.result(), bar)
+                    meta = future.result()
+                    if meta is None:
+                        self.unstarted.append(futures[future])
+                    else:
+                        self._record(futures[future], meta, bar)
         finally:
             bar.close()
         pool.shutdown(wait=True)
@@ -402,15 +438,23 @@ def ray_scene(payload):
     return runner.run_scene(dataset_name, scene)
 
 
-def summarize(results, seconds):
+def summarize(results, seconds, budget=None, unstarted=()):
+    """The run's last line: scenes by status, cost, time, and the budget when one was set."""
     counts = {}
     for meta in results.values():
         counts[meta["status"]] = counts.get(meta["status"], 0) + 1
     cost = sum(float(m.get("cost", 0.0)) for m in results.values())
     unconfirmed = sum(float(m.get("cost_unconfirmed", 0.0)) for m in results.values())
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    spent = f"cost ${cost:.4f}" + (f" (${unconfirmed:.4f} of it unconfirmed worst cases)" if unconfirmed else "")
-    return f"{len(results)} scenes ({parts}); {spent}; {seconds:.1f} s"
+    spent = f"cost {money(cost)}" + (f" ({money(unconfirmed)} of it unconfirmed worst cases)" if unconfirmed else "")
+    line = f"{len(results)} scenes ({parts}); {spent}; {seconds:.1f} s"
+    if budget is not None and budget.limit != float("inf"):
+        line += f"; run spent {money(budget.spent)} of the budget of {money(budget.limit)}"
+        if budget.reached:
+            line += (
+                f"; budget reached, {len(unstarted)} scene(s) not started (--resume with a larger --budget continues)"
+            )
+    return line
 
 
 def run(options, config):
@@ -418,4 +462,4 @@ def run(options, config):
     start = time.monotonic()
     runner = Runner(options, config)
     results = runner.run()
-    return results, summarize(results, time.monotonic() - start)
+    return results, summarize(results, time.monotonic() - start, runner.budget, runner.unstarted)
