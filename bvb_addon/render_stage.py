@@ -250,16 +250,16 @@ class RenderStage:
         results = {}
         bar = None
         if self.options.progress:
-            from tqdm import tqdm
+            from .progress import bar as progress_bar
 
-            bar = tqdm(total=len(todo), desc=f"render {self.options.preset}", unit="scene")
+            bar = progress_bar(total=len(todo), desc=f"render {self.options.preset}", unit="scene")
         try:
             for row in self._rendered(todo):
                 results[row["scene"]] = row
                 if bar is not None:
                     bar.update(1)
                     failed = sum(1 for r in results.values() if r["status"] != "ok")
-                    bar.set_postfix(ok=len(results) - failed, failed=failed)
+                    bar.set_postfix(ok=len(results) - failed, failed=failed, refresh=False)
         finally:
             if bar is not None:
                 bar.close()

@@ -395,7 +395,7 @@ def cmd_steps(args, progress=None):
 
 
 def cmd_vgi(args, progress=None):
-    from tqdm import tqdm
+    from bvb_addon.progress import bar as progress_bar
 
     vlm = api.JudgeOptions(
         base_url=args.judge_base_url,
@@ -415,7 +415,7 @@ def cmd_vgi(args, progress=None):
         workers=args.workers,
         out=args.out,
     )
-    bar = tqdm(desc="vgi", unit="task")
+    bar = progress_bar(desc="vgi", unit="task")
     try:
         summary = api.score_vgi(options, progress=lambda _row: bar.update())
     finally:

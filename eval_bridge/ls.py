@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from bvb_addon.errors import BVBError
+from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import RunDir
 
 from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
@@ -282,7 +282,7 @@ def run_ls(
         if keep_other or done:
             rows[scene] = row
     todo = [(d, s) for d, s in pairs if (wanted is None or s in wanted) and s not in rows]
-    bar = tqdm(total=len(todo), desc="LS", unit="scene", leave=False)
+    bar = progress_bar(total=len(todo), desc="LS", unit="scene", leave=False)
     done = [0]
 
     def finished(new_rows):

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from bvb_addon import versions
 from bvb_addon.errors import BVBError
+from bvb_addon.money import money
 from bvb_addon.run_dir import RunDir
 
 from . import noise
@@ -267,13 +268,14 @@ def format_table(rows):
     """A plain-text table of the main columns, for the terminal."""
     columns = ("rank", "name", "effort", "overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "judge")
 
-    def show(value):
+    def show(column, value):
         if isinstance(value, float):
-            return f"{value:.2f}"
+            # Money with fractions of a cent: a $0.0036 run never reads 0.00.
+            return money(value) if column == "costUsd" else f"{value:.2f}"
         return "" if value is None else str(value)
 
     # A run made or rendered with another Blender than the protocol's is starred, with the note below.
-    cells = [[show(r.get(c)) + (" *" if c == "name" and r.get("comparable") == "false" else "") for c in columns]
+    cells = [[show(c, r.get(c)) + (" *" if c == "name" and r.get("comparable") == "false" else "") for c in columns]
              for r in rows]  # fmt: skip
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]

@@ -8,11 +8,8 @@ Each stage is the same command a researcher runs by hand; the demo prints each o
 
 import os
 import shlex
-import sys
 import time
 from pathlib import Path
-
-from tqdm import tqdm
 
 from bvb_addon import outcomes
 from bvb_addon.errors import BVBError, report
@@ -98,8 +95,9 @@ def run_demo(args):
         ),
     ]
     try:
-        for label, action in tqdm(steps, desc="bvb demo", unit="stage", file=sys.stdout):
-            tqdm.write(f"== {label}")
+        for i, (label, action) in enumerate(steps, 1):
+            # A plain line per stage: the stages print their own progress below it.
+            print(f"== {label} ({i}/{len(steps)})", flush=True)
             action()
     except DemoError as exc:
         return report(exc)

@@ -6,14 +6,18 @@ their last snapshot, the rest stay unstarted, and --resume with a larger budget 
 """
 
 import math
+import os
 import random
+import re
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 from bvb_addon.agent.budget import Budget, BudgetReached, recorded_spend
-from bvb_addon.agent.ledger import money
+from bvb_addon.money import money
 from bvb_addon.run_dir import read_json
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, py, scene_of, turn_of
@@ -24,7 +28,7 @@ from tests.test_cost_ledger import BUILD, TABLE, Provider
 @pytest.mark.unit
 def test_money_shows_cents_and_fractions_of_a_cent():
     assert [money(v) for v in (0, 0.0036, 0.05, 1, 12.5, 1234.567, 0.000012)] == [
-        "$0.00", "$0.0036", "$0.0500", "$1.00", "$12.50", "$1,234.57", "$0.000012",
+        "$0.00", "$0.0036", "$0.05", "$1.00", "$12.50", "$1,234.57", "$0.000012",
     ]  # fmt: skip
     assert money(math.inf) == "no limit"
 
@@ -89,7 +93,7 @@ def test_a_scene_under_a_budget_ends_as_limit_budget_and_submits(tmp_path):
         meta = loop.run()
     trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
     assert (meta["status"], meta["stop_reason"]) == ("limit", "budget")
-    assert "would pass the budget of $0.0500" in meta["reason"] and meta["submission"]
+    assert "would pass the budget of $0.05" in meta["reason"] and meta["submission"]
     assert provider.bill <= budget.spent <= 0.05 and budget.spent == pytest.approx(trajectory["cost"])
     assert budget.calls == provider.calls == len(trajectory["ledger"])
     assert recorded_spend(tmp_path / "run/trajectories") == pytest.approx(trajectory["cost"])
@@ -163,7 +167,7 @@ def ledgers(run):
 
 @pytest.mark.blender
 def test_the_budget_holds_across_four_workers_and_resume_continues(tmp_path):
-    from tests.test_runner import cli
+    from tests.test_runner import REPO
 
     suite = make_suite(tmp_path / "suite", scenes=SCENES)
     run = tmp_path / "run"
@@ -194,8 +198,18 @@ def test_the_budget_holds_across_four_workers_and_resume_continues(tmp_path):
         args = ["--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(run), "--resume",
                 "--workers", "4", "--budget", "2.0", "--model", "scripted", "--base-url", server.base_url,
                 "--api-key-env", "BVB_TEST_KEY", "--price-in", "0", "--price-out", "1000", "--max-tokens", "50"]  # fmt: skip
-        out = cli(*args)
+        # Not a terminal, and a line for every change: the progress shows the spend after every call.
+        out = subprocess.run(
+            [sys.executable, "-m", "headless.run", "--sandbox-min", "rlimits", "--allow-weak-sandbox", *args],
+            cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "BVB_PROGRESS_INTERVAL": "0"},
+        )  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]
+        calls = server.calls
+    lines = [line for line in out.stderr.splitlines() if line.startswith("scenes: ")]
+    assert "\r" not in out.stderr and "\x1b" not in out.stderr
+    counted = [int(re.search(r"\| (\d+) calls \|", line).group(1)) for line in lines]
+    assert set(range(1, calls + 1)) <= set(counted)  # a line after every call
+    assert "of $2.00" in lines[-1] and lines[-1].startswith("scenes: 6/6")
     for scene in SCENES:
         meta = read_json(run / "agent_meta" / f"{scene}.json")
         assert (meta["status"], meta["turns"]) == ("submitted", 9), scene

@@ -20,7 +20,8 @@ import math
 import threading
 from pathlib import Path
 
-from .ledger import CostLimit, money
+from ..money import money
+from .ledger import CostLimit
 
 
 class BudgetReached(CostLimit):
@@ -50,6 +51,8 @@ class Budget:
         self._reached = None
         self._calls = 0
         self._cond = threading.Condition()
+        self.on_settle = None
+        """Called (no arguments, outside the lock) after every settled call: the run's progress line."""
 
     @property
     def limit(self):
@@ -120,6 +123,8 @@ class Budget:
             self._spent += float(cost)
             self._calls += 1
             self._cond.notify_all()
+        if self.on_settle is not None:
+            self.on_settle()
 
 
 def recorded_spend(trajectories):

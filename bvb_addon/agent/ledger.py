@@ -17,20 +17,6 @@ def usd(value):
     return math.ceil(round(value * 1e6, 3)) / 1e6
 
 
-def money(value):
-    """Dollars for people: cents, and fractions of a cent below a dollar ($12.50, $0.0036, $0.000012)."""
-    value = float(value)
-    if math.isinf(value):
-        return "no limit"
-    if value == 0 or abs(value) >= 1:
-        return f"${value:,.2f}"
-    text = f"${value:.4f}"
-    if text.strip("$0.-"):
-        return text
-    # Below a hundredth of a cent: two significant digits, so a tiny spend never reads as nothing.
-    return f"${value:.{1 - math.floor(math.log10(abs(value)))}f}"
-
-
 class CostLimit(Exception):
     """The next call (or the retry of a billed one) would pass the scene's cost limit."""
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from .. import scratch
 from ..atomic import write_json_atomic
 from ..errors import BVBError
+from ..money import money
 from ..run_dir import RunDir, read_json
 from .budget import Budget, recorded_spend
-from .ledger import money
 from .loop import AgentLoop, SceneTask
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
@@ -179,15 +179,14 @@ class Runner:
         )
         write_json_atomic(rd.config, config)
 
-    def _record(self, scene, meta, bar):
-        """One scene ended: its cost into the run's total, the progress bar and config.json's summary."""
+    def _record(self, scene, meta, progress):
+        """One scene ended: its cost into the run's total, the progress line and config.json's summary."""
         with self._lock:
             self.results[scene] = meta
             self.cost += float(meta.get("cost", 0.0))
             self.cost_unconfirmed += float(meta.get("cost_unconfirmed", 0.0))
-            bar.update(1)
-            bar.set_postfix_str(f"spent ${self.cost:.2f} last {scene}: {meta['status']}")
             self._write_summary()
+        progress.scene_ended(meta)
 
     def _write_summary(self):
         if not self.run_dir.config.is_file():
@@ -271,6 +270,16 @@ class Runner:
             meta["reason"] = f"{reason}; agent_meta not written: {exc}"
         return meta
 
+    def _run_counted(self, dataset_name, scene):
+        """run_scene, counted as running on the progress line while it runs."""
+        if self.budget is not None and self.budget.reached:
+            return None
+        self._progress.scene_started()
+        try:
+            return self.run_scene(dataset_name, scene)
+        finally:
+            self._progress.scene_stopped()
+
     def run_scene(self, dataset_name, scene):
         """Run one scene to an end state; every outcome is written to agent_meta, nothing raises.
 
@@ -324,7 +333,7 @@ class Runner:
 
     def run(self):
         """Run every selected scene; returns {scene: meta}. Raises KeyboardInterrupt on a second Ctrl-C."""
-        from tqdm import tqdm
+        from ..progress import RunProgress
 
         scenes = self._prepare()
         # Killed runs (SIGKILL, OOM killer) leave their scratch folders behind: remove those whose owner is gone.
@@ -346,23 +355,19 @@ class Runner:
         skipped = len(scenes) - len(todo)
         if skipped:
             log.info("resume: %d of %d scenes already have a submission", skipped, len(scenes))
-        bar = tqdm(
-            total=len(scenes),
-            initial=skipped,
-            unit="scene",
-            desc="scenes",
-            disable=not self.options.progress,
-            dynamic_ncols=True,
+        progress = self._progress = RunProgress(
+            len(scenes), self.budget, initial=skipped, enabled=self.options.progress
         )
-        bar.set_postfix_str(f"spent ${self.cost:.2f}")
+        # Spend on the progress line after every call, not only when a scene ends.
+        self.budget.on_settle = progress.refresh
         if self.options.backend == "ray":
             try:
-                self._run_on_ray(todo, bar)
+                self._run_on_ray(todo, progress)
             finally:
-                bar.close()
+                progress.close()
             return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.workers), thread_name_prefix="bvb-scene")
-        futures = {pool.submit(self.run_scene, d, s): s for d, s in todo}
+        futures = {pool.submit(self._run_counted, d, s): s for d, s in todo}
         pending = set(futures)
         interrupts = 0
         try:
@@ -382,15 +387,16 @@ class Runner:
                     if meta is None:
                         self.unstarted.append(futures[future])
                     else:
-                        self._record(futures[future], meta, bar)
+                        self._record(futures[future], meta, progress)
+                progress.refresh()
         finally:
-            bar.close()
+            progress.close()
         pool.shutdown(wait=True)
         with self._lock:
             self._write_summary()
         return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
 
-    def _run_on_ray(self, todo, bar):
+    def _run_on_ray(self, todo, progress):
         """One Ray task per scene; a task lost with its node is retried and resumes from the trajectory."""
         import os
 
@@ -412,7 +418,7 @@ class Runner:
         for (_, _, dataset_name, scene), meta, error in results:
             if error is not None:
                 meta = self._fail(dataset_name, scene, "error", "harness_error", f"Ray task failed: {error}")
-            self._record(scene, meta, bar)
+            self._record(scene, meta, progress)
 
     def prepare_remote(self):
         """Set up a Runner inside a Ray task: price, model and this node's sandbox check; no config.json."""

@@ -238,14 +238,14 @@ def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, 
 
 def _generate_into(stage, out_root, jobs, seed, clip, progress):
     """Build the scenes into the staging folder, with the suite's merged split.jsonl."""
-    from tqdm import tqdm
-
     from ..dataset import read_split, write_split
+    from ..progress import bar as progress_bar
 
     width, height, fps, duration = clip
     new_rows, summaries = [], []
     with tempfile.TemporaryDirectory(prefix="bvb-synth-") as work:
-        for difficulty, i in tqdm(jobs, desc="scenes", unit="scene", disable=not progress):
+        bar = progress_bar(len(jobs), desc="scenes", unit="scene", disable=not progress)
+        for difficulty, i in jobs:
             started = time.perf_counter()
             scene_id = f"synth_{difficulty}_{i:03d}"
             scene_plan = plan.make_plan(
@@ -263,6 +263,8 @@ def _generate_into(stage, out_root, jobs, seed, clip, progress):
                     "questions": len(rows),
                 }
             )
+            bar.update(1)
+        bar.close()
     split = out_root / "split.jsonl"
     done = {r["scene_name"] for r in new_rows} | {s["scene"] for s in summaries}
     kept = [q.to_json() for q in read_split(split) if q.scene_name not in done] if split.is_file() else []
