@@ -222,7 +222,7 @@ def _failure_reason(run_dir, scene, render_states):
             meta = agent_meta(run_dir, scene)
             why = meta.get("stop_reason") or meta.get("status") or "the agent never ran"
             return "no_render", f"no submission ({rd.relative(rd.blend(scene))} missing): {why}"
-        return "no_render", f"no evaluation render ({render.name} missing); run python -m headless.render"
+        return "no_render", f"no evaluation render ({render.name} missing); run bvb render"
     return None
 
 

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 PREPROCESSOR_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
 WEIGHTS_HINT = (
-    "pass --model with a local folder holding config.json, model.safetensors and preprocessor_config.json "
+    "pass --encoder with a local folder holding config.json, model.safetensors and preprocessor_config.json "
     "(a download of facebook/vjepa2-vitl-fpc64-256, e.g. `huggingface-cli download facebook/vjepa2-vitl-fpc64-256 "
     "--local-dir vjepa2`), or a hub id where the hub is reachable"
 )
@@ -93,7 +93,7 @@ class Encoder:
         self.device, self.dtype_name = device, dtype
         local = Path(model)
         if local.exists() and not (local / "config.json").is_file():
-            raise LSError(f"--model {model}: the folder has no config.json; {WEIGHTS_HINT}")
+            raise LSError(f"--encoder {model}: the folder has no config.json; {WEIGHTS_HINT}")
         try:
             if trust_remote_code:
                 net = transformers.AutoModel.from_pretrained(model, trust_remote_code=True, dtype=getattr(torch, dtype))
@@ -206,7 +206,7 @@ def _failure(run_dir, scene):
                 "no_render",
                 f"no submission: {meta.get('stop_reason') or meta.get('status') or 'the agent never ran'}",
             )
-        return "no_render", "no evaluation render; run python -m headless.render"
+        return "no_render", "no evaluation render; run bvb render"
     return None
 
 

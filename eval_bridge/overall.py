@@ -85,7 +85,7 @@ def compute_overall(run_dir):
     if dv is None and ls is None:
         raise OverallError(
             f"{run_dir} has neither {rd.dv_summary.name} nor {rd.ls_summary.name}; "
-            "score it first with python -m eval_bridge dv and python -m eval_bridge ls"
+            "score it first with bvb score dv and bvb score ls"
         )
     dv_pct = _percent((dv or {}).get("retention_rate"))
     if dv is not None and dv_pct is None:
@@ -94,7 +94,7 @@ def compute_overall(run_dir):
     missing = [name for name, value in (("dual_vqa", dv), ("latent_sim", ls)) if value is None]
     for name in missing:
         command = "dv" if name == "dual_vqa" else "ls"
-        log.warning("%s: no %s summary, so no Overall; run python -m eval_bridge %s", run_dir, name, command)
+        log.warning("%s: no %s summary, so no Overall; run bvb score %s", run_dir, name, command)
     result = {
         "overall": overall_score(dv_pct, ls_pct) if not missing else None,
         "dual_vqa": dv_pct,

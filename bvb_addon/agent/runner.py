@@ -133,7 +133,7 @@ class Runner:
 
         o = self.options
         if not Path(o.split).is_file():
-            raise RunError(f"--split {o.split}: no such file; give a split .jsonl (python -m headless.synth makes one)")
+            raise RunError(f"--split {o.split}: no such file; give a split .jsonl (bvb synth makes one)")
         questions = dataset.read_split(o.split)
         return select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, o.shard)
 
@@ -142,7 +142,7 @@ class Runner:
 
         o = self.options
         if not o.tasks:
-            raise RunError("--mode vgi needs --tasks DIR/tasks.jsonl (python -m headless.vgi_tasks makes one)")
+            raise RunError("--mode vgi needs --tasks DIR/tasks.jsonl (bvb vgi-tasks makes one)")
         try:
             rows = suite.read_tasks(o.tasks)
         except suite.VGIError as exc:
