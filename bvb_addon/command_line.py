@@ -123,6 +123,20 @@ def add_alias(parser, old, new, dest):
     parser.add_argument(old, dest=dest, action=_Alias, new=new, help=argparse.SUPPRESS, default=argparse.SUPPRESS)
 
 
+class _Formatter(logging.Formatter):
+    """Info lines as plain sentences; warnings and errors (and everything under --verbose) say
+    their level and logger."""
+
+    def __init__(self, verbose):
+        super().__init__(LOG_FORMAT)
+        self.verbose = verbose
+
+    def format(self, record):
+        if record.levelno <= logging.INFO and not self.verbose:
+            return record.getMessage()
+        return super().format(record)
+
+
 def setup_logging(verbose=False, quiet=False):
     """The harness's own info lines (not with --quiet); the libraries' only with --verbose.
 
@@ -130,7 +144,11 @@ def setup_logging(verbose=False, quiet=False):
     run's log unless asked for.
     """
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
-    logging.getLogger().setLevel(logging.INFO if verbose else logging.WARNING)
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if type(handler) is logging.StreamHandler:  # basicConfig's (not pytest's capture handlers)
+            handler.setFormatter(_Formatter(verbose))
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
     own = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     for name in OWN_LOGGERS:
         logging.getLogger(name).setLevel(own)

@@ -17,7 +17,7 @@ import time
 
 INTERVAL_ENV = "BVB_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 30.0
-PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit}s [{elapsed}] {postfix}"
+PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} [{elapsed}]{postfix}"
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 

@@ -12,7 +12,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -21,7 +20,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from . import scratch
-from .atomic import write_json_atomic, write_text_atomic
+from .atomic import replacing, write_json_atomic, write_text_atomic
 from .errors import BVBError
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
@@ -132,10 +131,8 @@ def encode_mp4(images, dest, fps):
     import av
 
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.stem}.", suffix=".mp4", dir=dest.parent)
-    os.close(fd)
-    try:
+    # PyAV writes into the file it is given: replacing() gives it the umask's mode, not mkstemp's 0600.
+    with replacing(dest, suffix=".mp4") as tmp:
         with av.open(tmp, mode="w", format="mp4") as out:
             codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
             stream = out.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
@@ -159,11 +156,6 @@ def encode_mp4(images, dest, fps):
                     out.mux(packet)
             for packet in stream.encode():
                 out.mux(packet)
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return dest
 
 

@@ -74,10 +74,12 @@ def main(argv=None):
         parser.error(f"--fps {args.fps} is out of range; use 1 to 60")
     if not 0.5 <= args.duration <= 600 or args.duration * args.fps < 2:
         parser.error(f"--duration {args.duration} is out of range; use 0.5 to 600 seconds (at least 2 frames)")
-    from bvb_addon import outcomes, path_args
+    from bvb_addon import offscreen_gl, outcomes, path_args
     from bvb_addon.command_line import setup_logging
 
     setup_logging(args.verbose, args.quiet)
+    # The suite renders here, in this process's Blender: no EGL error line on a software GL.
+    offscreen_gl.quiet_egl()
     from bvb_addon.errors import report
     from bvb_addon.synth import build_bl
 

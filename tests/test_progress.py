@@ -43,7 +43,7 @@ def test_the_run_line_shows_scenes_calls_spend_of_the_budget_and_an_eta():
     clock.now += 60
     budget.settle(budget.reserve(0.01), 0.0036)
     line = out.getvalue().splitlines()[-1]
-    assert line.startswith("scenes: 2/10 scenes")
+    assert line.startswith("scenes: 2/10 [")
     assert "2 running, 0 failed | 2 calls | spent $0.5072 of $2.00 | ETA" in line
     # By cost: $1.4928 left at $0.0072 per 70 s is about 4 hours.
     assert line.endswith("(budget)") and "ETA 4h01m" in line

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
 from ..errors import AgentStop
+from ..money import money
 from ..run_dir import read_json
 from ..sandbox.replies import frame_range_of
 from . import prompts
@@ -539,7 +540,7 @@ class AgentLoop:
         write_text_atomic(rd.program(scene), join_program(scene, s["steps"], self.program_header))
         self._save()
         write_json_atomic(rd.meta(scene), self.meta())
-        log.info("scene %s: %s (%s) cost $%.4f", scene, status, stop_reason, s["cost"])
+        log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s["cost"]))
 
     def meta(self):
         s, c = self.state, self.config

@@ -16,7 +16,7 @@ import av
 import bpy
 import numpy as np
 
-from ..atomic import write_json_atomic, write_text_atomic
+from ..atomic import replacing, write_json_atomic, write_text_atomic
 from . import oracle, plan, questions
 
 log = logging.getLogger(__name__)
@@ -84,10 +84,8 @@ def read_png(path):
 def encode_mp4(images, path, fps, crf=VIDEO_CRF):
     """Encode RGB frames (arrays or PNG paths) as H.264 MP4, written atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".mp4", dir=path.parent)
-    os.close(fd)
-    try:
+    # A suite is data to share: replacing() gives the file the umask's mode, not mkstemp's 0600.
+    with replacing(path, suffix=".mp4") as tmp:
         with av.open(tmp, "w", format="mp4") as container:
             stream = None
             for image in images:
@@ -101,14 +99,6 @@ def encode_mp4(images, path, fps, crf=VIDEO_CRF):
                     container.mux(packet)
             for packet in stream.encode():
                 container.mux(packet)
-        # mkstemp makes the file private; a suite is data to share, so give it the usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
