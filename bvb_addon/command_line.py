@@ -150,5 +150,8 @@ def setup_logging(verbose=False, quiet=False):
             handler.setFormatter(_Formatter(verbose))
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     own = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    from . import progress
+
+    progress.quiet = quiet
     for name in OWN_LOGGERS:
         logging.getLogger(name).setLevel(own)

@@ -19,6 +19,8 @@ INTERVAL_ENV = "BVB_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 30.0
 PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} [{elapsed}]{postfix}"
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+quiet = False
+"""Set by ``--quiet`` (command_line.setup_logging): every bar is silent."""
 
 
 def interval():
@@ -57,6 +59,7 @@ def bar(total=None, *, desc, unit="it", initial=0, disable=False, leave=True, fi
     """A progress bar for ``file`` (stderr): tqdm's frames in a terminal, plain lines every ``every`` s elsewhere."""
     from tqdm import tqdm
 
+    disable = disable or quiet
     stream = file if file is not None else sys.stderr
     if is_terminal(stream):
         return tqdm(

@@ -80,7 +80,8 @@ class Encoder:
             import transformers
         except ImportError as exc:
             raise LSError(
-                f"LS needs torch and transformers ({exc.name} is missing); install the 'bridge' extra"
+                f"LS needs torch and transformers ({exc.name} is missing); install them with: ./bvb setup ls "
+                "(or pip install 'bvb[ls]'; torch's CPU build is about 200 MB)"
             ) from None
         self.torch = torch
         self.model_id = str(model)

@@ -4,10 +4,17 @@ import io
 
 import pytest
 
+from bvb_addon import progress as progress_module
 from bvb_addon.agent.budget import Budget
 from bvb_addon.progress import RunProgress, bar, duration
 
 pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def not_quiet(monkeypatch):
+    # A stage's main(--quiet) run earlier in this process silences bars for the process.
+    monkeypatch.setattr(progress_module, "quiet", False)
 
 
 class Clock:
