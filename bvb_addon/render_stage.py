@@ -207,7 +207,7 @@ class RenderStage:
         from .sandbox.gate import require_level
 
         config = options.sandbox or SandboxConfig()
-        # The render workers see the GPU (DESIGN.md section 7): they only open .blend files with
+        # The render workers see the GPU (docs/sandbox.md): they only open .blend files with
         # scripts and drivers off, and EEVEE without a GPU is software GL, minutes a scene.
         self.sandbox = replace(config, gpu=True)
         self.level = require_level(config)

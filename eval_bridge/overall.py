@@ -47,7 +47,7 @@ PUBLISHED_COLUMNS = (
 )
 # vsiSource / vsiRender: VSI-Bench's official overall (0-100) of the judge on the sources and the
 # renders, for runs scored with --protocol vsi_official. blender / comparable: the Blender the run
-# was made and rendered with, and whether that is the protocol's (DESIGN.md section 9).
+# was made and rendered with, and whether that is the protocol's (docs/protocol.md section 10).
 OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable")
 # The bootstrap intervals come right after BVB's columns (eval_bridge.noise).
 COLUMNS = PUBLISHED_COLUMNS + noise.CI_COLUMNS + OWN_COLUMNS + noise.NOISE_COLUMNS

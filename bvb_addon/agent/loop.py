@@ -1,4 +1,4 @@
-"""The Mini-BVB agent loop (DESIGN.md section 4): one scene, one action per reply, saved every step."""
+"""The Mini-BVB agent loop (docs/protocol.md section 1): one scene, one action per reply, saved every step."""
 
 import json
 import logging
