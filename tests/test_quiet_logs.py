@@ -66,6 +66,20 @@ def test_every_temp_then_rename_writer_gives_the_umasks_mode(group_umask, tmp_pa
     assert mode(atomic.write_bytes_atomic(tmp_path / "token", b"t", mode=0o600)) == 0o600  # a secret stays private
 
 
+@pytest.mark.unit
+def test_appended_rows_and_lock_files_take_the_process_umask(tmp_path):
+    from eval_bridge.files import append_jsonl, file_lock
+
+    old = os.umask(0o002)  # os.open's mode is masked by the process's umask itself
+    try:
+        append_jsonl(tmp_path / "dual_vqa.partial.jsonl", [{"id": 1}])
+        with file_lock(tmp_path / ".cache.lock"):
+            pass
+    finally:
+        os.umask(old)
+    assert mode(tmp_path / "dual_vqa.partial.jsonl") == 0o664 and mode(tmp_path / ".cache.lock") == 0o664
+
+
 @pytest.mark.blender
 def test_synth_writes_no_egl_error_and_plain_progress_lines(tmp_path):
     out = subprocess.run(
