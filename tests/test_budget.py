@@ -180,7 +180,10 @@ def test_the_budget_holds_across_four_workers_and_resume_continues(tmp_path):
     assert calls == sum(len(entries) for entries in ledgers(run).values())
     assert peak >= 2  # the scenes really ran at once
     stopped = [s for s, m in results.items() if m["stop_reason"] == "budget"]
-    assert stopped and all(results[s]["status"] == "limit" and results[s]["submission"] for s in stopped)
+    assert stopped and all(results[s]["status"] == "limit" for s in stopped)
+    # A scene the budget stopped submits its last snapshot (a scene stopped before any call has none).
+    assert all(bool(results[s]["submission"]) == (results[s]["python_steps"] > 0) for s in stopped)
+    assert any(results[s]["submission"] for s in stopped)
     assert all(m["status"] == "submitted" for s, m in results.items() if s not in stopped)
     unstarted = [s for s in SCENES if s not in results]
     assert unstarted and not any((run / "trajectories" / f"{s}.traj.json").exists() for s in unstarted)
@@ -208,7 +211,8 @@ def test_the_budget_holds_across_four_workers_and_resume_continues(tmp_path):
     lines = [line for line in out.stderr.splitlines() if line.startswith("scenes: ")]
     assert "\r" not in out.stderr and "\x1b" not in out.stderr
     counted = [int(re.search(r"\| (\d+) calls \|", line).group(1)) for line in lines]
-    assert set(range(1, calls + 1)) <= set(counted)  # a line after every call
+    # A line after every call (two calls settling at once may both print the later count).
+    assert len(counted) >= calls and counted == sorted(counted) and counted[-1] == calls
     assert "of $2.00" in lines[-1] and lines[-1].startswith("scenes: 6/6")
     for scene in SCENES:
         meta = read_json(run / "agent_meta" / f"{scene}.json")
