@@ -10,9 +10,11 @@ Once a call does not fit, the budget is *reached*: no further call starts anywhe
 running scenes end as ``limit`` with stop reason ``budget`` and submit their last snapshot,
 and scenes not yet started stay unstarted.
 
-The holder's interface is four names, so that a holder outside this process (a campaign's,
-a Ray actor's) can stand in: ``reserve(worst, wait=True) -> token``, ``settle(token, cost)``,
-``spent`` and ``limit``. A token is opaque to the Ledger (a plain int here). bpy-free, stdlib only.
+The holder's interface is small, so that a holder outside this process (a campaign's, a Ray
+actor's) can stand in: the Ledger uses ``reserve(worst, wait=True) -> token`` (BudgetReached when
+the call does not fit) and ``settle(token, cost)``; the runner and its progress line read
+``spent``, ``limit``, ``reached`` (None, or the reason no call starts any more) and ``calls``.
+A token is opaque to the Ledger (a plain int here). bpy-free, stdlib only.
 """
 
 import json
