@@ -19,7 +19,7 @@ from .errors import BVBError
 log = logging.getLogger(__name__)
 
 BACKENDS = ("local", "ray")
-RAY_INSTALL = "pip install 'ray[default]>=2.9'  (or: pip install -e '.[ray]' in the checkout)"
+RAY_INSTALL = "./bvb setup ray  (or: pip install 'bvb[ray]'; Ray is about 70 MB)"
 
 
 class BackendError(BVBError, ValueError):

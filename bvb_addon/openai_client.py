@@ -323,7 +323,8 @@ def probe(client, model, key_env=None, wait_s=PROBE_WAIT_S, sleep=time.sleep):
                 f"{label}: no usable answer from {url} in {spent:.0f} s ({attempt + 1} tries; {what}); "
                 "start the server or check the URL, then rerun"
             ) from None
-        log.info("%s: %s not answering (%s); probing again in %.0f s", label, url, what, delay)
+        if attempt == 0:  # one line says the harness is waiting; the end is one more
+            log.info("%s: %s not answering (%s); retrying for up to %.0f s", label, url, what, wait_s)
         sleep(delay)
         attempt += 1
     if ids and not model_listed(model, ids):

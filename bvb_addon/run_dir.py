@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md section 5): every folder and file name of a run, and small readers (no bpy).
+"""The run directory (docs/protocol.md section 3): every folder and file name of a run, and small readers (no bpy).
 
     results/<run>/
       config.json                      the run's settings (written by the runner or the add-on)

@@ -15,9 +15,9 @@ import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from tqdm import tqdm
-
 from bvb_addon import backend
+from bvb_addon.money import money
+from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import RunDir, require_run
 
 from . import protocol as rules
@@ -242,7 +242,7 @@ def _failure_reason(run_dir, scene, render_states):
             meta = agent_meta(run_dir, scene)
             why = meta.get("stop_reason") or meta.get("status") or "the agent never ran"
             return "no_render", f"no submission ({rd.relative(rd.blend(scene))} missing): {why}"
-        return "no_render", f"no evaluation render ({render.name} missing); run python -m headless.render"
+        return "no_render", f"no evaluation render ({render.name} missing); run bvb render"
     return None
 
 
@@ -357,7 +357,7 @@ class DualVQA:
         log.info("DV: %d questions, %d already scored, %d to score", len(self.questions), len(done), len(pending))
 
         rows = dict(done)
-        bar = tqdm(total=len(self.questions), initial=len(done), desc="DV", unit="q", leave=False)
+        bar = progress_bar(total=len(self.questions), initial=len(done), desc="DV", unit="q", leave=False)
         lock = threading.Lock()
 
         def finished(new_rows):
@@ -366,7 +366,7 @@ class DualVQA:
                 for row in new_rows:
                     rows[row["id"]] = row
                 bar.update(len(new_rows))
-                bar.set_postfix(calls=self.judge.calls, cost=f"${self.judge.cost_usd:.4f}", refresh=False)
+                bar.set_postfix(calls=self.judge.calls, cost=money(self.judge.cost_usd), refresh=False)
                 if self.progress:
                     self.progress(len(rows), len(self.questions))
 

@@ -23,7 +23,7 @@ _STRIPES = [threading.Lock() for _ in range(4096)]
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """What the judge sees and how it answers (DESIGN.md section 6)."""
+    """What the judge sees and how it answers (docs/protocol.md section 5)."""
 
     frames: int = 16
     longest_side: int = 384

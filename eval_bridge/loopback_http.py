@@ -18,7 +18,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 # Clients send a request head in one write, so a head still incomplete after 0.75 s is a stuck or
-# hostile client (DESIGN.md section 8: 4xx within a second).
+# hostile client (docs/service.md: 4xx within a second).
 HEAD_TIMEOUT_S = 0.75
 # An idle keep-alive connection is closed after this; a browser polling every 1.5 s keeps its one.
 KEEP_ALIVE_S = 5

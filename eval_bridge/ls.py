@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from bvb_addon.errors import BVBError
+from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import RunDir, require_run
 
 from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 PREPROCESSOR_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
 WEIGHTS_HINT = (
-    "pass --model with a local folder holding config.json, model.safetensors and preprocessor_config.json "
+    "pass --encoder with a local folder holding config.json, model.safetensors and preprocessor_config.json "
     "(a download of facebook/vjepa2-vitl-fpc64-256, e.g. `huggingface-cli download facebook/vjepa2-vitl-fpc64-256 "
     "--local-dir vjepa2`), or a hub id where the hub is reachable"
 )
@@ -80,7 +80,8 @@ class Encoder:
             import transformers
         except ImportError as exc:
             raise LSError(
-                f"LS needs torch and transformers ({exc.name} is missing); install the 'bridge' extra"
+                f"LS needs torch and transformers ({exc.name} is missing); install them with: ./bvb setup ls "
+                "(or pip install 'bvb[ls]'; torch's CPU build is about 200 MB)"
             ) from None
         self.torch = torch
         self.model_id = str(model)
@@ -93,7 +94,7 @@ class Encoder:
         self.device, self.dtype_name = device, dtype
         local = Path(model)
         if local.exists() and not (local / "config.json").is_file():
-            raise LSError(f"--model {model}: the folder has no config.json; {WEIGHTS_HINT}")
+            raise LSError(f"--encoder {model}: the folder has no config.json; {WEIGHTS_HINT}")
         try:
             if trust_remote_code:
                 net = transformers.AutoModel.from_pretrained(model, trust_remote_code=True, dtype=getattr(torch, dtype))
@@ -320,7 +321,7 @@ def _failure(run_dir, scene):
                 "no_render",
                 f"no submission: {meta.get('stop_reason') or meta.get('status') or 'the agent never ran'}",
             )
-        return "no_render", "no evaluation render; run python -m headless.render"
+        return "no_render", "no evaluation render; run bvb render"
     return None
 
 
@@ -401,7 +402,7 @@ def run_ls(
         if keep_other or done:
             rows[scene] = row
     todo = [(d, s) for d, s in pairs if (wanted is None or s in wanted) and s not in rows]
-    bar = tqdm(total=len(todo), desc="LS", unit="scene", leave=False)
+    bar = progress_bar(total=len(todo), desc="LS", unit="scene", leave=False)
     done = [0]
 
     def finished(new_rows):

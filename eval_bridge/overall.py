@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from bvb_addon import versions
 from bvb_addon.errors import BVBError
+from bvb_addon.money import money
 from bvb_addon.run_dir import RunDir, require_run, runs_in
 
 from . import identity, noise
@@ -48,7 +49,7 @@ PUBLISHED_COLUMNS = (
 # VSI-Bench's official overall (0-100) of the judge on the sources and the renders, for runs scored
 # with --protocol vsi_official. blender: the Blender the run was made and rendered with.
 # comparable: whether the run is comparable with the baseline run (the first, or --baseline) and used
-# the protocol's Blender (DESIGN.md section 9); differs: in what its identity differs (eval_bridge.identity).
+# the protocol's Blender (docs/protocol.md section 10); differs: in what its identity differs (eval_bridge.identity).
 OWN_COLUMNS = (
     "run", "scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable",
     "differs",
@@ -88,7 +89,7 @@ def compute_overall(run_dir):
     if dv is None and ls is None:
         raise OverallError(
             f"{run_dir} has neither {rd.dv_summary.name} nor {rd.ls_summary.name}; "
-            "score it first with python -m eval_bridge dv and python -m eval_bridge ls"
+            "score it first with bvb score dv and bvb score ls"
         )
     dv_pct = _percent((dv or {}).get("retention_rate"))
     if dv is not None and dv_pct is None:
@@ -97,7 +98,7 @@ def compute_overall(run_dir):
     missing = [name for name, value in (("dual_vqa", dv), ("latent_sim", ls)) if value is None]
     for name in missing:
         command = "dv" if name == "dual_vqa" else "ls"
-        log.warning("%s: no %s summary, so no Overall; run python -m eval_bridge %s", run_dir, name, command)
+        log.warning("%s: no %s summary, so no Overall; run bvb score %s", run_dir, name, command)
     result = {
         "overall": overall_score(dv_pct, ls_pct) if not missing else None,
         "dual_vqa": dv_pct,
@@ -311,13 +312,14 @@ def format_table(rows):
     columns = ("rank", "name", "run", "effort", "overall", "dualVqa", "latentSim", "layout", "motion", "costUsd",
                "judge", "differs")  # fmt: skip
 
-    def show(value):
+    def show(column, value):
         if isinstance(value, float):
-            return f"{value:.2f}"
+            # Money with fractions of a cent: a $0.0036 run never reads 0.00.
+            return money(value) if column == "costUsd" else f"{value:.2f}"
         return "" if value is None else str(value)
 
     # A run made or rendered with another Blender than the protocol's is starred, with the note below.
-    cells = [[show(r.get(c)) + (" *" if c == "name" and r.get("comparable") == "false" else "") for c in columns]
+    cells = [[show(c, r.get(c)) + (" *" if c == "name" and r.get("comparable") == "false" else "") for c in columns]
              for r in rows]  # fmt: skip
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]

@@ -1,4 +1,4 @@
-"""The scoring protocols in one place (DESIGN.md section 6): prompts, per-answer scores, correctness,
+"""The scoring protocols in one place (docs/protocol.md sections 5 and 6): prompts, per-answer scores, correctness,
 retention, VSI-Bench's official aggregate and Overall.
 
 Protocols:

@@ -1,6 +1,6 @@
 """A static HTML report of one or more scored runs: no server, works offline.
 
-    python -m eval_bridge report RUN [RUN ...] --out DIR [--videos ROOT]
+    bvb report RUN [RUN ...] --out DIR [--videos ROOT]
 
 The page holds the leaderboard table, a DV-versus-LS scatter with Overall iso-curves, DV
 by question type as bars (both drawn with matplotlib), and per scene the source and the

@@ -97,7 +97,7 @@ def test_overall_without_ls_says_so_and_writes_no_number(tmp_path, capsys, caplo
     assert "missing latent_sim" in capsys.readouterr().out
     (run / "dual_vqa_summary.json").unlink()
     assert main(["overall", "--run", str(run)]) == 2
-    assert "python -m eval_bridge dv" in capsys.readouterr().err
+    assert "bvb score dv" in capsys.readouterr().err
 
 
 def test_leaderboard_columns_ranks_merged_direction_and_reference(tmp_path, capsys):

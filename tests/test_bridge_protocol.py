@@ -1,4 +1,4 @@
-"""The scoring protocols (DESIGN.md section 6): dual_vqa_v1's rules, VSI-Bench's official scoring, the one
+"""The scoring protocols (docs/protocol.md section 5): dual_vqa_v1's rules, VSI-Bench's official scoring, the one
 correctness rule, retention and Overall. Every case is derived by hand from the stated rules."""
 
 import json

@@ -227,7 +227,7 @@ def ls_run(tmp_path_factory):
 def test_ls_on_ray_equals_local(ls_run, model_dir, local_ray, tmp_path):
     root, template = ls_run
     runs = {name: shutil.copytree(template, tmp_path / name) for name in ("local", "ray")}
-    base = ["ls", "--split", str(root / "split.jsonl"), "--videos", str(root / "videos"), "--model", str(model_dir)]
+    base = ["ls", "--split", str(root / "split.jsonl"), "--videos", str(root / "videos"), "--encoder", str(model_dir)]
     base += ["--num-frames", str(NUM_FRAMES), "--device", "cpu", "--dtype", "float32"]
     assert main([*base, "--run", str(runs["local"])]) == 0
     assert main([*base, "--run", str(runs["ray"]), "--backend", "ray", "--scenes-per-task", "1"]) == 0

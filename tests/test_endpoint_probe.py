@@ -89,7 +89,8 @@ def test_a_dead_judge_is_retried_for_the_wait_then_a_passing_fault(suite, tmp_pa
     out, seconds = _dv(suite, tmp_path, url, "--probe-wait", "3")
     lines = _error_lines(out)
     assert out.returncode == 75 and 2 <= seconds < 15, out.stderr
-    assert len(lines) == 1 and url in lines[0] and "connection refused" in lines[0] and "rerun" in lines[0]
+    # One line says it is waiting, one says why it stopped: not one warning per question.
+    assert len(lines) <= 2 and url in lines[-1] and "connection refused" in lines[-1] and "rerun" in lines[-1]
 
 
 def test_a_silent_judge_times_out_within_the_wait(suite, tmp_path):
@@ -100,7 +101,7 @@ def test_a_silent_judge_times_out_within_the_wait(suite, tmp_path):
         out, seconds = _dv(suite, tmp_path, url, "--probe-wait", "3")
     lines = _error_lines(out)
     assert out.returncode == 75 and seconds < 20, out.stderr
-    assert len(lines) == 1 and "timed out" in lines[0]
+    assert len(lines) <= 2 and "timed out" in lines[-1]
 
 
 def test_a_judge_that_is_busy_at_first_is_waited_for(suite, tmp_path):

@@ -117,7 +117,7 @@ def test_full_scene_builds_a_room_and_an_animated_camera(suite, tmp_path):
     render = observations[6]
     assert render[0]["text"].startswith("Step 6: render ok") and len(render) == 3
     assert render[1]["image_url"]["url"].startswith("data:image/")
-    # The layout of DESIGN.md section 5.
+    # The layout of docs/protocol.md section 3.
     config = read_json(run / "config.json")
     assert config["model"] == "scripted" and config["limits"]["cost_limit"] == 1.0
     assert (

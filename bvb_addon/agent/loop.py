@@ -1,4 +1,4 @@
-"""The Mini-BVB agent loop (DESIGN.md section 4): one scene, one action per reply, saved every step."""
+"""The Mini-BVB agent loop (docs/protocol.md section 1): one scene, one action per reply, saved every step."""
 
 import json
 import logging
@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
 from ..errors import AgentStop
+from ..money import money
 from ..run_dir import read_json
 from ..sandbox.replies import frame_range_of
 from . import prompts
@@ -110,6 +111,7 @@ class AgentLoop:
         program_header=PROGRAM_RESET,
         on_save=None,
         reopen=None,
+        budget=None,
     ):
         self.config = config
         # An ended scene the user re-opens on purpose (--retry-failed): its previous end, recorded in the
@@ -124,6 +126,8 @@ class AgentLoop:
         self.program_header = program_header
         # Called with the state after every save (each reply and each action): the add-on's live view.
         self.on_save = on_save
+        # The run's shared budget (agent.budget.Budget), or None: the scene's own cost limit only.
+        self.budget = budget
         self.state = None
         self._session_start = None
         self._frame_range = (1, max(1, task.frame_count))
@@ -220,7 +224,7 @@ class AgentLoop:
         self.state["stop_reason"] = self.state["reason"] = None
         self._runtime_base = float(self.state.get("runtime", 0.0))
         self._session_start = time.monotonic()
-        self.ledger = Ledger(self.state, self.config.cost_limit, self._save)
+        self.ledger = Ledger(self.state, self.config.cost_limit, self._save, self.budget)
         if resumed:
             opened = self.ledger.close_open()
             if opened:
@@ -363,8 +367,8 @@ class AgentLoop:
                     self.model.worst_case_cost(prompt, known), max(estimate, known), s["turns"] + 1
                 )
                 reply = self.model.query(prompt, before_retry=self.ledger.retry_hook(entry))
-            except CostLimit as exc:
-                raise LimitReached("cost_limit", str(exc)) from None
+            except CostLimit as exc:  # the scene's limit (cost_limit) or the run's budget (budget)
+                raise LimitReached(exc.kind, str(exc)) from None
             except (ContextOverflow, ModelError) as exc:
                 billed = sum(self.model.price.cost(u) for u in exc.billed) if exc.billed else 0.0
                 self.ledger.settle(entry, billed, uncertain=exc.uncertain, status="refused")
@@ -538,6 +542,10 @@ class AgentLoop:
             if s.get("snapshot"):
                 copy_atomic(rd.root / s["snapshot"], rd.blend(scene))
                 submission = rd.relative(rd.blend(scene))
+            elif stop_reason == "budget":
+                # The run's budget stopped the scene, not its own play: it stays a limit, and
+                # --resume with a larger budget continues it.
+                reason = f"{reason}; no python step has succeeded yet, so there is nothing to submit"
             else:
                 status = "failed"
                 reason = f"{reason}; no python step succeeded, so there is nothing to submit"
@@ -547,7 +555,7 @@ class AgentLoop:
         write_text_atomic(rd.program(scene), join_program(scene, s["steps"], self.program_header))
         self._save()
         write_json_atomic(rd.meta(scene), self.meta())
-        log.info("scene %s: %s (%s) cost $%.4f", scene, status, stop_reason, s["cost"])
+        log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s["cost"]))
 
     def meta(self):
         s, c = self.state, self.config

@@ -1,6 +1,6 @@
 """Probe which isolation layers work on this machine, and build the worker's command line.
 
-The ladder (DESIGN.md section 7), strongest first: bubblewrap (new pid, net, ipc, uts
+The ladder (docs/sandbox.md), strongest first: bubblewrap (new pid, net, ipc, uts
 namespaces, a user namespace when not root, every capability dropped, read-only binds of
 only what Blender needs, the workspace the only writable host path, a sized private /tmp,
 a cleared environment, die-with-parent); a dedicated unprivileged uid when the harness is
@@ -121,7 +121,7 @@ def _mkdir_args(path, created, bound):
     return args
 
 
-# GPU device nodes (DESIGN.md section 7, "GPU devices"), relative to the root: DRM card and
+# GPU device nodes (docs/sandbox.md, "GPU devices"), relative to the root: DRM card and
 # render nodes (Mesa, and NVIDIA's EGL device platform), and NVIDIA's per-GPU nodes with
 # nvidiactl, nvidia-uvm(-tools) for CUDA/OptiX memory, nvidia-modeset, and the MIG capability
 # nodes. Nothing else of the host's /dev: the sandbox keeps bubblewrap's minimal one.
