@@ -381,9 +381,7 @@ class Runner:
             if ended is not None and ended.get("stop_reason") == "budget":
                 # The run's budget ended it, not the scene: it continues from its trajectory.
                 todo.append((dataset_name, scene))
-            elif ended is not None and not (
-                self.options.retry_failed and ended.get("status") in REOPENABLE_STATUSES
-            ):
+            elif ended is not None and not (self.options.retry_failed and ended.get("status") in REOPENABLE_STATUSES):
                 self.results[scene] = ended
                 self.cost += float(ended.get("cost", 0.0))
                 self.cost_unconfirmed += float(ended.get("cost_unconfirmed", 0.0))
