@@ -4,24 +4,30 @@ A watcher thread fingerprints what the runner, render stage and scorers write (s
 mtimes) every ``interval`` seconds and rebuilds the static report when it changed; the pages
 poll ``live.json`` and reload when its version moves. The server (Starlette's StaticFiles on
 uvicorn, in a background thread) only serves the built report folder (GET and HEAD; no
-directory listings), binds to a loopback address only and answers only requests whose Host
+directory listings; each file's length and body from one open descriptor, so a page the watcher
+replaces mid-request is sent whole, old or new), binds to a loopback address only and answers only requests whose Host
 names that address, so a web page that rebinds its own name to 127.0.0.1 cannot read it.
 A results folder stands for every run directory in it, including runs that appear later.
 """
 
+import contextlib
 import datetime
 import json
 import logging
+import os
+import stat
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import anyio
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
-from starlette.responses import PlainTextResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import FileResponse, PlainTextResponse
 from starlette.routing import Mount
-from starlette.staticfiles import StaticFiles
+from starlette.staticfiles import NotModifiedResponse, StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
@@ -297,10 +303,55 @@ class ViewGuard:
         return await self.app(scope, receive, send_with_headers)
 
 
+if not hasattr(FileResponse, "_open_file"):  # the one seam OpenFileResponse overrides; fail loudly, never race
+    raise ImportError("this starlette's FileResponse has no _open_file; update eval_bridge/live.py's OpenFileResponse")
+
+
+class OpenFileResponse(FileResponse):
+    """A FileResponse whose headers (length, etag) and body come from one already-open file.
+
+    Starlette's own stats the path, sends that length, then opens the path again to read it: the
+    watcher's rename of a rebuilt page between the two sent a body shorter or longer than announced
+    (the client's IncompleteRead). An open descriptor keeps the file it was opened on.
+    """
+
+    def __init__(self, handle, path, status_code=200):
+        self._handle = handle
+        super().__init__(path, status_code=status_code, stat_result=os.fstat(handle.fileno()))
+
+    @contextlib.asynccontextmanager
+    async def _open_file(self):
+        yield anyio.wrap_file(self._handle)  # closed by __call__, however the response ends
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._handle.close()
+
+
+class ReportFiles(StaticFiles):
+    """StaticFiles serving each file through OpenFileResponse (one descriptor per response)."""
+
+    def file_response(self, full_path, stat_result, scope, status_code=200):
+        try:
+            handle = open(full_path, "rb")  # noqa: SIM115 - OpenFileResponse closes it
+        except FileNotFoundError:  # removed since lookup_path's stat: the 404 StaticFiles gives
+            raise HTTPException(status_code=404) from None
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            handle.close()
+            raise HTTPException(status_code=404)
+        response = OpenFileResponse(handle, full_path, status_code)
+        if self.is_not_modified(response.headers, Headers(scope=scope)):
+            handle.close()
+            return NotModifiedResponse(response.headers)
+        return response
+
+
 def build_app(out_dir, allowed):
     """Read-only: files of the report folder (GET and HEAD; index.html for a folder, never a listing)."""
     # StaticFiles resolves symlinks and refuses any path that leaves out_dir; other methods are a 405.
-    files = StaticFiles(directory=out_dir, html=True)
+    files = ReportFiles(directory=out_dir, html=True)
     return ViewGuard(Starlette(routes=[Mount("/", app=files)]), allowed)
 
 
