@@ -10,7 +10,6 @@ names that address, so a web page that rebinds its own name to 127.0.0.1 cannot 
 A results folder stands for every run directory in it, including runs that appear later.
 """
 
-import contextlib
 import datetime
 import json
 import logging
@@ -21,11 +20,10 @@ import threading
 import time
 from pathlib import Path
 
-import anyio
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.responses import FileResponse, PlainTextResponse
+from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
 
@@ -35,7 +33,7 @@ from bvb_addon.run_dir import RunDir, find_runs
 
 from .files import read_jsonl
 from .html_page import Script, csp, fragment, join, render
-from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
+from .loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 
 log = logging.getLogger(__name__)
 
@@ -301,33 +299,6 @@ class ViewGuard:
             await send(message)
 
         return await self.app(scope, receive, send_with_headers)
-
-
-if not hasattr(FileResponse, "_open_file"):  # the one seam OpenFileResponse overrides; fail loudly, never race
-    raise ImportError("this starlette's FileResponse has no _open_file; update eval_bridge/live.py's OpenFileResponse")
-
-
-class OpenFileResponse(FileResponse):
-    """A FileResponse whose headers (length, etag) and body come from one already-open file.
-
-    Starlette's own stats the path, sends that length, then opens the path again to read it: the
-    watcher's rename of a rebuilt page between the two sent a body shorter or longer than announced
-    (the client's IncompleteRead). An open descriptor keeps the file it was opened on.
-    """
-
-    def __init__(self, handle, path, status_code=200):
-        self._handle = handle
-        super().__init__(path, status_code=status_code, stat_result=os.fstat(handle.fileno()))
-
-    @contextlib.asynccontextmanager
-    async def _open_file(self):
-        yield anyio.wrap_file(self._handle)  # closed by __call__, however the response ends
-
-    async def __call__(self, scope, receive, send):
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._handle.close()
 
 
 class ReportFiles(StaticFiles):
