@@ -281,8 +281,31 @@ def gpu_groups(gpu):
     return tuple(sorted(groups))
 
 
+def uid_in_use(uid):
+    """Whether a process visible in /proc runs with uid (real, effective, saved or fs uid).
+
+    The lock files only bind harnesses that share a temp folder: one run with another TMPDIR, or
+    in a Debian root (its own /tmp, the host's /proc), has its own. Two workers on one uid share
+    its RLIMIT_NPROC, and a worker without bubblewrap kills every process of its uid after each step.
+    """
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as handle:
+                for line in handle:
+                    if line.startswith("Uid:"):
+                        if str(uid) in line.split()[1:]:
+                            return True
+                        break
+        except OSError:  # gone meanwhile
+            continue
+    return False
+
+
 class UidLease:
-    """A dedicated uid for one worker, held through a lock file so two harnesses never share one."""
+    """A dedicated uid for one worker, held through a lock file so two harnesses never share one,
+    and never one that a process already runs as (a harness with other lock files, a stale worker)."""
 
     def __init__(self, base):
         import fcntl  # POSIX only: imported here so the add-on registers on every platform
@@ -294,6 +317,10 @@ class UidLease:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                os.close(fd)
+                continue
+            if uid_in_use(uid):
+                fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
                 continue
             self.uid, self._fd = uid, fd
