@@ -649,6 +649,17 @@ def test_a_worker_without_bubblewrap_kills_its_own_leftovers_not_another_process
         shutil.rmtree(reachable)
 
 
+def test_a_worker_slower_to_start_than_its_start_limit_names_that_limit(tmp_path):
+    from bvb_addon.sandbox import WorkerError
+
+    started = time.monotonic()
+    with pytest.raises(WorkerError) as raised:
+        Worker(tmp_path / "ws", tmp_path / "snaps", SandboxConfig(start_timeout_s=0.05))
+    assert raised.value.status == "sandbox_error"
+    assert "not ready within the 0.05 s start limit (start_timeout_s)" in raised.value.reason
+    assert time.monotonic() - started < 30  # killed at the limit, not left to start
+
+
 def test_killed_harness_leaves_no_worker(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time

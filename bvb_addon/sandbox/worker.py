@@ -474,6 +474,8 @@ class Worker:
         except protocol.ProtocolError as exc:
             self._kill()
             tail = " | ".join(list(self._tail)[-3:])
+            if isinstance(exc, protocol.PeerTimeout):  # a slow or loaded machine: name the limit to raise
+                exc = f"not ready within the {self.config.start_timeout_s:g} s start limit (start_timeout_s)"
             raise WorkerError("sandbox_error", f"the worker did not start: {exc}; its last output: {tail}") from None
         if ready.get("status") != "ready":
             self._kill()
