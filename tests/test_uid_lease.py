@@ -7,6 +7,7 @@ from SIGKILL" of a worker that nothing of its own killed). The canary here is a 
 """
 
 import os
+import socket
 import subprocess
 import time
 
@@ -55,6 +56,33 @@ def test_a_uid_a_process_runs_as_is_skipped_though_its_lock_file_is_free(own_loc
         canary.kill()
         canary.wait()
     lease = layers.UidLease(base)  # nothing runs as it any more: free again
+    try:
+        assert lease.uid == base
+    finally:
+        lease.release()
+
+
+def test_a_uid_another_harness_marks_is_skipped_and_free_once_that_harness_is_gone(
+    own_lock_files, tmp_path, monkeypatch
+):
+    """Another harness's lease, as one with other lock files holds it: only its abstract socket is shared."""
+    base = _base()
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other.bind(layers.uid_mark(base))
+    try:
+        lease = layers.UidLease(base)
+        try:
+            assert lease.uid == base + 1
+            # This lease marks its uid too: a third harness, with lock files of its own, skips both.
+            monkeypatch.setattr(layers, "UID_LOCK_DIR", tmp_path / "third-harness-uids")
+            third = layers.UidLease(base)
+            assert third.uid == base + 2
+            third.release()
+        finally:
+            lease.release()
+    finally:
+        other.close()  # the kernel frees the name with its socket (a killed harness's too)
+    lease = layers.UidLease(base)
     try:
         assert lease.uid == base
     finally:

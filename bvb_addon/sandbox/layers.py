@@ -304,11 +304,17 @@ def uid_in_use(uid):
 
 
 class UidLease:
-    """A dedicated uid for one worker, held through a lock file so two harnesses never share one,
-    and never one that a process already runs as (a harness with other lock files, a stale worker)."""
+    """A dedicated uid for one worker, held so that two harnesses never share one.
+
+    Three marks, each of which another harness may not see: a lock file (harnesses sharing a temp
+    folder), an abstract unix socket named for the uid (every harness in this network namespace,
+    whatever its TMPDIR or root; the kernel frees it when the holder dies), and no process already
+    running as the uid (a stale worker, or a harness that marks in neither way).
+    """
 
     def __init__(self, base):
         import fcntl  # POSIX only: imported here so the add-on registers on every platform
+        import socket
 
         UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
         for offset in range(10000):
@@ -319,18 +325,31 @@ class UidLease:
             except BlockingIOError:
                 os.close(fd)
                 continue
-            if uid_in_use(uid):
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            mark = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # close-on-exec: workers never hold it
+            try:
+                mark.bind(uid_mark(uid))
+            except OSError:
+                mark.close()
                 os.close(fd)
                 continue
-            self.uid, self._fd = uid, fd
+            if uid_in_use(uid):
+                mark.close()
+                os.close(fd)
+                continue
+            self.uid, self._fd, self._mark = uid, fd, mark
             return
         raise RuntimeError(f"no free sandbox uid in {base}..{base + 9999}")
 
     def release(self):
         if self._fd is not None:
+            self._mark.close()
             os.close(self._fd)
             self._fd = None
+
+
+def uid_mark(uid):
+    """The abstract unix socket name a harness binds while it holds uid (see UidLease)."""
+    return f"\0bvb-sandbox-uid-{uid}"
 
 
 class PidsCgroup:
