@@ -407,5 +407,5 @@ def require_run(path, flag="--run"):
         raise RunDirError(f"{flag} {path} is a results folder, not a run: it holds {names}; pass one of them")
     raise RunDirError(
         f"{flag} {path} is not a run directory (no {CONFIG}, {BLENDS}/, {AGENT_META}/ or {CAMERA_RENDERS}/); "
-        "pass a folder written by headless.run"
+        "pass a folder written by bvb run"
     )

@@ -126,7 +126,7 @@ class Runner:
             self.model.probe(o.probe_wait)
         self._write_config(len(scenes))
         # What earlier sessions spent counts against the budget: a resumed run continues within it.
-        spent = recorded_spend(self.run_dir.root / "trajectories") if o.resume else 0.0
+        spent = recorded_spend(self.run_dir.trajectories) if o.resume else 0.0
         self.budget = Budget(o.budget, spent=spent)
         return scenes
 
