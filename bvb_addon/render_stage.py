@@ -465,13 +465,15 @@ def render_scene_task(payload):
     import socket
     from dataclasses import replace
 
+    from . import backend
+
     options, scene = payload
     try:
         stage = RenderStage(replace(options, backend="local", progress=False))
     except Exception as exc:  # SandboxUnavailable, RenderStageError: this node cannot take the scene
-        return {"scene": scene, "status": "sandbox_error", "reason": f"node {socket.gethostname()}: {exc}",
-                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": [], "renderer": "", "blender": ""}  # fmt: skip
+        return backend.stamp_node({"scene": scene, "status": "sandbox_error", "reason": f"node {socket.gethostname()}: {exc}",
+                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": [], "renderer": "", "blender": ""})  # fmt: skip
     try:
-        return stage.render_scene(scene, write_row=False)
+        return backend.stamp_node(stage.render_scene(scene, write_row=False))
     finally:
         stage.close()

@@ -6,7 +6,9 @@
                                        version as <scene>.blend.agent (not *.blend, so nothing
                                        globbing submissions picks it up)
       agent_meta/<scene>.json          turns, frames_seen, cost, runtime, status, stop_reason
-      trajectories/<scene>.traj.json   every message and observation
+      trajectories/<scene>.traj.json   every message and observation: a compacted snapshot
+      trajectories/<scene>.traj.jsonl  the saves since that snapshot, appended (bvb_addon.trajectory)
+      trajectories/<scene>.images/     the observation images the trajectory names
       steps/<scene>/NNN.py, NNN.blend  each executed program and the scene after it
       program/<scene>.py               the python steps joined into one standalone program
       camera_renders/<scene>.mp4       the evaluation render
@@ -59,6 +61,8 @@ JUDGE_CACHE = "judge_cache.sqlite"
 BLEND_SUFFIX = ".blend"
 BACKUP_SUFFIX = ".blend.agent"
 TRAJECTORY_SUFFIX = ".traj.json"
+TRAJECTORY_LOG_SUFFIX = ".traj.jsonl"
+TRAJECTORY_IMAGES_SUFFIX = ".images"
 STEP_DIGITS = 3
 _STEP = re.compile(r"^(\d+)\.py$")
 
@@ -66,7 +70,8 @@ _STEP = re.compile(r"^(\d+)\.py$")
 NAMES = (
     CONFIG, BLENDS, AGENT_META, TRAJECTORIES, STEPS, PROGRAM, CAMERA_RENDERS, SCENE_GRAPHS, TIMELINES,
     RENDER_STATUS, DV_ROWS, DV_PARTIAL, DV_SUMMARY, LS_ROWS, LS_SUMMARY, STEPS_ANSWERS, STEPS_ANALYSIS, OVERALL,
-    SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX,
+    SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX, TRAJECTORY_LOG_SUFFIX,
+    TRAJECTORY_IMAGES_SUFFIX,
 )  # fmt: skip
 
 
@@ -157,7 +162,14 @@ class RunDir:
         return self.root / TRAJECTORIES
 
     def trajectory(self, scene):
+        """The compacted snapshot; read it with ``read_trajectory``, which adds the step log."""
         return self.trajectories / f"{scene}{TRAJECTORY_SUFFIX}"
+
+    def trajectory_log(self, scene):
+        return self.trajectories / f"{scene}{TRAJECTORY_LOG_SUFFIX}"
+
+    def trajectory_images(self, scene):
+        return self.trajectories / f"{scene}{TRAJECTORY_IMAGES_SUFFIX}"
 
     @property
     def steps(self):
@@ -336,10 +348,6 @@ class RunDir:
         except (OSError, ValueError):
             return {}
         return meta if isinstance(meta, dict) else {}
-
-    def read_trajectory(self, scene):
-        """trajectories/<scene>.traj.json ({} when missing; RunDirError when it is not JSON)."""
-        return _read_object(self.trajectory(scene))
 
     def render_rows(self):
         """The render stage's status rows (render_status.jsonl), torn lines skipped."""

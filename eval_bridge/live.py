@@ -30,6 +30,7 @@ from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import RunDir, find_runs
+from bvb_addon.trajectory import read_trajectory
 
 from .files import read_jsonl
 from .html_page import Script, csp, fragment, join, render
@@ -141,7 +142,10 @@ def run_progress(run_dir, now=None):
     for scene, path in rd.trajectory_files():
         meta = metas.get(scene)
         if meta is None or path.stat().st_mtime > meta[1] + 1:
-            trajectory = _read(path) or {}
+            try:
+                trajectory = read_trajectory(path, inline=False)
+            except (OSError, ValueError):
+                trajectory = {}
             if trajectory.get("status", "running") == "running":
                 steps = trajectory.get("steps")
                 running.append({"scene": scene, "steps": len(steps) if isinstance(steps, list) else 0,

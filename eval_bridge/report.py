@@ -19,6 +19,7 @@ from pathlib import Path
 from bvb_addon import versions, video
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
 from bvb_addon.run_dir import RunDir, read_jsonl, runs_in, videos_of
+from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
 from .identity import describe, differences, run_identity
@@ -584,7 +585,17 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
         if path is None:
             continue
         name = f"{scene_file}{''.join(path.suffixes[-2:]) if label == 'trajectory' else path.suffix}"
-        copied = not _linked(view.path, path) and (not _stale(dest / name, path) or _copy_run_file(path, dest / name))
+        if label == "trajectory":
+            # The snapshot and its step log as one file (images as the paths the step page has copies of).
+            inputs = [p for p in trajectory_inputs(path) if p.is_file()]
+            copied = not any(_linked(view.path, p) for p in inputs)
+            if copied and any(_stale(dest / name, p) for p in inputs):
+                try:
+                    write_text_atomic(dest / name, json.dumps(read_trajectory(path, inline=False)))
+                except (OSError, ValueError):
+                    copied = False
+        else:
+            copied = not _linked(view.path, path) and (not _stale(dest / name, path) or _copy_run_file(path, dest / name))
         if copied:
             links.append(fragment("<a href='{}'>{}</a>", page_url("assets", run_slug, name), label))
         else:
@@ -643,7 +654,7 @@ def _scene_page(view, row, out_dir, run_slug, live_scripts=()):
     from .trajectory_page import build_scene_page
 
     page = out_dir / "scenes" / _page_name(run_slug, row.scene)
-    inputs = [row.trajectory, RunDir(view.path).steps_answers]
+    inputs = [*trajectory_inputs(row.trajectory), RunDir(view.path).steps_answers]
     newest = max(p.stat().st_mtime_ns for p in inputs if p.is_file())
     if page.is_file() and page.stat().st_mtime_ns > newest:
         return page_url("scenes", page.name)

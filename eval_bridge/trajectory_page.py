@@ -20,6 +20,7 @@ from pygments.lexers import PythonLexer
 
 from bvb_addon.agent.actions import FormatError, parse_action
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
+from bvb_addon.trajectory import read_trajectory
 
 from .html_page import Markup, Script, csp, fragment, join, page_url, render
 
@@ -326,7 +327,7 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
     """
     page = Path(page)
     if not isinstance(trajectory, dict):
-        trajectory = json.loads(Path(trajectory).read_text())
+        trajectory = read_trajectory(trajectory)  # the snapshot and its step log
         if not isinstance(trajectory, dict):
             raise ValueError(f"{page.name}: the trajectory is not a JSON object")
     img_dir = page.parent / f"{page.stem}_files"

@@ -7,7 +7,8 @@ import bpy
 from bpy.props import StringProperty
 
 from ..bvb_addon import open_scenes, reference_bl, run_view, scene_io_bl
-from ..bvb_addon.run_dir import RunDir, videos_of
+from ..bvb_addon.run_dir import TRAJECTORY_SUFFIX, RunDir, videos_of
+from ..bvb_addon.trajectory import read_trajectory
 from .base import BVBPollMixin, fail, register_classes, unregister_classes
 
 
@@ -27,7 +28,10 @@ def fill_steps(settings, steps):
 def load_text(name, path):
     """A Text datablock holding the file's content (pretty-printed when it is JSON)."""
     content = Path(path).read_text(errors="replace")
-    if path.suffix == ".json":
+    if path.name.endswith(TRAJECTORY_SUFFIX):
+        # The snapshot plus the saves appended since, images left as the paths of their files.
+        content = json.dumps(read_trajectory(path, inline=False), indent=2)
+    elif path.suffix == ".json":
         try:
             # Trajectories carry every image as a data URL: a Text block shows a placeholder instead.
             content = json.dumps(run_view.readable_trajectory(json.loads(content)), indent=2)

@@ -16,6 +16,7 @@ from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.runner import RunError, Runner, RunOptions, parse_shard, select_scenes
 from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.sandbox.config import SandboxConfig
+from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import DUMP, ORACLE, make_suite, py, scene_of, turn_of
 
@@ -133,7 +134,7 @@ def test_full_scene_builds_a_room_and_an_animated_camera(suite, tmp_path):
         "005.py",
     ]
     assert read_json(run / "agent_meta/synth_easy_000.json") == meta
-    assert read_json(run / "trajectories/synth_easy_000.traj.json")["status"] == "submitted"
+    assert read_trajectory(run / "trajectories/synth_easy_000.traj.json")["status"] == "submitted"
     # The submission opens in Blender and its camera is animated; the joined program rebuilds it.
     blend = dump_in_blender(blend=run / "blends/synth_easy_000.blend")
     assert blend["camera"] == "Camera" and blend["range"] == [1, 16]
@@ -158,7 +159,7 @@ def test_crashing_and_looping_programs_are_reported_and_rolled_back(suite, tmp_p
         observations = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
     meta = results["synth_easy_001"]
     assert meta["status"] == "submitted"
-    steps = read_json(tmp_path / "run/trajectories/synth_easy_001.traj.json")["steps"]
+    steps = read_trajectory(tmp_path / "run/trajectories/synth_easy_001.traj.json")["steps"]
     assert [s.get("status") for s in steps if s["action"] == "python"] == ["ok", "crash", "timeout", "ok"]
     assert "python crash" in observations[3] and "python timeout" in observations[4]
     assert "render error (the scene has no camera" in observations[6]
@@ -196,7 +197,7 @@ def test_killed_mid_scene_then_resume_finishes_with_the_remaining_budget(suite, 
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
         release.set()
-        killed = read_json(run / "trajectories/synth_easy_002.traj.json")
+        killed = read_trajectory(run / "trajectories/synth_easy_002.traj.json")
         assert killed["status"] == "running" and killed["cost"] == pytest.approx(0.06) and killed["turns"] == 3
         assert killed["ledger"][-1]["status"] == "reserved" and killed["ledger"][-1]["reserved"] == pytest.approx(0.05)
         assert not (run / "blends/synth_easy_002.blend").exists()
@@ -263,8 +264,8 @@ def test_two_workers_give_the_same_results_as_one(suite, tmp_path):
     for scene in ("synth_easy_000", "synth_easy_001", "synth_easy_002"):
         assert {k: results[1][scene][k] for k in keys} == {k: results[2][scene][k] for k in keys}
         assert results[1][scene]["status"] == "submitted"
-        one = read_json(tmp_path / f"run1/trajectories/{scene}.traj.json")["messages"]
-        two = read_json(tmp_path / f"run2/trajectories/{scene}.traj.json")["messages"]
+        one = read_trajectory(tmp_path / f"run1/trajectories/{scene}.traj.json")["messages"]
+        two = read_trajectory(tmp_path / f"run2/trajectories/{scene}.traj.json")["messages"]
         assert one == two
         a = dump_in_blender(blend=tmp_path / f"run1/blends/{scene}.blend")
         assert a == dump_in_blender(blend=tmp_path / f"run2/blends/{scene}.blend")

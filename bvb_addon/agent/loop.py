@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
+from ..backend import stamp_node
 from ..errors import AgentStop
 from ..money import money
-from ..run_dir import read_json
 from ..sandbox.replies import frame_range_of
+from ..trajectory import FORMAT as TRAJECTORY_FORMAT
+from ..trajectory import FORMATS as TRAJECTORY_FORMATS
+from ..trajectory import TrajectoryWriter, read_trajectory
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
 from .ledger import CostLimit, Ledger, usd
@@ -21,8 +24,6 @@ from .pricing import estimate_tokens
 from .program import PROGRAM_RESET, join_program
 
 log = logging.getLogger(__name__)
-
-TRAJECTORY_FORMAT = "bvb-trajectory-1"
 
 
 class Submitted(AgentStop):
@@ -192,27 +193,24 @@ class AgentLoop:
             "sessions": 0,
         }
 
-    def _save(self):
+    def _save(self, snapshot=False):
+        # Saves are appended deltas (bvb_addon.trajectory); their time counts in the runtime
+        # (the clock runs from the session's start, so a save is counted by the next one).
         self.state["runtime"] = self._runtime()
         self.state["updated"] = _now()
-        # Compact: trajectories carry images as data URLs and are rewritten after every step.
-        write_text_atomic(
-            self.run_dir.trajectory(self.task.scene),
-            json.dumps(self.state, ensure_ascii=False, separators=(",", ":")),
-        )
+        self.writer.save(self.state, snapshot=snapshot)
         if self.on_save is not None:
             self.on_save(self.state)
-        self._runtime_base = self.state["runtime"]
-        self._session_start = time.monotonic()
 
     def _runtime(self):
         return self._runtime_base + (time.monotonic() - self._session_start)
 
     def _load_or_start(self):
         path = self.run_dir.trajectory(self.task.scene)
+        self.writer = TrajectoryWriter(self.run_dir, self.task.scene)
         if path.is_file():
-            self.state = read_json(path)
-            if self.state.get("format") != TRAJECTORY_FORMAT:
+            self.state = read_trajectory(path)
+            if self.state.get("format") not in TRAJECTORY_FORMATS:
                 raise RuntimeError(f"{path} is not a {TRAJECTORY_FORMAT} trajectory; move it away to start over")
             resumed = True
         else:
@@ -553,13 +551,13 @@ class AgentLoop:
         self.ledger.close_open()
         s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
         write_text_atomic(rd.program(scene), join_program(scene, s["steps"], self.program_header))
-        self._save()
+        self._save(snapshot=True)
         write_json_atomic(rd.meta(scene), self.meta())
         log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s["cost"]))
 
     def meta(self):
         s, c = self.state, self.config
-        return {
+        meta = {
             "scene": self.task.scene,
             "dataset": self.task.dataset,
             "agent": c.agent,
@@ -584,3 +582,5 @@ class AgentLoop:
             "submission": s.get("submission"),
             "snapshot": s.get("snapshot"),
         }
+        # On Ray, the node that ran the scene (a resumed scene: the last session's node).
+        return stamp_node(meta)

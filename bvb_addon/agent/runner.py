@@ -8,7 +8,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import scratch
+from .. import backend, scratch
 from ..atomic import write_json_atomic
 from ..errors import BVBError
 from ..money import money
@@ -291,6 +291,7 @@ class Runner:
             "submission": None,
             "snapshot": None,
         }
+        backend.stamp_node(meta)
         try:
             write_json_atomic(self.run_dir.meta(scene), meta)
         except OSError as exc:

@@ -1,0 +1,134 @@
+"""The append-only trajectory (bvb_addon.trajectory): every save reads back exactly, bytes stay linear."""
+
+import json
+
+import pytest
+
+from bvb_addon import trajectory
+from bvb_addon.run_dir import RunDir
+from bvb_addon.trajectory import TrajectoryWriter, read_trajectory
+from headless.scripted_openai import ScriptedOpenAI
+from tests.test_agent_loop import FRAMES, api_key, make_loop, py  # noqa: F401 (api_key: autouse fixture)
+
+pytestmark = pytest.mark.unit
+
+REPLIES = [
+    FRAMES,
+    py("bpy['floor'] = [4, 5]"),
+    "no action here",
+    py("bpy['chair'] = [1, 1]\nraise ValueError('oops')"),
+    "```render\n1 64\n```",
+    FRAMES,
+    py("bpy['chair'] = [2, 2]"),
+    "DONE",
+]
+
+
+def _plain(state):
+    return json.loads(json.dumps(state))
+
+
+@pytest.mark.parametrize("every", [1, 3, 64])
+def test_every_save_reads_back_as_the_loops_state(tmp_path, monkeypatch, every):
+    monkeypatch.setattr(trajectory, "SNAPSHOT_EVERY", every)
+    path = tmp_path / "run/trajectories/room_1.traj.json"
+    checked = []
+
+    def verify(state):
+        assert read_trajectory(path) == _plain(state)
+        checked.append(state["seq"])
+
+    with ScriptedOpenAI(REPLIES) as server:
+        loop, _ = make_loop(server, tmp_path)
+        loop.on_save = verify
+        meta = loop.run()
+    assert meta["status"] == "submitted" and len(checked) >= 3 * len(REPLIES) - 2
+    assert checked == sorted(checked) and len(set(checked)) == len(checked)
+    # The end is one compacted snapshot: an empty log, images as files the snapshot names.
+    rd = RunDir(tmp_path / "run")
+    assert rd.trajectory_log("room_1").read_bytes() == b""
+    raw = json.loads(path.read_text())
+    urls = [p["image_url"]["url"] for m in raw["messages"] if isinstance(m["content"], list) for p in m["content"]
+            if p.get("type") == "image_url"]  # fmt: skip
+    assert len(urls) == 6 and not any(u.startswith("data:") for u in urls)
+    assert all((path.parent / u).is_file() for u in urls)
+    # Read back inline, the images are data URLs again (what the model was sent).
+    inline = read_trajectory(path)
+    assert all(
+        p["image_url"]["url"].startswith("data:image/jpeg;base64,")
+        for m in inline["messages"] if isinstance(m["content"], list) for p in m["content"] if p.get("type") == "image_url"
+    )  # fmt: skip
+
+
+def test_a_torn_last_line_is_skipped_and_the_resume_goes_on_from_the_save_before(tmp_path, monkeypatch):
+    monkeypatch.setattr(trajectory, "SNAPSHOT_EVERY", 1000)
+    rd = RunDir(tmp_path / "run")
+    writer = TrajectoryWriter(rd, "s")
+    state = {"format": trajectory.FORMAT, "messages": [{"role": "user", "content": "hi"}], "steps": [], "cost": 0.0}
+    writer.save(state)
+    for i in range(5):
+        state["messages"].append({"role": "assistant", "content": f"reply {i}"})
+        state["steps"].append({"step": i + 1, "status": None})
+        state["cost"] += 0.5
+        writer.save(state)
+        state["steps"][-1]["status"] = "ok"  # the newest step record changes after its save
+        writer.save(state)
+    good = _plain(state)
+    assert read_trajectory(rd.trajectory("s")) == good
+    # A kill mid-append: half a line at the end.
+    with open(rd.trajectory_log("s"), "a") as handle:
+        handle.write('{"seq": 99, "set": {"cost": 1')
+    assert read_trajectory(rd.trajectory("s")) == good
+    # The next session's first save is a snapshot: the torn line is gone and nothing before it.
+    resumed = read_trajectory(rd.trajectory("s"))
+    again = TrajectoryWriter(rd, "s")
+    resumed["cost"] = 9.0
+    again.save(resumed)
+    assert rd.trajectory_log("s").read_bytes() == b""
+    assert read_trajectory(rd.trajectory("s")) == {**good, "cost": 9.0, "seq": resumed["seq"]}
+
+
+def test_an_old_whole_file_trajectory_reads_and_resumes(tmp_path):
+    """Format 1 (images inline, no log) is what runs before this change left."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "low"}}
+    old = {"format": "bvb-trajectory-1", "messages": [{"role": "user", "content": [{"type": "text", "text": "x"}, image]}],
+           "steps": [], "cost": 0.25, "status": "running"}  # fmt: skip
+    rd = RunDir(tmp_path / "run")
+    rd.trajectories.mkdir(parents=True)
+    rd.trajectory("s").write_text(json.dumps(old))
+    assert read_trajectory(rd.trajectory("s")) == old
+    state = read_trajectory(rd.trajectory("s"))
+    TrajectoryWriter(rd, "s").save(state)
+    raw = json.loads(rd.trajectory("s").read_text())
+    assert (
+        raw["format"] == trajectory.FORMAT
+        and raw["messages"][0]["content"][1]["image_url"]["url"] == "s.images/00000-1.png"
+    )
+    assert (rd.trajectory_images("s") / "00000-1.png").read_bytes() == b"\x89PNG\r\n\x1a\n"
+    assert read_trajectory(rd.trajectory("s"))["messages"] == old["messages"]
+
+
+def test_bytes_written_grow_linearly_with_the_steps(tmp_path, monkeypatch):
+    """The old whole-file save wrote O(steps^2) bytes; the step log writes each image once."""
+    payload = "data:image/jpeg;base64," + "A" * 4000
+
+    def run(steps):
+        rd = RunDir(tmp_path / f"run{steps}")
+        writer = TrajectoryWriter(rd, "s")
+        state = {"format": trajectory.FORMAT, "messages": [], "steps": [], "ledger": []}
+        for i in range(steps):
+            state["ledger"].append({"call": i + 1, "status": "reserved"})
+            writer.save(state)
+            state["ledger"][-1]["status"] = "settled"
+            state["messages"].append({"role": "assistant", "content": f"step {i}"})
+            state["steps"].append({"step": i + 1})
+            writer.save(state)
+            parts = [{"type": "image_url", "image_url": {"url": payload}} for _ in range(2)]
+            state["messages"].append({"role": "user", "content": [{"type": "text", "text": "look"}, *parts]})
+            writer.save(state, snapshot=i == steps - 1)
+        assert read_trajectory(rd.trajectory("s")) == _plain(state)
+        return writer.bytes_written
+
+    small, large = run(40), run(160)
+    # Four times the steps: about four times the bytes (whole-file saves would write about 16 times).
+    assert large / small < 5.5, (small, large)
