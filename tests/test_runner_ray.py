@@ -53,6 +53,12 @@ def test_ray_backend_gives_the_same_statuses_and_artifacts_as_local(local_ray, s
     assert local[0] == on_ray[0] == {s: ("submitted", "done", 3) for s in SCENES}
     assert local[1] == on_ray[1]
     assert local[2] == on_ray[2]
+    # Each row a Ray task made names the node that made it (here the one node of the private instance).
+    node = local_ray.get_runtime_context().get_node_id()
+    for run_dir, expected in ((tmp_path / "local", None), (tmp_path / "ray", node)):
+        metas = [json.loads(p.read_text()) for p in (run_dir / "agent_meta").glob("*.json")]
+        assert [(m.get("node") or {}).get("node_id") for m in metas] == [expected] * len(SCENES)
+    assert all(json.loads(p.read_text())["node"]["ip"] for p in (tmp_path / "ray" / "agent_meta").glob("*.json"))
 
 
 def _kill_ray_scene_workers():
@@ -127,6 +133,8 @@ def test_render_stage_on_ray_matches_local(local_ray, suite, tmp_path):
         rows[backend] = {
             json.loads(line)["scene"]: (json.loads(line)["status"], json.loads(line)["frames"]) for line in lines
         }
+        nodes = {(json.loads(line).get("node") or {}).get("node_id") for line in lines}
+        assert nodes == ({local_ray.get_runtime_context().get_node_id()} if backend == "ray" else {None})
         assert all((run_dir / "camera_renders" / f"{s}.mp4").is_file() for s in SCENES)
     assert rows["local"] == rows["ray"] == {s: ("ok", 4) for s in SCENES}
     for scene in SCENES:
