@@ -46,6 +46,8 @@ class ScriptedOpenAI:
         self.responder = responder
         self.default = default
         self.requests = []
+        self.peers = {}
+        """Calls per client address (a multi-node test tells its nodes apart by them)."""
         self.calls = 0
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -118,6 +120,8 @@ class ScriptedOpenAI:
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
                 with server._lock:
+                    peer = self.client_address[0]
+                    server.peers[peer] = server.peers.get(peer, 0) + 1
                     server.in_flight += 1
                     server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
                 try:
