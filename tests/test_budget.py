@@ -19,6 +19,7 @@ import pytest
 from bvb_addon.agent.budget import Budget, BudgetReached, recorded_spend
 from bvb_addon.money import money
 from bvb_addon.run_dir import read_json
+from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, py, scene_of, turn_of
 from tests.test_agent_loop import FRAMES, api_key, make_loop  # noqa: F401 (api_key: autouse fixture)
@@ -91,7 +92,7 @@ def test_a_scene_under_a_budget_ends_as_limit_budget_and_submits(tmp_path):
         loop, _ = make_loop(server, tmp_path, price=TABLE, cost_limit=1.0, max_tokens=1000)
         loop.budget = budget
         meta = loop.run()
-    trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
+    trajectory = read_trajectory(tmp_path / "run/trajectories/room_1.traj.json")
     assert (meta["status"], meta["stop_reason"]) == ("limit", "budget")
     assert "would pass the budget of $0.05" in meta["reason"] and meta["submission"]
     assert provider.bill <= budget.spent <= 0.05 and budget.spent == pytest.approx(trajectory["cost"])
@@ -108,7 +109,7 @@ def test_a_billed_retry_the_budget_cannot_cover_is_not_sent(tmp_path):
         loop, _ = make_loop(server, tmp_path, price=TABLE, cost_limit=1.0, max_tokens=4096)
         loop.budget = budget
         meta = loop.run()
-    trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
+    trajectory = read_trajectory(tmp_path / "run/trajectories/room_1.traj.json")
     assert meta["stop_reason"] == "budget" and "a retry could cost up to" in meta["reason"]
     assert trajectory["ledger"][-1]["status"] == "stopped"
     assert provider.bill <= budget.spent <= 0.10 and budget.reserved == 0
@@ -162,7 +163,7 @@ def run_in_process(server, suite, output, workers, budget, resume=False):
 
 
 def ledgers(run):
-    return {p.name.split(".")[0]: read_json(p)["ledger"] for p in (run / "trajectories").glob("*.traj.json")}
+    return {p.name.split(".")[0]: read_trajectory(p)["ledger"] for p in (run / "trajectories").glob("*.traj.json")}
 
 
 @pytest.mark.blender

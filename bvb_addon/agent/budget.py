@@ -17,12 +17,13 @@ the call does not fit) and ``settle(token, cost)``; the runner and its progress 
 A token is opaque to the Ledger (a plain int here). bpy-free, stdlib only.
 """
 
-import json
 import math
 import threading
 from pathlib import Path
 
 from ..money import money
+from ..run_dir import TRAJECTORY_SUFFIX
+from ..trajectory import read_trajectory
 from .ledger import CostLimit
 
 
@@ -139,9 +140,10 @@ def recorded_spend(trajectories):
     folder = Path(trajectories)
     if not folder.is_dir():
         return total
-    for path in sorted(folder.glob("*.traj.json")):
+    for path in sorted(folder.glob(f"*{TRAJECTORY_SUFFIX}")):
         try:
-            state = json.loads(path.read_text())
+            # Snapshot plus step log: the spend of the scene's last save.
+            state = read_trajectory(path, inline=False)
         except (OSError, ValueError):
             continue  # an unreadable trajectory fails its own scene, with its own reason
         total += float(state.get("cost", 0.0))
