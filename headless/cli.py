@@ -24,6 +24,7 @@ from bvb_addon.command_line import SCORE_STAGES, Parser
 DELEGATES = {
     "synth": ("headless.synth", [], "generate a synthetic indoor suite with exact ground truth"),
     "run": ("headless.run", [], "run an agent on every scene of a split"),
+    "campaign": ("headless.campaign", [], "every stage of many configurations as one resumable job, one budget"),
     "render": ("headless.render", [], "render every submission of a run from its camera"),
     "exec": ("headless.exec", [], "run one bpy program in a sandboxed worker"),
     "vgi-tasks": ("headless.vgi_tasks", [], "generate VGI procedure tasks built in Blender"),

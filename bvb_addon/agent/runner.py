@@ -51,6 +51,9 @@ class RunOptions:
     """Seconds the model endpoint's probe (before the first scene) retries a refused or silent endpoint; 0: none."""
     budget: float | None = None
     """USD for the whole run, shared by every scene (agent.budget); None: only each scene's cost limit."""
+    budget_holder: object = None
+    """A budget holder shared beyond this run (a campaign's: agent.budget.Budget, or its Ray actor's
+    proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
 
 
 def parse_shard(text):
@@ -116,7 +119,7 @@ class Runner:
             )
         if o.budget is not None and o.budget < 0:
             raise RunError(f"--budget {o.budget:g}: give the run's budget in USD (zero or more)")
-        if o.budget is not None and o.backend == "ray":
+        if o.budget is not None and o.backend == "ray" and o.budget_holder is None:
             raise RunError("--budget holds within one process; with --backend ray use --cost-limit per scene")
         scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
         self._check_videos(scenes)
@@ -127,7 +130,7 @@ class Runner:
         self._write_config(len(scenes))
         # What earlier sessions spent counts against the budget: a resumed run continues within it.
         spent = recorded_spend(self.run_dir.trajectories) if o.resume else 0.0
-        self.budget = Budget(o.budget, spent=spent)
+        self.budget = o.budget_holder if o.budget_holder is not None else Budget(o.budget, spent=spent)
         return scenes
 
     def _check_videos(self, scenes):
@@ -477,6 +480,8 @@ class Runner:
         if self.options.mode == "vgi":
             self._vgi_scenes()
         self._setup_agent()
+        # A campaign's holder travels with the options (a Ray actor's proxy): every node draws from it.
+        self.budget = self.options.budget_holder
 
     @property
     def interrupted(self):
