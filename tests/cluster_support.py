@@ -160,10 +160,11 @@ class NetnsCluster:
         self.nodes[host] = self.popen(host, argv, log=self.root / f"node{host}.log")
 
     def alive_nodes(self):
-        """{node ip: alive} as the head sees it (a driver run in host 0)."""
+        """{node ip: alive} as the head sees it (a driver run in host 0); a restarted host is alive."""
         probe = (
-            "import json, sys, ray; ray.init(address=sys.argv[1], log_to_driver=False);"
-            "print(json.dumps({n['NodeManagerAddress']: n['Alive'] for n in ray.nodes()}))"
+            "import json, sys, ray; ray.init(address=sys.argv[1], log_to_driver=False)\n"
+            "d = {}\nfor n in ray.nodes(): d[n['NodeManagerAddress']] = d.get(n['NodeManagerAddress']) or n['Alive']\n"
+            "print(json.dumps(d))"
         )
         done = self.run(0, [self.python, "-c", probe, self.address], timeout=120)
         if done.returncode != 0:
@@ -191,6 +192,12 @@ class NetnsCluster:
             self._start_node(host)
         self.wait_for([self.ip(h) for h in range(self.hosts)])
         return self
+
+    def restart_host(self, host):
+        """Start a fresh Ray node on a host whose node was killed (its namespace and address stay)."""
+        self._start_node(host)
+        alive = {ip for ip, up in self.alive_nodes().items() if up} | {self.ip(host)}
+        self.wait_for(sorted(alive))
 
     # -- faults and teardown --------------------------------------------------------------------
 

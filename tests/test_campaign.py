@@ -28,8 +28,8 @@ def agent(body):
     return REPLIES[min(turn_of(body), len(REPLIES) - 1)]
 
 
-def write_campaign(tmp_path, suite, agent_url, judge_url, budget):
-    text = f"""
+def write_campaign(tmp_path, suite, agent_url, judge_url, budget, top=""):
+    text = f"""{top}
 results = "results"
 budget = {budget}
 retries = 1

@@ -256,3 +256,86 @@ def test_ray_overhead_per_task_across_the_cluster(cluster):
     print(f"\n{line}")
     batch, serial = (float(part.split("=")[1]) for part in line.split()[1:])
     assert 0 < batch < 1000 and 0 < serial < 1000
+
+
+def test_a_campaign_on_the_cluster_survives_a_lost_node_within_its_budget(cluster, suite, tmp_path):
+    """Three configurations, every stage on Ray, the budget in one actor on the head; host 2 dies mid-campaign."""
+    from headless import campaign
+    from tests.test_campaign import CONFIGS, write_campaign
+
+    cluster.restart_host(2)
+    victim = cluster.ip(2)
+    lost = threading.Event()
+
+    def respond(body):
+        if body.get("model") == "model-b" and server.peers.get(victim, 0) >= 1:
+            lost.set()
+        return agent(body, delay=0.5)
+
+    server = cluster.in_host(0, lambda: ScriptedOpenAI(responder=respond, host=cluster.ip(0)))
+    judging = cluster.in_host(0, lambda: ScriptedOpenAI(default={"content": "1"}, host=cluster.ip(0)))
+    with server, judging:
+        top = f'backend = "ray"\nray_address = "{cluster.address}"\n'
+        config = write_campaign(tmp_path, suite, server.base_url, judging.base_url, budget=1.0, top=top)
+        started = time.monotonic()
+        driver = cluster.popen(0, [PY, "-m", "headless.cli", "campaign", config], log=tmp_path / "campaign.log",
+                               BVB_TEST_KEY="sk-test")  # fmt: skip
+        assert lost.wait(timeout=400), (tmp_path / "campaign.log").read_text()[-3000:]
+        killed = cluster.kill_host(2)
+        code = driver.wait(timeout=600)
+        assert code == 0, (tmp_path / "campaign.log").read_text()[-3000:]
+        received = Counter((body.get("model"), scene_of(body)) for body in server.requests)
+    loaded = campaign.load(config)
+    report = campaign.status(loaded)
+    print(f"\ncampaign on the cluster: {time.monotonic() - started:.1f} s, killed {killed} processes of {victim}, "
+          f"spent ${report['spent']:.6f} of ${loaded.budget}")  # fmt: skip
+    print(campaign.format_status(loaded, report))
+    assert report["finished"] and report["spent"] <= loaded.budget
+    for name in CONFIGS:
+        stages = report["runs"][name]["stages"]
+        assert stages["agent"]["done"] == len(SCENES) and stages["overall"]["done"] == 1, (name, stages)
+        for scene in SCENES:
+            ledger = read_trajectory(loaded.results / name / "trajectories" / f"{scene}.traj.json")["ledger"]
+            statuses = Counter(e["status"] for e in ledger)
+            assert statuses["settled"] <= received[(name, scene)] <= len(ledger)
+            assert len(ledger) - received[(name, scene)] <= statuses["unconfirmed"]
+    nodes = Counter(
+        json.loads(p.read_text())["node"]["ip"] for p in loaded.results.glob("*/agent_meta/*.json")
+    )  # fmt: skip
+    print(f"campaign agent scenes per node: {dict(nodes)}")
+    assert len((loaded.results / "leaderboard.csv").read_text().splitlines()) == 1 + len(CONFIGS)
+    assert (loaded.results / "report" / "index.html").is_file()
+
+
+def test_the_ray_budget_actor_holds_across_nodes(cluster, tmp_path):
+    """Tasks on every node reserve from the campaign's one actor: never more than the budget in flight or spent."""
+    probe = """
+import sys, ray
+from pathlib import Path
+from headless import campaign
+c = campaign.Campaign(path=Path("x"), results=Path("."), split=Path("."), videos=Path("."), budget=1.0,
+                      configurations=[], backend="ray", ray_address=sys.argv[1])
+budget = campaign.holder(c, 0.0)
+
+@ray.remote(num_cpus=0.1, scheduling_strategy="SPREAD")
+def spend(b):
+    from bvb_addon.agent.budget import BudgetReached
+    got = 0
+    for _ in range(20):
+        try:
+            token = b.reserve(0.1, wait=True)
+        except BudgetReached:
+            return got, ray.get_runtime_context().get_node_id()
+        b.settle(token, 0.1)
+        got += 1
+    return got, ray.get_runtime_context().get_node_id()
+
+out = ray.get([spend.remote(budget) for _ in range(6)])
+print(sum(n for n, _ in out), len({node for _, node in out}), round(budget.spent, 6), bool(budget.reached))
+"""
+    done = cluster.run(0, [PY, "-c", probe, cluster.address], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    calls, nodes, spent, reached = done.stdout.split()[-4:]
+    # $1.00 in $0.10 calls: exactly ten fit, across the tasks of every node, and then none.
+    assert (int(calls), float(spent), reached) == (10, 1.0, "True")
+    assert int(nodes) >= 2
