@@ -29,8 +29,8 @@ def load_text(name, path):
     """A Text datablock holding the file's content (pretty-printed when it is JSON)."""
     content = Path(path).read_text(errors="replace")
     if path.name.endswith(TRAJECTORY_SUFFIX):
-        # The snapshot plus the saves appended since, images left as the paths of their files.
-        content = json.dumps(read_trajectory(path, inline=False), indent=2)
+        # The snapshot plus the saves appended since; each image a placeholder with its size.
+        content = json.dumps(run_view.readable_trajectory(read_trajectory(path)), indent=2)
     elif path.suffix == ".json":
         try:
             # Trajectories carry every image as a data URL: a Text block shows a placeholder instead.
