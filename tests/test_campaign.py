@@ -163,3 +163,22 @@ def test_a_bad_campaign_file_is_one_line_naming_the_key(tmp_path):
     with pytest.raises(campaign.CampaignError, match=r"\[\[config\]\]"):
         campaign.load(path)
     assert campaign.main([str(tmp_path / "missing.toml")]) == 2
+
+
+def test_a_faulted_scene_is_retried_in_the_same_session(tmp_path, suite):
+    """A model error ends a scene in a fault; the campaign's retry runs it again and it submits."""
+    failed = []
+
+    def respond(body):
+        if body.get("model") == "model-a" and scene_of(body) == SCENES[0] and not failed:
+            failed.append(1)
+            return {"status": 400, "message": "scripted refusal"}
+        return agent(body)
+
+    with ScriptedOpenAI(responder=respond) as server, ScriptedOpenAI(default={"content": "1"}) as judge:
+        config = write_campaign(tmp_path, suite, server.base_url, judge.base_url, budget=1.0)
+        assert campaign.main([str(config)]) == 0
+    loaded = campaign.load(config)
+    meta = json.loads((loaded.results / "model-a" / "agent_meta" / f"{SCENES[0]}.json").read_text())
+    assert failed and meta["status"] == "submitted" and meta["sessions"] == 2
+    assert campaign.status(loaded)["runs"]["model-a"]["stages"]["agent"]["done"] == len(SCENES)
