@@ -84,8 +84,9 @@ class TrajectoryWriter:
                 mime = head[5:].split(";", 1)[0]
                 name = f"{index:05d}-{k}{_SUFFIX.get(mime, '.img')}"
                 target = self.images / name
-                if not target.is_file():
-                    data = base64.b64decode(payload)
+                data = base64.b64decode(payload)
+                # A file left by a save that a kill tore may hold another image under this name.
+                if not (target.is_file() and target.stat().st_size == len(data) and target.read_bytes() == data):
                     write_bytes_atomic(target, data)
                     self.bytes_written += len(data)
                 part = {**part, "image_url": {**part["image_url"], "url": f"{self.images.name}/{name}"}}

@@ -132,3 +132,18 @@ def test_bytes_written_grow_linearly_with_the_steps(tmp_path, monkeypatch):
     small, large = run(40), run(160)
     # Four times the steps: about four times the bytes (whole-file saves would write about 16 times).
     assert large / small < 5.5, (small, large)
+
+
+def test_an_image_file_left_by_a_torn_save_is_replaced(tmp_path):
+    """A kill after an observation's images were written but before its line: the next one under that name wins."""
+    rd = RunDir(tmp_path / "run")
+    writer = TrajectoryWriter(rd, "s")
+    state = {"format": trajectory.FORMAT, "messages": [{"role": "user", "content": "hi"}], "steps": []}
+    writer.save(state)
+    rd.trajectory_images("s").mkdir(parents=True, exist_ok=True)
+    (rd.trajectory_images("s") / "00001-1.png").write_bytes(b"stale image of a torn save")
+    fresh = "data:image/png;base64,iVBORw0KGgo="
+    state["messages"].append({"role": "user", "content": [{"type": "text", "text": "x"},
+                              {"type": "image_url", "image_url": {"url": fresh}}]})  # fmt: skip
+    writer.save(state)
+    assert read_trajectory(rd.trajectory("s"))["messages"][1]["content"][1]["image_url"]["url"] == fresh
