@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bvb_addon.agent.budget import Budget, BudgetReached, recorded_spend
-from bvb_addon.agent.ledger import CostLimit, money
+from bvb_addon.agent.budget import Budget, recorded_spend
+from bvb_addon.agent.ledger import money
 from bvb_addon.atomic import write_json_atomic
 from bvb_addon.errors import BVBError, report
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
@@ -175,83 +175,13 @@ def spent(campaign):
     return sum(recorded_spend(rd.trajectories) for rd in campaign.run_dirs().values())
 
 
-class RayBudget:
-    """A proxy to a Budget held by a named Ray actor: the holder interface, usable in any task on any node."""
-
-    def __init__(self, handle):
-        self.handle = handle
-
-    def _get(self, ref):
-        import ray
-
-        from bvb_addon.backend import task_cause
-
-        try:
-            return ray.get(ref)
-        except Exception as exc:
-            cause = task_cause(exc)
-            if isinstance(cause, CostLimit):
-                raise BudgetReached(str(cause)) from None
-            raise
-
-    def reserve(self, worst, wait=True):
-        return self._get(self.handle.reserve.remote(worst, wait))
-
-    def settle(self, token, cost):
-        return self._get(self.handle.settle.remote(token, cost))
-
-    @property
-    def spent(self):
-        return self._get(self.handle.spent.remote())
-
-    @property
-    def limit(self):
-        return self._get(self.handle.limit.remote())
-
-    @property
-    def reached(self):
-        return self._get(self.handle.reached.remote())
-
-
-class _BudgetServer:
-    """The Ray actor's body: one Budget, its properties as methods (threaded: a waiting reserve blocks no one)."""
-
-    def __init__(self, limit, spent):
-        self.budget = Budget(limit, spent=spent)
-
-    def reserve(self, worst, wait=True):
-        return self.budget.reserve(worst, wait=wait)
-
-    def settle(self, token, cost):
-        self.budget.settle(token, cost)
-
-    def spent(self):
-        return self.budget.spent
-
-    def limit(self):
-        return self.budget.limit
-
-    def reached(self):
-        return self.budget.reached
-
-
 def holder(campaign, already):
-    """The campaign's one budget holder: in this process (local), or a Ray actor every node reaches."""
+    """The campaign's one budget holder: in this process (local), or a Ray actor on the head every node reaches."""
     if campaign.backend != "ray":
         return Budget(campaign.budget, spent=already)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from bvb_addon.agent.budget_ray import ray_budget
 
-    from bvb_addon.backend import ensure_ray
-
-    ray = ensure_ray(campaign.ray_address)
-    # On the driver's node (the head, where `bvb campaign` runs): a lost worker node never takes it along.
-    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    actor = (
-        ray.remote(max_concurrency=64)(_BudgetServer)
-        .options(num_cpus=0, scheduling_strategy=here)
-        .remote(campaign.budget, already)
-    )
-    return RayBudget(actor)
+    return ray_budget(campaign.budget, already, campaign.ray_address)
 
 
 # -- what is done -------------------------------------------------------------------------------

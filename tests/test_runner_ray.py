@@ -140,3 +140,23 @@ def test_render_stage_on_ray_matches_local(local_ray, suite, tmp_path):
     for scene in SCENES:
         graphs = [json.loads((d / "scene_graphs" / f"{scene}.json").read_text()) for d in (out, twin)]
         assert graphs[0] == graphs[1]
+
+
+def test_the_run_budget_holds_across_ray_tasks(local_ray, suite, tmp_path, monkeypatch):
+    """--budget on Ray: one actor holds it, every scene task reserves from it; the spend never passes it."""
+    from tests.runner_support import ORACLE
+
+    monkeypatch.setenv("BVB_TEST_KEY", "x")
+    replies = ["```frames\ncount=1\n```", py(ORACLE.format(frames=16)), "DONE"]
+    out = tmp_path / "run"
+    with ScriptedOpenAI(responder=lambda body: replies[min(turn_of(body), 2)]) as server:
+        code = _run(suite, out, "--model", "scripted", "--base-url", server.base_url, "--api-key-env", "BVB_TEST_KEY",
+                    "--price-in", "1.0", "--price-out", "2.0", "--max-tokens", "200", "--budget", "0.0025",
+                    "--backend", "ray", "--workers", "2")  # fmt: skip
+        calls = server.calls
+    assert code == 0
+    metas = [json.loads(p.read_text()) for p in (out / "agent_meta").glob("*.json")]
+    summary = json.loads((out / "config.json").read_text())["summary"]["budget"]
+    assert sum(m["cost"] for m in metas) <= 0.0025 and summary["spent"] <= 0.0025
+    assert summary["reached"] and sum(m["model_calls"] for m in metas) == calls
+    assert any(m["stop_reason"] == "budget" for m in metas) or summary["unstarted"]

@@ -119,8 +119,6 @@ class Runner:
             )
         if o.budget is not None and o.budget < 0:
             raise RunError(f"--budget {o.budget:g}: give the run's budget in USD (zero or more)")
-        if o.budget is not None and o.backend == "ray" and o.budget_holder is None:
-            raise RunError("--budget holds within one process; with --backend ray use --cost-limit per scene")
         scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
         self._check_videos(scenes)
         self._setup_agent()
@@ -130,7 +128,18 @@ class Runner:
         self._write_config(len(scenes))
         # What earlier sessions spent counts against the budget: a resumed run continues within it.
         spent = recorded_spend(self.run_dir.trajectories) if o.resume else 0.0
-        self.budget = o.budget_holder if o.budget_holder is not None else Budget(o.budget, spent=spent)
+        if o.budget_holder is not None:
+            self.budget = o.budget_holder
+        elif o.backend == "ray" and o.budget is not None:
+            from dataclasses import replace
+
+            from .budget_ray import ray_budget
+
+            # One actor on the driver's node holds the budget; its proxy travels in every task's options.
+            self.budget = ray_budget(o.budget, spent, o.ray_address)
+            self.options = replace(o, budget_holder=self.budget)
+        else:
+            self.budget = Budget(o.budget, spent=spent)
         return scenes
 
     def _check_videos(self, scenes):
@@ -473,6 +482,9 @@ class Runner:
         for (_, _, dataset_name, scene), meta, error in results:
             if error is not None:
                 meta = self._fail(dataset_name, scene, "error", "harness_error", f"Ray task failed: {error}")
+            if meta is None:  # the budget was reached before the task started its scene
+                self.unstarted.append(scene)
+                continue
             self._record(scene, meta, progress)
 
     def prepare_remote(self):
