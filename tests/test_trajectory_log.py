@@ -147,3 +147,24 @@ def test_an_image_file_left_by_a_torn_save_is_replaced(tmp_path):
                               {"type": "image_url", "image_url": {"url": fresh}}]})  # fmt: skip
     writer.save(state)
     assert read_trajectory(rd.trajectory("s"))["messages"][1]["content"][1]["image_url"]["url"] == fresh
+
+
+def test_the_recorded_runtime_counts_the_saves(tmp_path, monkeypatch):
+    """--wall-limit must see the time the harness spends saving: a slow disk makes the runtime grow."""
+    import time as clock
+
+    real = TrajectoryWriter.save
+
+    def slow(self, state, snapshot=False):
+        clock.sleep(0.05)
+        return real(self, state, snapshot=snapshot)
+
+    monkeypatch.setattr(TrajectoryWriter, "save", slow)
+    with ScriptedOpenAI(REPLIES) as server:
+        loop, _ = make_loop(server, tmp_path)
+        started = clock.monotonic()
+        meta = loop.run()
+        wall = clock.monotonic() - started
+    saves = loop.writer.saves
+    # Every save but the last happened before the runtime was last taken.
+    assert meta["runtime"] >= 0.05 * (saves - 1) and meta["runtime"] <= wall
