@@ -41,6 +41,7 @@ class JudgeOptions:
     concurrency: int | None = None  # judge requests in flight at once (cluster-wide on Ray)
     prompt_kind: str = "auto"  # VSI-Bench's numeric post-prompt: auto (from the URL), local or api
     probe_wait: float = 60.0  # seconds the endpoint probe may retry a refused or silent endpoint (0: no probe)
+    budget: object = None  # a campaign's budget holder (bvb_addon.agent.budget): calls reserve from it
 
     def check(self):
         if self.kind not in ("vlm", "geometry"):
@@ -168,6 +169,7 @@ def _vlm_judge(options, cache_path, settings=None, cap=None):
         max_tokens_field=options.max_tokens_field,
         cap=cap,
         prompt_kind=options.prompt_kind,
+        budget=options.budget,
     )
 
 

@@ -312,6 +312,7 @@ def judge_options(args):
         concurrency=getattr(args, "judge_concurrency", None),
         prompt_kind=args.vsi_prompt,
         probe_wait=args.probe_wait,
+        budget=getattr(args, "budget_holder", None),  # set by `bvb campaign`, never a flag
     )
 
 

@@ -3,6 +3,7 @@
 import base64
 import logging
 import os
+import struct
 import threading
 from dataclasses import dataclass
 
@@ -77,6 +78,7 @@ class VLMJudge:
         max_tokens_field="max_completion_tokens",
         cap=None,
         prompt_kind="auto",
+        budget=None,
     ):
         self.model = model
         self.protocol = protocols.check_protocol(protocol)
@@ -95,6 +97,8 @@ class VLMJudge:
         self.base_url, self.timeout_s = base_url, timeout_s
         # A context manager held around each HTTP request (bvb_addon.backend.ConcurrencyCap), or None.
         self.cap = cap
+        # A campaign's budget holder (bvb_addon.agent.budget), or None: each call reserves its worst case first.
+        self.budget = budget
         self._connect()
 
     def _connect(self):
@@ -179,9 +183,34 @@ class VLMJudge:
             if claim is not None:
                 self.cache.release(key)
 
+    def _worst_case(self, frames, prompt):
+        """USD one call could cost: every frame at its image-token bound, the prompt, the whole completion."""
+        from bvb_addon.agent.environment import image_size
+        from bvb_addon.agent.pricing import image_tokens
+
+        tokens = len(prompt) // 2 + 64
+        for frame in frames:
+            try:
+                width, height = image_size(frame)
+            except (ValueError, IndexError, struct.error):
+                width = height = 2048  # the largest a provider takes before scaling
+            tokens += image_tokens(width, height, self.settings.detail)
+        return self.pricing.price.worst_case(tokens, self.settings.max_tokens)
+
     def _fresh(self, media, prompt, key, vote_index):
-        text, usage = self._call(media.frames, prompt)
+        token = worst = None
+        if self.budget is not None:
+            worst = self._worst_case(media.frames, prompt)
+            token = self.budget.reserve(worst)  # BudgetReached (a CostLimit): the campaign's budget is spent
+        try:
+            text, usage = self._call(media.frames, prompt)
+        except BaseException:
+            if token is not None:
+                self.budget.settle(token, worst)  # it may have been billed: counted at its worst case
+            raise
         usage["cost_usd"] = self.pricing.cost(usage)
+        if token is not None:
+            self.budget.settle(token, usage["cost_usd"])
         with self._lock:
             self.calls += 1
             self.cost_usd += usage["cost_usd"]

@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bvb_addon.agent.budget import Budget, recorded_spend
-from bvb_addon.agent.ledger import money
+from bvb_addon.agent.ledger import CostLimit, money
 from bvb_addon.atomic import write_json_atomic
 from bvb_addon.errors import BVBError, report
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
@@ -170,9 +170,31 @@ def load(path):
 # -- the budget ---------------------------------------------------------------------------------
 
 
-def spent(campaign):
-    """USD the campaign's runs have recorded (open reservations at their worst case)."""
+def agent_spent(campaign):
+    """USD the campaign's agents have recorded (open reservations at their worst case)."""
     return sum(recorded_spend(rd.trajectories) for rd in campaign.run_dirs().values())
+
+
+def judge_spent(campaign):
+    """USD of the judge calls made for the campaign: every paid answer is in the results folder's
+    judge cache exactly once (content-keyed), with its cost, so a killed session's count survives."""
+    import sqlite3
+
+    shared = RunDir(campaign.results / "x").shared
+    path = RunDir.judge_cache(shared)
+    if not path.is_file():
+        return 0.0
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10) as db:
+            (total,) = db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM answers").fetchone()
+    except sqlite3.Error:
+        return 0.0
+    return float(total)
+
+
+def spent(campaign):
+    """USD the campaign has spent: its agents' calls and its judge's."""
+    return agent_spent(campaign) + judge_spent(campaign)
 
 
 def holder(campaign, already):
@@ -287,6 +309,7 @@ def status(campaign, now=None):
         done_scenes += stages["agent"]["done"] + stages["agent"]["failed"]
         left_scenes += stages["agent"]["left"] + stages["agent"]["running"]
         runs[name] = {"stages": stages, "spent": run_spent, "share": share}
+    judge = judge_spent(campaign)
     eta = None
     started = state.get("session_started")
     finished_now = state.get("session_done_scenes_at_start")
@@ -294,14 +317,16 @@ def status(campaign, now=None):
         rate = (done_scenes - finished_now) / max(1e-9, now - started)
         eta = left_scenes / rate if rate > 0 else None
     return {
-        "budget": campaign.budget, "spent": total_spent, "runs": runs, "current": current if live else None,
+        "budget": campaign.budget, "spent": total_spent + judge, "agent_spent": total_spent, "judge_spent": judge,
+        "runs": runs, "current": current if live else None,
         "eta_s": eta, "finished": bool(state.get("finished")) and not live, "sessions": state.get("sessions", 0),
     }  # fmt: skip
 
 
 def format_status(campaign, report):
     lines = [f"campaign {campaign.path.name}: spent {money(report['spent'])} of {money(report['budget'])}"
-             f" ({report['sessions']} session(s))"]  # fmt: skip
+             f" (agents {money(report['agent_spent'])}, judge {money(report['judge_spent'])};"
+             f" {report['sessions']} session(s))"]  # fmt: skip
     current = report["current"]
     if current:
         lines[0] += f"; running {current['run']} {current['stage']} (pid {current['pid']})"
@@ -317,7 +342,7 @@ def format_status(campaign, report):
         for i, (stage, c) in enumerate(run["stages"].items()):
             label = name if i == 0 else ""
             lines.append(f"{label:<24}{stage:<9}{c['done']:>6}{c['running']:>9}{c['failed']:>8}{c['left']:>6}")
-        lines.append(f"{'':<24}spent {money(run['spent'])} of its share {money(run['share'])}")
+        lines.append(f"{'':<24}agent spent {money(run['spent'])} of its share {money(run['share'])}")
     return "\n".join(lines)
 
 
@@ -437,15 +462,28 @@ class CampaignRunner:
     def _scorer(self, axis, extra, rd):
         from eval_bridge.cli import main as bridge
 
-        argv = [axis, "--run", str(rd.root), "--split", str(self.c.split), "--videos", str(self.c.videos), "--resume"]
-        if self.c.backend == "ray":
-            argv += ["--backend", "ray"] + (["--ray-address", self.c.ray_address] if self.c.ray_address else [])
-        code = bridge(argv + extra)
+        code = bridge(self._scorer_argv(axis, extra, rd))
         if code:
             self.log(f"{rd.root.name}: {axis} exited {code}; the next session retries it")
 
+    def _scorer_argv(self, axis, extra, rd):
+        argv = [axis, "--run", str(rd.root), "--split", str(self.c.split), "--videos", str(self.c.videos), "--resume"]
+        if self.c.backend == "ray":
+            argv += ["--backend", "ray"] + (["--ray-address", self.c.ray_address] if self.c.ray_address else [])
+        return argv + extra
+
     def _dv(self, configuration, rd, scenes):
-        self._scorer("dv", self.c.dv_args, rd)
+        """Dual VQA with the judge's calls drawn from the campaign's budget, as the agents' are."""
+        from eval_bridge.cli import build_parser, cmd_dv
+
+        args = build_parser().parse_args(self._scorer_argv("dv", self.c.dv_args, rd))
+        args.budget_holder = self.budget
+        try:
+            cmd_dv(args)
+        except CostLimit as exc:  # BudgetReached: the rows judged so far are kept; --resume goes on
+            self.log(f"{rd.root.name}: dv stopped: {exc}")
+        except (BVBError, OSError, ValueError, RuntimeError) as exc:
+            self.log(f"{rd.root.name}: dv failed ({exc}); the next session retries it")
 
     def _ls(self, configuration, rd, scenes):
         self._scorer("ls", self.c.ls_args, rd)

@@ -28,7 +28,7 @@ def agent(body):
     return REPLIES[min(turn_of(body), len(REPLIES) - 1)]
 
 
-def write_campaign(tmp_path, suite, agent_url, judge_url, budget, top=""):
+def write_campaign(tmp_path, suite, agent_url, judge_url, budget, top="", agent_prices=("1.0", "2.0")):
     text = f"""{top}
 results = "results"
 budget = {budget}
@@ -37,7 +37,8 @@ workers = 2
 split = "{suite / "split.jsonl"}"
 videos = "{suite}"
 run_args = ["--sandbox-min", "rlimits", "--allow-weak-sandbox", "--api-key-env", "BVB_TEST_KEY",
-            "--price-in", "1.0", "--price-out", "2.0", "--base-url", "{agent_url}", "--max-tokens", "200"]
+            "--price-in", "{agent_prices[0]}", "--price-out", "{agent_prices[1]}", "--base-url", "{agent_url}",
+            "--max-tokens", "200"]
 
 [render]
 preset = "fast"
@@ -182,3 +183,21 @@ def test_a_faulted_scene_is_retried_in_the_same_session(tmp_path, suite):
     meta = json.loads((loaded.results / "model-a" / "agent_meta" / f"{SCENES[0]}.json").read_text())
     assert failed and meta["status"] == "submitted" and meta["sessions"] == 2
     assert campaign.status(loaded)["runs"]["model-a"]["stages"]["agent"]["done"] == len(SCENES)
+
+
+def test_the_judge_draws_from_the_campaign_budget_too(tmp_path, suite, capsys):
+    """Free agents, a priced judge, a budget below one judge call's worst case: no judge call starts."""
+    with ScriptedOpenAI(responder=agent) as server, ScriptedOpenAI(default={"content": "1"}) as judge:
+        config = write_campaign(tmp_path, suite, server.base_url, judge.base_url, budget=0.0001,
+                                agent_prices=("0", "0"))  # fmt: skip
+        assert campaign.main([str(config)]) == 0
+        # model-a's scenes ran free; its first judge call did not fit, which reached the budget
+        # for the whole campaign: model-b and model-c start nothing.
+        assert judge.calls == 0 and server.calls == len(SCENES) * 3
+    loaded = campaign.load(config)
+    report = campaign.status(loaded)
+    assert report["spent"] == 0 and all(report["runs"][n]["stages"]["dv"]["left"] == 1 for n in CONFIGS)
+    assert report["runs"]["model-a"]["stages"]["agent"]["done"] == len(SCENES)
+    assert report["runs"]["model-c"]["stages"]["agent"]["left"] == len(SCENES)
+    out = capsys.readouterr().out
+    assert "dv stopped" in out and "budget" in out
