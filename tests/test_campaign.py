@@ -102,6 +102,8 @@ def test_a_campaign_killed_mid_run_resumes_to_one_leaderboard_and_report(tmp_pat
         assert all(c["done"] >= 1 for c in mid["runs"]["model-a"]["stages"].values())
         assert mid["runs"]["model-c"]["stages"]["agent"]["left"] == 2
         assert 0 < mid["spent"] <= loaded.budget
+        # Two scenes done this session, four to go: an ETA from the session's rate.
+        assert mid["eta_s"] is not None and mid["eta_s"] > 0
         os.killpg(first.pid, signal.SIGKILL)  # the process group this test started
         first.wait(30)
         go_on.set()
