@@ -595,7 +595,9 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
                 except (OSError, ValueError):
                     copied = False
         else:
-            copied = not _linked(view.path, path) and (not _stale(dest / name, path) or _copy_run_file(path, dest / name))
+            copied = not _linked(view.path, path) and (
+                not _stale(dest / name, path) or _copy_run_file(path, dest / name)
+            )
         if copied:
             links.append(fragment("<a href='{}'>{}</a>", page_url("assets", run_slug, name), label))
         else:
