@@ -617,7 +617,11 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
         ),
     ]  # fmt: skip
     for label, names, error in (("source", src_names, src_error), ("render", ren_names, ren_error)):
-        images = join(fragment("<img src='{}' alt='{}'>", page_url("assets", run_slug, n), label) for n in names)
+        # Lazy: an index of many runs holds tens of thousands of strip frames.
+        images = join(
+            fragment("<img src='{}' loading='lazy' decoding='async' alt='{}'>", page_url("assets", run_slug, n), label)
+            for n in names
+        )
         missing = fragment("<em class='missing'>{}</em>", error) if error else ""
         lines.append(fragment("<div class='strip strip-{}'><span>{}</span>{}{}</div>", label, label, images, missing))
     lines.append(Markup("</div>"))

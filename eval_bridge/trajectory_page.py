@@ -11,7 +11,9 @@ import base64
 import binascii
 import json
 import logging
+import os
 import re
+import stat
 from pathlib import Path
 
 from pygments import highlight
@@ -31,6 +33,7 @@ LEXER = PythonLexer()
 MIME_SUFFIX = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "image/gif": ".gif"}
 DATA_URL = re.compile(r"^data:(image/[a-z+.-]+);base64,(.*)$", re.S)
 SECTION = re.compile(r"^(stdout|stderr|traceback):\n", re.M)
+IMAGE_FILE = re.compile(r"^[^/\\]+\.images/\d{5}-\d+\.(jpg|png|webp|gif|img)$")
 
 
 def _step_messages(messages):
@@ -46,8 +49,26 @@ def _step_messages(messages):
     return pairs
 
 
-def _images_of(message):
-    """The image parts of an observation message: [(mime, base64 payload, [w, h] or None)]."""
+def _image_file(base, url):
+    """The trajectory's image file a step-log URL names (``<scene>.images/NNNNN-K.jpg``), or None.
+
+    Only a plain file inside its ``*.images`` folder of the trajectories folder: a hostile URL
+    (``..``, an absolute path, a link) names nothing.
+    """
+    if base is None or not isinstance(url, str) or not IMAGE_FILE.match(url):
+        return None
+    folder, name = url.split("/")
+    if folder in (".images", "..images") or name.startswith("."):
+        return None
+    return Path(base) / folder / name
+
+
+def _images_of(message, base=None):
+    """The image parts of an observation message: [(mime, base64 payload or None, [w, h] or None, file or None)].
+
+    A data URL carries the image; a path (the step log's, read with ``inline=False``) names its
+    file under ``base``, the trajectories folder.
+    """
     if message is None or not isinstance(message.get("content"), list):
         return []
     found = []
@@ -57,22 +78,49 @@ def _images_of(message):
         url = part["image_url"].get("url", "")
         match = DATA_URL.match(url) if isinstance(url, str) else None
         if match:
-            found.append((match.group(1), match.group(2), part.get("_size")))
+            found.append((match.group(1), match.group(2), part.get("_size"), None))
+            continue
+        source = _image_file(base, url)
+        if source is not None:
+            mime = next((m for m, suffix in MIME_SUFFIX.items() if source.suffix == suffix), "image/jpeg")
+            found.append((mime, None, part.get("_size"), source))
     return found
 
 
-def write_images(message, dest, prefix):
-    """Decode an observation's images into dest once (kept when already there); return their entries."""
+def _read_plain(path):
+    """A regular file's bytes, never through a link; None when it is missing, a link or not a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read()
+
+
+def write_images(message, dest, prefix, base=None):
+    """Each of an observation's images into dest once (kept when already there); return their entries.
+
+    A data URL is decoded; an image file of the step log is copied (no base64 round trip).
+    """
     entries = []
-    for index, (mime, payload, size) in enumerate(_images_of(message)):
+    for index, (mime, payload, size, source) in enumerate(_images_of(message, base)):
         name = f"{prefix}_{index}{MIME_SUFFIX.get(mime, '.img')}"
         path = dest / name
         if not path.is_file():
-            try:
-                write_bytes_atomic(path, base64.b64decode(payload, validate=False))
-            except (binascii.Error, ValueError):
-                log.warning("%s: image %d of %s is not valid base64; skipped", dest, index, prefix)
-                continue
+            if source is not None:
+                data = _read_plain(source)
+                if data is None:
+                    log.warning("%s: image %d of %s (%s) is missing or a link; skipped", dest, index, prefix, source)
+                    continue
+            else:
+                try:
+                    data = base64.b64decode(payload, validate=False)
+                except (binascii.Error, ValueError):
+                    log.warning("%s: image %d of %s is not valid base64; skipped", dest, index, prefix)
+                    continue
+            write_bytes_atomic(path, data)
         entries.append((name, size))
     return entries
 
@@ -326,8 +374,11 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
     steps_answers.jsonl, if any; ``scripts`` are more of the pages' own scripts (bvb view's reload).
     """
     page = Path(page)
+    base = None
     if not isinstance(trajectory, dict):
-        trajectory = read_trajectory(trajectory)  # the snapshot and its step log
+        # The snapshot and its step log; images stay files, copied to the page's folder once.
+        base = Path(trajectory).parent
+        trajectory = read_trajectory(trajectory, inline=False)
         if not isinstance(trajectory, dict):
             raise ValueError(f"{page.name}: the trajectory is not a JSON object")
     img_dir = page.parent / f"{page.stem}_files"
@@ -351,7 +402,7 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
         for key, field in (("cost", "cost"), ("model", "model_seconds"), ("harness", "harness_seconds")):
             totals[key] += _number(record.get(field)) or 0.0
         number = _count(record.get("step", index + 1))
-        images = write_images(observation, img_dir, f"{number:03d}") if observation else []
+        images = write_images(observation, img_dir, f"{number:03d}", base) if observation else []
         blocks.append(
             _step_html(
                 record, reply, observation, images, img_dir.name, dict(totals),

@@ -168,3 +168,35 @@ def test_the_recorded_runtime_counts_the_saves(tmp_path, monkeypatch):
     saves = loop.writer.saves
     # Every save but the last happened before the runtime was last taken.
     assert meta["runtime"] >= 0.05 * (saves - 1) and meta["runtime"] <= wall
+
+
+def test_the_step_page_copies_the_step_logs_image_files_and_nothing_a_url_points_out_to(tmp_path):
+    from eval_bridge.trajectory_page import build_scene_page
+
+    rd = RunDir(tmp_path / "run")
+    writer = TrajectoryWriter(rd, "s")
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+    url = "data:image/png;base64," + __import__("base64").b64encode(png).decode()
+    state = {"format": trajectory.FORMAT, "status": "running", "steps": [{"step": 1, "action": "frames"}],
+             "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                          {"role": "assistant", "content": "```frames\ncount=1\n```"},
+                          {"role": "user", "content": [{"type": "text", "text": "look"},
+                                                       {"type": "image_url", "image_url": {"url": url}}]}]}  # fmt: skip
+    writer.save(state)
+    page = build_scene_page(rd.trajectory("s"), tmp_path / "report" / "s.html")
+    copied = sorted((tmp_path / "report" / "s_files").iterdir())
+    assert [p.read_bytes() for p in copied] == [png]
+    # A hostile trajectory: its image URLs name a canary outside, and a link inside the images folder.
+    canary = tmp_path / "canary.png"
+    canary.write_bytes(b"canary")
+    (rd.trajectory_images("s") / "00009-1.png").symlink_to(canary)
+    raw = json.loads(rd.trajectory("s").read_text())
+    raw["steps"].append({"step": 2, "action": "frames"})
+    raw["messages"] += [{"role": "assistant", "content": "x"}, {"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "../../canary.png"}},
+        {"type": "image_url", "image_url": {"url": "s.images/../../canary.png"}},
+        {"type": "image_url", "image_url": {"url": "s.images/00009-1.png"}}]}]  # fmt: skip
+    rd.trajectory("s").write_text(json.dumps(raw))
+    build_scene_page(rd.trajectory("s"), tmp_path / "report" / "s2.html")
+    out = list((tmp_path / "report" / "s2_files").iterdir())
+    assert [p.read_bytes() for p in out] == [png] and page.is_file()
