@@ -22,6 +22,7 @@ from pygments.lexers import PythonLexer
 
 from bvb_addon.agent.actions import FormatError, parse_action
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
+from bvb_addon.run_dir import TRAJECTORY_IMAGES_SUFFIX
 from bvb_addon.trajectory import read_trajectory
 
 from .html_page import Markup, Script, csp, fragment, join, page_url, render
@@ -33,7 +34,7 @@ LEXER = PythonLexer()
 MIME_SUFFIX = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "image/gif": ".gif"}
 DATA_URL = re.compile(r"^data:(image/[a-z+.-]+);base64,(.*)$", re.S)
 SECTION = re.compile(r"^(stdout|stderr|traceback):\n", re.M)
-IMAGE_FILE = re.compile(r"^[^/\\]+\.images/\d{5}-\d+\.(jpg|png|webp|gif|img)$")
+IMAGE_FILE = re.compile(r"^[^/\\]+" + re.escape(TRAJECTORY_IMAGES_SUFFIX) + r"/\d{5}-\d+\.(jpg|png|webp|gif|img)$")
 
 
 def _step_messages(messages):
@@ -58,7 +59,7 @@ def _image_file(base, url):
     if base is None or not isinstance(url, str) or not IMAGE_FILE.match(url):
         return None
     folder, name = url.split("/")
-    if folder in (".images", "..images") or name.startswith("."):
+    if folder.startswith(".") or name.startswith("."):  # no hidden folder, no "..images" trick
         return None
     return Path(base) / folder / name
 

@@ -62,16 +62,21 @@ def test_ray_backend_gives_the_same_statuses_and_artifacts_as_local(local_ray, s
 
 
 def _kill_ray_scene_workers():
-    """SIGKILL the test's own Ray worker processes running a scene (as a lost node would)."""
+    """SIGKILL the test's own Ray worker processes running a scene (as a lost node would).
+
+    Only children of this test's raylet: another Ray instance on the machine is never touched.
+    """
+    raylet = ray._private.worker._global_node.all_processes["raylet"][0].process.pid
     killed = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        if cmdline.startswith(b"ray::ray_scene"):
+        if parent == raylet and cmdline.startswith(b"ray::ray_scene"):
             os.kill(int(entry.name), signal.SIGKILL)
             killed += 1
     return killed
