@@ -46,9 +46,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bvb_addon.agent.budget import Budget, recorded_spend
-from bvb_addon.agent.ledger import CostLimit, money
+from bvb_addon.agent.ledger import CostLimit
 from bvb_addon.atomic import write_json_atomic
 from bvb_addon.errors import BVBError, report
+from bvb_addon.money import money
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 
 STAGES = ("agent", "render", "dv", "ls", "overall")
@@ -501,12 +502,17 @@ class CampaignRunner:
 def build_parser():
     import argparse
 
-    parser = argparse.ArgumentParser(
-        prog="bvb campaign",
-        description="Run every stage of every configuration of a campaign (TOML) with one budget; resumable.",
-        epilog="examples:\n  bvb campaign campaign.toml\n  bvb campaign status campaign.toml\n\n"
-        + __doc__.split("The TOML file (paths relative to it)::", 1)[1].split("Stages run", 1)[0],
+    from bvb_addon.command_line import stage_parser
+
+    parser = stage_parser(
+        "campaign",
+        "Run every stage of every configuration of a campaign (TOML) with one budget; resumable.",
+        ["bvb campaign campaign.toml", "bvb campaign status campaign.toml"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.epilog += (
+        "\n\nthe file (paths relative to it):\n"
+        + __doc__.split("The TOML file (paths relative to it)::", 1)[1].split("Stages run", 1)[0]
     )
     parser.add_argument("words", nargs="+", metavar="[status] CONFIG", help="the campaign file (status: report only)")
     return parser
@@ -515,8 +521,11 @@ def build_parser():
 def main(argv=None):
     import sys
 
+    from bvb_addon.command_line import setup_logging
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    setup_logging(verbose=args.verbose, quiet=args.quiet)
     words = args.words
     if words[0] == "status":
         if len(words) != 2:

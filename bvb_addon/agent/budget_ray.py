@@ -2,7 +2,7 @@
 
 ``ray_budget(limit, spent, address)`` starts the actor on the driver's node (so a lost worker
 node never takes the budget with it) and returns a ``RayBudget``: the holder interface of
-``budget.Budget`` (``reserve``, ``settle``, ``spent``, ``limit``, ``reached``), picklable, so it
+``budget.Budget`` (``reserve``, ``settle``, ``spent``, ``limit``, ``reached``, ``calls``), picklable, so it
 travels in a task's options and every scene on every node reserves against the same ledger.
 The actor is threaded: a reserve waiting for calls in flight to settle blocks no other caller.
 """
@@ -47,6 +47,10 @@ class RayBudget:
     def reached(self):
         return self._get(self.handle.reached.remote())
 
+    @property
+    def calls(self):
+        return self._get(self.handle.calls.remote())
+
 
 class BudgetServer:
     """The actor's body: one Budget, its properties as methods."""
@@ -68,6 +72,9 @@ class BudgetServer:
 
     def reached(self):
         return self.budget.reached
+
+    def calls(self):
+        return self.budget.calls
 
 
 def ray_budget(limit, spent=0.0, address=None):
