@@ -17,6 +17,14 @@ class RayBudget:
 
     def __init__(self, handle):
         self.handle = handle
+        self.on_settle = None
+        """Called after each settle made through this proxy (the driver's progress line); not sent to tasks."""
+
+    def __getstate__(self):
+        return {"handle": self.handle}
+
+    def __setstate__(self, state):
+        self.handle, self.on_settle = state["handle"], None
 
     def _get(self, ref):
         import ray
@@ -33,7 +41,10 @@ class RayBudget:
         return self._get(self.handle.reserve.remote(worst, wait))
 
     def settle(self, token, cost):
-        return self._get(self.handle.settle.remote(token, cost))
+        result = self._get(self.handle.settle.remote(token, cost))
+        if self.on_settle is not None:
+            self.on_settle()
+        return result
 
     @property
     def spent(self):
