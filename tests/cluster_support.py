@@ -12,6 +12,7 @@ Teardown kills the processes by the PIDs this class started and by the namespace
 (a process in one of them was started here), then deletes the namespaces. Never by name.
 """
 
+import atexit
 import ctypes
 import os
 import secrets
@@ -183,6 +184,8 @@ class NetnsCluster:
         raise TimeoutError(f"Ray nodes alive: {self.alive_nodes()}, wanted {sorted(alive)}; see {self.root}/node*.log")
 
     def start(self):
+        # Torn down even when the test process is interrupted before its fixtures finish.
+        atexit.register(self.stop)
         self.root.mkdir(parents=True, exist_ok=True)
         self.token.write_text(secrets.token_hex(32))
         self.token.chmod(0o600)

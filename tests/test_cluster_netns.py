@@ -197,7 +197,9 @@ def test_a_node_lost_mid_run_loses_no_paid_call(cluster, suite, tmp_path):
         argv = [PY, "-m", "headless.cli", "run", *_run_args(suite, out, server.base_url), "--backend", "ray",
                 "--ray-address", cluster.address, "--workers", "3"]  # fmt: skip
         driver = cluster.popen(0, argv, log=tmp_path / "driver.log", BVB_TEST_KEY="sk-test")
-        assert lost.wait(timeout=300), (tmp_path / "driver.log").read_text()[-3000:]
+        deadline = time.monotonic() + 300
+        while not lost.wait(2):
+            assert driver.poll() is None and time.monotonic() < deadline, (tmp_path / "driver.log").read_text()[-3000:]
         started = time.monotonic()
         killed["processes"] = cluster.kill_host(2)
         code = driver.wait(timeout=600)
@@ -282,7 +284,11 @@ def test_a_campaign_on_the_cluster_survives_a_lost_node_within_its_budget(cluste
         started = time.monotonic()
         driver = cluster.popen(0, [PY, "-m", "headless.cli", "campaign", config], log=tmp_path / "campaign.log",
                                BVB_TEST_KEY="sk-test")  # fmt: skip
-        assert lost.wait(timeout=400), (tmp_path / "campaign.log").read_text()[-3000:]
+        deadline = time.monotonic() + 400
+        while not lost.wait(2):  # a campaign that died early fails here, not after the whole wait
+            assert driver.poll() is None and time.monotonic() < deadline, (tmp_path / "campaign.log").read_text()[
+                -3000:
+            ]
         killed = cluster.kill_host(2)
         code = driver.wait(timeout=600)
         assert code == 0, (tmp_path / "campaign.log").read_text()[-3000:]
