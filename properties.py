@@ -102,6 +102,8 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
             ("low", "Low", ""),
             ("medium", "Medium", ""),
             ("high", "High", ""),
+            ("xhigh", "Extra high", ""),
+            ("max", "Max", "The provider's highest effort"),
         ),
         default="none",
     )

@@ -3,6 +3,7 @@
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -23,7 +24,7 @@ def write_bytes_atomic(path, data, mode=None):
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes 0600 files; results are ordinary files, readable as the umask allows.
-        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
+        os.fchmod(fd, file_mode() if mode is None else mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -38,6 +39,32 @@ def write_bytes_atomic(path, data, mode=None):
 
 def _umask():
     return _UMASK
+
+
+def file_mode():
+    """The mode a new file gets under the user's umask (0644 under 022, 0664 under 002).
+
+    mkstemp makes 0600 files: every temp-then-rename writer sets this mode instead, so a
+    results folder shared by a group stays readable by it.
+    """
+    return 0o666 & ~_umask()
+
+
+@contextmanager
+def replacing(path, suffix=".tmp"):
+    """A temp file beside ``path`` for writers that need a file name (PyAV, Blender); renamed onto
+    ``path`` when the block ends, removed when it raises. Its mode is the umask's, not mkstemp's 0600."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    try:
+        os.fchmod(fd, file_mode())
+        os.close(fd)
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def write_text_atomic(path, text):

@@ -19,7 +19,7 @@ from .errors import BVBError
 log = logging.getLogger(__name__)
 
 BACKENDS = ("local", "ray")
-RAY_INSTALL = "pip install 'ray[default]>=2.9'  (or: pip install -e '.[ray]' in the checkout)"
+RAY_INSTALL = "./bvb setup ray  (or: pip install 'bvb[ray]'; Ray is about 70 MB)"
 
 
 class BackendError(BVBError, ValueError):
@@ -67,6 +67,40 @@ def map_unordered(
         yield from _ray(fn, items, ray_address, num_cpus, num_gpus, max_retries, workers, env_vars)
 
 
+_TASK_NODE = None
+
+
+def _enter_task():
+    """Called at the start of every Ray task: note the node this worker process runs on (once)."""
+    global _TASK_NODE
+    if _TASK_NODE is None:
+        import socket
+
+        import ray
+
+        _TASK_NODE = {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "host": socket.gethostname(),
+            "ip": ray.util.get_node_ip_address(),
+        }
+
+
+def task_node():
+    """The Ray node this process runs tasks on ({node_id, host, ip}); None outside a Ray task.
+
+    Every row a Ray task makes (agent_meta, render rows, Dual VQA rows) records it as ``node``.
+    """
+    return dict(_TASK_NODE) if _TASK_NODE else None
+
+
+def stamp_node(row):
+    """``row`` with ``node`` set to this task's node when in a Ray task (unchanged otherwise)."""
+    node = task_node()
+    if node is not None and isinstance(row, dict):
+        row["node"] = node
+    return row
+
+
 def task_cause(error):
     """The exception a Ray task raised, without Ray's wrapper (itself when it is no Ray error)."""
     cause = getattr(error, "cause", None)
@@ -93,6 +127,7 @@ def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=
     name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "bvb_task")
 
     def call(item):
+        _enter_task()
         return fn(item)
 
     # Through a closure, so partials and callable objects travel as well as plain functions.

@@ -91,17 +91,23 @@ def read_split(path):
         raise SplitError(f"split file not found: {path}; pass the path of a .jsonl split")
     questions = []
     seen = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             where = f"{path.name} line {number}"
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:
+                raise SplitError(f"{where}: not UTF-8 text; save the split as UTF-8") from None
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise SplitError(
                     f"{where}: malformed JSON ({exc.msg} at column {exc.colno}); fix or remove the line"
                 ) from None
+            except RecursionError:
+                raise SplitError(f"{where}: JSON nested too deeply; write one flat question object per line") from None
             question = _question(row, where)
             if question.id in seen:
                 raise SplitError(

@@ -13,7 +13,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from .errors import BVBError
+from .outcomes import FAULT_EXIT
+
 log = logging.getLogger(__name__)
+
+PROBE_WAIT_S = 60.0
+"""Seconds the endpoint probe keeps retrying a refused connection, a timeout, 429 or 5xx."""
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 
@@ -48,6 +54,23 @@ class CallFault(ClientError):
 
 class ContextOverflow(ClientError):
     """The provider refused the call because the prompt exceeds the model's context."""
+
+
+class EndpointRefused(BVBError, ValueError):
+    """The endpoint answered, and no rerun will change its answer: a bad key, a wrong URL, an unknown model."""
+
+
+class EndpointUnreachable(BVBError, RuntimeError):
+    """The endpoint did not answer within the probe's wait: a passing fault, a rerun may succeed."""
+
+    exit_code = FAULT_EXIT
+
+
+def model_listed(model, ids):
+    """Whether a provider's model list names ``model`` (Gemini's "models/" prefix and OpenRouter's ":variant" allowed)."""
+    names = {str(i) for i in ids}
+    base = str(model).split(":", 1)[0]
+    return any(name in (model, base) or name.endswith("/" + model) or name.endswith("/" + base) for name in names)
 
 
 @dataclass(frozen=True)
@@ -253,3 +276,60 @@ class OpenAIClient:
             billed=billed,
             uncertain=uncertain,
         )
+
+
+def probe(client, model, key_env=None, wait_s=PROBE_WAIT_S, sleep=time.sleep):
+    """One cheap call (GET /models) before any work: a bad key, URL or model fails in seconds, not per question.
+
+    Raises EndpointRefused (bad input, exit 2) for 401/403, 404 and a model the endpoint does not
+    list; retries a refused connection, a timeout, 429 and 5xx for at most ``wait_s`` seconds, then
+    raises EndpointUnreachable (a passing fault, exit 75). A server without a model list (another
+    4xx, or an empty list) is taken as is: the first real call will tell.
+    """
+    openai = client._openai
+    label, url = client.label, client.base_url
+    start = time.monotonic()
+    attempt = 0
+    while True:
+        remaining = wait_s - (time.monotonic() - start)
+        try:
+            listing = client.http.with_options(timeout=max(1.0, min(client.timeout, remaining, 30.0))).models.list()
+            ids = [m.id for m in listing.data]
+            break
+        except openai.APIStatusError as exc:
+            status, message = exc.status_code, provider_message(exc)
+            if status in (401, 403):
+                hint = f"; put a valid key in ${key_env}" if key_env else "; check the API key"
+                raise EndpointRefused(
+                    f"{label} at {url} refused the API key (HTTP {status}: {message}){hint}"
+                ) from None
+            if status == 404:
+                raise EndpointRefused(
+                    f"{label}: {url} has no OpenAI-compatible API (GET {url.rstrip('/')}/models answered 404: "
+                    f"{message}); check the base URL (it usually ends in /v1)"
+                ) from None
+            if status not in RETRY_STATUSES and status < 500:
+                log.info("%s: %s lists no models (HTTP %s); the first call will tell", label, url, status)
+                return []
+            what = f"HTTP {status}: {message}"
+        except openai.APIConnectionError as exc:  # APITimeoutError included
+            kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection refused or failed"
+            what = f"{kind}: {provider_message(exc) or type(exc).__name__}"
+        spent = time.monotonic() - start
+        # Doubling pauses, the last one cut to end at the wait, for one more try there.
+        delay = min(2.0**attempt, 10.0, wait_s - spent)
+        if delay <= 0.05:
+            raise EndpointUnreachable(
+                f"{label}: no usable answer from {url} in {spent:.0f} s ({attempt + 1} tries; {what}); "
+                "start the server or check the URL, then rerun"
+            ) from None
+        if attempt == 0:  # one line says the harness is waiting; the end is one more
+            log.info("%s: %s not answering (%s); retrying for up to %.0f s", label, url, what, wait_s)
+        sleep(delay)
+        attempt += 1
+    if ids and not model_listed(model, ids):
+        shown = ", ".join(sorted(ids)[:5]) + (", ..." if len(ids) > 5 else "")
+        raise EndpointRefused(
+            f"{label}: model {model!r} is not served at {url} (it lists {len(ids)}: {shown}); check the model id"
+        )
+    return ids

@@ -123,7 +123,27 @@ def _material(scene, image, frame_user):
     links.new(transparent.outputs["BSDF"], mix.inputs[1])
     links.new(emission.outputs["Emission"], mix.inputs[2])
     links.new(mix.outputs["Shader"], out.inputs["Surface"])
+    # Solid shading's Texture color shows a material's active image node.
+    tree.nodes.active = tex
     return mat
+
+
+def show_textures_in_solid_views():
+    """Switch 3D views whose Solid shading colours by Material (the default) to Texture; returns how many.
+
+    With Material, Solid shading paints each material's flat viewport colour, so the plane
+    showed plain grey; with Texture it shows the clip, and objects without an image texture
+    keep their material colour. Views set to another colour (Object, Random...) are left as
+    the user chose. Every screen's views, since each workspace has its own.
+    """
+    switched = 0
+    for screen in bpy.data.screens:
+        for area in screen.areas:
+            for space in area.spaces:
+                if space.type == "VIEW_3D" and space.shading.color_type == "MATERIAL":
+                    space.shading.color_type = "TEXTURE"
+                    switched += 1
+    return switched
 
 
 def _plane_mesh(fit):
@@ -194,6 +214,7 @@ def build_plane(scene, camera_object, clip, wanted_distance=1.0):
     obj.matrix_parent_inverse.identity()
     obj.hide_select = True
     apply_settings(scene)
+    show_textures_in_solid_views()
     return obj
 
 

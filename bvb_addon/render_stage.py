@@ -12,7 +12,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -21,7 +20,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from . import scratch
-from .atomic import write_json_atomic, write_text_atomic
+from .atomic import replacing, write_json_atomic, write_text_atomic
 from .errors import BVBError
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
@@ -132,10 +131,8 @@ def encode_mp4(images, dest, fps):
     import av
 
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.stem}.", suffix=".mp4", dir=dest.parent)
-    os.close(fd)
-    try:
+    # PyAV writes into the file it is given: replacing() gives it the umask's mode, not mkstemp's 0600.
+    with replacing(dest, suffix=".mp4") as tmp:
         with av.open(tmp, mode="w", format="mp4") as out:
             codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
             stream = out.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
@@ -159,11 +156,6 @@ def encode_mp4(images, dest, fps):
                     out.mux(packet)
             for packet in stream.encode():
                 out.mux(packet)
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return dest
 
 
@@ -215,7 +207,7 @@ class RenderStage:
         from .sandbox.gate import require_level
 
         config = options.sandbox or SandboxConfig()
-        # The render workers see the GPU (DESIGN.md section 7): they only open .blend files with
+        # The render workers see the GPU (docs/sandbox.md): they only open .blend files with
         # scripts and drivers off, and EEVEE without a GPU is software GL, minutes a scene.
         self.sandbox = replace(config, gpu=True)
         self.level = require_level(config)
@@ -250,16 +242,16 @@ class RenderStage:
         results = {}
         bar = None
         if self.options.progress:
-            from tqdm import tqdm
+            from .progress import bar as progress_bar
 
-            bar = tqdm(total=len(todo), desc=f"render {self.options.preset}", unit="scene")
+            bar = progress_bar(total=len(todo), desc=f"render {self.options.preset}", unit="scene")
         try:
             for row in self._rendered(todo):
                 results[row["scene"]] = row
                 if bar is not None:
                     bar.update(1)
                     failed = sum(1 for r in results.values() if r["status"] != "ok")
-                    bar.set_postfix(ok=len(results) - failed, failed=failed)
+                    bar.set_postfix(ok=len(results) - failed, failed=failed, refresh=False)
         finally:
             if bar is not None:
                 bar.close()
@@ -311,8 +303,10 @@ class RenderStage:
 
     def render_scene(self, scene, write_row=True):
         started = time.monotonic()
+        # preset and resolution are part of the run's identity (eval_bridge.identity).
         row = {"scene": scene, "status": "ok", "reason": "", "frames": 0, "seconds": 0.0,
-               "preset": self.options.preset, "warnings": [], "renderer": "", "blender": ""}  # fmt: skip
+               "preset": self.options.preset, "resolution": self.options.resolution, "warnings": [],
+               "renderer": "", "blender": ""}  # fmt: skip
         try:
             self._render_scene(scene, row)
         except WorkerError as exc:
@@ -471,13 +465,15 @@ def render_scene_task(payload):
     import socket
     from dataclasses import replace
 
+    from . import backend
+
     options, scene = payload
     try:
         stage = RenderStage(replace(options, backend="local", progress=False))
     except Exception as exc:  # SandboxUnavailable, RenderStageError: this node cannot take the scene
-        return {"scene": scene, "status": "sandbox_error", "reason": f"node {socket.gethostname()}: {exc}",
-                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": [], "renderer": "", "blender": ""}  # fmt: skip
+        return backend.stamp_node({"scene": scene, "status": "sandbox_error", "reason": f"node {socket.gethostname()}: {exc}",
+                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": [], "renderer": "", "blender": ""})  # fmt: skip
     try:
-        return stage.render_scene(scene, write_row=False)
+        return backend.stamp_node(stage.render_scene(scene, write_row=False))
     finally:
         stage.close()

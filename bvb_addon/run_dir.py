@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md section 5): every folder and file name of a run, and small readers (no bpy).
+"""The run directory (docs/protocol.md section 3): every folder and file name of a run, and small readers (no bpy).
 
     results/<run>/
       config.json                      the run's settings (written by the runner or the add-on)
@@ -6,7 +6,9 @@
                                        version as <scene>.blend.agent (not *.blend, so nothing
                                        globbing submissions picks it up)
       agent_meta/<scene>.json          turns, frames_seen, cost, runtime, status, stop_reason
-      trajectories/<scene>.traj.json   every message and observation
+      trajectories/<scene>.traj.json   every message and observation: a compacted snapshot
+      trajectories/<scene>.traj.jsonl  the saves since that snapshot, appended (bvb_addon.trajectory)
+      trajectories/<scene>.images/     the observation images the trajectory names
       steps/<scene>/NNN.py, NNN.blend  each executed program and the scene after it
       program/<scene>.py               the python steps joined into one standalone program
       camera_renders/<scene>.mp4       the evaluation render
@@ -59,6 +61,8 @@ JUDGE_CACHE = "judge_cache.sqlite"
 BLEND_SUFFIX = ".blend"
 BACKUP_SUFFIX = ".blend.agent"
 TRAJECTORY_SUFFIX = ".traj.json"
+TRAJECTORY_LOG_SUFFIX = ".traj.jsonl"
+TRAJECTORY_IMAGES_SUFFIX = ".images"
 STEP_DIGITS = 3
 _STEP = re.compile(r"^(\d+)\.py$")
 
@@ -66,7 +70,8 @@ _STEP = re.compile(r"^(\d+)\.py$")
 NAMES = (
     CONFIG, BLENDS, AGENT_META, TRAJECTORIES, STEPS, PROGRAM, CAMERA_RENDERS, SCENE_GRAPHS, TIMELINES,
     RENDER_STATUS, DV_ROWS, DV_PARTIAL, DV_SUMMARY, LS_ROWS, LS_SUMMARY, STEPS_ANSWERS, STEPS_ANALYSIS, OVERALL,
-    SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX,
+    SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX, TRAJECTORY_LOG_SUFFIX,
+    TRAJECTORY_IMAGES_SUFFIX,
 )  # fmt: skip
 
 
@@ -80,14 +85,15 @@ def read_jsonl(path):
     if not path.exists():
         return []
     rows = []
-    with open(path, encoding="utf-8") as handle:
+    # Bytes that are not UTF-8 become U+FFFD, so such a line is skipped like any other that is not JSON.
+    with open(path, encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             line = line.strip()
             if not line:
                 continue
             try:
                 rows.append(json.loads(line))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 log.warning("%s line %d is not JSON (an interrupted write?); skipped", path, number)
     return rows
 
@@ -103,9 +109,14 @@ def _read_object(path):
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text())
+        value = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RunDirError(f"{path} is not valid JSON (line {exc.lineno}); fix or delete it") from None
+    except (UnicodeDecodeError, RecursionError):
+        raise RunDirError(f"{path} is not JSON text (not UTF-8, or nested too deeply); fix or delete it") from None
+    if not isinstance(value, dict):
+        raise RunDirError(f"{path} holds a JSON {type(value).__name__}, not an object; fix or delete it")
+    return value
 
 
 def videos_of(config):
@@ -151,7 +162,14 @@ class RunDir:
         return self.root / TRAJECTORIES
 
     def trajectory(self, scene):
+        """The compacted snapshot; read it with ``read_trajectory``, which adds the step log."""
         return self.trajectories / f"{scene}{TRAJECTORY_SUFFIX}"
+
+    def trajectory_log(self, scene):
+        return self.trajectories / f"{scene}{TRAJECTORY_LOG_SUFFIX}"
+
+    def trajectory_images(self, scene):
+        return self.trajectories / f"{scene}{TRAJECTORY_IMAGES_SUFFIX}"
 
     @property
     def steps(self):
@@ -331,10 +349,71 @@ class RunDir:
             return {}
         return meta if isinstance(meta, dict) else {}
 
-    def read_trajectory(self, scene):
-        """trajectories/<scene>.traj.json ({} when missing; RunDirError when it is not JSON)."""
-        return _read_object(self.trajectory(scene))
-
     def render_rows(self):
         """The render stage's status rows (render_status.jsonl), torn lines skipped."""
         return read_jsonl(self.render_status)
+
+
+def is_run(path):
+    """Whether a folder is a run directory: the runner, the render stage or a scorer has written here."""
+    rd = RunDir(path)
+    marks = (rd.config, rd.blends, rd.metas, rd.trajectories, rd.steps, rd.renders, rd.dv_summary, rd.ls_summary)
+    return Path(path).is_dir() and any(mark.exists() for mark in marks)
+
+
+RUN_SEARCH_DEPTH = 3
+"""How deep a folder is searched for runs: results/<run>, results/demo/runs/<run> (the demo), results/ above it."""
+
+
+def find_runs(path, depth=RUN_SEARCH_DEPTH):
+    """The run directories a path stands for: itself when it is a run, else the runs inside it, in name order.
+
+    A results folder holds runs (and ``_dual_vqa_shared/``); the demo's holds them one level down
+    (``results/demo/runs/<agent>``). [] when there is none (a caller that must have one says so).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    if is_run(path):
+        return [path]
+    if depth <= 0:
+        return []
+    found = []
+    for child in sorted(path.iterdir()):
+        if child.is_dir() and not child.is_symlink() and child.name != SHARED:
+            found += find_runs(child, depth - 1)
+    return found
+
+
+def runs_in(paths, what="run directory"):
+    """Every run the paths stand for (find_runs), each once; RunDirError naming a path that holds none."""
+    runs = []
+    for path in map(Path, paths):
+        found = find_runs(path)
+        if not found:
+            if not path.is_dir():
+                raise RunDirError(f"{path} is not a folder; pass a {what} (results/<run>) or a results folder")
+            raise RunDirError(
+                f"{path} holds no {what} (no {CONFIG}, {BLENDS}/, {AGENT_META}/ or {CAMERA_RENDERS}/ in it or its "
+                "subfolders); "
+                "pass results/<run> or the results folder that holds the runs"
+            )
+        runs += found
+    return list(dict.fromkeys(runs))
+
+
+def require_run(path, flag="--run"):
+    """``path`` when it is one run directory; else RunDirError (exit 2) naming the runs a results folder holds."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RunDirError(f"{flag} {path}: no such folder; pass a run directory (results/<run>)")
+    if is_run(path):
+        return path
+    inside = find_runs(path)
+    if inside:
+        names = ", ".join(str(run.relative_to(path)) for run in inside[:4]) + (", ..." if len(inside) > 4 else "")
+        raise RunDirError(f"{flag} {path} is a results folder, not a run: it holds {names}; pass one of them")
+    raise RunDirError(
+        f"{flag} {path} is not a run directory (no {CONFIG}, {BLENDS}/, {AGENT_META}/ or {CAMERA_RENDERS}/); "
+        "pass a folder written by bvb run"
+    )

@@ -101,3 +101,25 @@ def find_clip(scene_id, roots):
         for candidate in sorted(root.glob(f"*/{scene_id}.mp4")):
             return candidate
     return None
+
+
+def render_line(row, path, exists):
+    """The Render status line for a render stage row of one scene and its mp4 (path, whether it exists)."""
+    if row.get("status") != "ok":
+        return f"Render {row.get('status', 'failed')}: {row.get('reason') or 'see render_status.jsonl'}"
+    if not exists:
+        return f"Render reported ok but {path} is missing"
+    warnings = row.get("warnings") or []
+    return f"Rendered {Path(path).name}: {row.get('frames')} frames in {row.get('seconds', 0):.1f} s" + (
+        f" ({len(warnings)} warnings)" if warnings else ""
+    )
+
+
+def saved_render_line(run_dir, scene_id):
+    """The Render status line of a scene as its run folder has it (the last render row), "" if never rendered."""
+    rd = RunDir(run_dir)
+    rows = [row for row in rd.render_rows() if isinstance(row, dict) and row.get("scene") == scene_id]
+    if not rows:
+        return ""
+    path = rd.render(scene_id)
+    return render_line(rows[-1], path, path.is_file())

@@ -1,12 +1,12 @@
 """Scenes in and out of .blend files inside the running Blender: open, summarize, save a submission."""
 
 import os
-import tempfile
 from pathlib import Path
 
 import bpy
 
 from . import reference_bl
+from .atomic import replacing
 from .run_dir import RunDirError
 from .sandbox.compat_bl import action_fcurves, write_blocks
 
@@ -177,18 +177,12 @@ def write_scene_atomic(scene, path, names=None):
 
     ``names`` maps object names here to their names in the file (see ``append_scene``).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.blend", dir=path.parent)
-    os.close(fd)
     restore = reference_bl.detach_for_save(scene)
     restore_names = file_names_for_save(scene, names)
     try:
-        write_blocks(bpy.data, tmp, {scene}, fake_user=True, compress=True)
-        os.replace(tmp, path)
+        with replacing(path, suffix=".tmp.blend") as tmp:
+            write_blocks(bpy.data, tmp, {scene}, fake_user=True, compress=True)
     finally:
         restore_names()
         restore()
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return Path(path)

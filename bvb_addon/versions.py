@@ -60,7 +60,7 @@ def version_line():
     return f"BVB {HARNESS_VERSION} | Blender {blender} | Python {platform.python_version()}"
 
 
-# BVB's published table was made and rendered with this Blender (DESIGN.md section 9).
+# BVB's published table was made and rendered with this Blender (docs/protocol.md section 10).
 PROTOCOL_BLENDER = "4.2"
 
 

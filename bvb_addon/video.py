@@ -70,6 +70,16 @@ def _stream_fps(stream, path):
     return float(rate)
 
 
+def check_video(path):
+    """VideoError naming the file unless it opens as a video with a video stream (reads only its header)."""
+    path = Path(path)
+    if path.is_file() and path.stat().st_size == 0:
+        raise VideoError(f"video {path} is an empty file (0 bytes); re-download or re-encode it")
+    _, container = _open(path)
+    container.close()
+    return path
+
+
 def probe(path):
     """Frame rate, frame count, duration and size of a clip; a truncated or corrupt file raises."""
     path, container = _open(path)

@@ -10,6 +10,7 @@ into them. Every scoring function of a run directory holds the run's lock file
 import contextlib
 import hashlib
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,9 @@ class JudgeOptions:
     retry_base_delay: float = 1.0
     max_tokens_field: str = "max_completion_tokens"
     concurrency: int | None = None  # judge requests in flight at once (cluster-wide on Ray)
+    prompt_kind: str = "auto"  # VSI-Bench's numeric post-prompt: auto (from the URL), local or api
+    probe_wait: float = 60.0  # seconds the endpoint probe may retry a refused or silent endpoint (0: no probe)
+    budget: object = None  # a campaign's budget holder (bvb_addon.agent.budget): calls reserve from it
 
     def check(self):
         if self.kind not in ("vlm", "geometry"):
@@ -60,6 +64,8 @@ class EncoderOptions:
     dtype: str = "auto"
     trust_remote_code: bool = False
     num_frames: int = 64
+    encoder_repo: str | None = None  # V-JEPA 2.1: a local vjepa2 checkout whose hub entry point ``model`` names
+    checkpoint: str | None = None  # V-JEPA 2.1: the entry point's local .pt release checkpoint
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,8 @@ class LeaderboardOptions:
     reference: Path | None = None
     resamples: int = 2000  # bootstrap resamples of the scenes (eval_bridge.noise)
     seed: int = 0
+    baseline: Path | None = None  # the run others must match to be comparable (default: the first)
+    rank_all: bool = False  # rank runs that are not comparable with the baseline too
 
 
 @dataclass(frozen=True)
@@ -160,6 +168,8 @@ def _vlm_judge(options, cache_path, settings=None, cap=None):
         backoff_s=options.retry_base_delay,
         max_tokens_field=options.max_tokens_field,
         cap=cap,
+        prompt_kind=options.prompt_kind,
+        budget=options.budget,
     )
 
 
@@ -196,6 +206,12 @@ def make_vgi_judge(options):
         raise VGIError("the VLM judge needs --judge-base-url and --judge-model (or use --judge checker)")
     cache = options.vlm.cache or Path(options.videos) / "vgi_judge_cache.sqlite"
     return VLMProcessJudge(_vlm_judge(options.vlm, cache, settings=JudgeSettings(max_tokens=300)))
+
+
+def _probe(judge, options):
+    """Probe a VLM judge's endpoint before any question (wait 0: no probe); geometry needs none."""
+    if options.kind == "vlm" and options.probe_wait and options.probe_wait > 0:
+        judge.probe(options.probe_wait)
 
 
 def _close(judge):
@@ -247,12 +263,19 @@ def score_dv(options, progress=None, lock=True):
                 split_path=options.split,
                 backend=options.backend,
                 ray_address=options.ray_address,
+                probe_wait=options.judge.probe_wait if options.judge.kind == "vlm" else 0,
             ).run()
         finally:
             _close(judge)
     counts = summary["counts"]
     failed = counts["by_status"].get("judge_error", 0)
     if failed and failed == counts["questions"]:
+        reason = judge_error_reason(summary)
+        if re.search(r"\(HTTP 40[134]\)", reason):
+            from bvb_addon.openai_client import EndpointRefused
+
+            # A refusal no rerun changes (a bad key, URL or model): bad input, not a fault to --resume.
+            raise EndpointRefused(f"every judge call was refused ({reason}); fix the judge settings and rerun")
         raise JudgeError(
             f"every judge call failed ({judge_error_reason(summary)}); fix the judge settings and rerun with --resume"
         )
@@ -275,7 +298,15 @@ def score_ls(options, progress=None, lock=True):
         raise LSError(f"ls needs V-JEPA 2 weights: {WEIGHTS_HINT} (or set BVB_VJEPA_MODEL)")
     _check_backend(options.backend)
     questions = read_split(options.split)
-    spec = EncoderSpec(encoder.model, encoder.device, encoder.dtype, encoder.trust_remote_code, encoder.num_frames)
+    spec = EncoderSpec(
+        encoder.model,
+        encoder.device,
+        encoder.dtype,
+        encoder.trust_remote_code,
+        encoder.num_frames,
+        encoder.encoder_repo,
+        encoder.checkpoint,
+    )
     with _holding(options.run, "eval_bridge ls", lock):
         # Locally the encoder loads here, before any scene; on Ray each task loads its own.
         return run_ls(
@@ -289,6 +320,7 @@ def score_ls(options, progress=None, lock=True):
             backend=options.backend,
             ray_address=options.ray_address,
             scenes_per_task=options.scenes_per_task,
+            split_path=options.split,
         )
 
 
@@ -309,6 +341,7 @@ def score_steps(options, progress=None, lock=True):
     with _holding(options.run, "eval_bridge steps", lock):
         judge = make_judge(options.judge, options.run)
         try:
+            _probe(judge, options.judge)
             return run_steps(options.run, questions, judge, scenes=options.scenes, progress=progress)
         finally:
             _close(judge)
@@ -333,7 +366,13 @@ def write_leaderboard(options):
     from .overall import leaderboard
 
     return leaderboard(
-        list(options.runs), options.out, options.reference, resamples=options.resamples, seed=options.seed
+        list(options.runs),
+        options.out,
+        options.reference,
+        resamples=options.resamples,
+        seed=options.seed,
+        baseline=options.baseline,
+        rank_all=options.rank_all,
     )
 
 

@@ -15,6 +15,34 @@ CLAIM_POLL_S = 0.05
 CLAIM_LEASE_S = 1800.0
 
 
+# A clip's fingerprint reads its size and these byte ranges, not the whole file: a VSI-Bench clip is
+# hundreds of megabytes, and any re-encode or replacement changes its size, its head (the container's
+# header) or its tail (the index), which are always read.
+FINGERPRINT_RANGES = 16
+FINGERPRINT_CHUNK = 64 * 1024
+
+
+def clip_fingerprint(path, *settings):
+    """A cheap content fingerprint of a file (size, head, tail and sampled ranges), with the sampling settings.
+
+    Whatever stands for a clip's content in a cache (the shared source answers) is keyed by it, so a
+    changed or replaced clip at the same path is asked again. The modification time is not part of
+    it: copying a suite elsewhere keeps its answers.
+    """
+    path = Path(path)
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        digest = hashlib.sha256(f"{size}\n{json.dumps(list(settings))}\n".encode())
+        if size <= FINGERPRINT_RANGES * FINGERPRINT_CHUNK:
+            digest.update(handle.read())
+        else:
+            step = (size - FINGERPRINT_CHUNK) / (FINGERPRINT_RANGES - 1)
+            for i in range(FINGERPRINT_RANGES):
+                handle.seek(int(i * step))
+                digest.update(handle.read(FINGERPRINT_CHUNK))
+    return digest.hexdigest()[:32]
+
+
 def frames_hash(frames):
     """Content hash of a list of JPEG frames (order matters)."""
     digest = hashlib.sha256()

@@ -3,13 +3,13 @@
 It only parses arguments into eval_bridge.api's options, calls the API and prints what came back.
 """
 
-import argparse
 import json
 import logging
 import os
 import sys
 from pathlib import Path
 
+from bvb_addon.command_line import Parser, add_alias, sub_parser
 from bvb_addon.run_dir import JUDGE_CACHE, SHARED, RunDir
 
 from . import api
@@ -17,14 +17,14 @@ from . import api
 log = logging.getLogger(__name__)
 
 EXAMPLES = """examples:
-  python -m eval_bridge dv --run results/r1 --split split.jsonl --videos VSI-Bench \\
+  bvb score dv --run results/r1 --split split.jsonl --videos VSI-Bench \\
       --judge-base-url https://api.openai.com/v1 --judge-model gpt-4o --workers 8
-  python -m eval_bridge dv --run results/r1 --split suite/split.jsonl --videos suite --judge geometry
-  python -m eval_bridge ls --run results/r1 --split split.jsonl --videos VSI-Bench --model ./vjepa2
-  python -m eval_bridge dv ... --backend ray --ray-address auto --judge-concurrency 8
-  python -m eval_bridge overall --run results/r1
-  python -m eval_bridge leaderboard results/r1 results/r2 --out board.csv --reference published.csv
-  python -m eval_bridge serve --root results --root VSI-Bench \\
+  bvb score dv --run results/r1 --split suite/split.jsonl --videos suite --judge geometry
+  bvb score ls --run results/r1 --split split.jsonl --videos VSI-Bench --encoder ./vjepa2
+  bvb score dv ... --backend ray --ray-address auto --judge-concurrency 8
+  bvb score overall --run results/r1
+  bvb leaderboard results/r1 results/r2 --out board.csv --reference published.csv
+  bvb serve --root results --root VSI-Bench \\
       --judge-base-url https://api.openai.com/v1 --judge-model gpt-4o
 """
 
@@ -39,14 +39,32 @@ def _add_backend(p):
 def _add_judge_args(p):
     """The judge options shared by dv and steps (judge_options reads them)."""
     p.add_argument("--judge", choices=("vlm", "geometry"), default="vlm", help="vlm (an API) or geometry (offline)")
-    p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge")
-    p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o")
+    p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)")
+    p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o (required with --judge vlm)")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
-    p.add_argument("--protocol", choices=api.PROTOCOLS, default="dual_vqa_v1")
+    p.add_argument("--protocol", choices=api.PROTOCOLS, default="dual_vqa_v1", help="DV's rules (docs/protocol.md)")
+    p.add_argument(
+        "--vsi-prompt",
+        choices=("auto", "local", "api"),
+        default="auto",
+        help="vsi_official's numeric post-prompt: VSI-Bench's for local or for API models "
+        "(auto: local for a loopback or private endpoint, else api)",
+    )
+    p.add_argument(
+        "--probe-wait",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds to keep retrying an endpoint that refuses or times out before scoring starts (0: no probe)",
+    )
     p.add_argument("--cache", help=f"judge cache file (default results/{SHARED}/{JUDGE_CACHE})")
     p.add_argument("--shared", help="folder of shared source answers (default results/_dual_vqa_shared)")
-    p.add_argument("--price-in", type=float, help="judge input price, USD per million tokens")
-    p.add_argument("--price-out", type=float, help="judge output price, USD per million tokens")
+    p.add_argument(
+        "--price-in", type=float, help="judge input price, USD per million tokens (default: the price sources')"
+    )
+    p.add_argument(
+        "--price-out", type=float, help="judge output price, USD per million tokens (default: the price sources')"
+    )
     p.add_argument("--retries", type=int, default=6, help="retries on 408/409/429/5xx and connection errors")
     p.add_argument("--retry-base-delay", type=float, default=1.0, help="first backoff in seconds (doubles)")
     p.add_argument(
@@ -58,11 +76,11 @@ def _add_judge_args(p):
 
 
 def _add_dv(sub):
-    p = sub.add_parser(
+    p = sub_parser(
+        sub,
         "dv",
-        help="Dual VQA: judge answers on source and render, pooled retention",
-        epilog="example: python -m eval_bridge dv --run results/r1 --split suite/split.jsonl --videos suite "
-        "--judge geometry",
+        "Dual VQA: judge answers on source and render, pooled retention",
+        "bvb score dv --run results/r1 --split suite/split.jsonl --videos suite --judge geometry",
     )
     p.add_argument("--run", required=True, help="the run directory (results/<run>)")
     p.add_argument("--split", required=True, help="split file (JSON lines, VSI-Bench fields)")
@@ -71,7 +89,7 @@ def _add_dv(sub):
     p.add_argument("--votes", type=int, default=1, help="ask N times, take the majority (ties are wrong)")
     p.add_argument("--workers", type=int, default=8, help="questions scored at once (in each scene task on Ray)")
     p.add_argument("--resume", action="store_true", help="keep questions already scored by this judge")
-    p.add_argument("--scenes", nargs="+", help="re-score only these scenes (other scenes' rows are kept)")
+    p.add_argument("--scenes", nargs="+", help="re-score only these scenes (other scenes' rows are kept; default: all)")
     _add_backend(p)
     p.add_argument(
         "--judge-concurrency",
@@ -83,97 +101,145 @@ def _add_dv(sub):
 
 
 def _add_ls(sub):
-    p = sub.add_parser(
+    p = sub_parser(
+        sub,
         "ls",
-        help="Latent Similarity with a V-JEPA 2 encoder",
-        epilog="example: python -m eval_bridge ls --run results/r1 --split suite/split.jsonl --videos suite "
-        "--model /models/vjepa2",
+        "Latent Similarity with a V-JEPA 2 encoder",
+        "bvb score ls --run results/r1 --split suite/split.jsonl --videos suite --encoder /models/vjepa2",
     )
-    p.add_argument("--run", required=True)
-    p.add_argument("--split", required=True)
-    p.add_argument("--videos", required=True)
+    p.add_argument("--run", required=True, help="the run directory (results/<run>)")
+    p.add_argument("--split", required=True, help="split file (JSON lines, VSI-Bench fields)")
+    p.add_argument("--videos", required=True, help="source videos root: <root>/<dataset>/<scene>.mp4")
     p.add_argument(
-        "--model", default=os.environ.get("BVB_VJEPA_MODEL"), help="V-JEPA 2 folder or hub id ($BVB_VJEPA_MODEL)"
+        "--encoder",
+        default=os.environ.get("BVB_VJEPA_MODEL"),
+        help="the LS encoder: V-JEPA 2 weights (a local folder or hub id, through transformers), or V-JEPA 2.1 as "
+        "released: a torch-hub entry point of Meta's vjepa2 repository, e.g. vjepa2_1_vit_large_384, with "
+        "--encoder-repo and --checkpoint (384 px, ImageNet normalisation) (default: $BVB_VJEPA_MODEL)",
     )
+    add_alias(p, "--model", "--encoder", "encoder")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"), default="auto")
+    p.add_argument(
+        "--dtype", choices=("auto", "bfloat16", "float16", "float32"), default="auto", help="the encoder's dtype"
+    )
     p.add_argument("--num-frames", type=int, default=64, help="frames per clip, uniformly sampled")
     p.add_argument("--trust-remote-code", action="store_true", help="for community V-JEPA 2.1 ports")
+    p.add_argument(
+        "--encoder-repo",
+        help="local checkout of facebookresearch/vjepa2 holding hubconf.py (default: torch hub's cache of it)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        help="the entry point's .pt checkpoint file (ema_encoder/target_encoder weights; default: none)",
+    )
     p.add_argument("--resume", action="store_true", help="keep scenes already scored with this model")
-    p.add_argument("--scenes", nargs="+", help="re-score only these scenes")
+    p.add_argument("--scenes", nargs="+", help="re-score only these scenes (default: all)")
     _add_backend(p)
     p.add_argument("--scenes-per-task", type=int, default=8, help="scenes per Ray task (one encoder load each)")
     p.set_defaults(func=cmd_ls)
 
 
 def _add_overall(sub):
-    p = sub.add_parser("overall", help="Overall from the run's DV and LS; writes overall.json")
-    p.add_argument("--run", required=True)
+    p = sub_parser(
+        sub, "overall", "Overall from the run's DV and LS; writes overall.json", "bvb score overall --run results/r1"
+    )
+    p.add_argument("--run", required=True, help="the run directory (results/<run>)")
     p.set_defaults(func=cmd_overall)
 
 
 def _add_leaderboard(sub):
-    p = sub.add_parser("leaderboard", help="rank runs in BVB's published CSV shape")
-    p.add_argument("runs", nargs="+", help="scored run directories")
+    p = sub_parser(
+        sub,
+        "leaderboard",
+        "rank runs in BVB's published CSV shape",
+        "bvb leaderboard results/r1 results/r2 --out board.csv --reference published.csv",
+    )
+    p.add_argument("runs", nargs="+", help="scored run directories, or results folders holding them")
     p.add_argument("--out", required=True, help="CSV to write")
-    p.add_argument("--reference", help="published results CSV to rank the runs among")
+    p.add_argument(
+        "--baseline",
+        help="the run the others must match to be comparable (split, judge, protocol, frames, render, encoder, "
+        "Blender, harness; default: the first run)",
+    )
+    p.add_argument(
+        "--rank-all",
+        action="store_true",
+        help="rank runs that are not comparable with the baseline too (they stay marked comparable=false)",
+    )
+    p.add_argument("--reference", help="published results CSV to rank the runs among (default: none)")
     p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples of the scenes")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (same files and seed: same intervals)")
     p.set_defaults(func=cmd_leaderboard)
 
 
 def _add_serve(sub):
-    p = sub.add_parser(
+    p = sub_parser(
+        sub,
         "serve",
-        help="local HTTP scoring service for the add-on",
+        "local HTTP scoring service for the add-on",
+        "bvb serve --root results --root VSI-Bench --judge-base-url https://api.openai.com/v1 --judge-model gpt-4o",
         epilog="Judges, encoders and roots are fixed here (flags or --config FILE); a job only names them. "
-        "Without --token a token is generated and written (mode 0600) to --token-file.",
+        "The token comes from $BVB_BRIDGE_TOKEN; without it one is generated and written (mode 0600) to --token-file.",
     )
-    p.add_argument("--config", help="TOML file: roots, [judges.NAME], [encoders.NAME], default_judge, ...")
+    p.add_argument(
+        "--config", help="TOML file: roots, [judges.NAME], [encoders.NAME], default_judge, ... (default: none)"
+    )
     p.add_argument("--host", help="bind address (default 127.0.0.1, loopback)")
     p.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
-    p.add_argument("--root", action="append", help="folder the service may read and score under (repeatable)")
+    p.add_argument("--root", action="append", help="folder the service may read and score under (repeatable; required)")
     p.add_argument(
         "--token",
-        default=os.environ.get("BVB_BRIDGE_TOKEN"),
-        help="bearer token ($BVB_BRIDGE_TOKEN; default: generated)",
+        help="bearer token; avoid: a command line is readable by every local user (/proc/PID/cmdline). "
+        "Prefer $BVB_BRIDGE_TOKEN, or let the service generate one into --token-file (the default)",
     )
     p.add_argument(
         "--token-file",
         help="where a generated token is written (default $BVB_BRIDGE_TOKEN_FILE or ~/.config/bvb/bridge-token)",
     )
     p.add_argument(
-        "--judge", choices=("vlm", "geometry"), help="the default judge: a VLM (judge 'default') or geometry"
+        "--judge",
+        choices=("vlm", "geometry"),
+        help="the default judge: a VLM (judge 'default') or geometry (default: vlm with --judge-model, else none)",
     )
-    p.add_argument("--judge-base-url", help="endpoint of the VLM judge named 'default'")
-    p.add_argument("--judge-model", help="model of the VLM judge named 'default'")
+    p.add_argument("--judge-base-url", help="endpoint of the VLM judge named 'default' (default: none)")
+    p.add_argument("--judge-model", help="model of the VLM judge named 'default' (default: none)")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding that judge's API key")
-    p.add_argument("--protocol", choices=api.PROTOCOLS, help="that judge's DV protocol")
-    p.add_argument("--price-in", type=float, help="that judge's input price, USD per million tokens")
-    p.add_argument("--price-out", type=float, help="that judge's output price, USD per million tokens")
+    p.add_argument("--protocol", choices=api.PROTOCOLS, help="that judge's DV protocol (default: dual_vqa_v1)")
+    p.add_argument(
+        "--price-in", type=float, help="that judge's input price, USD per million tokens (default: the price sources')"
+    )
+    p.add_argument(
+        "--price-out",
+        type=float,
+        help="that judge's output price, USD per million tokens (default: the price sources')",
+    )
     p.add_argument(
         "--encoder",
         default=os.environ.get("BVB_VJEPA_MODEL"),
-        help="V-JEPA 2 encoder named 'default' ($BVB_VJEPA_MODEL)",
+        help="V-JEPA 2 encoder named 'default' (default: $BVB_VJEPA_MODEL)",
     )
-    p.add_argument("--num-frames", type=int, help="that encoder's frames per clip")
-    p.add_argument("--device", help="that encoder's device")
+    p.add_argument("--num-frames", type=int, help="that encoder's frames per clip (default: 64)")
+    p.add_argument("--device", help="that encoder's device (default: auto)")
     p.set_defaults(func=cmd_serve)
 
 
 def _add_report(sub):
-    p = sub.add_parser("report", help="static HTML report of scored runs")
-    p.add_argument("runs", nargs="+")
-    p.add_argument("--out", required=True)
-    p.add_argument("--videos", help="source videos root")
+    p = sub_parser(
+        sub, "report", "static HTML report of scored runs", "bvb report results/r1 results/r2 --out results/report"
+    )
+    p.add_argument("runs", nargs="+", help="run directories, or results folders holding them")
+    p.add_argument("--out", required=True, help="folder for index.html and its pages")
+    p.add_argument("--videos", help="source videos root (default: each run's config.json)")
     p.set_defaults(func=cmd_report)
 
 
 def _add_view(sub):
-    p = sub.add_parser("view", help="serve the report on loopback, refreshed while runs and scorers write")
+    p = sub_parser(
+        sub, "view", "serve the report on loopback, refreshed while runs and scorers write", "bvb view results/r1"
+    )
     p.add_argument("paths", nargs="+", metavar="RUN_OR_RESULTS_DIR", help="run directories or results folders")
     p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (only loopback is allowed)")
-    p.add_argument("--port", type=int, default=8770)
+    p.add_argument("--port", type=int, default=8770, help="port to bind")
     p.add_argument("--out", help="folder for the built pages (default: a temporary folder)")
     p.add_argument("--videos", help="source videos root (default: each run's config.json)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between checks for new files")
@@ -181,8 +247,13 @@ def _add_view(sub):
 
 
 def _add_export(sub):
-    p = sub.add_parser("export", help="export a run to another tool's format (inspect: an Inspect AI eval log)")
-    p.add_argument("format", choices=("inspect",))
+    p = sub_parser(
+        sub,
+        "export",
+        "export a run to another tool's format (inspect: an Inspect AI eval log)",
+        "bvb export inspect results/r1 --out r1.json",
+    )
+    p.add_argument("format", choices=("inspect",), help="the format")
     p.add_argument("run", help="run directory")
     p.add_argument("--out", required=True, help="log file to write (.json); open it with: inspect view")
     p.set_defaults(func=cmd_export)
@@ -201,13 +272,11 @@ def _add_steps(sub):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="eval_bridge",
-        description="Score BVB runs: Dual VQA, Latent Similarity, Overall.",
+    parser = Parser(
+        prog="bvb score",
+        description="Score BVB runs: Dual VQA, Latent Similarity, Overall (and the leaderboard, report, service).",
         epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (
         _add_dv,
@@ -241,6 +310,9 @@ def judge_options(args):
         retry_base_delay=args.retry_base_delay,
         max_tokens_field=args.max_tokens_field,
         concurrency=getattr(args, "judge_concurrency", None),
+        prompt_kind=args.vsi_prompt,
+        probe_wait=args.probe_wait,
+        budget=getattr(args, "budget_holder", None),  # set by `bvb campaign`, never a flag
     )
 
 
@@ -287,8 +359,25 @@ def cmd_dv(args, progress=None):
     return summary
 
 
+def _names_a_hub_entry(encoder):
+    """A bare name (no folder of that name, no owner/ of a hub id) is a vjepa2 torch-hub entry point (V-JEPA 2.1)."""
+    return bool(encoder) and "/" not in encoder and not Path(encoder).exists()
+
+
 def cmd_ls(args, progress=None):
-    encoder = api.EncoderOptions(args.model, args.device, args.dtype, args.trust_remote_code, args.num_frames)
+    if _names_a_hub_entry(args.encoder) and not args.checkpoint:
+        from .ls import HUB_HINT, LSError
+
+        raise LSError(f"--encoder {args.encoder} needs --checkpoint FILE; {HUB_HINT}")
+    encoder = api.EncoderOptions(
+        args.encoder,
+        args.device,
+        args.dtype,
+        args.trust_remote_code,
+        args.num_frames,
+        args.encoder_repo,
+        args.checkpoint,
+    )
     options = api.LSOptions(
         run=Path(args.run),
         split=Path(args.split),
@@ -306,6 +395,11 @@ def cmd_ls(args, progress=None):
         f"LS {100 * summary['vision_sim']:.2f} (layout {100 * summary['layout']:.2f}, motion {100 * summary['motion']:.2f}; "
         f"failures as 0); scored-only {_pct(summary['vision_sim_scored'])}; "
         f"{counts['scored']} of {counts['scenes']} scenes scored; encoder {summary['model']}"
+        + (
+            f" (checkpoint {summary['checkpoint']}, sha256 {summary['checkpoint_sha256'][:12]})"
+            if summary.get("checkpoint_sha256")
+            else ""
+        )  # fmt: skip
     )
     print(f"wrote {RunDir(args.run).ls_rows} and {RunDir(args.run).ls_summary.name}")
     return summary
@@ -333,7 +427,9 @@ def cmd_leaderboard(args, progress=None):
     if args.bootstrap < 10:
         raise ValueError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
     rows = api.write_leaderboard(
-        api.LeaderboardOptions(tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed)
+        api.LeaderboardOptions(
+            tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed, args.baseline, args.rank_all
+        )
     )
     print(format_table(rows))
     print(f"wrote {args.out}")
@@ -395,7 +491,7 @@ def cmd_steps(args, progress=None):
 
 
 def cmd_vgi(args, progress=None):
-    from tqdm import tqdm
+    from bvb_addon.progress import bar as progress_bar
 
     vlm = api.JudgeOptions(
         base_url=args.judge_base_url,
@@ -415,7 +511,7 @@ def cmd_vgi(args, progress=None):
         workers=args.workers,
         out=args.out,
     )
-    bar = tqdm(desc="vgi", unit="task")
+    bar = progress_bar(desc="vgi", unit="task")
     try:
         summary = api.score_vgi(options, progress=lambda _row: bar.update())
     finally:
@@ -472,10 +568,12 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     if not args.command:
         parser.print_help()
         return 0
+    from bvb_addon.command_line import setup_logging
+
+    setup_logging(args.verbose, args.quiet)
     try:
         # --out is the leaderboard's CSV, and a folder for report and vgi.
         out_is_file = args.command == "leaderboard"

@@ -79,7 +79,7 @@ def dv_scene_task(item):
     dv, questions, source = item
     try:
         with cf.ThreadPoolExecutor(max_workers=dv.workers, thread_name_prefix="dv-question") as pool:
-            rows = list(pool.map(lambda q: dv.score_question(q, source), questions))
+            rows = [backend.stamp_node(row) for row in pool.map(lambda q: dv.score_question(q, source), questions)]
     finally:
         dv.close_pools()
     return {

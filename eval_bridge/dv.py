@@ -15,13 +15,15 @@ import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from tqdm import tqdm
-
 from bvb_addon import backend
-from bvb_addon.run_dir import RunDir
+from bvb_addon.money import money
+from bvb_addon.progress import bar as progress_bar
+from bvb_addon.run_dir import RunDir, require_run
 
 from . import protocol as rules
+from .cache import clip_fingerprint
 from .files import agent_meta, append_jsonl, file_lock, read_jsonl, write_json_atomic, write_jsonl_atomic
+from .identity import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +41,9 @@ def majority(scores):
     return sorted(scores, reverse=True)[len(scores) // 2]
 
 
-def question_sha(question, protocol):
+def question_sha(question, protocol, kind="local"):
     # The prompt the judge saw (the question itself under dual_vqa_v1): answers to another prompt are not reused.
-    prompt = rules.prompt_for(question, protocol) if protocol in rules.PROTOCOLS else question.question
+    prompt = rules.prompt_for(question, protocol, kind) if protocol in rules.PROTOCOLS else question.question
     text = "\n".join([prompt, *(question.options or []), str(question.ground_truth), protocol])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -70,7 +72,15 @@ class _Memo:
 
 
 def _row_key(row):
-    return (row.get("judge_model"), row.get("protocol"), row.get("id"), row.get("question_sha"))
+    # The source clip's fingerprint is part of the key: another clip at the same path is asked again
+    # (rows written before it existed have none, so they are never reused).
+    return (
+        row.get("judge_model"),
+        row.get("protocol"),
+        row.get("id"),
+        row.get("question_sha"),
+        row.get("source_fingerprint"),
+    )
 
 
 class _Shared:
@@ -130,11 +140,12 @@ class _Shared:
                 write_jsonl_atomic(self.path, list(self._rows.values()))
                 self._seen = (os.stat(self.path).st_ino, os.stat(self.path).st_size)
 
-    def _key(self, question):
-        return (self.judge.model, self.judge.protocol, question.id, question_sha(question, self.judge.protocol))
+    def _key(self, question, fingerprint):
+        sha = question_sha(question, self.judge.protocol, _prompt_kind(self.judge))
+        return (self.judge.model, self.judge.protocol, question.id, sha, fingerprint)
 
-    def get(self, question, votes):
-        key = self._key(question)
+    def get(self, question, votes, fingerprint):
+        key = self._key(question, fingerprint)
         with self._lock:
             row = self._rows.get(key)
         if row and len(row["answers"]) >= votes:
@@ -144,12 +155,9 @@ class _Shared:
     def task_copy(self, judge, questions):
         """A picklable copy holding only these questions' rows, collecting new rows instead of writing them."""
         copy = object.__new__(_Shared)
-        rows = {}
+        ids = {question.id for question in questions}
         with self._lock:
-            for question in questions:
-                key = self._key(question)
-                if key in self._rows:
-                    rows[key] = self._rows[key]
+            rows = {key: row for key, row in self._rows.items() if key[2] in ids}
         copy.__setstate__({"path": self.path, "judge": judge, "_rows": rows, "_seen": (None, 0), "deferred": []})
         return copy
 
@@ -182,14 +190,15 @@ class _Shared:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def put(self, question, digest, answers):
+    def put(self, question, digest, answers, fingerprint):
         row = {
             "judge_model": self.judge.model,
             "protocol": self.judge.protocol,
             "id": question.id,
             "dataset": question.dataset,
             "scene": question.scene_name,
-            "question_sha": question_sha(question, self.judge.protocol),
+            "question_sha": question_sha(question, self.judge.protocol, _prompt_kind(self.judge)),
+            "source_fingerprint": fingerprint,
             "frames_hash": digest,
             "answers": [a.text for a in answers],
             "costs_usd": [a.cost_usd for a in answers],
@@ -200,6 +209,17 @@ class _Shared:
                 self.deferred.append(row)
             return row
         return self.store([row])[_row_key(row)]
+
+
+def source_fingerprint(judge, source_file):
+    """The source clip's content fingerprint with the judge's sampling settings (eval_bridge.cache)."""
+    settings = getattr(judge, "settings", None)
+    sampling = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()
+    return clip_fingerprint(source_file, *sampling)
+
+
+def _prompt_kind(judge):
+    return getattr(judge, "prompt_kind", "local")
 
 
 def _render_state(run_dir):
@@ -222,7 +242,7 @@ def _failure_reason(run_dir, scene, render_states):
             meta = agent_meta(run_dir, scene)
             why = meta.get("stop_reason") or meta.get("status") or "the agent never ran"
             return "no_render", f"no submission ({rd.relative(rd.blend(scene))} missing): {why}"
-        return "no_render", f"no evaluation render ({render.name} missing); run python -m headless.render"
+        return "no_render", f"no evaluation render ({render.name} missing); run bvb render"
     return None
 
 
@@ -245,6 +265,7 @@ class DualVQA:
         split_path=None,
         backend="local",
         ray_address=None,
+        probe_wait=0,
     ):
         if votes < 1:
             raise ValueError(f"--votes must be at least 1, got {votes}")
@@ -252,8 +273,7 @@ class DualVQA:
             raise ValueError(f"--workers must be at least 1, got {workers}")
         self.run_dir = Path(run_dir)
         self.rd = RunDir(self.run_dir)
-        if not self.run_dir.is_dir():
-            raise FileNotFoundError(f"run directory {self.run_dir} does not exist; pass --run results/<run>")
+        require_run(self.run_dir)  # a results folder or an empty one is refused, not scored as "DV 0.00"
         self.all_questions = list(questions)
         wanted = set(scenes) if scenes else None
         if wanted:
@@ -272,6 +292,8 @@ class DualVQA:
         if backend not in ("local", "ray"):
             raise ValueError(f"--backend {backend!r}: use local or ray")
         self.backend, self.ray_address = backend, ray_address
+        # Seconds the judge's endpoint probe may wait before the first question (0: no probe).
+        self.probe_wait = probe_wait
         self.shared = _Shared(RunDir.shared_answers(shared or shared_dir(self.run_dir)), judge)
         self._render_states = _render_state(self.run_dir)
         self._open_pools()
@@ -322,17 +344,20 @@ class DualVQA:
         done = {}
         if self.resume:
             for row in read_jsonl(self.rd.dv_rows) + read_jsonl(partial):
-                if self._matches(row) and row.get("status") not in RETRY_STATUSES:
+                if self._matches(row) and row.get("status") not in RETRY_STATUSES and self._same_clips(row, sources):
                     done[row["id"]] = row
         else:
             partial.unlink(missing_ok=True)
         wanted_ids = {q.id for q in self.questions}
         done = {k: v for k, v in done.items() if k in wanted_ids}
         pending = [q for q in self.questions if q.id not in done]
+        if pending and self.probe_wait > 0 and hasattr(self.judge, "probe"):
+            # After the inputs are checked, before any question: a dead or wrong judge fails once, here.
+            self.judge.probe(self.probe_wait)
         log.info("DV: %d questions, %d already scored, %d to score", len(self.questions), len(done), len(pending))
 
         rows = dict(done)
-        bar = tqdm(total=len(self.questions), initial=len(done), desc="DV", unit="q", leave=False)
+        bar = progress_bar(total=len(self.questions), initial=len(done), desc="DV", unit="q", leave=False)
         lock = threading.Lock()
 
         def finished(new_rows):
@@ -341,7 +366,7 @@ class DualVQA:
                 for row in new_rows:
                     rows[row["id"]] = row
                 bar.update(len(new_rows))
-                bar.set_postfix(calls=self.judge.calls, cost=f"${self.judge.cost_usd:.4f}", refresh=False)
+                bar.set_postfix(calls=self.judge.calls, cost=money(self.judge.cost_usd), refresh=False)
                 if self.progress:
                     self.progress(len(rows), len(self.questions))
 
@@ -370,6 +395,8 @@ class DualVQA:
         write_jsonl_atomic(self.rd.dv_rows, ordered)
         summary = summarise(ordered, self.judge, self.votes)
         summary["split"] = str(self.split_path) if self.split_path else None
+        # The split's content, for the run's identity: the same path may hold another split later.
+        summary["split_sha256"] = file_sha256(self.split_path) if self.split_path else None
         summary["videos"] = str(self.videos_root)
         write_json_atomic(self.rd.dv_summary, summary)
         partial.unlink(missing_ok=True)
@@ -379,16 +406,37 @@ class DualVQA:
         futures = [self._calls.submit(self.judge.ask, media, question, i) for i in range(self.votes)]
         return [f.result() for f in futures]
 
+    def _fingerprints(self, scene, source_file):
+        """(source, render) content fingerprints of a scene's clips; the render's None when it has none."""
+        source = self._memo.get(("fingerprint", scene), lambda: source_fingerprint(self.judge, source_file))
+        render = self.rd.render(scene)
+        rendered = self._memo.get(
+            ("render_fingerprint", scene), lambda: source_fingerprint(self.judge, render) if render.is_file() else None
+        )
+        return source, rendered
+
+    def _same_clips(self, row, sources):
+        """Whether a resumed row was scored on the clips there now (a re-rendered or replaced clip is asked again)."""
+        source_file = sources.get((row.get("dataset"), row.get("scene")))
+        if source_file is None:
+            return False
+        try:
+            now = self._fingerprints(row["scene"], source_file)
+        except (OSError, ValueError):
+            return False
+        return (row.get("source_fingerprint"), row.get("render_fingerprint")) == now
+
     def _source_side(self, question, source_file):
         """The source answers: from the shared file when this judge answered before, else asked and shared."""
-        shared = self.shared.get(question, self.votes)
+        scene = question.scene_name
+        fingerprint = self._fingerprints(scene, source_file)[0]
+        shared = self.shared.get(question, self.votes, fingerprint)
         if shared is None:
-            scene = question.scene_name
             media = self._memo.get(
                 ("source", scene),
                 lambda: self.judge.load_source(self.videos_root, question.dataset, scene, source_file),
             )
-            shared = self.shared.put(question, media.digest, self._ask_votes(media, question))
+            shared = self.shared.put(question, media.digest, self._ask_votes(media, question), fingerprint)
         return shared["answers"][: self.votes], sum(shared.get("costs_usd", [0.0])[: self.votes])
 
     def _render_side(self, question):
@@ -424,6 +472,11 @@ class DualVQA:
             "reason": "",
             "cost_usd": 0.0,
         }
+        # What the row was scored on: --resume keeps it only while both clips are unchanged.
+        try:
+            row["source_fingerprint"], row["render_fingerprint"] = self._fingerprints(scene, source_file)
+        except (OSError, ValueError) as exc:
+            return {**row, "status": "source_error", "reason": _one_line(exc)}
         # Both sides go out together: a question costs one judge latency, not two.
         failure = _failure_reason(self.run_dir, scene, self._render_states)
         source = self._sides.submit(self._source_side, question, source_file)
@@ -532,7 +585,12 @@ def summarise(rows, judge, votes):
         "failures": failed,
         # VSI-Bench's own numbers, comparable with its tables; retention above is ours.
         "vsi_bench": (
-            {side: rules.vsi_aggregate(pool, side) for side in ("source", "render")}
+            {
+                **{side: rules.vsi_aggregate(pool, side) for side in ("source", "render")},
+                # The official aggregate raises on this split; the present rel_direction levels were averaged.
+                "partial_split": rules.vsi_partial_split(pool),
+                "number_post_prompt": rules.vsi_number_post_prompt(_prompt_kind(judge)),
+            }
             if judge.protocol == "vsi_official" and pool
             else None
         ),

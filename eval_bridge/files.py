@@ -29,7 +29,8 @@ def file_lock(path):
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    # 0o666 under the umask: in a group's shared results folder the others must open the lock too.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -49,7 +50,7 @@ def append_jsonl(path, rows):
     data = "".join(json.dumps(row) + "\n" for row in rows).encode()
     if not data:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)  # the umask decides, as for every result
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         # A writer killed mid-line leaves a fragment; start on a fresh line so ours stays whole.

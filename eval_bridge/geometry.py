@@ -75,11 +75,11 @@ class GeometryJudge:
 
     def load_source(self, videos_root, dataset, scene, video):
         path = Path(videos_root) / "gt" / f"{scene}.json"
-        return from_gt(_load(path, "ground truth", "generate the suite with python -m headless.synth"))
+        return from_gt(_load(path, "ground truth", "generate the suite with bvb synth"))
 
     def load_render(self, run_dir, scene, video):
         path = RunDir(run_dir).scene_graph(scene)
-        return from_scene_graph(_load(path, "scene graph", "re-render the run with python -m headless.render"))
+        return from_scene_graph(_load(path, "scene graph", "re-render the run with bvb render"))
 
     def ask(self, geometry, question, vote_index=0):
         try:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir
+from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError
+from bvb_addon.trajectory import scene_trajectory
 
 from .files import read_jsonl
 from .protocol import pooled
@@ -180,7 +181,10 @@ def export_inspect(run_dir, out):
         raise ExportError(f"{run_dir} has no {TRAJECTORIES}/ or {AGENT_META}/; run the agent first (bvb run)")
     samples = []
     for scene in scenes:
-        trajectory = _read(rd.trajectory(scene)) or {}
+        try:
+            trajectory = scene_trajectory(rd.root, scene)
+        except RunDirError as exc:
+            raise ExportError(f"{exc}; rerun the stage that writes it") from None
         meta = _read(rd.meta(scene)) or {}
         samples.append(_sample(scene, trajectory, meta, dv_by_scene.get(scene, []), ls_by_scene.get(scene), model))
     overall = _read(rd.overall) or {}

@@ -3,6 +3,7 @@
 import base64
 import logging
 import os
+import struct
 import threading
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ _STRIPES = [threading.Lock() for _ in range(4096)]
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """What the judge sees and how it answers (DESIGN.md section 6)."""
+    """What the judge sees and how it answers (docs/protocol.md section 5)."""
 
     frames: int = 16
     longest_side: int = 384
@@ -76,9 +77,14 @@ class VLMJudge:
         timeout_s=120.0,
         max_tokens_field="max_completion_tokens",
         cap=None,
+        prompt_kind="auto",
+        budget=None,
     ):
         self.model = model
         self.protocol = protocols.check_protocol(protocol)
+        # VSI-Bench's numeric post-prompt differs for API and local models; auto reads it from the URL.
+        self.prompt_kind = prompt_kind_of(base_url) if prompt_kind in (None, "auto") else prompt_kind
+        protocols.vsi_number_post_prompt(self.prompt_kind)
         self.cache = cache
         self.settings = settings or JudgeSettings(max_tokens=protocols.max_tokens(protocol))
         self.pricing = pricing or Pricing(model)
@@ -91,6 +97,8 @@ class VLMJudge:
         self.base_url, self.timeout_s = base_url, timeout_s
         # A context manager held around each HTTP request (bvb_addon.backend.ConcurrencyCap), or None.
         self.cap = cap
+        # A campaign's budget holder (bvb_addon.agent.budget), or None: each call reserves its worst case first.
+        self.budget = budget
         self._connect()
 
     def _connect(self):
@@ -104,6 +112,12 @@ class VLMJudge:
         self._lock = threading.Lock()
         self.calls = 0
         self.cost_usd = 0.0
+
+    def probe(self, wait_s):
+        """One GET /models before scoring: a bad key, URL or model id fails here, in seconds (openai_client.probe)."""
+        from bvb_addon.openai_client import probe
+
+        return probe(self.client, self.model, self.api_key_env, wait_s)
 
     def __getstate__(self):
         # A judge sent to a Ray task: the HTTP client and lock are rebuilt there, counters start at 0.
@@ -127,10 +141,11 @@ class VLMJudge:
         return self.model
 
     def source_path(self, videos_root, dataset, scene):
-        """The file the source side needs (VideoError when it is missing)."""
+        """The file the source side needs (VideoError when it is missing, empty or not a video: bad input)."""
         from bvb_addon.dataset import video_path
+        from bvb_addon.video import check_video
 
-        return video_path(videos_root, dataset, scene)
+        return check_video(video_path(videos_root, dataset, scene))
 
     def load_source(self, videos_root, dataset, scene, video):
         return self.load_media(video)
@@ -148,7 +163,7 @@ class VLMJudge:
 
     def ask(self, media, question, vote_index=0):
         """One vote: from the cache when this exact call was made before, else from the API."""
-        prompt = protocols.prompt_for(question, self.protocol)
+        prompt = protocols.prompt_for(question, self.protocol, self.prompt_kind)
         key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
         if self.cache is None:
             return self._fresh(media, prompt, key, vote_index)
@@ -168,9 +183,34 @@ class VLMJudge:
             if claim is not None:
                 self.cache.release(key)
 
+    def _worst_case(self, frames, prompt):
+        """USD one call could cost: every frame at its image-token bound, the prompt, the whole completion."""
+        from bvb_addon.agent.environment import image_size
+        from bvb_addon.agent.pricing import image_tokens
+
+        tokens = len(prompt) // 2 + 64
+        for frame in frames:
+            try:
+                width, height = image_size(frame)
+            except (ValueError, IndexError, struct.error):
+                width = height = 2048  # the largest a provider takes before scaling
+            tokens += image_tokens(width, height, self.settings.detail)
+        return self.pricing.price.worst_case(tokens, self.settings.max_tokens)
+
     def _fresh(self, media, prompt, key, vote_index):
-        text, usage = self._call(media.frames, prompt)
+        token = worst = None
+        if self.budget is not None:
+            worst = self._worst_case(media.frames, prompt)
+            token = self.budget.reserve(worst)  # BudgetReached (a CostLimit): the campaign's budget is spent
+        try:
+            text, usage = self._call(media.frames, prompt)
+        except BaseException:
+            if token is not None:
+                self.budget.settle(token, worst)  # it may have been billed: counted at its worst case
+            raise
         usage["cost_usd"] = self.pricing.cost(usage)
+        if token is not None:
+            self.budget.settle(token, usage["cost_usd"])
         with self._lock:
             self.calls += 1
             self.cost_usd += usage["cost_usd"]
@@ -218,6 +258,21 @@ class VLMJudge:
             if answer.usage.get("cost") is not None:
                 usage["cost"] = answer.usage["cost"]
         return answer.content.strip(), usage
+
+
+def prompt_kind_of(base_url):
+    """ "local" for a server on this machine or a private network (a model served locally), else "api"."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(str(base_url or "")).hostname or ""
+    if host == "localhost" or host.endswith(".local"):
+        return "local"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "api"
+    return "local" if address.is_loopback or address.is_private or address.is_link_local else "api"
 
 
 def _short(exc):

@@ -4,15 +4,17 @@ A watcher thread fingerprints what the runner, render stage and scorers write (s
 mtimes) every ``interval`` seconds and rebuilds the static report when it changed; the pages
 poll ``live.json`` and reload when its version moves. The server (Starlette's StaticFiles on
 uvicorn, in a background thread) only serves the built report folder (GET and HEAD; no
-directory listings), binds to a loopback address only and answers only requests whose Host
+directory listings; each file's length and body from one open descriptor, so a page the watcher
+replaces mid-request is sent whole, old or new), binds to a loopback address only and answers only requests whose Host
 names that address, so a web page that rebinds its own name to 127.0.0.1 cannot read it.
 A results folder stands for every run directory in it, including runs that appear later.
 """
 
 import datetime
-import html
 import json
 import logging
+import os
+import stat
 import tempfile
 import threading
 import time
@@ -20,61 +22,72 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
-from starlette.staticfiles import StaticFiles
+from starlette.staticfiles import NotModifiedResponse, StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import RunDir
+from bvb_addon.run_dir import RunDir, find_runs
+from bvb_addon.trajectory import read_trajectory
 
 from .files import read_jsonl
-from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
+from .html_page import Script, csp, fragment, join, render
+from .loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 
 log = logging.getLogger(__name__)
 
 FINISHED_OK = ("submitted", "limit")
-LIVE_SCRIPT = """<script>
-(function () {
-  var version = null;
+# Constant source (its hash is in the pages' policy); where live.json is and how often to ask are data- attributes.
+LIVE_SOURCE = """
+(function (options) {
+  var version = null, ms = parseInt(options.ms, 10) || 1500;
   function poll() {
-    fetch("%(path)slive.json", {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (live) {
+    fetch(options.path + "live.json", {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (live) {
       if (version !== null && live.version !== version) { location.reload(); return; }
       version = live.version;
-      setTimeout(poll, %(ms)d);
-    }).catch(function () { setTimeout(poll, %(ms)d); });
+      setTimeout(poll, ms);
+    }).catch(function () { setTimeout(poll, ms); });
   }
   poll();
-})();
-</script>"""
+})(document.currentScript.dataset);
+"""
+
+
+def live_script(path, ms):
+    return Script(LIVE_SOURCE, {"path": path, "ms": str(int(ms))})
 
 
 EMPTY_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>BVB report</title></head>
-<body data-report="bvb"><h1>BVB report</h1><p>No run directory in {paths} yet; this page reloads when one appears.</p>
-{script}
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{ policy }}">
+<title>BVB report</title></head>
+<body data-report="bvb"><h1>BVB report</h1><p>No run directory in {{ paths }} yet; this page reloads when one appears.</p>
+{{ script }}
 </body></html>
 """
+
+
+def view_policy():
+    """The header bvb view sends with every file: the scripts of every page it serves, and nothing else."""
+    from .report import LOAD_SCRIPT
+    from .trajectory_page import LOAD_SCRIPT as STEP_LOAD_SCRIPT
+
+    return csp((LOAD_SCRIPT, STEP_LOAD_SCRIPT, live_script("", 0))) + "; frame-ancestors 'none'"
 
 
 class ViewError(BVBError, ValueError):
     pass
 
 
-def is_run(path):
-    return RunDir(path).looks_like_run()
-
-
 def resolve_runs(paths):
-    """Run directories named directly, plus every run directory inside a results folder, in name order."""
+    """Run directories named directly, plus every run inside a results folder (the demo's runs/ too), by name."""
     runs = []
     for path in map(Path, paths):
         if not path.is_dir():
             raise ViewError(f"{path} is not a folder; pass a run directory (results/<run>) or a results folder")
-        if is_run(path):
-            runs.append(path)
-        else:
-            runs += [child for child in sorted(path.iterdir()) if is_run(child)]
+        runs += find_runs(path)
     return list(dict.fromkeys(runs))
 
 
@@ -94,10 +107,16 @@ def fingerprint(runs):
 
 
 def _read(path):
+    """A JSON object from a run's file, or None (missing, torn, or not an object)."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
+        value = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
+    return value if isinstance(value, dict) else None
+
+
+def _cost(value):
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value == value else 0.0
 
 
 def _parse_time(text):
@@ -123,11 +142,15 @@ def run_progress(run_dir, now=None):
     for scene, path in rd.trajectory_files():
         meta = metas.get(scene)
         if meta is None or path.stat().st_mtime > meta[1] + 1:
-            trajectory = _read(path) or {}
+            try:
+                trajectory = read_trajectory(path, inline=False)
+            except (OSError, ValueError):
+                trajectory = {}
             if trajectory.get("status", "running") == "running":
-                running.append({"scene": scene, "steps": len(trajectory.get("steps") or []),
-                                "cost": float(trajectory.get("cost") or 0.0)})  # fmt: skip
-    cost = sum(float(m.get("cost") or 0.0) for m, _ in metas.values()) + sum(r["cost"] for r in running)
+                steps = trajectory.get("steps")
+                running.append({"scene": scene, "steps": len(steps) if isinstance(steps, list) else 0,
+                                "cost": _cost(trajectory.get("cost"))})  # fmt: skip
+    cost = sum(_cost(m.get("cost")) for m, _ in metas.values()) + sum(r["cost"] for r in running)
     busy = {r["scene"] for r in running}
     done = sorted(s for s, (m, _) in metas.items() if m.get("status") in FINISHED_OK and s not in busy)
     failed = sorted(s for s, (m, _) in metas.items() if m.get("status") not in FINISHED_OK and s not in busy)
@@ -167,19 +190,25 @@ def _duration(seconds):
 
 def progress_html(progress):
     """The live section at the top of the report: one line per run."""
-    lines = ["<h2>Live</h2><table id='live'><tr><th>run</th><th>scenes</th><th>done</th><th>running</th>"
-             "<th>failed</th><th>cost $ (limit)</th><th>ETA</th><th>render ok/failed</th><th>scored</th></tr>"]  # fmt: skip
+    head = fragment(
+        "<h2>Live</h2><table id='live'><tr><th>run</th><th>scenes</th><th>done</th><th>running</th>"
+        "<th>failed</th><th>cost $ (limit)</th><th>ETA</th><th>render ok/failed</th><th>scored</th></tr>"
+    )
+    lines = [head]
     for p in progress:
-        running = ", ".join(f"{html.escape(r['scene'])} (step {r['steps']})" for r in p["running"]) or "–"
+        running = ", ".join(f"{r['scene']} (step {r['steps']})" for r in p["running"]) or "–"
         limit = f" of {p['cost_limit']:.2f}" if p["cost_limit"] is not None else ""
         scored = f"DV {p['dv_questions']} q · LS {p['ls_scenes']} · {'Overall' if p['overall'] else 'no Overall'}"
         lines.append(
-            f"<tr class='live-run'><td>{html.escape(p['run'])}</td><td>{p['scenes']}</td><td>{len(p['done'])}</td>"
-            f"<td>{running}</td><td>{len(p['failed'])}</td><td>{p['cost']:.4f}{limit}</td>"
-            f"<td>{_duration(p['eta_s'])}</td><td>{p['rendered']}/{p['render_failed']}</td><td>{scored}</td></tr>"
-        )
-    lines.append("</table>")
-    return "".join(lines)
+            fragment(
+                "<tr class='live-run'><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4f}{}</td>"
+                "<td>{}</td><td>{}/{}</td><td>{}</td></tr>",
+                p["run"], p["scenes"], len(p["done"]), running, len(p["failed"]), p["cost"], limit,
+                _duration(p["eta_s"]), p["rendered"], p["render_failed"], scored,
+            )
+        )  # fmt: skip
+    lines.append(fragment("</table>"))
+    return join(lines)
 
 
 class LiveReport:
@@ -206,15 +235,17 @@ class LiveReport:
         if mark == self._mark:
             return False
         progress = [run_progress(r) for r in runs]
-        script = {"index": LIVE_SCRIPT % {"path": "", "ms": self.poll_ms},
-                  "scene": LIVE_SCRIPT % {"path": "../", "ms": self.poll_ms}}  # fmt: skip
+        script = {"index": (live_script("", self.poll_ms),), "scene": (live_script("../", self.poll_ms),)}
         if runs:
             build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script))
         else:
-            write_text_atomic(
-                self.out_dir / "index.html",
-                EMPTY_PAGE.format(paths=html.escape(", ".join(map(str, self.paths))), script=script["index"]),
+            page = render(
+                EMPTY_PAGE,
+                policy=csp(script["index"]),
+                paths=", ".join(map(str, self.paths)),
+                script=script["index"][0],
             )
+            write_text_atomic(self.out_dir / "index.html", page)
         self._mark = mark
         self.version += 1
         write_json_atomic(self.out_dir / "live.json", {"version": self.version, "progress": progress,
@@ -251,6 +282,7 @@ class ViewGuard:
     def __init__(self, app, allowed):
         self.app = app
         self.allowed = allowed
+        self.policy = view_policy()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -267,15 +299,34 @@ class ViewGuard:
                 headers = MutableHeaders(scope=message)
                 headers["Cache-Control"] = "no-store"
                 headers["X-Content-Type-Options"] = "nosniff"
+                headers["Content-Security-Policy"] = self.policy
             await send(message)
 
         return await self.app(scope, receive, send_with_headers)
 
 
+class ReportFiles(StaticFiles):
+    """StaticFiles serving each file through OpenFileResponse (one descriptor per response)."""
+
+    def file_response(self, full_path, stat_result, scope, status_code=200):
+        try:
+            handle = open(full_path, "rb")  # noqa: SIM115 - OpenFileResponse closes it
+        except FileNotFoundError:  # removed since lookup_path's stat: the 404 StaticFiles gives
+            raise HTTPException(status_code=404) from None
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            handle.close()
+            raise HTTPException(status_code=404)
+        response = OpenFileResponse(handle, full_path, status_code)
+        if self.is_not_modified(response.headers, Headers(scope=scope)):
+            handle.close()
+            return NotModifiedResponse(response.headers)
+        return response
+
+
 def build_app(out_dir, allowed):
     """Read-only: files of the report folder (GET and HEAD; index.html for a folder, never a listing)."""
     # StaticFiles resolves symlinks and refuses any path that leaves out_dir; other methods are a 405.
-    files = StaticFiles(directory=out_dir, html=True)
+    files = ReportFiles(directory=out_dir, html=True)
     return ViewGuard(Starlette(routes=[Mount("/", app=files)]), allowed)
 
 

@@ -3,22 +3,26 @@
 Both run on a desktop beside a web browser. A page the user opens could resolve its own name to
 127.0.0.1 (DNS rebinding) and read what a loopback server answers, so each request's Host must
 name the bound address. uvicorn runs on a socket bound here, with a deadline on each request's
-head and on idle keep-alive connections, and stops when ``stop()`` sets ``should_exit``.
+head and on idle keep-alive connections, and stops when ``stop()`` sets ``should_exit``. A file
+is answered from one open descriptor (OpenFileResponse), so one replaced meanwhile is sent whole.
 """
 
 import contextlib
 import ipaddress
+import os
 import socket
 import threading
 import time
 from urllib.parse import urlsplit
 
+import anyio
 import h11
 import uvicorn
+from starlette.responses import FileResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 # Clients send a request head in one write, so a head still incomplete after 0.75 s is a stuck or
-# hostile client (DESIGN.md section 8: 4xx within a second).
+# hostile client (docs/service.md: 4xx within a second).
 HEAD_TIMEOUT_S = 0.75
 # An idle keep-alive connection is closed after this; a browser polling every 1.5 s keeps its one.
 KEEP_ALIVE_S = 5
@@ -175,3 +179,32 @@ class ServerThread:
         finally:
             with contextlib.suppress(OSError):
                 self.sock.close()
+
+
+if not hasattr(FileResponse, "_open_file"):  # the one seam OpenFileResponse overrides; fail loudly, never race
+    raise ImportError(
+        "this starlette's FileResponse has no _open_file; update eval_bridge/loopback_http.py's OpenFileResponse"
+    )
+
+
+class OpenFileResponse(FileResponse):
+    """A FileResponse whose headers (length, etag) and body come from one already-open file.
+
+    Starlette's own stats the path, sends that length, then opens the path again to read it: the
+    watcher's rename of a rebuilt page between the two sent a body shorter or longer than announced
+    (the client's IncompleteRead). An open descriptor keeps the file it was opened on.
+    """
+
+    def __init__(self, handle, path, status_code=200):
+        self._handle = handle
+        super().__init__(path, status_code=status_code, stat_result=os.fstat(handle.fileno()))
+
+    @contextlib.asynccontextmanager
+    async def _open_file(self):
+        yield anyio.wrap_file(self._handle)  # closed by __call__, however the response ends
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._handle.close()

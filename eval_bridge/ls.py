@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import RunDir
+from bvb_addon.progress import bar as progress_bar
+from bvb_addon.run_dir import RunDir, require_run
 
 from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 PREPROCESSOR_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
 WEIGHTS_HINT = (
-    "pass --model with a local folder holding config.json, model.safetensors and preprocessor_config.json "
+    "pass --encoder with a local folder holding config.json, model.safetensors and preprocessor_config.json "
     "(a download of facebook/vjepa2-vitl-fpc64-256, e.g. `huggingface-cli download facebook/vjepa2-vitl-fpc64-256 "
     "--local-dir vjepa2`), or a hub id where the hub is reachable"
 )
@@ -80,7 +80,8 @@ class Encoder:
             import transformers
         except ImportError as exc:
             raise LSError(
-                f"LS needs torch and transformers ({exc.name} is missing); install the 'bridge' extra"
+                f"LS needs torch and transformers ({exc.name} is missing); install them with: ./bvb setup ls "
+                "(or pip install 'bvb[ls]'; torch's CPU build is about 200 MB)"
             ) from None
         self.torch = torch
         self.model_id = str(model)
@@ -93,7 +94,7 @@ class Encoder:
         self.device, self.dtype_name = device, dtype
         local = Path(model)
         if local.exists() and not (local / "config.json").is_file():
-            raise LSError(f"--model {model}: the folder has no config.json; {WEIGHTS_HINT}")
+            raise LSError(f"--encoder {model}: the folder has no config.json; {WEIGHTS_HINT}")
         try:
             if trust_remote_code:
                 net = transformers.AutoModel.from_pretrained(model, trust_remote_code=True, dtype=getattr(torch, dtype))
@@ -141,11 +142,7 @@ class Encoder:
         batch = np.stack([preprocess(clip_a, self.prep), preprocess(clip_b, self.prep)])
         pixels = torch.from_numpy(batch).to(self.device, dtype=getattr(torch, self.dtype_name))
         with torch.inference_mode():
-            if type(self.model).__name__ == "VJEPA2Model":
-                out = self.model(pixel_values_videos=pixels, skip_predictor=True)
-            else:
-                out = self.model(pixel_values_videos=pixels)
-        hidden = out.last_hidden_state.float().cpu().numpy()
+            hidden = self._forward(pixels).float().cpu().numpy()
         expected = math.prod(self.grid)
         if hidden.shape[1] != expected:
             raise LSError(
@@ -153,6 +150,12 @@ class Encoder:
                 "check --num-frames against the model's tubelet and patch sizes"
             )
         return hidden
+
+    def _forward(self, pixels):
+        """Last hidden states of a (B, T, C, H, W) batch: transformers' V-JEPA 2, without its predictor."""
+        if type(self.model).__name__ == "VJEPA2Model":
+            return self.model(pixel_values_videos=pixels, skip_predictor=True).last_hidden_state
+        return self.model(pixel_values_videos=pixels).last_hidden_state
 
     def resize_frame(self, rgb):
         """One decoded frame at the encoder's resize size: read_rgb_frames applies it as it decodes,
@@ -184,13 +187,125 @@ class EncoderSpec:
     dtype: str = "auto"
     trust_remote_code: bool = False
     num_frames: int = 64
+    encoder_repo: str | None = None
+    """With ``checkpoint``: ``model`` is a torch-hub entry point of this local vjepa2 checkout (V-JEPA 2.1)."""
+    checkpoint: str | None = None
 
     @property
     def model_id(self):
         return str(self.model)
 
     def build(self):
+        if self.checkpoint or self.encoder_repo:
+            return HubEncoder(self.model, self.encoder_repo, self.checkpoint, self.device, self.dtype, self.num_frames)
         return Encoder(self.model, self.device, self.dtype, self.trust_remote_code, self.num_frames)
+
+
+HUB_CHECKPOINT_KEYS = ("ema_encoder", "target_encoder", "encoder")
+"""Where a vjepa2 release checkpoint keeps the encoder's weights: 2.1's base and large under ema_encoder,
+the others under target_encoder (the entry points name theirs); the first one present is taken."""
+HUB_HINT = (
+    "pass --encoder ENTRY (e.g. vjepa2_1_vit_large_384) --encoder-repo DIR (a local checkout of "
+    "facebookresearch/vjepa2, or torch hub's cache of it) --checkpoint FILE (the entry's .pt release file)"
+)
+RELEASE_MEAN, RELEASE_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def release_preprocessing(crop):
+    """The vjepa2 release's evaluation transform: short side to crop x 256/224, centre crop, ImageNet normalisation."""
+    return Preprocessing(shortest_edge=int(crop * 256 / 224), crop_hw=(crop, crop), mean=RELEASE_MEAN, std=RELEASE_STD)
+
+
+def strip_prefixes(state):
+    """An encoder state dict with the release's ``module.`` and ``backbone.`` prefixes removed."""
+    return {key.replace("module.", "").replace("backbone.", ""): value for key, value in state.items()}
+
+
+class HubEncoder(Encoder):
+    """A V-JEPA 2.1 encoder the way its release ships: a torch-hub entry point of a local vjepa2 checkout
+    (built with pretrained=False, so nothing is downloaded) and the weights from a local .pt checkpoint."""
+
+    def __init__(self, entry, repo, checkpoint, device="auto", dtype="auto", num_frames=64):
+        from .identity import file_sha256
+
+        try:
+            import torch
+        except ImportError:
+            raise LSError("LS needs torch (missing); install the 'bridge' extra") from None
+        self.torch = torch
+        repo = Path(repo) if repo else _hub_cache()
+        if repo is None or not (repo / "hubconf.py").is_file():
+            raise LSError(f"--encoder-repo {repo or '(unset)'} holds no hubconf.py; {HUB_HINT}")
+        if not checkpoint or not Path(checkpoint).is_file():
+            raise LSError(f"--checkpoint {checkpoint or '(unset)'}: no such file; {HUB_HINT}")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        if dtype not in ("bfloat16", "float16", "float32"):
+            raise LSError(f"--dtype {dtype}: use bfloat16, float16 or float32")
+        self.device, self.dtype_name = device, dtype
+        self.entry, self.repo, self.checkpoint = str(entry), repo, Path(checkpoint)
+        self.num_frames = int(num_frames)
+        try:
+            built = torch.hub.load(str(repo), self.entry, source="local", pretrained=False, num_frames=self.num_frames)
+        except (AttributeError, RuntimeError) as exc:  # torch.hub: an unknown entry point is a RuntimeError
+            raise LSError(f"cannot build {self.entry!r} from {repo} ({_one_line(exc)}); {HUB_HINT}") from None
+        net = built[0] if isinstance(built, tuple) else built  # the release's entries return (encoder, predictor)
+        state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+        key = next((k for k in HUB_CHECKPOINT_KEYS if isinstance(state, dict) and k in state), None)
+        if key is None:
+            found = ", ".join(sorted(state)[:6]) if isinstance(state, dict) else type(state).__name__
+            raise LSError(f"--checkpoint {checkpoint} has none of {', '.join(HUB_CHECKPOINT_KEYS)} (it has {found})")
+        missing, unexpected = net.load_state_dict(strip_prefixes(state[key]), strict=False)
+        # V-JEPA 2 checkpoints keep a pos_embed their RoPE encoders do not use (the release loads them anyway).
+        unexpected = [k for k in unexpected if not k.endswith("pos_embed")]
+        if missing or unexpected:
+            raise LSError(
+                f"--checkpoint {checkpoint}[{key}] does not fit {self.entry}: {len(missing)} missing and "
+                f"{len(unexpected)} unexpected weights (e.g. {(list(missing) + list(unexpected))[0]}); "
+                "use the entry point's own checkpoint"
+            )
+        self.checkpoint_key = key
+        self.checkpoint_sha256 = file_sha256(self.checkpoint)
+        # One id per encoder and checkpoint: rows scored with other weights are never resumed as these.
+        self.model_id = f"{self.entry}@{self.checkpoint_sha256[:12]}"
+        self.model = net.to(device=device, dtype=getattr(torch, dtype)).eval()
+        self.patch = int(_first_int(getattr(net, "patch_size", 16)))
+        self.tubelet = int(getattr(net, "tubelet_size", 2))
+        if self.num_frames % self.tubelet:
+            raise LSError(f"--num-frames {num_frames} must be a multiple of the model's tubelet size {self.tubelet}")
+        crop = int(self.entry.rsplit("_", 1)[-1]) if self.entry.rsplit("_", 1)[-1].isdigit() else 384
+        self.prep = release_preprocessing(crop)
+        self.grid = (self.num_frames // self.tubelet, crop // self.patch, crop // self.patch)
+
+    def _forward(self, pixels):
+        """The hub encoder takes (B, C, T, H, W) and returns its tokens (B, N, D)."""
+        out = self.model(pixels.permute(0, 2, 1, 3, 4))
+        return out[-1] if isinstance(out, (list, tuple)) else out
+
+    def info(self):
+        return {
+            **super().info(),
+            "encoder": self.entry,
+            "loader": "torch.hub (local vjepa2 checkout)",
+            "encoder_repo": str(self.repo),
+            "checkpoint": str(self.checkpoint),
+            "checkpoint_key": self.checkpoint_key,
+            "checkpoint_sha256": self.checkpoint_sha256,
+        }
+
+
+def _first_int(value):
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
+def _hub_cache():
+    """torch hub's cache of facebookresearch/vjepa2 (torch.hub.load("facebookresearch/vjepa2", ...) fills it), or None."""
+    import torch
+
+    found = sorted(Path(torch.hub.get_dir()).glob("facebookresearch_vjepa2_*"))
+    return found[0] if found else None
 
 
 def _failure(run_dir, scene):
@@ -206,7 +321,7 @@ def _failure(run_dir, scene):
                 "no_render",
                 f"no submission: {meta.get('stop_reason') or meta.get('status') or 'the agent never ran'}",
             )
-        return "no_render", "no evaluation render; run python -m headless.render"
+        return "no_render", "no evaluation render; run bvb render"
     return None
 
 
@@ -249,6 +364,7 @@ def run_ls(
     backend="local",
     ray_address=None,
     scenes_per_task=8,
+    split_path=None,
 ):
     """Score every scene of the split; rows are rewritten atomically after each scene, so a kill loses one.
 
@@ -256,11 +372,10 @@ def run_ls(
     backend="ray": batches of scenes_per_task scenes are Ray tasks (a GPU each where the cluster has one).
     """
     from bvb_addon.dataset import split_scenes, video_path
-    from bvb_addon.video import read_rgb_frames
+    from bvb_addon.video import check_video, read_rgb_frames
 
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise LSError(f"run directory {run_dir} does not exist; pass --run results/<run>")
+    require_run(run_dir)
     pairs = split_scenes(questions)
     wanted = set(scenes) if scenes else None
     if wanted:
@@ -271,7 +386,10 @@ def run_ls(
         raise LSError(f"--backend {backend!r}: use local or ray")
     if backend == "local" and isinstance(encoder, EncoderSpec):
         encoder = encoder.build()
-    sources = {pair: video_path(videos_root, *pair) for pair in pairs if wanted is None or pair[1] in wanted}
+    # A missing, empty or non-video source is bad input (exit 2, named) before any scene, not a fault per scene.
+    sources = {
+        pair: check_video(video_path(videos_root, *pair)) for pair in pairs if wanted is None or pair[1] in wanted
+    }
     previous = {r["scene"]: r for r in read_jsonl(RunDir(run_dir).ls_rows)}
     rows = {}
     order = [s for _, s in pairs]
@@ -279,10 +397,12 @@ def run_ls(
         keep_other = wanted is not None and scene not in wanted
         done = resume and row.get("status") == "ok" and row.get("model") == encoder.model_id
         done = done and row.get("num_frames") == encoder.num_frames
+        # Scored on the clips there now: a re-rendered or replaced clip is embedded again.
+        done = done and _same_clips(row, run_dir, sources)
         if keep_other or done:
             rows[scene] = row
     todo = [(d, s) for d, s in pairs if (wanted is None or s in wanted) and s not in rows]
-    bar = tqdm(total=len(todo), desc="LS", unit="scene", leave=False)
+    bar = progress_bar(total=len(todo), desc="LS", unit="scene", leave=False)
     done = [0]
 
     def finished(new_rows):
@@ -311,8 +431,33 @@ def run_ls(
     final = [rows[s] for s in order if s in rows]
     write_jsonl_atomic(RunDir(run_dir).ls_rows, final)
     summary = summarise(final, info)
+    if split_path:
+        from .identity import file_sha256
+
+        summary["split"], summary["split_sha256"] = str(split_path), file_sha256(split_path)
     write_json_atomic(RunDir(run_dir).ls_summary, summary)
     return summary
+
+
+def clip_fingerprints(run_dir, scene, source):
+    """(source, render) content fingerprints of a scene's clips (eval_bridge.cache); None for a missing clip."""
+    from .cache import clip_fingerprint
+
+    def one(path):
+        try:
+            return clip_fingerprint(path)
+        except OSError:
+            return None
+
+    return one(source), one(RunDir(run_dir).render(scene))
+
+
+def _same_clips(row, run_dir, sources):
+    source = sources.get((row.get("dataset"), row.get("scene")))
+    if source is None:
+        return False
+    now = clip_fingerprints(run_dir, row["scene"], source)
+    return (row.get("source_fingerprint"), row.get("render_fingerprint")) == now
 
 
 def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished):
@@ -321,7 +466,11 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
         raise LSError(f"--scenes-per-task {scenes_per_task} must be at least 1")
     spec = encoder
     if not isinstance(spec, EncoderSpec):
-        spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
+        if isinstance(encoder, HubEncoder):
+            spec = EncoderSpec(encoder.entry, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames,
+                               encoder_repo=str(encoder.repo), checkpoint=str(encoder.checkpoint))  # fmt: skip
+        else:
+            spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
     info = None
     if jobs:
         from .distributed import MAX_RETRIES, batches_on_ray
@@ -377,6 +526,7 @@ def scene_row(encoder, run_dir, dataset, scene, source, read_rgb_frames=None):
         return row
     if read_rgb_frames is None:
         from bvb_addon.video import read_rgb_frames
+    row["source_fingerprint"], row["render_fingerprint"] = clip_fingerprints(run_dir, scene, source)
     row.update(_score_scene(encoder, read_rgb_frames, source, run_dir, scene))
     return row
 

@@ -9,9 +9,10 @@ from urllib.parse import urlparse
 
 from bvb_addon import versions
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import RunDir
+from bvb_addon.money import money
+from bvb_addon.run_dir import RunDir, require_run, runs_in
 
-from . import noise
+from . import identity, noise
 from .files import read_json, write_json_atomic, write_text_atomic
 from .protocol import overall_score, retention
 
@@ -44,10 +45,15 @@ PUBLISHED_COLUMNS = (
     "runtimeMin",
     *QUESTION_COLUMNS,
 )
-# vsiSource / vsiRender: VSI-Bench's official overall (0-100) of the judge on the sources and the
-# renders, for runs scored with --protocol vsi_official. blender / comparable: the Blender the run
-# was made and rendered with, and whether that is the protocol's (DESIGN.md section 9).
-OWN_COLUMNS = ("scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable")
+# run: the run folder (unique; two runs of one model share a name). vsiSource / vsiRender:
+# VSI-Bench's official overall (0-100) of the judge on the sources and the renders, for runs scored
+# with --protocol vsi_official. blender: the Blender the run was made and rendered with.
+# comparable: whether the run is comparable with the baseline run (the first, or --baseline) and used
+# the protocol's Blender (docs/protocol.md section 10); differs: in what its identity differs (eval_bridge.identity).
+OWN_COLUMNS = (
+    "run", "scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable",
+    "differs",
+)  # fmt: skip
 # The bootstrap intervals come right after BVB's columns (eval_bridge.noise).
 COLUMNS = PUBLISHED_COLUMNS + noise.CI_COLUMNS + OWN_COLUMNS + noise.NOISE_COLUMNS
 VENDORS = {
@@ -76,15 +82,14 @@ def _summary(path):
 def compute_overall(run_dir):
     """Write <run>/overall.json from the run's DV and LS summaries; returns its content."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise OverallError(f"run directory {run_dir} does not exist; pass --run results/<run>")
+    require_run(run_dir)
     rd = RunDir(run_dir)
     dv = _summary(rd.dv_summary)
     ls = _summary(rd.ls_summary)
     if dv is None and ls is None:
         raise OverallError(
             f"{run_dir} has neither {rd.dv_summary.name} nor {rd.ls_summary.name}; "
-            "score it first with python -m eval_bridge dv and python -m eval_bridge ls"
+            "score it first with bvb score dv and bvb score ls"
         )
     dv_pct = _percent((dv or {}).get("retention_rate"))
     if dv is not None and dv_pct is None:
@@ -93,7 +98,7 @@ def compute_overall(run_dir):
     missing = [name for name, value in (("dual_vqa", dv), ("latent_sim", ls)) if value is None]
     for name in missing:
         command = "dv" if name == "dual_vqa" else "ls"
-        log.warning("%s: no %s summary, so no Overall; run python -m eval_bridge %s", run_dir, name, command)
+        log.warning("%s: no %s summary, so no Overall; run bvb score %s", run_dir, name, command)
     result = {
         "overall": overall_score(dv_pct, ls_pct) if not missing else None,
         "dual_vqa": dv_pct,
@@ -104,6 +109,8 @@ def compute_overall(run_dir):
         "protocol": (dv or {}).get("protocol"),
         "judge_model": (dv or {}).get("judge_model"),
         "encoder": (ls or {}).get("model"),
+        # What makes this run's numbers comparable with another's (eval_bridge.identity).
+        "identity": identity.run_identity(run_dir),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     write_json_atomic(rd.overall, result)
@@ -138,6 +145,7 @@ def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
     by_type = dv.get("by_question_type") or {}
     row = {
         "name": name,
+        "run": str(run_dir),
         "effort": config.get("reasoning") or config.get("effort") or "",
         "harness": f"bvb-blender {config.get('harness_version', '')}".strip(),
         "vendor": _vendor(config) if agent in (None, "model") else "",
@@ -174,9 +182,24 @@ def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
     comparable, note = versions.comparability(blenders)
     made, rendered = "; ".join(blenders["made"]), "; ".join(blenders["rendered"])
     row["blender"] = made if rendered in ("", made) else f"{made or '?'} (rendered {rendered})"
+    row["blender_ok"] = comparable
     row["comparable"] = str(comparable).lower()
     row["comparability_note"] = note
+    row["identity"] = identity.run_identity(run_dir)
     return row
+
+
+def mark_comparability(rows, baseline):
+    """Set each run row's comparable and differs against the baseline identity; published rows are left as they are."""
+    for row in rows:
+        if "identity" not in row:
+            continue
+        diffs = identity.differences(row["identity"], baseline)
+        row["differs"] = identity.describe(diffs)
+        row["comparable"] = str(row.get("blender_ok", True) and not diffs).lower()
+        if diffs:
+            note = f"differs from the baseline run in {row['differs']}: not comparable, not ranked with it"
+            row["comparability_note"] = "; ".join(n for n in (row.get("comparability_note"), note) if n)
 
 
 def _number(value):
@@ -238,22 +261,43 @@ def _rank_key(row):
     return key
 
 
-def leaderboard(run_dirs, out, reference=None, resamples=noise.RESAMPLES, seed=noise.SEED):
+def leaderboard(run_dirs, out, reference=None, resamples=noise.RESAMPLES, seed=noise.SEED, baseline=None,
+                rank_all=False):  # fmt: skip
     """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows.
 
-    Runs named NAME.trial1 ... NAME.trialK also get one row NAME aggregating their trials.
+    Runs named NAME.trial1 ... NAME.trialK also get one row NAME aggregating their trials. A run
+    whose identity differs from the baseline run's (``baseline``, else the first) is marked
+    comparable=false with what differs, and is not ranked unless ``rank_all`` asks for one ranking
+    across groups: its rank is blank and it follows the ranked rows.
     """
+    # A results folder stands for the runs in it (the demo's runs/ included); one with none is refused.
+    run_dirs = runs_in(run_dirs)
     rows = [run_row(r, resamples, seed) for r in run_dirs]
     by_dir = {str(Path(r)): row for r, row in zip(run_dirs, rows, strict=True)}
     for name, trials in noise.trial_groups(run_dirs).items():
-        rows.append(noise.trial_row(name, [by_dir[str(t)] for t in trials], trials, resamples, seed))
+        trial = noise.trial_row(name, [by_dir[str(t)] for t in trials], trials, resamples, seed)
+        trial["run"] = str(trials[0]).rsplit(".trial", 1)[0]
+        rows.append(trial)
+    if baseline is not None:
+        base = runs_in([baseline])
+        if len(base) != 1:
+            raise OverallError(f"--baseline {baseline} holds {len(base)} runs; name one run directory")
+        base_identity = identity.run_identity(base[0])
+    else:
+        base_identity = rows[0]["identity"] if rows else {}
+    mark_comparability(rows, base_identity)
     if reference:
         rows += read_reference(reference)
     # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
     rows.sort(key=_rank_key)
-    for rank, row in enumerate(rows, 1):
+    ranked = [r for r in rows if rank_all or r.get("comparable") != "false"]
+    apart = [r for r in rows if not (rank_all or r.get("comparable") != "false")]
+    for rank, row in enumerate(ranked, 1):
         row["rank"] = rank
-    noise.overlaps(rows)
+    for row in apart:
+        row["rank"] = None
+    rows = ranked + apart
+    noise.overlaps(ranked)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -265,15 +309,17 @@ def leaderboard(run_dirs, out, reference=None, resamples=noise.RESAMPLES, seed=n
 
 def format_table(rows):
     """A plain-text table of the main columns, for the terminal."""
-    columns = ("rank", "name", "effort", "overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "judge")
+    columns = ("rank", "name", "run", "effort", "overall", "dualVqa", "latentSim", "layout", "motion", "costUsd",
+               "judge", "differs")  # fmt: skip
 
-    def show(value):
+    def show(column, value):
         if isinstance(value, float):
-            return f"{value:.2f}"
+            # Money with fractions of a cent: a $0.0036 run never reads 0.00.
+            return money(value) if column == "costUsd" else f"{value:.2f}"
         return "" if value is None else str(value)
 
     # A run made or rendered with another Blender than the protocol's is starred, with the note below.
-    cells = [[show(r.get(c)) + (" *" if c == "name" and r.get("comparable") == "false" else "") for c in columns]
+    cells = [[show(c, r.get(c)) + (" *" if c == "name" and r.get("comparable") == "false" else "") for c in columns]
              for r in rows]  # fmt: skip
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]

@@ -1,7 +1,7 @@
 """The V-JEPA 2 video processor's steps in numpy: resize, centre crop, rescale, normalise.
 
 The transformers video processor needs torchvision, which this project does not install (see
-DESIGN.md section 3). These are its steps with the values of the model's own
+docs/protocol.md section 7). These are its steps with the values of the model's own
 preprocessor_config.json; the resize is torch's antialiased bilinear filter (align_corners
 False) written as two weight matrices, and it rounds to uint8 as the processor does on uint8
 frames.

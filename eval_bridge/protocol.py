@@ -1,4 +1,4 @@
-"""The scoring protocols in one place (DESIGN.md section 6): prompts, per-answer scores, correctness,
+"""The scoring protocols in one place (docs/protocol.md sections 5 and 6): prompts, per-answer scores, correctness,
 retention, VSI-Bench's official aggregate and Overall.
 
 Protocols:
@@ -135,6 +135,10 @@ def choice_correct(answer, options, ground_truth):
 VSI_PRE_PROMPT = "These are frames of a video."
 VSI_CHOICE_POST_PROMPT = "Answer with the option's letter from the given choices directly."
 VSI_NUMBER_POST_PROMPT = "Please answer the question using a single word or phrase."
+# VSI-Bench's task sends its API models (the gpt4v and gemini_api settings) another numeric post-prompt.
+VSI_API_NUMBER_POST_PROMPT = "Do not response anything other than a single number!"
+PROMPT_KINDS = ("local", "api")
+"""Which of VSI-Bench's numeric post-prompts a judge gets: local models' or API models'."""
 VSI_MAX_TOKENS = 16
 # The official thresholds: linspace(.5, .95, 10), compared with <= against 1 - theta in floats,
 # so 1 - 0.95 is 0.05000000000000004 and 1 - 0.7 is 0.30000000000000004 (not rounded).
@@ -183,9 +187,10 @@ def vsi_aggregate(rows, side):
     """VSI-Bench's official aggregate of one side ("source" or "render"), x100, with the official keys.
 
     Mean score per question type (``<type>_accuracy`` for multiple choice, ``<type>_MRA:.5:.95:.05``
-    for numbers); the three rel_direction types replaced by their plain mean
-    ``object_rel_direction_accuracy`` (a missing level counts 0, as officially); ``overall`` the mean
-    over all keys.
+    for numbers); ``overall`` the mean over all keys. As the official code: the three rel_direction
+    levels are replaced by their mean ``object_rel_direction_accuracy`` only when the easy level is
+    present; without it the present levels stay as their own keys. Where the official code raises
+    (easy without both others), the present levels are averaged (``partial_split`` says so).
     """
     by_type = {}
     for row in rows:
@@ -194,10 +199,24 @@ def vsi_aggregate(rows, side):
     for question_type, scores in by_type.items():
         metric = MRA_KEY if question_type in NUMERIC_TYPES else ACCURACY_KEY
         output[f"{question_type}_{metric}"] = sum(scores) / len(scores)
-    levels = [output.pop(f"{t}_{ACCURACY_KEY}", 0.0) for t in REL_DIRECTION_TYPES]
-    output[REL_DIRECTION_KEY] = sum(levels) / len(levels)
+    if f"{REL_DIRECTION_TYPES[0]}_{ACCURACY_KEY}" in output:
+        levels = [output.pop(f"{t}_{ACCURACY_KEY}") for t in REL_DIRECTION_TYPES if f"{t}_{ACCURACY_KEY}" in output]
+        output[REL_DIRECTION_KEY] = sum(levels) / len(levels)
     output["overall"] = sum(output.values()) / len(output)
     return {key: 100.0 * value for key, value in output.items()}
+
+
+def vsi_partial_split(rows):
+    """True where the official aggregate would raise: the easy rel_direction level without both others."""
+    present = {row["question_type"] for row in rows}
+    return REL_DIRECTION_TYPES[0] in present and not set(REL_DIRECTION_TYPES) <= present
+
+
+def vsi_number_post_prompt(kind):
+    """The numeric post-prompt VSI-Bench's task sends a model of this kind ("local" or "api")."""
+    if kind not in PROMPT_KINDS:
+        raise ValueError(f"prompt kind {kind!r}: use local or api")
+    return VSI_API_NUMBER_POST_PROMPT if kind == "api" else VSI_NUMBER_POST_PROMPT
 
 
 # --- every protocol ------------------------------------------------------------------------
@@ -211,11 +230,14 @@ def check_protocol(protocol, geometry=False):
     return protocol
 
 
-def prompt_for(question, protocol):
-    """The text after the frames: the question only for dual_vqa_v1; VSI-Bench's prompt for vsi_official."""
+def prompt_for(question, protocol, kind="local"):
+    """The text after the frames: the question only for dual_vqa_v1; VSI-Bench's prompt for vsi_official.
+
+    ``kind`` picks VSI-Bench's numeric post-prompt: "local" models' or "api" models'.
+    """
     if protocol == "vsi_official":
         if question.question_type in NUMERIC_TYPES:
-            return "\n".join([VSI_PRE_PROMPT, question.question, VSI_NUMBER_POST_PROMPT])
+            return "\n".join([VSI_PRE_PROMPT, question.question, vsi_number_post_prompt(kind)])
         options = "Options:\n" + "\n".join(question.options or [])
         return "\n".join([VSI_PRE_PROMPT, question.question, options, VSI_CHOICE_POST_PROMPT])
     return question.question

@@ -1,6 +1,6 @@
 """A static HTML report of one or more scored runs: no server, works offline.
 
-    python -m eval_bridge report RUN [RUN ...] --out DIR [--videos ROOT]
+    bvb report RUN [RUN ...] --out DIR [--videos ROOT]
 
 The page holds the leaderboard table, a DV-versus-LS scatter with Overall iso-curves, DV
 by question type as bars (both drawn with matplotlib), and per scene the source and the
@@ -8,18 +8,21 @@ render side by side as synchronised frame strips with the scene's scores, cost, 
 status, and links to its trajectory and program.
 """
 
-import html
 import json
 import logging
 import math
-import shutil
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bvb_addon import versions, video
-from bvb_addon.atomic import write_text_atomic
-from bvb_addon.run_dir import RunDir, read_jsonl, videos_of
+from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
+from bvb_addon.run_dir import RunDir, read_jsonl, runs_in, videos_of
+from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 
+from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
+from .identity import describe, differences, run_identity
 from .protocol import overall_score
 
 log = logging.getLogger(__name__)
@@ -57,28 +60,63 @@ class RunView:
     scenes: list = field(default_factory=list)
     judge: str = ""
     protocol: str = ""
+    encoder: str = ""  # the LS encoder (with V-JEPA 2.1 as released: ENTRY@checkpoint hash)
     steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
     step_answers: dict = field(default_factory=dict)  # scene -> its steps_answers.jsonl rows
     ci: dict = field(default_factory=dict)  # eval_bridge.noise: the bootstrap intervals and vote spread
     vsi_bench: dict = field(default_factory=dict)  # VSI-Bench's official aggregate, under vsi_official
     comparability_note: str = ""  # set when another Blender than the protocol's made or rendered it
+    differs: str = ""  # where its identity differs from the first run's (eval_bridge.identity): not ranked with it
 
 
-def _read_json(path):
+def inside(root, path):
+    """Whether ``path`` exists and resolves (links followed) to a place under ``root``: a run's files stay in it."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
+        return Path(path).resolve(strict=True).is_relative_to(Path(root).resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+def _read_json(path, root=None):
+    """A JSON object of a run, or None: missing, unreadable, not an object, or a link out of ``root``."""
+    path = Path(path)
+    if root is not None and not inside(root, path):
         return None
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _rows(root, path):
+    """The JSON-object lines of a run file that stays inside the run (else none)."""
+    if not inside(root, path):
+        return []
+    return [row for row in read_jsonl(path) if isinstance(row, dict)]
+
+
+def _number(value):
+    """A float of a field that should hold a number, or None (a downloaded run can put anything there)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _percent(value):
-    """Summaries keep BVB's 0-1 fractions; tables use 0-100."""
-    return None if value is None else 100.0 * float(value)
+    """Summaries keep BVB's 0-1 fractions; tables use 0-100 (None for what is not a number)."""
+    value = _number(value)
+    return None if value is None else 100.0 * value
 
 
 def _find_source(videos_root, scene, datasets):
-    if not videos_root:
+    # Names from run files, not paths (the split's rule): a "../" must not reach a clip outside the videos folder.
+    def plain(name):
+        return bool(name) and "/" not in name and "\0" not in name and not name.startswith(".")
+
+    if not videos_root or not plain(scene):
         return None
+    datasets = [d for d in datasets if plain(d)]
     root = Path(videos_root)
     for dataset in datasets:
         candidate = root / dataset / f"{scene}.mp4"
@@ -92,41 +130,56 @@ def load_run(run_dir, videos_root=None):
     """Collect what the report shows of one run directory."""
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
-    config = _read_json(rd.config) or {}
+    config = _read_json(rd.config, run_dir) or {}
     name = config.get("name") or config.get("model") or run_dir.name
     if config.get("reasoning") and config.get("reasoning") != "none" and "name" not in config:
         name = f"{name} ({config['reasoning']})"
     view = RunView(name=str(name), path=run_dir)
     videos_root = videos_root or videos_of(config)
 
-    dv_summary = _read_json(rd.dv_summary) or {}
-    ls_summary = _read_json(rd.ls_summary) or {}
-    overall = _read_json(rd.overall) or {}
-    view.dv = overall.get("dual_vqa", _percent(dv_summary.get("retention_rate")))
-    view.ls = overall.get("latent_sim", _percent(ls_summary.get("vision_sim")))
-    if overall.get("overall") is not None:
-        view.overall = overall["overall"]
+    dv_summary = _read_json(rd.dv_summary, run_dir) or {}
+    ls_summary = _read_json(rd.ls_summary, run_dir) or {}
+    overall = _read_json(rd.overall, run_dir) or {}
+    view.dv = _number(overall["dual_vqa"]) if "dual_vqa" in overall else _percent(dv_summary.get("retention_rate"))
+    view.ls = _number(overall["latent_sim"]) if "latent_sim" in overall else _percent(ls_summary.get("vision_sim"))
+    view.encoder = str(ls_summary.get("model") or "")
+    if _number(overall.get("overall")) is not None:
+        view.overall = _number(overall["overall"])
     elif view.dv is not None and view.ls is not None:
         view.overall = overall_score(view.dv, view.ls)
-    view.steps = _read_json(rd.steps_analysis) or {}
+    view.steps = _read_json(rd.steps_analysis, run_dir) or {}
     from .noise import run_noise
 
-    view.ci = run_noise(run_dir)
-    for answer in read_jsonl(rd.steps_answers):
+    try:
+        view.ci = run_noise(run_dir)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a row with the wrong types: no intervals
+        log.warning("%s: no confidence intervals (%s: %s)", run_dir, type(exc).__name__, str(exc)[:200])
+    for answer in _rows(run_dir, rd.steps_answers):
         view.step_answers.setdefault(str(answer.get("scene")), []).append(answer)
-    _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
+    version_files = [rd.config, rd.render_status, *sorted(rd.scene_graphs.glob("*.json"))]
+    try:
+        if any(p.exists() and not inside(run_dir, p) for p in version_files):
+            view.comparability_note = (
+                "its Blender versions were not read: a file that records them is a link out of the run"
+            )
+        else:
+            _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
+    except (TypeError, AttributeError):  # a version field that is not text
+        view.comparability_note = "the Blender versions it records are not readable"
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
-    view.vsi_bench = dv_summary.get("vsi_bench") or {}
-    for qtype, entry in (dv_summary.get("by_question_type") or {}).items():
+    vsi_bench = dv_summary.get("vsi_bench")
+    view.vsi_bench = vsi_bench if isinstance(vsi_bench, dict) else {}
+    by_type = dv_summary.get("by_question_type")
+    for qtype, entry in (by_type if isinstance(by_type, dict) else {}).items():
         rate = entry.get("retention_rate") if isinstance(entry, dict) else entry
-        if rate is not None:
-            view.by_type[qtype] = _percent(rate)
+        if _percent(rate) is not None:
+            view.by_type[str(qtype)] = _percent(rate)
 
     rows = {}
     for meta_path in rd.meta_files():
-        meta = _read_json(meta_path) or {}
-        scene = meta.get("scene") or meta_path.stem
+        meta = _read_json(meta_path, run_dir) or {}
+        scene = str(meta.get("scene") or meta_path.stem)
         rows[scene] = SceneRow(
             scene=scene,
             status=str(meta.get("status", "unknown")),
@@ -138,34 +191,37 @@ def load_run(run_dir, videos_root=None):
     for scene, _ in rd.trajectory_files():
         rows.setdefault(scene, SceneRow(scene=scene, status="running"))
     datasets = []
-    for row in read_jsonl(rd.dv_rows):
+    for row in _rows(run_dir, rd.dv_rows):
         scene = row.get("scene") or row.get("scene_name")
         if not scene:
             continue
+        scene = str(scene)
         entry = rows.setdefault(scene, SceneRow(scene=scene))
-        if row.get("dataset") and row["dataset"] not in datasets:
+        if isinstance(row.get("dataset"), str) and row["dataset"] not in datasets:
             datasets.append(row["dataset"])
         if row.get("source_correct"):
             entry.dv_correct_source += 1
             entry.dv_retained += 1 if row.get("retained") else 0
-    for row in read_jsonl(rd.ls_rows):
+    for row in _rows(run_dir, rd.ls_rows):
         scene = row.get("scene") or row.get("scene_name")
         if scene:
+            scene = str(scene)
             rows.setdefault(scene, SceneRow(scene=scene)).vision_sim = row.get("vision_sim")
-    for row in read_jsonl(rd.render_status):
+    for row in _rows(run_dir, rd.render_status):
         scene = row.get("scene")
         if scene:
+            scene = str(scene)
             rows.setdefault(scene, SceneRow(scene=scene)).render_status = str(row.get("status", ""))
 
     for scene, entry in sorted(rows.items()):
+        # A run's own files only: a link out of the run folder is neither read nor copied.
         render = rd.render(scene)
-        entry.render = render if render.is_file() else None
+        entry.render = render if render.is_file() and inside(run_dir, render) else None
         entry.source = _find_source(videos_root, scene, datasets or ["synthetic"])
         trajectory = rd.trajectory(scene)
-        entry.trajectory = trajectory if trajectory.is_file() else None
-        program = rd.program(scene)
-        entry.program = program if program.is_file() else None
-        view.cost += float(entry.cost or 0.0)
+        entry.trajectory = trajectory if trajectory.is_file() and inside(run_dir, trajectory) else None
+        entry.program = rd.program(scene) if rd.program(scene).is_file() else None
+        view.cost += _number(entry.cost) or 0.0
         view.scenes.append(entry)
     return view
 
@@ -192,7 +248,7 @@ def _strip(clip, dest_dir, prefix):
     names = []
     for index, jpeg in enumerate(frames):
         name = f"{prefix}_{index}.jpg"
-        (dest_dir / name).write_bytes(jpeg)
+        write_bytes_atomic(dest_dir / name, jpeg)  # replaces whatever is there, a link included, never through it
         names.append(name)
     return names, ""
 
@@ -320,45 +376,52 @@ def _cached_plots(runs, assets):
 
 
 def _fmt(value, digits=1):
-    return "–" if value is None else f"{value:.{digits}f}"
+    """A number with ``digits`` decimals; "–" for none; anything else as (escaped) text, cut short."""
+    if value is None:
+        return "–"
+    number = _number(value)
+    return f"{number:.{digits}f}" if number is not None else str(value)[:40]
 
+
+LOAD_SCRIPT = Script("""
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  var ok = images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+  document.body.setAttribute("data-images-loaded", ok + "/" + images.length);
+});
+""")
 
 PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>BVB report</title>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{ policy }}">
+<title>BVB report</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; }}
-table {{ border-collapse: collapse; margin: 8px 0 24px; }}
-th, td {{ border: 1px solid #ddd; padding: 4px 8px; text-align: right; }}
-th:first-child, td:first-child {{ text-align: left; }}
-.plots img {{ margin-right: 16px; border: 1px solid #eee; max-width: 100%; }}
-.scene {{ border-top: 1px solid #ccc; padding: 8px 0; }}
-.strip {{ display: flex; gap: 4px; align-items: center; }}
-.strip span {{ width: 60px; font-size: 12px; color: #666; }}
-.strip img {{ height: 96px; }}
-.missing {{ color: #a33; font-size: 12px; }}
-.ci {{ color: #777; font-size: 11px; }} .overlap {{ color: #c60; font-weight: bold; }} .note {{ font-size: 12px; color: #666; }}
-.status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }} .not-comparable {{ color: #a60; }}
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
+table { border-collapse: collapse; margin: 8px 0 24px; }
+th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.plots img { margin-right: 16px; border: 1px solid #eee; max-width: 100%; }
+.scene { border-top: 1px solid #ccc; padding: 8px 0; }
+.strip { display: flex; gap: 4px; align-items: center; }
+.strip span { width: 60px; font-size: 12px; color: #666; }
+.strip img { height: 96px; }
+.missing { color: #a33; font-size: 12px; }
+.ci { color: #777; font-size: 11px; } .overlap { color: #c60; font-weight: bold; } .note { font-size: 12px; color: #666; }
+.status-ok { color: #2a2; } .status-bad { color: #a33; } .not-comparable { color: #a60; }
 </style></head>
 <body data-report="bvb">
 <h1>BVB report</h1>
-<p>{subtitle}</p>
-{live}
+<p>{{ subtitle }}</p>
+{{ live }}
 <h2>Leaderboard</h2>
-{table}
+{{ table }}
 <h2>Scores</h2>
-<div class="plots"><img id="scatter" src="assets/{scatter}" alt="DV versus LS scatter">
-<img id="by-type" src="assets/{bars}" alt="DV by question type"></div>
-{steps}
-{runs}
-<script>
-window.addEventListener("load", function () {{
-  var images = Array.prototype.slice.call(document.images);
-  var ok = images.filter(function (i) {{ return i.complete && i.naturalWidth > 0; }}).length;
-  document.body.setAttribute("data-images-loaded", ok + "/" + images.length);
-}});
-</script>
-{live_script}
-</body></html>
+<div class="plots"><img id="scatter" src="assets/{{ scatter }}" alt="DV versus LS scatter">
+<img id="by-type" src="assets/{{ bars }}" alt="DV by question type"></div>
+{{ steps }}
+{{ runs }}
+{% for script in scripts %}{{ script }}
+{% endfor %}</body></html>
 """
 
 
@@ -366,7 +429,7 @@ def _with_ci(value, ci, key):
     low, high = ci.get(f"{key}_ci_low"), ci.get(f"{key}_ci_high")
     if value is None or low is None or high is None:
         return _fmt(value)
-    return f"{_fmt(value)} <span class='ci'>[{_fmt(low)}, {_fmt(high)}]</span>"
+    return fragment("{} <span class='ci'>[{}, {}]</span>", _fmt(value), _fmt(low), _fmt(high))
 
 
 def _trial_views(runs):
@@ -391,10 +454,14 @@ def _trial_views(runs):
 def _leaderboard_table(runs):
     # Overall when every run has it; DV alone otherwise (a run without LS has no Overall).
     ranked = sorted(runs + _trial_views(runs), key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
-    head = (
-        "<tr><th>rank</th><th>run</th><th>Overall [95% CI]</th><th>DV [95% CI]</th><th>LS [95% CI]</th>"
+    any_differs = any(v.differs for v in ranked)
+    head = Markup(
+        "<tr><th>rank</th><th>run</th>" + ("<th>differs from the first run</th>" if any_differs else "") +
+        "<th>Overall [95% CI]</th><th>DV [95% CI]</th><th>LS [95% CI]</th>"
         "<th>cost $</th><th>scenes</th><th>failures</th><th>judge votes: DV spread</th></tr>"
-    )
+    )  # fmt: skip
+    # Runs that differ from the first run in what makes numbers comparable follow, unranked.
+    ranked = [v for v in ranked if not v.differs] + [v for v in ranked if v.differs]
     body = []
     above = None
     for rank, view in enumerate(ranked, 1):
@@ -402,31 +469,56 @@ def _leaderboard_table(runs):
         key = "overall" if view.overall is not None else "dualVqa"
         interval = (view.ci.get(f"{key}_ci_low"), view.ci.get(f"{key}_ci_high"))
         overlap = None not in interval and above is not None and interval[0] <= above[1] and above[0] <= interval[1]
-        mark = " <span class='overlap' title='its 95% interval overlaps the row above'>≈</span>" if overlap else ""
+        mark = (
+            Markup(" <span class='overlap' title='its 95% interval overlaps the row above'>≈</span>") if overlap else ""
+        )
         above = interval if None not in interval else None
         votes = view.ci.get("votes")
         spread = f"{votes}: {_fmt(view.ci.get('dualVqa_vote_spread'))}" if votes else "–"
         body.append(
-            f"<tr><td>{rank}{mark}</td><td>{html.escape(view.name)}{_not_comparable_mark(view)}</td>"
-            f"<td>{_with_ci(view.overall, view.ci, 'overall')}</td><td>{_with_ci(view.dv, view.ci, 'dualVqa')}</td>"
-            f"<td>{_with_ci(view.ls, view.ci, 'latentSim')}</td><td>{_fmt(view.cost, 3)}</td>"
-            f"<td>{len(view.scenes)}</td><td>{failures}</td><td>{spread}</td></tr>"
-        )
-    notes = "".join(
-        f"<p class='not-comparable'>* {html.escape(v.name)}: {html.escape(v.comparability_note)}</p>"
+            fragment(
+                "<tr><td>{}{}</td><td>{}{}{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                "<td>{}</td></tr>",
+                "–" if view.differs else rank, mark, view.name, _folder(view), _not_comparable_mark(view),
+                fragment("<td class='not-comparable'>{}</td>", view.differs) if any_differs else "",
+                _with_ci(view.overall, view.ci, "overall"),
+                _with_ci(view.dv, view.ci, "dualVqa"), _with_ci(view.ls, view.ci, "latentSim"), _fmt(view.cost, 3),
+                len(view.scenes), failures, spread,
+            )
+        )  # fmt: skip
+    notes = join(
+        fragment("<p class='not-comparable'>* {}: {}</p>", v.name, v.comparability_note)
         for v in ranked
         if v.comparability_note
     )
-    return f"<table id='leaderboard'>{head}{''.join(body)}</table>{notes}"
+    return fragment("<table id='leaderboard'>{}{}</table>{}", head, join(body), notes)
+
+
+def _folder(view):
+    """The run's folder beside its name when they differ: two runs of one model are told apart."""
+    folder = Path(view.path).name
+    if folder == view.name:
+        return ""
+    return fragment(" <small title='{}'>({})</small>", str(view.path), folder)
+
+
+def _mark_differences(runs):
+    """Set each run's differs (and its note) against the first run's identity, as the leaderboard does."""
+    identities = [run_identity(view.path) for view in runs]
+    for view, record in zip(runs, identities, strict=True):
+        view.differs = describe(differences(record, identities[0]))
+        if view.differs:
+            note = f"differs from the first run in {view.differs}: not comparable, not ranked with it"
+            view.comparability_note = "; ".join(n for n in (view.comparability_note, note) if n)
 
 
 def _not_comparable_mark(view):
     if not view.comparability_note:
         return ""
-    return f" <span class='not-comparable' title='{html.escape(view.comparability_note)}'>*</span>"
+    return fragment(" <span class='not-comparable' title='{}'>*</span>", view.comparability_note)
 
 
-CI_NOTE = (
+CI_NOTE = Markup(
     "<p class='note'>Brackets and bars: 95% bootstrap intervals over scenes (2000 resamples, seed 0); "
     "≈ marks a row whose interval overlaps the row above, so their order may be noise.</p>"
 )
@@ -437,135 +529,198 @@ def _vsi_table(view, slug):
     if not view.vsi_bench:
         return ""
     source, render = view.vsi_bench.get("source") or {}, view.vsi_bench.get("render") or {}
-    keys = ["overall", *sorted(k for k in {*source, *render} if k != "overall")]
-    rows = "".join(
-        f"<tr><td>{html.escape(k)}</td><td>{_fmt(source.get(k))}</td><td>{_fmt(render.get(k))}</td></tr>" for k in keys
+    if not isinstance(source, dict) or not isinstance(render, dict):
+        return ""
+    keys = ["overall", *sorted(str(k) for k in {*source, *render} if k != "overall")]
+    rows = join(
+        fragment("<tr><td>{}</td><td>{}</td><td>{}</td></tr>", k, _fmt(source.get(k)), _fmt(render.get(k)))
+        for k in keys
     )
-    return (
-        f"<h3>VSI-Bench (official scoring)</h3><table id='vsi-bench-{html.escape(slug)}'>"
-        f"<tr><th>metric</th><th>source</th><th>render</th></tr>{rows}</table>"
-    )
+    return fragment(
+        "<h3>VSI-Bench (official scoring)</h3><table id='vsi-bench-{}'>"
+        "<tr><th>metric</th><th>source</th><th>render</th></tr>{}</table>",
+        slug, rows,
+    )  # fmt: skip
 
 
-def _scene_block(view, row, assets, run_slug, out_dir, live_script=""):
+def _copy_run_file(source, dest):
+    """Copy a run's file into the report, never through a link (a link is reported, not followed); whether it did."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return False
+            data = handle.read()
+    except OSError:
+        return False
+    write_bytes_atomic(dest, data)
+    return True
+
+
+def _linked(run_root, path):
+    """Whether ``path`` or a folder between it and the run's root is a symlink."""
+    path, root = Path(path), Path(run_root)
+    while path != root and path != path.parent:
+        if path.is_symlink():
+            return True
+        path = path.parent
+    return False
+
+
+def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
     dest = assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
-    src_names, src_error = _strip(row.source, dest, f"{row.scene}_src")
-    ren_names, ren_error = _strip(row.render, dest, f"{row.scene}_ren")
+    scene_file = safe_name(row.scene)
+    src_names, src_error = _strip(row.source, dest, f"{scene_file}_src")
+    ren_names, ren_error = _strip(row.render, dest, f"{scene_file}_ren")
     links = []
     if row.trajectory is not None:
-        page = _scene_page(view, row, out_dir, run_slug, live_script)
+        page = _scene_page(view, row, out_dir, run_slug, live_scripts)
         if page is not None:
-            links.append(f"<a class='steps-link' href='{html.escape(page)}'>steps</a>")
+            links.append(fragment("<a class='steps-link' href='{}'>steps</a>", page))
     for label, path in (("trajectory", row.trajectory), ("program", row.program)):
-        if path is not None:
-            if _stale(dest / path.name, path):
-                shutil.copyfile(path, dest / path.name)
-            links.append(f"<a href='assets/{run_slug}/{html.escape(path.name)}'>{label}</a>")
+        if path is None:
+            continue
+        name = f"{scene_file}{''.join(path.suffixes[-2:]) if label == 'trajectory' else path.suffix}"
+        if label == "trajectory":
+            # The snapshot and its step log as one file (images as the paths the step page has copies of).
+            inputs = [p for p in trajectory_inputs(path) if p.is_file()]
+            copied = not any(_linked(view.path, p) for p in inputs)
+            if copied and any(_stale(dest / name, p) for p in inputs):
+                try:
+                    write_text_atomic(dest / name, json.dumps(read_trajectory(path, inline=False)))
+                except (OSError, ValueError):
+                    copied = False
+        else:
+            copied = not _linked(view.path, path) and (
+                not _stale(dest / name, path) or _copy_run_file(path, dest / name)
+            )
+        if copied:
+            links.append(fragment("<a href='{}'>{}</a>", page_url("assets", run_slug, name), label))
+        else:
+            links.append(fragment("<span class='missing'>{} (a link, not copied)</span>", label))
     dv = f"{row.dv_retained}/{row.dv_correct_source}" if row.dv_correct_source else "–"
     ok = row.status in ("submitted", "ok", "done")
     lines = [
-        f"<div class='scene' id='{html.escape(run_slug)}-{html.escape(row.scene)}'>",
-        f"<h4>{html.escape(row.scene)} <span class='{'status-ok' if ok else 'status-bad'}'>"
-        f"{html.escape(row.status)}</span> {html.escape(row.stop_reason)}</h4>",
-        f"<p>DV retained {dv} · vision_sim {_fmt(row.vision_sim, 3)} · cost ${_fmt(row.cost, 3)} · "
-        f"steps {row.turns if row.turns is not None else '–'} · render {html.escape(row.render_status or '–')} · "
-        f"{' · '.join(links) or 'no trajectory'}</p>",
-    ]
+        fragment("<div class='scene' id='{}-{}'>", run_slug, row.scene),
+        fragment(
+            "<h4>{} <span class='{}'>{}</span> {}</h4>",
+            row.scene, "status-ok" if ok else "status-bad", row.status, row.stop_reason,
+        ),
+        fragment(
+            "<p>DV retained {} · vision_sim {} · cost ${} · steps {} · render {} · {}</p>",
+            dv, _fmt(row.vision_sim, 3), _fmt(row.cost, 3), row.turns if row.turns is not None else "–",
+            row.render_status or "–", join(links, " · ") or "no trajectory",
+        ),
+    ]  # fmt: skip
     for label, names, error in (("source", src_names, src_error), ("render", ren_names, ren_error)):
-        images = "".join(f"<img src='assets/{run_slug}/{html.escape(n)}' alt='{label}'>" for n in names)
-        missing = f"<em class='missing'>{html.escape(error)}</em>" if error else ""
-        lines.append(f"<div class='strip strip-{label}'><span>{label}</span>{images}{missing}</div>")
-    lines.append("</div>")
-    return "\n".join(lines)
+        # Lazy: an index of many runs holds tens of thousands of strip frames.
+        images = join(
+            fragment("<img src='{}' loading='lazy' decoding='async' alt='{}'>", page_url("assets", run_slug, n), label)
+            for n in names
+        )
+        missing = fragment("<em class='missing'>{}</em>", error) if error else ""
+        lines.append(fragment("<div class='strip strip-{}'><span>{}</span>{}{}</div>", label, label, images, missing))
+    lines.append(Markup("</div>"))
+    return join(lines, "\n")
 
 
 def _run_table(view, run_slug):
     """One row per scene of a run, each linking to its step page (written by _scene_block)."""
     rows = []
     for row in view.scenes:
-        name = html.escape(row.scene)
+        name = row.scene
         if row.trajectory is not None:
-            name = f"<a class='steps-link' href='scenes/{html.escape(run_slug)}_{name}.html'>{name}</a>"
+            href = page_url("scenes", _page_name(run_slug, row.scene))
+            name = fragment("<a class='steps-link' href='{}'>{}</a>", href, row.scene)
         dv = f"{row.dv_retained}/{row.dv_correct_source}" if row.dv_correct_source else "–"
         rows.append(
-            f"<tr><td>{name}</td><td>{html.escape(row.status)}</td><td>{html.escape(row.stop_reason or '–')}</td>"
-            f"<td>{row.turns if row.turns is not None else '–'}</td><td>{_fmt(row.cost, 4)}</td><td>{dv}</td>"
-            f"<td>{_fmt(row.vision_sim, 3)}</td><td>{html.escape(row.render_status or '–')}</td></tr>"
-        )
-    head = (
+            fragment(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                name, row.status, row.stop_reason or "–", row.turns if row.turns is not None else "–",
+                _fmt(row.cost, 4), dv, _fmt(row.vision_sim, 3), row.render_status or "–",
+            )
+        )  # fmt: skip
+    head = Markup(
         "<tr><th>scene (step page)</th><th>status</th><th>stopped by</th><th>steps</th><th>cost $</th>"
         "<th>DV retained</th><th>vision_sim</th><th>render</th></tr>"
     )
-    return f"<table class='scenes' id='scenes-{html.escape(run_slug)}'>{head}{''.join(rows)}</table>"
+    return fragment("<table class='scenes' id='scenes-{}'>{}{}</table>", run_slug, head, join(rows))
 
 
-def _scene_page(view, row, out_dir, run_slug, live_script=""):
+def _page_name(run_slug, scene):
+    return f"{run_slug}_{safe_name(scene)}.html"
+
+
+def _scene_page(view, row, out_dir, run_slug, live_scripts=()):
     """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed."""
     from .trajectory_page import build_scene_page
 
-    page = out_dir / "scenes" / f"{run_slug}_{row.scene}.html"
-    inputs = [row.trajectory, RunDir(view.path).steps_answers]
+    page = out_dir / "scenes" / _page_name(run_slug, row.scene)
+    inputs = [*trajectory_inputs(row.trajectory), RunDir(view.path).steps_answers]
     newest = max(p.stat().st_mtime_ns for p in inputs if p.is_file())
     if page.is_file() and page.stat().st_mtime_ns > newest:
-        return f"scenes/{page.name}"
+        return page_url("scenes", page.name)
     try:
         build_scene_page(
-            row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene), script=live_script
+            row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene), scripts=live_scripts
         )
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         log.warning("%s: no step page (%s)", row.trajectory, exc)
         return None
-    return f"scenes/{page.name}"
+    return page_url("scenes", page.name)
 
 
 def build_report(run_dirs, out_dir, videos_root=None, live=None):
     """Write out_dir/index.html (and its assets) for the given runs; return the page's path.
 
-    ``live`` (from eval_bridge.live): (progress section HTML, {"index": script, "scene": script}).
+    ``live`` (from eval_bridge.live): (progress section markup, {"index": scripts, "scene": scripts}),
+    the scripts being html_page.Script tuples (their hashes go into the pages' policy).
     """
     live_html, scripts = live if live else ("", {})
     out_dir = Path(out_dir)
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for run_dir in run_dirs:
-        if not Path(run_dir).is_dir():
-            raise FileNotFoundError(f"run directory {run_dir} does not exist; pass a folder written by headless.run")
-        runs.append(load_run(run_dir, videos_root))
+    runs = [load_run(run_dir, videos_root) for run_dir in runs_in(run_dirs)]
+    _mark_differences(runs)
     scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
-        f"<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='assets/{steps_plot}' "
-        "alt='self-correction across agent steps'></div>"
+        fragment(
+            "<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='{}' "
+            "alt='self-correction across agent steps'></div>",
+            page_url("assets", steps_plot),
+        )
         if steps_plot
         else ""
     )
     sections = []
     for index, view in enumerate(runs):
-        slug = f"run{index}_{Path(view.path).name}"
-        blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", "")) for row in view.scenes]
-        judge = f" · judge {html.escape(view.judge)} ({html.escape(view.protocol)})" if view.judge else ""
+        slug = f"run{index}_{safe_name(Path(view.path).name)}"
+        blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ())) for row in view.scenes]
+        judge = fragment(" · judge {} ({})", view.judge, view.protocol) if view.judge else ""
+        judge = join([judge, fragment(" · encoder {}", view.encoder) if view.encoder else ""])
+        note = fragment("<p class='not-comparable'>{}</p>", view.comparability_note) if view.comparability_note else ""
         sections.append(
-            f"<h2>{html.escape(view.name)}{_not_comparable_mark(view)}</h2><p>{html.escape(str(view.path))}{judge}</p>"
-            + (
-                f"<p class='not-comparable'>{html.escape(view.comparability_note)}</p>"
-                if view.comparability_note
-                else ""
-            )
-            + _run_table(view, slug)
-            + _vsi_table(view, slug)
-            + "\n".join(blocks)
-        )
-    names = ", ".join(html.escape(v.name) for v in runs)
-    page = PAGE.format(
-        subtitle=f"{len(runs)} run(s): {names}",
+            join([
+                fragment("<h2>{}{}</h2><p>{}{}</p>", view.name, _not_comparable_mark(view), view.path, judge),
+                note, _run_table(view, slug), _vsi_table(view, slug), join(blocks, "\n"),
+            ])
+        )  # fmt: skip
+    page_scripts = (LOAD_SCRIPT, *scripts.get("index", ()))
+    page = render(
+        PAGE,
+        policy=csp(page_scripts),
+        subtitle=f"{len(runs)} run(s): {', '.join(v.name for v in runs)}",
         table=_leaderboard_table(runs),
         scatter=scatter,
         bars=bars,
         steps=CI_NOTE + steps_html,
         live=live_html,
-        live_script=scripts.get("index", ""),
-        runs="\n".join(sections),
+        runs=join(sections, "\n"),
+        scripts=page_scripts,
     )
     index = out_dir / "index.html"
     write_text_atomic(index, page)

@@ -22,11 +22,13 @@ import hmac
 import itertools
 import json
 import logging
+import os
 import secrets
 import threading
 import time
 import tomllib
 from dataclasses import dataclass, field, fields
+from dataclasses import replace as with_fields
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -41,7 +43,7 @@ from starlette.routing import Route
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
 from bvb_addon.errors import USER_ERRORS, BVBError
-from bvb_addon.run_dir import RunDir
+from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
 from . import api
@@ -58,6 +60,11 @@ MAX_BODY = 64 * 1024
 BODY_TIMEOUT_S = 0.5
 # Connections waiting to be accepted: a burst of health checks from many clients must not be dropped.
 BACKLOG = 2048
+TOKEN_ENV = "BVB_BRIDGE_TOKEN"
+TOKEN_ON_COMMAND_LINE = (
+    "--token puts the secret on the command line, where every local user can read it (/proc/PID/cmdline); "
+    f"set ${TOKEN_ENV} instead, or leave it out and give clients the generated --token-file"
+)
 
 
 class ServiceError(BVBError):
@@ -102,7 +109,7 @@ class ServiceConfig:
         if not is_loopback(self.host) and not self.token:
             raise ValueError(
                 f"serve: binding {self.host} exposes the service beyond this machine; "
-                "pass --token (or BVB_BRIDGE_TOKEN) and give it to the clients yourself"
+                "set BVB_BRIDGE_TOKEN (or pass --token) and give it to the clients yourself"
             )
 
 
@@ -130,6 +137,8 @@ class _EncoderEntry(BaseModel):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     trust_remote_code: bool = False
     num_frames: int = Field(64, ge=2)
+    encoder_repo: str | None = None  # V-JEPA 2.1: local vjepa2 checkout (model is then its hub entry point)
+    checkpoint: str | None = None
 
 
 class _ConfigFile(BaseModel):
@@ -185,11 +194,14 @@ def config_from_args(args):
         default_encoder = default_encoder or "default"
     roots = tuple(args.root or from_file.roots or [str(Path.cwd())])
     token_file = args.token_file or from_file.token_file
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if args.token:
+        log.warning(TOKEN_ON_COMMAND_LINE)
     return ServiceConfig(
         roots=roots,
         host=args.host or from_file.host or "127.0.0.1",
         port=args.port if args.port is not None else (from_file.port or 8765),
-        token=args.token,
+        token=token,
         token_file=Path(token_file).expanduser() if token_file else None,
         judges=judges,
         default_judge=default_judge,
@@ -297,9 +309,39 @@ class Service:
             resolved = Path(path).expanduser().resolve()
         except (ValueError, OSError, RuntimeError) as exc:
             raise ServiceError(400, f"{what} is not a usable path ({exc})") from None
-        if not any(resolved == root or resolved.is_relative_to(root) for root in self.roots):
+        if not self._in_roots(resolved):
             raise ServiceError(403, f"{what} {path} is outside the service's roots")
         return resolved
+
+    def _in_roots(self, resolved):
+        return any(resolved == root or resolved.is_relative_to(root) for root in self.roots)
+
+    def no_links_out(self, folder, what):
+        """A 403 when a symlink under ``folder`` leads out of the roots (its files are read, written and appended)."""
+        folder = Path(folder)
+        if not folder.exists():
+            return
+        if folder.is_symlink() or not folder.is_dir():
+            entries = [folder]
+        else:
+            entries = []
+            for top, dirs, names in os.walk(folder):  # never into a linked folder: each link is checked itself
+                entries += [Path(top, name) for name in dirs + names if os.path.islink(os.path.join(top, name))]
+        for entry in entries:
+            try:
+                target = entry.resolve()
+            except (OSError, RuntimeError):
+                target = None
+            if target is None or not self._in_roots(target):
+                raise ServiceError(
+                    403,
+                    f"{what} {folder}: {entry} is a link out of the service's roots; remove it (links are not followed)",
+                )
+
+    def shared_of(self, run):
+        """The shared DV folder of a run: beside it when that is inside a root, else inside the run itself."""
+        beside = RunDir(run).shared
+        return beside if self._in_roots(beside.parent) else run / SHARED
 
     def health(self):
         config = self.config
@@ -329,6 +371,9 @@ class Service:
         run = self.inside(body.run, "run")
         if not run.is_dir():
             raise ServiceError(404, f"run {run} does not exist")
+        shared = self.shared_of(run)
+        self.no_links_out(run, "run")
+        self.no_links_out(shared, "shared DV folder")
         axes = [a for a in AXES if a in body.axes]
         config = _run_config(run)
         scenes = tuple(body.scenes) or None
@@ -357,7 +402,9 @@ class Service:
                 if not value:
                     raise ServiceError(400, f"{axis} needs '{name}' (the run's config.json has none)")
                 where[name] = self.inside(str(value), name)
+                self.no_links_out(where[name], name)
             if axis == "dv":
+                judge = judge if judge.shared else with_fields(judge, shared=str(shared))
                 options = api.DVOptions(
                     run, where["split"], where["videos"], judge, votes=body.dv.votes, workers=body.dv.workers,
                     resume=body.resume, scenes=scenes,
@@ -413,6 +460,7 @@ class Service:
         if job.status not in ("done", "failed"):
             raise ServiceError(409, f"job {job.id} is {job.status}; poll /jobs/{job.id} until it is done")
         out = {"job": job.view()}
+        self.no_links_out(job.run, "run")
         for path in RunDir(job.run).summaries:
             out[path.stem] = json.loads(path.read_text()) if path.is_file() else None
         return out

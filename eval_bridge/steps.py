@@ -1,4 +1,4 @@
-"""``python -m eval_bridge steps``: judge every step snapshot of a run and analyse self-correction.
+"""``bvb score steps``: judge every step snapshot of a run and analyse self-correction.
 
 Each scene's step snapshots (steps/<scene>/NNN.blend) are opened one after another in a
 sandboxed Blender worker (they are untrusted). The geometry judge answers the scene's
@@ -171,15 +171,17 @@ def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progr
 
 
 def add_parser(sub, make_judge_args):
-    p = sub.add_parser(
+    from bvb_addon.command_line import sub_parser
+
+    p = sub_parser(
+        sub,
         "steps",
-        help="judge every step snapshot and analyse self-correction across agent steps",
-        epilog="example: python -m eval_bridge steps --run results/r1 --split suite/split.jsonl --videos suite "
-        "--judge geometry",
+        "judge every step snapshot and analyse self-correction across agent steps",
+        "bvb score steps --run results/r1 --split suite/split.jsonl --videos suite --judge geometry",
     )
-    p.add_argument("--run", required=True)
-    p.add_argument("--split", required=True)
-    p.add_argument("--videos", required=True)
-    p.add_argument("--scenes", nargs="+", help="only these scenes")
+    p.add_argument("--run", required=True, help="the run directory (results/<run>)")
+    p.add_argument("--split", required=True, help="split file (JSON lines, VSI-Bench fields)")
+    p.add_argument("--videos", required=True, help="source videos root: <root>/<dataset>/<scene>.mp4")
+    p.add_argument("--scenes", nargs="+", help="only these scenes (default: all)")
     make_judge_args(p)
     return p

@@ -9,10 +9,11 @@ answers and their correctness are shown too.
 
 import base64
 import binascii
-import html
 import json
 import logging
+import os
 import re
+import stat
 from pathlib import Path
 
 from pygments import highlight
@@ -21,6 +22,10 @@ from pygments.lexers import PythonLexer
 
 from bvb_addon.agent.actions import FormatError, parse_action
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
+from bvb_addon.run_dir import TRAJECTORY_IMAGES_SUFFIX
+from bvb_addon.trajectory import read_trajectory
+
+from .html_page import Markup, Script, csp, fragment, join, page_url, render
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +34,7 @@ LEXER = PythonLexer()
 MIME_SUFFIX = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "image/gif": ".gif"}
 DATA_URL = re.compile(r"^data:(image/[a-z+.-]+);base64,(.*)$", re.S)
 SECTION = re.compile(r"^(stdout|stderr|traceback):\n", re.M)
+IMAGE_FILE = re.compile(r"^[^/\\]+" + re.escape(TRAJECTORY_IMAGES_SUFFIX) + r"/\d{5}-\d+\.(jpg|png|webp|gif|img)$")
 
 
 def _step_messages(messages):
@@ -44,33 +50,78 @@ def _step_messages(messages):
     return pairs
 
 
-def _images_of(message):
-    """The image parts of an observation message: [(mime, base64 payload, [w, h] or None)]."""
+def _image_file(base, url):
+    """The trajectory's image file a step-log URL names (``<scene>.images/NNNNN-K.jpg``), or None.
+
+    Only a plain file inside its ``*.images`` folder of the trajectories folder: a hostile URL
+    (``..``, an absolute path, a link) names nothing.
+    """
+    if base is None or not isinstance(url, str) or not IMAGE_FILE.match(url):
+        return None
+    folder, name = url.split("/")
+    if folder.startswith(".") or name.startswith("."):  # no hidden folder, no "..images" trick
+        return None
+    return Path(base) / folder / name
+
+
+def _images_of(message, base=None):
+    """The image parts of an observation message: [(mime, base64 payload or None, [w, h] or None, file or None)].
+
+    A data URL carries the image; a path (the step log's, read with ``inline=False``) names its
+    file under ``base``, the trajectories folder.
+    """
     if message is None or not isinstance(message.get("content"), list):
         return []
     found = []
     for part in message["content"]:
-        if part.get("type") != "image_url":
+        if not isinstance(part, dict) or part.get("type") != "image_url" or not isinstance(part.get("image_url"), dict):
             continue
-        url = (part.get("image_url") or {}).get("url", "")
-        match = DATA_URL.match(url)
+        url = part["image_url"].get("url", "")
+        match = DATA_URL.match(url) if isinstance(url, str) else None
         if match:
-            found.append((match.group(1), match.group(2), part.get("_size")))
+            found.append((match.group(1), match.group(2), part.get("_size"), None))
+            continue
+        source = _image_file(base, url)
+        if source is not None:
+            mime = next((m for m, suffix in MIME_SUFFIX.items() if source.suffix == suffix), "image/jpeg")
+            found.append((mime, None, part.get("_size"), source))
     return found
 
 
-def write_images(message, dest, prefix):
-    """Decode an observation's images into dest once (kept when already there); return their entries."""
+def _read_plain(path):
+    """A regular file's bytes, never through a link; None when it is missing, a link or not a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read()
+
+
+def write_images(message, dest, prefix, base=None):
+    """Each of an observation's images into dest once (kept when already there); return their entries.
+
+    A data URL is decoded; an image file of the step log is copied (no base64 round trip).
+    """
     entries = []
-    for index, (mime, payload, size) in enumerate(_images_of(message)):
+    for index, (mime, payload, size, source) in enumerate(_images_of(message, base)):
         name = f"{prefix}_{index}{MIME_SUFFIX.get(mime, '.img')}"
         path = dest / name
         if not path.is_file():
-            try:
-                write_bytes_atomic(path, base64.b64decode(payload, validate=False))
-            except (binascii.Error, ValueError):
-                log.warning("%s: image %d of %s is not valid base64; skipped", dest, index, prefix)
-                continue
+            if source is not None:
+                data = _read_plain(source)
+                if data is None:
+                    log.warning("%s: image %d of %s (%s) is missing or a link; skipped", dest, index, prefix, source)
+                    continue
+            else:
+                try:
+                    data = base64.b64decode(payload, validate=False)
+                except (binascii.Error, ValueError):
+                    log.warning("%s: image %d of %s is not valid base64; skipped", dest, index, prefix)
+                    continue
+            write_bytes_atomic(path, data)
         entries.append((name, size))
     return entries
 
@@ -107,43 +158,65 @@ def _summary_html(text):
     try:
         summary = json.loads(text)
     except json.JSONDecodeError:
-        return f"<pre class='summary'>{html.escape(text)}</pre>"
+        summary = None
     if not isinstance(summary, dict):
-        return f"<pre class='summary'>{html.escape(text)}</pre>"
+        return fragment("<pre class='summary'>{}</pre>", text)
     items = []
     shown = ("object_count", "objects_by_type", "materials", "frame_range", "fps", "resolution", "camera", "bounds")
     for key in shown:
         if key in summary:
-            items.append(f"<li><b>{key}</b> {html.escape(json.dumps(summary[key]))}</li>")
-    changes = summary.get("changes") or {}
+            items.append(fragment("<li><b>{}</b> {}</li>", key, json.dumps(summary[key])))
+    changes = summary.get("changes") if isinstance(summary.get("changes"), dict) else {}
     counts = changes.get("counts")
     # The sandbox writes the three totals as [added, removed, modified] (names are capped at 20 each).
     if isinstance(counts, list):
         counts = dict(zip(("added", "removed", "modified"), counts, strict=False))
     for kind in ("added", "removed", "modified"):
-        if changes.get(kind):
-            names = ", ".join(str(n) for n in changes[kind])
-            count = (counts or {}).get(kind, len(changes[kind]))
-            items.append(f"<li class='change-{kind}'><b>{kind}</b> ({count}) {html.escape(names)}</li>")
+        names = changes.get(kind)
+        if names:
+            names = names if isinstance(names, list) else [names]
+            count = counts.get(kind, len(names)) if isinstance(counts, dict) else len(names)
+            items.append(
+                fragment("<li class='change-{}'><b>{}</b> ({}) {}</li>", kind, kind, count, ", ".join(map(str, names)))
+            )
     others = {k: v for k, v in summary.items() if k not in shown and k != "changes"}
     if others:
-        items.append(f"<li><b>other</b> {html.escape(json.dumps(others))}</li>")
-    return f"<ul class='summary'>{''.join(items)}</ul>"
+        items.append(fragment("<li><b>other</b> {}</li>", json.dumps(others)))
+    return fragment("<ul class='summary'>{}</ul>", join(items))
+
+
+def _list(value):
+    return value if isinstance(value, list) else []
+
+
+def _number(value):
+    """A float of a field that should hold a number, or None (a hostile file can put anything there)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
+        return None
+    return float(value)
+
+
+def _count(value):
+    number = _number(value)
+    return int(number) if number is not None else 0
 
 
 def _money(value):
+    value = _number(value)
     return f"${value:.4f}" if value is not None else "–"
 
 
 def _seconds(value):
+    value = _number(value)
     return f"{value:.2f} s" if value is not None else "–"
 
 
 def _tokens(usage):
+    usage = usage if isinstance(usage, dict) else {}
     return (
-        int(usage.get("input_tokens", 0) or 0),
-        int(usage.get("cached_input_tokens", 0) or 0),
-        int(usage.get("output_tokens", 0) or 0),
+        _count(usage.get("input_tokens")),
+        _count(usage.get("cached_input_tokens")),
+        _count(usage.get("output_tokens")),
     )
 
 
@@ -151,16 +224,19 @@ def _answers_html(answers):
     if not answers:
         return ""
     right = sum(1 for a in answers if a.get("correct"))
-    rows = "".join(
-        f"<tr class='{'right' if a.get('correct') else 'wrong'}'><td>{html.escape(str(a.get('id', '')))}</td>"
-        f"<td>{html.escape(str(a.get('question_type', '')))}</td><td>{html.escape(str(a.get('answer', '')))}</td>"
-        f"<td>{'✓' if a.get('correct') else '✗'}</td></tr>"
+    rows = join(
+        fragment(
+            "<tr class='{}'><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "right" if a.get("correct") else "wrong", a.get("id", ""), a.get("question_type", ""), a.get("answer", ""),
+            "✓" if a.get("correct") else "✗",
+        )
         for a in answers
-    )
-    return (
-        f"<details class='answers'><summary>answers at this step: {right}/{len(answers)} correct</summary>"
-        f"<table><tr><th>question</th><th>type</th><th>answer</th><th></th></tr>{rows}</table></details>"
-    )
+    )  # fmt: skip
+    return fragment(
+        "<details class='answers'><summary>answers at this step: {}/{} correct</summary>"
+        "<table><tr><th>question</th><th>type</th><th>answer</th><th></th></tr>{}</table></details>",
+        right, len(answers), rows,
+    )  # fmt: skip
 
 
 def _end_step(steps, status):
@@ -174,42 +250,45 @@ def _end_step(steps, status):
     return len(steps) - 1
 
 
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }}
-.step {{ border-top: 1px solid #ccc; padding: 8px 0; content-visibility: auto; contain-intrinsic-size: auto 400px; }}
-.step.end {{ background: #f3f8ff; }}
-.meta {{ font-size: 12px; color: #555; }}
-.status-ok {{ color: #2a2; }} .status-bad {{ color: #a33; }}
-pre {{ background: #f6f6f6; padding: 6px; overflow-x: auto; font-size: 12px; white-space: pre-wrap; }}
-.images img {{ margin: 2px; border: 1px solid #ddd; height: 128px; width: auto; }}
-ul.summary {{ font-size: 12px; margin: 4px 0; padding-left: 0; }} ul.summary li {{ display: inline-block; margin-right: 14px; }} .change-added {{ color: #2a2; }} .change-removed {{ color: #a33; }}
-.ended {{ font-weight: bold; color: #036; }}
-table {{ border-collapse: collapse; font-size: 12px; }} td, th {{ border: 1px solid #ddd; padding: 2px 6px; }}
-tr.right td {{ color: #2a2; }} tr.wrong td {{ color: #a33; }}
-{pygments}
-</style></head>
-<body data-page="bvb-trajectory">
-<p><a href="{back}">← report</a></p>
-<h1>{scene}</h1>
-<p>{headline}</p>
-<p class="meta">{totals}</p>
-{steps}
-<script>
-window.addEventListener("load", function () {{
+LOAD_SCRIPT = Script("""
+window.addEventListener("load", function () {
   var images = Array.prototype.slice.call(document.images);
-  var ok = images.filter(function (i) {{ return i.complete && i.naturalWidth > 0; }}).length;
-  var broken = images.filter(function (i) {{ return i.complete && i.naturalWidth === 0 && i.loading !== "lazy"; }}).length;
+  var ok = images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+  var broken = images.filter(function (i) { return i.complete && i.naturalWidth === 0 && i.loading !== "lazy"; }).length;
   var nav = performance.getEntriesByType("navigation")[0];
   document.body.setAttribute("data-images-loaded", ok + "/" + images.length);
   document.body.setAttribute("data-images-broken", String(broken));
   document.body.setAttribute("data-load-ms", String(Math.round(nav ? nav.loadEventStart : performance.now())));
   document.body.setAttribute("data-ready-ms", String(Math.round(nav ? nav.domContentLoadedEventEnd : 0)));
-}});
-</script>
-{script}
-</body></html>
+});
+""")
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{ policy }}">
+<title>{{ scene }}: trajectory</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
+.step { border-top: 1px solid #ccc; padding: 8px 0; content-visibility: auto; contain-intrinsic-size: auto 400px; }
+.step.end { background: #f3f8ff; }
+.meta { font-size: 12px; color: #555; }
+.status-ok { color: #2a2; } .status-bad { color: #a33; }
+pre { background: #f6f6f6; padding: 6px; overflow-x: auto; font-size: 12px; white-space: pre-wrap; }
+.images img { margin: 2px; border: 1px solid #ddd; height: 128px; width: auto; }
+ul.summary { font-size: 12px; margin: 4px 0; padding-left: 0; } ul.summary li { display: inline-block; margin-right: 14px; } .change-added { color: #2a2; } .change-removed { color: #a33; }
+.ended { font-weight: bold; color: #036; }
+table { border-collapse: collapse; font-size: 12px; } td, th { border: 1px solid #ddd; padding: 2px 6px; }
+tr.right td { color: #2a2; } tr.wrong td { color: #a33; }
+{{ pygments }}
+</style></head>
+<body data-page="bvb-trajectory">
+<p><a href="{{ back }}">← report</a></p>
+<h1>{{ scene }}</h1>
+<p>{{ headline }}</p>
+<p class="meta">{{ totals }}</p>
+{{ steps }}
+{% for script in scripts %}{{ script }}
+{% endfor %}</body></html>
 """
 
 
@@ -220,77 +299,97 @@ def _step_html(record, reply, observation, images, img_dir, totals, answers, end
     kind = record.get("action") or kind
     good = status in ("ok", "")
     parts = [
-        f"<div class='step{' end' if ended else ''}' id='step-{number}'>",
-        f"<h3>step {number} · {html.escape(kind or 'no action')} · "
-        f"<span class='{'status-ok' if good else 'status-bad'}'>{html.escape(status or '–')}</span></h3>",
-    ]
+        fragment("<div class='step{}' id='step-{}'>", " end" if ended else "", number),
+        fragment(
+            "<h3>step {} · {} · <span class='{}'>{}</span></h3>",
+            number, kind or "no action", "status-ok" if good else "status-bad", status or "–",
+        ),
+    ]  # fmt: skip
     usage = record.get("usage") or {}
     tokens_in, cached, tokens_out = _tokens(usage)
+    sandbox = record.get("sandbox_seconds")
     parts.append(
-        f"<p class='meta'>tokens in {tokens_in} (cached {cached}) out {tokens_out} · cost {_money(record.get('cost'))} · "
-        f"model {_seconds(record.get('model_seconds'))} · harness {_seconds(record.get('harness_seconds'))}"
-        f"{' · sandbox ' + _seconds(record.get('sandbox_seconds')) if record.get('sandbox_seconds') is not None else ''}"
-        f" — so far: tokens in {totals['in']} out {totals['out']} · cost {_money(totals['cost'])} · "
-        f"model {_seconds(totals['model'])} · harness {_seconds(totals['harness'])}</p>"
-    )
+        fragment(
+            "<p class='meta'>tokens in {} (cached {}) out {} · cost {} · model {} · harness {}{}"
+            " — so far: tokens in {} out {} · cost {} · model {} · harness {}</p>",
+            tokens_in, cached, tokens_out, _money(record.get("cost")), _seconds(record.get("model_seconds")),
+            _seconds(record.get("harness_seconds")), " · sandbox " + _seconds(sandbox) if sandbox is not None else "",
+            totals["in"], totals["out"], _money(totals["cost"]), _seconds(totals["model"]), _seconds(totals["harness"]),
+        )
+    )  # fmt: skip
     if reasoning:
         parts.append(
-            f"<details class='reasoning'><summary>model text ({len(reasoning)} characters)</summary>"
-            f"<pre>{html.escape(reasoning)}</pre></details>"
-        )
+            fragment(
+                "<details class='reasoning'><summary>model text ({} characters)</summary><pre>{}</pre></details>",
+                len(reasoning), reasoning,
+            )
+        )  # fmt: skip
     if kind == "python":
-        parts.append(f"<div class='code'>{highlight(record.get('code') or body, LEXER, FORMATTER)}</div>")
+        code = record.get("code") if isinstance(record.get("code"), str) else body
+        # Pygments escapes the code it highlights: its output is the one markup made from run data.
+        parts.append(fragment("<div class='code'>{}</div>", Markup(highlight(code, LEXER, FORMATTER))))
     elif kind in ("frames", "render"):
-        parts.append(f"<pre class='request'>{html.escape(kind)}: {html.escape(body)}</pre>")
+        parts.append(fragment("<pre class='request'>{}: {}</pre>", kind, body))
     if observation is not None:
         content = observation.get("content")
-        text = (
-            content
-            if isinstance(content, str)
-            else " ".join(p.get("text", "") for p in content if p.get("type") == "text")
-        )
+        if isinstance(content, list):
+            content = " ".join(
+                str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+            )
+        text = content if isinstance(content, str) else ""
         if kind == "python":
             sections = split_observation(text)
-            parts.append(f"<p class='observation'>{html.escape(sections.get('head', ''))}</p>")
+            parts.append(fragment("<p class='observation'>{}</p>", sections.get("head", "")))
             for name in ("stdout", "stderr", "traceback"):
                 if sections.get(name):
-                    parts.append(f"<div class='{name}'><b>{name}</b><pre>{html.escape(sections[name])}</pre></div>")
+                    parts.append(fragment("<div class='{}'><b>{}</b><pre>{}</pre></div>", name, name, sections[name]))
             if sections.get("summary"):
                 parts.append(_summary_html(sections["summary"]))
         else:
-            parts.append(f"<pre class='observation'>{html.escape(text)}</pre>")
+            parts.append(fragment("<pre class='observation'>{}</pre>", text))
     if images:
         tags = []
         for name, size in images:
-            dims = f" width='{int(size[0])}' height='{int(size[1])}'" if size and len(size) == 2 else ""
+            dims = ""
+            if isinstance(size, list | tuple) and len(size) == 2 and all(_number(v) is not None for v in size):
+                dims = fragment(" width='{}' height='{}'", int(size[0]), int(size[1]))
+            url = page_url(img_dir, name)
             tags.append(
-                f"<a href='{img_dir}/{html.escape(name)}'><img src='{img_dir}/{html.escape(name)}' loading='lazy'"
-                f" decoding='async'{dims} alt='step {number} image'></a>"
-            )
-        parts.append(f"<div class='images'>{''.join(tags)}</div>")
+                fragment(
+                    "<a href='{}'><img src='{}' loading='lazy' decoding='async'{} alt='step {} image'></a>",
+                    url, url, dims, number,
+                )
+            )  # fmt: skip
+        parts.append(fragment("<div class='images'>{}</div>", join(tags)))
     parts.append(_answers_html(answers))
     if ended:
-        parts.append(f"<p class='ended'>{html.escape(end_note)}</p>")
-    parts.append("</div>")
-    return "\n".join(parts)
+        parts.append(fragment("<p class='ended'>{}</p>", end_note))
+    parts.append(Markup("</div>"))
+    return join(parts, "\n")
 
 
-def build_scene_page(trajectory, page, back="index.html", answers=None, script=""):
+def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=()):
     """Write the step-by-step page of a trajectory (a path or its dict) at ``page``; return the page's path.
 
     Images go to ``<page stem>_files/`` next to the page; ``answers`` are the scene's rows of
-    steps_answers.jsonl, if any.
+    steps_answers.jsonl, if any; ``scripts`` are more of the pages' own scripts (bvb view's reload).
     """
     page = Path(page)
+    base = None
     if not isinstance(trajectory, dict):
-        trajectory = json.loads(Path(trajectory).read_text())
+        # The snapshot and its step log; images stay files, copied to the page's folder once.
+        base = Path(trajectory).parent
+        trajectory = read_trajectory(trajectory, inline=False)
+        if not isinstance(trajectory, dict):
+            raise ValueError(f"{page.name}: the trajectory is not a JSON object")
     img_dir = page.parent / f"{page.stem}_files"
     img_dir.mkdir(parents=True, exist_ok=True)
-    steps = trajectory.get("steps") or []
-    pairs = _step_messages(trajectory.get("messages") or [])
+    steps = [s for s in _list(trajectory.get("steps")) if isinstance(s, dict)]
+    messages = [m for m in _list(trajectory.get("messages")) if isinstance(m, dict)]
+    pairs = _step_messages(messages)
     by_step = {}
     for row in answers or []:
-        by_step.setdefault(int(row.get("step", -1)), []).append(row)
+        by_step.setdefault(_count(row.get("step", -1)), []).append(row)
     status = str(trajectory.get("status") or "unknown")
     end = _end_step(steps, status) if status != "running" else None
     end_note = f"scene {status} here: {trajectory.get('stop_reason') or ''} — {trajectory.get('reason') or ''}"
@@ -298,41 +397,42 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, script="
     blocks = []
     for index, record in enumerate(steps):
         reply, observation = pairs[index] if index < len(pairs) else ("", None)
-        tokens_in, _, tokens_out = _tokens(record.get("usage") or {})
+        tokens_in, _, tokens_out = _tokens(record.get("usage"))
         totals["in"] += tokens_in
         totals["out"] += tokens_out
-        totals["cost"] += float(record.get("cost") or 0.0)
-        totals["model"] += float(record.get("model_seconds") or 0.0)
-        totals["harness"] += float(record.get("harness_seconds") or 0.0)
-        number = record.get("step", index + 1)
-        images = write_images(observation, img_dir, f"{int(number):03d}") if observation else []
+        for key, field in (("cost", "cost"), ("model", "model_seconds"), ("harness", "harness_seconds")):
+            totals[key] += _number(record.get(field)) or 0.0
+        number = _count(record.get("step", index + 1))
+        images = write_images(observation, img_dir, f"{number:03d}", base) if observation else []
         blocks.append(
             _step_html(
-                record, reply, observation, images, html.escape(img_dir.name), dict(totals),
-                by_step.get(int(number), []), index == end, end_note,
+                record, reply, observation, images, img_dir.name, dict(totals),
+                by_step.get(number, []), index == end, end_note,
             )
         )  # fmt: skip
     scene = str(trajectory.get("scene") or page.stem)
-    tokens = trajectory.get("tokens") or {}
-    headline = (
-        f"status <b>{html.escape(status)}</b> {html.escape(str(trajectory.get('stop_reason') or ''))} · "
-        f"{html.escape(str(trajectory.get('reason') or ''))}"
+    tokens = trajectory.get("tokens") if isinstance(trajectory.get("tokens"), dict) else {}
+    headline = fragment(
+        "status <b>{}</b> {} · {}", status, trajectory.get("stop_reason") or "", trajectory.get("reason") or ""
     )
-    summary = (
-        f"{len(steps)} steps · frames seen {trajectory.get('frames_seen', 0)} · format errors "
-        f"{trajectory.get('format_errors', 0)} · cost {_money(trajectory.get('cost'))} · tokens in "
-        f"{tokens.get('input', 0)} out {tokens.get('output', 0)} · runtime {_seconds(trajectory.get('runtime'))} · "
-        f"model {_seconds(trajectory.get('model_seconds'))} · updated {html.escape(str(trajectory.get('updated', '')))}"
-    )
-    text = PAGE.format(
-        title=f"{html.escape(scene)}: trajectory",
-        pygments=FORMATTER.get_style_defs(".hl"),
-        back=html.escape(back),
-        scene=html.escape(scene),
+    summary = fragment(
+        "{} steps · frames seen {} · format errors {} · cost {} · tokens in {} out {} · runtime {} · model {} · "
+        "updated {}",
+        len(steps), trajectory.get("frames_seen", 0), trajectory.get("format_errors", 0),
+        _money(trajectory.get("cost")), tokens.get("input", 0), tokens.get("output", 0),
+        _seconds(trajectory.get("runtime")), _seconds(trajectory.get("model_seconds")), trajectory.get("updated", ""),
+    )  # fmt: skip
+    scripts = (LOAD_SCRIPT, *scripts)
+    text = render(
+        PAGE,
+        policy=csp(scripts),
+        pygments=Markup(FORMATTER.get_style_defs(".hl")),
+        back=back,
+        scene=scene,
         headline=headline,
         totals=summary,
-        steps="\n".join(blocks) or "<p>no steps yet</p>",
-        script=script,
+        steps=join(blocks, "\n") or Markup("<p>no steps yet</p>"),
+        scripts=scripts,
     )
     write_text_atomic(page, text)
     return page

@@ -1,7 +1,7 @@
 """VGI-Bench's process-sensitive scoring of procedure videos.
 
-    python -m eval_bridge vgi --videos DIR --tasks FILE.jsonl --judge-base-url URL --judge-model M
-    python -m eval_bridge vgi --videos DIR --tasks FILE.jsonl --judge checker --timelines DIR
+    bvb score vgi --videos DIR --tasks FILE.jsonl --judge-base-url URL --judge-model M
+    bvb score vgi --videos DIR --tasks FILE.jsonl --judge checker --timelines DIR
 
 An instance's score is completeness (complete 1, partial 0.5, failed 0) times the mean over
 rubric rules of 1 / (violations + 1); it succeeds only when both are perfect. The VLM
@@ -326,23 +326,30 @@ def score(tasks, videos_dir, judge, timelines_dir=None, workers=4, out_dir=None,
 
 
 def add_parser(sub):
-    p = sub.add_parser(
+    from bvb_addon.command_line import sub_parser
+
+    p = sub_parser(
+        sub,
         "vgi",
-        help="VGI process-sensitive scoring of procedure videos",
-        epilog="example: python -m eval_bridge vgi --videos data/vgi/videos --tasks data/vgi/tasks.jsonl "
-        "--judge checker --timelines data/vgi/timelines",
+        "VGI process-sensitive scoring of procedure videos",
+        "bvb score vgi --videos data/vgi/videos --tasks data/vgi/tasks.jsonl --judge checker "
+        "--timelines data/vgi/timelines",
     )
     p.add_argument("--videos", required=True, help="folder of <task id>.mp4")
-    p.add_argument("--tasks", required=True, help="tasks.jsonl from headless.vgi_tasks")
-    p.add_argument("--judge", choices=("vlm", "checker"), default="vlm")
-    p.add_argument("--timelines", help="folder of <task id>.json timelines (checker judge)")
-    p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge")
-    p.add_argument("--judge-model", help="judge model id")
-    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY")
+    p.add_argument("--tasks", required=True, help="tasks.jsonl from bvb vgi-tasks")
+    p.add_argument("--judge", choices=("vlm", "checker"), default="vlm", help="a VLM (an API) or the exact checker")
+    p.add_argument("--timelines", help="folder of <task id>.json timelines (required with --judge checker)")
+    p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)")
+    p.add_argument("--judge-model", help="judge model id (required with --judge vlm)")
+    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
     p.add_argument("--cache", help="judge cache file (default <videos>/vgi_judge_cache.sqlite)")
     p.add_argument("--half", action="store_true", help="the half-instance protocol")
-    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--workers", type=int, default=4, help="tasks judged at once")
     p.add_argument("--out", help="folder for vgi.jsonl and vgi_summary.json (default: --videos)")
-    p.add_argument("--price-in", type=float)
-    p.add_argument("--price-out", type=float)
+    p.add_argument(
+        "--price-in", type=float, help="judge input price, USD per million tokens (default: the price sources')"
+    )
+    p.add_argument(
+        "--price-out", type=float, help="judge output price, USD per million tokens (default: the price sources')"
+    )
     return p

@@ -11,16 +11,20 @@ bvb view RUN_OR_DIR...   python -m eval_bridge view ...  (the report, live, on l
 bvb export inspect ...   python -m eval_bridge export inspect ...
 bvb exec ...             python -m headless.exec ...
 bvb demo                 the whole pipeline on a synthetic suite, offline
+bvb completion bash|zsh  a shell completion script: eval "$(bvb completion bash)"
 """
 
-import argparse
+import difflib
 import importlib
 import sys
+
+from bvb_addon.command_line import SCORE_STAGES, Parser
 
 # subcommand -> (module with main(argv), fixed leading arguments, one-line help)
 DELEGATES = {
     "synth": ("headless.synth", [], "generate a synthetic indoor suite with exact ground truth"),
     "run": ("headless.run", [], "run an agent on every scene of a split"),
+    "campaign": ("headless.campaign", [], "every stage of many configurations as one resumable job, one budget"),
     "render": ("headless.render", [], "render every submission of a run from its camera"),
     "exec": ("headless.exec", [], "run one bpy program in a sandboxed worker"),
     "vgi-tasks": ("headless.vgi_tasks", [], "generate VGI procedure tasks built in Blender"),
@@ -31,7 +35,7 @@ DELEGATES = {
     "view": ("eval_bridge.cli", ["view"], "serve the report live on loopback while runs and scorers write"),
     "export": ("eval_bridge.cli", ["export"], "export a run (inspect: an Inspect AI eval log)"),
 }
-SCORE_AXES = ("dv", "ls", "overall", "vgi", "steps")
+SCORE_AXES = SCORE_STAGES
 
 EPILOG = """examples:
   bvb demo
@@ -42,6 +46,7 @@ EPILOG = """examples:
   bvb report results/run_001 --out results/report
   bvb view results/run_001
   bvb export inspect results/run_001 --out run_001.json
+  eval "$(bvb completion bash)"      (tab completion of stages and options; zsh and tcsh too)
 each subcommand takes --help."""
 
 
@@ -56,21 +61,74 @@ def delegate(module_name, argv):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="bvb",
         description="BVB (Blender-VideoBench): rebuild videos as animated Blender scenes and score them.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, _lead, help_text) in DELEGATES.items():
         # add_help=False: "bvb run --help" shows the stage's own help.
         sub.add_parser(name, help=help_text, add_help=False)
-    sub.add_parser("score", help="score a run: dv, ls or overall (bvb score dv --help)", add_help=False)
+    sub.add_parser("score", help="score a run: dv, ls, overall, vgi or steps (bvb score dv --help)", add_help=False)
     from headless import demo
 
     demo.add_parser(sub)
     return parser
+
+
+COMMANDS = (*DELEGATES, "score", "demo", "completion")
+
+
+def _subcommands(parser):
+    import argparse
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def stage_parsers():
+    """{"run": parser, "score dv": parser, ...}: every stage's own parser (completion and the tests walk them)."""
+    from eval_bridge import cli as bridge
+
+    bridge_stages = _subcommands(bridge.build_parser())
+    parsers = {}
+    for name, (module, lead, _) in DELEGATES.items():
+        parsers[name] = bridge_stages[lead[0]] if lead else importlib.import_module(module).build_parser()
+    for axis in SCORE_AXES:
+        parsers[f"score {axis}"] = bridge_stages[axis]
+    parsers["demo"] = _subcommands(build_parser())["demo"]
+    return parsers
+
+
+def completion(parser, rest):
+    """``bvb completion bash|zsh|tcsh``: a shell completion script for every stage and option (shtab)."""
+    shell = rest[0] if rest else "bash"
+    try:
+        import shtab
+    except ImportError:
+        print("error: bvb completion needs shtab; install it with: pip install shtab", file=sys.stderr)
+        return 2
+    if shell not in shtab.SUPPORTED_SHELLS:
+        print(f"error: bvb completion {shell}: use one of {', '.join(shtab.SUPPORTED_SHELLS)}", file=sys.stderr)
+        return 2
+    full = Parser(prog="bvb", description=parser.description)
+    sub = full.add_subparsers(dest="command", metavar="COMMAND")
+    score = sub.add_parser("score", help="score a run").add_subparsers(dest="axis", metavar="AXIS")
+    helps = {name: help_text for name, (_m, _l, help_text) in DELEGATES.items()}
+    for name, stage in stage_parsers().items():
+        target, leaf = (score, name.split()[1]) if name.startswith("score ") else (sub, name)
+        # parents= copies the stage's options (its -h included) into the completion's tree.
+        target.add_parser(leaf, parents=[stage], add_help=False, help=helps.get(name, stage.description))
+    print(shtab.complete(full, shell=shell))
+    return 0
+
+
+def unknown(what, word, known, usage):
+    """One line for a command that does not exist, with the closest known one; exit code 2."""
+    close = difflib.get_close_matches(word, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    print(f"{usage}\nerror: unknown {what} {word!r}; {hint}(one of: {', '.join(known)})", file=sys.stderr)
+    return 2
 
 
 def main(argv=None):
@@ -84,10 +142,17 @@ def main(argv=None):
         module, lead, _ = DELEGATES[command]
         return delegate(module, lead + rest)
     if command == "score":
-        if not rest or rest[0] not in SCORE_AXES:
-            print(f"usage: bvb score {{{','.join(SCORE_AXES)}}} ... (example: bvb score overall --run results/run_001)")
-            return 0 if rest and rest[0] in ("-h", "--help") else 2
+        usage = f"usage: bvb score {{{','.join(SCORE_AXES)}}} ... (example: bvb score overall --run results/run_001)"
+        if not rest or rest[0] in ("-h", "--help"):
+            print(usage)
+            return 0 if rest else 2
+        if rest[0] not in SCORE_AXES:
+            return unknown("score axis", rest[0], SCORE_AXES, usage)
         return delegate("eval_bridge.cli", rest)
+    if command == "completion":
+        return completion(parser, rest)
+    if command not in COMMANDS and not command.startswith("-"):
+        return unknown("command", command, COMMANDS, "usage: bvb COMMAND ... (bvb --help lists them)")
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -8,11 +8,8 @@ Each stage is the same command a researcher runs by hand; the demo prints each o
 
 import os
 import shlex
-import sys
 import time
 from pathlib import Path
-
-from tqdm import tqdm
 
 from bvb_addon import outcomes
 from bvb_addon.errors import BVBError, report
@@ -28,22 +25,25 @@ class DemoError(BVBError, RuntimeError):
 
 
 def add_parser(sub):
+    from bvb_addon.command_line import add_log_flags
+
     parser = sub.add_parser(
         "demo",
         help="run the whole benchmark offline on a small synthetic suite",
         description=__doc__.split("\n\n")[1],
-        epilog="example: bvb demo --out results/demo",
+        epilog="example:\n  bvb demo --out results/demo",
     )
+    add_log_flags(parser)
     parser.add_argument("--out", default="results/demo", help="folder for the suite, runs and report")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="suite seed; the same seed gives the same scenes")
     parser.add_argument("--resolution", type=int, default=256, help="longest side of clips and renders, px")
-    parser.add_argument("--fps", type=int, default=8)
+    parser.add_argument("--fps", type=int, default=8, help="clip frame rate")
     parser.add_argument("--duration", type=float, default=6.0, help="clip length, seconds")
     parser.add_argument("--num-frames", type=int, default=24, help="frames of each evaluation render")
     parser.add_argument(
         "--encoder",
         default=os.environ.get("BVB_VJEPA_MODEL"),
-        help="V-JEPA 2 weights (local path or hub id) to score LS; default $BVB_VJEPA_MODEL; LS is skipped without",
+        help="V-JEPA 2 weights (local path or hub id) to score LS (default: $BVB_VJEPA_MODEL; LS is skipped without)",
     )
     parser.set_defaults(func=run_demo)
     return parser
@@ -53,7 +53,13 @@ def _stage(label, module, argv):
     """Run one stage through its own main(); stop the demo with the stage's name on failure."""
     import importlib
 
-    print(f"$ python -m {module.replace('.cli', '')} {shlex.join(argv)}", flush=True)
+    from bvb_addon.command_line import prog
+
+    if module == "eval_bridge.cli":
+        command = f"{prog(argv[0])} {shlex.join(argv[1:])}"
+    else:
+        command = f"bvb {module.split('.')[-1].replace('_', '-')} {shlex.join(argv)}"
+    print(f"$ {command}", flush=True)
     code = importlib.import_module(module).main(argv)
     if code:
         raise DemoError(f"{label} failed (exit {code}); rerun the command above to see why")
@@ -61,6 +67,9 @@ def _stage(label, module, argv):
 
 def run_demo(args):
     from bvb_addon import path_args
+    from bvb_addon.command_line import setup_logging
+
+    setup_logging(args.verbose, args.quiet)
 
     try:
         path_args.folder("--out", args.out)
@@ -98,8 +107,9 @@ def run_demo(args):
         ),
     ]
     try:
-        for label, action in tqdm(steps, desc="bvb demo", unit="stage", file=sys.stdout):
-            tqdm.write(f"== {label}")
+        for i, (label, action) in enumerate(steps, 1):
+            # A plain line per stage: the stages print their own progress below it.
+            print(f"== {label} ({i}/{len(steps)})", flush=True)
             action()
     except DemoError as exc:
         return report(exc)
@@ -108,6 +118,11 @@ def run_demo(args):
     print(f"report: {out / 'report' / 'index.html'}")
     print(f"leaderboard: {out / 'leaderboard.csv'}")
     return 0
+
+
+def _log_flag(args):
+    """The stages' own bars are quiet inside the demo's steps, unless the demo is verbose."""
+    return "--verbose" if getattr(args, "verbose", False) else "--quiet"
 
 
 def _synth(args, suite):
@@ -122,7 +137,7 @@ def _synth(args, suite):
         [
             "--out", str(suite), "--scenes", "1", "--difficulty", "all", "--seed", str(args.seed),
             "--width", str(width), "--height", str(height), "--fps", str(args.fps), "--duration", str(args.duration),
-            "--quiet",
+            _log_flag(args),
         ],
     )  # fmt: skip
 
@@ -133,7 +148,7 @@ def _run(args, suite, run_dir, agent):
         "headless.run",
         [
             "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(run_dir),
-            "--agent", agent, "--resume", "--quiet",
+            "--agent", agent, "--resume", _log_flag(args),
         ],
     )  # fmt: skip
 
@@ -144,7 +159,7 @@ def _render(args, run_dir):
         "headless.render",
         [
             "--run", str(run_dir), "--preset", "fast", "--num-frames", str(args.num_frames),
-            "--resolution", str(args.resolution), "--resume", "--quiet",
+            "--resolution", str(args.resolution), "--resume", _log_flag(args),
         ],
     )  # fmt: skip
 
@@ -173,6 +188,6 @@ def _ls(args, suite, runs):
             "eval_bridge.cli",
             [
                 "ls", "--run", str(run_dir), "--split", str(suite / "split.jsonl"), "--videos", str(suite),
-                "--model", args.encoder, "--num-frames", str(args.num_frames), "--resume",
+                "--encoder", args.encoder, "--num-frames", str(args.num_frames), "--resume",
             ],
         )  # fmt: skip

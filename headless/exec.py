@@ -1,6 +1,6 @@
 """Run one bpy program in a sandboxed Blender worker and print the step result as JSON.
 
-python -m headless.exec --workspace DIR [--timeout S] [--render-frames 1,32] PROGRAM.py
+bvb exec --workspace DIR [--timeout S] [--render-frames 1,32] PROGRAM.py
 
 DIR/work is the sandbox's workspace (the only place the program can write), DIR/snapshots
 holds each successful step's scene (NNN.blend, outside the sandbox), DIR/renders the
@@ -8,7 +8,6 @@ images of --render-frames. Repeated calls on one DIR continue the same scene. Ex
 when the step ran, whatever its status; non-zero only when the harness itself failed.
 """
 
-import argparse
 import json
 import sys
 
@@ -21,28 +20,35 @@ from headless import bootstrap  # noqa: E402
 
 
 def build_parser():
+    from bvb_addon.command_line import add_alias, stage_parser
     from bvb_addon.defaults import dataclass_defaults
     from bvb_addon.sandbox.config import SandboxConfig
 
     # The sandbox's defaults are SandboxConfig's own, stated there once.
     sb = dataclass_defaults(SandboxConfig)
-    parser = argparse.ArgumentParser(
-        prog="headless.exec",
-        description="Run one bpy program in a sandboxed Blender worker; print the step result as one JSON object.",
-        epilog="example: python -m headless.exec --workspace /tmp/scene1 --render-frames 1,32 build.py",
+    parser = stage_parser(
+        "exec",
+        "Run one bpy program in a sandboxed Blender worker; print the step result as one JSON object.",
+        "bvb exec --workspace /tmp/scene1 --render-frames 1,32 build.py",
     )
     parser.add_argument("program", help="the bpy program (a .py file; - reads standard input)")
     parser.add_argument("--workspace", required=True, help="folder holding this scene (created if missing)")
     parser.add_argument(
         "--timeout", type=float, default=sb["step_timeout_s"], help="wall-clock limit of the step, seconds"
     )
-    parser.add_argument("--render-frames", help="comma-separated frames to render from the scene camera")
+    parser.add_argument(
+        "--render-frames", help="comma-separated frames to render from the scene camera (default: none)"
+    )
     parser.add_argument("--preset", default="fast", choices=("fast", "bvb", "cycles"), help="render preset")
     parser.add_argument("--resolution", type=int, default=512, help="longest side of renders, px")
-    parser.add_argument("--min-level", default=sb["min_level"], choices=("bwrap", "uid", "rlimits"),
+    parser.add_argument("--sandbox-min", default=sb["min_level"], choices=("bwrap", "uid", "rlimits"),
                         help="refuse to run below this sandbox level")  # fmt: skip
-    parser.add_argument("--allow-weak-sandbox", action="store_true", help="run even below --min-level")
-    parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")
+    add_alias(parser, "--min-level", "--sandbox-min", "sandbox_min")
+    parser.add_argument("--allow-weak-sandbox", action="store_true", help="run even below --sandbox-min")
+    parser.add_argument("--blender-bin", help="Blender binary for the worker (default: $BLENDER_BIN or the bpy module)")
+    parser.add_argument(
+        "--venv", help="virtual environment with the dependencies (Blender binary only; default: the checkout's .venv)"
+    )
     return parser
 
 
@@ -63,9 +69,11 @@ def main(argv=None):
     from pathlib import Path
 
     from bvb_addon import path_args
+    from bvb_addon.command_line import setup_logging
     from bvb_addon.errors import USER_ERRORS, report
     from bvb_addon.sandbox import SandboxConfig, Worker, WorkerError
 
+    setup_logging(args.verbose, args.quiet)
     try:
         path_args.check(
             folders=[("--workspace", args.workspace)],
@@ -83,8 +91,8 @@ def main(argv=None):
             return 2
     frames = parse_frames(args.render_frames) if args.render_frames else None
     root = Path(args.workspace).resolve()
-    config = SandboxConfig(min_level=args.min_level, allow_below_minimum=args.allow_weak_sandbox,
-                           step_timeout_s=args.timeout)  # fmt: skip
+    config = SandboxConfig(min_level=args.sandbox_min, allow_below_minimum=args.allow_weak_sandbox,
+                           step_timeout_s=args.timeout, blender_bin=args.blender_bin)  # fmt: skip
     try:
         worker = Worker(root / "work", root / "snapshots", config)
     except (*USER_ERRORS, WorkerError, OSError) as exc:  # SandboxUnavailable is a user error

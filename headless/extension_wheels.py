@@ -42,9 +42,10 @@ PLATFORM_TAGS = {
     "macos-x64": ["macosx_10_9_x86_64", "macosx_10_13_x86_64", "macosx_11_0_x86_64", "macosx_13_0_x86_64"],
 }
 
-# The Pythons of the supported Blenders' official builds: 4.2 LTS to 5.0 run 3.11, 5.1 and later
-# (5.2 LTS) 3.13. Binary wheels (pydantic-core, jiter) are per Python; av's are abi3 (3.11 and up).
-PYTHONS = ("3.11", "3.13")
+# The Pythons the supported Blenders run: blender.org's 4.2 LTS to 5.0 run 3.11, 5.1 and later
+# (5.2 LTS) 3.13; Debian's own 5.2 build runs Debian's 3.14. Binary wheels (pydantic-core, jiter)
+# are per Python; av's are abi3 (3.11 and up). Blender installs those matching its Python.
+PYTHONS = ("3.11", "3.13", "3.14")
 
 # Blender 4.2 ships these in its own Python; a second copy would shadow or clash with them.
 BUNDLED_BY_BLENDER = {"numpy", "requests", "certifi", "idna", "urllib3", "charset_normalizer"}

@@ -1,15 +1,13 @@
 """Render every submission of a run from its own camera: camera_renders/<scene>.mp4.
 
-python -m headless.render --run RUN [--num-frames 64] [--preset bvb|fast|cycles] [--resolution 512]
-                          [--workers N] [--resume] [--scenes ID ...]
+bvb render --run RUN [--num-frames 64] [--preset bvb|fast|cycles] [--resolution 512]
+                      [--workers N] [--resume] [--scenes ID ...]
 blender -b --python headless/render.py -- --run RUN ...     (a Blender 4.2 binary)
 
 Writes camera_renders/<scene>.mp4, scene_graphs/<scene>.json and render_status.jsonl
 (one row per scene; failures are rows, never a stopped batch).
 """
 
-import argparse
-import logging
 import sys
 
 if __package__ in (None, ""):
@@ -22,16 +20,20 @@ from headless import bootstrap  # noqa: E402
 
 
 def build_parser():
+    from bvb_addon.command_line import stage_parser
     from bvb_addon.defaults import dataclass_defaults
     from bvb_addon.render_stage import RenderOptions
     from bvb_addon.sandbox.config import SandboxConfig
 
     # Every default below is the settings dataclasses' own, stated there once.
     r, sb = dataclass_defaults(RenderOptions), dataclass_defaults(SandboxConfig)
-    parser = argparse.ArgumentParser(
-        prog="headless.render",
-        description="Render every blends/<scene>.blend of a run from its camera into camera_renders/<scene>.mp4.",
-        epilog="example: python -m headless.render --run results/run_001 --preset fast --workers 2 --resume",
+    parser = stage_parser(
+        "render",
+        "Render every blends/<scene>.blend of a run from its camera into camera_renders/<scene>.mp4.",
+        [
+            "bvb render --run results/run_001 --preset fast --workers 2 --resume",
+            "bvb render --run results/run_001 --preset bvb   (BVB's EEVEE look; minutes per scene without a GPU)",
+        ],
     )
     parser.add_argument("--run", required=True, help="the run directory (holds blends/)")
     parser.add_argument(
@@ -44,7 +46,7 @@ def build_parser():
         "--workers", type=int, default=r["workers"], help="sandboxed Blender workers rendering in parallel"
     )
     parser.add_argument("--resume", action="store_true", help="skip scenes whose mp4 is complete")
-    parser.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scenes")
+    parser.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scenes (default: all)")
     parser.add_argument(
         "--min-meshes", type=int, default=r["min_meshes"], help="the gate: fewest mesh objects a submission needs"
     )
@@ -55,11 +57,12 @@ def build_parser():
                         help="refuse to run below this sandbox level")  # fmt: skip
     parser.add_argument("--allow-weak-sandbox", action="store_true", help="run even below --sandbox-min")
     parser.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--backend", choices=("local", "ray"), default=r["backend"],
                         help="local worker threads, or one Ray task per scene")  # fmt: skip
     parser.add_argument("--ray-address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)")
-    parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")
+    parser.add_argument(
+        "--venv", help="virtual environment with the dependencies (Blender binary only; default: the checkout's .venv)"
+    )
     return parser
 
 
@@ -67,8 +70,11 @@ def main(argv=None):
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.render")
     args = build_parser().parse_args(own_args)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from pathlib import Path
+
+    from bvb_addon.command_line import setup_logging
+
+    setup_logging(args.verbose, args.quiet)
 
     from bvb_addon import outcomes, path_args
     from bvb_addon.errors import USER_ERRORS, report

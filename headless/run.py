@@ -4,8 +4,6 @@ python -m headless.run ARGS                      (project venv, bpy module)
 blender -b --python headless/run.py -- ARGS      (a Blender 4.2 binary)
 """
 
-import argparse
-import logging
 import platform
 import signal
 import sys
@@ -19,41 +17,41 @@ if __package__ in (None, ""):
 
 from headless import bootstrap  # noqa: E402
 
-EXAMPLE = (
-    "example: python -m headless.run --split suite/split.jsonl --videos suite --output results/gpt-4o "
-    "--model gpt-4o --cost-limit 3.0\n"
-    "         python -m headless.run --split suite/split.jsonl --videos suite --output results/floor --agent empty-room"
-)
+EXAMPLES = [
+    "bvb run --split suite/split.jsonl --videos suite --output results/gpt-4o --model gpt-4o --cost-limit 3.0",
+    "bvb run --split vsi/split.jsonl --videos vsi --output results/gpt-4o --model gpt-4o --workers 8 --budget 200",
+    "bvb run --split suite/split.jsonl --videos suite --output results/floor --agent empty-room",
+]
 
 
 def build_parser():
     from bvb_addon.agent.config import AGENTS, REASONING_LEVELS, AgentConfig
     from bvb_addon.agent.runner import RunOptions
+    from bvb_addon.command_line import stage_parser
     from bvb_addon.defaults import dataclass_defaults
 
     # Every default below is the settings dataclasses' own, stated there once.
-    a, r = dataclass_defaults(AgentConfig), dataclass_defaults(RunOptions)
+    from bvb_addon.sandbox.config import SandboxConfig
 
-    parser = argparse.ArgumentParser(
-        prog="headless.run",
-        description="Run an agent on every scene of a split and write a BVB run directory.",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    a, r, sb = dataclass_defaults(AgentConfig), dataclass_defaults(RunOptions), dataclass_defaults(SandboxConfig)
+
+    parser = stage_parser("run", "Run an agent on every scene of a split and write a BVB run directory.", EXAMPLES)
     parser.add_argument("--version", action="store_true", help="print harness, Blender and Python versions")
-    parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")
+    parser.add_argument(
+        "--venv", help="virtual environment with the dependencies (Blender binary only; default: the checkout's .venv)"
+    )
     run = parser.add_argument_group("run")
-    run.add_argument("--split", help="split file (JSON lines, VSI-Bench fields)")
+    run.add_argument("--split", help="split file (JSON lines, VSI-Bench fields; required with --mode bvb)")
     run.add_argument(
         "--mode",
         choices=("bvb", "vgi"),
         default=r["mode"],
         help="bvb: rebuild the videos of a split; vgi: build and animate the procedure tasks of --tasks",
     )
-    run.add_argument("--tasks", help="VGI tasks.jsonl (--mode vgi; --videos is the VGI suite folder)")
-    run.add_argument("--videos", help="VSI-Bench-style root holding <dataset>/<scene>.mp4")
-    run.add_argument("--output", help="run directory to write (results/<run>)")
-    run.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scene names")
+    run.add_argument("--tasks", help="VGI tasks.jsonl (required with --mode vgi; --videos is the VGI suite folder)")
+    run.add_argument("--videos", help="VSI-Bench-style root holding <dataset>/<scene>.mp4 (required)")
+    run.add_argument("--output", help="run directory to write, e.g. results/<run> (required)")
+    run.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scene names (default: all)")
     run.add_argument("--limit", type=int, default=r["limit"], metavar="N", help="only the first N scenes (0: all)")
     run.add_argument(
         "--shard",
@@ -64,7 +62,16 @@ def build_parser():
     run.add_argument(
         "--workers", type=int, default=r["workers"], metavar="N", help="scenes run at once, each in its own worker"
     )
-    run.add_argument("--resume", action="store_true", help="skip scenes with a submission, continue interrupted ones")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue interrupted and faulted scenes; ended ones (submitted, a limit, failed) stay as they ended",
+    )
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: re-open scenes that ended in an agent failure (recorded in their trajectory)",
+    )
     run.add_argument(
         "--trials",
         type=int,
@@ -72,7 +79,6 @@ def build_parser():
         metavar="K",
         help="run the whole split K times into OUTPUT.trial1 ... OUTPUT.trialK (the leaderboard aggregates them)",
     )
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
         "--backend", choices=("local", "ray"), default=r["backend"], help="local threads, or one Ray task per scene"
     )
@@ -83,20 +89,42 @@ def build_parser():
     agent.add_argument("--reasoning", choices=REASONING_LEVELS, default=a["reasoning"], help="reasoning effort")
     agent.add_argument("--base-url", default=a["base_url"], help="OpenAI-compatible endpoint")
     agent.add_argument(
+        "--probe-wait",
+        type=float,
+        default=r["probe_wait"],
+        metavar="S",
+        help="seconds to keep retrying an endpoint that refuses or times out before the first scene (0: no probe)",
+    )
+    agent.add_argument(
         "--api-key-env", default=a["api_key_env"], metavar="NAME", help="environment variable with the key"
     )
     agent.add_argument(
         "--price-in",
         type=float,
         metavar="USD",
-        help="USD per million input tokens (overrides prices.json and genai-prices)",
+        help="USD per million input tokens (default: the price table, then genai-prices)",
     )
-    agent.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
-    agent.add_argument("--price-cached-in", type=float, metavar="USD", help="USD per million cached input tokens")
+    agent.add_argument(
+        "--price-out", type=float, metavar="USD", help="USD per million output tokens (default: as --price-in)"
+    )
+    agent.add_argument(
+        "--price-cached-in",
+        type=float,
+        metavar="USD",
+        help="USD per million cached input tokens (default: the price source's, else --price-in)",
+    )
     agent.add_argument("--max-tokens", type=int, default=a["max_tokens"], help="completion tokens per call")
     agent.add_argument("--temperature", type=float, help="sampling temperature (default: the provider's)")
     limits = parser.add_argument_group("limits")
     limits.add_argument("--cost-limit", type=float, default=a["cost_limit"], metavar="USD", help="model cost per scene")
+    limits.add_argument(
+        "--budget",
+        type=float,
+        default=r["budget"],
+        metavar="USD",
+        help="model cost for the whole run, across all workers; when reached, running scenes end as limit/budget "
+        "and submit, the rest stay unstarted (--resume with a larger budget continues; default: no run budget)",
+    )
     limits.add_argument(
         "--max-steps", type=int, default=a["max_steps"], metavar="N", help="replies per scene (0: no limit)"
     )
@@ -128,7 +156,12 @@ def build_parser():
         "(0: from the price source when it knows the model)",
     )
     sandbox = parser.add_argument_group("sandbox")
-    sandbox.add_argument("--sandbox-min", choices=("bwrap", "uid", "rlimits"), help="minimum isolation level")
+    sandbox.add_argument(
+        "--sandbox-min",
+        default=sb["min_level"],
+        choices=("bwrap", "uid", "rlimits"),
+        help="refuse to run below this sandbox level",
+    )
     sandbox.add_argument(
         "--allow-weak-sandbox", action="store_true", help="run even when the sandbox is below its minimum"
     )
@@ -136,7 +169,13 @@ def build_parser():
         "--agent-gpu", action="store_true",
         help="give the agent's python workers the machine's GPU too (render workers always have it)",
     )  # fmt: skip
-    sandbox.add_argument("--worker-memory-gb", type=float, help="address-space limit of a worker")
+    sandbox.add_argument(
+        "--worker-memory-gb",
+        type=float,
+        default=sb["memory_bytes"] / (1 << 30),
+        help="memory of a worker, in GiB: each process's address-space limit and memory.max of its whole "
+        "process tree (a memory cgroup, where one can be made; see the sandbox level line)",
+    )
     sandbox.add_argument("--blender-bin", help="Blender binary for workers (default: $BLENDER_BIN or the bpy module)")
     return parser
 
@@ -180,8 +219,7 @@ def _configs(args, parser):
         context_window=args.context_window,
     )
     sandbox = {"step_timeout_s": max(args.step_timeout, 1.0)}
-    if args.sandbox_min:
-        sandbox["min_level"] = args.sandbox_min
+    sandbox["min_level"] = args.sandbox_min
     if args.allow_weak_sandbox:
         sandbox["allow_below_minimum"] = True
     if args.agent_gpu:
@@ -196,7 +234,8 @@ def _configs(args, parser):
         output=args.output,
         scenes=args.scenes,
         limit=args.limit,
-        resume=args.resume,
+        resume=args.resume or args.retry_failed,
+        retry_failed=args.retry_failed,
         shard=parse_shard(args.shard),
         workers=args.workers,
         sandbox=SandboxConfig(**sandbox),
@@ -205,6 +244,8 @@ def _configs(args, parser):
         tasks=args.tasks,
         backend=args.backend,
         ray_address=args.ray_address,
+        probe_wait=args.probe_wait,
+        budget=args.budget,
     )
     return options, config
 
@@ -230,8 +271,10 @@ def main(argv=None):
     if not (args.split or args.tasks or args.videos or args.output):
         parser.print_help()
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from bvb_addon import outcomes
+    from bvb_addon.command_line import setup_logging
+
+    setup_logging(args.verbose, args.quiet)
 
     if args.trials < 1 or (args.trials > 1 and not args.output):
         print(f"error: --trials {args.trials} needs K >= 1 and --output (trials go to OUTPUT.trialK)", file=sys.stderr)
@@ -291,7 +334,7 @@ def _run_once(args, parser, rerun):
         import os
 
         os._exit(130)
-    print(summarize(results, time.monotonic() - start))
+    print(summarize(results, time.monotonic() - start, runner.budget, runner.unstarted))
     if runner.interrupted:
         return outcomes.INTERRUPTED_EXIT
     return outcomes.finish("run", results.values(), rerun)

@@ -14,6 +14,9 @@ A reply is a dict (or a plain string, meaning ``{"content": ...}``):
   headers      extra response headers (e.g. {"Retry-After": "2"})
   raw          a JSON body sent as it is with status 200 (for malformed or gateway-style answers)
 
+GET /models lists the ``models`` given (none by default) or answers ``models_reply``, for the
+endpoint probe that runs before scoring and agent runs.
+
 Replies are consumed in order; a ``responder`` callable (request body -> reply) may be given
 instead for content that depends on the request. The server records every request body,
 counts calls and the peak number of concurrent requests.
@@ -31,11 +34,20 @@ DEFAULT_USAGE = {"prompt_tokens": 100, "completion_tokens": 20}
 class ScriptedOpenAI:
     """Start with ``with ScriptedOpenAI(replies) as server: server.base_url``."""
 
-    def __init__(self, replies=None, responder=None, default=None, host="127.0.0.1", port=0):
+    def __init__(
+        self, replies=None, responder=None, default=None, host="127.0.0.1", port=0, models=None, models_reply=None
+    ):
         self.replies = list(replies or [])
+        # GET /models lists these ids (none by default: a scripted server answers for any model), or
+        # answers models_reply (a reply dict with status and message) when given.
+        self.models = list(models or [])
+        self.models_reply = models_reply
+        self.model_probes = 0
         self.responder = responder
         self.default = default
         self.requests = []
+        self.peers = {}
+        """Calls per client address (a multi-node test tells its nodes apart by them)."""
         self.calls = 0
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -85,7 +97,15 @@ class ScriptedOpenAI:
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+                    with server._lock:
+                        server.model_probes += 1
+                    reply = server.models_reply
+                    if reply and int(reply.get("status", 200)) != 200:
+                        error = {"message": reply.get("message", "scripted error"), "type": "scripted"}
+                        self._send(int(reply["status"]), {"error": error}, reply.get("headers") or {})
+                        return
+                    data = [{"id": name, "object": "model"} for name in server.models]
+                    self._send(200, {"object": "list", "data": data})
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
@@ -100,6 +120,8 @@ class ScriptedOpenAI:
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
                 with server._lock:
+                    peer = self.client_address[0]
+                    server.peers[peer] = server.peers.get(peer, 0) + 1
                     server.in_flight += 1
                     server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
                 try:

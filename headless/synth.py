@@ -1,12 +1,11 @@
 """Generate the synthetic indoor suite.
 
-python -m headless.synth --out DIR --scenes N --difficulty {easy,medium,hard} --seed S
+bvb synth --out DIR --scenes N --difficulty {easy,medium,hard} --seed S
 blender -b --python headless/synth.py -- --out DIR ...      (a Blender 4.2 binary)
 """
 
 import argparse
 import json
-import logging
 import sys
 
 if __package__ in (None, ""):
@@ -41,23 +40,26 @@ def _even_size(text):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="headless.synth",
-        description="Render synthetic indoor scenes with exact ground truth, questions and oracle programs.",
-        epilog="example: python -m headless.synth --out suites/demo --scenes 1 --difficulty all --seed 0",
+    from bvb_addon.command_line import stage_parser
+
+    parser = stage_parser(
+        "synth",
+        "Render synthetic indoor scenes with exact ground truth, questions and oracle programs.",
+        "bvb synth --out suites/demo --scenes 1 --difficulty all --seed 0",
     )
     parser.add_argument("--out", required=True, help="suite folder (synthetic/, gt/, oracle/, split.jsonl)")
-    parser.add_argument("--scenes", type=int, default=1, help="scenes per difficulty (default 1)")
+    parser.add_argument("--scenes", type=int, default=1, help="scenes per difficulty")
     parser.add_argument(
         "--difficulty", type=_difficulties, default=["easy"], help="easy, medium, hard, a comma list, or all"
     )
     parser.add_argument("--seed", type=int, default=0, help="suite seed; the same seed gives the same scenes")
-    parser.add_argument("--width", type=_even_size, default=320, help="clip width in pixels (default 320)")
-    parser.add_argument("--height", type=_even_size, default=240, help="clip height in pixels (default 240)")
-    parser.add_argument("--fps", type=int, default=8, help="clip frame rate (default 8)")
-    parser.add_argument("--duration", type=float, default=8.0, help="clip length in seconds (default 8)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--venv", help="virtual environment with the dependencies (Blender binary only)")
+    parser.add_argument("--width", type=_even_size, default=320, help="clip width in pixels")
+    parser.add_argument("--height", type=_even_size, default=240, help="clip height in pixels")
+    parser.add_argument("--fps", type=int, default=8, help="clip frame rate")
+    parser.add_argument("--duration", type=float, default=8.0, help="clip length in seconds")
+    parser.add_argument(
+        "--venv", help="virtual environment with the dependencies (Blender binary only; default: the checkout's .venv)"
+    )
     return parser
 
 
@@ -72,8 +74,12 @@ def main(argv=None):
         parser.error(f"--fps {args.fps} is out of range; use 1 to 60")
     if not 0.5 <= args.duration <= 600 or args.duration * args.fps < 2:
         parser.error(f"--duration {args.duration} is out of range; use 0.5 to 600 seconds (at least 2 frames)")
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
-    from bvb_addon import outcomes, path_args
+    from bvb_addon import offscreen_gl, outcomes, path_args
+    from bvb_addon.command_line import setup_logging
+
+    setup_logging(args.verbose, args.quiet)
+    # The suite renders here, in this process's Blender: no EGL error line on a software GL.
+    offscreen_gl.quiet_egl()
     from bvb_addon.errors import report
     from bvb_addon.synth import build_bl
 

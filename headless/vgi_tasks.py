@@ -1,7 +1,7 @@
 """Generate a VGI procedure-task suite built in Blender.
 
-    python -m headless.vgi_tasks --out DIR --seed S [--families F ...] [--levels 1 2 3]
-                                 [--oracle-videos] [--samples 16] [--scale 100]
+    bvb vgi-tasks --out DIR --seed S [--families F ...] [--levels 1 2 3]
+                  [--oracle-videos] [--samples 16] [--scale 100]
 
 Writes DIR/tasks.jsonl (one row per task: id, family, domain, skills, level, start image,
 constraint, rubric, completeness), DIR/images/<id>.png (16:9 start image rendered with
@@ -11,7 +11,6 @@ that builds and solves the task),
 and with --oracle-videos DIR/videos/<id>.mp4 and DIR/timelines/<id>.json of the oracle.
 """
 
-import argparse
 import errno
 import json
 import subprocess
@@ -27,17 +26,19 @@ from headless import bootstrap  # noqa: E402
 
 
 def build_parser():
+    from bvb_addon.command_line import stage_parser
     from bvb_addon.vgi import families
 
-    parser = argparse.ArgumentParser(
-        prog="headless.vgi_tasks",
-        description="Generate VGI procedure tasks (start image, constraint, rubric, oracle) in Blender.",
-        epilog="example: python -m headless.vgi_tasks --out data/vgi --seed 0 --oracle-videos",
+    parser = stage_parser(
+        "vgi-tasks",
+        "Generate VGI procedure tasks (start image, constraint, rubric, oracle) in Blender.",
+        "bvb vgi-tasks --out data/vgi --seed 0 --oracle-videos",
     )
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--families", nargs="+", choices=sorted(families.FAMILIES), default=sorted(families.FAMILIES))
-    parser.add_argument("--levels", nargs="+", type=int, choices=(1, 2, 3), default=[1, 2, 3])
+    parser.add_argument("--seed", type=int, default=0, help="task seed; the same seed gives the same tasks")
+    parser.add_argument("--families", nargs="+", choices=sorted(families.FAMILIES), default=sorted(families.FAMILIES),
+                        help="task families")  # fmt: skip
+    parser.add_argument("--levels", nargs="+", type=int, choices=(1, 2, 3), default=[1, 2, 3], help="difficulty levels")
     parser.add_argument("--oracle-videos", action="store_true", help="also render the oracle solutions and timelines")
     parser.add_argument("--samples", type=int, default=16, help="Cycles samples of the start images")
     parser.add_argument("--scale", type=int, default=100, help="resolution percentage of 480x270")
@@ -160,7 +161,10 @@ def main(argv=None):
     args = build_parser().parse_args(own_args)
     started = time.monotonic()
     from bvb_addon import outcomes, path_args
+    from bvb_addon.command_line import setup_logging
     from bvb_addon.errors import report
+
+    setup_logging(args.verbose, args.quiet)
 
     try:
         path_args.folder("--out", args.out)

@@ -1,14 +1,13 @@
 """Export the object timelines of a VGI run's submissions, for the exact checker.
 
-    python -m headless.vgi_timelines --run RUN [--scenes ID ...]
+    bvb vgi-timelines --run RUN [--scenes ID ...]
 
 Each blends/<id>.blend is untrusted: it is opened in a sandboxed worker (no scripts, no
 drivers), stepped frame by frame, and its objects' boxes and emission are written to
-RUN/timelines/<id>.json. Then: python -m eval_bridge vgi --videos RUN/camera_renders
+RUN/timelines/<id>.json. Then: bvb score vgi --videos RUN/camera_renders
 --tasks DIR/tasks.jsonl --judge checker --timelines RUN/timelines
 """
 
-import argparse
 import json
 import shutil
 import sys
@@ -60,21 +59,29 @@ def export_timeline(blend, dest, sandbox_config=None):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def build_parser():
+    from bvb_addon.command_line import stage_parser
+
+    parser = stage_parser(
+        "vgi-timelines",
+        "Export object timelines of a VGI run's submissions (sandboxed) for the exact checker.",
+        "bvb vgi-timelines --run results/vgi_oracle",
+    )
+    parser.add_argument("--run", required=True, help="run directory written by bvb run --mode vgi")
+    parser.add_argument("--scenes", nargs="+", help="only these task ids (default: all)")
+    return parser
+
+
 def main(argv=None):
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_timelines")
-    parser = argparse.ArgumentParser(
-        prog="headless.vgi_timelines",
-        description="Export object timelines of a VGI run's submissions (sandboxed) for the exact checker.",
-        epilog="example: python -m headless.vgi_timelines --run results/vgi_oracle",
-    )
-    parser.add_argument("--run", required=True, help="run directory written by headless.run --mode vgi")
-    parser.add_argument("--scenes", nargs="+", help="only these task ids")
-    args = parser.parse_args(own_args)
+    args = build_parser().parse_args(own_args)
     from bvb_addon import outcomes, path_args
+    from bvb_addon.command_line import setup_logging
     from bvb_addon.errors import report
     from bvb_addon.run_dir import RunDir
 
+    setup_logging(args.verbose, args.quiet)
     try:
         run = path_args.folder("--run", args.run)
     except path_args.PathArgError as exc:

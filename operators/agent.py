@@ -7,12 +7,15 @@ places that touch bpy for a running agent.
 
 import functools
 import logging
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import bpy
 
 from .. import preferences
 from ..bvb_addon import open_scenes, reference_bl, run_view
+from ..bvb_addon.errors import BVBError
 from ..bvb_addon.sandbox import platforms
 from . import background
 from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
@@ -22,12 +25,40 @@ from .source import clip_path
 log = logging.getLogger(__name__)
 
 
-def _run_session(session, job):
-    """The agent job's work (no bpy): the loop, posting (progress, the run's steps) after each saved step.
+@dataclass
+class LiveRun:
+    """What the scene shows of a running agent (main thread only): its run folder and the snapshot on screen."""
+
+    run_dir: Path
+    shown_snapshot: str | None = None
+
+
+def _build_session(settings):
+    """The agent job's set-up (no bpy): probe the clip, price the model, build its client, write config.json.
+
+    Slow on a cold start (PyAV, genai-prices and openai imported, the clip opened), so it runs
+    in the job, never in the operator: the main thread, which draws Blender's window, never waits on it.
+    """
+    from ..bvb_addon import agent_session
+
+    try:
+        task = agent_session.task_for_clip(settings["clip"], scene_id=settings["scene_id"])
+        session = agent_session.AgentSession(
+            settings["config"], settings["run_dir"], task, api_key=settings["api_key"], split=settings["split"],
+            blender_version=settings["blender_version"], allow_weak_sandbox=settings["allow_weak_sandbox"],
+        )  # fmt: skip
+        return session.prepare()
+    except ImportError as exc:
+        raise RuntimeError(missing_package(exc)) from None
+
+
+def _run_session(settings, job):
+    """The agent job's work (no bpy): set up, then the loop, posting (progress, the run's steps) after each saved step.
 
     The steps are listed here, off the main thread (each program file is read for its headline),
     and once more after the loop, so the list is whole however the run ended.
     """
+    session = _build_session(settings)
 
     def steps():
         try:
@@ -44,7 +75,7 @@ def _run_session(session, job):
         job.post((None, steps()))
 
 
-def _apply(scene_name, session, update):
+def _apply(scene_name, live, update):
     """on_progress of the agent job; True after showing a new snapshot, so the viewport redraws every step."""
     scene = bpy.data.scenes.get(scene_name)
     if scene is None:
@@ -57,12 +88,12 @@ def _apply(scene_name, session, update):
         return False
     s.agent_step, s.frames_seen, s.cost = progress.step, progress.frames_seen, progress.cost
     s.last_action, s.agent_status = progress.last_action, progress.status
-    if not progress.snapshot or progress.snapshot == session.shown_snapshot:
+    if not progress.snapshot or progress.snapshot == live.shown_snapshot:
         return False
     from ..bvb_addon import live_scene_bl
 
-    live_scene_bl.replace_contents(scene, session.run_dir.root / progress.snapshot)
-    session.shown_snapshot = progress.snapshot
+    live_scene_bl.replace_contents(scene, live.run_dir / progress.snapshot)
+    live.shown_snapshot = progress.snapshot
     _refit_reference(scene)
     if steps is not None:
         fill_steps(s, steps)
@@ -128,7 +159,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
-        from ..bvb_addon import agent_session
+        from ..bvb_addon.agent.model import missing_key
 
         scene = context.scene
         s = scene.bvb
@@ -136,33 +167,29 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         try:
             clip = clip_path(s)
             config = agent_config(context, s)
-            task = agent_session.task_for_clip(clip, scene_id=s.scene_id or None)
-            session = agent_session.AgentSession(
-                config,
-                Path(bpy.path.abspath(s.run_dir)),
-                task,
-                api_key=preferences.api_key(prefs),
-                split=bpy.path.abspath(s.split_path) if s.split_path else None,
-                blender_version=bpy.app.version_string,
-                allow_weak_sandbox=preferences.allow_weak_sandbox(context),
-            )
-            session.prepare()
-        except (OSError, ValueError, RuntimeError) as exc:  # price, key, video, config and run-folder errors
+        except (OSError, ValueError, RuntimeError) as exc:
             return fail(self, context, str(exc))
-        except ImportError as exc:
-            return fail(self, context, missing_package(exc))
-        s.scene_id = task.scene
+        api_key = preferences.api_key(prefs)
+        # The one check kept here (it is instant): everything slow runs in the job.
+        if config.agent == "model" and not (api_key or os.environ.get(config.api_key_env)):
+            return fail(self, context, missing_key(config.api_key_env))
+        run_dir = Path(bpy.path.abspath(s.run_dir))
+        s.scene_id = s.scene_id or clip.stem
+        settings = {"clip": clip, "scene_id": s.scene_id, "config": config, "run_dir": run_dir, "api_key": api_key,
+                    "split": bpy.path.abspath(s.split_path) if s.split_path else None,
+                    "blender_version": bpy.app.version_string,
+                    "allow_weak_sandbox": preferences.allow_weak_sandbox(context)}  # fmt: skip
         # The agent writes this scene: it is the run's scene now (Save Submission, Load Step).
-        open_scenes.record(scene.session_uid, bpy.path.abspath(s.run_dir), task.scene)
+        open_scenes.record(scene.session_uid, run_dir, s.scene_id)
         s.agent_status, s.agent_step, s.frames_seen, s.cost, s.last_action = "running", 0, 0, 0.0, ""
-        session.shown_snapshot = None
         background.start(
             ("agent", scene.name),
-            functools.partial(_run_session, session),
-            on_progress=functools.partial(_apply, scene.name, session),
+            functools.partial(_run_session, settings),
+            on_progress=functools.partial(_apply, scene.name, LiveRun(run_dir)),
             on_done=functools.partial(_finish, scene.name),
+            expected=(OSError, ValueError, RuntimeError, BVBError),
         )
-        return done(self, context, f"Agent started on {task.scene} with {config.model}")
+        return done(self, context, f"Agent starting on {s.scene_id} with {config.model}")
 
 
 class BVB_OT_stop_agent(BVBPollMixin, bpy.types.Operator):

@@ -27,8 +27,26 @@ def drain():
     return registry.drain()
 
 
+def redraw_views():
+    """Tag every 3D view for a redraw (its sidebar holds the BVB panels); returns how many were tagged.
+
+    A property a job's callback sets from a timer does not repaint the sidebar by itself (a
+    failed render's line stayed unseen until the mouse moved over it).
+    """
+    tagged = 0
+    for screen in bpy.data.screens:
+        for area in screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()
+                tagged += 1
+    return tagged
+
+
 def tick():
-    drain()
+    """The timer: apply the jobs' events, and repaint while a job ran this tick (its progress, its end)."""
+    if len(registry):
+        drain()
+        redraw_views()
     return INTERVAL_S
 
 

@@ -7,7 +7,8 @@ import bpy
 from bpy.props import StringProperty
 
 from ..bvb_addon import open_scenes, reference_bl, run_view, scene_io_bl
-from ..bvb_addon.run_dir import RunDir, videos_of
+from ..bvb_addon.run_dir import TRAJECTORY_SUFFIX, RunDir, videos_of
+from ..bvb_addon.trajectory import read_trajectory
 from .base import BVBPollMixin, fail, register_classes, unregister_classes
 
 
@@ -27,7 +28,10 @@ def fill_steps(settings, steps):
 def load_text(name, path):
     """A Text datablock holding the file's content (pretty-printed when it is JSON)."""
     content = Path(path).read_text(errors="replace")
-    if path.suffix == ".json":
+    if path.name.endswith(TRAJECTORY_SUFFIX):
+        # The snapshot plus the saves appended since; each image a placeholder with its size.
+        content = json.dumps(run_view.readable_trajectory(read_trajectory(path)), indent=2)
+    elif path.suffix == ".json":
         try:
             # Trajectories carry every image as a data URL: a Text block shows a placeholder instead.
             content = json.dumps(run_view.readable_trajectory(json.loads(content)), indent=2)
@@ -113,7 +117,11 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
         t.agent_step = int(meta.get("turns", meta.get("steps", 0)) or 0)
         t.frames_seen = int(meta.get("frames_seen", 0) or 0)
         t.cost = float(meta.get("cost", meta.get("cost_usd", 0.0)) or 0.0)
-        t.has_scores = False
+        # What the panel copied from the scene we came from is that scene's: this one's comes from the run.
+        t.has_scores = t.score_has_ls = t.score_has_overall = False
+        t.score_status = ""
+        t.dv_by_type.clear()
+        t.render_status = run_view.saved_render_line(run_dir, scene_id)
         fill_steps(t, steps)
         trajectory = rd.trajectory(scene_id)
         if trajectory.is_file():

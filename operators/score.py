@@ -6,7 +6,7 @@ from pathlib import Path
 import bpy
 
 from .. import preferences
-from ..bvb_addon import bridge_client
+from ..bvb_addon import bridge_client, run_view
 from ..bvb_addon.run_dir import RunDir, videos_of
 from ..bvb_addon.sandbox import platforms
 from . import background
@@ -61,16 +61,10 @@ def _render_finished(scene_name, outcome):
     row, path, exists = outcome.value or ({}, None, False)
     if outcome.error:
         message = f"Render failed: {outcome.error}"
-    elif row.get("status") != "ok":
-        message = f"Render {row.get('status', 'failed')}: {row.get('reason') or 'see render_status.jsonl'}"
-    elif not exists:
-        message = f"Render reported ok but {path} is missing"
     else:
-        _show_render(scene, path)
-        warnings = row.get("warnings") or []
-        message = f"Rendered {path.name}: {row.get('frames')} frames in {row.get('seconds', 0):.1f} s" + (
-            f" ({len(warnings)} warnings)" if warnings else ""
-        )
+        message = run_view.render_line(row, path, exists)
+        if row.get("status") == "ok" and exists:
+            _show_render(scene, path)
     s.render_status = s.status = message
 
 

@@ -335,3 +335,93 @@ def test_open_run_errors_name_the_fix(addon, factory_blender, tmp_path):
     with pytest.raises(RuntimeError, match="synth_easy_000.blend"):
         bpy.ops.bvb.open_run()
     assert bpy.context.scene.name == "synth_easy_000"
+
+
+def _render_pixels(bpy, scene, path):
+    bpy.context.view_layer.update()
+    scene.render.filepath = str(path)
+    bpy.ops.render.render(write_still=True, scene=scene.name)
+    image = bpy.data.images.load(str(path))
+    width, height = image.size
+    pixels = list(image.pixels)
+
+    def at(u, v):  # u, v in 0..1 from the bottom left, as Blender stores rows
+        i = (int(v * (height - 1)) * width + int(u * (width - 1))) * 4
+        return tuple(round(c, 2) for c in pixels[i : i + 3])
+
+    bpy.data.images.remove(image)
+    return at
+
+
+def test_reference_plane_shows_the_clip_in_solid_shading(addon, factory_blender, clips, tmp_path):
+    """Solid shading's default colour (Material) showed the plane grey: the views switch to Texture, and
+    Workbench (the engine Solid shading draws with) then shows the clip's pixels on the plane."""
+    bpy = factory_blender
+    scene = bpy.context.scene
+    add_camera(bpy, scene, location=(0.0, -6.0, 1.6), rotation=(1.45, 0.0, 0.0))
+    views = [sp for sc in bpy.data.screens for a in sc.areas for sp in a.spaces if sp.type == "VIEW_3D"]
+    layout = bpy.data.screens["Layout"]
+    chosen = next(sp for a in layout.areas for sp in a.spaces if sp.type == "VIEW_3D")
+    chosen.shading.color_type = "RANDOM"  # a deliberate choice stays
+    before = [sp.shading.color_type for sp in views]
+    assert before.count("MATERIAL") >= 5  # the factory default in most workspaces
+    scene.bvb.clip_path = str(clips["landscape"])
+    assert bpy.ops.bvb.load_reference() == {"FINISHED"}
+    after = [sp.shading.color_type for sp in views]
+    assert after == ["TEXTURE" if was == "MATERIAL" else was for was in before]
+    assert chosen.shading.color_type == "RANDOM"
+    material = bpy.data.materials["BVB Reference"]
+    assert material.node_tree.nodes.active.name == "BVB Clip"
+    scene.frame_set(1)
+    scene.render.engine = "BLENDER_WORKBENCH"
+    scene.render.resolution_x, scene.render.resolution_y = 64, 36
+    scene.display.shading.light = "FLAT"
+    scene.view_settings.view_transform = "Standard"
+    scene.display.shading.color_type = "TEXTURE"
+    at = _render_pixels(bpy, scene, tmp_path / "texture.png")
+    # The clip's first frame: green top-left quadrant, black elsewhere.
+    red, green, blue = at(0.25, 0.75)
+    assert green > 0.6 and green > red + 0.3 and green > blue + 0.3, at(0.25, 0.75)
+    assert max(at(0.75, 0.25)) < 0.2, at(0.75, 0.25)
+    scene.display.shading.color_type = "MATERIAL"
+    at = _render_pixels(bpy, scene, tmp_path / "material.png")
+    assert at(0.25, 0.75) == at(0.75, 0.25), "with Material the plane is one flat colour (the old grey)"
+
+
+def test_the_job_timer_repaints_the_views_while_a_job_runs_and_when_it_ends(addon, factory_blender, monkeypatch):
+    background = addon.operators.background
+    assert background.redraw_views() == sum(
+        1 for sc in factory_blender.data.screens for a in sc.areas if a.type == "VIEW_3D"
+    ) > 0
+    tagged = []
+    monkeypatch.setattr(background, "redraw_views", lambda: tagged.append(len(background.registry)) or 1)
+    background.tick()
+    assert tagged == [], "idle: nothing to repaint"
+    import threading
+
+    go = threading.Event()
+    job = background.start(("render", "s"), lambda job: go.wait(10) and "done")
+    background.tick()
+    go.set()
+    job.join(10)
+    background.tick()  # applies the end: the status line it set must be repainted
+    background.tick()  # idle again
+    # (jobs left after each repaint): once while it ran, once after its end was applied, then nothing.
+    assert tagged == [1, 0] and not background.registry
+
+
+def test_a_newly_opened_scene_shows_its_own_render_status(addon, factory_blender, tmp_path):
+    bpy = factory_blender
+    run = make_run(bpy, tmp_path)
+    s = bpy.context.scene.bvb
+    s.render_status, s.score_status, s.has_scores = "Render failed: the previous scene's", "DV 50.0", True
+    s.run_dir = str(run)
+    assert bpy.ops.bvb.open_run() == {"FINISHED"}
+    t = bpy.data.scenes["synth_easy_000"].bvb
+    assert (t.render_status, t.score_status, t.has_scores) == ("", "", False)
+    (run / "render_status.jsonl").write_text(
+        json.dumps({"scene": "synth_easy_000", "status": "timeout", "reason": "ran past 60 s"}) + "\n"
+    )
+    with bpy.context.temp_override(scene=bpy.data.scenes["synth_easy_000"]):
+        assert bpy.ops.bvb.open_run() == {"FINISHED"}
+    assert bpy.data.scenes["synth_easy_000"].bvb.render_status == "Render timeout: ran past 60 s"

@@ -105,10 +105,49 @@ def test_run_agent_reports_a_missing_key_and_unknown_price(addon, factory_blende
     prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", ""
     with pytest.raises(RuntimeError, match="BVB_TEST_UNSET_KEY holds no API key"):
         bpy.ops.bvb.run_agent()
-    s.model = "no-such-model"
-    with pytest.raises(RuntimeError, match="no price for model 'no-such-model'"):
-        bpy.ops.bvb.run_agent()
     assert not addon.operators.background.registry
+    # The rest of the set-up (price, client, clip, config.json) runs in the job, off the main thread:
+    # the operator returns at once and the panel gets the one line when the job ends.
+    prefs.api_key = "sk-scripted"
+    s.model = "no-such-model"
+    assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+    _drain_until_idle(addon)
+    assert s.agent_status == "error" and "Agent could not run: no price for model 'no-such-model'" in s.status
+    assert not (tmp_path / "run" / "config.json").exists()
+    s.model, s.clip_path = "gpt-4o-mini", str(tmp_path / "missing.mp4")
+    assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+    _drain_until_idle(addon)
+    assert s.agent_status == "error" and "missing.mp4" in s.status, s.status
+
+
+def test_run_agent_returns_before_its_set_up_runs(addon, factory_blender, tmp_path, monkeypatch):
+    """execute only reads the panel and starts the job: the clip probe, price and client happen in the job."""
+    bpy = factory_blender
+    clip = make_clip(tmp_path / "videos" / "synthetic" / "synth_easy_002.mp4", 64, 48, 4)
+    s = bpy.context.scene.bvb
+    s.clip_path, s.run_dir, s.model = str(clip), str(tmp_path / "run"), "gpt-4o-mini"
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
+    import importlib
+
+    agent_session = importlib.import_module(addon.__name__ + ".bvb_addon.agent_session")
+    release = threading.Event()
+    real = agent_session.AgentSession.prepare
+    # The job's set-up waits on the test: the operator must return while it is still waiting.
+    monkeypatch.setattr(agent_session.AgentSession, "prepare", lambda self: release.wait(30) and real(self))
+    with ScriptedOpenAI(default={"content": "Look.\n```frames\ncount=1\n```", "delay": 0.2}) as server:
+        prefs.base_url = server.base_url
+        assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+        assert s.agent_status == "running" and s.scene_id == "synth_easy_002"
+        assert not (tmp_path / "run" / "config.json").exists()
+        release.set()
+        deadline = time.monotonic() + 60
+        while s.agent_step < 1 and time.monotonic() < deadline:
+            addon.operators.background.drain()
+            time.sleep(0.05)
+        assert bpy.ops.bvb.stop_agent() == {"FINISHED"}
+        _drain_until_idle(addon, 60)
+    assert (tmp_path / "run" / "config.json").is_file() and s.agent_status == "interrupted", s.status
 
 
 def test_score_without_a_bridge_says_how_to_start_it(addon, factory_blender, tmp_path):

@@ -18,6 +18,7 @@ from bvb_addon.agent.model import ModelClient
 from bvb_addon.agent.pricing import Price
 from bvb_addon.agent.program import PROGRAM_RESET
 from bvb_addon.run_dir import RunDir, read_json
+from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
@@ -143,7 +144,7 @@ def test_full_scene_with_format_error_rejected_done_and_submission(tmp_path):
     assert observations[3][1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
     assert "ValueError: oops" in observations[5] and "two chairs" in observations[6]
     assert meta == read_json(run / "agent_meta/room_1.json")
-    trajectory = read_json(run / "trajectories/room_1.traj.json")
+    trajectory = read_trajectory(run / "trajectories/room_1.traj.json")
     assert [s["action"] for s in trajectory["steps"]] == [
         "done", None, "frames", "python", "python", "python", "render", "done"
     ]  # fmt: skip
@@ -167,7 +168,7 @@ def test_cost_limit_stops_exactly_at_or_below_the_limit(tmp_path):
     assert meta["status"] == "limit" and meta["stop_reason"] == "cost_limit"
     # Calls start at $0, 0.02, 0.04, 0.06 (each + 0.05 <= 0.12); at 0.08 the worst case passes.
     assert calls == 4 and meta["cost"] == pytest.approx(0.08)
-    trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
+    trajectory = read_trajectory(tmp_path / "run/trajectories/room_1.traj.json")
     worst = loop.model.worst_case_cost(trajectory["messages"], trajectory["last_prompt_tokens"])
     assert worst == pytest.approx(0.05) and meta["cost"] + worst > 0.12
     assert meta["cost"] <= 0.12
@@ -247,7 +248,7 @@ def test_keep_images_leaves_only_the_newest_image_observations_in_the_prompt(tmp
         == "Step 1: 2 source frame(s) at 0.00, 1.00 seconds follow, in that order. [2 image(s) no longer shown]"
     )
     # The trajectory keeps every image.
-    saved = read_json(tmp_path / "run/trajectories/room_1.traj.json")["messages"]
+    saved = read_trajectory(tmp_path / "run/trajectories/room_1.traj.json")["messages"]
     assert sum(1 for m in saved if isinstance(m["content"], list)) == 3
 
 

@@ -335,11 +335,14 @@ def test_vsi_official_prompt_official_scores_and_aggregate(assets, tmp_path):
             f"object_abs_distance_{mra}": 100.0,
             "obj_appearance_order_accuracy": 100.0,
             f"room_size_estimation_{mra}": 0.0,
-            "object_rel_direction_accuracy": 0.0,
-            "overall": 410.0 / 7,
+            "overall": 410.0 / 6,
         }
     )
-    assert summary["vsi_bench"]["render"]["overall"] == pytest.approx((50 + 0 + 100 + 60 + 100 + 0 + 0) / 7)
+    # No rel_direction question: as the official code, no merged key (it used to count as a 0 type).
+    assert summary["vsi_bench"]["render"]["overall"] == pytest.approx((50 + 0 + 100 + 60 + 100 + 0) / 6)
+    assert summary["vsi_bench"]["partial_split"] is False
+    # A loopback judge is a local model: VSI-Bench's local numeric post-prompt, recorded.
+    assert summary["vsi_bench"]["number_post_prompt"] == "Please answer the question using a single word or phrase."
 
 
 def test_resume_after_a_kill_repeats_no_call(assets, tmp_path):
@@ -418,16 +421,22 @@ def test_rescoring_one_scene_keeps_the_other_scenes_rows(assets, tmp_path):
 
 def test_a_judge_that_refuses_every_call_fails_the_command_with_a_hint(assets, tmp_path, capsys):
     run = _make_run(assets, tmp_path / "results")
+    # Without the probe, every call is asked; a refusal no rerun changes is bad input (it used to exit 75).
     with ScriptedOpenAI(default={"status": 401, "message": "invalid api key"}) as server:
-        assert _dv(run, assets, server) == 75  # a judge fault: a scheduler sees that --resume must redo it
+        assert _dv(run, assets, server, "--probe-wait", "0") == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()[-1]  # after the progress bar
-    assert err.startswith("error: every judge call failed") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
+    assert err.startswith("error: every judge call was refused") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
+    # The rows are written all the same, each marked for --resume to retry.
+    assert {r["status"] for r in _rows(run).values()} == {"judge_error"}
+    # A judge failing every call with a passing fault (5xx after its retries) is a fault --resume redoes.
+    with ScriptedOpenAI(default={"status": 503, "message": "overloaded"}) as server:
+        assert _dv(run, assets, server, "--probe-wait", "0", "--retries", "1") == 75
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1].startswith("error: every judge call failed")
     last = captured.out.strip().splitlines()[-1]
     assert last.startswith("faults: 7 of 7 questions ended in a harness or environment fault (7 judge_error)")
     assert last.endswith("--resume") and " -m eval_bridge dv --run " in last
-    # The rows are written all the same, each marked for --resume to retry.
-    assert {r["status"] for r in _rows(run).values()} == {"judge_error"}
 
 
 NO_CHOICES = {"raw": {"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "gpt-4o", "choices": []}}
@@ -511,3 +520,76 @@ def test_two_concurrent_dv_processes_on_one_split_ask_each_source_question_once(
         json.loads(line) for line in (results / "_dual_vqa_shared" / "original_answers.jsonl").read_text().splitlines()
     ]
     assert sorted(row["id"] for row in shared) == [f"q{i}" for i in range(1, 8)]
+
+
+def test_a_changed_source_clip_is_asked_again_not_answered_from_the_shared_answers(assets, tmp_path):
+    # Before: the shared source answers were keyed without the clip, so other clips at the same
+    # paths (even text files) were "answered" from them: every row ok.
+    root, labels = assets
+    results = tmp_path / "results"
+    overrides = {(("render", "s1"), text): "7" for _, scene, _, text, *_ in QUESTIONS if scene == "s2"}
+    with ScriptedOpenAI(responder=Judge(labels, overrides)) as server:
+        assert _dv(_make_run(assets, results), assets, server) == 0
+        calls = server.calls
+        other = tmp_path / "other_videos"
+        shutil.copytree(root / "videos", other)
+        shutil.copy(root / "renders" / "s1.mp4", other / "arkitscenes" / "s2.mp4")  # s2's source replaced
+        run2 = _make_run(assets, results, "run2")
+        argv = ["dv", "--run", str(run2), "--split", str(root / "split.jsonl"), "--videos", str(other)]
+        assert main([*argv, "--judge-base-url", server.base_url, "--judge-model", "gpt-4o"]) == 0
+        # s2's two source questions asked again; s1's and s3's answers reused (renders are cached).
+        assert server.calls - calls == 2
+        rows = _rows(run2)
+        assert rows["q4"]["source_answer"] == "7" and rows["q1"]["source_answer"] == "3"
+        (other / "arkitscenes" / "s3.mp4").write_text("not a video\n")
+        run3 = _make_run(assets, results, "run3")
+        argv[2] = str(run3)
+        started = time.monotonic()
+        code = main([*argv, "--judge-base-url", server.base_url, "--judge-model", "gpt-4o"])
+        assert code == 2 and time.monotonic() - started < 10
+        assert server.calls - calls == 2
+    assert not (run3 / "dual_vqa.jsonl").exists()
+
+
+def test_an_empty_or_non_video_source_is_bad_input_naming_the_file(assets, tmp_path, capsys):
+    root, labels = assets
+    videos = tmp_path / "videos"
+    shutil.copytree(root / "videos", videos)
+    (videos / "arkitscenes" / "s2.mp4").write_bytes(b"")
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(labels)) as server:
+        argv = ["dv", "--run", str(run), "--split", str(root / "split.jsonl"), "--videos", str(videos)]
+        assert main([*argv, "--judge-base-url", server.base_url, "--judge-model", "gpt-4o"]) == 2
+        assert server.calls == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "s2.mp4" in err[0] and "empty file" in err[0]
+
+
+def test_resume_asks_again_the_questions_of_a_re_rendered_scene(assets, tmp_path):
+    # Before: --resume kept every row scored by this judge, whatever clip the render now is.
+    root, labels = assets
+    overrides = {(("render", "s2"), text): "0" for _, scene, _, text, *_ in QUESTIONS if scene == "s1"}
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(labels, overrides)) as server:
+        assert _dv(run, assets, server) == 0
+        calls = server.calls
+        assert _dv(run, assets, server, "--resume") == 0 and server.calls == calls  # nothing changed
+        shutil.copy(root / "renders" / "s2.mp4", run / "camera_renders" / "s1.mp4")  # s1 re-rendered
+        assert _dv(run, assets, server, "--resume") == 0
+        assert server.calls - calls == 3  # s1's three render questions; sources and s2 kept
+    rows = _rows(run)
+    assert [rows[q]["render_answer"] for q in ("q1", "q2", "q3")] == ["0", "0", "0"]
+    assert rows["q4"]["render_answer"] == "2.3"
+
+
+def test_vsi_prompt_api_sends_vsi_benchs_api_post_prompt_and_records_it(assets, tmp_path):
+    # Before: local models' post-prompt was always sent, whatever the judge.
+    root, _ = assets
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(default="3") as server:
+        assert _dv(run, assets, server, "--protocol", "vsi_official", "--vsi-prompt", "api") == 0
+        numeric = [b["messages"][0]["content"][-1]["text"] for b in server.requests]
+    counting = [text for text in numeric if "How many chairs" in text]
+    assert counting and all(t.endswith("\nDo not response anything other than a single number!") for t in counting)
+    summary = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert summary["vsi_bench"]["number_post_prompt"] == "Do not response anything other than a single number!"

@@ -64,7 +64,7 @@ def scored(model_dir, tmp_path_factory):
         )
     )  # fmt: skip
     argv = ["ls", "--run", str(run), "--split", str(split), "--videos", str(root / "videos")]
-    assert main([*argv, "--model", str(model_dir), "--num-frames", str(NUM_FRAMES), "--device", "cpu"]) == 0
+    assert main([*argv, "--encoder", str(model_dir), "--num-frames", str(NUM_FRAMES), "--device", "cpu"]) == 0
     rows = {r["scene"]: r for r in map(json.loads, (run / "vision_sim.jsonl").read_text().splitlines())}
     summary = json.loads((run / "vision_sim_summary.json").read_text())
     return root, run, rows, summary
@@ -171,7 +171,7 @@ def test_without_weights_the_message_says_what_to_pass(tmp_path, capsys, monkeyp
     argv = ["ls", "--run", str(tmp_path), "--split", str(split), "--videos", str(tmp_path)]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "--model" in err and "vjepa2" in err
-    assert main([*argv, "--model", str(tmp_path / "no_such_weights")]) == 2
+    assert "--encoder" in err and "vjepa2" in err
+    assert main([*argv, "--encoder", str(tmp_path / "no_such_weights")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "cannot load V-JEPA 2 weights" in err and "--model" in err and len(err.splitlines()) == 1
+    assert "cannot load V-JEPA 2 weights" in err and "--encoder" in err and len(err.splitlines()) == 1

@@ -20,8 +20,8 @@ HEADER = (
     "object_counting,object_abs_distance,object_size_estimation,room_size_estimation,object_rel_distance,"
     "object_rel_direction,route_planning,obj_appearance_order,"
     "dualVqa_ci_low,dualVqa_ci_high,latentSim_ci_low,latentSim_ci_high,overall_ci_low,overall_ci_high,"
-    "scenes,failures,judge,encoder,protocol,"
-    "vsiSource,vsiRender,blender,comparable,"
+    "run,scenes,failures,judge,encoder,protocol,"
+    "vsiSource,vsiRender,blender,comparable,differs,"
     "ciOverlapsAbove,trials,overall_trial_std,overall_trial_range,dualVqa_trial_std,dualVqa_trial_range,"
     "latentSim_trial_std,latentSim_trial_range,votes,dualVqa_vote_spread,dualVqa_vote_std"
 )
@@ -97,7 +97,7 @@ def test_overall_without_ls_says_so_and_writes_no_number(tmp_path, capsys, caplo
     assert "missing latent_sim" in capsys.readouterr().out
     (run / "dual_vqa_summary.json").unlink()
     assert main(["overall", "--run", str(run)]) == 2
-    assert "python -m eval_bridge dv" in capsys.readouterr().err
+    assert "bvb score dv" in capsys.readouterr().err
 
 
 def test_leaderboard_columns_ranks_merged_direction_and_reference(tmp_path, capsys):
@@ -214,3 +214,120 @@ def test_a_bad_reference_row_is_an_error_naming_file_and_line(tmp_path, capsys, 
     assert main(["leaderboard", str(run), "--out", str(tmp_path / "o.csv"), "--reference", str(reference)]) == 2
     err = capsys.readouterr().err
     assert str(reference) in err and message in err
+
+
+def _edit(run, name, **fields):
+    path = run / name
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    path.write_text(json.dumps({**data, **fields}))
+
+
+DIFFERENCES = {
+    # identity field: how a run is changed to differ there, and what the differs column says
+    "split": (lambda r: _edit(r, "dual_vqa_summary.json", split_sha256="b" * 64), "split"),
+    "questions": (lambda r: _edit(r, "dual_vqa_summary.json", counts={"questions": 28, "scenes": 1}), "questions"),
+    "judge": (lambda r: _edit(r, "dual_vqa_summary.json", judge_model="gpt-4o-mini"), "judge"),
+    "protocol": (lambda r: _edit(r, "dual_vqa_summary.json", protocol="vsi_official"), "protocol"),
+    "votes": (lambda r: _edit(r, "dual_vqa_summary.json", votes=3), "votes"),
+    "judge_frames": (lambda r: _edit(r, "dual_vqa_summary.json", frames=32), "judge frames"),
+    "render": (lambda r: (r / "render_status.jsonl").write_text(json.dumps(
+        {"scene": "s1", "status": "ok", "preset": "fast", "resolution": 256, "frames": 16}) + "\n"),
+        "render preset, render resolution, render frames"),
+    "encoder": (lambda r: _edit(r, "vision_sim_summary.json", model="vjepa2_1_vit_large_384"), "encoder"),
+    "checkpoint": (lambda r: _edit(r, "vision_sim_summary.json", checkpoint_sha256="c" * 64), "checkpoint"),
+    "encoder_frames": (lambda r: _edit(r, "vision_sim_summary.json", num_frames=16), "encoder frames"),
+    "blender": (lambda r: _edit(r, "config.json", bpy_version="4.5.15 LTS"), "Blender"),
+    "harness": (lambda r: _edit(r, "config.json", harness_version="0.2.0"), "harness"),
+}
+
+
+def _identical(run):
+    _edit(run, "dual_vqa_summary.json", split_sha256="a" * 64, counts={"questions": 81, "scenes": 3}, votes=1,
+          frames=16)  # fmt: skip
+    _edit(run, "vision_sim_summary.json", num_frames=64)
+    _edit(run, "config.json", bpy_version="4.2.23 LTS")
+    (run / "render_status.jsonl").write_text(json.dumps(
+        {"scene": "s1", "status": "ok", "preset": "bvb", "resolution": 512, "frames": 64}) + "\n")  # fmt: skip
+
+
+def test_leaderboard_marks_each_kind_of_difference_and_ranks_only_comparable_runs(tmp_path, capsys):
+    # Before: a 28-question and an 81-question suite ranked together, comparable=true on every row.
+    base = _scored_run(tmp_path, "base", 50.0, 50.0, model="empty-room")
+    twin = _scored_run(tmp_path, "twin", 40.0, 40.0, model="empty-room")  # same model, another folder
+    for run in (base, twin):
+        _identical(run)
+    others = {}
+    for kind, (change, _) in DIFFERENCES.items():
+        others[kind] = _scored_run(tmp_path, f"diff_{kind}", 90.0, 90.0, model="empty-room")
+        _identical(others[kind])
+        change(others[kind])
+    out = tmp_path / "board.csv"
+    runs = [base, twin, *others.values()]
+    assert main(["leaderboard", *map(str, runs), "--out", str(out)]) == 0
+    rows = {r["run"]: r for r in csv.DictReader(out.read_text().splitlines())}
+    assert len(rows) == len(runs)  # both "empty-room" rows, told apart by their folder
+    assert (rows[str(base)]["comparable"], rows[str(base)]["differs"], rows[str(base)]["rank"]) == ("true", "", "1")
+    assert (rows[str(twin)]["comparable"], rows[str(twin)]["rank"]) == ("true", "2")
+    for kind, (_, label) in DIFFERENCES.items():
+        row = rows[str(others[kind])]
+        assert (row["comparable"], row["differs"], row["rank"]) == ("false", label, ""), kind
+    assert list(rows)[:2] == [str(base), str(twin)]  # the better incomparable runs do not rank above
+    printed = capsys.readouterr().out
+    assert "differs from the baseline run in judge" in printed
+    # One ranking across the groups only when asked for, still marked.
+    assert main(["leaderboard", *map(str, runs), "--out", str(out), "--rank-all"]) == 0
+    rows = {r["run"]: r for r in csv.DictReader(out.read_text().splitlines())}
+    assert rows[str(others["judge"])]["rank"] != "" and rows[str(others["judge"])]["comparable"] == "false"
+    # Another baseline: the judge-differing run is the reference, so the others differ in judge.
+    assert main(["leaderboard", *map(str, runs), "--out", str(out), "--baseline", str(others["judge"])]) == 0
+    rows = {r["run"]: r for r in csv.DictReader(out.read_text().splitlines())}
+    assert (rows[str(base)]["comparable"], rows[str(base)]["differs"]) == ("false", "judge")
+    assert rows[str(others["judge"])]["rank"] == "1"
+    summary = json.loads((base / "overall.json").read_text())
+    assert summary["identity"]["judge"] == "gpt-4o" and summary["identity"]["split"] == "a" * 16
+
+
+def test_a_results_folder_stands_for_its_runs_and_a_folder_without_runs_is_refused(tmp_path, capsys):
+    # Before: leaderboard results/demo ranked a run called "demo"; report on an empty folder exited 0.
+    demo = tmp_path / "results" / "demo"
+    (demo / "suite").mkdir(parents=True)
+    _scored_run(demo / "runs", "empty-room", 30.0, 40.0, model="empty-room")
+    _scored_run(demo / "runs", "oracle", 80.0, 90.0, model="oracle")
+    (demo.parent / "_dual_vqa_shared").mkdir()
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(demo.parent), "--out", str(out)]) == 0
+    names = [r["name"] for r in csv.DictReader(out.read_text().splitlines())]
+    assert names == ["oracle", "empty-room"]
+    capsys.readouterr()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for argv in (["leaderboard", str(empty), "--out", str(out)], ["report", str(demo / "suite"), "--out",
+                 str(tmp_path / "report")], ["report", str(empty), "--out", str(tmp_path / "report")]):  # fmt: skip
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "holds no run directory" in err[0] and argv[1] in err[0]
+    for argv in (["dv", "--run", str(demo), "--split", str(out), "--videos", str(demo / "suite"), "--judge",
+                  "geometry"], ["overall", "--run", str(demo)]):  # fmt: skip
+        out.write_text(json.dumps({"id": "q", "dataset": "synthetic", "scene_name": "s1", "question_type":
+                       "object_counting", "question": "How many?", "options": None, "ground_truth": "1"}) + "\n")  # fmt: skip
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "is a results folder, not a run" in err and "runs/empty-room" in err and "runs/oracle" in err
+    assert not (demo / "dual_vqa_summary.json").exists() and not (demo / "overall.json").exists()
+    from eval_bridge.live import resolve_runs
+
+    assert [p.name for p in resolve_runs([demo])] == ["empty-room", "oracle"]
+
+
+def test_the_report_table_marks_a_run_that_differs_and_does_not_rank_it(tmp_path):
+    base = _scored_run(tmp_path, "base", 50.0, 50.0, model="empty-room")
+    other = _scored_run(tmp_path, "other", 90.0, 90.0, model="empty-room")
+    _edit(other, "dual_vqa_summary.json", protocol="vsi_official", judge_model="gpt-4o-mini")
+    assert main(["report", str(base), str(other), "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    table = page[page.index("<table id='leaderboard'>") :].split("</table>", 1)[0]
+    rows = table.split("<tr>")[2:]
+    # Both runs are of "empty-room": their folders tell them apart.
+    assert f"empty-room (high) <small title='{base}'>(base)</small>" in rows[0] and rows[0].startswith("<td>1")
+    assert f"empty-room (high) <small title='{other}'>(other)" in rows[1] and rows[1].startswith("<td>–")
+    assert "judge, protocol" in rows[1]

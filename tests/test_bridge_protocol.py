@@ -1,4 +1,4 @@
-"""The scoring protocols (DESIGN.md section 6): dual_vqa_v1's rules, VSI-Bench's official scoring, the one
+"""The scoring protocols (docs/protocol.md section 5): dual_vqa_v1's rules, VSI-Bench's official scoring, the one
 correctness rule, retention and Overall. Every case is derived by hand from the stated rules."""
 
 import json
@@ -212,11 +212,11 @@ def test_vsi_aggregate_means_per_type_merges_rel_direction_and_averages_types():
         _row("object_rel_direction_easy", 1.0, 0.0),
         _row("object_rel_direction_medium", 0.0, 0.0),
         _row("object_rel_direction_medium", 1.0, 1.0),
+        _row("object_rel_direction_hard", 0.0, 1.0),
         _row("object_counting", 1.0, 0.6),
         _row("object_counting", 0.6, 0.1),
     ]
     source = protocol.vsi_aggregate(rows, "source")
-    # The missing hard level counts 0 in the merged mean, as in the official aggregate.
     assert source == pytest.approx(
         {
             "object_rel_distance_accuracy": 50.0,
@@ -227,9 +227,78 @@ def test_vsi_aggregate_means_per_type_merges_rel_direction_and_averages_types():
     )
     render = protocol.vsi_aggregate(rows, "render")
     assert render["object_counting_MRA:.5:.95:.05"] == pytest.approx(35.0)
-    assert render["object_rel_direction_accuracy"] == pytest.approx(100 * (0.0 + 0.5 + 0.0) / 3)
-    assert render["overall"] == pytest.approx((50.0 + 35.0 + 50.0 / 3) / 3)
+    assert render["object_rel_direction_accuracy"] == pytest.approx(100 * (0.0 + 0.5 + 1.0) / 3)
+    assert not protocol.vsi_partial_split(rows)
     json.dumps(render)  # plain floats, not numpy scalars
+
+
+def _official_aggregate(rows, side):
+    """The official aggregate's logic as VSI-Bench's task states it: per-type means, the three levels
+    merged only when the easy one is there (a KeyError when easy lacks another), then the mean."""
+    by_type = {}
+    for row in rows:
+        by_type.setdefault(row["question_type"], []).append(row[f"{side}_score"])
+    output = {}
+    for qtype, scores in by_type.items():
+        metric = "MRA:.5:.95:.05" if qtype in protocol.NUMERIC_TYPES else "accuracy"
+        output[f"{qtype}_{metric}"] = sum(scores) / len(scores)
+    if "object_rel_direction_easy_accuracy" in output:
+        output["object_rel_direction_accuracy"] = (
+            output.pop("object_rel_direction_easy_accuracy")
+            + output.pop("object_rel_direction_medium_accuracy")
+            + output.pop("object_rel_direction_hard_accuracy")
+        ) / 3.0
+    output["overall"] = sum(output.values()) / len(output)
+    return {k: 100 * v for k, v in output.items()}
+
+
+PARTIAL_SPLITS = {
+    "no_rel_direction": ["object_rel_distance", "object_counting"],
+    "medium_only": ["object_rel_distance", "object_rel_direction_medium"],
+    "medium_and_hard": ["object_counting", "object_rel_direction_medium", "object_rel_direction_hard"],
+    "all_three": ["object_rel_direction_easy", "object_rel_direction_medium", "object_rel_direction_hard"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARTIAL_SPLITS))
+def test_vsi_aggregate_matches_the_official_code_on_partial_splits(name):
+    # Before: a missing level counted 0 and the merged key was always added (overall 31.5 vs 36.0).
+    rows = []
+    for i, qtype in enumerate(PARTIAL_SPLITS[name]):
+        rows += [_row(qtype, 1.0, 0.5), _row(qtype, 0.2 * i, 1.0)]
+    for side in ("source", "render"):
+        assert protocol.vsi_aggregate(rows, side) == pytest.approx(_official_aggregate(rows, side))
+    assert not protocol.vsi_partial_split(rows)
+    if "easy" not in " ".join(PARTIAL_SPLITS[name]):
+        assert "object_rel_direction_accuracy" not in protocol.vsi_aggregate(rows, "source")
+
+
+def test_vsi_aggregate_where_the_official_code_raises_averages_the_present_levels():
+    rows = [
+        _row("object_rel_direction_easy", 1.0),
+        _row("object_rel_direction_medium", 0.5),
+        _row("route_planning", 0.0),
+    ]
+    with pytest.raises(KeyError):
+        _official_aggregate(rows, "source")
+    source = protocol.vsi_aggregate(rows, "source")
+    assert source == pytest.approx({"object_rel_direction_accuracy": 75.0, "route_planning_accuracy": 0.0,
+                                    "overall": 37.5})  # fmt: skip
+    assert protocol.vsi_partial_split(rows)
+
+
+def test_vsi_numeric_post_prompt_follows_the_model_kind():
+    number = Question("n", "scannet", "s", "object_counting", "How many chairs?", None, "3")
+    api_prompt = protocol.prompt_for(number, "vsi_official", "api")
+    assert api_prompt.endswith("\nDo not response anything other than a single number!")
+    assert protocol.prompt_for(number, "vsi_official", "local").endswith("a single word or phrase.")
+    with pytest.raises(ValueError, match="use local or api"):
+        protocol.prompt_for(number, "vsi_official", "remote")
+    from eval_bridge.judge import prompt_kind_of
+
+    assert prompt_kind_of("http://127.0.0.1:8000/v1") == "local"
+    assert prompt_kind_of("http://10.0.0.5/v1") == "local"
+    assert prompt_kind_of("https://api.openai.com/v1") == "api"
 
 
 def test_only_a_full_score_is_correct():

@@ -76,7 +76,11 @@ def test_dv_on_ray_writes_the_same_rows_and_summary_as_local(assets, local_ray, 
     with ScriptedOpenAI(responder=Judge(assets[1])) as server:
         assert main(_argv(ray_run, assets, server, "--backend", "ray")) == 0
         assert server.calls == 12
-    assert _rows(ray_run / "dual_vqa.jsonl") == _rows(local_run / "dual_vqa.jsonl")
+    ray_rows, local_rows = _rows(ray_run / "dual_vqa.jsonl"), _rows(local_run / "dual_vqa.jsonl")
+    # Each row a Ray task judged names its node; apart from that the rows are a local run's.
+    node = local_ray.get_runtime_context().get_node_id()
+    assert [r.pop("node")["node_id"] for r in ray_rows] == [node] * len(ray_rows)
+    assert ray_rows == local_rows and all("node" not in r for r in local_rows)
     summary, local = _summary(ray_run / "dual_vqa_summary.json"), _summary(local_run / "dual_vqa_summary.json")
     # A running sum in completion order (which varies between local runs too): equal up to rounding.
     assert summary.pop("new_judge_cost_usd") == pytest.approx(local.pop("new_judge_cost_usd"), rel=1e-12)
@@ -227,7 +231,7 @@ def ls_run(tmp_path_factory):
 def test_ls_on_ray_equals_local(ls_run, model_dir, local_ray, tmp_path):
     root, template = ls_run
     runs = {name: shutil.copytree(template, tmp_path / name) for name in ("local", "ray")}
-    base = ["ls", "--split", str(root / "split.jsonl"), "--videos", str(root / "videos"), "--model", str(model_dir)]
+    base = ["ls", "--split", str(root / "split.jsonl"), "--videos", str(root / "videos"), "--encoder", str(model_dir)]
     base += ["--num-frames", str(NUM_FRAMES), "--device", "cpu", "--dtype", "float32"]
     assert main([*base, "--run", str(runs["local"])]) == 0
     assert main([*base, "--run", str(runs["ray"]), "--backend", "ray", "--scenes-per-task", "1"]) == 0

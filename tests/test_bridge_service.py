@@ -536,3 +536,20 @@ def test_a_config_file_fixes_judges_and_encoders_and_bad_entries_are_named(tmp_p
         config_file.write_text(text)
         with pytest.raises(ValueError, match=message):
             config_from_args(build_parser().parse_args(["serve", "--config", str(config_file)]))
+
+
+def test_token_on_the_command_line_warns_and_the_environment_does_not(monkeypatch, caplog, tmp_path):
+    from eval_bridge.cli import build_parser
+    from eval_bridge.service import config_from_args
+
+    parser = build_parser()
+    assert "BVB_BRIDGE_TOKEN" in parser._subparsers._group_actions[0].choices["serve"].format_help()
+    monkeypatch.setenv("BVB_BRIDGE_TOKEN", "from-the-environment")
+    with caplog.at_level("WARNING", logger="eval_bridge.service"):
+        config = config_from_args(parser.parse_args(["serve", "--root", str(tmp_path)]))
+    assert config.token == "from-the-environment" and not caplog.records
+    with caplog.at_level("WARNING", logger="eval_bridge.service"):
+        config = config_from_args(parser.parse_args(["serve", "--root", str(tmp_path), "--token", "on-the-line"]))
+    assert config.token == "on-the-line"
+    (warning,) = caplog.records
+    assert "/proc/PID/cmdline" in warning.getMessage() and "$BVB_BRIDGE_TOKEN" in warning.getMessage()

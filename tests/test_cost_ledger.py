@@ -11,6 +11,7 @@ import pytest
 
 from bvb_addon.agent.pricing import Price, estimate_tokens, price_for
 from bvb_addon.run_dir import read_json
+from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI
 from tests.test_agent_loop import FRAMES, api_key, make_loop, py  # noqa: F401 (api_key: autouse fixture)
 
@@ -69,7 +70,7 @@ def run(tmp_path, provider, price=TABLE, **overrides):
         loop, env = make_loop(server, tmp_path, price=price, **settings)
         meta = loop.run()
         requests = list(server.requests)
-    trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
+    trajectory = read_trajectory(tmp_path / "run/trajectories/room_1.traj.json")
     print(
         f"\nrecorded ${meta['cost']:.4f} (unconfirmed ${meta['cost_unconfirmed']:.4f}) | provider billed "
         f"${provider.bill:.4f} | limit ${meta['cost_limit']:.2f} | {meta['stop_reason']}: {meta['reason']}"
@@ -173,7 +174,7 @@ def test_a_context_overflow_compacts_old_images_then_ends_as_context_limit_with_
     with ScriptedOpenAI(responder=responder) as server:
         loop, _ = make_loop(server, tmp_path)
         meta = loop.run()
-    trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
+    trajectory = read_trajectory(tmp_path / "run/trajectories/room_1.traj.json")
     assert (meta["status"], meta["stop_reason"]) == ("limit", "context_limit")
     assert "even with every older image elided" in meta["reason"]
     assert json.loads((tmp_path / "run/blends/room_1.blend").read_text()) == {"floor": 1}
@@ -195,13 +196,13 @@ def test_context_window_compacts_before_sending_when_the_estimate_does_not_fit(t
         # The size of the prompt with two image observations, to set a window that fits only two.
         loop, _ = make_loop(probe, tmp_path / "probe", max_steps=2)
         loop.run()
-        two = estimate_tokens(read_json(tmp_path / "probe/run/trajectories/room_1.traj.json")["messages"])
+        two = estimate_tokens(read_trajectory(tmp_path / "probe/run/trajectories/room_1.traj.json")["messages"])
     with ScriptedOpenAI(replies) as server:
         loop, _ = make_loop(server, tmp_path, context_window=two + 50 + 300)
         meta = loop.run()
         most = max(images_in(b) for b in server.requests)
         assert server.calls == 5  # no call was refused
-    trajectory = read_json(tmp_path / "run/trajectories/room_1.traj.json")
+    trajectory = read_trajectory(tmp_path / "run/trajectories/room_1.traj.json")
     assert meta["stop_reason"] == "done" and most <= 2
     assert trajectory["compactions"] and trajectory["compactions"][0]["trigger"] == "estimate"
 

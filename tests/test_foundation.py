@@ -63,7 +63,7 @@ def test_headless_run_help_has_an_example():
         [sys.executable, "-m", "headless.run", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0
-    assert "example:" in out.stdout
+    assert "examples:\n  bvb run " in out.stdout
 
 
 def test_bvb_command_line_delegates_help_to_each_stage():

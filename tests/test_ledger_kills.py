@@ -17,6 +17,7 @@ import pytest
 
 from bvb_addon.agent.pricing import Price
 from bvb_addon.run_dir import read_json
+from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, turn_of
 from tests.test_cost_ledger import provider_tokens
@@ -71,12 +72,12 @@ def test_sigkill_with_a_reply_in_flight_never_records_less_than_the_bill_nor_mor
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(30)
             release.set()
-            killed = read_json(run / "trajectories/synth_easy_000.traj.json")
+            killed = read_trajectory(run / "trajectories/synth_easy_000.traj.json")
             assert killed["ledger"][-1]["status"] == "reserved"
         last = subprocess.run(command + args + ["--resume"], cwd=REPO, capture_output=True, text=True, timeout=300)
         assert last.returncode == 0, last.stderr[-3000:]
     meta = read_json(run / "agent_meta/synth_easy_000.json")
-    trajectory = read_json(run / "trajectories/synth_easy_000.traj.json")
+    trajectory = read_trajectory(run / "trajectories/synth_easy_000.traj.json")
     provider_bill = sum(bill)
     print(
         f"\nkills in flight: {len(KILL_AT)}; provider billed {len(bill)} calls ${provider_bill:.4f}; recorded "

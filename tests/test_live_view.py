@@ -2,14 +2,19 @@
 
 import datetime
 import http.client
+import os
 import socket
 import threading
 import time
 
 import pytest
 import requests
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
+from bvb_addon.atomic import write_bytes_atomic
 from eval_bridge import live
+from eval_bridge.loopback_http import ServerThread, allowed_hosts, listen
 from headless.scripted_openai import ScriptedOpenAI
 from tests import chromium_support
 from tests.runner_support import turn_of
@@ -217,3 +222,112 @@ def test_view_is_read_only_refuses_foreign_hosts_and_never_serves_outside_its_fo
     # Stopped cleanly: the port no longer answers.
     with pytest.raises(requests.ConnectionError):
         requests.get(view.url, timeout=5)
+
+
+# A page the watcher renames over while the server answers for it: the stat that gives the
+# Content-Length and the read of the body are separate steps, so replace the file between them.
+OLD_PAGE, LONGER_PAGE, SHORTER_PAGE = b"o" * 3000, b"L" * 9000, b"s" * 100
+
+
+class _ReplacedMidRequest(live.ReportFiles):
+    """The report's file app, with index.html replaced (temp-then-rename) or removed at one point of a request."""
+
+    def __init__(self, new, when, **kwargs):
+        super().__init__(**kwargs)
+        self.new, self.when = new, when
+
+    def _swap(self, full_path):
+        if self.new is None:
+            os.unlink(full_path)
+        else:
+            write_bytes_atomic(full_path, self.new)
+
+    def file_response(self, full_path, stat_result, scope, status_code=200):
+        if self.when == "after the stat":  # the size announced is the old page's
+            self._swap(full_path)
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        if self.when == "before the body is read":
+            self._swap(full_path)
+        return response
+
+
+@pytest.fixture
+def serve_files(tmp_path):
+    servers = []
+
+    def serve(files):
+        sock = listen("127.0.0.1", 0, 8)
+        port = sock.getsockname()[1]
+        app = live.ViewGuard(Starlette(routes=[Mount("/", app=files)]), allowed_hosts("127.0.0.1", port))
+        servers.append(ServerThread(app, sock, "test view", 8).start())
+        return port
+
+    yield serve
+    for server in servers:
+        server.stop()
+
+
+@pytest.mark.parametrize("when", ["after the stat", "before the body is read"])
+@pytest.mark.parametrize("new", [LONGER_PAGE, SHORTER_PAGE], ids=["longer", "shorter"])
+def test_a_page_replaced_mid_request_is_served_whole_old_or_new(tmp_path, serve_files, when, new):
+    site = tmp_path / "site"
+    write_bytes_atomic(site / "index.html", OLD_PAGE)
+    port = serve_files(_ReplacedMidRequest(new, when, directory=site, html=True))
+    for target in ("/", "/index.html"):
+        write_bytes_atomic(site / "index.html", OLD_PAGE)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("GET", target)
+            response = conn.getresponse()
+            body = response.read()  # http.client.IncompleteRead when the body is shorter than announced
+            announced = int(response.headers["content-length"])
+        finally:
+            conn.close()
+        assert response.status == 200 and len(body) == announced, (target, announced, len(body))
+        assert body == (new if when == "after the stat" else OLD_PAGE), target
+
+
+def test_a_page_removed_after_the_stat_is_a_404_and_one_removed_after_the_open_is_served(tmp_path, serve_files):
+    site = tmp_path / "site"
+    for when, status, body in (("after the stat", 404, None), ("before the body is read", 200, OLD_PAGE)):
+        write_bytes_atomic(site / "index.html", OLD_PAGE)
+        port = serve_files(_ReplacedMidRequest(None, when, directory=site, html=True))
+        response = requests.get(f"http://127.0.0.1:{port}/index.html", timeout=10)
+        assert response.status_code == status, when
+        if body is not None:
+            assert response.content == body and response.headers["content-length"] == str(len(body))
+
+
+def test_pages_rebuilt_in_a_loop_while_a_client_fetches_are_always_whole(tmp_path, serve_files):
+    """The flake as it happened (bounded: 2 s or 400 requests on 127.0.0.1): the watcher rewrites while a page loads."""
+    site = tmp_path / "site"
+    pages = (b"a" * 1000, b"b" * 70_000)  # one chunk and more than one (FileResponse reads 64 KiB at a time)
+    write_bytes_atomic(site / "index.html", pages[0])
+    port = serve_files(live.ReportFiles(directory=site, html=True))
+    stop = threading.Event()
+
+    def rebuild():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            write_bytes_atomic(site / "index.html", pages[n % 2])
+
+    writer = threading.Thread(target=rebuild)
+    writer.start()
+    served, broken = 0, []
+    try:
+        with requests.Session() as session:
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline and served < 400:
+                try:
+                    body = session.get(f"http://127.0.0.1:{port}/", timeout=10).content
+                except requests.RequestException as exc:
+                    broken.append(repr(exc))
+                    continue
+                if body not in pages:
+                    broken.append(f"a body of {len(body)} bytes")
+                served += 1
+    finally:
+        stop.set()
+        writer.join()
+    assert served > 20 and not broken, (served, broken[:3])

@@ -137,6 +137,22 @@ def test_no_reasoning_effort_sent_for_none():
         assert "reasoning_effort" not in server.requests[0]
 
 
+def test_reasoning_max_is_accepted_and_sent_as_the_provider_names_it():
+    # Before: --reasoning max was refused ("unknown reasoning 'max'").
+    with ScriptedOpenAI(["ok", "ok"]) as server:
+        client(server, reasoning="max").query(USER)
+        client(server, reasoning="minimal").query(USER)
+        assert [r["reasoning_effort"] for r in server.requests] == ["max", "minimal"]
+    from bvb_addon.agent.config import provider_effort
+
+    assert provider_effort("max", "https://api.openai.com/v1") == "xhigh"
+    assert provider_effort("max", "https://openrouter.ai/api/v1") == "xhigh"
+    assert provider_effort("xhigh", "https://api.anthropic.com/v1/") == "max"
+    assert provider_effort("none", "https://api.openai.com/v1") is None
+    with pytest.raises(ValueError, match="unknown reasoning 'maximal'"):
+        AgentConfig(reasoning="maximal")
+
+
 def test_missing_key_fails_naming_the_variable(monkeypatch):
     monkeypatch.delenv("BVB_TEST_KEY")
     with pytest.raises(ModelError, match="BVB_TEST_KEY.*--api-key-env"):

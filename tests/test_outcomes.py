@@ -132,7 +132,7 @@ def test_a_file_where_a_folder_is_needed_and_the_reverse_are_one_line(tmp_path):
         ("headless.cli", ["demo", "--out", "{file}"]),
         ("headless.exec", ["--workspace", "{dir}/ws", "{dir}"]),
         ("eval_bridge.cli", ["dv", "--run", "{file}", "--split", "{file}", "--videos", "{dir}", "--judge", "geometry"]),
-        ("eval_bridge.cli", ["ls", "--run", "{dir}", "--split", "{dir}", "--videos", "{dir}", "--model", "m"]),
+        ("eval_bridge.cli", ["ls", "--run", "{dir}", "--split", "{dir}", "--videos", "{dir}", "--encoder", "m"]),
         ("eval_bridge.cli", ["leaderboard", "{dir}", "--out", "{dir}"]),
         ("eval_bridge.cli", ["report", "{dir}", "--out", "{file}"]),
     ],

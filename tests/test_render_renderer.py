@@ -46,8 +46,9 @@ def run_dir(tmp_path_factory):
 
 
 def render(run, preset, frames=2, scenes=("a",)):
+    # The stage's own render limit (SandboxConfig.render_timeout_s, 1800 s): a test is never tighter than a run.
     options = RenderOptions(run=run, num_frames=frames, preset=preset, resolution=32, progress=False,
-                            scenes=list(scenes), sandbox=SandboxConfig(render_timeout_s=1200))  # fmt: skip
+                            scenes=list(scenes), sandbox=SandboxConfig())  # fmt: skip
     return RenderStage(options).run()["rendered"]
 
 

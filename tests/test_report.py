@@ -92,7 +92,9 @@ def test_a_run_on_another_blender_is_marked_not_comparable(two_runs, tmp_path):
 
 
 def test_missing_run_dir_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    from bvb_addon.run_dir import RunDirError
+
+    with pytest.raises(RunDirError, match="nope is not a folder"):
         report.build_report([tmp_path / "nope"], tmp_path / "out")
 
 

@@ -16,6 +16,7 @@ from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.runner import RunError, Runner, RunOptions, parse_shard, select_scenes
 from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.sandbox.config import SandboxConfig
+from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import DUMP, ORACLE, make_suite, py, scene_of, turn_of
 
@@ -117,7 +118,7 @@ def test_full_scene_builds_a_room_and_an_animated_camera(suite, tmp_path):
     render = observations[6]
     assert render[0]["text"].startswith("Step 6: render ok") and len(render) == 3
     assert render[1]["image_url"]["url"].startswith("data:image/")
-    # The layout of DESIGN.md section 5.
+    # The layout of docs/protocol.md section 3.
     config = read_json(run / "config.json")
     assert config["model"] == "scripted" and config["limits"]["cost_limit"] == 1.0
     assert (
@@ -133,7 +134,7 @@ def test_full_scene_builds_a_room_and_an_animated_camera(suite, tmp_path):
         "005.py",
     ]
     assert read_json(run / "agent_meta/synth_easy_000.json") == meta
-    assert read_json(run / "trajectories/synth_easy_000.traj.json")["status"] == "submitted"
+    assert read_trajectory(run / "trajectories/synth_easy_000.traj.json")["status"] == "submitted"
     # The submission opens in Blender and its camera is animated; the joined program rebuilds it.
     blend = dump_in_blender(blend=run / "blends/synth_easy_000.blend")
     assert blend["camera"] == "Camera" and blend["range"] == [1, 16]
@@ -158,7 +159,7 @@ def test_crashing_and_looping_programs_are_reported_and_rolled_back(suite, tmp_p
         observations = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
     meta = results["synth_easy_001"]
     assert meta["status"] == "submitted"
-    steps = read_json(tmp_path / "run/trajectories/synth_easy_001.traj.json")["steps"]
+    steps = read_trajectory(tmp_path / "run/trajectories/synth_easy_001.traj.json")["steps"]
     assert [s.get("status") for s in steps if s["action"] == "python"] == ["ok", "crash", "timeout", "ok"]
     assert "python crash" in observations[3] and "python timeout" in observations[4]
     assert "render error (the scene has no camera" in observations[6]
@@ -196,7 +197,7 @@ def test_killed_mid_scene_then_resume_finishes_with_the_remaining_budget(suite, 
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
         release.set()
-        killed = read_json(run / "trajectories/synth_easy_002.traj.json")
+        killed = read_trajectory(run / "trajectories/synth_easy_002.traj.json")
         assert killed["status"] == "running" and killed["cost"] == pytest.approx(0.06) and killed["turns"] == 3
         assert killed["ledger"][-1]["status"] == "reserved" and killed["ledger"][-1]["reserved"] == pytest.approx(0.05)
         assert not (run / "blends/synth_easy_002.blend").exists()
@@ -263,8 +264,8 @@ def test_two_workers_give_the_same_results_as_one(suite, tmp_path):
     for scene in ("synth_easy_000", "synth_easy_001", "synth_easy_002"):
         assert {k: results[1][scene][k] for k in keys} == {k: results[2][scene][k] for k in keys}
         assert results[1][scene]["status"] == "submitted"
-        one = read_json(tmp_path / f"run1/trajectories/{scene}.traj.json")["messages"]
-        two = read_json(tmp_path / f"run2/trajectories/{scene}.traj.json")["messages"]
+        one = read_trajectory(tmp_path / f"run1/trajectories/{scene}.traj.json")["messages"]
+        two = read_trajectory(tmp_path / f"run2/trajectories/{scene}.traj.json")["messages"]
         assert one == two
         a = dump_in_blender(blend=tmp_path / f"run1/blends/{scene}.blend")
         assert a == dump_in_blender(blend=tmp_path / f"run2/blends/{scene}.blend")
@@ -313,7 +314,6 @@ def test_api_free_agents_and_shards_through_the_command_line(suite, tmp_path):
 @pytest.mark.blender
 def test_one_scene_failing_never_stops_the_run(suite, tmp_path):
     rows = [json.loads(line) for line in (suite / "split.jsonl").read_text().splitlines()][:2]
-    rows.append({**rows[0], "id": "ghost", "scene_name": "ghost_scene"})
     split = tmp_path / "split.jsonl"
     split.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
@@ -335,8 +335,24 @@ def test_one_scene_failing_never_stops_the_run(suite, tmp_path):
     failed = results["synth_easy_000"]
     assert (failed["status"], failed["stop_reason"]) == ("error", "model_error")
     assert "gave up after 3 attempts" in failed["reason"] and "upstream overloaded" in failed["reason"]
-    ghost = read_json(tmp_path / "run/agent_meta/ghost_scene.json")
-    assert (ghost["status"], ghost["stop_reason"]) == ("error", "video_error") and "ghost_scene" in ghost["reason"]
+
+
+@pytest.mark.blender
+def test_a_missing_or_unreadable_clip_is_refused_before_any_scene_naming_the_file(suite, tmp_path):
+    # Before: each such scene ended in a video_error fault and the run exited 75 ("rerun --resume").
+    rows = [json.loads(line) for line in (suite / "split.jsonl").read_text().splitlines()][:1]
+    rows.append({**rows[0], "id": "ghost", "scene_name": "ghost_scene"})
+    split = tmp_path / "split.jsonl"
+    split.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    started = time.monotonic()
+    out = cli("--split", str(split), "--videos", str(suite), "--output", str(tmp_path / "run"), "--agent", "empty-room")
+    assert out.returncode == 2 and time.monotonic() - started < 30
+    assert "ghost_scene.mp4" in out.stderr.strip().splitlines()[-1] and not (tmp_path / "run/config.json").exists()
+    (tmp_path / "notvideo/synthetic").mkdir(parents=True)
+    (tmp_path / "notvideo/synthetic/synth_easy_000.mp4").write_text("a text file")
+    out = cli("--split", str(split), "--videos", str(tmp_path / "notvideo"), "--output", str(tmp_path / "r2"),
+              "--agent", "empty-room", "--scenes", "synth_easy_000")  # fmt: skip
+    assert out.returncode == 2 and "not a video" in out.stderr and "synth_easy_000.mp4" in out.stderr
 
 
 @pytest.mark.blender
@@ -413,3 +429,31 @@ def test_bad_input_gets_one_clear_line(tmp_path):
     out = cli(*base[:4], "--output", str(tmp_path / "old"), "--agent", "empty-room", "--resume")
     assert out.returncode == 2 and "was run with agent model model gpt-4o" in out.stderr
     assert out.stderr.count("\n") == 1 + out.stderr.count("INFO")  # one line, no traceback
+
+
+@pytest.mark.blender
+def test_resume_keeps_an_ended_scene_ended_and_retry_failed_reopens_it_on_purpose(suite, tmp_path):
+    run = tmp_path / "run"
+    failing = [FRAMES, py("raise ValueError('no room today')"), "DONE"]
+    with ScriptedOpenAI(responder=lambda body: failing[turn_of(body)]) as server:
+        first = run_in_process(server, suite, run, scenes=("synth_easy_000",))
+    assert (first["synth_easy_000"]["status"], first["synth_easy_000"]["stop_reason"]) == ("failed", "done"), first
+
+    def resumed(retry_failed, replies):
+        with ScriptedOpenAI(responder=lambda body: replies[turn_of(body)]) as server:
+            config = AgentConfig(model="scripted", base_url=server.base_url, api_key_env="BVB_TEST_KEY",
+                                 price_in=0.0, price_out=1.0, retry_base_delay=0.01)  # fmt: skip
+            options = RunOptions(split=suite / "split.jsonl", videos=suite, output=run, scenes=["synth_easy_000"],
+                                 resume=True, retry_failed=retry_failed, sandbox=sandbox_config(),
+                                 progress=False)  # fmt: skip
+            return Runner(options, config).run()["synth_easy_000"], server.calls
+
+    # Before: --resume continued the failed scene and it became submitted.
+    meta, calls = resumed(False, [None] * 3 + [py(ROOM), "DONE"])
+    assert (meta["status"], calls) == ("failed", 0)
+    assert read_json(run / "agent_meta/synth_easy_000.json")["status"] == "failed"
+    meta, calls = resumed(True, [None] * 3 + [py(ROOM), "DONE"])
+    assert (meta["status"], meta["sessions"], calls) == ("submitted", 2, 2)
+    trajectory = read_json(run / "trajectories/synth_easy_000.traj.json")
+    assert [(r["status"], r["by"], r["session"]) for r in trajectory["reopened"]] == [("failed", "--retry-failed", 2)]
+    assert any("re-opened" in str(m["content"]) for m in trajectory["messages"] if m["role"] == "user")

@@ -53,19 +53,30 @@ def test_ray_backend_gives_the_same_statuses_and_artifacts_as_local(local_ray, s
     assert local[0] == on_ray[0] == {s: ("submitted", "done", 3) for s in SCENES}
     assert local[1] == on_ray[1]
     assert local[2] == on_ray[2]
+    # Each row a Ray task made names the node that made it (here the one node of the private instance).
+    node = local_ray.get_runtime_context().get_node_id()
+    for run_dir, expected in ((tmp_path / "local", None), (tmp_path / "ray", node)):
+        metas = [json.loads(p.read_text()) for p in (run_dir / "agent_meta").glob("*.json")]
+        assert [(m.get("node") or {}).get("node_id") for m in metas] == [expected] * len(SCENES)
+    assert all(json.loads(p.read_text())["node"]["ip"] for p in (tmp_path / "ray" / "agent_meta").glob("*.json"))
 
 
 def _kill_ray_scene_workers():
-    """SIGKILL the test's own Ray worker processes running a scene (as a lost node would)."""
+    """SIGKILL the test's own Ray worker processes running a scene (as a lost node would).
+
+    Only children of this test's raylet: another Ray instance on the machine is never touched.
+    """
+    raylet = ray._private.worker._global_node.all_processes["raylet"][0].process.pid
     killed = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        if cmdline.startswith(b"ray::ray_scene"):
+        if parent == raylet and cmdline.startswith(b"ray::ray_scene"):
             os.kill(int(entry.name), signal.SIGKILL)
             killed += 1
     return killed
@@ -127,8 +138,30 @@ def test_render_stage_on_ray_matches_local(local_ray, suite, tmp_path):
         rows[backend] = {
             json.loads(line)["scene"]: (json.loads(line)["status"], json.loads(line)["frames"]) for line in lines
         }
+        nodes = {(json.loads(line).get("node") or {}).get("node_id") for line in lines}
+        assert nodes == ({local_ray.get_runtime_context().get_node_id()} if backend == "ray" else {None})
         assert all((run_dir / "camera_renders" / f"{s}.mp4").is_file() for s in SCENES)
     assert rows["local"] == rows["ray"] == {s: ("ok", 4) for s in SCENES}
     for scene in SCENES:
         graphs = [json.loads((d / "scene_graphs" / f"{scene}.json").read_text()) for d in (out, twin)]
         assert graphs[0] == graphs[1]
+
+
+def test_the_run_budget_holds_across_ray_tasks(local_ray, suite, tmp_path, monkeypatch):
+    """--budget on Ray: one actor holds it, every scene task reserves from it; the spend never passes it."""
+    from tests.runner_support import ORACLE
+
+    monkeypatch.setenv("BVB_TEST_KEY", "x")
+    replies = ["```frames\ncount=1\n```", py(ORACLE.format(frames=16)), "DONE"]
+    out = tmp_path / "run"
+    with ScriptedOpenAI(responder=lambda body: replies[min(turn_of(body), 2)]) as server:
+        code = _run(suite, out, "--model", "scripted", "--base-url", server.base_url, "--api-key-env", "BVB_TEST_KEY",
+                    "--price-in", "1.0", "--price-out", "2.0", "--max-tokens", "200", "--budget", "0.0025",
+                    "--backend", "ray", "--workers", "2")  # fmt: skip
+        calls = server.calls
+    assert code == 0
+    metas = [json.loads(p.read_text()) for p in (out / "agent_meta").glob("*.json")]
+    summary = json.loads((out / "config.json").read_text())["summary"]["budget"]
+    assert sum(m["cost"] for m in metas) <= 0.0025 and summary["spent"] <= 0.0025
+    assert summary["reached"] and sum(m["model_calls"] for m in metas) == calls
+    assert any(m["stop_reason"] == "budget" for m in metas) or summary["unstarted"]

@@ -267,15 +267,22 @@ def test_only_what_blender_needs_is_visible(worker, canary):
         print(sorted(os.listdir('/')))
         print(os.path.exists(CANARY), os.path.exists(os.path.dirname(CANARY)))
         print(os.path.exists(REPO + '/README.md'), os.path.exists(REPO + '/.git'), os.path.exists('/etc/passwd'))
+        print([(top, sorted(dirs)) for top, dirs, _ in os.walk('/sys') if top.count('/') < 4])
         """,
             CANARY=canary,
             REPO=Path(__file__).resolve().parent.parent,
         )
     )
     assert result.status == "ok", result.reason
-    top, canary_seen, repo_seen = result.stdout.strip().splitlines()
-    for host_only in ("home", "var", "opt", "srv", "mnt", "boot", "run", "sys"):
+    top, canary_seen, repo_seen, sys_seen = result.stdout.strip().splitlines()
+    for host_only in ("home", "var", "opt", "srv", "mnt", "boot", "run"):
         assert f"'{host_only}'" not in top
+    # /sys holds only the worker's own memory group (read-only), where a program looks for its limit.
+    if "cgroup_memory" in worker.level.layers:
+        assert sys_seen in ("[('/sys', ['fs']), ('/sys/fs', ['cgroup']), ('/sys/fs/cgroup', ['memory'])]",
+                            "[('/sys', ['fs']), ('/sys/fs', ['cgroup'])]"), sys_seen  # fmt: skip
+    else:
+        assert "'sys'" not in top
     assert canary_seen == "False False"
     assert repo_seen == "False False False"
 
@@ -602,6 +609,55 @@ def test_fallback_without_bubblewrap_runs_as_unprivileged_uid(tmp_path):
         import shutil
 
         shutil.rmtree(reachable)
+
+
+def test_a_worker_without_bubblewrap_kills_its_own_leftovers_not_another_process_of_its_uid(tmp_path):
+    """Cleanup by uid stays inside the worker's pids group: a process of the same uid outside it (another
+    harness's worker, leased from other lock files) lives on. The canary is a ``sleep`` this test starts."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("the uid rung drops root; this harness is not root")
+    config = SandboxConfig(use_bwrap=False, min_level="uid")
+    level = probe_layers(config)
+    if "uid" not in level.layers or "cgroup_pids" not in level.layers:
+        pytest.skip(f"no uid or pids layer here: {level.missing}")
+    reachable = Path(tempfile.mkdtemp(prefix="bvb-uid-test-"))
+    os.chmod(reachable, 0o711)
+    canary = None
+    try:
+        with Worker(reachable / "ws", tmp_path / "snaps", config) as w:
+            canary = subprocess.Popen(["setpriv", f"--reuid={w.uid}", f"--regid={w.uid}", "--clear-groups",
+                                       "sleep", "120"])  # fmt: skip
+            deadline = time.monotonic() + 10
+            while f"\t{w.uid}\t" not in Path(f"/proc/{canary.pid}/status").read_text():
+                assert time.monotonic() < deadline and canary.poll() is None, "the canary did not start"
+                time.sleep(0.02)
+            leftover = (
+                "import os, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(120)\nprint(pid)"
+            )
+            result = w.run(leftover)
+            assert result.status == "ok", result.reason
+            pid = int(result.stdout.split()[-1])
+            assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+            assert canary.poll() is None, "the worker's cleanup killed a process of its uid outside its own group"
+    finally:
+        if canary is not None:
+            canary.kill()
+            canary.wait()
+        shutil.rmtree(reachable)
+
+
+def test_a_worker_slower_to_start_than_its_start_limit_names_that_limit(tmp_path):
+    from bvb_addon.sandbox import WorkerError
+
+    started = time.monotonic()
+    with pytest.raises(WorkerError) as raised:
+        Worker(tmp_path / "ws", tmp_path / "snaps", SandboxConfig(start_timeout_s=0.05))
+    assert raised.value.status == "sandbox_error"
+    assert "not ready within the 0.05 s start limit (start_timeout_s)" in raised.value.reason
+    assert time.monotonic() - started < 30  # killed at the limit, not left to start
 
 
 def test_killed_harness_leaves_no_worker(tmp_path):

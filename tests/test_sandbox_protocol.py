@@ -5,8 +5,8 @@ import struct
 
 import pytest
 
-from bvb_addon.sandbox import SandboxConfig, frame_size, protocol
-from bvb_addon.sandbox.worker import _summary, _text
+from bvb_addon.sandbox import SandboxConfig, frame_size, protocol, replies
+from bvb_addon.sandbox.worker import _text
 
 pytestmark = pytest.mark.unit
 
@@ -50,11 +50,14 @@ def test_half_frame_times_out_and_closed_peer_is_reported(pair):
         protocol.recv_msg(b, 1024, timeout=1)
 
 
-def test_untrusted_strings_and_summaries_are_capped():
+def test_untrusted_strings_are_capped_and_summaries_validated():
     assert _text("x" * 50, 10).startswith("x" * 10) and "40 more characters" in _text("x" * 50, 10)
     assert _text(["not", "text"], 10) == ""
-    assert _summary({"a": "b" * 100}, limit=50) == {"error": "the scene summary was over 50 bytes and was dropped"}
-    assert _summary("nope") == {}
+    good = replies.validate(replies.RunReply, {"id": 1, "status": "error", "summary": {"error": "the scene broke"}})
+    assert good.summary.error == "the scene broke"
+    for summary in ("nope", {"a": "b" * 100}, {"error": "b" * 5000}):
+        with pytest.raises(replies.ReplyInvalid, match="summary"):
+            replies.validate(replies.RunReply, {"id": 1, "status": "error", "summary": summary})
 
 
 def test_frame_size_is_even_with_the_longest_side_given():

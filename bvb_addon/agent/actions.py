@@ -1,4 +1,4 @@
-"""Reading one action out of a model reply (DESIGN.md section 4)."""
+"""Reading one action out of a model reply (docs/protocol.md section 1)."""
 
 import re
 from dataclasses import dataclass

@@ -131,7 +131,7 @@ def oracle_agent(task, videos_root):
     if not path.is_file():
         raise ModelError(
             f"no oracle program at {path}; --agent oracle works only on synthetic suites "
-            "(python -m headless.synth) whose --videos folder holds oracle/<scene>.py"
+            "(bvb synth) whose --videos folder holds oracle/<scene>.py"
         )
     return ScriptedAgent(
         [

@@ -4,7 +4,30 @@ from dataclasses import asdict, dataclass, field
 
 from ..defaults import API_KEY_ENV, COST_LIMIT_USD, MODEL, PROVIDER_BASE_URL
 
-REASONING_LEVELS = ("none", "low", "medium", "high", "xhigh")
+REASONING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# Providers that take fewer efforts than the levels above get their nearest one: OpenAI's (and
+# OpenRouter's, which follows it) top effort is xhigh; Anthropic's is max. Unlisted hosts get the
+# level as given. Keys are substrings of the endpoint's host.
+PROVIDER_EFFORTS = {
+    "api.openai.com": {"max": "xhigh"},
+    "openrouter.ai": {"max": "xhigh"},
+    "api.anthropic.com": {"xhigh": "max", "minimal": "low"},
+}
+
+
+def provider_effort(reasoning, base_url):
+    """The ``reasoning_effort`` value sent to this endpoint for a reasoning level (None for none)."""
+    if reasoning == "none":
+        return None
+    from urllib.parse import urlsplit
+
+    host = urlsplit(str(base_url or "")).hostname or ""
+    for key, efforts in PROVIDER_EFFORTS.items():
+        if key in host:
+            return efforts.get(reasoning, reasoning)
+    return reasoning
+
+
 AGENTS = ("model", "empty-room", "oracle")
 
 
@@ -17,7 +40,8 @@ class AgentConfig:
     model: str = MODEL
     """Model id sent to the provider."""
     reasoning: str = "none"
-    """Reasoning effort (none, low, medium, high, xhigh); sent as ``reasoning_effort`` unless none."""
+    """Reasoning effort (none, minimal, low, medium, high, xhigh, max); sent as ``reasoning_effort`` unless
+    none, as the provider names it (``provider_effort``)."""
     base_url: str = PROVIDER_BASE_URL
     """OpenAI-compatible endpoint."""
     api_key_env: str = API_KEY_ENV

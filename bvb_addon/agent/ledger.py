@@ -18,7 +18,10 @@ def usd(value):
 
 
 class CostLimit(Exception):
-    """The next call (or the retry of a billed one) would pass the cost limit."""
+    """The next call (or the retry of a billed one) would pass the scene's cost limit."""
+
+    kind = "cost_limit"
+    """The scene's stop_reason when this ends it."""
 
 
 def _now():
@@ -26,10 +29,17 @@ def _now():
 
 
 class Ledger:
-    def __init__(self, state, limit, save):
+    """``budget`` is the run's shared holder (budget.Budget, or one with its interface), or None:
+    each reservation is taken against it too, after the scene's own limit, and settled with it."""
+
+    def __init__(self, state, limit, save, budget=None):
         self.state = state
         self.limit = limit
         self._save = save
+        self.budget = budget
+        # The budget's tokens of this session's open reservations, by call number. A reservation
+        # a killed session left open has none: the budget counted it when it read the trajectories.
+        self._tokens = {}
         state.setdefault("ledger", [])
         state.setdefault("cost_unconfirmed", 0.0)
 
@@ -41,8 +51,15 @@ class Ledger:
                 entry.update(status="unconfirmed", cost=entry["reserved"], settled=_now())
                 s["cost"] += entry["reserved"]
                 s["cost_unconfirmed"] += entry["reserved"]
+                self._settle_budget(entry, entry["reserved"])
                 count += 1
         return count
+
+    def _settle_budget(self, entry, cost):
+        tokens = self._tokens.pop(entry["call"], ())
+        for i, token in enumerate(tokens):
+            # The first token carries the cost; a retry's widening tokens are released.
+            self.budget.settle(token, cost if i == 0 else 0.0)
 
     def check(self, worst):
         """CostLimit unless a call of cost ``worst`` fits what is left; the reason says what happened."""
@@ -61,6 +78,8 @@ class Ledger:
     def reserve(self, worst, prompt_tokens, turn):
         """Check the limit and record the call's worst case before it is sent (saved at once)."""
         self.check(worst)
+        # After the scene's own limit: a scene at its limit never waits on the run's budget.
+        token = self.budget.reserve(worst) if self.budget is not None else None
         entry = {
             "call": len(self.state["ledger"]) + 1,
             "turn": turn,
@@ -71,6 +90,8 @@ class Ledger:
             "time": _now(),
         }
         self.state["ledger"].append(entry)
+        if token is not None:
+            self._tokens[entry["call"]] = [token]
         self._save()
         return entry
 
@@ -86,6 +107,13 @@ class Ledger:
                     f"spent ${self.state['cost']:.4f} including attempts the provider may have billed; "
                     f"a retry could cost up to ${worst:.4f}, which would pass the limit of ${self.limit:.2f}"
                 )
+            if self.budget is not None and needed > entry["reserved"]:
+                try:
+                    token = self.budget.reserve(needed - entry["reserved"], wait=False)
+                except CostLimit:
+                    self.settle(entry, billed_usd, uncertain=uncertain, status="stopped")
+                    raise
+                self._tokens.setdefault(entry["call"], []).append(token)
             entry["reserved"] = round(needed, 8)
             self._save()
 
@@ -103,3 +131,5 @@ class Ledger:
             entry["over_reservation"] = True
         self.state["cost"] += cost + unconfirmed
         self.state["cost_unconfirmed"] += unconfirmed
+        if self.budget is not None:
+            self._settle_budget(entry, cost + unconfirmed)

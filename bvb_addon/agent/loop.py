@@ -1,4 +1,4 @@
-"""The Mini-BVB agent loop (DESIGN.md section 4): one scene, one action per reply, saved every step."""
+"""The Mini-BVB agent loop (docs/protocol.md section 1): one scene, one action per reply, saved every step."""
 
 import json
 import logging
@@ -9,8 +9,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
+from ..backend import stamp_node
 from ..errors import AgentStop
-from ..run_dir import read_json
+from ..money import money
+from ..sandbox.replies import frame_range_of
+from ..trajectory import FORMAT as TRAJECTORY_FORMAT
+from ..trajectory import FORMATS as TRAJECTORY_FORMATS
+from ..trajectory import TrajectoryWriter, read_trajectory
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
 from .ledger import CostLimit, Ledger, usd
@@ -19,8 +24,6 @@ from .pricing import estimate_tokens
 from .program import PROGRAM_RESET, join_program
 
 log = logging.getLogger(__name__)
-
-TRAJECTORY_FORMAT = "bvb-trajectory-1"
 
 
 class Submitted(AgentStop):
@@ -108,8 +111,13 @@ class AgentLoop:
         blender_version=None,
         program_header=PROGRAM_RESET,
         on_save=None,
+        reopen=None,
+        budget=None,
     ):
         self.config = config
+        # An ended scene the user re-opens on purpose (--retry-failed): its previous end, recorded in the
+        # trajectory, and told to the agent so that it goes on instead of ending the same way.
+        self.reopen = reopen
         self.model = model
         self.env = env
         self.task = task
@@ -119,6 +127,8 @@ class AgentLoop:
         self.program_header = program_header
         # Called with the state after every save (each reply and each action): the add-on's live view.
         self.on_save = on_save
+        # The run's shared budget (agent.budget.Budget), or None: the scene's own cost limit only.
+        self.budget = budget
         self.state = None
         self._session_start = None
         self._frame_range = (1, max(1, task.frame_count))
@@ -183,27 +193,24 @@ class AgentLoop:
             "sessions": 0,
         }
 
-    def _save(self):
+    def _save(self, snapshot=False):
+        # Saves are appended deltas (bvb_addon.trajectory); their time counts in the runtime
+        # (the clock runs from the session's start, so a save is counted by the next one).
         self.state["runtime"] = self._runtime()
         self.state["updated"] = _now()
-        # Compact: trajectories carry images as data URLs and are rewritten after every step.
-        write_text_atomic(
-            self.run_dir.trajectory(self.task.scene),
-            json.dumps(self.state, ensure_ascii=False, separators=(",", ":")),
-        )
+        self.writer.save(self.state, snapshot=snapshot)
         if self.on_save is not None:
             self.on_save(self.state)
-        self._runtime_base = self.state["runtime"]
-        self._session_start = time.monotonic()
 
     def _runtime(self):
         return self._runtime_base + (time.monotonic() - self._session_start)
 
     def _load_or_start(self):
         path = self.run_dir.trajectory(self.task.scene)
+        self.writer = TrajectoryWriter(self.run_dir, self.task.scene)
         if path.is_file():
-            self.state = read_json(path)
-            if self.state.get("format") != TRAJECTORY_FORMAT:
+            self.state = read_trajectory(path)
+            if self.state.get("format") not in TRAJECTORY_FORMATS:
                 raise RuntimeError(f"{path} is not a {TRAJECTORY_FORMAT} trajectory; move it away to start over")
             resumed = True
         else:
@@ -215,7 +222,7 @@ class AgentLoop:
         self.state["stop_reason"] = self.state["reason"] = None
         self._runtime_base = float(self.state.get("runtime", 0.0))
         self._session_start = time.monotonic()
-        self.ledger = Ledger(self.state, self.config.cost_limit, self._save)
+        self.ledger = Ledger(self.state, self.config.cost_limit, self._save, self.budget)
         if resumed:
             opened = self.ledger.close_open()
             if opened:
@@ -236,6 +243,8 @@ class AgentLoop:
             if resumed and self._previous_status == "submitted":
                 # Submitted before, but its .blend is gone (deleted by hand): submit the same snapshot again.
                 raise Submitted()
+            if resumed and self.reopen:
+                self._reopen()
             if resumed:
                 self._restore()
             self._save()
@@ -251,6 +260,15 @@ class AgentLoop:
             log.exception("scene %s: harness error", self.task.scene)
             self._finish("error", "harness_error", f"{type(exc).__name__}: {exc}")
         return self.meta()
+
+    def _reopen(self):
+        """Record the re-opening in the trajectory and tell the agent why its scene goes on."""
+        self.state.setdefault("reopened", []).append({"at": _now(), "session": self.state["sessions"], **self.reopen})
+        self.state["messages"].append({
+            "role": "user",
+            "content": f"This scene ended without a submission ({self.reopen.get('reason') or self.reopen['status']}). "
+            "It is re-opened: go on building it, and reply DONE when it is complete.",
+        })  # fmt: skip
 
     def _restore(self):
         if self.state.get("frame_range"):
@@ -347,8 +365,8 @@ class AgentLoop:
                     self.model.worst_case_cost(prompt, known), max(estimate, known), s["turns"] + 1
                 )
                 reply = self.model.query(prompt, before_retry=self.ledger.retry_hook(entry))
-            except CostLimit as exc:
-                raise LimitReached("cost_limit", str(exc)) from None
+            except CostLimit as exc:  # the scene's limit (cost_limit) or the run's budget (budget)
+                raise LimitReached(exc.kind, str(exc)) from None
             except (ContextOverflow, ModelError) as exc:
                 billed = sum(self.model.price.cost(u) for u in exc.billed) if exc.billed else 0.0
                 self.ledger.settle(entry, billed, uncertain=exc.uncertain, status="refused")
@@ -484,11 +502,9 @@ class AgentLoop:
             target = rd.step_file(scene, step, ".blend")
             copy_atomic(result.snapshot, target)
             s["snapshot"] = record["snapshot"] = rd.relative(target)
-        summary = result.summary or {}
-        if summary.get("frame_range"):
-            first, last = summary["frame_range"][:2]
-            if last >= first:
-                self._frame_range = (int(first), int(last))
+        summary = result.summary if isinstance(result.summary, dict) else {}
+        # The summary comes from the agent's own worker process: only a valid range is taken.
+        self._frame_range = frame_range_of(summary) or self._frame_range
         s["frame_range"] = list(self._frame_range)
         limit = c.observation_limit
         sections = []
@@ -524,6 +540,10 @@ class AgentLoop:
             if s.get("snapshot"):
                 copy_atomic(rd.root / s["snapshot"], rd.blend(scene))
                 submission = rd.relative(rd.blend(scene))
+            elif stop_reason == "budget":
+                # The run's budget stopped the scene, not its own play: it stays a limit, and
+                # --resume with a larger budget continues it.
+                reason = f"{reason}; no python step has succeeded yet, so there is nothing to submit"
             else:
                 status = "failed"
                 reason = f"{reason}; no python step succeeded, so there is nothing to submit"
@@ -531,13 +551,13 @@ class AgentLoop:
         self.ledger.close_open()
         s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
         write_text_atomic(rd.program(scene), join_program(scene, s["steps"], self.program_header))
-        self._save()
+        self._save(snapshot=True)
         write_json_atomic(rd.meta(scene), self.meta())
-        log.info("scene %s: %s (%s) cost $%.4f", scene, status, stop_reason, s["cost"])
+        log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s["cost"]))
 
     def meta(self):
         s, c = self.state, self.config
-        return {
+        meta = {
             "scene": self.task.scene,
             "dataset": self.task.dataset,
             "agent": c.agent,
@@ -562,3 +582,5 @@ class AgentLoop:
             "submission": s.get("submission"),
             "snapshot": s.get("snapshot"),
         }
+        # On Ray, the node that ran the scene (a resumed scene: the last session's node).
+        return stamp_node(meta)

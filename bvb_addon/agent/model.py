@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BVBError
 from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy
+from .config import provider_effort
 from .pricing import Price, estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,11 @@ def request_messages(messages):
     return out
 
 
+def missing_key(variable):
+    """The one line for a model run without a key."""
+    return f"environment variable {variable} holds no API key; export it or name another variable with --api-key-env"
+
+
 class ModelClient:
     """One model endpoint; ``query(messages)`` returns a ModelReply or raises ModelError / ContextOverflow."""
 
@@ -52,10 +58,7 @@ class ModelClient:
         self.price = price
         key = os.environ.get(config.api_key_env)
         if not key:
-            raise ModelError(
-                f"environment variable {config.api_key_env} holds no API key; export it or name another "
-                "variable with --api-key-env"
-            )
+            raise ModelError(missing_key(config.api_key_env))
         policy = RetryPolicy(
             max_retries=config.max_retries,
             time_limit=config.retry_time_limit,
@@ -70,6 +73,12 @@ class ModelClient:
         self._lock = threading.Lock()
         self.price_factor = 1.0
         self.token_rate = 0.0
+
+    def probe(self, wait_s):
+        """One GET /models before the first scene: a bad key, URL or model fails the run in seconds."""
+        from ..openai_client import probe
+
+        return probe(self.client, self.config.model, self.config.api_key_env, wait_s)
 
     def observe(self, usage):
         """Learn from a provider-reported ``usage.cost`` how far above the table the provider bills."""
@@ -102,8 +111,9 @@ class ModelClient:
         params = {"model": c.model, "messages": request_messages(messages)}
         # OpenAI's reasoning models take only max_completion_tokens; most other servers take max_tokens.
         params["max_completion_tokens" if self._uses_completion_tokens else "max_tokens"] = c.max_tokens
-        if c.reasoning != "none":
-            params["reasoning_effort"] = c.reasoning
+        effort = provider_effort(c.reasoning, c.base_url)
+        if effort is not None:
+            params["reasoning_effort"] = effort
         if c.temperature is not None:
             params["temperature"] = c.temperature
         if c.extra:

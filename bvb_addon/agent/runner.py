@@ -8,10 +8,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import scratch
+from .. import backend, scratch
 from ..atomic import write_json_atomic
 from ..errors import BVBError
+from ..money import money
 from ..run_dir import RunDir, read_json
+from .budget import Budget, recorded_spend
 from .loop import AgentLoop, SceneTask
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
@@ -31,6 +33,9 @@ class RunOptions:
     scenes: list = field(default_factory=list)
     limit: int = 0
     resume: bool = False
+    """Continue interrupted and faulted scenes; ended scenes (submitted, a limit, an agent failure) stay ended."""
+    retry_failed: bool = False
+    """With resume: also re-open scenes that ended in an agent failure (recorded in their trajectory)."""
     shard: tuple = (0, 1)
     workers: int = 1
     sandbox: object = None
@@ -42,6 +47,13 @@ class RunOptions:
     backend: str = "local"
     """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
     ray_address: str | None = None
+    probe_wait: float = 60.0
+    """Seconds the model endpoint's probe (before the first scene) retries a refused or silent endpoint; 0: none."""
+    budget: float | None = None
+    """USD for the whole run, shared by every scene (agent.budget); None: only each scene's cost limit."""
+    budget_holder: object = None
+    """A budget holder shared beyond this run (a campaign's: agent.budget.Budget, or its Ray actor's
+    proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
 
 
 def parse_shard(text):
@@ -70,6 +82,13 @@ def select_scenes(scenes, names=(), limit=0, shard=(0, 1)):
     return [row for i, row in enumerate(scenes) if i % count == index]
 
 
+# A resumed run leaves ended scenes alone: benchmark outcomes, scored as they are (a submission, or
+# "failed": ended with nothing to submit). "error" (a harness or provider fault) and "interrupted"
+# scenes are continued.
+REOPENABLE_STATUSES = frozenset({"failed"})
+"""Ended statuses without a submission; --retry-failed re-opens them on purpose."""
+
+
 class Runner:
     """One invocation of headless/run.py."""
 
@@ -85,6 +104,10 @@ class Runner:
         self.cost = 0.0
         self.cost_unconfirmed = 0.0
         self.results = {}
+        self.budget = None
+        """The run's budget holder (set up by run()): every scene's Ledger draws from it."""
+        self.unstarted = []
+        """Scenes left unstarted because the budget was reached (--resume with a larger budget runs them)."""
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -94,10 +117,44 @@ class Runner:
             raise RunError(
                 f"--videos {o.videos}: no such folder; give the VSI-Bench-style root holding <dataset>/<scene>.mp4"
             )
+        if o.budget is not None and o.budget < 0:
+            raise RunError(f"--budget {o.budget:g}: give the run's budget in USD (zero or more)")
         scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
+        self._check_videos(scenes)
         self._setup_agent()
+        if self.model is not None and o.probe_wait > 0:
+            # Before config.json and any scene: a wrong key, URL or model id is one line, not N faulted scenes.
+            self.model.probe(o.probe_wait)
         self._write_config(len(scenes))
+        # What earlier sessions spent counts against the budget: a resumed run continues within it.
+        spent = recorded_spend(self.run_dir.trajectories) if o.resume else 0.0
+        if o.budget_holder is not None:
+            self.budget = o.budget_holder
+        elif o.backend == "ray" and o.budget is not None:
+            from dataclasses import replace
+
+            from .budget_ray import ray_budget
+
+            # One actor on the driver's node holds the budget; its proxy travels in every task's options.
+            self.budget = ray_budget(o.budget, spent, o.ray_address)
+            self.options = replace(o, budget_holder=self.budget)
+        else:
+            self.budget = Budget(o.budget, spent=spent)
         return scenes
+
+    def _check_videos(self, scenes):
+        """Every scene's clip is there and is a video: a wrong --videos is bad input, named, not N faulted scenes."""
+        from .. import dataset, video
+
+        bad = []
+        for dataset_name, scene in scenes:
+            try:
+                video.check_video(dataset.video_path(self.options.videos, dataset_name, scene))
+            except video.VideoError as exc:
+                bad.append(str(exc))
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise RunError(f"--videos {self.options.videos}: {bad[0]}{more}")
 
     def _setup_agent(self):
         """Price, model client and the sandbox check; fails fast, before any scene (unknown price, missing key)."""
@@ -118,7 +175,7 @@ class Runner:
 
         o = self.options
         if not Path(o.split).is_file():
-            raise RunError(f"--split {o.split}: no such file; give a split .jsonl (python -m headless.synth makes one)")
+            raise RunError(f"--split {o.split}: no such file; give a split .jsonl (bvb synth makes one)")
         questions = dataset.read_split(o.split)
         return select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, o.shard)
 
@@ -127,7 +184,7 @@ class Runner:
 
         o = self.options
         if not o.tasks:
-            raise RunError("--mode vgi needs --tasks DIR/tasks.jsonl (python -m headless.vgi_tasks makes one)")
+            raise RunError("--mode vgi needs --tasks DIR/tasks.jsonl (bvb vgi-tasks makes one)")
         try:
             rows = suite.read_tasks(o.tasks)
         except suite.VGIError as exc:
@@ -158,21 +215,20 @@ class Runner:
             tasks=o.tasks,
             sandbox_level=self._level,
             sandbox_config=o.sandbox,
-            session={"shard": list(o.shard), "workers": o.workers, "scenes": scene_count},
+            session={"shard": list(o.shard), "workers": o.workers, "scenes": scene_count, "budget": o.budget},
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
         )
         write_json_atomic(rd.config, config)
 
-    def _record(self, scene, meta, bar):
-        """One scene ended: its cost into the run's total, the progress bar and config.json's summary."""
+    def _record(self, scene, meta, progress):
+        """One scene ended: its cost into the run's total, the progress line and config.json's summary."""
         with self._lock:
             self.results[scene] = meta
             self.cost += float(meta.get("cost", 0.0))
             self.cost_unconfirmed += float(meta.get("cost_unconfirmed", 0.0))
-            bar.update(1)
-            bar.set_postfix_str(f"spent ${self.cost:.2f} last {scene}: {meta['status']}")
             self._write_summary()
+        progress.scene_ended(meta)
 
     def _write_summary(self):
         if not self.run_dir.config.is_file():
@@ -188,6 +244,13 @@ class Runner:
             "cost_unconfirmed": round(self.cost_unconfirmed, 6),
             "updated": now(),
         }
+        if self.budget is not None and self.options.budget is not None:
+            config["summary"]["budget"] = {
+                "limit": self.budget.limit,
+                "spent": round(self.budget.spent, 6),
+                "reached": self.budget.reached,
+                "unstarted": len(self.unstarted),
+            }
         try:
             write_json_atomic(self.run_dir.config, config)
         except OSError as exc:
@@ -240,6 +303,7 @@ class Runner:
             "submission": None,
             "snapshot": None,
         }
+        backend.stamp_node(meta)
         try:
             write_json_atomic(self.run_dir.meta(scene), meta)
         except OSError as exc:
@@ -249,8 +313,22 @@ class Runner:
             meta["reason"] = f"{reason}; agent_meta not written: {exc}"
         return meta
 
+    def _run_counted(self, dataset_name, scene):
+        """run_scene, counted as running on the progress line while it runs."""
+        if self.budget is not None and self.budget.reached:
+            return None
+        self._progress.scene_started()
+        try:
+            return self.run_scene(dataset_name, scene)
+        finally:
+            self._progress.scene_stopped()
+
     def run_scene(self, dataset_name, scene):
-        """Run one scene to an end state; every outcome is written to agent_meta, nothing raises."""
+        """Run one scene to an end state; every outcome is written to agent_meta, nothing raises.
+
+        None for a scene the reached budget left unstarted: it has no files, and --resume runs it."""
+        if self.budget is not None and self.budget.reached:
+            return None
         if self.stop_event.is_set():
             return self._fail(dataset_name, scene, "interrupted", "interrupted", "the run stopped before this scene")
         try:
@@ -265,6 +343,12 @@ class Runner:
             return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
         env = None
         workdir = None
+        reopen = None
+        if self.options.retry_failed:
+            previous = self._ended(scene)
+            if previous is not None and previous.get("status") in REOPENABLE_STATUSES:
+                reopen = {"status": previous["status"], "stop_reason": previous.get("stop_reason"),
+                          "reason": previous.get("reason"), "by": "--retry-failed"}  # fmt: skip
         try:
             # Inside the try: a full temp folder is this scene's fault, not the batch's.
             workdir = scratch.make(scene)
@@ -277,6 +361,8 @@ class Runner:
                 self.run_dir,
                 stop_event=self.stop_event,
                 blender_version=bpy_version(self.options.sandbox) or "4.2",
+                reopen=reopen,
+                budget=self.budget,
             )
             return loop.run()
         except Exception as exc:
@@ -297,40 +383,39 @@ class Runner:
 
     def run(self):
         """Run every selected scene; returns {scene: meta}. Raises KeyboardInterrupt on a second Ctrl-C."""
-        from tqdm import tqdm
+        from ..progress import RunProgress
 
         scenes = self._prepare()
         # Killed runs (SIGKILL, OOM killer) leave their scratch folders behind: remove those whose owner is gone.
         scratch.clean_stale()
         todo = []
         for dataset_name, scene in scenes:
-            if self.options.resume and self.run_dir.has_submission(scene):
-                meta_path = self.run_dir.meta(scene)
-                self.results[scene] = read_json(meta_path) if meta_path.is_file() else {"status": "submitted"}
-                self.cost += float(self.results[scene].get("cost", 0.0))
-                self.cost_unconfirmed += float(self.results[scene].get("cost_unconfirmed", 0.0))
+            ended = self._ended(scene) if self.options.resume else None
+            if ended is not None and ended.get("stop_reason") == "budget":
+                # The run's budget ended it, not the scene: it continues from its trajectory.
+                todo.append((dataset_name, scene))
+            elif ended is not None and not (self.options.retry_failed and ended.get("status") in REOPENABLE_STATUSES):
+                self.results[scene] = ended
+                self.cost += float(ended.get("cost", 0.0))
+                self.cost_unconfirmed += float(ended.get("cost_unconfirmed", 0.0))
             else:
                 todo.append((dataset_name, scene))
         skipped = len(scenes) - len(todo)
         if skipped:
-            log.info("resume: %d of %d scenes already have a submission", skipped, len(scenes))
-        bar = tqdm(
-            total=len(scenes),
-            initial=skipped,
-            unit="scene",
-            desc="scenes",
-            disable=not self.options.progress,
-            dynamic_ncols=True,
+            log.info("resume: %d of %d scenes already ended (submitted, a limit or failed)", skipped, len(scenes))
+        progress = self._progress = RunProgress(
+            len(scenes), self.budget, initial=skipped, enabled=self.options.progress
         )
-        bar.set_postfix_str(f"spent ${self.cost:.2f}")
+        # Spend on the progress line after every call, not only when a scene ends.
+        self.budget.on_settle = progress.refresh
         if self.options.backend == "ray":
             try:
-                self._run_on_ray(todo, bar)
+                self._run_on_ray(todo, progress)
             finally:
-                bar.close()
+                progress.close()
             return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.workers), thread_name_prefix="bvb-scene")
-        futures = {pool.submit(self.run_scene, d, s): s for d, s in todo}
+        futures = {pool.submit(self._run_counted, d, s): s for d, s in todo}
         pending = set(futures)
         interrupts = 0
         try:
@@ -346,15 +431,36 @@ class Runner:
                     log.warning("interrupted: finishing the current steps (Ctrl-C again to quit at once)")
                     continue
                 for future in done:
-                    self._record(futures[future], future.result(), bar)
+                    meta = future.result()
+                    if meta is None:
+                        self.unstarted.append(futures[future])
+                    else:
+                        self._record(futures[future], meta, progress)
+                progress.refresh()
         finally:
-            bar.close()
+            progress.close()
         pool.shutdown(wait=True)
         with self._lock:
             self._write_summary()
         return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
 
-    def _run_on_ray(self, todo, bar):
+    def _ended(self, scene):
+        """The agent_meta of a scene that ended in a benchmark outcome (or has a submission), else None."""
+        meta_path = self.run_dir.meta(scene)
+        meta = None
+        if meta_path.is_file():
+            try:
+                meta = read_json(meta_path)
+            except (OSError, ValueError):
+                meta = None  # half-written by a kill: the scene is continued from its trajectory
+        if self.run_dir.has_submission(scene):
+            return meta or {"status": "submitted"}
+        # A submission whose .blend is gone (deleted by hand) is continued: the loop submits it again.
+        if meta is not None and meta.get("status") in REOPENABLE_STATUSES:
+            return meta
+        return None
+
+    def _run_on_ray(self, todo, progress):
         """One Ray task per scene; a task lost with its node is retried and resumes from the trajectory."""
         import os
 
@@ -376,13 +482,18 @@ class Runner:
         for (_, _, dataset_name, scene), meta, error in results:
             if error is not None:
                 meta = self._fail(dataset_name, scene, "error", "harness_error", f"Ray task failed: {error}")
-            self._record(scene, meta, bar)
+            if meta is None:  # the budget was reached before the task started its scene
+                self.unstarted.append(scene)
+                continue
+            self._record(scene, meta, progress)
 
     def prepare_remote(self):
         """Set up a Runner inside a Ray task: price, model and this node's sandbox check; no config.json."""
         if self.options.mode == "vgi":
             self._vgi_scenes()
         self._setup_agent()
+        # A campaign's holder travels with the options (a Ray actor's proxy): every node draws from it.
+        self.budget = self.options.budget_holder
 
     @property
     def interrupted(self):
@@ -402,15 +513,23 @@ def ray_scene(payload):
     return runner.run_scene(dataset_name, scene)
 
 
-def summarize(results, seconds):
+def summarize(results, seconds, budget=None, unstarted=()):
+    """The run's last line: scenes by status, cost, time, and the budget when one was set."""
     counts = {}
     for meta in results.values():
         counts[meta["status"]] = counts.get(meta["status"], 0) + 1
     cost = sum(float(m.get("cost", 0.0)) for m in results.values())
     unconfirmed = sum(float(m.get("cost_unconfirmed", 0.0)) for m in results.values())
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    spent = f"cost ${cost:.4f}" + (f" (${unconfirmed:.4f} of it unconfirmed worst cases)" if unconfirmed else "")
-    return f"{len(results)} scenes ({parts}); {spent}; {seconds:.1f} s"
+    spent = f"cost {money(cost)}" + (f" ({money(unconfirmed)} of it unconfirmed worst cases)" if unconfirmed else "")
+    line = f"{len(results)} scenes ({parts}); {spent}; {seconds:.1f} s"
+    if budget is not None and budget.limit != float("inf"):
+        line += f"; run spent {money(budget.spent)} of the budget of {money(budget.limit)}"
+        if budget.reached:
+            line += (
+                f"; budget reached, {len(unstarted)} scene(s) not started (--resume with a larger --budget continues)"
+            )
+    return line
 
 
 def run(options, config):
@@ -418,4 +537,4 @@ def run(options, config):
     start = time.monotonic()
     runner = Runner(options, config)
     results = runner.run()
-    return results, summarize(results, time.monotonic() - start)
+    return results, summarize(results, time.monotonic() - start, runner.budget, runner.unstarted)

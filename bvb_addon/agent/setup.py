@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..sandbox import platforms
 from ..versions import HARNESS_VERSION, binary_version
+from .config import provider_effort
 from .pricing import ZERO, price_for
 
 
@@ -95,7 +96,8 @@ def get_sandbox_level(sandbox_config=None):
     from ..sandbox.gate import require_level
 
     level = require_level(sandbox_config)
-    return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing)}
+    return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing),
+            "memory_max_bytes": level.memory_max}  # fmt: skip
 
 
 def run_config(
@@ -128,6 +130,7 @@ def run_config(
         "agent": config.agent,
         "model": config.model,
         "reasoning": config.reasoning,
+        "reasoning_sent": provider_effort(config.reasoning, config.base_url) if api else None,
         "base_url": config.base_url if api else None,
         "api_key_env": config.api_key_env if api else None,
         "limits": config.limits(),

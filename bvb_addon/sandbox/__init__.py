@@ -1,6 +1,6 @@
 """Sandboxed Blender workers (bpy-free supervisor; the worker side runs inside Blender).
 
-See docs/contracts.md ("bvb_addon.sandbox") for the interface and DESIGN.md section 7 for
+See docs/contracts.md ("bvb_addon.sandbox") for the interface and docs/sandbox.md for
 the isolation ladder.
 """
 

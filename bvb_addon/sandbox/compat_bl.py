@@ -6,12 +6,15 @@ functions take bpy objects, so the worker (which imports it as a top-level modul
 this folder), the add-on, and the standalone programs the harness writes for agents and
 oracles (``program_source`` pastes the same functions into them) share one definition.
 
-Known differences (DESIGN.md section 9): slotted actions (4.4+) keep an object's F-curves
+Known differences (docs/protocol.md section 10): slotted actions (4.4+) keep an object's F-curves
 in a channelbag per slot, and ``Action.fcurves`` is gone in 5.0 (on 4.5 it writes to a
 "Legacy Slot" the object is not bound to); EEVEE's engine id is ``BLENDER_EEVEE_NEXT`` in
 4.2-4.5 and ``BLENDER_EEVEE`` in 5.0; 5.0 gives every material and world a node tree and
 deprecates ``use_nodes``; 5.2 segfaults writing a scene fresh from ``scenes.new`` whose view
-layer was never evaluated.
+layer was never evaluated. Other 5.x changes need nothing here: the harness never touches the
+compositor's node tree (``scene.node_tree`` -> ``compositing_node_group``; renders only switch
+``render.use_compositing`` off), never writes video through Blender (PyAV encodes, so no
+``media_type``), reads no RNA property as an ID property, and adds no Geometry Nodes modifiers.
 """
 
 import inspect

@@ -29,7 +29,11 @@ class SandboxConfig:
     start_timeout_s: float = 120.0
     """How long a worker may take to import Blender and load its scene."""
     memory_bytes: int = 8 << 30
-    """RLIMIT_AS of the worker (address space; Blender reserves generously)."""
+    """RLIMIT_AS of each worker process (address space; Blender reserves generously): the floor."""
+    tree_memory_bytes: int | None = None
+    """memory.max of the worker's whole process tree (a memory cgroup, where one can be made), so
+    forked children cannot add up past it; None: the same as memory_bytes; 0: none. A tree over it is
+    killed and restarted from the last good snapshot (status oom)."""
     cpu_seconds: int = 4 * 3600
     """RLIMIT_CPU over the worker's life, a backstop behind the watchdog."""
     file_bytes: int = 2 << 30
@@ -71,6 +75,10 @@ class SandboxConfig:
     stage sets it for its workers; the agent's python workers get it only with --agent-gpu."""
     extra_ro_binds: list[str] = field(default_factory=list)
     """More host paths the worker may read (bubblewrap only)."""
+
+    def tree_memory(self):
+        """The worker tree's memory.max in bytes (0: no memory cgroup)."""
+        return self.memory_bytes if self.tree_memory_bytes is None else int(self.tree_memory_bytes)
 
     def __post_init__(self):
         if self.min_level not in LEVELS:

@@ -13,6 +13,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from ..atomic import file_mode
+
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 CHUNK = 1 << 20
 
@@ -51,6 +53,8 @@ def collect(dir_fd, name, dest, max_bytes):
         dest.parent.mkdir(parents=True, exist_ok=True)
         out, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
         try:
+            # Renders and snapshots are results: the umask's mode, not mkstemp's 0600.
+            os.fchmod(out, file_mode())
             total = 0
             with os.fdopen(out, "wb") as handle:
                 while True:

@@ -1,6 +1,6 @@
 """Probe which isolation layers work on this machine, and build the worker's command line.
 
-The ladder (DESIGN.md section 7), strongest first: bubblewrap (new pid, net, ipc, uts
+The ladder (docs/sandbox.md), strongest first: bubblewrap (new pid, net, ipc, uts
 namespaces, a user namespace when not root, every capability dropped, read-only binds of
 only what Blender needs, the workspace the only writable host path, a sized private /tmp,
 a cleared environment, die-with-parent); a dedicated unprivileged uid when the harness is
@@ -28,6 +28,8 @@ SANDBOX_DIR = Path(__file__).resolve().parent
 WORKER_SCRIPT = SANDBOX_DIR / "worker_main_bl.py"
 PROBE_SCRIPT = SANDBOX_DIR / "seccomp_filter.py"
 CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
+CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
+CGROUP_V2_MOUNTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 UID_LOCK_DIR = Path(tempfile.gettempdir()) / "bvb-sandbox-uids"
 _PROBE_CACHE = {}
 
@@ -39,13 +41,17 @@ class SandboxLevel:
     name: str
     layers: tuple = ()
     missing: dict = field(default_factory=dict)
+    memory_max: int = 0
+    """memory.max of each worker's whole tree, in bytes, when the cgroup_memory layer is active (else 0)."""
 
     def line(self):
         missing = "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or "none"
-        return f"sandbox level {self.name}: active {', '.join(self.layers)}; missing {missing}"
+        memory = f"; worker tree memory.max {self.memory_max / (1 << 30):g} GiB" if self.memory_max else ""
+        return f"sandbox level {self.name}: active {', '.join(self.layers)}{memory}; missing {missing}"
 
     def as_dict(self):
-        return {"level": self.name, "layers": list(self.layers), "missing": dict(self.missing)}
+        return {"level": self.name, "layers": list(self.layers), "missing": dict(self.missing),
+                "memory_max_bytes": self.memory_max}  # fmt: skip
 
     def at_least(self, level):
         return LEVELS.index(self.name) >= LEVELS.index(level)
@@ -61,7 +67,7 @@ def blender_binary(config):
 
 
 def python_runtime(config, script, script_args):
-    """(argv, host paths to read) for running ``script`` under Python with the bpy module."""
+    """(argv, host paths to read) for running ``script`` under Python (``config.python`` or this one)."""
     python = interpreter_path(config.python or sys.executable)
     # -I: ignore PYTHON* variables and the user's site-packages.
     argv = [python, "-I", str(script), *script_args]
@@ -115,7 +121,7 @@ def _mkdir_args(path, created, bound):
     return args
 
 
-# GPU device nodes (DESIGN.md section 7, "GPU devices"), relative to the root: DRM card and
+# GPU device nodes (docs/sandbox.md, "GPU devices"), relative to the root: DRM card and
 # render nodes (Mesa, and NVIDIA's EGL device platform), and NVIDIA's per-GPU nodes with
 # nvidiactl, nvidia-uvm(-tools) for CUDA/OptiX memory, nvidia-modeset, and the MIG capability
 # nodes. Nothing else of the host's /dev: the sandbox keeps bubblewrap's minimal one.
@@ -278,11 +284,40 @@ def gpu_groups(gpu):
     return tuple(sorted(groups))
 
 
+def uid_in_use(uid):
+    """Whether a process visible in /proc runs with uid (real, effective, saved or fs uid).
+
+    The lock files only bind harnesses that share a temp folder: one run with another TMPDIR, or
+    in a Debian root (its own /tmp, the host's /proc), has its own. Two workers on one uid share
+    its RLIMIT_NPROC, and a worker without bubblewrap kills every process of its uid after each step.
+    """
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as handle:
+                for line in handle:
+                    if line.startswith("Uid:"):
+                        if str(uid) in line.split()[1:]:
+                            return True
+                        break
+        except OSError:  # gone meanwhile
+            continue
+    return False
+
+
 class UidLease:
-    """A dedicated uid for one worker, held through a lock file so two harnesses never share one."""
+    """A dedicated uid for one worker, held so that two harnesses never share one.
+
+    Three marks, each of which another harness may not see: a lock file (harnesses sharing a temp
+    folder), an abstract unix socket named for the uid (every harness in this network namespace,
+    whatever its TMPDIR or root; the kernel frees it when the holder dies), and no process already
+    running as the uid (a stale worker, or a harness that marks in neither way).
+    """
 
     def __init__(self, base):
         import fcntl  # POSIX only: imported here so the add-on registers on every platform
+        import socket
 
         UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
         for offset in range(10000):
@@ -293,14 +328,31 @@ class UidLease:
             except BlockingIOError:
                 os.close(fd)
                 continue
-            self.uid, self._fd = uid, fd
+            mark = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # close-on-exec: workers never hold it
+            try:
+                mark.bind(uid_mark(uid))
+            except OSError:
+                mark.close()
+                os.close(fd)
+                continue
+            if uid_in_use(uid):
+                mark.close()
+                os.close(fd)
+                continue
+            self.uid, self._fd, self._mark = uid, fd, mark
             return
         raise RuntimeError(f"no free sandbox uid in {base}..{base + 9999}")
 
     def release(self):
         if self._fd is not None:
+            self._mark.close()
             os.close(self._fd)
             self._fd = None
+
+
+def uid_mark(uid):
+    """The abstract unix socket name a harness binds while it holds uid (see UidLease)."""
+    return f"\0bvb-sandbox-uid-{uid}"
 
 
 class PidsCgroup:
@@ -368,6 +420,106 @@ def sweep_stale_cgroups():
             pass
 
 
+class MemoryCgroup:
+    """A memory group for one worker's whole tree, under this process's own memory cgroup (v2 where the
+    memory controller is delegated to it, else v1): every process the worker forks is charged to it,
+    and the kernel's OOM killer acts inside it when the tree goes past ``limit``."""
+
+    def __init__(self, name, limit):
+        version, base = memory_cgroup_base()
+        if base is None:
+            raise OSError(version)
+        sweep_stale_memory_cgroups(base)
+        self.version = version
+        self.path = base / f"bvb-{name}"
+        self.path.mkdir(exist_ok=True)
+        if version == 2:
+            (self.path / "memory.max").write_text(str(limit))
+            if (self.path / "memory.swap.max").exists():
+                (self.path / "memory.swap.max").write_text("0")  # swap is memory too: none beyond the limit
+        else:
+            (self.path / "memory.limit_in_bytes").write_text(str(limit))
+            if (self.path / "memory.memsw.limit_in_bytes").exists():
+                (self.path / "memory.memsw.limit_in_bytes").write_text(str(limit))
+
+    def join_path(self):
+        return str(self.path / "cgroup.procs")
+
+    def oom_kills(self):
+        """How many processes of the group the kernel's OOM killer has killed so far."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            for line in (self.path / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    # Emptied and removed as a pids group is.
+    kill_all = PidsCgroup.kill_all
+    remove = PidsCgroup.remove
+
+
+def memory_cgroup_base():
+    """(cgroup version, this process's own memory cgroup folder), or (reason, None) where none can be used."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError as exc:
+        return f"cannot read /proc/self/cgroup ({exc.strerror})", None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            base = CGROUP_V1_MEMORY / path.lstrip("/")
+            return (1, base) if (base / "memory.limit_in_bytes").is_file() else ("no cgroup v1 memory folder", None)
+    for line in lines:
+        hierarchy, controllers, path = line.split(":", 2)
+        if hierarchy == "0" and not controllers:
+            mount = next((m for m in CGROUP_V2_MOUNTS if (m / "cgroup.controllers").is_file()), None)
+            if mount is None:
+                return "no cgroup v2 hierarchy mounted", None
+            base = mount / path.lstrip("/")
+            try:
+                delegated = "memory" in (base / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                delegated = False
+            if not delegated:
+                return (
+                    f"the memory controller is not delegated to {base} (enable it in its cgroup.subtree_control, "
+                    "e.g. run under systemd-run --user -p Delegate=yes)"
+                ), None
+            return 2, base
+    return "no memory controller in /proc/self/cgroup", None
+
+
+def sweep_stale_memory_cgroups(base):
+    """Remove empty memory groups left by harnesses that died without closing their workers."""
+    for group in base.glob("bvb-w*_*"):
+        try:
+            owner = int(group.name[5:].split("_")[0])
+        except ValueError:
+            continue
+        if owner == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        try:
+            if not (group / "cgroup.procs").read_text().split():
+                group.rmdir()
+        except OSError:
+            pass
+
+
+def memory_cgroup_available():
+    """None when a memory group for a worker's tree can be made here, else the reason it cannot."""
+    try:
+        group = MemoryCgroup(f"probe{os.getpid()}", 1 << 30)
+        group.remove()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        return f"cannot create a memory cgroup ({reason}); run as root or delegate the memory controller"
+    return None
+
+
 def cgroup_available():
     """None when a pids cgroup can be made here, else the reason it cannot."""
     if not CGROUP_V1_PIDS.is_dir():
@@ -385,12 +537,11 @@ def _run_probe(config, use_bwrap, uid, seccomp):
     try:
         if uid is not None:
             os.chown(workdir, uid, uid)
-        python = interpreter_path(config.python or sys.executable)
-        argv = [python, "-I", str(PROBE_SCRIPT), "--probe"] + (["--seccomp"] if seccomp else [])
-        # The probe runs under this Python; the worker's Blender binary (if any) must be readable too.
-        read_paths = runtime(config, PROBE_SCRIPT, [])[1]
+        # The probe is a Python program even when workers are a Blender binary (config.blender_bin or
+        # $BLENDER_BIN): it gets the binary's folder and this Python's, whichever named the binary.
+        argv, read_paths = python_runtime(config, PROBE_SCRIPT, ["--probe"] + (["--seccomp"] if seccomp else []))
         if blender_binary(config):
-            read_paths = python_runtime(config, PROBE_SCRIPT, [])[1] + read_paths
+            read_paths = runtime(config, PROBE_SCRIPT, [])[1] + read_paths
         if uid is not None and os.geteuid() == 0:
             argv = setpriv_args(uid) + argv
         if use_bwrap:
@@ -419,7 +570,7 @@ def probe_layers(config=None, refresh=False):
 
     config = config or SandboxConfig()
     key = (config.use_bwrap, config.use_uid, config.use_cgroup, config.use_seccomp, config.python,
-           blender_binary(config), config.uid_base)  # fmt: skip
+           blender_binary(config), config.uid_base, config.tree_memory())  # fmt: skip
     if key in _PROBE_CACHE and not refresh:
         return _PROBE_CACHE[key]
     missing = {}
@@ -469,6 +620,13 @@ def probe_layers(config=None, refresh=False):
         layers.append("cgroup_pids")
     else:
         missing["cgroup_pids"] = cgroup_error
+    memory_error = memory_cgroup_available() if config.use_cgroup and config.tree_memory() else None
+    if not config.use_cgroup or not config.tree_memory():
+        memory_error = "disabled by configuration"
+    if memory_error is None:
+        layers.append("cgroup_memory")
+    else:
+        missing["cgroup_memory"] = f"{memory_error}; each process still has its address-space rlimit"
     if want_uid:
         layers.append("nproc")
     elif cgroup_error is not None:
@@ -481,7 +639,8 @@ def probe_layers(config=None, refresh=False):
         missing["seccomp"] = (report or {}).get("seccomp_error") or "the filter did not block sockets"
     layers.append("watchdog")
     name = "bwrap" if want_bwrap else "uid" if want_uid else "rlimits"
-    level = SandboxLevel(name=name, layers=tuple(layers), missing=missing)
+    memory_max = config.tree_memory() if "cgroup_memory" in layers else 0
+    level = SandboxLevel(name=name, layers=tuple(layers), missing=missing, memory_max=memory_max)
     _PROBE_CACHE[key] = level
     log.info("%s", level.line())
     return level

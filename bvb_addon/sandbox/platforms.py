@@ -1,6 +1,6 @@
 """Whether this platform has a sandbox backend, and what a user's opt-in to a weaker level means.
 
-The ladder (DESIGN.md section 7, docs/sandbox.md) is built on Linux: bubblewrap, a dedicated
+The ladder (docs/sandbox.md) is built on Linux: bubblewrap, a dedicated
 uid, rlimits, pids cgroups and seccomp. Elsewhere (Windows, macOS) no backend exists yet, so
 the add-on's Run Agent and Render Camera are greyed out with one line saying why, unless the
 user opts in, in the preferences, to run agent code without that isolation.

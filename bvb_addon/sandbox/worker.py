@@ -7,7 +7,6 @@ worker tree and restarts it from the last good snapshot, which lives outside the
 """
 
 import collections
-import json
 import logging
 import os
 import re
@@ -23,11 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..blend_header import newer_file_reason
-from . import files, protocol
+from . import files, protocol, replies
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
 from .gate import require_level
 from .layers import (
+    CGROUP_V1_MEMORY,
     WORKER_SCRIPT,
+    MemoryCgroup,
     PidsCgroup,
     UidLease,
     bounding_set_left,
@@ -95,13 +96,14 @@ class _Died(Exception):
         self.reason = reason
 
 
-def _summary(value, limit=1 << 16):
-    """The worker's scene summary if it is a small JSON object (a program can forge anything)."""
-    if not isinstance(value, dict):
-        return {}
-    if len(json.dumps(value)) > limit:
-        return {"error": f"the scene summary was over {limit} bytes and was dropped"}
-    return value
+def _summary(value):
+    """A validated summary as the plain dict the agent sees."""
+    return value.model_dump(mode="json") if value is not None else {}
+
+
+def _forged(reason):
+    """The reason of a step whose reply did not validate: agent code changed what the worker sends."""
+    return f"the worker's reply did not validate ({reason}); the program may have changed the worker itself"
 
 
 def _text(value, limit):
@@ -150,6 +152,7 @@ class Worker:
         self._proc = None
         self._sock = None
         self._cgroup = None
+        self._memcg = None
         self._tail = collections.deque(maxlen=40)
         self._serial = 0
         self._renders = 0
@@ -262,28 +265,33 @@ class Worker:
             result.duration_s = time.monotonic() - started
             self._recover(result)
             return result
+        try:
+            reply = replies.validate(replies.RunReply, reply)
+        except replies.ReplyInvalid as exc:
+            files.remove(self._dir_fd, snapshot_name)
+            result = StepResult(status="sandbox_error", reason=_forged(exc), step=number)
+            self._recover(result)
+            result.duration_s = time.monotonic() - started
+            return result
         cap = self.config.output_chars + 200
-        status = reply.get("status")
         result = StepResult(
-            status=status if status in ("ok", "error", "oom", "output_limit") else "crash",
-            stdout=_text(reply.get("stdout"), cap),
-            stderr=_text(reply.get("stderr"), cap),
-            traceback=_text(reply.get("traceback"), cap),
-            reason=_text(reply.get("reason"), 2000),
-            summary=_summary(reply.get("summary")),
+            status=reply.status,
+            stdout=_text(reply.stdout, cap),
+            stderr=_text(reply.stderr, cap),
+            traceback=_text(reply.traceback, cap),
+            reason=_text(reply.reason, 2000),
+            summary=_summary(reply.summary),
             step=number,
         )
-        if result.status == "crash":
-            result.reason = f"the worker replied with an unknown status {str(status)[:40]!r}"
         if result.status == "ok":
             try:
                 dest = self.snapshot_dir / f"{number:03d}.blend"
-                files.collect(self._dir_fd, reply.get("snapshot_name"), dest, self.config.max_blend_bytes)
+                files.collect(self._dir_fd, reply.snapshot_name, dest, self.config.max_blend_bytes)
                 result.snapshot = self._last_snapshot = dest
             except (files.UnsafeFile, OSError) as exc:
                 result.status, result.reason = "sandbox_error", f"snapshot refused: {exc}"
                 files.remove(self._dir_fd, snapshot_name)
-        if result.status in ("oom", "crash", "sandbox_error"):
+        if result.status in ("oom", "sandbox_error"):
             self._recover(result)
         result.duration_s = time.monotonic() - started
         return result
@@ -309,23 +317,25 @@ class Worker:
             result.duration_s = time.monotonic() - started
             return result
         files.remove(self._dir_fd, name)
-        status = reply.get("status") if reply.get("status") in ("ok", "error", "oom") else "crash"
-        reason = _text(reply.get("reason"), 2000).replace(str(self.workspace / name), path.name)
+        try:
+            reply = replies.validate(replies.LoadReply, reply)
+        except replies.ReplyInvalid as exc:
+            result = StepResult(status="sandbox_error", reason=_forged(exc), step=number)
+            self._recover(result)
+            result.duration_s = time.monotonic() - started
+            return result
+        status = reply.status
+        reason = _text(reply.reason, 2000).replace(str(self.workspace / name), path.name)
         if status == "error":
             reason = newer_file_reason(path, self.info.get("blender")) or reason
-        result = StepResult(
-            status=status,
-            reason=reason,
-            summary=_summary(reply.get("summary")),
-            step=number,
-        )
+        result = StepResult(status=status, reason=reason, summary=_summary(reply.summary), step=number)
         if status == "ok" and snapshot:
             from ..atomic import copy_atomic
 
             dest = self.snapshot_dir / f"{number:03d}.blend"
             copy_atomic(path, dest)
             result.snapshot = self._last_snapshot = dest
-        if status in ("oom", "crash"):
+        if status == "oom":
             self._recover(result)
         result.duration_s = time.monotonic() - started
         return result
@@ -353,12 +363,16 @@ class Worker:
         except _Died as died:
             self._recover()
             return RenderResult(status=died.kind, reason=died.reason, duration_s=time.monotonic() - started)
-        if reply.get("status") != "ok":
-            status = reply.get("status") if reply.get("status") in ("error", "oom") else "crash"
-            return RenderResult(status=status, reason=_text(reply.get("reason"), 2000) or "render failed",
+        try:
+            reply = replies.validate(replies.RenderReply, reply)
+        except replies.ReplyInvalid as exc:
+            self._recover()
+            return RenderResult(status="sandbox_error", reason=_forged(exc), duration_s=time.monotonic() - started)
+        if reply.status != "ok":
+            return RenderResult(status=reply.status, reason=_text(reply.reason, 2000) or "render failed",
                                 duration_s=time.monotonic() - started)  # fmt: skip
-        names = reply.get("files")
-        if not isinstance(names, list) or len(names) != len(frames):
+        names = reply.files
+        if len(names) != len(frames):
             self._recover()
             return RenderResult(status="sandbox_error", reason="the worker listed the wrong number of images")
         collected = []
@@ -368,12 +382,12 @@ class Worker:
                 collected.append(files.collect(self._dir_fd, name, dest, self.config.max_image_bytes))
         except (files.UnsafeFile, OSError) as exc:
             for name in names:
-                files.remove(self._dir_fd, name if isinstance(name, str) else "")
+                files.remove(self._dir_fd, name)
             self._recover()
             return RenderResult(status="sandbox_error", reason=f"image refused: {exc}",
                                 duration_s=time.monotonic() - started)  # fmt: skip
         return RenderResult(status="ok", files=collected, duration_s=time.monotonic() - started,
-                            renderer=_text(reply.get("renderer"), 200), software_gl=reply.get("software_gl") is True)  # fmt: skip
+                            renderer=_text(reply.renderer, 200), software_gl=reply.software_gl)  # fmt: skip
 
     # ---- process management --------------------------------------------------------------
 
@@ -388,7 +402,16 @@ class Worker:
             argv = setpriv_args(self.uid, gpu_groups(gpu) if gpu else ()) + argv
         if "bwrap" in layers:
             uid = self.uid if self._lease else None
-            return bwrap_args(self.config, self.workspace, read_paths, uid, gpu) + argv, None
+            prefix = bwrap_args(self.config, self.workspace, read_paths, uid, gpu)
+            if self._memcg is not None:
+                # Its own memory group only, read-only, where a program looks for it (the cgroup namespace
+                # makes that group its root): it may read its limit, not change it or see any other group.
+                where = "/sys/fs/cgroup" if self._memcg.version == 2 else str(CGROUP_V1_MEMORY)
+                parents = [str(p) for p in reversed(Path(where).parents) if str(p) != "/"]
+                binds = [arg for p in parents for arg in ("--perms", "0755", "--dir", p)]
+                at = prefix.index("--clearenv")
+                prefix[at:at] = [*binds, "--ro-bind", str(self._memcg.path), where]
+            return prefix + argv, None
         home = self.workspace / ".bvb-home"
         home.mkdir(mode=0o700, exist_ok=True)
         if self._lease is not None:
@@ -405,30 +428,33 @@ class Worker:
         return limits
 
     def _limited(self, argv):
-        """(argv, preexec_fn) that give the worker its rlimits and pids cgroup before anything of it runs.
+        """(argv, preexec_fn) that give the worker its rlimits and cgroups before anything of it runs.
 
-        With prlimit (util-linux) the command itself does it: ``sh`` joins the cgroup, ``prlimit``
-        sets the limits, then exec the worker, so no Python runs between fork and exec (the fork
-        of a threaded Blender binary hung for good running a preexec_fn). Without prlimit, a
-        preexec_fn does the same.
+        With prlimit (util-linux) the command itself does it: ``sh`` joins the pids and memory
+        cgroups, ``prlimit`` sets the limits, then exec the worker, so no Python runs between
+        fork and exec (the fork of a threaded Blender binary hung for good running a
+        preexec_fn). Without prlimit, a preexec_fn does the same.
         """
         prlimit = shutil.which("prlimit")
         if prlimit is None:
             return argv, self._preexec
         argv = [prlimit, *(f"--{name}={value}" for name, value in self._limits()), "--", *argv]
-        if self._cgroup is not None:
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self._cgroup.join_path()), *argv]
+        joins = [str(group.join_path()) for group in (self._cgroup, self._memcg) if group is not None]
+        if joins:
+            join = 'n=$0; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; n=$((n - 1)); done; exec "$@"'
+            argv = ["/bin/sh", "-c", join, str(len(joins)), *joins, *argv]
         return argv, None
 
     def _preexec(self):
-        """In the child before exec (no prlimit here): rlimits, then the pids cgroup."""
+        """In the child before exec (no prlimit here): rlimits, then the pids and memory cgroups."""
         import resource  # POSIX only: imported here so the add-on registers on every platform
 
         for name, value in self._limits():
             resource.setrlimit(getattr(resource, f"RLIMIT_{name.upper()}"), (value, value))
-        if self._cgroup is not None:
-            with open(self._cgroup.join_path(), "w") as handle:
-                handle.write(str(os.getpid()))
+        for group in (self._cgroup, self._memcg):
+            if group is not None:
+                with open(group.join_path(), "w") as handle:
+                    handle.write(str(os.getpid()))
 
     def _chown_workspace(self):
         if self._lease is None:
@@ -446,6 +472,8 @@ class Worker:
         parent, child = socket.socketpair()
         if "cgroup_pids" in self.level.layers:
             self._cgroup = PidsCgroup(f"w{os.getpid()}_{id(self):x}_{self.restarts}", self.config.max_processes)
+        if "cgroup_memory" in self.level.layers:
+            self._memcg = MemoryCgroup(f"w{os.getpid()}_{id(self):x}_{self.restarts}", self.level.memory_max)
         argv, env = self._command(child.fileno())
         started = time.monotonic()
         argv, preexec = self._limited(argv)
@@ -468,6 +496,8 @@ class Worker:
         except protocol.ProtocolError as exc:
             self._kill()
             tail = " | ".join(list(self._tail)[-3:])
+            if isinstance(exc, protocol.PeerTimeout):  # a slow or loaded machine: name the limit to raise
+                exc = f"not ready within the {self.config.start_timeout_s:g} s start limit (start_timeout_s)"
             raise WorkerError("sandbox_error", f"the worker did not start: {exc}; its last output: {tail}") from None
         if ready.get("status") != "ready":
             self._kill()
@@ -523,19 +553,40 @@ class Worker:
                     self._kill()
                     self._clear_workspace()
                     raise _Died("output_limit", f"{over}; the worker was killed and the workspace emptied")
+                self._check_memory()
             reply = protocol.recv_msg(self._sock, self.config.max_message_bytes, max(0.1, deadline - time.monotonic()))
         except protocol.PeerTimeout:
+            self._check_memory()
             self._kill()
             raise _Died("timeout", f"ran past the {timeout:g} s limit; the watchdog killed the worker") from None
         except (protocol.ProtocolError, OSError) as exc:
             closed = isinstance(exc, protocol.PeerClosed) or isinstance(exc, OSError)
             # A closed channel means the worker is dying: let it finish, for its exit status.
-            code = self._kill(grace=2.0 if closed else 0.0)
+            if closed and self._proc is not None:
+                try:
+                    self._proc.wait(timeout=2.0)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._check_memory()
+            code = self._kill()
             raise _Died(*self._death(code, None if closed else str(exc))) from None
+        # A process of the tree killed by the OOM killer (a forked child, say) fails the step, whatever was replied.
+        self._check_memory()
         if reply.get("id") != self._serial:
             self._kill()
             raise _Died("crash", "the worker broke the protocol (a reply out of order)")
         return reply
+
+    def _check_memory(self):
+        """Kill the whole tree when the kernel's OOM killer acted in its memory group (_Died oom)."""
+        if self._memcg is None or not self._memcg.oom_kills():
+            return
+        self._kill()
+        raise _Died(
+            "oom",
+            f"the worker's processes went past their memory limit ({self.level.memory_max / (1 << 20):g} MiB for the "
+            "whole tree); the worker was killed",
+        )
 
     def _over_quota(self):
         """A reason when the workspace holds more than its quota of disk or files, else None."""
@@ -604,9 +655,10 @@ class Worker:
                 code = proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 log.warning("worker %s did not exit after SIGKILL", proc.pid)
-        if self._cgroup is not None:
-            self._cgroup.remove()
-            self._cgroup = None
+        for group in (self._cgroup, self._memcg):
+            if group is not None:
+                group.remove()
+        self._cgroup = self._memcg = None
         if self._sock is not None:
             self._sock.close()
             self._sock = None

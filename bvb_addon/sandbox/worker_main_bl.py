@@ -306,6 +306,9 @@ class SceneHost:
         """Processes to kill (zombies included, so the next step starts with none)."""
         me = os.getpid()
         my_uid = os.getuid()
+        # uid: only processes of this worker's own pids group, where it has one (a process cannot
+        # leave it), never another worker's that happens to run as the same uid.
+        my_group = pids_group("self") if mode == "uid" else None
         parents = {}
         for entry in os.listdir("/proc"):
             if entry.isdigit():
@@ -319,6 +322,8 @@ class SceneHost:
                     if os.stat(f"/proc/{pid}").st_uid != my_uid:
                         continue
                 except OSError:
+                    continue
+                if my_group is not None and pids_group(pid) != my_group:
                     continue
             elif mode == "descendants":
                 ancestor, hops = parents.get(pid), 0
@@ -379,6 +384,19 @@ def reap_children():
             return
         if pid == 0:
             return
+
+
+def pids_group(pid):
+    """The process's group in the pids cgroup hierarchy when it is one of the harness's (/bvb/...), else None."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as handle:
+            for line in handle:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "pids" in controllers.split(","):
+                    return path if path.startswith("/bvb/") else None
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def proc_parent(pid):

@@ -16,7 +16,7 @@ import av
 import bpy
 import numpy as np
 
-from ..atomic import write_json_atomic, write_text_atomic
+from ..atomic import replacing, write_json_atomic, write_text_atomic
 from . import oracle, plan, questions
 
 log = logging.getLogger(__name__)
@@ -84,10 +84,8 @@ def read_png(path):
 def encode_mp4(images, path, fps, crf=VIDEO_CRF):
     """Encode RGB frames (arrays or PNG paths) as H.264 MP4, written atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".mp4", dir=path.parent)
-    os.close(fd)
-    try:
+    # A suite is data to share: replacing() gives the file the umask's mode, not mkstemp's 0600.
+    with replacing(path, suffix=".mp4") as tmp:
         with av.open(tmp, "w", format="mp4") as container:
             stream = None
             for image in images:
@@ -101,14 +99,6 @@ def encode_mp4(images, path, fps, crf=VIDEO_CRF):
                     container.mux(packet)
             for packet in stream.encode():
                 container.mux(packet)
-        # mkstemp makes the file private; a suite is data to share, so give it the usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
@@ -238,14 +228,14 @@ def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, 
 
 def _generate_into(stage, out_root, jobs, seed, clip, progress):
     """Build the scenes into the staging folder, with the suite's merged split.jsonl."""
-    from tqdm import tqdm
-
     from ..dataset import read_split, write_split
+    from ..progress import bar as progress_bar
 
     width, height, fps, duration = clip
     new_rows, summaries = [], []
     with tempfile.TemporaryDirectory(prefix="bvb-synth-") as work:
-        for difficulty, i in tqdm(jobs, desc="scenes", unit="scene", disable=not progress):
+        bar = progress_bar(len(jobs), desc="scenes", unit="scene", disable=not progress)
+        for difficulty, i in jobs:
             started = time.perf_counter()
             scene_id = f"synth_{difficulty}_{i:03d}"
             scene_plan = plan.make_plan(
@@ -263,6 +253,8 @@ def _generate_into(stage, out_root, jobs, seed, clip, progress):
                     "questions": len(rows),
                 }
             )
+            bar.update(1)
+        bar.close()
     split = out_root / "split.jsonl"
     done = {r["scene_name"] for r in new_rows} | {s["scene"] for s in summaries}
     kept = [q.to_json() for q in read_split(split) if q.scene_name not in done] if split.is_file() else []

@@ -16,7 +16,7 @@ class VGIError(BVBError, ValueError):
 def read_tasks(path):
     path = Path(path)
     if not path.is_file():
-        raise VGIError(f"tasks file {path} not found; generate one with python -m headless.vgi_tasks --out DIR")
+        raise VGIError(f"tasks file {path} not found; generate one with bvb vgi-tasks --out DIR")
     tasks = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():

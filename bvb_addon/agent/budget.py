@@ -1,0 +1,151 @@
+"""The run-wide budget (``bvb run --budget USD``): one holder every scene's Ledger draws from.
+
+Each scene's Ledger reserves a call's worst case against its own cost limit and, before the
+call is sent, against the budget; after the call it settles both with the actual cost. So no
+call starts, in any worker, whose worst case would pass the budget. The budget counts what the
+run directory's trajectories already recorded (a resumed run), so ``--resume`` with a larger
+budget continues where the last session stopped.
+
+Once a call does not fit, the budget is *reached*: no further call starts anywhere, the
+running scenes end as ``limit`` with stop reason ``budget`` and submit their last snapshot,
+and scenes not yet started stay unstarted.
+
+The holder's interface is small, so that a holder outside this process (a campaign's, a Ray
+actor's) can stand in: the Ledger uses ``reserve(worst, wait=True) -> token`` (BudgetReached when
+the call does not fit) and ``settle(token, cost)``; the runner and its progress line read
+``spent``, ``limit``, ``reached`` (None, or the reason no call starts any more) and ``calls``.
+A token is opaque to the Ledger (a plain int here). bpy-free, stdlib only.
+"""
+
+import math
+import threading
+from pathlib import Path
+
+from ..money import money
+from ..run_dir import TRAJECTORY_SUFFIX
+from ..trajectory import read_trajectory
+from .ledger import CostLimit
+
+
+class BudgetReached(CostLimit):
+    """The next call's worst case would pass the run's budget."""
+
+    kind = "budget"
+
+
+class Budget:
+    """An in-process holder for the run's budget: thread-safe, shared by every scene of a run.
+
+    ``limit`` is in USD (``math.inf``: no budget, the holder only counts the run's spend);
+    ``spent`` starts at what earlier sessions recorded.
+    """
+
+    POLL_SECONDS = 0.5
+
+    def __init__(self, limit=math.inf, spent=0.0):
+        if limit is None:
+            limit = math.inf
+        if limit < 0:
+            raise ValueError("--budget must be zero or more (USD for the whole run)")
+        self._limit = float(limit)
+        self._spent = float(spent)
+        self._reservations = {}
+        self._next_token = 0
+        self._reached = None
+        self._calls = 0
+        self._cond = threading.Condition()
+        self.on_settle = None
+        """Called (no arguments, outside the lock) after every settled call: the run's progress line."""
+
+    @property
+    def limit(self):
+        return self._limit
+
+    @property
+    def spent(self):
+        """Settled spend in USD, earlier sessions included."""
+        with self._cond:
+            return self._spent
+
+    @property
+    def reserved(self):
+        """The worst cases of the calls in flight."""
+        with self._cond:
+            return sum(self._reservations.values())
+
+    @property
+    def calls(self):
+        """Calls settled in this session."""
+        with self._cond:
+            return self._calls
+
+    @property
+    def reached(self):
+        """None while calls may still start, else the reason the budget stopped them."""
+        with self._cond:
+            return self._reached
+
+    def reserve(self, worst, wait=True):
+        """A token for a call of cost up to ``worst``; BudgetReached when it cannot fit.
+
+        A call that fits the budget only once the calls in flight settle waits for them
+        (``wait``); a retry widening a reservation it already holds must not wait (two such
+        would wait on each other) and is refused at once instead.
+        """
+        worst = float(worst)
+        with self._cond:
+            while True:
+                if self._reached:
+                    raise BudgetReached(self._reached)
+                if self._spent + worst > self._limit:
+                    self._reached = (
+                        f"the run's budget is reached: spent {money(self._spent)}; the next call could cost up to "
+                        f"{money(worst)}, which would pass the budget of {money(self._limit)} "
+                        "(--resume with a larger --budget continues)"
+                    )
+                    self._cond.notify_all()
+                    raise BudgetReached(self._reached)
+                if self._spent + sum(self._reservations.values()) + worst <= self._limit:
+                    self._next_token += 1
+                    self._reservations[self._next_token] = worst
+                    return self._next_token
+                if not wait:
+                    self._reached = (
+                        f"the run's budget is reached: spent {money(self._spent)} with calls in flight; a retry "
+                        f"could cost up to {money(worst)} more, which could pass the budget of {money(self._limit)} "
+                        "(--resume with a larger --budget continues)"
+                    )
+                    self._cond.notify_all()
+                    raise BudgetReached(self._reached)
+                self._cond.wait(self.POLL_SECONDS)
+
+    def settle(self, token, cost):
+        """The call of ``token`` cost ``cost`` (its worst case for one that may have been billed)."""
+        with self._cond:
+            self._reservations.pop(token, None)
+            self._spent += float(cost)
+            self._calls += 1
+            self._cond.notify_all()
+        if self.on_settle is not None:
+            self.on_settle()
+
+
+def recorded_spend(trajectories):
+    """USD the trajectories under a folder already recorded, open reservations at their worst case.
+
+    A reservation left open by a killed session counts as spent: its scene's Ledger turns it
+    into an unconfirmed cost when the scene resumes.
+    """
+    total = 0.0
+    folder = Path(trajectories)
+    if not folder.is_dir():
+        return total
+    for path in sorted(folder.glob(f"*{TRAJECTORY_SUFFIX}")):
+        try:
+            # Snapshot plus step log: the spend of the scene's last save.
+            state = read_trajectory(path, inline=False)
+        except (OSError, ValueError):
+            continue  # an unreadable trajectory fails its own scene, with its own reason
+        total += float(state.get("cost", 0.0))
+        total += sum(float(e.get("reserved", 0.0)) for e in state.get("ledger", []) if e.get("status") == "reserved")
+    return total

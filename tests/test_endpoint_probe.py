@@ -1,0 +1,152 @@
+"""Fail fast: one probe of each endpoint before scoring or an agent run, against real loopback servers.
+
+A bad key, a wrong URL or an unknown model is bad input (exit 2, one line naming the endpoint and
+the fix) found in seconds; an endpoint that refuses connections or never answers is retried for
+the probe's wait, then a passing fault (exit 75, one line), never one warning per question.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from headless.scripted_openai import ScriptedOpenAI
+from tests.runner_support import make_suite
+
+pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    return make_suite(tmp_path_factory.mktemp("probe_suite"), scenes=("synth_easy_000",), frames=4)
+
+
+def _free_port():
+    """A loopback port nothing listens on (bound, then closed): connections to it are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _dv(suite, tmp_path, base_url, *extra, model="gpt-4o"):
+    run = tmp_path / "results" / "run"
+    (run / "agent_meta").mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "eval_bridge", "dv", "--run", str(run), "--split", str(suite / "split.jsonl"),
+            "--videos", str(suite), "--judge-base-url", base_url, "--judge-model", model, *extra]  # fmt: skip
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
+    started = time.monotonic()
+    out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    return out, time.monotonic() - started
+
+
+def _error_lines(out):
+    return [line for line in out.stderr.splitlines() if line.strip() and "%|" not in line]
+
+
+@pytest.mark.parametrize(
+    "reply,words",
+    [
+        ({"status": 401, "message": "Incorrect API key provided"}, ("refused the API key", "$OPENAI_API_KEY")),
+        ({"status": 403, "message": "project has no access"}, ("HTTP 403", "$OPENAI_API_KEY")),
+        ({"status": 404, "message": "no route"}, ("no OpenAI-compatible API", "base URL")),
+    ],
+)
+def test_a_refusing_judge_is_bad_input_in_seconds(suite, tmp_path, reply, words):
+    # Before: every question was asked (81 calls for the demo), then exit 75 "rerun with --resume".
+    with ScriptedOpenAI(default={"status": reply["status"], "message": reply["message"]}, models_reply=reply) as server:
+        out, seconds = _dv(suite, tmp_path, server.base_url)
+        assert server.calls == 0 and server.model_probes == 1
+    lines = _error_lines(out)
+    assert out.returncode == 2 and seconds < 15, out.stderr
+    assert len(lines) == 1 and server.base_url in lines[0] and all(w in lines[0] for w in words), lines
+    assert not (tmp_path / "results/run/dual_vqa.jsonl").exists()
+
+
+def test_an_unknown_judge_model_is_bad_input(suite, tmp_path):
+    with ScriptedOpenAI(default="3", models=["gpt-4o", "gpt-4o-mini"]) as server:
+        out, seconds = _dv(suite, tmp_path, server.base_url, model="gpt-4o-nope")
+        assert server.calls == 0
+    lines = _error_lines(out)
+    assert out.returncode == 2 and seconds < 15
+    assert len(lines) == 1 and "'gpt-4o-nope' is not served" in lines[0] and "gpt-4o-mini" in lines[0]
+
+
+def test_a_listed_model_scores(suite, tmp_path):
+    with ScriptedOpenAI(default="1", models=["openai/gpt-4o"]) as server:
+        out, _ = _dv(suite, tmp_path, server.base_url, model="gpt-4o")
+        assert server.model_probes == 1 and server.calls == 1  # one source question; the scene has no render
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_dead_judge_is_retried_for_the_wait_then_a_passing_fault(suite, tmp_path):
+    # Before: 6 min 40 s and 972 warnings for 81 questions with nothing listening.
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    out, seconds = _dv(suite, tmp_path, url, "--probe-wait", "3")
+    lines = _error_lines(out)
+    assert out.returncode == 75 and 2 <= seconds < 15, out.stderr
+    # One line says it is waiting, one says why it stopped: not one warning per question.
+    assert len(lines) <= 2 and url in lines[-1] and "connection refused" in lines[-1] and "rerun" in lines[-1]
+
+
+def test_a_silent_judge_times_out_within_the_wait(suite, tmp_path):
+    with socket.socket() as listener:  # accepts connections (the kernel's backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        out, seconds = _dv(suite, tmp_path, url, "--probe-wait", "3")
+    lines = _error_lines(out)
+    assert out.returncode == 75 and seconds < 20, out.stderr
+    assert len(lines) <= 2 and "timed out" in lines[-1]
+
+
+def test_a_judge_that_is_busy_at_first_is_waited_for(suite, tmp_path):
+    with ScriptedOpenAI(default="1") as server:
+        server.models_reply = {"status": 503, "message": "loading"}
+
+        def ready():  # loaded after the first probe was answered 503
+            while server.model_probes < 1:
+                time.sleep(0.01)
+            time.sleep(0.2)
+            server.models_reply = None
+
+        import threading
+
+        threading.Thread(target=ready, daemon=True).start()
+        out, _ = _dv(suite, tmp_path, server.base_url)
+        assert server.model_probes >= 2
+    assert out.returncode == 0, out.stderr
+
+
+def _run(suite, tmp_path, base_url, *extra):
+    argv = [sys.executable, "-m", "headless.run", "--quiet", "--split", str(suite / "split.jsonl"),
+            "--videos", str(suite), "--output", str(tmp_path / "agent_run"), "--model", "scripted",
+            "--api-key-env", "BVB_TEST_KEY", "--price-in", "1", "--price-out", "1", "--base-url", base_url,
+            "--sandbox-min", "rlimits", "--allow-weak-sandbox", *extra]  # fmt: skip
+    started = time.monotonic()
+    out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "BVB_TEST_KEY": "sk-test"})  # fmt: skip
+    return out, time.monotonic() - started
+
+
+def test_an_agent_run_probes_its_model_endpoint_before_any_scene(suite, tmp_path):
+    with ScriptedOpenAI(default="DONE", models_reply={"status": 401, "message": "bad key"}) as server:
+        out, seconds = _run(suite, tmp_path, server.base_url)
+        assert server.calls == 0
+    assert out.returncode == 2 and seconds < 30, out.stderr
+    assert "refused the API key" in out.stderr and "$BVB_TEST_KEY" in out.stderr
+    assert not (tmp_path / "agent_run/config.json").exists()
+    out, seconds = _run(suite, tmp_path, f"http://127.0.0.1:{_free_port()}/v1", "--probe-wait", "2")
+    assert out.returncode == 75 and seconds < 30 and "connection refused" in out.stderr
+
+
+def test_without_the_probe_a_judge_refusing_every_call_is_still_bad_input(suite, tmp_path):
+    with ScriptedOpenAI(default={"status": 401, "message": "Incorrect API key provided"}) as server:
+        out, _ = _dv(suite, tmp_path, server.base_url, "--probe-wait", "0")
+        assert server.model_probes == 0 and server.calls == 1
+    assert out.returncode == 2, out.stderr
+    assert "every judge call was refused" in out.stderr and "HTTP 401" in out.stderr
