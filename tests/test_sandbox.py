@@ -742,19 +742,6 @@ def test_blender_binary_worker(tmp_path):
         assert result.snapshot.is_file()
 
 
-@needs_bwrap
-def test_with_blender_bin_set_the_probe_still_binds_this_python(tmp_path, monkeypatch):
-    # The probe runs under this Python even when workers are a Blender binary: $BLENDER_BIN must
-    # not hide the venv from bwrap (it once failed with "execvp .venv/bin/python: No such file").
-    binary = tmp_path / "blender-bin" / "blender"
-    binary.parent.mkdir()
-    binary.write_text("#!/bin/sh\nexit 0\n")
-    binary.chmod(0o755)
-    monkeypatch.setenv("BLENDER_BIN", str(binary))
-    level = probe_layers(CONFIG, refresh=True)
-    assert "bwrap" in level.layers, level.line()
-
-
 def test_the_worker_gets_its_rlimits_and_cgroup_with_no_python_between_fork_and_exec(tmp_path):
     # A preexec_fn in the fork of a threaded Blender binary hung for good; prlimit and sh do it instead.
     import shutil
