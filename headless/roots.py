@@ -278,7 +278,8 @@ def build(name, quiet=False):
     if partial.exists():
         remove_root_dir(partial)
     partial.parent.mkdir(parents=True, exist_ok=True)
-    out = subprocess.DEVNULL if quiet else None
+    # stdout carries only the root's path (./bvb reads it); the tools' output goes to stderr.
+    out = subprocess.DEVNULL if quiet else sys.stderr
     timings = {}
     started = time.monotonic()
     # debootstrap mounts /proc and /sys in the target while it works: in a private namespace
