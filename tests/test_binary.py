@@ -217,3 +217,12 @@ def test_the_zip_lists_the_binarys_python_wheels(wheels_zip, root_python):
     abi = "cp" + root_python.replace(".", "")
     names = zipfile.ZipFile(wheels_zip).namelist()
     assert any(n.startswith("wheels/pydantic_core-") and f"-{abi}-" in n for n in names), names
+
+
+def test_entering_the_root_leaves_nothing_mounted_here(root, tmp_path):
+    from headless import roots
+
+    proc = check_output(run(root, ["sh", "-c", f"test -f {REPO / 'bvb'} && test -d {tmp_path} && grep -c . /proc/mounts"],
+                            binds=[tmp_path]), "sh in the root")  # fmt: skip
+    assert int(proc.stdout.strip()) > 3  # inside: the root, /proc, /dev, /sys and the binds
+    assert roots._mounts_under(root) == []  # here: the namespace and its mounts are gone
