@@ -2,8 +2,9 @@
 
     blender [-b] --python tests/blender_flows_probe.py -- SETTINGS.json
 
-SETTINGS: {"mode": "drain" | "timer", "module": "bl_ext.user_default.bvb", "clip", "run_dir",
-"base_url", "result", "shots" (folder, timer mode), "bridge_url" (optional)}. Each flow is a
+SETTINGS: {"mode": "drain" | "timer", "module": "bl_ext.user_default.bvb", "clip" (or "split",
+"scene", "videos"), "run_dir", "base_url", "result", "shots" (folder, timer mode), and for Score
+"bridge_url" and "bridge_token_file"}. Each flow is a
 generator that yields while it waits for the add-on's background jobs. In ``drain`` mode
 (``blender -b``, where timers never fire) this script pumps the job queue itself; in ``timer``
 mode (a real window) it runs from a ``bpy.app.timers`` timer and the add-on's own job timer
@@ -108,7 +109,10 @@ def flow_load_reference():
         scene.collection.objects.link(camera)
         scene.camera = camera
         camera.location, camera.rotation_euler = (0, -6, 1.5), (1.45, 0, 0)
-    s.clip_path = SETTINGS["clip"]
+    if SETTINGS.get("split"):
+        s.split_path, s.split_scene, s.videos_root = SETTINGS["split"], SETTINGS["scene"], SETTINGS["videos"]
+    else:
+        s.clip_path = SETTINGS["clip"]
     out = {"op": op("load_reference"), "status": s.status}
     plane = [o for o in scene.objects if o.type == "MESH" and "reference" in o.name.lower()]
     out["plane"] = plane[0].name if plane else None
@@ -181,11 +185,12 @@ def flow_render_camera():
 def flow_score():
     s = current_scene().bvb
     prefs = bpy.context.preferences.addons[MODULE].preferences
-    prefs.bridge_url = SETTINGS["bridge_url"]
-    prefs.score_ls = False
+    prefs.bridge_url, prefs.bridge_token_file = SETTINGS["bridge_url"], SETTINGS["bridge_token_file"]
+    prefs.judge, prefs.score_ls = "geometry", False
     out = {"op": op("score")}
     yield from wait_jobs()
-    out.update(score_status=s.score_status, has_scores=s.has_scores, dv=s.score_dv, status=s.status)
+    out.update(score_status=s.score_status, has_scores=s.has_scores, dv=s.score_dv, status=s.status,
+               by_type=sorted((row.question_type, row.count) for row in s.dv_by_type))  # fmt: skip
     return out
 
 
