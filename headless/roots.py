@@ -3,6 +3,7 @@
     python -m headless.roots build sid|trixie      build (or reuse) a root; prints its path
     python -m headless.roots enter ROOT [--bind P]... [--cwd DIR] [--env N=V]... -- COMMAND...
     python -m headless.roots path sid|trixie       the cached root's path ('' when not built)
+    python -m headless.roots prune                 remove the roots of older recipes
 
 A root lives in ``~/.cache/bvb/roots/<name>-<recipe hash>/`` (BVB_ROOTS_DIR overrides the
 folder): a changed recipe (suite, packages, the project's dependencies) gets a new folder,
@@ -10,7 +11,7 @@ an unchanged one is reused. Roots are made with ``debootstrap`` from the archive
 machine's own apt sources name (read at run time, never written down here).
 
 ``sid`` has Debian's Blender 5.2 LTS binary, Xvfb and xwd for a real window, bubblewrap for
-the sandbox, and a venv (``/opt/bvb/venv``, on the binary's Python) with the project's
+the sandbox, and a venv (``VENV``, on the binary's Python) with the project's
 dependencies. ``trixie`` has Python 3.13 and a venv with bpy 5.2.3 (pip serves 5.1+ for 3.13
 only), the project's dependencies and pytest.
 
@@ -44,7 +45,8 @@ log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d")
-VENV = "/opt/bvb/venv"
+# Under /usr, which the sandbox binds anyway: no extra top-level folder for workers to see.
+VENV = "/usr/local/lib/bvb-venv"
 # The host's CA bundle, copied in so pip inside the root trusts what the host trusts.
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 ROOT_CA = "/etc/bvb/host-ca.crt"
@@ -70,6 +72,7 @@ class Recipe:
     pip: tuple = ()
     # The venv sees the system's packages (the binary's own numpy stays the one it imports).
     system_site_packages: bool = False
+    venv: str = VENV
 
     def digest(self):
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
@@ -251,11 +254,28 @@ def _mounts_under(path):
     return out
 
 
+def _processes_in(path):
+    """Pids of processes whose root directory is at or below path (something still runs in that root)."""
+    path = os.path.realpath(path)
+    pids = []
+    for entry in glob.glob("/proc/[0-9]*/root"):
+        try:
+            target = os.readlink(entry)
+        except OSError:
+            continue
+        if target == path or target.startswith(path + "/"):
+            pids.append(int(entry.split("/")[2]))
+    return pids
+
+
 def remove_root_dir(path):
-    """Delete a root folder we built, refusing when anything is mounted inside it."""
+    """Delete a root folder we built, refusing when anything is mounted inside it or runs in it."""
     mounts = _mounts_under(path)
     if mounts:
         raise RootError(f"{path} has live mounts ({mounts[0]}, ...); unmount them first, it is not removed")
+    running = _processes_in(path)
+    if running:
+        raise RootError(f"processes still run in {path} (pid {running[0]}, ...); it is not removed")
     # --one-file-system: never cross into a mount, even one that appeared after the check.
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=True)
 
@@ -300,9 +320,10 @@ def build(name, quiet=False):
             target = partial / host.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(host, target)
-        venv = ["python3", "-m", "venv", *(["--system-site-packages"] if recipe.system_site_packages else []), VENV]
+        venv = ["python3", "-m", "venv", *(["--system-site-packages"] if recipe.system_site_packages else []),
+                recipe.venv]  # fmt: skip
         _step("venv", enter_argv(partial, venv), timings, stdout=out)
-        _step("pip install", enter_argv(partial, [f"{VENV}/bin/python", "-m", "pip", "install", "-q", *recipe.pip],
+        _step("pip install", enter_argv(partial, [f"{recipe.venv}/bin/python", "-m", "pip", "install", "-q", *recipe.pip],
                                         binds=folders, env=pip_environment()), timings, stdout=out)  # fmt: skip
     leftover = _mounts_under(partial)
     if leftover:
@@ -313,6 +334,19 @@ def build(name, quiet=False):
     os.replace(partial, final)
     log.info("root %s built in %.0f s: %s", name, record["build_s"], final)
     return final
+
+
+def prune():
+    """Remove the roots of older recipes (and failed builds); returns the folders removed."""
+    current = {root_path(r) for r in recipes().values()}
+    removed = []
+    for path in sorted(roots_dir().glob("*-*")):
+        name = path.name.removesuffix(".partial")
+        if path in current or not re.fullmatch(r"[a-z]+-[0-9a-f]{12}", name) or not path.is_dir():
+            continue
+        remove_root_dir(path)
+        removed.append(path)
+    return removed
 
 
 def cached(name):
@@ -332,6 +366,7 @@ def main(argv=None):
     b.add_argument("--quiet", action="store_true", help="hide debootstrap's and apt's output")
     p = sub.add_parser("path", help="print the cached root's path ('' when not built)")
     p.add_argument("name", choices=sorted(recipes()))
+    sub.add_parser("prune", help="remove the roots of older recipes and failed builds")
     e = sub.add_parser("enter", help="run a command inside a root")
     e.add_argument("root")
     e.add_argument("--bind", action="append", default=[], help="a host folder to show at the same path")
@@ -346,6 +381,9 @@ def main(argv=None):
             print(build(args.name, quiet=args.quiet))
         elif args.command == "path":
             print(cached(args.name) or "")
+        elif args.command == "prune":
+            for path in prune():
+                print(f"removed {path}")
         else:
             if not command:
                 parser.error("enter ROOT [--bind P] -- COMMAND: give the command after --")

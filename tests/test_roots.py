@@ -91,3 +91,15 @@ def test_removing_a_root_refuses_while_anything_is_mounted_inside(tmp_path, monk
 def test_unknown_root_names_the_choices():
     with pytest.raises(roots.RootError, match="choose one of sid, trixie"):
         roots.build("stretch")
+
+
+def test_prune_removes_only_the_roots_of_older_recipes(tmp_path, monkeypatch):
+    monkeypatch.setenv("BVB_ROOTS_DIR", str(tmp_path))
+    current = roots.root_path(roots.recipes()["sid"])
+    old = tmp_path / "sid-0123456789ab"
+    failed = tmp_path / "trixie-aaaaaaaaaaaa.partial"
+    other = tmp_path / "not-a-root"
+    for folder in (current, old, failed, other):
+        (folder / "etc").mkdir(parents=True)
+    assert roots.prune() == sorted([old, failed])
+    assert current.is_dir() and other.is_dir() and not old.exists() and not failed.exists()
