@@ -83,6 +83,17 @@ def project_dependencies(pyproject=REPO_ROOT / "pyproject.toml"):
     return tuple(tomllib.loads(Path(pyproject).read_text())["project"]["dependencies"])
 
 
+# The dev extra's Blender (each root brings its own), typing stubs and tools no test imports.
+NOT_FOR_TESTS = ("bpy", "fake-bpy-module", "pytest-blender", "ruff")
+
+
+def requirements_for_tests(pyproject=REPO_ROOT / "pyproject.toml"):
+    """What the tests need beyond the dependencies: the dev extra without its Blender and tools."""
+    dev = tomllib.loads(Path(pyproject).read_text())["project"]["optional-dependencies"]["dev"]
+    skip = re.compile(r"(" + "|".join(map(re.escape, NOT_FOR_TESTS)) + r")\b")
+    return tuple(r for r in dev if not skip.match(r))
+
+
 SANDBOX_PACKAGES = ("bubblewrap", "libseccomp2", "util-linux", "ca-certificates")
 # Libraries the bpy wheel loads even in background mode (X11 client libraries, GL, EGL).
 BPY_LIBS = ("libx11-6", "libxrender1", "libxxf86vm1", "libxfixes3", "libxi6", "libxkbcommon0", "libsm6",
@@ -91,7 +102,7 @@ BPY_LIBS = ("libx11-6", "libxrender1", "libxxf86vm1", "libxfixes3", "libxi6", "l
 
 def recipes():
     """The roots the test tiers use, by name."""
-    deps = project_dependencies()
+    deps = (*project_dependencies(), *requirements_for_tests())
     return {
         # libegl1: Workbench aborts without it; python3-cattr and python3-requests: Blender's
         # extension add-on raises at start without them; python3-numpy: what official builds
@@ -101,12 +112,12 @@ def recipes():
             name="sid", suite="sid",
             packages=("blender", "xvfb", "xauth", "xdotool", "x11-apps", "libegl1", "python3-cattr",
                       "python3-requests", "python3-numpy", "python3-venv", "python3-pip", *SANDBOX_PACKAGES),
-            pip=(*deps, "pytest>=8"), system_site_packages=True,
+            pip=deps, system_site_packages=True,
         ),  # fmt: skip
         "trixie": Recipe(
             name="trixie", suite="trixie",
             packages=("python3", "python3-venv", *BPY_LIBS, *SANDBOX_PACKAGES),
-            pip=("bpy==5.2.3", *deps, "pytest>=8"),
+            pip=("bpy==5.2.3", *deps),
         ),  # fmt: skip
     }
 
@@ -167,6 +178,10 @@ def enter_argv(root, argv, binds=(), cwd="/", env=None):
     env: the environment inside (default: a clean one with PATH, HOME, LANG); mounts are made in
     a private mount namespace and vanish with it.
     """
+    # Never anything but a Debian root: /proc, /dev and /sys get bound below it.
+    if not str(root) or not os.path.isfile(os.path.join(root, "etc", "debian_version")):
+        raise RootError(f"{str(root) or '(empty)'} is not a Debian root (no etc/debian_version); "
+                        "build one with: python -m headless.roots build sid")  # fmt: skip
     root = os.path.realpath(root)
     binds = sorted({os.path.realpath(b) for b in binds})
     for bind in binds:

@@ -48,6 +48,8 @@ def test_the_project_dependencies_are_part_of_the_recipe():
 
 
 def test_enter_binds_the_root_proc_dev_sys_and_folders_in_a_private_mount_namespace(tmp_path):
+    (tmp_path / "root" / "etc").mkdir(parents=True)
+    (tmp_path / "root" / "etc" / "debian_version").write_text("forky/sid\n")
     argv = roots.enter_argv(tmp_path / "root", ["blender", "-b"], binds=[tmp_path], cwd="/work", env={"A": "1"})
     assert argv[:4] == ["unshare", "-m", "--propagation", "private"]
     script = argv[6]
@@ -56,7 +58,11 @@ def test_enter_binds_the_root_proc_dev_sys_and_folders_in_a_private_mount_namesp
     assert rest[:4] == [str(tmp_path / "root"), "/work", "1", str(tmp_path)]
     assert rest[4:6] == ["env", "-i"] and "A=1" in rest and rest[-2:] == ["blender", "-b"]
     with pytest.raises(roots.RootError, match="not a folder"):
-        roots.enter_argv(tmp_path, ["true"], binds=[tmp_path / "missing"])
+        roots.enter_argv(tmp_path / "root", ["true"], binds=[tmp_path / "missing"])
+    # Anything else is refused before a mount is made: an empty path, a plain folder.
+    for wrong in ("", tmp_path):
+        with pytest.raises(roots.RootError, match="is not a Debian root"):
+            roots.enter_argv(wrong, ["true"])
 
 
 def test_pip_setup_carries_the_config_files_and_the_local_indexes_they_name(tmp_path):
