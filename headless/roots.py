@@ -40,6 +40,7 @@ from pathlib import Path
 
 from bvb_addon import outcomes
 from bvb_addon.errors import BVBError, report
+from bvb_addon.sandbox.layers import UID_LOCK_DIR
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,11 @@ def enter_argv(root, argv, binds=(), cwd="/", env=None):
         raise RootError(f"{str(root) or '(empty)'} is not a Debian root (no etc/debian_version); "
                         "build one with: python -m headless.roots build sid")  # fmt: skip
     root = os.path.realpath(root)
-    binds = sorted({os.path.realpath(b) for b in binds})
+    # The sandbox's uid leases are machine-wide (a worker uid's processes are this lease's alone):
+    # the root shares this machine's lock folder, or a harness inside and one outside would hand
+    # out the same uid and kill each other's workers.
+    UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+    binds = sorted({os.path.realpath(b) for b in [*binds, UID_LOCK_DIR]})
     for bind in binds:
         if not os.path.isdir(bind):
             raise RootError(f"cannot bind {bind} into the root: not a folder")

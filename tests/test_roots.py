@@ -55,8 +55,9 @@ def test_enter_binds_the_root_proc_dev_sys_and_folders_in_a_private_mount_namesp
     script = argv[6]
     assert 'mount --rbind "$root" "$root"' in script and "for d in proc dev sys" in script
     rest = argv[8:]
-    assert rest[:4] == [str(tmp_path / "root"), "/work", "1", str(tmp_path)]
-    assert rest[4:6] == ["env", "-i"] and "A=1" in rest and rest[-2:] == ["blender", "-b"]
+    # The sandbox's uid lock folder is always shared with the root (uid leases are machine-wide).
+    assert rest[:5] == [str(tmp_path / "root"), "/work", "2", *sorted([str(tmp_path), str(roots.UID_LOCK_DIR)])]
+    assert rest[5:7] == ["env", "-i"] and "A=1" in rest and rest[-2:] == ["blender", "-b"]
     with pytest.raises(roots.RootError, match="not a folder"):
         roots.enter_argv(tmp_path / "root", ["true"], binds=[tmp_path / "missing"])
     # Anything else is refused before a mount is made: an empty path, a plain folder.
