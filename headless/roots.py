@@ -1,4 +1,4 @@
-"""Debian roots with a real Blender binary or a newer bpy, built once and cached (DESIGN.md section 9).
+"""Debian roots with a real Blender binary or a newer bpy, built once and cached (docs/reference.md, "Test tiers").
 
     python -m headless.roots build sid|trixie      build (or reuse) a root; prints its path
     python -m headless.roots enter ROOT [--bind P]... [--cwd DIR] [--env N=V]... -- COMMAND...
