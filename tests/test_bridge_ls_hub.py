@@ -10,13 +10,16 @@ import shutil
 
 import pytest
 
-from eval_bridge.cli import main
-from eval_bridge.ls import EncoderSpec, HubEncoder, LSError
-from tests.test_bridge_ls import _clip
-from tests.vjepa_hub_support import write_hub_repo
+# Before the imports below: tests.test_bridge_ls skips itself without torch, which would make
+# its import here an ImportError (a collection error where torch is absent, as in ./bvb test-blender).
+torch = pytest.importorskip("torch")
+
+from eval_bridge.cli import main  # noqa: E402
+from eval_bridge.ls import EncoderSpec, HubEncoder, LSError  # noqa: E402
+from tests.test_bridge_ls import _clip  # noqa: E402
+from tests.vjepa_hub_support import write_hub_repo  # noqa: E402
 
 pytestmark = pytest.mark.unit
-torch = pytest.importorskip("torch")
 ENTRY = "vjepa2_1_vit_large_384"
 
 
