@@ -68,3 +68,20 @@ def addon(factory_blender):
     module.unregister()
     factory_blender.context.preferences.addons.remove(entry)
     forget_addon()
+
+
+TIERS = ("unit", "blender", "extension")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test carries exactly one tier marker, so a `-m unit` (or blender, extension) run misses none."""
+    wrong = []
+    for item in items:
+        tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+        if len(tiers) != 1:
+            wrong.append(f"{item.nodeid}: {', '.join(tiers) or 'no tier'}")
+    if wrong:
+        raise pytest.UsageError(
+            f"{len(wrong)} test(s) need exactly one tier marker ({', '.join(TIERS)}; see pyproject.toml):\n  "
+            + "\n  ".join(wrong)
+        )

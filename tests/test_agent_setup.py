@@ -64,6 +64,7 @@ def test_one_default_model_and_the_command_line_takes_the_dataclass_defaults():
     assert args.shard == "0/1" and args.workers == 1
 
 
+@pytest.mark.blender
 def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
     suite = make_suite(tmp_path / "suite", frames=4)
     sandbox = SandboxConfig(min_level="rlimits", allow_below_minimum=True)

@@ -8,6 +8,8 @@ from bvb_addon import outcomes
 from bvb_addon.agent.loop import Interrupted, LimitReached, Submitted
 from bvb_addon.errors import USER_ERRORS, AgentStop, BVBError, report
 
+pytestmark = pytest.mark.unit
+
 
 def _user_error_classes():
     from bvb_addon.agent.model import ModelError
