@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import BVBError
+
 log = logging.getLogger(__name__)
 
 
@@ -111,6 +113,10 @@ class Job:
                 return False
 
 
+class JobBusy(BVBError, ValueError):
+    """A job started while one with its key still runs."""
+
+
 class JobRegistry:
     """The running jobs by key (one per key); ``drain`` applies their events and forgets finished ones."""
 
@@ -122,7 +128,7 @@ class JobRegistry:
         """Start ``job`` unless one with its key is still running; returns the job."""
         with self._lock:
             if job.key in self._jobs:
-                raise ValueError(f"a job {job.key!r} is already running; wait for it or cancel it")
+                raise JobBusy(f"a job {job.key!r} is already running; wait for it or cancel it")
             self._jobs[job.key] = job
         return job.start()
 

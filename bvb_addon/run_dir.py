@@ -31,7 +31,7 @@ import logging
 import re
 from pathlib import Path
 
-from .errors import BVBError
+from .errors import BadFileError, BVBError, MissingFileError
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,30 @@ def read_jsonl(path):
     return rows
 
 
-def read_json(path):
-    """A JSON file's content (raises as ``json.load`` does)."""
-    with open(path) as handle:
-        return json.load(handle)
+def read_json(path, what="file", fix="fix or delete it"):
+    """A JSON file's content: the one JSON reader. A missing or unparsable file is a one-line user error
+    naming it (``what`` says what the file is, ``fix`` what to do)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MissingFileError(f"{what} {path} does not exist; {fix}") from None
+    except UnicodeDecodeError:
+        raise BadFileError(f"{what} {path} is not UTF-8 text; {fix}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadFileError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno}); {fix}") from None
+    except RecursionError:
+        raise BadFileError(f"{what} {path} is nested too deeply to be a harness file; {fix}") from None
+
+
+def read_json_or_none(path):
+    """A JSON file's content, or None when it is missing or unreadable (pages that show what there is)."""
+    try:
+        return read_json(path)
+    except (BadFileError, OSError):
+        return None
 
 
 def _read_object(path):
@@ -109,11 +129,9 @@ def _read_object(path):
     if not path.is_file():
         return {}
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path} is not valid JSON (line {exc.lineno}); fix or delete it") from None
-    except (UnicodeDecodeError, RecursionError):
-        raise RunDirError(f"{path} is not JSON text (not UTF-8, or nested too deeply); fix or delete it") from None
+        value = read_json(path)
+    except BadFileError as exc:
+        raise RunDirError(str(exc)) from None
     if not isinstance(value, dict):
         raise RunDirError(f"{path} holds a JSON {type(value).__name__}, not an object; fix or delete it")
     return value

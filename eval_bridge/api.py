@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bvb_addon.errors import ArgumentError
+
 from .protocol import PROTOCOLS
 from .runlock import run_lock
 
@@ -45,11 +47,11 @@ class JudgeOptions:
 
     def check(self):
         if self.kind not in ("vlm", "geometry"):
-            raise ValueError(f"judge {self.kind!r}: use vlm or geometry")
+            raise ArgumentError(f"judge {self.kind!r}: use vlm or geometry")
         if self.protocol not in PROTOCOLS:
-            raise ValueError(f"unknown protocol {self.protocol!r}: use {' or '.join(PROTOCOLS)}")
+            raise ArgumentError(f"unknown protocol {self.protocol!r}: use {' or '.join(PROTOCOLS)}")
         if self.kind == "vlm" and not (self.base_url and self.model):
-            raise ValueError(
+            raise ArgumentError(
                 "a VLM judge needs --judge-base-url and --judge-model (or --judge geometry for the offline judge)"
             )
         return self
@@ -143,7 +145,7 @@ def judge_cap(options, backend="local"):
 
     limit = options.concurrency
     if limit is not None and limit < 1:
-        raise ValueError(f"--judge-concurrency must be at least 1, got {limit}")
+        raise ArgumentError(f"--judge-concurrency must be at least 1, got {limit}")
     if backend != "ray" and limit is None:
         return None
     # One cap per endpoint: a provider's rate limit holds for every run that calls it.

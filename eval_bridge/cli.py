@@ -9,7 +9,9 @@ import os
 import sys
 from pathlib import Path
 
+from bvb_addon import errors
 from bvb_addon.command_line import Parser, add_alias, sub_parser
+from bvb_addon.errors import ArgumentError
 from bvb_addon.run_dir import JUDGE_CACHE, SHARED, RunDir
 
 from . import api
@@ -425,7 +427,7 @@ def cmd_leaderboard(args, progress=None):
     from .overall import format_table
 
     if args.bootstrap < 10:
-        raise ValueError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
+        raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
     rows = api.write_leaderboard(
         api.LeaderboardOptions(
             tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed, args.baseline, args.rank_all
@@ -559,6 +561,7 @@ def _judge_fault_exit(args, argv):
     return outcomes.FAULT_EXIT
 
 
+@errors.entry
 def main(argv=None):
     from bvb_addon import outcomes, path_args
     from bvb_addon.errors import USER_ERRORS, report

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from bvb_addon import backend
+from bvb_addon.errors import ArgumentError
 from bvb_addon.money import money
 from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import RunDir, require_run
@@ -268,9 +269,9 @@ class DualVQA:
         probe_wait=0,
     ):
         if votes < 1:
-            raise ValueError(f"--votes must be at least 1, got {votes}")
+            raise ArgumentError(f"--votes must be at least 1, got {votes}")
         if workers < 1:
-            raise ValueError(f"--workers must be at least 1, got {workers}")
+            raise ArgumentError(f"--workers must be at least 1, got {workers}")
         self.run_dir = Path(run_dir)
         self.rd = RunDir(self.run_dir)
         require_run(self.run_dir)  # a results folder or an empty one is refused, not scored as "DV 0.00"
@@ -279,7 +280,7 @@ class DualVQA:
         if wanted:
             unknown = wanted - {q.scene_name for q in self.all_questions}
             if unknown:
-                raise ValueError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
+                raise ArgumentError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
         self.questions = [q for q in self.all_questions if wanted is None or q.scene_name in wanted]
         self.videos_root = Path(videos_root)
         self.judge = judge
@@ -290,7 +291,7 @@ class DualVQA:
         self.progress = progress
         self.split_path = split_path
         if backend not in ("local", "ray"):
-            raise ValueError(f"--backend {backend!r}: use local or ray")
+            raise ArgumentError(f"--backend {backend!r}: use local or ray")
         self.backend, self.ray_address = backend, ray_address
         # Seconds the judge's endpoint probe may wait before the first question (0: no probe).
         self.probe_wait = probe_wait

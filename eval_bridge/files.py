@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
-from bvb_addon.run_dir import RunDir, read_jsonl
+from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 
 __all__ = [
     "agent_meta",
@@ -64,17 +64,6 @@ def append_jsonl(path, rows):
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-
-
-def read_json(path, what="file"):
-    """A JSON file, or a one-line error naming it."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{what} {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno}); regenerate it") from None
 
 
 def agent_meta(run_dir, scene):

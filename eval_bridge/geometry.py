@@ -11,6 +11,7 @@ import math
 import re
 from pathlib import Path
 
+from bvb_addon.errors import BadFileError, MissingFileError
 from bvb_addon.run_dir import RunDir
 
 from .judge import Answer
@@ -68,7 +69,7 @@ class GeometryJudge:
         """The ground truth the source side needs."""
         path = Path(videos_root) / "gt" / f"{scene}.json"
         if not path.is_file():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"ground truth {path} is missing: --judge geometry needs the synthetic suite's folder as --videos"
             )
         return path
@@ -94,9 +95,9 @@ def _load(path, what, fix):
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise FileNotFoundError(f"{what} {path} is missing; {fix}") from None
+        raise MissingFileError(f"{what} {path} is missing; {fix}") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} {path} is not valid JSON ({exc.msg}); {fix}") from None
+        raise BadFileError(f"{what} {path} is not valid JSON ({exc.msg}); {fix}") from None
 
 
 def answer(geometry, question):

@@ -21,6 +21,7 @@ import re
 import numpy as np
 
 from bvb_addon.dataset import NUMERIC_TYPES as _NUMERIC_TYPES
+from bvb_addon.errors import ArgumentError
 
 NUMERIC_TYPES = frozenset(_NUMERIC_TYPES)
 PROTOCOLS = ("dual_vqa_v1", "vsi_official")
@@ -226,7 +227,7 @@ def check_protocol(protocol, geometry=False):
     """The protocol itself, or a one-line error naming the known ones (geometry_v1 only where allowed)."""
     known = (*PROTOCOLS, GEOMETRY_PROTOCOL) if geometry else PROTOCOLS
     if protocol not in known:
-        raise ValueError(f"unknown protocol {protocol!r}: use one of {', '.join(known)}")
+        raise ArgumentError(f"unknown protocol {protocol!r}: use one of {', '.join(known)}")
     return protocol
 
 

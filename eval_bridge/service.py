@@ -42,7 +42,7 @@ from starlette.routing import Route
 
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
-from bvb_addon.errors import USER_ERRORS, BVBError
+from bvb_addon.errors import USER_ERRORS, ArgumentError, BadFileError, BVBError, MissingFileError
 from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
@@ -94,20 +94,22 @@ class ServiceConfig:
 
     def __post_init__(self):
         if not self.roots:
-            raise ValueError("serve needs at least one --root folder")
+            raise ArgumentError("serve needs at least one --root folder")
         judges = {GEOMETRY: api.JudgeOptions(kind="geometry"), **self.judges}
         for name, judge in judges.items():
             try:
                 judge.check()
             except ValueError as exc:
-                raise ValueError(f"judge {name!r}: {exc}") from None
+                raise ArgumentError(f"judge {name!r}: {exc}") from None
         object.__setattr__(self, "judges", judges)
         if self.default_judge is not None and self.default_judge not in judges:
-            raise ValueError(f"default judge {self.default_judge!r} is not configured; configured: {', '.join(judges)}")
+            raise ArgumentError(
+                f"default judge {self.default_judge!r} is not configured; configured: {', '.join(judges)}"
+            )
         if self.default_encoder is not None and self.default_encoder not in self.encoders:
-            raise ValueError(f"default encoder {self.default_encoder!r} is not configured; add it under [encoders]")
+            raise ArgumentError(f"default encoder {self.default_encoder!r} is not configured; add it under [encoders]")
         if not is_loopback(self.host) and not self.token:
-            raise ValueError(
+            raise ArgumentError(
                 f"serve: binding {self.host} exposes the service beyond this machine; "
                 "set BVB_BRIDGE_TOKEN (or pass --token) and give it to the clients yourself"
             )
@@ -159,13 +161,15 @@ def read_config_file(path):
     try:
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"service config {path} does not exist; pass an existing TOML file to --config") from None
+        raise MissingFileError(
+            f"service config {path} does not exist; pass an existing TOML file to --config"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"service config {path} is not valid TOML: {exc}") from None
+        raise BadFileError(f"service config {path} is not valid TOML: {exc}") from None
     try:
         return _ConfigFile.model_validate(raw)
     except ValidationError as exc:
-        raise ValueError(f"service config {path}: {_first_error(exc)}") from None
+        raise BadFileError(f"service config {path}: {_first_error(exc)}") from None
 
 
 def config_from_args(args):
@@ -295,7 +299,7 @@ class Service:
         self.roots = [Path(r).expanduser().resolve() for r in config.roots]
         missing = [str(r) for r in self.roots if not r.is_dir()]
         if missing:
-            raise ValueError(f"--root {missing[0]} is not a folder; pass existing folders")
+            raise ArgumentError(f"--root {missing[0]} is not a folder; pass existing folders")
         self.jobs = {}
         self._active = {}
         self._ids = itertools.count(1)
@@ -613,7 +617,7 @@ class BridgeServer:
         try:
             sock = listen(config.host, config.port, BACKLOG)
         except OSError as exc:
-            raise ValueError(
+            raise ArgumentError(
                 f"serve: cannot listen on {config.host}:{config.port} ({exc.strerror}); pick another --port"
             ) from None
         try:

@@ -22,6 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 
@@ -155,6 +156,7 @@ def _generate_into(out, work, seed, family_names, levels, oracle_videos, samples
     return rows
 
 
+@entry
 def main(argv=None):
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_tasks")

@@ -7,6 +7,7 @@ import bpy
 
 from .. import preferences
 from ..bvb_addon import bridge_client, run_view
+from ..bvb_addon.errors import ArgumentError
 from ..bvb_addon.run_dir import RunDir, videos_of
 from ..bvb_addon.sandbox import platforms
 from . import background
@@ -173,7 +174,7 @@ def _score(request, job):
     split = request["split"] or config.get("split")
     videos = request["videos"] or videos_of(config)
     if not split or not videos:
-        raise ValueError("Scoring needs the split and videos root: set them in the Source panel")
+        raise ArgumentError("Scoring needs the split and videos root: set them in the Source panel")
     bridge_job = bridge_client.submit(
         url,
         run_dir,

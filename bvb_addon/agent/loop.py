@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
 from ..backend import stamp_node
-from ..errors import AgentStop
+from ..errors import AgentStop, BadFileError
 from ..money import money
 from ..sandbox.replies import frame_range_of
 from ..trajectory import FORMAT as TRAJECTORY_FORMAT
@@ -211,7 +211,7 @@ class AgentLoop:
         if path.is_file():
             self.state = read_trajectory(path)
             if self.state.get("format") not in TRAJECTORY_FORMATS:
-                raise RuntimeError(f"{path} is not a {TRAJECTORY_FORMAT} trajectory; move it away to start over")
+                raise BadFileError(f"{path} is not a {TRAJECTORY_FORMAT} trajectory; move it away to start over")
             resumed = True
         else:
             self.state = self._fresh_state()

@@ -195,7 +195,7 @@ class Runner:
     def _write_config(self, scene_count):
         o, c = self.options, self.config
         rd = self.run_dir
-        previous = read_json(rd.config) if rd.config.is_file() else None
+        previous = read_json(rd.config, "run config", "fix or delete it") if rd.config.is_file() else None
         if previous and not o.resume:
             raise RunError(
                 f"--output {o.output} already holds a run; pass --resume to continue it or pick a new folder"

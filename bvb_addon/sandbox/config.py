@@ -3,7 +3,7 @@
 import os
 from dataclasses import dataclass, field
 
-from ..errors import BVBError
+from ..errors import ArgumentError, BVBError
 
 # Weakest first; a level is the strongest rung that is active.
 LEVELS = ("rlimits", "uid", "bwrap")
@@ -82,4 +82,4 @@ class SandboxConfig:
 
     def __post_init__(self):
         if self.min_level not in LEVELS:
-            raise ValueError(f"sandbox min_level {self.min_level!r} is not one of {', '.join(LEVELS)}")
+            raise ArgumentError(f"sandbox min_level {self.min_level!r} is not one of {', '.join(LEVELS)}")

@@ -8,6 +8,7 @@ centred on the origin, spanning x in [-W/2, W/2] and y in [-L/2, L/2].
 import math
 import random
 
+from ..errors import ArgumentError
 from . import geometry
 from .catalog import CATEGORIES, ROOM_COLORS
 
@@ -79,7 +80,7 @@ def scene_seed(seed, difficulty, index):
 def make_plan(scene_id, difficulty, seed, width=320, height=240, fps=8, duration=8.0):
     """The complete plan of one scene (room, shell, objects, lights, camera per frame)."""
     if difficulty not in DIFFICULTIES:
-        raise ValueError(f"unknown difficulty {difficulty!r}; use one of {', '.join(DIFFICULTIES)}")
+        raise ArgumentError(f"unknown difficulty {difficulty!r}; use one of {', '.join(DIFFICULTIES)}")
     knobs = DIFFICULTIES[difficulty]
     rng = random.Random(f"bvb-synth/{seed}")
     frame_count = max(2, round(duration * fps))
