@@ -16,14 +16,16 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from bvb_addon import backend
+from bvb_addon.atomic import write_json_atomic
 from bvb_addon.errors import ArgumentError
 from bvb_addon.money import money
+from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
-from bvb_addon.run_dir import RunDir, require_run
+from bvb_addon.run_dir import RunDir, read_jsonl, require_run
 
 from . import protocol as rules
 from .cache import clip_fingerprint
-from .files import agent_meta, append_jsonl, file_lock, read_jsonl, write_json_atomic, write_jsonl_atomic
+from .files import agent_meta, append_jsonl, file_lock, write_jsonl_atomic
 from .identity import file_sha256
 
 log = logging.getLogger(__name__)
@@ -477,7 +479,7 @@ class DualVQA:
         try:
             row["source_fingerprint"], row["render_fingerprint"] = self._fingerprints(scene, source_file)
         except (OSError, ValueError) as exc:
-            return {**row, "status": "source_error", "reason": _one_line(exc)}
+            return {**row, "status": "source_error", "reason": one_line(exc)}
         # Both sides go out together: a question costs one judge latency, not two.
         failure = _failure_reason(self.run_dir, scene, self._render_states)
         source = self._sides.submit(self._source_side, question, source_file)
@@ -486,10 +488,10 @@ class DualVQA:
             texts, cost = source.result()
         except (OSError, ValueError) as exc:
             _drain(render)
-            return {**row, "status": "source_error", "reason": _one_line(exc)}
+            return {**row, "status": "source_error", "reason": one_line(exc)}
         except RuntimeError as exc:
             _drain(render)
-            return {**row, "status": "judge_error", "reason": _one_line(exc)}
+            return {**row, "status": "judge_error", "reason": one_line(exc)}
         row.update(source_answers=texts, source_answer=texts[0], source_score=self._grade(question, texts))
         row["cost_usd"] += cost
         if failure is not None:
@@ -498,9 +500,9 @@ class DualVQA:
             try:
                 texts, cost = render.result()
             except (OSError, ValueError) as exc:
-                row["status"], row["reason"] = "render_error", _one_line(exc)
+                row["status"], row["reason"] = "render_error", one_line(exc)
             except RuntimeError as exc:
-                row["status"], row["reason"] = "judge_error", _one_line(exc)
+                row["status"], row["reason"] = "judge_error", one_line(exc)
             else:
                 row.update(render_answers=texts, render_answer=texts[0], render_score=self._grade(question, texts))
                 row["cost_usd"] += cost
@@ -529,10 +531,6 @@ def _drain(future):
             future.result()
         except Exception:  # noqa: BLE001 - its result is discarded on purpose
             pass
-
-
-def _one_line(exc):
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def summarise(rows, judge, votes):

@@ -6,19 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from bvb_addon.atomic import write_json_atomic, write_text_atomic
-from bvb_addon.run_dir import RunDir, read_json, read_jsonl
+from bvb_addon.atomic import write_text_atomic
+from bvb_addon.run_dir import RunDir
 
-__all__ = [
-    "agent_meta",
-    "append_jsonl",
-    "file_lock",
-    "read_json",
-    "read_jsonl",
-    "write_json_atomic",
-    "write_jsonl_atomic",
-    "write_text_atomic",
-]
+__all__ = ["agent_meta", "append_jsonl", "file_lock", "write_jsonl_atomic"]
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from bvb_addon.outcomes import FAULT_EXIT
 
 from . import protocol as protocols
 from .cache import cache_key, frames_hash
+from .judge_options import JudgeOptions
 from .pricing import Pricing
 
 log = logging.getLogger(__name__)
@@ -65,17 +66,17 @@ class VLMJudge:
         self,
         base_url,
         model,
-        protocol="dual_vqa_v1",
+        protocol=JudgeOptions.protocol,
         *,
         cache=None,
         api_key=None,
-        api_key_env="OPENAI_API_KEY",
+        api_key_env=JudgeOptions.api_key_env,
         settings=None,
         pricing=None,
-        retries=6,
-        backoff_s=1.0,
+        retries=JudgeOptions.retries,
+        backoff_s=JudgeOptions.retry_base_delay,
         timeout_s=120.0,
-        max_tokens_field="max_completion_tokens",
+        max_tokens_field=JudgeOptions.max_tokens_field,
         cap=None,
         prompt_kind="auto",
         budget=None,
@@ -186,7 +187,7 @@ class VLMJudge:
     def _worst_case(self, frames, prompt):
         """USD one call could cost: every frame at its image-token bound, the prompt, the whole completion."""
         from bvb_addon.agent.environment import image_size
-        from bvb_addon.agent.pricing import image_tokens
+        from bvb_addon.pricing import image_tokens
 
         tokens = len(prompt) // 2 + 64
         for frame in frames:

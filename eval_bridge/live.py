@@ -29,10 +29,9 @@ from starlette.staticfiles import NotModifiedResponse, StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import RunDir, find_runs
+from bvb_addon.run_dir import RunDir, find_runs, read_jsonl
 from bvb_addon.trajectory import read_trajectory
 
-from .files import read_jsonl
 from .html_page import Script, csp, fragment, join, render
 from .loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 

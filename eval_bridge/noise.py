@@ -21,9 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bvb_addon.run_dir import RunDir
-
-from .files import read_json, read_jsonl
+from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 
 log = logging.getLogger(__name__)
 

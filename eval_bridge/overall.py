@@ -8,12 +8,12 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from bvb_addon import versions
+from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.money import money
-from bvb_addon.run_dir import RunDir, require_run, runs_in
+from bvb_addon.run_dir import RunDir, read_json, require_run, runs_in
 
 from . import identity, noise
-from .files import read_json, write_json_atomic, write_text_atomic
 from .protocol import overall_score, retention
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 import logging
 
-from bvb_addon.agent.pricing import ZERO, Price, PriceError, price_for
+from bvb_addon.pricing import ZERO, Price, PriceError, price_for
 
 log = logging.getLogger(__name__)
 

@@ -47,6 +47,7 @@ from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
 from . import api
+from .judge_options import JudgeOptions as _J
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 from .runlock import RunBusy, run_lock
 
@@ -120,15 +121,15 @@ class _JudgeEntry(BaseModel):
     kind: Literal["vlm", "geometry"] = "vlm"
     base_url: str | None = None
     model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    protocol: Literal["dual_vqa_v1", "vsi_official"] = "dual_vqa_v1"
+    api_key_env: str = _J.api_key_env
+    protocol: Literal["dual_vqa_v1", "vsi_official"] = _J.protocol
     cache: str | None = None
     shared: str | None = None
     price_in: float | None = None
     price_out: float | None = None
-    retries: int = Field(6, ge=0)
-    retry_base_delay: float = Field(1.0, ge=0)
-    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    retries: int = Field(_J.retries, ge=0)
+    retry_base_delay: float = Field(_J.retry_base_delay, ge=0)
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = _J.max_tokens_field
     concurrency: int | None = Field(None, ge=1)
 
 
@@ -184,7 +185,7 @@ def config_from_args(args):
             base_url=args.judge_base_url,
             model=args.judge_model,
             api_key_env=args.judge_api_key_env,
-            protocol=args.protocol or "dual_vqa_v1",
+            protocol=args.protocol or _J.protocol,
             price_in=args.price_in,
             price_out=args.price_out,
         )

@@ -17,8 +17,9 @@ from .. import preferences
 from ..bvb_addon import open_scenes, reference_bl, run_view
 from ..bvb_addon.errors import BVBError
 from ..bvb_addon.sandbox import platforms
+from ..registration import register_classes, unregister_classes
 from . import background
-from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+from .base import BVBPollMixin, done, fail
 from .run import fill_steps
 from .source import clip_path
 

@@ -9,7 +9,8 @@ from bpy.props import StringProperty
 from ..bvb_addon import open_scenes, reference_bl, run_view, scene_io_bl
 from ..bvb_addon.run_dir import TRAJECTORY_SUFFIX, RunDir, videos_of
 from ..bvb_addon.trajectory import read_trajectory
-from .base import BVBPollMixin, fail, register_classes, unregister_classes
+from ..registration import register_classes, unregister_classes
+from .base import BVBPollMixin, fail
 
 
 def fill_steps(settings, steps):

@@ -10,8 +10,9 @@ from ..bvb_addon import bridge_client, run_view
 from ..bvb_addon.errors import ArgumentError
 from ..bvb_addon.run_dir import RunDir, videos_of
 from ..bvb_addon.sandbox import platforms
+from ..registration import register_classes, unregister_classes
 from . import background
-from .base import BVBPollMixin, done, register_classes, unregister_classes
+from .base import BVBPollMixin, done
 
 POLL_INTERVAL_S = 1.0
 

@@ -8,7 +8,8 @@ import bpy
 from .. import preferences
 from ..bvb_addon.sandbox import platforms
 from ..operators import background
-from .base import BVBPanel, register_classes, unregister_classes
+from ..registration import register_classes, unregister_classes
+from .base import BVBPanel
 
 SHOWN_SCENES = 8
 RESCAN_S = 1.0

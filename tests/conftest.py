@@ -70,6 +70,18 @@ def addon(factory_blender):
     forget_addon()
 
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local two-CPU Ray for the module's tests (one already running is used and left running)."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
 TIERS = ("unit", "blender", "extension")
 
 

@@ -25,11 +25,11 @@ pytestmark = pytest.mark.unit
 
 def _user_error_classes():
     from bvb_addon.agent.model import ModelError
-    from bvb_addon.agent.pricing import PriceError
     from bvb_addon.agent.runner import RunError
     from bvb_addon.backend import BackendError
     from bvb_addon.dataset import SplitError
     from bvb_addon.path_args import PathArgError
+    from bvb_addon.pricing import PriceError
     from bvb_addon.render_stage import RenderStageError
     from bvb_addon.run_dir import RunDirError
     from bvb_addon.sandbox import SandboxUnavailable

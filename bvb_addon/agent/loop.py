@@ -12,6 +12,7 @@ from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
 from ..backend import stamp_node
 from ..errors import AgentStop, BadFileError
 from ..money import money
+from ..pricing import estimate_tokens
 from ..sandbox.replies import frame_range_of
 from ..trajectory import FORMAT as TRAJECTORY_FORMAT
 from ..trajectory import FORMATS as TRAJECTORY_FORMATS
@@ -20,7 +21,6 @@ from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
 from .ledger import CostLimit, Ledger, usd
 from .model import ContextOverflow, ModelError
-from .pricing import estimate_tokens
 from .program import PROGRAM_RESET, join_program
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from ..errors import BVBError
 from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy
+from ..pricing import Price, estimate_tokens
 from .config import provider_effort
-from .pricing import Price, estimate_tokens
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import BVBError
+from .errors import BVBError
 
 log = logging.getLogger(__name__)
 
-PRICES_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.json"
+PRICES_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
 
 # Tokens are about four characters of English or code; three keeps the estimate an upper
 # bound for code-heavy and non-English prompts.
