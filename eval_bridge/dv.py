@@ -14,6 +14,7 @@ import os
 import threading
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bvb_addon import backend
 from bvb_addon.atomic import write_json_atomic
@@ -27,6 +28,9 @@ from . import protocol as rules
 from .cache import clip_fingerprint
 from .files import agent_meta, append_jsonl, file_lock, write_jsonl_atomic
 from .identity import file_sha256
+
+if TYPE_CHECKING:
+    from .judge import Judge
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +261,7 @@ class DualVQA:
         run_dir,
         questions,
         videos_root,
-        judge,
+        judge: "Judge",
         *,
         votes=1,
         workers=8,

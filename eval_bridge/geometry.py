@@ -60,6 +60,7 @@ class GeometryJudge:
     protocol = GEOMETRY_PROTOCOL
     calls = 0
     cost_usd = 0.0
+    wants_preview = False
 
     @property
     def name(self):
@@ -81,6 +82,10 @@ class GeometryJudge:
     def load_render(self, run_dir, scene, video):
         path = RunDir(run_dir).scene_graph(scene)
         return from_scene_graph(_load(path, "scene graph", "re-render the run with bvb render"))
+
+    def step_media(self, graph, preview):
+        """A step snapshot as this judge sees it: the geometry of its scene graph (None without a graph)."""
+        return from_scene_graph(graph) if graph is not None else None
 
     def ask(self, geometry, question, vote_index=0):
         try:

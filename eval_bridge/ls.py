@@ -495,7 +495,7 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
     return info or spec.build().info()
 
 
-_ENCODERS = {}
+_ENCODERS: dict = {}
 
 
 def _worker_encoder(spec):

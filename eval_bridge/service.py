@@ -48,12 +48,14 @@ from bvb_addon.versions import HARNESS_VERSION
 
 from . import api
 from .judge_options import JudgeOptions as _J
+from .judge_options import ProtocolName, TokensField
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 from .runlock import RunBusy, run_lock
 
 log = logging.getLogger(__name__)
 
-AXES = ("dv", "ls", "overall")
+Axis = Literal["dv", "ls", "overall"]
+AXES: tuple[Axis, ...] = ("dv", "ls", "overall")
 GEOMETRY = "geometry"
 # A job is a few hundred bytes; anything near this is not one.
 MAX_BODY = 64 * 1024
@@ -122,14 +124,14 @@ class _JudgeEntry(BaseModel):
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = _J.api_key_env
-    protocol: Literal["dual_vqa_v1", "vsi_official"] = _J.protocol
+    protocol: ProtocolName = _J.protocol
     cache: str | None = None
     shared: str | None = None
     price_in: float | None = None
     price_out: float | None = None
     retries: int = Field(_J.retries, ge=0)
     retry_base_delay: float = Field(_J.retry_base_delay, ge=0)
-    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = _J.max_tokens_field
+    max_tokens_field: TokensField = _J.max_tokens_field
     concurrency: int | None = Field(None, ge=1)
 
 
@@ -237,7 +239,7 @@ class LSBody(BaseModel):
 class JobBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     run: str = Field(min_length=1)
-    axes: list[Literal["dv", "ls", "overall"]] = Field(default_factory=lambda: list(AXES), min_length=1)
+    axes: list[Axis] = Field(default_factory=lambda: list(AXES), min_length=1)
     split: str | None = None
     videos: str | None = None
     scenes: list[str] = []

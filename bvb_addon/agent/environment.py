@@ -5,7 +5,7 @@ import logging
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class ImagesResult:
     times: list = field(default_factory=list)
 
 
+@runtime_checkable
 class Environment(Protocol):
     """One scene's tools. Agent faults come back as data; only harness faults raise."""
 

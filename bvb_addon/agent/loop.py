@@ -19,8 +19,9 @@ from ..trajectory import FORMATS as TRAJECTORY_FORMATS
 from ..trajectory import TrajectoryWriter, read_trajectory
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
+from .environment import Environment
 from .ledger import CostLimit, Ledger, usd
-from .model import ContextOverflow, ModelError
+from .model import ContextOverflow, Model, ModelError
 from .program import PROGRAM_RESET, join_program
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,8 @@ class AgentLoop:
     def __init__(
         self,
         config,
-        model,
-        env,
+        model: Model,
+        env: Environment,
         task,
         run_dir,
         stop_event=None,

@@ -43,7 +43,7 @@ class RunOptions:
     progress: bool = True
     mode: str = "bvb"
     """"bvb": scenes of a split; "vgi": procedure tasks of a VGI suite (tasks.jsonl)."""
-    tasks: Path = None
+    tasks: Path | None = None
     backend: str = "local"
     """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
     ray_address: str | None = None

@@ -31,7 +31,7 @@ CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
 CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
 CGROUP_V2_MOUNTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 UID_LOCK_DIR = Path(tempfile.gettempdir()) / "bvb-sandbox-uids"
-_PROBE_CACHE = {}
+_PROBE_CACHE: dict = {}
 
 
 @dataclass(frozen=True)

@@ -202,9 +202,9 @@ class Family:
 
     family = ""
     domain = ""
-    skills = []
-    rubric = []  # [{"id", "rule"}]: the rules check counts violations of
-    completeness = []  # criteria, complete first
+    skills: list[str] = []
+    rubric: list[dict] = []  # [{"id", "rule"}]: the rules check counts violations of
+    completeness: list[str] = []  # criteria, complete first
 
     def plan(self, level, rng, task_id):
         """The task at a level on the table, solved by the oracle."""
