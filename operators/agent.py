@@ -41,9 +41,10 @@ def _build_session(settings):
     in the job, never in the operator: the main thread, which draws Blender's window, never waits on it.
     """
     from ..bvb_addon import agent_session
+    from ..bvb_addon.agent.driver import task_for_clip
 
     try:
-        task = agent_session.task_for_clip(settings["clip"], scene_id=settings["scene_id"])
+        task = task_for_clip(settings["clip"], scene_id=settings["scene_id"])
         session = agent_session.AgentSession(
             settings["config"], settings["run_dir"], task, api_key=settings["api_key"], split=settings["split"],
             blender_version=settings["blender_version"], allow_weak_sandbox=settings["allow_weak_sandbox"],

@@ -8,11 +8,12 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
+from ..atomic import copy_atomic, write_text_atomic
 from ..backend import stamp_node
 from ..errors import AgentStop, BadFileError
 from ..money import money
 from ..pricing import estimate_tokens
+from ..records import AgentMeta, write_agent_meta
 from ..sandbox.replies import frame_range_of
 from ..trajectory import FORMAT as TRAJECTORY_FORMAT
 from ..trajectory import FORMATS as TRAJECTORY_FORMATS
@@ -553,35 +554,35 @@ class AgentLoop:
         s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
         write_text_atomic(rd.program(scene), join_program(scene, s["steps"], self.program_header))
         self._save(snapshot=True)
-        write_json_atomic(rd.meta(scene), self.meta())
+        write_agent_meta(rd.meta(scene), AgentMeta.from_dict(self.meta()))
         log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s["cost"]))
 
     def meta(self):
         s, c = self.state, self.config
-        meta = {
-            "scene": self.task.scene,
-            "dataset": self.task.dataset,
-            "agent": c.agent,
-            "model": c.model if c.agent == "model" else c.agent,
-            "status": s["status"],
-            "stop_reason": s["stop_reason"],
-            "reason": s["reason"],
-            "turns": s["turns"],
-            "frames_seen": s["frames_seen"],
-            "format_errors": s["format_errors"],
-            "python_steps": sum(1 for r in s["steps"] if r.get("action") == "python"),
-            "cost": usd(s["cost"]),
-            "cost_unconfirmed": usd(s.get("cost_unconfirmed", 0.0)),
-            "cost_limit": c.cost_limit,
-            "model_calls": sum(1 for e in s.get("ledger", []) if e["status"] != "reserved"),
-            "compactions": len(s.get("compactions", [])),
-            "elided_images": s.get("elided_images", 0),
-            "tokens": s["tokens"],
-            "runtime": round(s["runtime"], 3),
-            "model_seconds": round(s.get("model_seconds", 0.0), 3),
-            "sessions": s.get("sessions", 1),
-            "submission": s.get("submission"),
-            "snapshot": s.get("snapshot"),
-        }
+        meta = AgentMeta(
+            scene=self.task.scene,
+            dataset=self.task.dataset,
+            agent=c.agent,
+            model=c.model if c.agent == "model" else c.agent,
+            status=s["status"],
+            stop_reason=s["stop_reason"],
+            reason=s["reason"],
+            turns=s["turns"],
+            frames_seen=s["frames_seen"],
+            format_errors=s["format_errors"],
+            python_steps=sum(1 for r in s["steps"] if r.get("action") == "python"),
+            cost=usd(s["cost"]),
+            cost_unconfirmed=usd(s.get("cost_unconfirmed", 0.0)),
+            cost_limit=c.cost_limit,
+            model_calls=sum(1 for e in s.get("ledger", []) if e["status"] != "reserved"),
+            compactions=len(s.get("compactions", [])),
+            elided_images=s.get("elided_images", 0),
+            tokens=s["tokens"],
+            runtime=round(s["runtime"], 3),
+            model_seconds=round(s.get("model_seconds", 0.0), 3),
+            sessions=s.get("sessions", 1),
+            submission=s.get("submission"),
+            snapshot=s.get("snapshot"),
+        ).as_dict()
         # On Ray, the node that ran the scene (a resumed scene: the last session's node).
         return stamp_node(meta)

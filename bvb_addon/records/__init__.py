@@ -1,0 +1,11 @@
+"""Typed records of the files that cross between the agent loop, the runner, the add-on and the scorers.
+
+One module per record, each with one reader and one writer and a format version. A file that does
+not parse, or parses to the wrong shape, is a one-line ``BadFileError`` naming it (exit 2). Keys a
+record does not know (a newer harness, a stage that stamps its own) are kept, not dropped.
+stdlib only: the add-on reads these inside Blender.
+"""
+
+from .agent_meta import AGENT_META_FORMAT, AgentMeta, read_agent_meta, write_agent_meta
+
+__all__ = ["AGENT_META_FORMAT", "AgentMeta", "read_agent_meta", "write_agent_meta"]

@@ -1,0 +1,66 @@
+"""Typed records: agent_meta has one reader and one writer, keeps unknown keys, and names a bad file."""
+
+import json
+
+import pytest
+
+from bvb_addon.agent.config import AgentConfig
+from bvb_addon.agent.driver import unstarted
+from bvb_addon.errors import BadFileError, MissingFileError
+from bvb_addon.records import AGENT_META_FORMAT, AgentMeta, read_agent_meta, write_agent_meta
+
+pytestmark = pytest.mark.unit
+
+FIELDS = ("scene", "dataset", "agent", "model", "status", "stop_reason", "reason")
+
+
+def _meta(**extra):
+    return AgentMeta(*("x",) * len(FIELDS), **extra)
+
+
+def test_agent_meta_round_trips_with_its_format_and_unknown_keys(tmp_path):
+    path = tmp_path / "m.json"
+    meta = _meta(turns=3, cost=0.25, extra={"node": "10.0.0.2"})
+    written = write_agent_meta(path, meta)
+    assert written["format"] == AGENT_META_FORMAT and written["node"] == "10.0.0.2"
+    assert json.loads(path.read_text()) == written
+    back = read_agent_meta(path)
+    assert back == meta and back.as_dict() == written
+
+
+def test_a_file_without_a_format_is_version_1(tmp_path):
+    path = tmp_path / "old.json"
+    data = _meta().as_dict()
+    del data["format"], data["model_calls"]
+    path.write_text(json.dumps(data))
+    meta = read_agent_meta(path)
+    assert meta.format == 1 and meta.model_calls == 0
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{'status': 'x'}", "is not valid JSON"),
+        ("[1, 2]", "is not a JSON object"),
+        ('{"scene": "s"}', "has no 'dataset'"),
+        (json.dumps({**dict.fromkeys(FIELDS, "x"), "turns": "three"}), "'turns' is str, not <class 'int'>"),
+        (json.dumps({**dict.fromkeys(FIELDS, "x"), "turns": True}), "'turns' is bool"),
+        (json.dumps({**dict.fromkeys(FIELDS, "x"), "format": 99}), "newer than this harness"),
+    ],
+)
+def test_a_bad_agent_meta_names_its_file(tmp_path, text, message):
+    path = tmp_path / "agent_meta.json"
+    path.write_text(text)
+    with pytest.raises(BadFileError, match=message) as caught:
+        read_agent_meta(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(MissingFileError, match="does not exist"):
+        read_agent_meta(tmp_path / "gone.json")
+
+
+def test_a_scene_that_never_started_has_every_key_the_loop_writes(tmp_path):
+    path = tmp_path / "agent_meta" / "s.json"
+    meta = unstarted(path, AgentConfig(agent="empty-room"), "synthetic", "s", "error", "video_error", "no clip")
+    assert set(meta) == {*AgentMeta.__dataclass_fields__} - {"extra"}
+    assert meta["model"] == "empty-room" and meta["model_calls"] == 0 and meta["elided_images"] == 0
+    assert read_agent_meta(path).as_dict() == meta
