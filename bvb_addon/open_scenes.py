@@ -23,7 +23,7 @@ class OpenScene:
     step: int | None = None
 
 
-_open = {}
+_open: dict = {}
 
 
 def _folder(run_dir):
