@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .atomic import copy_atomic, write_json_atomic
-from .run_dir import RunDir
+from .records import AgentMeta
+from .run_dir import RunDir, RunDirError
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,58 @@ class StepFile:
     program: Path
     blend: Path | None
     first_line: str
+
+
+@dataclass(frozen=True)
+class SceneToOpen:
+    """What Open Run Scene shows of one scene of a run: read from its folder before any bpy change."""
+
+    run_dir: Path
+    scene_id: str
+    config: dict
+    steps: list[StepFile]
+    meta: AgentMeta | None
+    """agent_meta, or None when the agent has not run on the scene."""
+    source: Path | None
+    """The .blend to show: the submission, else the newest step snapshot, else None (an empty scene)."""
+    trajectory: Path | None
+    render: Path | None
+    render_status: str
+
+
+def _agent_meta(rd: RunDir, scene_id: str) -> AgentMeta | None:
+    """The scene's agent_meta; None when the agent never ran (no file, or only a person's edits recorded)."""
+    path = rd.meta(scene_id)
+    if not path.is_file():
+        return None
+    data = rd.read_meta(scene_id)
+    if isinstance(data, dict) and "status" not in data and data.get("human_edited"):
+        return None
+    return AgentMeta.from_dict(data, path)
+
+
+def scene_to_open(run_dir: str | Path, wanted: str = "") -> SceneToOpen:
+    """The scene ``wanted`` of a run (the only one when empty); RunDirError naming the fix when it cannot be opened."""
+    rd = RunDir(run_dir).check()
+    scenes = rd.scenes()
+    scene_id = wanted or (scenes[0] if len(scenes) == 1 else "")
+    if not scene_id:
+        raise RunDirError(f"{rd.root.name} has {len(scenes)} scenes; pick one in the Scene field")
+    if scene_id not in scenes:
+        raise RunDirError(f"scene {scene_id!r} is not in {rd.root}; pick one of: {', '.join(scenes[:5])}")
+    steps = list_steps(rd.root, scene_id)
+    submission, trajectory, render = rd.blend(scene_id), rd.trajectory(scene_id), rd.render(scene_id)
+    return SceneToOpen(
+        run_dir=rd.root,
+        scene_id=scene_id,
+        config=rd.read_config(),
+        steps=steps,
+        meta=_agent_meta(rd, scene_id),
+        source=submission if submission.is_file() else next((st.blend for st in reversed(steps) if st.blend), None),
+        trajectory=trajectory if trajectory.is_file() else None,
+        render=render if render.is_file() else None,
+        render_status=saved_render_line(rd.root, scene_id),
+    )
 
 
 def list_steps(run_dir, scene_id):

@@ -64,3 +64,21 @@ def test_a_scene_that_never_started_has_every_key_the_loop_writes(tmp_path):
     assert set(meta) == {*AgentMeta.__dataclass_fields__} - {"extra"}
     assert meta["model"] == "empty-room" and meta["model_calls"] == 0 and meta["elided_images"] == 0
     assert read_agent_meta(path).as_dict() == meta
+
+
+def test_open_run_scene_reads_the_typed_record(tmp_path):
+    from bvb_addon.run_view import scene_to_open
+
+    run = tmp_path / "run"
+    (run / "blends").mkdir(parents=True)
+    (run / "blends" / "s.blend").write_bytes(b"BLENDER")
+    write_agent_meta(run / "agent_meta" / "s.json", _meta(turns=4, cost=0.5))
+    found = scene_to_open(run)
+    assert (found.scene_id, found.meta.turns, found.meta.cost) == ("s", 4, 0.5)
+    assert found.source == run / "blends" / "s.blend" and found.trajectory is None
+    # A scene a person saved without an agent run has no agent record to show.
+    (run / "agent_meta" / "s.json").write_text(json.dumps({"scene": "s", "human_edited": True}))
+    assert scene_to_open(run, "s").meta is None
+    (run / "agent_meta" / "s.json").write_text(json.dumps({"scene": "s", "status": "submitted"}))
+    with pytest.raises(BadFileError, match="has no 'dataset'"):
+        scene_to_open(run, "s")
