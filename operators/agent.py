@@ -33,6 +33,17 @@ class LiveRun:
     run_dir: Path
     shown_snapshot: str | None = None
 
+    def is_new(self, snapshot):
+        """Whether a step's snapshot is one the scene does not show yet."""
+        return bool(snapshot) and snapshot != self.shown_snapshot
+
+    def show(self, scene, snapshot):
+        """Replace the scene's contents with the snapshot (a run-relative path) and remember it as shown."""
+        from ..bvb_addon import live_scene_bl
+
+        live_scene_bl.replace_contents(scene, self.run_dir / snapshot)
+        self.shown_snapshot = snapshot
+
 
 def _build_session(settings):
     """The agent job's set-up (no bpy): probe the clip, price the model, build its client, write config.json.
@@ -90,12 +101,9 @@ def _apply(scene_name, live, update):
         return False
     s.agent_step, s.frames_seen, s.cost = progress.step, progress.frames_seen, progress.cost
     s.last_action, s.agent_status = progress.last_action, progress.status
-    if not progress.snapshot or progress.snapshot == live.shown_snapshot:
+    if not live.is_new(progress.snapshot):
         return False
-    from ..bvb_addon import live_scene_bl
-
-    live_scene_bl.replace_contents(scene, live.run_dir / progress.snapshot)
-    live.shown_snapshot = progress.snapshot
+    live.show(scene, progress.snapshot)
     _refit_reference(scene)
     if steps is not None:
         fill_steps(s, steps)
