@@ -10,6 +10,8 @@ pulling in anything heavy.
 import functools
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from .outcomes import FAILED_EXIT, USAGE_EXIT
 
@@ -45,7 +47,7 @@ class AgentStop(Exception):
     reason = "the scene stopped"
     """The agent_meta reason when the exception carries no message."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return super().__str__() or self.reason
 
 
@@ -54,13 +56,13 @@ USER_ERRORS = (BVBError,)
 exception, a ``ValueError`` included, is a harness bug and keeps its traceback (``bug``)."""
 
 
-def report(exc, stream=None):
+def report(exc: BaseException, stream: TextIO | None = None) -> int:
     """Print a user error as its one line on stderr; return the exit code the command ends with."""
     print(f"error: {exc}", file=stream or sys.stderr, flush=True)
     return getattr(exc, "exit_code", USAGE_EXIT)
 
 
-def where(exc):
+def where(exc: BaseException) -> str:
     """``file:line in function`` of the frame that raised ``exc`` (its innermost traceback entry)."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
@@ -69,7 +71,7 @@ def where(exc):
     return f"{last.filename}:{last.lineno} in {last.name}"
 
 
-def bug(exc, stream=None):
+def bug(exc: BaseException, stream: TextIO | None = None) -> int:
     """Print a harness bug's traceback and a line saying where it is; return ``FAILED_EXIT``."""
     stream = stream or sys.stderr
     traceback.print_exception(exc, file=stream)
@@ -78,11 +80,11 @@ def bug(exc, stream=None):
     return FAILED_EXIT
 
 
-def entry(main):
+def entry(main: Callable[..., int | None]) -> Callable[..., int | None]:
     """Wrap a command line's ``main``: a ``BVBError`` is one line and its exit code, any other exception a bug."""
 
     @functools.wraps(main)
-    def guarded(*args, **kwargs):
+    def guarded(*args: Any, **kwargs: Any) -> int | None:
         try:
             return main(*args, **kwargs)
         except BVBError as exc:

@@ -3,8 +3,10 @@
 The render stage, the synthetic suite and the VGI tasks all encode through ``write_mp4``.
 """
 
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
+from typing import cast
 
 import av
 import numpy as np
@@ -16,7 +18,7 @@ CRF = 18
 PRESET = "veryfast"
 
 
-def _rgb(image):
+def _rgb(image: str | Path | np.ndarray) -> np.ndarray:
     """An (H, W, 3) uint8 array from an array or an image file (PNG with or without alpha)."""
     if isinstance(image, (str, Path)):
         with av.open(str(image)) as source:
@@ -24,7 +26,9 @@ def _rgb(image):
     return np.asarray(image)[..., :3]
 
 
-def write_mp4(path, frames, fps, crf=CRF, preset=PRESET):
+def write_mp4(
+    path: str | Path, frames: Iterable[str | Path | np.ndarray], fps: float, crf: int = CRF, preset: str = PRESET
+) -> Path:
     """Encode ``frames`` (RGB arrays or image paths, all one size) as an mp4 at ``fps``; returns ``path``.
 
     Odd sizes are cropped to even (yuv420p needs it); without libx264 it falls back to mpeg4.
@@ -33,7 +37,7 @@ def write_mp4(path, frames, fps, crf=CRF, preset=PRESET):
     rate = Fraction(fps).limit_denominator(1001)
     with replacing(path, suffix=".mp4") as tmp, av.open(str(tmp), mode="w", format="mp4") as out:
         codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
-        stream = out.add_stream(codec, rate=rate)
+        stream = cast(av.VideoStream, out.add_stream(codec, rate=rate))
         stream.codec_context.time_base = 1 / rate
         stream.pix_fmt = "yuv420p"
         if codec == "libx264":

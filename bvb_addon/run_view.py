@@ -6,8 +6,10 @@ agent's submission when a person saves an edit, and finding a scene's source cli
 """
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .atomic import copy_atomic, write_json_atomic
 from .records import AgentMeta
@@ -74,7 +76,7 @@ def scene_to_open(run_dir: str | Path, wanted: str = "") -> SceneToOpen:
     )
 
 
-def list_steps(run_dir, scene_id):
+def list_steps(run_dir: str | Path, scene_id: str) -> list[StepFile]:
     """The scene's executed programs in order, each with its snapshot when the step left one."""
     return [
         StepFile(number, program, blend, headline(program))
@@ -82,7 +84,7 @@ def list_steps(run_dir, scene_id):
     ]
 
 
-def headline(program_path):
+def headline(program_path: str | Path) -> str:
     """The line that says most about a program: its first comment, else its first line past the imports."""
     lines = [line.strip() for line in Path(program_path).read_text(errors="replace").splitlines() if line.strip()]
     for line in lines:
@@ -94,7 +96,7 @@ def headline(program_path):
     return lines[0][:80] if lines else ""
 
 
-def readable_trajectory(data):
+def readable_trajectory(data: Any) -> Any:
     """The trajectory without its images' base64 data (a placeholder with the size instead), for reading."""
 
     def strip(value):
@@ -110,13 +112,13 @@ def readable_trajectory(data):
     return strip(data)
 
 
-def previous_snapshot(steps, number):
+def previous_snapshot(steps: list[StepFile], number: int) -> Path | None:
     """The latest snapshot strictly before step ``number`` (None: compare with an empty scene)."""
     earlier = [step for step in steps if step.number < number and step.blend is not None]
     return earlier[-1].blend if earlier else None
 
 
-def keep_agent_version(run_dir, scene_id):
+def keep_agent_version(run_dir: str | Path, scene_id: str) -> Path | None:
     """Copy the agent's submission to its sibling backup once; later saves never overwrite it."""
     rd = RunDir(run_dir)
     submission, backup = rd.blend(scene_id), rd.backup(scene_id)
@@ -126,7 +128,7 @@ def keep_agent_version(run_dir, scene_id):
     return backup if backup.exists() else None
 
 
-def record_human_edit(run_dir, scene_id, backup, note=""):
+def record_human_edit(run_dir: str | Path, scene_id: str, backup: Path | None, note: str = "") -> dict:
     """Mark agent_meta/<scene>.json as edited by a person, appending this save to its history."""
     rd = RunDir(run_dir)
     meta = rd.read_meta(scene_id)
@@ -142,7 +144,7 @@ def record_human_edit(run_dir, scene_id, backup, note=""):
     return meta
 
 
-def find_clip(scene_id, roots):
+def find_clip(scene_id: str, roots: Iterable[str | Path | None]) -> Path | None:
     """The source clip of a scene: ``<root>/<dataset>/<scene>.mp4`` or ``<root>/<scene>.mp4`` under any root."""
     for root in roots:
         if not root:
@@ -156,7 +158,7 @@ def find_clip(scene_id, roots):
     return None
 
 
-def render_line(row, path, exists):
+def render_line(row: dict, path: str | Path, exists: bool) -> str:
     """The Render status line for a render stage row of one scene and its mp4 (path, whether it exists)."""
     if row.get("status") != "ok":
         return f"Render {row.get('status', 'failed')}: {row.get('reason') or 'see render_status.jsonl'}"
@@ -168,7 +170,7 @@ def render_line(row, path, exists):
     )
 
 
-def saved_render_line(run_dir, scene_id):
+def saved_render_line(run_dir: str | Path, scene_id: str) -> str:
     """The Render status line of a scene as its run folder has it (the last render row), "" if never rendered."""
     rd = RunDir(run_dir)
     rows = [row for row in rd.render_rows() if isinstance(row, dict) and row.get("scene") == scene_id]

@@ -35,7 +35,7 @@ class JudgeOptions:
     probe_wait: float = 60.0  # seconds the endpoint probe may retry a refused or silent endpoint (0: no probe)
     budget: object = None  # a campaign's budget holder (bvb_addon.agent.budget): calls reserve from it
 
-    def check(self):
+    def check(self) -> "JudgeOptions":
         if self.kind not in ("vlm", "geometry"):
             raise ArgumentError(f"judge {self.kind!r}: use vlm or geometry")
         if self.protocol not in PROTOCOLS:
