@@ -82,3 +82,13 @@ def test_open_run_scene_reads_the_typed_record(tmp_path):
     (run / "agent_meta" / "s.json").write_text(json.dumps({"scene": "s", "status": "submitted"}))
     with pytest.raises(BadFileError, match="has no 'dataset'"):
         scene_to_open(run, "s")
+
+
+def test_the_contract_lists_the_record_s_keys():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "contracts.md").read_text()
+    block = text.split("`agent_meta/<scene>.json` (the record", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    top = re.sub(r"\{[^{}]*\}", "{}", block.strip()[1:-1])  # the tokens object's own keys are not the record's
+    assert set(re.findall(r'"(\w+)":', top)) == {*AgentMeta.__dataclass_fields__} - {"extra"}
