@@ -15,7 +15,8 @@ from bvb_addon.errors import BadFileError, MissingFileError
 from bvb_addon.run_dir import RunDir
 
 from .judge import Answer
-from .protocol import GEOMETRY_PROTOCOL, normalise, option_letter, option_text
+from .protocol import GEOMETRY_PROTOCOL
+from .protocols.dual_vqa_v1 import normalise, option_letter, option_text
 from .scene_geometry import SceneGeometry, box_distance, category_of, from_gt, from_scene_graph
 
 log = logging.getLogger(__name__)
