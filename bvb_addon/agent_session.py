@@ -15,7 +15,7 @@ from pathlib import Path
 from . import scratch
 from .agent import setup
 from .agent.driver import drive_scene
-from .atomic import write_json_atomic
+from .records import write_run_config
 from .run_dir import RunDir
 from .sandbox import platforms
 
@@ -86,7 +86,7 @@ class AgentSession:
             split=self._split,
             allow_weak_sandbox=self._allow_weak_sandbox,
         )
-        write_json_atomic(self.run_dir.config, config)
+        write_run_config(self.run_dir.config, config)
 
     def _on_save(self, state):
         steps = state.get("steps") or []

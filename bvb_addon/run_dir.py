@@ -348,8 +348,23 @@ class RunDir:
     # readers
 
     def read_config(self):
-        """config.json ({} when missing; RunDirError naming the file when it is not JSON)."""
-        return _read_object(self.config)
+        """config.json as written ({} when missing); RunDirError naming the file when it does not parse or a
+        field is of the wrong kind (``run_config()`` gives the typed record)."""
+        data = _read_object(self.config)
+        if data:
+            self.run_config(data)
+        return data
+
+    def run_config(self, data=None):
+        """config.json as its typed record (``records.RunConfig``); an empty one when the file is missing."""
+        from .records import RunConfig
+
+        if data is None:
+            data = _read_object(self.config)
+        try:
+            return RunConfig.from_dict(data, self.config)
+        except BadFileError as exc:
+            raise RunDirError(str(exc)) from None
 
     def videos_root(self, config=None):
         """The source-video root config.json names (``config``: an already read config.json)."""

@@ -92,3 +92,34 @@ def test_the_contract_lists_the_record_s_keys():
     block = text.split("`agent_meta/<scene>.json` (the record", 1)[1].split("```json", 1)[1].split("```", 1)[0]
     top = re.sub(r"\{[^{}]*\}", "{}", block.strip()[1:-1])  # the tokens object's own keys are not the record's
     assert set(re.findall(r'"(\w+)":', top)) == {*AgentMeta.__dataclass_fields__} - {"extra"}
+
+
+def test_run_config_is_one_record_its_builder_fills_and_its_contract_lists():
+    import re
+    from pathlib import Path
+
+    from bvb_addon.agent.setup import run_config
+    from bvb_addon.pricing import ZERO
+    from bvb_addon.records import RunConfig
+
+    fields = {*RunConfig.__dataclass_fields__} - {"extra"}
+    built = run_config(AgentConfig(agent="empty-room"), ZERO, videos="/v", started_from="headless")
+    assert set(built) == fields - {"format"}, "a key config.json gains is a field of RunConfig first"
+    text = (Path(__file__).resolve().parent.parent / "docs" / "contracts.md").read_text()
+    paragraph = text.split("`config.json`, one schema whoever starts the run", 1)[1].split("\n\n", 1)[0]
+    assert fields <= set(re.findall(r"`(\w+)`", paragraph)), fields - set(re.findall(r"`(\w+)`", paragraph))
+
+
+def test_run_config_keeps_what_it_does_not_know_and_names_a_bad_file(tmp_path):
+    from bvb_addon.records import RunConfig, read_run_config, write_run_config
+    from bvb_addon.run_dir import RunDir, RunDirError
+
+    path = tmp_path / "config.json"
+    written = write_run_config(path, {"agent": "model", "model": "gpt-4o", "name": "my run"})
+    assert written["name"] == "my run" and written["format"] == 1 and written["split"] is None
+    assert read_run_config(path) == RunConfig(agent="model", model="gpt-4o", extra={"name": "my run"})
+    path.write_text(json.dumps({"videos": 7}))
+    with pytest.raises(BadFileError, match=f"run config {path}: 'videos' is int"):
+        read_run_config(path)
+    with pytest.raises(RunDirError, match="'videos' is int"):
+        RunDir(tmp_path).read_config()

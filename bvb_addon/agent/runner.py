@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import backend, scratch
-from ..atomic import write_json_atomic
 from ..errors import BVBError
 from ..money import money
-from ..records import read_agent_meta
-from ..run_dir import RunDir, read_json
+from ..records import read_agent_meta, read_run_config, write_run_config
+from ..run_dir import RunDir
 from .budget import Budget, recorded_spend
 from .driver import drive_scene, task_for_clip, unstarted
 from .model import ModelError
@@ -195,7 +194,7 @@ class Runner:
     def _write_config(self, scene_count):
         o, c = self.options, self.config
         rd = self.run_dir
-        previous = read_json(rd.config, "run config", "fix or delete it") if rd.config.is_file() else None
+        previous = read_run_config(rd.config).as_dict() if rd.config.is_file() else None
         if previous and not o.resume:
             raise RunError(
                 f"--output {o.output} already holds a run; pass --resume to continue it or pick a new folder"
@@ -219,7 +218,7 @@ class Runner:
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
         )
-        write_json_atomic(rd.config, config)
+        write_run_config(rd.config, config)
 
     def _record(self, scene, meta, progress):
         """One scene ended: its cost into the run's total, the progress line and config.json's summary."""
@@ -236,7 +235,7 @@ class Runner:
         counts = {}
         for meta in self.results.values():
             counts[meta["status"]] = counts.get(meta["status"], 0) + 1
-        config = read_json(self.run_dir.config)
+        config = read_run_config(self.run_dir.config).as_dict()
         config["summary"] = {
             "scenes": len(self.results),
             "statuses": dict(sorted(counts.items())),
@@ -252,7 +251,7 @@ class Runner:
                 "unstarted": len(self.unstarted),
             }
         try:
-            write_json_atomic(self.run_dir.config, config)
+            write_run_config(self.run_dir.config, config)
         except OSError as exc:
             # A full disk must not stop the batch: agent_meta is each scene's record, and the
             # exit code and the last line report the scenes that hit the fault.

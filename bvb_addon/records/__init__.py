@@ -7,5 +7,15 @@ stdlib only: the add-on reads these inside Blender.
 """
 
 from .agent_meta import AGENT_META_FORMAT, AgentMeta, read_agent_meta, write_agent_meta
+from .run_config import RUN_CONFIG_FORMAT, RunConfig, read_run_config, write_run_config
 
-__all__ = ["AGENT_META_FORMAT", "AgentMeta", "read_agent_meta", "write_agent_meta"]
+__all__ = [
+    "AGENT_META_FORMAT",
+    "RUN_CONFIG_FORMAT",
+    "AgentMeta",
+    "RunConfig",
+    "read_agent_meta",
+    "read_run_config",
+    "write_agent_meta",
+    "write_run_config",
+]
