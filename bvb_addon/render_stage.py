@@ -21,6 +21,7 @@ from pathlib import Path
 from . import scratch
 from .atomic import write_json_atomic, write_text_atomic
 from .errors import BVBError
+from .records import render_status_text
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
@@ -398,15 +399,7 @@ class RenderStage:
     # ---- render_status.jsonl -------------------------------------------------------------
 
     def _read_rows(self):
-        rows = {}
-        if self.status_path.is_file():
-            for line in self.status_path.read_text().splitlines():
-                try:
-                    row = json.loads(line)
-                    rows[row["scene"]] = row
-                except (ValueError, KeyError, TypeError):
-                    continue
-        return rows
+        return {row["scene"]: row for row in self.rd.render_rows()}
 
     def _write_row(self, row):
         with self._lock:
@@ -415,8 +408,7 @@ class RenderStage:
                             row["scene"], row["status"], row["reason"])  # fmt: skip
                 return
             self._rows[row["scene"]] = row
-            text = "".join(json.dumps(self._rows[s]) + "\n" for s in sorted(self._rows))
-            write_text_atomic(self.status_path, text)
+            write_text_atomic(self.status_path, render_status_text(self._rows))
 
 
 def keeps_previous(previous, row, mp4):

@@ -383,8 +383,11 @@ class RunDir:
         return meta if isinstance(meta, dict) else {}
 
     def render_rows(self):
-        """The render stage's status rows (render_status.jsonl), torn lines skipped."""
-        return read_jsonl(self.render_status)
+        """The render stage's status rows (render_status.jsonl, ``records.RenderRow``), torn lines skipped."""
+        from .records import read_render_rows
+
+        return read_render_rows(self.render_status)
+
 
 
 def is_run(path):
