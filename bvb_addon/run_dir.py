@@ -31,7 +31,8 @@ import logging
 import re
 from pathlib import Path
 
-from .errors import BadFileError, BVBError, MissingFileError
+from .errors import BadFileError, BVBError
+from .jsonfile import read_json, read_json_or_none, read_jsonl  # noqa: F401  (the readers, beside the run's paths)
 
 log = logging.getLogger(__name__)
 
@@ -77,51 +78,6 @@ NAMES = (
 
 class RunDirError(BVBError, ValueError):
     """A run directory or scene that cannot be opened; the message names the fix."""
-
-
-def read_jsonl(path):
-    """Rows of a JSON-lines file; a missing file is empty and a torn line (a killed writer) is skipped."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows = []
-    # Bytes that are not UTF-8 become U+FFFD, so such a line is skipped like any other that is not JSON.
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except (json.JSONDecodeError, RecursionError):
-                log.warning("%s line %d is not JSON (an interrupted write?); skipped", path, number)
-    return rows
-
-
-def read_json(path, what="file", fix="fix or delete it"):
-    """A JSON file's content: the one JSON reader. A missing or unparsable file is a one-line user error
-    naming it (``what`` says what the file is, ``fix`` what to do)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MissingFileError(f"{what} {path} does not exist; {fix}") from None
-    except UnicodeDecodeError:
-        raise BadFileError(f"{what} {path} is not UTF-8 text; {fix}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadFileError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno}); {fix}") from None
-    except RecursionError:
-        raise BadFileError(f"{what} {path} is nested too deeply to be a harness file; {fix}") from None
-
-
-def read_json_or_none(path):
-    """A JSON file's content, or None when it is missing or unreadable (pages that show what there is)."""
-    try:
-        return read_json(path)
-    except (BadFileError, OSError):
-        return None
 
 
 def _read_object(path):

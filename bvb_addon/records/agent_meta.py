@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..atomic import write_json_atomic
 from ..errors import BadFileError
+from ..jsonfile import read_json
 from .fields import from_json, to_json
 
 AGENT_META_FORMAT = 1
@@ -66,8 +67,6 @@ class AgentMeta:
 
 def read_agent_meta(path: str | Path) -> AgentMeta:
     """The one reader: an AgentMeta, or a BadFileError / MissingFileError naming the file."""
-    from ..run_dir import read_json
-
     return AgentMeta.from_dict(read_json(path, WHAT, "delete it to run the scene again"), path)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BadFileError
+from ..jsonfile import read_jsonl
 from .fields import from_json, to_json
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,6 @@ class RenderRow:
 
 def read_render_rows(path: str | Path) -> list[dict]:
     """The one reader: the file's rows as written (each checked against RenderRow), bad lines skipped."""
-    from ..run_dir import read_jsonl
-
     rows = []
     for number, row in enumerate(read_jsonl(path), 1):
         try:

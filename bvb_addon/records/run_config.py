@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..atomic import write_json_atomic
 from ..errors import BadFileError
+from ..jsonfile import read_json
 from .fields import from_json, to_json
 
 RUN_CONFIG_FORMAT = 1
@@ -66,8 +67,6 @@ class RunConfig:
 
 def read_run_config(path: str | Path) -> RunConfig:
     """The one reader: a RunConfig, or a BadFileError / MissingFileError naming the file."""
-    from ..run_dir import read_json
-
     return RunConfig.from_dict(read_json(path, WHAT, "fix or delete it"), path)
 
 
