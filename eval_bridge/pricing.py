@@ -16,7 +16,7 @@ class Pricing:
 
     def __init__(
         self,
-        model: str | None,
+        model: str,
         price_in: float | None = None,
         price_out: float | None = None,
         base_url: str | None = None,

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Modules whose every public function is annotated (tests/annotation_count.py --modules); a module
 # joins when it is done, and stays done.
 FULLY_ANNOTATED = """
-bvb_addon/agent/actions.py bvb_addon/agent/driver.py bvb_addon/agent/program.py bvb_addon/agent/prompts.py
+bvb_addon/agent/actions.py bvb_addon/agent/driver.py bvb_addon/bridge_client.py bvb_addon/pricing.py bvb_addon/agent/program.py bvb_addon/agent/prompts.py
 bvb_addon/blend_header.py bvb_addon/defaults.py bvb_addon/errors.py bvb_addon/jsonfile.py bvb_addon/jobs.py bvb_addon/mp4.py
 bvb_addon/open_scenes.py bvb_addon/path_args.py bvb_addon/records/agent_meta.py bvb_addon/records/fields.py
 bvb_addon/run_view.py bvb_addon/sandbox/gate.py bvb_addon/sandbox/platforms.py bvb_addon/sandbox/protocol.py
