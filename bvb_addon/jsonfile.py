@@ -56,3 +56,9 @@ def read_json_or_none(path: str | Path) -> Any:
         return read_json(path)
     except (BadFileError, OSError):
         return None
+
+
+def read_object_or_none(path: str | Path) -> dict | None:
+    """A JSON object, or None when the file is missing, unreadable or holds something else."""
+    value = read_json_or_none(path)
+    return value if isinstance(value, dict) else None

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bvb_addon import versions, video
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
+from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, read_jsonl, runs_in, videos_of
 from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 
@@ -82,11 +83,7 @@ def _read_json(path, root=None):
     path = Path(path)
     if root is not None and not inside(root, path):
         return None
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
+    return read_object_or_none(path)
 
 
 def _rows(root, path):

@@ -43,6 +43,7 @@ from starlette.routing import Route
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
 from bvb_addon.errors import USER_ERRORS, ArgumentError, BadFileError, BVBError, MissingFileError
+from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
@@ -474,11 +475,7 @@ class Service:
 
 
 def _run_config(run):
-    try:
-        config = json.loads(RunDir(run).config.read_text())
-        return config if isinstance(config, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return read_object_or_none(RunDir(run).config) or {}
 
 
 # ---- HTTP ------------------------------------------------------------------------------------
