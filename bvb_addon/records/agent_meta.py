@@ -4,15 +4,10 @@ whose loop never started); read by --resume, the report, the scorers and the add
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import write_json_atomic
-from ..errors import BadFileError
-from ..jsonfile import read_json
-from .fields import from_json, to_json
+from .fields import Record, read_record, write_record
 
 AGENT_META_FORMAT = 1
 """The agent_meta format; files written before it had a version read as version 1."""
-WHAT = "scene record"
-"""How messages name an agent_meta file (its path says the rest)."""
 
 
 def _no_tokens() -> dict:
@@ -20,7 +15,7 @@ def _no_tokens() -> dict:
 
 
 @dataclass
-class AgentMeta:
+class AgentMeta(Record):
     """One scene's end state and its counts (docs/contracts.md, agent_meta)."""
 
     scene: str
@@ -51,27 +46,16 @@ class AgentMeta:
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
-    def as_dict(self) -> dict:
-        return to_json(self)
-
-    @classmethod
-    def from_dict(cls, data: object, path: str | Path = "") -> "AgentMeta":
-        meta = from_json(cls, data, path, WHAT)
-        if meta.format > AGENT_META_FORMAT:
-            raise BadFileError(
-                f"{WHAT} {path} is format {meta.format}, newer than this harness's {AGENT_META_FORMAT}; "
-                "update the harness"
-            )
-        return meta
+    FORMAT = AGENT_META_FORMAT
+    WHAT = "scene record"
+    FIX = "delete it to run the scene again"
 
 
 def read_agent_meta(path: str | Path) -> AgentMeta:
     """The one reader: an AgentMeta, or a BadFileError / MissingFileError naming the file."""
-    return AgentMeta.from_dict(read_json(path, WHAT, "delete it to run the scene again"), path)
+    return read_record(AgentMeta, path)
 
 
 def write_agent_meta(path: str | Path, meta: AgentMeta) -> dict:
     """The one writer (atomic); returns the dict written."""
-    data = meta.as_dict()
-    write_json_atomic(path, data)
-    return data
+    return write_record(path, meta)

@@ -1,12 +1,15 @@
-"""From a JSON object to a dataclass and back: known fields checked by kind, unknown keys kept (bpy-free)."""
+"""The records' base: from a JSON object to a dataclass and back (known fields checked by kind, unknown keys
+kept), a format version, and the one read and write of a record's file (bpy-free)."""
 
 import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+from ..atomic import write_json_atomic
 from ..errors import BadFileError
+from ..jsonfile import read_json
 
 T = TypeVar("T")
 
@@ -62,3 +65,41 @@ def to_json(record: Any) -> dict:
     """The record as its JSON object: the fields in order, then the keys it kept."""
     out = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "extra"}
     return {**out, **record.extra}
+
+
+R = TypeVar("R", bound="Record")
+
+
+class Record:
+    """A record's behaviour; subclasses are dataclasses whose last fields are ``format`` and ``extra``."""
+
+    FORMAT: ClassVar[int] = 1
+    """The newest format this harness writes and reads; a file without ``format`` is format 1."""
+    WHAT: ClassVar[str] = "file"
+    """How messages name the record's file (its path says the rest)."""
+    FIX: ClassVar[str] = "fix or delete it"
+
+    def as_dict(self) -> dict:
+        return to_json(self)
+
+    @classmethod
+    def from_dict(cls: type[R], data: object, path: str | Path = "") -> R:
+        record = from_json(cls, data, path, cls.WHAT)
+        version = getattr(record, "format", cls.FORMAT)
+        if version > cls.FORMAT:
+            raise BadFileError(
+                f"{cls.WHAT} {path} is format {version}, newer than this harness's {cls.FORMAT}; update the harness"
+            )
+        return record
+
+
+def read_record(cls: type[R], path: str | Path) -> R:
+    """The record in a JSON file, or a BadFileError / MissingFileError naming the file."""
+    return cls.from_dict(read_json(path, cls.WHAT, cls.FIX), path)
+
+
+def write_record(path: str | Path, record: Record) -> dict:
+    """Write the record atomically; returns the dict written."""
+    data = record.as_dict()
+    write_json_atomic(path, data)
+    return data

@@ -12,16 +12,15 @@ from pathlib import Path
 
 from ..errors import BadFileError
 from ..jsonfile import read_jsonl
-from .fields import from_json, to_json
+from .fields import Record
 
 log = logging.getLogger(__name__)
 
 RENDER_ROW_FORMAT = 1
-WHAT = "render row"
 
 
 @dataclass
-class RenderRow:
+class RenderRow(Record):
     """One scene's render: ok, or the status and reason that stopped it."""
 
     scene: str
@@ -38,12 +37,8 @@ class RenderRow:
     extra: dict = field(default_factory=dict)
     """size, aspect_note, warning, node: what some rows carry."""
 
-    def as_dict(self) -> dict:
-        return to_json(self)
-
-    @classmethod
-    def from_dict(cls, data: object, where: str | Path = "") -> "RenderRow":
-        return from_json(cls, data, where, WHAT)
+    FORMAT = RENDER_ROW_FORMAT
+    WHAT = "render row"
 
 
 def read_render_rows(path: str | Path) -> list[dict]:

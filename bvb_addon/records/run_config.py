@@ -8,18 +8,14 @@ must be of its kind. Keys this harness does not know are kept.
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import write_json_atomic
-from ..errors import BadFileError
-from ..jsonfile import read_json
-from .fields import from_json, to_json
+from .fields import Record, read_record, write_record
 
 RUN_CONFIG_FORMAT = 1
 """The config.json format; files written before it had a version read as version 1."""
-WHAT = "run config"
 
 
 @dataclass
-class RunConfig:
+class RunConfig(Record):
     """config.json (docs/contracts.md, Files)."""
 
     harness_version: str | None = None
@@ -51,28 +47,15 @@ class RunConfig:
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
-    def as_dict(self) -> dict:
-        return to_json(self)
-
-    @classmethod
-    def from_dict(cls, data: object, path: str | Path = "") -> "RunConfig":
-        config = from_json(cls, data, path, WHAT)
-        if config.format > RUN_CONFIG_FORMAT:
-            raise BadFileError(
-                f"{WHAT} {path} is format {config.format}, newer than this harness's {RUN_CONFIG_FORMAT}; "
-                "update the harness"
-            )
-        return config
+    FORMAT = RUN_CONFIG_FORMAT
+    WHAT = "run config"
 
 
 def read_run_config(path: str | Path) -> RunConfig:
     """The one reader: a RunConfig, or a BadFileError / MissingFileError naming the file."""
-    return RunConfig.from_dict(read_json(path, WHAT, "fix or delete it"), path)
+    return read_record(RunConfig, path)
 
 
 def write_run_config(path: str | Path, config: RunConfig | dict) -> dict:
     """The one writer (atomic): checks a dict against the record first; returns the dict written."""
-    record = config if isinstance(config, RunConfig) else RunConfig.from_dict(config, path)
-    data = record.as_dict()
-    write_json_atomic(path, data)
-    return data
+    return write_record(path, config if isinstance(config, RunConfig) else RunConfig.from_dict(config, path))
