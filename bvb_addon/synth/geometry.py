@@ -2,13 +2,19 @@
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Point = Sequence[float]
 """An (x, y) on the floor plan."""
 Polygon = Sequence[Point]
 
 
-def footprint(center: Sequence[float], size: Sequence[float], yaw: float) -> list[tuple[float, float]]:
+def footprint(
+    center: "Sequence[float] | np.ndarray", size: "Sequence[float] | np.ndarray", yaw: float
+) -> list[tuple[float, float]]:
     """The four floor corners (counter-clockwise) of a (width, depth) rectangle turned by yaw."""
     c, s = math.cos(yaw), math.sin(yaw)
     hx, hy = size[0] / 2, size[1] / 2
