@@ -6,7 +6,6 @@ completeness 1 / 0.5 / 0 and a violation count per rubric rule. bpy-free.
 """
 
 import copy
-import random
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -207,7 +206,7 @@ class Family:
     rubric: list[dict] = []  # [{"id", "rule"}]: the rules check counts violations of
     completeness: list[str] = []  # criteria, complete first
 
-    def plan(self, level: int, rng: random.Random, task_id: str) -> TaskPlan:
+    def plan(self, level: int, rng: np.random.Generator, task_id: str) -> TaskPlan:
         """The task at a level on the table, solved by the oracle."""
         objects, constraint, params = self.layout(level, rng)
         plan = TaskPlan(
@@ -216,7 +215,7 @@ class Family:
         )  # fmt: skip
         return self.solve(plan)
 
-    def layout(self, level: int, rng: random.Random) -> tuple[list[ObjectSpec], str, dict]:
+    def layout(self, level: int, rng: np.random.Generator) -> tuple[list[ObjectSpec], str, dict]:
         """(objects on the table, constraint text, params) of the start scene at a level."""
         raise NotImplementedError
 
