@@ -76,7 +76,7 @@ class SandboxConfig:
     extra_ro_binds: list[str] = field(default_factory=list)
     """More host paths the worker may read (bubblewrap only)."""
 
-    def tree_memory(self):
+    def tree_memory(self) -> int | None:
         """The worker tree's memory.max in bytes (0: no memory cgroup)."""
         return self.memory_bytes if self.tree_memory_bytes is None else int(self.tree_memory_bytes)
 
