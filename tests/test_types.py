@@ -17,9 +17,9 @@ FULLY_ANNOTATED = """
 bvb_addon/agent/actions.py bvb_addon/agent/driver.py bvb_addon/agent/program.py bvb_addon/agent/prompts.py
 bvb_addon/blend_header.py bvb_addon/bridge_client.py bvb_addon/dataset.py bvb_addon/defaults.py
 bvb_addon/errors.py bvb_addon/jobs.py bvb_addon/jsonfile.py bvb_addon/mp4.py bvb_addon/open_scenes.py
-bvb_addon/path_args.py bvb_addon/pricing.py bvb_addon/records/agent_meta.py bvb_addon/records/fields.py
-bvb_addon/records/render_row.py bvb_addon/records/run_config.py bvb_addon/run_view.py
-bvb_addon/sandbox/config.py bvb_addon/sandbox/gate.py bvb_addon/sandbox/platforms.py
+bvb_addon/outcomes.py bvb_addon/path_args.py bvb_addon/pricing.py bvb_addon/records/agent_meta.py
+bvb_addon/records/fields.py bvb_addon/records/render_row.py bvb_addon/records/run_config.py
+bvb_addon/run_view.py bvb_addon/sandbox/config.py bvb_addon/sandbox/gate.py bvb_addon/sandbox/platforms.py
 bvb_addon/sandbox/protocol.py bvb_addon/sandbox/replies.py bvb_addon/sandbox/seccomp_filter.py
 bvb_addon/scene_diff.py bvb_addon/scratch.py bvb_addon/staging.py bvb_addon/synth/geometry.py
 bvb_addon/synth/oracle.py bvb_addon/synth/plan.py bvb_addon/synth/questions.py
@@ -28,7 +28,8 @@ bvb_addon/vgi/families/hanoi.py bvb_addon/vgi/families/light_sequence.py bvb_add
 bvb_addon/vgi/families/push_to_target.py bvb_addon/vgi/families/shell_game.py
 bvb_addon/vgi/families/sort_by_color.py bvb_addon/vgi/families/stack_by_size.py bvb_addon/vgi/program.py
 bvb_addon/vgi/timeline.py eval_bridge/files.py eval_bridge/html_page.py eval_bridge/judge_options.py
-eval_bridge/noise.py eval_bridge/pricing.py eval_bridge/protocols/__init__.py eval_bridge/runlock.py
+eval_bridge/noise.py eval_bridge/pricing.py eval_bridge/protocols/__init__.py
+eval_bridge/protocols/dual_vqa_v1.py eval_bridge/protocols/vsi_official.py eval_bridge/runlock.py
 eval_bridge/scene_geometry.py eval_bridge/steps_analysis.py headless/build_extension.py
 """.split()
 

@@ -7,7 +7,7 @@ standalone letter of a short answer, else by the option's text.
 import difflib
 import re
 
-from bvb_addon.dataset import NUMERIC_TYPES
+from bvb_addon.dataset import NUMERIC_TYPES, Question
 
 NAME = "dual_vqa_v1"
 VLM = True
@@ -32,7 +32,7 @@ _PUNCT = re.compile(r"[^\w\s]")
 _EPS = 1e-9
 
 
-def parse_number(text):
+def parse_number(text: object) -> float | None:
     """The first number in a text (thousands commas removed, sign kept), or None."""
     if text is None:
         return None
@@ -45,7 +45,7 @@ def parse_number(text):
         return None
 
 
-def first_letter(answer):
+def first_letter(answer: str | None) -> str | None:
     """The first standalone letter A-D of a short answer (upper case), or None."""
     answer = (answer or "").strip()
     if len(answer) >= LETTER_MAX_LENGTH:
@@ -54,7 +54,7 @@ def first_letter(answer):
     return match.group(1).upper() if match else None
 
 
-def normalise(text):
+def normalise(text: str | None) -> str:
     """Lowercase, a leading option letter stripped, punctuation deleted (not spaced), spaces collapsed."""
     text = (text or "").strip().lower()
     text = _LEADING_OPTION.sub("", text, count=1)
@@ -62,18 +62,18 @@ def normalise(text):
     return " ".join(text.split())
 
 
-def option_letter(option):
+def option_letter(option: str | None) -> str | None:
     """'A. table' -> 'A'."""
     match = _OPTION_PREFIX.match(option or "")
     return match.group(1).upper() if match else None
 
 
-def option_text(option):
+def option_text(option: str | None) -> str:
     """'A. table' -> 'table'."""
     return _OPTION_PREFIX.sub("", option or "", count=1).strip()
 
 
-def correct_option_text(options, ground_truth):
+def correct_option_text(options: list[str] | None, ground_truth: object) -> str | None:
     """The text of the option whose letter is the ground truth, or None."""
     letter = str(ground_truth).strip().upper()
     for index, option in enumerate(options or []):
@@ -82,7 +82,7 @@ def correct_option_text(options, ground_truth):
     return None
 
 
-def numeric_correct(question_type, answer, ground_truth):
+def numeric_correct(question_type: str, answer: object, ground_truth: object) -> bool:
     """dual_vqa_v1 numbers: a count within 0.5 (strictly), others within 20% relative error (inclusive)."""
     pred = parse_number(answer)
     truth = parse_number(ground_truth)
@@ -95,7 +95,7 @@ def numeric_correct(question_type, answer, ground_truth):
     return abs(pred - truth) / abs(truth) <= REL_ERROR_MAX + _EPS
 
 
-def choice_correct(answer, options, ground_truth):
+def choice_correct(answer: str | None, options: list[str] | None, ground_truth: object) -> bool:
     """dual_vqa_v1 multiple choice: a short answer's letter, else the option text."""
     truth_letter = str(ground_truth).strip().upper()
     letter = first_letter(answer)
@@ -113,12 +113,12 @@ def choice_correct(answer, options, ground_truth):
 MAX_TOKENS = DUAL_VQA_MAX_TOKENS
 
 
-def prompt(question, kind="local") -> str:
+def prompt(question: Question, kind: str = "local") -> str:
     """The text after the frames: the question itself (``kind``, the judge's model kind, changes nothing)."""
     return question.question
 
 
-def score(question_type, answer, options, ground_truth) -> float:
+def score(question_type: str, answer: str, options: list[str] | None, ground_truth: object) -> float:
     """0 or 1."""
     if question_type in NUMERIC_TYPES:
         return float(numeric_correct(question_type, answer, ground_truth))

@@ -4,9 +4,11 @@ Its prompt, its first-token answer rule and its MRA, so a question's score is th
 value (0 or 1 for multiple choice, a multiple of 0.1 for numbers); and its aggregate.
 """
 
+from typing import Any
+
 import numpy as np
 
-from bvb_addon.dataset import NUMERIC_TYPES
+from bvb_addon.dataset import NUMERIC_TYPES, Question
 from bvb_addon.errors import ArgumentError
 
 NAME = "vsi_official"
@@ -31,12 +33,12 @@ REL_DIRECTION_TYPES = ("object_rel_direction_easy", "object_rel_direction_medium
 REL_DIRECTION_KEY = "object_rel_direction_accuracy"
 
 
-def vsi_token(answer):
+def vsi_token(answer: str | None) -> str:
     """The official answer token: the text up to the first space, trailing dots removed, then stripped."""
     return (answer or "").split(" ")[0].rstrip(".").strip()
 
 
-def vsi_number(text):
+def vsi_number(text: Any) -> float | None:
     """float() of a token as the official task reads it ("3m", "1,200" -> None), or None."""
     try:
         return float(text)
@@ -44,7 +46,7 @@ def vsi_number(text):
         return None
 
 
-def mean_relative_accuracy(pred, truth):
+def mean_relative_accuracy(pred: float | None, truth: float | None) -> float:
     """VSI-Bench's MRA: the share of thresholds theta with |pred - gt| / gt <= 1 - theta (floats, as official)."""
     if pred is None or truth is None:
         return 0.0
@@ -55,17 +57,17 @@ def mean_relative_accuracy(pred, truth):
     return float(np.mean(relative <= 1 - MRA_THRESHOLDS))
 
 
-def vsi_choice_score(answer, ground_truth):
+def vsi_choice_score(answer: str | None, ground_truth: object) -> float:
     """The official multiple-choice rule: the answer token equals the letter, case-insensitively."""
     return 1.0 if vsi_token(answer).lower() == str(ground_truth).lower() else 0.0
 
 
-def vsi_number_score(answer, ground_truth):
+def vsi_number_score(answer: str | None, ground_truth: object) -> float:
     """The official numeric rule: MRA of float(answer token) against float(ground truth)."""
     return mean_relative_accuracy(vsi_number(vsi_token(answer)), vsi_number(str(ground_truth)))
 
 
-def vsi_aggregate(rows, side):
+def vsi_aggregate(rows: list[dict], side: str) -> dict[str, float]:
     """VSI-Bench's official aggregate of one side ("source" or "render"), x100, with the official keys.
 
     Mean score per question type (``<type>_accuracy`` for multiple choice, ``<type>_MRA:.5:.95:.05``
@@ -74,7 +76,7 @@ def vsi_aggregate(rows, side):
     present; without it the present levels stay as their own keys. Where the official code raises
     (easy without both others), the present levels are averaged (``partial_split`` says so).
     """
-    by_type = {}
+    by_type: dict[str, list[float]] = {}
     for row in rows:
         by_type.setdefault(row["question_type"], []).append(float(row.get(f"{side}_score") or 0.0))
     output = {}
@@ -88,13 +90,13 @@ def vsi_aggregate(rows, side):
     return {key: 100.0 * value for key, value in output.items()}
 
 
-def vsi_partial_split(rows):
+def vsi_partial_split(rows: list[dict]) -> bool:
     """True where the official aggregate would raise: the easy rel_direction level without both others."""
     present = {row["question_type"] for row in rows}
     return REL_DIRECTION_TYPES[0] in present and not set(REL_DIRECTION_TYPES) <= present
 
 
-def vsi_number_post_prompt(kind):
+def vsi_number_post_prompt(kind: str) -> str:
     """The numeric post-prompt VSI-Bench's task sends a model of this kind ("local" or "api")."""
     if kind not in PROMPT_KINDS:
         raise ArgumentError(f"prompt kind {kind!r}: use local or api")
@@ -104,7 +106,7 @@ def vsi_number_post_prompt(kind):
 MAX_TOKENS = VSI_MAX_TOKENS
 
 
-def prompt(question, kind="local") -> str:
+def prompt(question: Question, kind: str = "local") -> str:
     """VSI-Bench's prompt: the pre-prompt, the question, the options, the post-prompt (``kind`` picks the
     numeric one: local models' or API models')."""
     if question.question_type in NUMERIC_TYPES:
@@ -113,7 +115,7 @@ def prompt(question, kind="local") -> str:
     return "\n".join([VSI_PRE_PROMPT, question.question, options, VSI_CHOICE_POST_PROMPT])
 
 
-def score(question_type, answer, options, ground_truth) -> float:
+def score(question_type: str, answer: str, options: list[str] | None, ground_truth: object) -> float:
     """The official per-question value."""
     if question_type in NUMERIC_TYPES:
         return vsi_number_score(answer, ground_truth)
