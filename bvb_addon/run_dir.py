@@ -345,7 +345,6 @@ class RunDir:
         return read_render_rows(self.render_status)
 
 
-
 def is_run(path):
     """Whether a folder is a run directory: the runner, the render stage or a scorer has written here."""
     rd = RunDir(path)

@@ -1,7 +1,6 @@
 """The exception bases: user errors carry their exit code, agent stops their agent_meta status; a bug is a bug."""
 
 import io
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -88,24 +87,23 @@ def _python(*args, timeout=120):
     return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
-def test_a_corrupt_agent_meta_on_resume_names_itself_and_exits_2(tmp_path):
+def test_a_corrupt_run_config_on_resume_names_itself_and_exits_2(tmp_path):
+    # (A torn agent_meta on --resume is not an error: the scene continues from its trajectory.)
     from tests.runner_support import make_suite
 
     suite = make_suite(tmp_path / "suite", frames=4)
     run = tmp_path / "run"
     (run / "blends").mkdir(parents=True)
     (run / "blends" / "synth_easy_000.blend").write_bytes(b"BLENDER")
-    (run / "agent_meta").mkdir()
-    meta = run / "agent_meta" / "synth_easy_000.json"
-    meta.write_text("{'status': 'submitted'}")
-    (run / "config.json").write_text(json.dumps({"agent": "empty-room", "model": "empty-room"}))
+    config = run / "config.json"
+    config.write_text("{'agent': 'empty-room'}")
     result = _python("-m", "headless.run", "--quiet", "--split", str(suite / "split.jsonl"), "--videos", str(suite),
                      "--output", str(run), "--agent", "empty-room", "--resume",
                      "--sandbox-min", "rlimits", "--allow-weak-sandbox")  # fmt: skip
     assert result.returncode == outcomes.USAGE_EXIT, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith(f"error: scene record {meta} is not valid JSON") and "delete it" in line, line
+    assert line.startswith(f"error: run config {config} is not valid JSON") and "fix or delete it" in line, line
 
 
 def test_a_corrupt_summary_names_itself(tmp_path):

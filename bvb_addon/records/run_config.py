@@ -26,6 +26,8 @@ class RunConfig(Record):
     agent: str | None = None
     model: str | None = None
     reasoning: str | None = None
+    reasoning_sent: str | None = None
+    """The reasoning effort the provider is sent (the level mapped per provider; null: none is sent)."""
     base_url: str | None = None
     api_key_env: str | None = None
     limits: dict | None = None
