@@ -111,7 +111,7 @@ class VLMJudge:
         timeout_s=120.0,
         max_tokens_field=JudgeOptions.max_tokens_field,
         cap=None,
-        prompt_kind="auto",
+        prompt_kind=JudgeOptions.prompt_kind,
         budget=None,
     ):
         self.model = model
