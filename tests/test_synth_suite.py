@@ -382,6 +382,7 @@ def test_oracle_through_the_sandbox_cli_matches_the_source(synth_suite, tmp_path
 def test_ground_truth_answers_every_question_of_the_real_synthetic_suite(synth_suite, tmp_path):
     run = tmp_path / "results" / "no_renders"
     run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")  # a run (dv refuses a folder that is none), with no renders
     argv = [
         "dv",
         "--run",
