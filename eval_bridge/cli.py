@@ -70,7 +70,9 @@ def _add_judge_args(p):
         "--price-out", type=float, help="judge output price, USD per million tokens (default: the price sources')"
     )
     p.add_argument("--retries", type=int, default=_J.retries, help="retries on 408/409/429/5xx and connection errors")
-    p.add_argument("--retry-base-delay", type=float, default=_J.retry_base_delay, help="first backoff in seconds (doubles)")
+    p.add_argument(
+        "--retry-base-delay", type=float, default=_J.retry_base_delay, help="first backoff in seconds (doubles)"
+    )
     p.add_argument(
         "--max-tokens-field",
         choices=("max_completion_tokens", "max_tokens"),
