@@ -349,7 +349,8 @@ class UidLease:
                 mark.close()
                 os.close(fd)
                 continue
-            self.uid, self._fd, self._mark = uid, fd, mark
+            self.uid, self._mark = uid, mark
+            self._fd: int | None = fd
             return
         raise RuntimeError(f"no free sandbox uid in {base}..{base + 9999}")
 
