@@ -410,7 +410,6 @@ class Runner:
         """One Ray task per scene; a task lost with its node is retried and resumes from the trajectory."""
         import os
 
-
         payloads = [(self.options, self.config, dataset_name, scene) for dataset_name, scene in todo]
         key_env = self.config.api_key_env
         env_vars = {key_env: os.environ[key_env]} if self.config.agent == "model" and os.environ.get(key_env) else None
