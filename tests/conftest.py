@@ -82,18 +82,21 @@ def local_ray():
         ray.shutdown()
 
 
-TIERS = ("unit", "blender", "extension")
+def _tiers(config):
+    """The tier markers: every marker pyproject.toml registers (unit, blender, extension, binary, gui)."""
+    return tuple(line.split(":", 1)[0].strip() for line in config.getini("markers"))
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test carries exactly one tier marker, so a `-m unit` (or blender, extension) run misses none."""
+    """Every test carries exactly one tier marker, so a `-m unit` (or blender, extension, ...) run misses none."""
+    tiers = _tiers(config)
     wrong = []
     for item in items:
-        tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
-        if len(tiers) != 1:
-            wrong.append(f"{item.nodeid}: {', '.join(tiers) or 'no tier'}")
+        marks = sorted({mark.name for mark in item.iter_markers() if mark.name in tiers})
+        if len(marks) != 1:
+            wrong.append(f"{item.nodeid}: {', '.join(marks) or 'no tier'}")
     if wrong:
         raise pytest.UsageError(
-            f"{len(wrong)} test(s) need exactly one tier marker ({', '.join(TIERS)}; see pyproject.toml):\n  "
+            f"{len(wrong)} test(s) need exactly one tier marker ({', '.join(tiers)}; see pyproject.toml):\n  "
             + "\n  ".join(wrong)
         )

@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _collect(tmp_path, body):
     (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    unit: plain\n    blender: bpy\n")
     (tmp_path / "test_probe.py").write_text("import pytest\n\n" + body)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
