@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 
 from .errors import BadFileError, BVBError
-from .jsonfile import read_json, read_json_or_none, read_jsonl  # noqa: F401  (the readers, beside the run's paths)
+from .jsonfile import read_json, read_json_or_none, read_jsonl, read_object_or_none  # noqa: F401  (the readers)
 
 log = logging.getLogger(__name__)
 
@@ -408,3 +408,16 @@ def require_run(path, flag="--run"):
         f"{flag} {path} is not a run directory (no {CONFIG}, {BLENDS}/, {AGENT_META}/ or {CAMERA_RENDERS}/); "
         "pass a folder written by bvb run"
     )
+
+
+def run_blenders(run_dir):
+    """The Blender versions a run was made and rendered with: {"made": [...], "rendered": [...]}, each sorted.
+
+    Read from config.json (``bpy_version``), the render rows (``blender``) and the scene graphs
+    (``blender``); runs from before versions were recorded give empty lists.
+    """
+    rd = RunDir(run_dir)
+    made = {(read_object_or_none(rd.config) or {}).get("bpy_version")}
+    rendered = {(read_object_or_none(p) or {}).get("blender") for p in sorted(rd.scene_graphs.glob("*.json"))}
+    rendered |= {row.get("blender") for row in rd.render_rows() if isinstance(row, dict)}
+    return {"made": sorted(v for v in made if v), "rendered": sorted(v for v in rendered if v)}
