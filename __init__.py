@@ -5,15 +5,8 @@ relative. Modules register in order and unregister in reverse.
 """
 
 from . import operators, panels, preferences, properties
+from .registration import module_registrar
 
 _modules = (preferences, properties, operators, panels)
 
-
-def register():
-    for module in _modules:
-        module.register()
-
-
-def unregister():
-    for module in reversed(_modules):
-        module.unregister()
+register, unregister = module_registrar(_modules)

@@ -7,6 +7,7 @@ from bpy.props import BoolProperty, FloatProperty, StringProperty
 
 from .bvb_addon import bridge_client, defaults
 from .bvb_addon.sandbox import platforms
+from .registration import register_classes, unregister_classes
 
 
 class BVBPreferences(bpy.types.AddonPreferences):
@@ -129,10 +130,8 @@ classes = (BVBPreferences,)
 
 
 def register():
-    for cls in classes:
-        bpy.utils.register_class(cls)
+    register_classes(classes)
 
 
 def unregister():
-    for cls in reversed(classes):
-        bpy.utils.unregister_class(cls)
+    unregister_classes(classes)

@@ -22,6 +22,7 @@ from bpy.props import (
 
 from .bvb_addon import defaults
 from .bvb_addon.run_dir import CAMERA_RENDERS
+from .registration import register_classes, unregister_classes
 
 
 class BVBStep(bpy.types.PropertyGroup):
@@ -184,8 +185,7 @@ classes = (BVBStep, BVBScore, BVBSceneSettings)
 
 
 def register():
-    for cls in classes:
-        bpy.utils.register_class(cls)
+    register_classes(classes)
     bpy.types.Scene.bvb = PointerProperty(type=BVBSceneSettings)
     bpy.app.timers.register(sync_reference, first_interval=SYNC_INTERVAL_S, persistent=True)
     bpy.app.handlers.frame_change_post.append(refit_reference)
@@ -198,5 +198,4 @@ def unregister():
     if bpy.app.timers.is_registered(sync_reference):
         bpy.app.timers.unregister(sync_reference)
     del bpy.types.Scene.bvb
-    for cls in reversed(classes):
-        bpy.utils.unregister_class(cls)
+    unregister_classes(classes)

@@ -29,8 +29,8 @@ from bvb_addon.agent.config import AgentConfig  # noqa: E402
 from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_bytes  # noqa: E402
 from bvb_addon.agent.loop import AgentLoop, SceneTask  # noqa: E402
 from bvb_addon.agent.model import ModelClient  # noqa: E402
-from bvb_addon.agent.pricing import Price  # noqa: E402
 from bvb_addon.atomic import write_text_atomic  # noqa: E402
+from bvb_addon.pricing import Price  # noqa: E402
 from bvb_addon.run_dir import RunDir  # noqa: E402
 from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.runner_support import turn_of  # noqa: E402

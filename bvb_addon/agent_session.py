@@ -12,9 +12,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import scratch
 from .agent import setup
-from .agent.loop import AgentLoop, SceneTask
-from .atomic import write_json_atomic
+from .agent.driver import drive_scene
+from .records import write_run_config
 from .run_dir import RunDir
 from .sandbox import platforms
 
@@ -31,24 +32,6 @@ class Progress:
     last_action: str
     status: str
     snapshot: str | None
-
-
-def task_for_clip(clip_path, scene_id=None, dataset=None):
-    """A SceneTask from a clip file (probed with PyAV): scene id and dataset default to its name and folder."""
-    from . import video
-
-    clip_path = Path(clip_path)
-    info = video.probe(clip_path)
-    return SceneTask(
-        scene=scene_id or clip_path.stem,
-        dataset=dataset or clip_path.parent.name,
-        video=str(clip_path),
-        fps=info.fps,
-        frame_count=info.frame_count,
-        duration=info.duration,
-        width=info.width,
-        height=info.height,
-    )
 
 
 class AgentSession:
@@ -83,6 +66,8 @@ class AgentSession:
 
     def prepare(self):
         """Build the model client and write config.json here, so a bad price or key fails before any thread."""
+        # A crashed Blender leaves its scratch folder behind: remove those whose owner is gone.
+        scratch.clean_stale()
         self._price = setup.get_price(self.config)
         if self._model is None:
             self._model = setup.get_model(self.config, self._price, self.task, self._videos, self._api_key)
@@ -101,7 +86,7 @@ class AgentSession:
             split=self._split,
             allow_weak_sandbox=self._allow_weak_sandbox,
         )
-        write_json_atomic(self.run_dir.config, config)
+        write_run_config(self.run_dir.config, config)
 
     def _on_save(self, state):
         steps = state.get("steps") or []
@@ -122,29 +107,14 @@ class AgentSession:
 
         ``stop_event`` stops the loop before its next model call (the current step finishes and is saved).
         """
-        import shutil
-        import tempfile
-
         self._post = post
-        workdir = Path(tempfile.mkdtemp(prefix=f"bvb-addon-{self.task.scene}-"))
-        env = None
-        try:
-            env = self._environment_factory(self.task, workdir, self.config)
-            loop = AgentLoop(
-                self.config,
-                self._model,
-                env,
-                self.task,
-                self.run_dir,
-                stop_event=stop_event or threading.Event(),
-                blender_version=self._blender_version,
-                on_save=self._on_save,
-            )
-            return loop.run()
-        finally:
-            if env is not None:
-                try:
-                    env.close()
-                except Exception:
-                    log.exception("closing the sandbox of %s failed", self.task.scene)
-            shutil.rmtree(workdir, ignore_errors=True)
+        return drive_scene(
+            self.config,
+            self._model,
+            self.task,
+            self.run_dir,
+            lambda task, workdir: self._environment_factory(task, workdir, self.config),
+            stop_event=stop_event or threading.Event(),
+            blender_version=self._blender_version,
+            on_save=self._on_save,
+        )

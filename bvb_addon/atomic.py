@@ -17,26 +17,6 @@ def _read_umask():
 _UMASK = _read_umask()
 
 
-def write_bytes_atomic(path, data, mode=None):
-    """Write data to path atomically; mode (e.g. 0o600 for a secret) replaces the umask's permissions."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes 0600 files; results are ordinary files, readable as the umask allows.
-        os.fchmod(fd, file_mode() if mode is None else mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
 def _umask():
     return _UMASK
 
@@ -51,20 +31,30 @@ def file_mode():
 
 
 @contextmanager
-def replacing(path, suffix=".tmp"):
-    """A temp file beside ``path`` for writers that need a file name (PyAV, Blender); renamed onto
-    ``path`` when the block ends, removed when it raises. Its mode is the umask's, not mkstemp's 0600."""
+def replacing(path, suffix=".tmp", mode=None):
+    """The one write-temp-then-rename: a temp file beside ``path`` for writers that need a file name (PyAV,
+    Blender, a copy), renamed onto ``path`` when the block ends, removed when it raises. Its mode is the
+    umask's, not mkstemp's 0600; ``mode`` (e.g. 0o600 for a secret) replaces it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     try:
-        os.fchmod(fd, file_mode())
+        os.fchmod(fd, file_mode() if mode is None else mode)
         os.close(fd)
         yield tmp
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_bytes_atomic(path, data, mode=None):
+    """Write data to path atomically; mode (e.g. 0o600 for a secret) replaces the umask's permissions."""
+    with replacing(path, mode=mode) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return Path(path)
 
 
 def write_text_atomic(path, text):

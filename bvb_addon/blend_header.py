@@ -39,7 +39,7 @@ def _head(path, size=32):
         return raw
 
 
-def saved_by(path):
+def saved_by(path: str | Path) -> tuple[int, int] | None:
     """(major, minor) of the Blender that saved the .blend at path, or None when the header is not one."""
     try:
         head = _head(path)
@@ -54,7 +54,7 @@ def _version(text):
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def newer_file_reason(path, running):
+def newer_file_reason(path: str | Path, running: str) -> str | None:
     """One line naming the file, the Blender that saved it and the fix, when a newer Blender than ``running``
     (a version string such as "4.2.23 LTS") saved it; else None."""
     saved, current = saved_by(path), _version(running)

@@ -8,6 +8,7 @@ unless the add-on's preferences name another).
 import logging
 import os
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .errors import BVBError
@@ -18,7 +19,7 @@ START_COMMAND = "python -m eval_bridge serve"
 TOKEN_FILE_ENV = "BVB_BRIDGE_TOKEN_FILE"
 
 
-def default_token_file():
+def default_token_file() -> Path:
     """Where the service writes the token it generates: $BVB_BRIDGE_TOKEN_FILE, else <config dir>/bvb/bridge-token."""
     named = os.environ.get(TOKEN_FILE_ENV)
     if named:
@@ -27,7 +28,7 @@ def default_token_file():
     return Path(config) / "bvb" / "bridge-token"
 
 
-def read_token(token_file=None):
+def read_token(token_file: str | Path | None = None) -> str:
     """The bearer token in the token file; a BridgeError naming the file and the fix when it has none."""
     path = Path(token_file).expanduser() if token_file else default_token_file()
     try:
@@ -81,13 +82,20 @@ def _request(method, base_url, path, timeout=5.0, token_file=None, **kwargs):
     return body
 
 
-def health(base_url, timeout=2.0, token_file=None):
+def health(base_url: str, timeout: float = 2.0, token_file: str | Path | None = None) -> dict:
     return _request("GET", base_url, "/health", timeout=timeout, token_file=token_file)
 
 
 def submit(
-    base_url, run_dir, scene_id, split=None, videos=None, axes=("dv", "ls", "overall"), options=None, token_file=None
-):
+    base_url: str,
+    run_dir: str | Path,
+    scene_id: str,
+    split: str | Path | None = None,
+    videos: str | Path | None = None,
+    axes: Iterable[str] = ("dv", "ls", "overall"),
+    options: dict | None = None,
+    token_file: str | Path | None = None,
+) -> str:
     """Queue scoring of one scene of a run (eval_bridge/service.py ``POST /jobs``); returns the job id.
 
     ``options`` maps an axis to its options: names the service was started with, never endpoints,
@@ -105,17 +113,24 @@ def submit(
     return str(job)
 
 
-def status(base_url, job_id, token_file=None):
+def status(base_url: str, job_id: str, token_file: str | Path | None = None) -> dict:
     """The job's state: ``status`` is queued, running, done or failed."""
     return _request("GET", base_url, f"/jobs/{job_id}", token_file=token_file)
 
 
-def results(base_url, job_id, token_file=None):
+def results(base_url: str, job_id: str, token_file: str | Path | None = None) -> dict:
     """The run's summaries once the job is done: dual_vqa_summary, vision_sim_summary, overall."""
     return _request("GET", base_url, f"/jobs/{job_id}/results", token_file=token_file)
 
 
-def wait_for_scores(base_url, job_id, token_file=None, on_progress=None, stop=None, interval=1.0):
+def wait_for_scores(
+    base_url: str,
+    job_id: str,
+    token_file: str | Path | None = None,
+    on_progress: Callable[[dict], None] | None = None,
+    stop: threading.Event | None = None,
+    interval: float = 1.0,
+) -> tuple[dict | None, str | None]:
     """Poll the job until it ends; returns ``(scores, error)`` (off the main thread: each poll is a request).
 
     A failed job may still have scored an axis (DV before LS failed): its scores come with the
@@ -150,7 +165,7 @@ def _percent(value):
     return value * 100.0 if value <= 1.0 else value
 
 
-def scores(result):
+def scores(result: dict) -> dict:
     """DV, LS, Overall (0-100) and DV by question type as {type: (dv, questions)} from ``results``."""
     dv = result.get("dual_vqa_summary") or {}
     ls = result.get("vision_sim_summary") or {}

@@ -1,6 +1,7 @@
 """Split files (VSI-Bench JSON lines) and where their videos live. No bpy."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,7 @@ class Question:
     options: list[str] | None
     ground_truth: str
 
-    def to_json(self):
+    def to_json(self) -> dict:
         """The row as written in a split file."""
         return {name: getattr(self, name) for name in _FIELDS}
 
@@ -84,13 +85,13 @@ def _question(row, where):
     )
 
 
-def read_split(path):
+def read_split(path: str | Path) -> list[Question]:
     """The questions of a split file, in file order; blank lines are skipped."""
     path = Path(path)
     if not path.is_file():
         raise SplitError(f"split file not found: {path}; pass the path of a .jsonl split")
     questions = []
-    seen = {}
+    seen: dict[str, int] = {}
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
@@ -120,18 +121,18 @@ def read_split(path):
     return questions
 
 
-def write_split(path, questions):
+def write_split(path: str | Path, questions: Iterable[Question | dict]) -> Path:
     """Write questions (Question or dict rows) as JSON lines, atomically."""
     rows = [q.to_json() if isinstance(q, Question) else q for q in questions]
     return write_text_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
-def split_scenes(questions):
+def split_scenes(questions: Iterable[Question]) -> list[tuple[str, str]]:
     """Distinct (dataset, scene_name) pairs, in first-seen order."""
     return list(dict.fromkeys((q.dataset, q.scene_name) for q in questions))
 
 
-def video_path(root, dataset, scene_name):
+def video_path(root: str | Path, dataset: str, scene_name: str) -> Path:
     """``<root>/<dataset>/<scene_name>.mp4``; VideoError when it is not there."""
     path = Path(root) / dataset / f"{scene_name}.mp4"
     if not path.is_file():

@@ -1,5 +1,7 @@
 """Defaults shared by the add-on, the headless runner and the bridge client."""
 
+from typing import Any
+
 PROVIDER_BASE_URL = "https://api.openai.com/v1"
 API_KEY_ENV = "OPENAI_API_KEY"
 BRIDGE_URL = "http://127.0.0.1:8765"
@@ -8,7 +10,7 @@ MODEL = "gpt-4o-mini"
 COST_LIMIT_USD = 3.00
 
 
-def dataclass_defaults(cls):
+def dataclass_defaults(cls: type) -> dict[str, Any]:
     """{field: default} of a settings dataclass, so a command line states none of its defaults again."""
     from dataclasses import MISSING, fields
 

@@ -7,9 +7,13 @@ Each class lives beside the code that raises it and keeps its builtin base (``Va
 pulling in anything heavy.
 """
 
+import functools
 import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from .outcomes import USAGE_EXIT
+from .outcomes import FAILED_EXIT, USAGE_EXIT
 
 
 class BVBError(Exception):
@@ -23,6 +27,18 @@ class VideoError(BVBError, ValueError):
     """A video that cannot be used; the message names the file and the fix."""
 
 
+class BadFileError(BVBError, ValueError):
+    """A file the harness reads that does not parse; the message names the file and the fix."""
+
+
+class MissingFileError(BVBError, FileNotFoundError):
+    """A file the harness needs that is not there; the message names the file and the fix."""
+
+
+class ArgumentError(BVBError, ValueError):
+    """A command-line option or setting out of range; the message names the option and the fix."""
+
+
 class AgentStop(Exception):
     """Ends an agent's scene; ``status`` and ``stop_reason`` are what its agent_meta records."""
 
@@ -31,17 +47,49 @@ class AgentStop(Exception):
     reason = "the scene stopped"
     """The agent_meta reason when the exception carries no message."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return super().__str__() or self.reason
 
 
-USER_ERRORS = (BVBError, ValueError, FileNotFoundError)
-"""What a command line or the service reports as bad input in one line: the base, plus the builtins
-that argument checks (plain ``raise ValueError``, a missing file) still raise. Anything else is a bug
-and keeps its traceback."""
+USER_ERRORS = (BVBError,)
+"""What a command line or the service reports as bad input in one line. Only ``BVBError``: any other
+exception, a ``ValueError`` included, is a harness bug and keeps its traceback (``bug``)."""
 
 
-def report(exc, stream=None):
+def report(exc: BaseException, stream: TextIO | None = None) -> int:
     """Print a user error as its one line on stderr; return the exit code the command ends with."""
     print(f"error: {exc}", file=stream or sys.stderr, flush=True)
     return getattr(exc, "exit_code", USAGE_EXIT)
+
+
+def where(exc: BaseException) -> str:
+    """``file:line in function`` of the frame that raised ``exc`` (its innermost traceback entry)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "an unknown place"
+    last = frames[-1]
+    return f"{last.filename}:{last.lineno} in {last.name}"
+
+
+def bug(exc: BaseException, stream: TextIO | None = None) -> int:
+    """Print a harness bug's traceback and a line saying where it is; return ``FAILED_EXIT``."""
+    stream = stream or sys.stderr
+    traceback.print_exception(exc, file=stream)
+    print(f"bug: {type(exc).__name__} at {where(exc)}; this is a harness bug, not bad input: "
+          "please report it with the traceback above", file=stream, flush=True)  # fmt: skip
+    return FAILED_EXIT
+
+
+def entry(main: Callable[..., int | None]) -> Callable[..., int | None]:
+    """Wrap a command line's ``main``: a ``BVBError`` is one line and its exit code, any other exception a bug."""
+
+    @functools.wraps(main)
+    def guarded(*args: Any, **kwargs: Any) -> int | None:
+        try:
+            return main(*args, **kwargs)
+        except BVBError as exc:
+            return report(exc)
+        except Exception as exc:  # noqa: BLE001 - every other exception is a bug: traceback, where, exit 1
+            return bug(exc)
+
+    return guarded

@@ -10,8 +10,11 @@ registry until its outcome has been applied, so "is this scene being scored?" is
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from .errors import BVBError
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +28,11 @@ class Outcome:
     cancelled: bool = False
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.error is None and not self.cancelled
 
 
-def one_line(exc, expected=()):
+def one_line(exc: BaseException, expected: tuple[type[BaseException], ...] = ()) -> str:
     """The message of an exception the user can act on; anything else is named by its type."""
     text = str(exc).strip().splitlines()
     message = text[0] if text else ""
@@ -50,20 +53,27 @@ class Job:
     (the agent shows at most one new snapshot a tick, so the viewport redraws every step).
     """
 
-    def __init__(self, key, work, on_progress=None, on_done=None, expected=()):
+    def __init__(
+        self,
+        key: Any,
+        work: Callable[["Job"], Any],
+        on_progress: Callable[[Any], bool | None] | None = None,
+        on_done: Callable[[Outcome], None] | None = None,
+        expected: tuple[type[BaseException], ...] = (),
+    ):
         self.key = key
         self._work = work
         self._on_progress = on_progress
         self._on_done = on_done
         self._expected = tuple(expected)
-        self._events = queue.Queue()
+        self._events: queue.Queue = queue.Queue()
         self.cancel_event = threading.Event()
-        self.outcome = None
-        self._thread = None
+        self.outcome: Outcome | None = None
+        self._thread: threading.Thread | None = None
 
-    def start(self):
-        self._thread = threading.Thread(target=self._run, name=f"bvb-job-{self.key}", daemon=True)
-        self._thread.start()
+    def start(self) -> "Job":
+        thread = self._thread = threading.Thread(target=self._run, name=f"bvb-job-{self.key}", daemon=True)
+        thread.start()
         return self
 
     def _run(self):
@@ -75,27 +85,27 @@ class Job:
             outcome = Outcome(error=one_line(exc, self._expected), cancelled=self.cancel_event.is_set())
         self._events.put((_DONE, outcome))
 
-    def post(self, value):
+    def post(self, value: Any) -> None:
         """From the worker: a progress value for ``on_progress`` on the main thread."""
         self._events.put((None, value))
 
-    def cancel(self):
+    def cancel(self) -> None:
         """Ask the worker to stop; it decides when (between requests, before the next model call)."""
         self.cancel_event.set()
 
     @property
-    def cancelled(self):
+    def cancelled(self) -> bool:
         return self.cancel_event.is_set()
 
     @property
-    def alive(self):
+    def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def join(self, timeout=None):
+    def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def drain(self):
+    def drain(self) -> bool:
         """Apply what the worker posted (main thread); True once the outcome has been applied."""
         while True:
             try:
@@ -111,6 +121,10 @@ class Job:
                 return False
 
 
+class JobBusy(BVBError, ValueError):
+    """A job started while one with its key still runs."""
+
+
 class JobRegistry:
     """The running jobs by key (one per key); ``drain`` applies their events and forgets finished ones."""
 
@@ -118,15 +132,15 @@ class JobRegistry:
         self._jobs = {}
         self._lock = threading.Lock()
 
-    def start(self, job):
+    def start(self, job: Job) -> Job:
         """Start ``job`` unless one with its key is still running; returns the job."""
         with self._lock:
             if job.key in self._jobs:
-                raise ValueError(f"a job {job.key!r} is already running; wait for it or cancel it")
+                raise JobBusy(f"a job {job.key!r} is already running; wait for it or cancel it")
             self._jobs[job.key] = job
         return job.start()
 
-    def get(self, key):
+    def get(self, key: Any) -> Job | None:
         return self._jobs.get(key)
 
     def __contains__(self, key):
@@ -135,10 +149,10 @@ class JobRegistry:
     def __len__(self):
         return len(self._jobs)
 
-    def keys(self):
+    def keys(self) -> list:
         return list(self._jobs)
 
-    def drain(self):
+    def drain(self) -> int:
         """Apply every job's events in posting order; returns how many jobs are still running.
 
         A callback that raises is logged and must not stop the other jobs' updates; a job whose
@@ -155,13 +169,13 @@ class JobRegistry:
                     self._jobs.pop(key, None)
         return len(self._jobs)
 
-    def cancel(self, key):
+    def cancel(self, key: Any) -> Job | None:
         job = self._jobs.get(key)
         if job is not None:
             job.cancel()
         return job
 
-    def cancel_all(self, timeout=None):
+    def cancel_all(self, timeout: float | None = None) -> list[Job]:
         """Cancel every job, wait up to ``timeout`` s for each worker, and forget them without applying results."""
         with self._lock:
             jobs, self._jobs = list(self._jobs.values()), {}

@@ -10,6 +10,7 @@ so nothing recorded in one session vouches for a scene of another. No bpy here.
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 OPEN_FIRST = "Press Open Run Scene (Run panel) first"
 
@@ -23,28 +24,28 @@ class OpenScene:
     step: int | None = None
 
 
-_open = {}
+_open: dict = {}
 
 
 def _folder(run_dir):
     return os.path.normpath(os.path.abspath(str(run_dir)))
 
 
-def record(uid, run_dir, scene_id, step=None):
+def record(uid: int, run_dir: str | Path, scene_id: str, step: int | None = None) -> None:
     """Scene ``uid`` now shows ``scene_id`` of ``run_dir`` (step None: the run's own scene)."""
     _open[uid] = OpenScene(_folder(run_dir), scene_id, step)
 
 
-def forget(uid):
+def forget(uid: int) -> None:
     _open.pop(uid, None)
 
 
-def clear():
+def clear() -> None:
     """Forget every scene (the add-on unregistered; a new file loaded)."""
     _open.clear()
 
 
-def lookup(uid):
+def lookup(uid: int) -> OpenScene | None:
     return _open.get(uid)
 
 
@@ -54,7 +55,7 @@ def _mismatch(entry, run_dir, scene_id):
     return None
 
 
-def save_unavailable(uid, run_dir, scene_id):
+def save_unavailable(uid: int, run_dir: str | Path, scene_id: str) -> str | None:
     """Why Save Submission may not write this scene over ``run_dir``'s ``scene_id`` submission, or None."""
     entry = _open.get(uid)
     if entry is None:
@@ -64,7 +65,7 @@ def save_unavailable(uid, run_dir, scene_id):
     return _mismatch(entry, run_dir, scene_id)
 
 
-def steps_unavailable(uid, run_dir, scene_id, step_count):
+def steps_unavailable(uid: int, run_dir: str | Path, scene_id: str, step_count: int) -> str | None:
     """Why Load Step cannot show a step from this scene, or None."""
     entry = _open.get(uid)
     if entry is None:

@@ -12,7 +12,9 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
 
 from .versions import running_blender_binary
 
@@ -57,10 +59,10 @@ _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 _DISK_FULL_TEXTS = ("no space left on device", "disk quota exceeded", "[errno 28]", "[errno 122]")
 
 
-def disk_full(error):
+def disk_full(error: BaseException | str | None) -> bool:
     """True when an exception or a reason text says the disk (or the quota) is full."""
     if isinstance(error, BaseException):
-        seen = error
+        seen: BaseException | None = error
         while seen is not None:
             if isinstance(seen, OSError) and seen.errno in _DISK_FULL_ERRNOS:
                 return True
@@ -70,12 +72,12 @@ def disk_full(error):
     return any(marker in text for marker in _DISK_FULL_TEXTS)
 
 
-def one_line(exc, limit=300):
+def one_line(exc: BaseException, limit: int = 300) -> str:
     """An exception's first line, for messages that must stay one line."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
 
 
-def out_of_space(path, margin=1 << 20):
+def out_of_space(path: str | Path, margin: int = 1 << 20) -> bool:
     """True when the file system holding path (or its nearest existing parent) has less than margin bytes free.
 
     For tools that do not report a full disk as such: Blender writes a truncated image and goes on.
@@ -90,14 +92,14 @@ def out_of_space(path, margin=1 << 20):
     return stats.f_bavail * stats.f_frsize < margin
 
 
-def is_fault(stage, row):
+def is_fault(stage: str, row: dict) -> bool:
     """True when a row (a dict with status and reason) ended in a harness or environment fault."""
     if row.get("status") in FAULT_STATUSES[stage]:
         return True
     return disk_full(row.get("reason"))
 
 
-def fault_kind(row):
+def fault_kind(row: dict) -> str | None:
     """A short name for the fault: the status, or disk_full when the disk was."""
     if disk_full(row.get("reason")):
         return "disk_full"
@@ -112,7 +114,7 @@ def _python():
     return sys.executable or "python"
 
 
-def rerun_command(module, argv, resume_flag="--resume"):
+def rerun_command(module: str, argv: list[str], resume_flag: str = "--resume") -> str:
     """The shell command that redoes the faults: the same arguments, plus --resume where the stage has it.
 
     Inside a Blender binary that is ``blender -b --python headless/<stage>.py -- ARGS``, the way
@@ -128,13 +130,13 @@ def rerun_command(module, argv, resume_flag="--resume"):
     return shlex.join([_python(), "-m", module, *args])
 
 
-def fault_line(stage, rows, rerun, unit="scenes"):
+def fault_line(stage: str, rows: Iterable[dict], rerun: str, unit: str = "scenes") -> str | None:
     """The last line of a stage with faults, or None when every row is a benchmark outcome."""
     rows = list(rows)
     faults = [row for row in rows if is_fault(stage, row)]
     if not faults:
         return None
-    kinds = {}
+    kinds: dict[str | None, int] = {}
     for row in faults:
         kinds[fault_kind(row)] = kinds.get(fault_kind(row), 0) + 1
     parts = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
@@ -143,7 +145,7 @@ def fault_line(stage, rows, rerun, unit="scenes"):
     )
 
 
-def finish(stage, rows, rerun, unit="scenes", stream=None):
+def finish(stage: str, rows: Iterable[dict], rerun: str, unit: str = "scenes", stream: TextIO | None = None) -> int:
     """Print the fault line last (if any) and return the stage's exit code."""
     line = fault_line(stage, rows, rerun, unit)
     if line is None:
@@ -154,7 +156,7 @@ def finish(stage, rows, rerun, unit="scenes", stream=None):
     return FAULT_EXIT
 
 
-def environment_exit(error, rerun, stream=None):
+def environment_exit(error: OSError, rerun: str, stream: TextIO | None = None) -> int:
     """A stage stopped by an OSError: one line; FAULT_EXIT for a full disk (free space, rerun), else USAGE_EXIT."""
     stream = stream or sys.stderr
     if disk_full(error):

@@ -5,7 +5,9 @@ that ``--output results.json`` or ``--split data/`` names the option and the fix
 ending in a traceback from deep inside the stage.
 """
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from .errors import BVBError
 
@@ -39,17 +41,22 @@ def _checked(flag, path, want_folder, must_exist):
     return path
 
 
-def folder(flag, path, must_exist=False):
+def folder(flag: str, path: str | Path | None, must_exist: bool = False) -> Path | None:
     """Check that ``path`` (the value of ``flag``) is or can become a folder; returns it as a Path."""
     return _checked(flag, path, True, must_exist)
 
 
-def file(flag, path, must_exist=True):
+def file(flag: str, path: str | Path | None, must_exist: bool = True) -> Path | None:
     """Check that ``path`` (the value of ``flag``) is a file (or, with must_exist=False, can become one)."""
     return _checked(flag, path, False, must_exist)
 
 
-def check(folders=(), files=(), new_files=(), existing_folders=()):
+def check(
+    folders: Iterable[tuple[str, Any]] = (),
+    files: Iterable[tuple[str, Any]] = (),
+    new_files: Iterable[tuple[str, Any]] = (),
+    existing_folders: Iterable[tuple[str, Any]] = (),
+) -> None:
     """Check several (flag, path) pairs at once; None paths (options not given) are skipped."""
     for flag, path in existing_folders:
         folder(flag, path, must_exist=True)

@@ -27,7 +27,7 @@ class PlaneFit:
     offset_y: float
     distance: float
 
-    def corners(self):
+    def corners(self) -> list[tuple[float, float, float]]:
         """Camera-space corners in the order bottom-left, bottom-right, top-right, top-left."""
         x0 = self.offset_x - self.width / 2
         x1 = self.offset_x + self.width / 2
@@ -37,7 +37,9 @@ class PlaneFit:
         return [(x0, y0, z), (x1, y0, z), (x1, y1, z), (x0, y1, z)]
 
 
-def resolved_fit(sensor_fit, res_x, res_y, pixel_aspect_x=1.0, pixel_aspect_y=1.0):
+def resolved_fit(
+    sensor_fit: str, res_x: float, res_y: float, pixel_aspect_x: float = 1.0, pixel_aspect_y: float = 1.0
+) -> str:
     """HORIZONTAL or VERTICAL: the camera side that the sensor size applies to."""
     if sensor_fit not in SENSOR_FITS:
         raise ReferenceClipError(f"unknown sensor fit {sensor_fit!r}; use one of {', '.join(SENSOR_FITS)}")
@@ -100,7 +102,7 @@ def camera_plane(
     )
 
 
-def plane_distance(clip_start, clip_end, wanted=1.0):
+def plane_distance(clip_start: float, clip_end: float, wanted: float = 1.0) -> float:
     """A distance between the camera's clip planes, as near ``wanted`` as they allow."""
     if clip_end <= clip_start:
         raise ReferenceClipError(
@@ -113,7 +115,7 @@ def plane_distance(clip_start, clip_end, wanted=1.0):
     return min(max(wanted, low), high)
 
 
-def clip_frame_user(frame_count, scene_frame_start):
+def clip_frame_user(frame_count: int, scene_frame_start: int) -> dict[str, int]:
     """Image-user settings that show clip frame k at scene frame ``scene_frame_start + k - 1``."""
     if frame_count < 1:
         raise ReferenceClipError(f"clip has {frame_count} frames; re-encode it or pick another clip")

@@ -16,12 +16,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 
 from . import scratch
-from .atomic import replacing, write_json_atomic, write_text_atomic
+from .atomic import write_json_atomic, write_text_atomic
 from .errors import BVBError
+from .records import render_status_text
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
@@ -127,36 +127,10 @@ def source_clips(run_dir):
 
 
 def encode_mp4(images, dest, fps):
-    """Encode PNG frames to H.264 (yuv420p) with PyAV; write to a temp file beside dest, then rename."""
-    import av
+    """Encode the rendered PNG frames to dest (the one encoder, ``bvb_addon.mp4``; PyAV loads on first use)."""
+    from .mp4 import write_mp4
 
-    dest = Path(dest)
-    # PyAV writes into the file it is given: replacing() gives it the umask's mode, not mkstemp's 0600.
-    with replacing(dest, suffix=".mp4") as tmp:
-        with av.open(tmp, mode="w", format="mp4") as out:
-            codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
-            stream = out.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
-            stream.codec_context.time_base = 1 / Fraction(fps).limit_denominator(1001)
-            stream.pix_fmt = "yuv420p"
-            if codec == "libx264":
-                stream.options = {"crf": "18", "preset": "veryfast"}
-            rate = Fraction(fps).limit_denominator(1001)
-            width = height = None
-            for index, path in enumerate(images):
-                with av.open(str(path)) as source:
-                    frame = next(source.decode(video=0))
-                if width is None:
-                    width, height = frame.width, frame.height
-                    stream.width, stream.height = width, height
-                frame = frame.reformat(width=width, height=height, format="yuv420p")
-                # Explicit timestamps: with B-frames the muxer rejects frames without them.
-                frame.pts = index
-                frame.time_base = 1 / rate
-                for packet in stream.encode(frame):
-                    out.mux(packet)
-            for packet in stream.encode():
-                out.mux(packet)
-    return dest
+    return write_mp4(dest, images, fps)
 
 
 def mp4_complete(path, frames):
@@ -425,15 +399,7 @@ class RenderStage:
     # ---- render_status.jsonl -------------------------------------------------------------
 
     def _read_rows(self):
-        rows = {}
-        if self.status_path.is_file():
-            for line in self.status_path.read_text().splitlines():
-                try:
-                    row = json.loads(line)
-                    rows[row["scene"]] = row
-                except (ValueError, KeyError, TypeError):
-                    continue
-        return rows
+        return {row["scene"]: row for row in self.rd.render_rows()}
 
     def _write_row(self, row):
         with self._lock:
@@ -442,8 +408,7 @@ class RenderStage:
                             row["scene"], row["status"], row["reason"])  # fmt: skip
                 return
             self._rows[row["scene"]] = row
-            text = "".join(json.dumps(self._rows[s]) + "\n" for s in sorted(self._rows))
-            write_text_atomic(self.status_path, text)
+            write_text_atomic(self.status_path, render_status_text(self._rows))
 
 
 def keeps_previous(previous, row, mp4):

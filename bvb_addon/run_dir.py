@@ -31,7 +31,8 @@ import logging
 import re
 from pathlib import Path
 
-from .errors import BVBError
+from .errors import BadFileError, BVBError
+from .jsonfile import read_json, read_json_or_none, read_jsonl, read_object_or_none  # noqa: F401  (the readers)
 
 log = logging.getLogger(__name__)
 
@@ -79,41 +80,14 @@ class RunDirError(BVBError, ValueError):
     """A run directory or scene that cannot be opened; the message names the fix."""
 
 
-def read_jsonl(path):
-    """Rows of a JSON-lines file; a missing file is empty and a torn line (a killed writer) is skipped."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows = []
-    # Bytes that are not UTF-8 become U+FFFD, so such a line is skipped like any other that is not JSON.
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except (json.JSONDecodeError, RecursionError):
-                log.warning("%s line %d is not JSON (an interrupted write?); skipped", path, number)
-    return rows
-
-
-def read_json(path):
-    """A JSON file's content (raises as ``json.load`` does)."""
-    with open(path) as handle:
-        return json.load(handle)
-
-
 def _read_object(path):
     """A JSON file's content; {} when it is missing; RunDirError naming it when it is not JSON."""
     if not path.is_file():
         return {}
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path} is not valid JSON (line {exc.lineno}); fix or delete it") from None
-    except (UnicodeDecodeError, RecursionError):
-        raise RunDirError(f"{path} is not JSON text (not UTF-8, or nested too deeply); fix or delete it") from None
+        value = read_json(path)
+    except BadFileError as exc:
+        raise RunDirError(str(exc)) from None
     if not isinstance(value, dict):
         raise RunDirError(f"{path} holds a JSON {type(value).__name__}, not an object; fix or delete it")
     return value
@@ -330,8 +304,23 @@ class RunDir:
     # readers
 
     def read_config(self):
-        """config.json ({} when missing; RunDirError naming the file when it is not JSON)."""
-        return _read_object(self.config)
+        """config.json as written ({} when missing); RunDirError naming the file when it does not parse or a
+        field is of the wrong kind (``run_config()`` gives the typed record)."""
+        data = _read_object(self.config)
+        if data:
+            self.run_config(data)
+        return data
+
+    def run_config(self, data=None):
+        """config.json as its typed record (``records.RunConfig``); an empty one when the file is missing."""
+        from .records import RunConfig
+
+        if data is None:
+            data = _read_object(self.config)
+        try:
+            return RunConfig.from_dict(data, self.config)
+        except BadFileError as exc:
+            raise RunDirError(str(exc)) from None
 
     def videos_root(self, config=None):
         """The source-video root config.json names (``config``: an already read config.json)."""
@@ -350,8 +339,10 @@ class RunDir:
         return meta if isinstance(meta, dict) else {}
 
     def render_rows(self):
-        """The render stage's status rows (render_status.jsonl), torn lines skipped."""
-        return read_jsonl(self.render_status)
+        """The render stage's status rows (render_status.jsonl, ``records.RenderRow``), torn lines skipped."""
+        from .records import read_render_rows
+
+        return read_render_rows(self.render_status)
 
 
 def is_run(path):
@@ -417,3 +408,16 @@ def require_run(path, flag="--run"):
         f"{flag} {path} is not a run directory (no {CONFIG}, {BLENDS}/, {AGENT_META}/ or {CAMERA_RENDERS}/); "
         "pass a folder written by bvb run"
     )
+
+
+def run_blenders(run_dir):
+    """The Blender versions a run was made and rendered with: {"made": [...], "rendered": [...]}, each sorted.
+
+    Read from config.json (``bpy_version``), the render rows (``blender``) and the scene graphs
+    (``blender``); runs from before versions were recorded give empty lists.
+    """
+    rd = RunDir(run_dir)
+    made = {(read_object_or_none(rd.config) or {}).get("bpy_version")}
+    rendered = {(read_object_or_none(p) or {}).get("blender") for p in sorted(rd.scene_graphs.glob("*.json"))}
+    rendered |= {row.get("blender") for row in rd.render_rows() if isinstance(row, dict)}
+    return {"made": sorted(v for v in made if v), "rendered": sorted(v for v in rendered if v)}

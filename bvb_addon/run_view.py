@@ -6,11 +6,14 @@ agent's submission when a person saves an edit, and finding a scene's source cli
 """
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .atomic import copy_atomic, write_json_atomic
-from .run_dir import RunDir
+from .records import AgentMeta
+from .run_dir import RunDir, RunDirError
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,59 @@ class StepFile:
     first_line: str
 
 
-def list_steps(run_dir, scene_id):
+@dataclass(frozen=True)
+class SceneToOpen:
+    """What Open Run Scene shows of one scene of a run: read from its folder before any bpy change."""
+
+    run_dir: Path
+    scene_id: str
+    config: dict
+    steps: list[StepFile]
+    meta: AgentMeta | None
+    """agent_meta, or None when the agent has not run on the scene."""
+    source: Path | None
+    """The .blend to show: the submission, else the newest step snapshot, else None (an empty scene)."""
+    trajectory: Path | None
+    render: Path | None
+    render_status: str
+
+
+def _agent_meta(rd: RunDir, scene_id: str) -> AgentMeta | None:
+    """The scene's agent_meta; None when the agent never ran (no file, or only a person's edits recorded)."""
+    path = rd.meta(scene_id)
+    if not path.is_file():
+        return None
+    data = rd.read_meta(scene_id)
+    if isinstance(data, dict) and "status" not in data and data.get("human_edited"):
+        return None
+    return AgentMeta.from_dict(data, path)
+
+
+def scene_to_open(run_dir: str | Path, wanted: str = "") -> SceneToOpen:
+    """The scene ``wanted`` of a run (the only one when empty); RunDirError naming the fix when it cannot be opened."""
+    rd = RunDir(run_dir).check()
+    scenes = rd.scenes()
+    scene_id = wanted or (scenes[0] if len(scenes) == 1 else "")
+    if not scene_id:
+        raise RunDirError(f"{rd.root.name} has {len(scenes)} scenes; pick one in the Scene field")
+    if scene_id not in scenes:
+        raise RunDirError(f"scene {scene_id!r} is not in {rd.root}; pick one of: {', '.join(scenes[:5])}")
+    steps = list_steps(rd.root, scene_id)
+    submission, trajectory, render = rd.blend(scene_id), rd.trajectory(scene_id), rd.render(scene_id)
+    return SceneToOpen(
+        run_dir=rd.root,
+        scene_id=scene_id,
+        config=rd.read_config(),
+        steps=steps,
+        meta=_agent_meta(rd, scene_id),
+        source=submission if submission.is_file() else next((st.blend for st in reversed(steps) if st.blend), None),
+        trajectory=trajectory if trajectory.is_file() else None,
+        render=render if render.is_file() else None,
+        render_status=saved_render_line(rd.root, scene_id),
+    )
+
+
+def list_steps(run_dir: str | Path, scene_id: str) -> list[StepFile]:
     """The scene's executed programs in order, each with its snapshot when the step left one."""
     return [
         StepFile(number, program, blend, headline(program))
@@ -29,7 +84,7 @@ def list_steps(run_dir, scene_id):
     ]
 
 
-def headline(program_path):
+def headline(program_path: str | Path) -> str:
     """The line that says most about a program: its first comment, else its first line past the imports."""
     lines = [line.strip() for line in Path(program_path).read_text(errors="replace").splitlines() if line.strip()]
     for line in lines:
@@ -41,7 +96,7 @@ def headline(program_path):
     return lines[0][:80] if lines else ""
 
 
-def readable_trajectory(data):
+def readable_trajectory(data: Any) -> Any:
     """The trajectory without its images' base64 data (a placeholder with the size instead), for reading."""
 
     def strip(value):
@@ -57,13 +112,13 @@ def readable_trajectory(data):
     return strip(data)
 
 
-def previous_snapshot(steps, number):
+def previous_snapshot(steps: list[StepFile], number: int) -> Path | None:
     """The latest snapshot strictly before step ``number`` (None: compare with an empty scene)."""
     earlier = [step for step in steps if step.number < number and step.blend is not None]
     return earlier[-1].blend if earlier else None
 
 
-def keep_agent_version(run_dir, scene_id):
+def keep_agent_version(run_dir: str | Path, scene_id: str) -> Path | None:
     """Copy the agent's submission to its sibling backup once; later saves never overwrite it."""
     rd = RunDir(run_dir)
     submission, backup = rd.blend(scene_id), rd.backup(scene_id)
@@ -73,7 +128,7 @@ def keep_agent_version(run_dir, scene_id):
     return backup if backup.exists() else None
 
 
-def record_human_edit(run_dir, scene_id, backup, note=""):
+def record_human_edit(run_dir: str | Path, scene_id: str, backup: Path | None, note: str = "") -> dict:
     """Mark agent_meta/<scene>.json as edited by a person, appending this save to its history."""
     rd = RunDir(run_dir)
     meta = rd.read_meta(scene_id)
@@ -89,7 +144,7 @@ def record_human_edit(run_dir, scene_id, backup, note=""):
     return meta
 
 
-def find_clip(scene_id, roots):
+def find_clip(scene_id: str, roots: Iterable[str | Path | None]) -> Path | None:
     """The source clip of a scene: ``<root>/<dataset>/<scene>.mp4`` or ``<root>/<scene>.mp4`` under any root."""
     for root in roots:
         if not root:
@@ -103,7 +158,7 @@ def find_clip(scene_id, roots):
     return None
 
 
-def render_line(row, path, exists):
+def render_line(row: dict, path: str | Path, exists: bool) -> str:
     """The Render status line for a render stage row of one scene and its mp4 (path, whether it exists)."""
     if row.get("status") != "ok":
         return f"Render {row.get('status', 'failed')}: {row.get('reason') or 'see render_status.jsonl'}"
@@ -115,7 +170,7 @@ def render_line(row, path, exists):
     )
 
 
-def saved_render_line(run_dir, scene_id):
+def saved_render_line(run_dir: str | Path, scene_id: str) -> str:
     """The Render status line of a scene as its run folder has it (the last render row), "" if never rendered."""
     rd = RunDir(run_dir)
     rows = [row for row in rd.render_rows() if isinstance(row, dict) and row.get("scene") == scene_id]

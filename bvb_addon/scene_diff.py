@@ -26,7 +26,7 @@ def _fmt(value):
     return str(value)
 
 
-def diff(before, after):
+def diff(before: dict | None, after: dict) -> list[str]:
     """Lines such as ``+ chair_1 (MESH)``, ``- lamp_1``, ``~ table_1: location (0, 0, 0) -> (1, 0, 0)``."""
     before = before or {"objects": {}}
     lines = []
@@ -49,7 +49,7 @@ def diff(before, after):
     return lines
 
 
-def headline(lines):
+def headline(lines: list[str]) -> str:
     """One line for the panel: counts of added, removed and changed objects."""
     if not lines:
         return "no change to the scene"

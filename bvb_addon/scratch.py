@@ -39,13 +39,13 @@ def _pid_namespace():
         return None
 
 
-def owner():
+def owner() -> dict:
     """This process as a marker names it."""
     pid = os.getpid()
     return {"pid": pid, "start": _start_time(pid), "pid_ns": _pid_namespace(), "uid": os.getuid()}
 
 
-def make(scene, root=None):
+def make(scene: str, root: str | Path | None = None) -> Path:
     """A new scratch folder ``bvb-<scene>-XXXX`` for one scene, with its owner marker."""
     path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{scene}-", dir=root))
     (path / MARKER).write_text(json.dumps(owner()))
@@ -67,7 +67,7 @@ def _stale(folder):
     return owner_gone(folder / MARKER)
 
 
-def owner_gone(marker):
+def owner_gone(marker: str | Path) -> bool:
     """True when the marker file names a process of this user and pid namespace that no longer runs."""
     try:
         mark = json.loads(Path(marker).read_text())
@@ -81,10 +81,10 @@ def owner_gone(marker):
     return alive_start is None or alive_start != start
 
 
-def clean_stale(root=None):
+def clean_stale(root: str | Path | None = None) -> list[Path]:
     """Remove the stale runner scratch folders under root (the temp folder); returns their paths."""
     root = Path(root or tempfile.gettempdir())
-    removed = []
+    removed: list[Path] = []
     try:
         candidates = [p for p in root.iterdir() if p.name.startswith(PREFIX)]
     except OSError:

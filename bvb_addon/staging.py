@@ -31,7 +31,7 @@ OWNER = ".owner"
 class Staging:
     """A staging folder for one generation into ``target``; files named in ``last`` move in last."""
 
-    def __init__(self, target, last=()):
+    def __init__(self, target: str | Path, last: tuple[str, ...] = ()):
         self.target = Path(target)
         self.target.mkdir(parents=True, exist_ok=True)
         recover(self.target)
@@ -60,7 +60,7 @@ class Staging:
                     found.append(rel)
         return sorted(found, key=lambda rel: (rel in self.last, self.last.index(rel) if rel in self.last else 0, rel))
 
-    def commit(self):
+    def commit(self) -> list[str]:
         """Move every staged file into the target, the ``last`` files last; returns their relative paths."""
         files = self._files()
         # Folders first: creating one can fail on a full disk, and before the manifest that is harmless.
@@ -70,7 +70,7 @@ class Staging:
         _apply(self.path, self.target)
         return files
 
-    def discard(self):
+    def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
@@ -85,7 +85,7 @@ def _apply(staging, target):
     shutil.rmtree(staging, ignore_errors=True)
 
 
-def recover(target):
+def recover(target: str | Path) -> None:
     """Finish committed generations a kill interrupted; remove staging folders of processes that are gone."""
     target = Path(target)
     for folder in sorted(target.glob(PREFIX + "*")):

@@ -30,6 +30,8 @@ import os
 from pathlib import Path
 
 from .atomic import write_bytes_atomic, write_text_atomic
+from .errors import BadFileError
+from .jsonfile import read_json
 from .run_dir import TRAJECTORY_LOG_SUFFIX, TRAJECTORY_SUFFIX, RunDir, RunDirError
 
 log = logging.getLogger(__name__)
@@ -210,10 +212,10 @@ def read_trajectory(path, inline=True):
 
     ``path``: trajectories/<scene>.traj.json. ``inline``: images as data URLs (the old format, what
     the model was sent); False leaves them as paths relative to the trajectories folder. Raises
-    FileNotFoundError when there is no snapshot and ``json.JSONDecodeError`` when it is not JSON.
+    MissingFileError when there is no snapshot and BadFileError (naming it) when it is not JSON.
     """
     path = Path(path)
-    state = json.loads(path.read_text(encoding="utf-8"))
+    state = read_json(path, "trajectory", "move it away to start the scene over")
     log_path = path.with_name(path.name[: -len(TRAJECTORY_SUFFIX)] + TRAJECTORY_LOG_SUFFIX)
     if isinstance(state, dict) and log_path.is_file():
         seq = int(state.get("seq") or 0)
@@ -244,9 +246,12 @@ def scene_trajectory(run_dir, scene, inline=True):
     if not path.is_file():
         return {}
     try:
-        return read_trajectory(path, inline=inline)
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path} is not valid JSON (line {exc.lineno}); fix or delete it") from None
+        state = read_trajectory(path, inline=inline)
+    except BadFileError as exc:
+        raise RunDirError(str(exc)) from None
+    if not isinstance(state, dict):
+        raise RunDirError(f"trajectory {path} is not a JSON object; fix or delete it")
+    return state
 
 
 def trajectory_inputs(path):

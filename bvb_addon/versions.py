@@ -69,30 +69,6 @@ def is_protocol_blender(version):
     return str(version).strip().split(" ")[0].split(".")[:2] == PROTOCOL_BLENDER.split(".")
 
 
-def run_blenders(run_dir):
-    """The Blender versions a run was made and rendered with: {"made": [...], "rendered": [...]}, each sorted.
-
-    Read from config.json (``bpy_version``), the render rows (``blender``) and the scene graphs
-    (``blender``); runs from before versions were recorded give empty lists.
-    """
-    import json
-
-    from .run_dir import RunDir
-
-    rd = RunDir(run_dir)
-
-    def read(path):
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-
-    made = {(read(rd.config) or {}).get("bpy_version")}
-    rendered = {(read(p) or {}).get("blender") for p in sorted(rd.scene_graphs.glob("*.json"))}
-    rendered |= {row.get("blender") for row in rd.render_rows() if isinstance(row, dict)}
-    return {"made": sorted(v for v in made if v), "rendered": sorted(v for v in rendered if v)}
-
-
 def comparability(blenders):
     """(comparable, note): False with a one-line note when a version other than the protocol's was used."""
     other = sorted({v for vs in blenders.values() for v in vs if not is_protocol_blender(v)})

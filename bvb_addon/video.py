@@ -127,9 +127,9 @@ def uniform_times(duration, count, start=0.0, end=None):
     """Centres of ``count`` equal bins over [start, end] (end defaults to duration)."""
     end = duration if end is None else end
     if count < 1:
-        raise ValueError(f"frame count must be at least 1, got {count}")
+        raise VideoError(f"frame count must be at least 1, got {count}")
     if not 0 <= start < end:
-        raise ValueError(f"bad interval [{start}, {end}] for a clip of {duration:.3f} s; need 0 <= start < end")
+        raise VideoError(f"bad interval [{start}, {end}] for a clip of {duration:.3f} s; need 0 <= start < end")
     step = (end - start) / count
     return [start + (i + 0.5) * step for i in range(count)]
 
@@ -243,7 +243,7 @@ def frames_by_full_decode(path, times):
 def encode_jpeg(rgb, quality=80):
     """JPEG bytes of an (H, W, 3) uint8 array; quality as in libjpeg (1-100)."""
     if not 1 <= quality <= 100:
-        raise ValueError(f"JPEG quality must be 1-100, got {quality}")
+        raise VideoError(f"JPEG quality must be 1-100, got {quality}")
     percent = 5000 / quality if quality < 50 else 200 - 2 * quality
     qscale = min(31, max(1, round(percent * _QSCALE_PER_PERCENT)))
     height, width = rgb.shape[:2]
@@ -272,7 +272,7 @@ def sample_frames(path, times, longest_side=None, quality=80, keyframes=None):
     """JPEG bytes of the frame shown at each time (seconds), in the order given."""
     times = [float(t) for t in times]
     if any(not math.isfinite(t) or t < 0 for t in times):
-        raise ValueError(f"frame times must be finite and >= 0, got {times}")
+        raise VideoError(f"frame times must be finite and >= 0, got {times}")
     out = [None] * len(times)
     last_frame = last_jpeg = None
     for i, frame in _frames_at(path, times, keyframes):

@@ -14,45 +14,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .protocol import PROTOCOLS
+from bvb_addon.errors import ArgumentError
+
+from .judge_options import JudgeOptions
 from .runlock import run_lock
 
 log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 8
-
-
-@dataclass(frozen=True)
-class JudgeOptions:
-    """Who answers the questions: the offline geometry judge, or a VLM over an OpenAI-compatible API."""
-
-    kind: str = "vlm"  # vlm or geometry
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"  # the variable's name; its value is read here, never sent anywhere else
-    protocol: str = "dual_vqa_v1"
-    cache: str | None = None  # judge cache file (default <shared>/judge_cache.sqlite)
-    shared: str | None = None  # folder of shared source answers (default results/_dual_vqa_shared)
-    price_in: float | None = None  # USD per million tokens; None: the price table's
-    price_out: float | None = None
-    retries: int = 6
-    retry_base_delay: float = 1.0
-    max_tokens_field: str = "max_completion_tokens"
-    concurrency: int | None = None  # judge requests in flight at once (cluster-wide on Ray)
-    prompt_kind: str = "auto"  # VSI-Bench's numeric post-prompt: auto (from the URL), local or api
-    probe_wait: float = 60.0  # seconds the endpoint probe may retry a refused or silent endpoint (0: no probe)
-    budget: object = None  # a campaign's budget holder (bvb_addon.agent.budget): calls reserve from it
-
-    def check(self):
-        if self.kind not in ("vlm", "geometry"):
-            raise ValueError(f"judge {self.kind!r}: use vlm or geometry")
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"unknown protocol {self.protocol!r}: use {' or '.join(PROTOCOLS)}")
-        if self.kind == "vlm" and not (self.base_url and self.model):
-            raise ValueError(
-                "a VLM judge needs --judge-base-url and --judge-model (or --judge geometry for the offline judge)"
-            )
-        return self
 
 
 @dataclass(frozen=True)
@@ -143,7 +112,7 @@ def judge_cap(options, backend="local"):
 
     limit = options.concurrency
     if limit is not None and limit < 1:
-        raise ValueError(f"--judge-concurrency must be at least 1, got {limit}")
+        raise ArgumentError(f"--judge-concurrency must be at least 1, got {limit}")
     if backend != "ray" and limit is None:
         return None
     # One cap per endpoint: a provider's rate limit holds for every run that calls it.

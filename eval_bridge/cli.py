@@ -9,10 +9,14 @@ import os
 import sys
 from pathlib import Path
 
+from bvb_addon import errors
 from bvb_addon.command_line import Parser, add_alias, sub_parser
+from bvb_addon.errors import ArgumentError
 from bvb_addon.run_dir import JUDGE_CACHE, SHARED, RunDir
 
 from . import api
+from .judge_options import JudgeOptions as _J
+from .protocol import PROTOCOLS
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +45,19 @@ def _add_judge_args(p):
     p.add_argument("--judge", choices=("vlm", "geometry"), default="vlm", help="vlm (an API) or geometry (offline)")
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)")
     p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o (required with --judge vlm)")
-    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
-    p.add_argument("--protocol", choices=api.PROTOCOLS, default="dual_vqa_v1", help="DV's rules (docs/protocol.md)")
+    p.add_argument("--judge-api-key-env", default=_J.api_key_env, help="variable holding the judge's API key")
+    p.add_argument("--protocol", choices=PROTOCOLS, default=_J.protocol, help="DV's rules (docs/protocol.md)")
     p.add_argument(
         "--vsi-prompt",
         choices=("auto", "local", "api"),
-        default="auto",
+        default=_J.prompt_kind,
         help="vsi_official's numeric post-prompt: VSI-Bench's for local or for API models "
         "(auto: local for a loopback or private endpoint, else api)",
     )
     p.add_argument(
         "--probe-wait",
         type=float,
-        default=60.0,
+        default=_J.probe_wait,
         metavar="S",
         help="seconds to keep retrying an endpoint that refuses or times out before scoring starts (0: no probe)",
     )
@@ -65,12 +69,14 @@ def _add_judge_args(p):
     p.add_argument(
         "--price-out", type=float, help="judge output price, USD per million tokens (default: the price sources')"
     )
-    p.add_argument("--retries", type=int, default=6, help="retries on 408/409/429/5xx and connection errors")
-    p.add_argument("--retry-base-delay", type=float, default=1.0, help="first backoff in seconds (doubles)")
+    p.add_argument("--retries", type=int, default=_J.retries, help="retries on 408/409/429/5xx and connection errors")
+    p.add_argument(
+        "--retry-base-delay", type=float, default=_J.retry_base_delay, help="first backoff in seconds (doubles)"
+    )
     p.add_argument(
         "--max-tokens-field",
         choices=("max_completion_tokens", "max_tokens"),
-        default="max_completion_tokens",
+        default=_J.max_tokens_field,
         help="request field for the answer-token cap: 32, or 16 under vsi_official (max_tokens for older servers)",
     )
 
@@ -203,8 +209,8 @@ def _add_serve(sub):
     )
     p.add_argument("--judge-base-url", help="endpoint of the VLM judge named 'default' (default: none)")
     p.add_argument("--judge-model", help="model of the VLM judge named 'default' (default: none)")
-    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding that judge's API key")
-    p.add_argument("--protocol", choices=api.PROTOCOLS, help="that judge's DV protocol (default: dual_vqa_v1)")
+    p.add_argument("--judge-api-key-env", default=_J.api_key_env, help="variable holding that judge's API key")
+    p.add_argument("--protocol", choices=PROTOCOLS, help="that judge's DV protocol (default: dual_vqa_v1)")
     p.add_argument(
         "--price-in", type=float, help="that judge's input price, USD per million tokens (default: the price sources')"
     )
@@ -425,7 +431,7 @@ def cmd_leaderboard(args, progress=None):
     from .overall import format_table
 
     if args.bootstrap < 10:
-        raise ValueError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
+        raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
     rows = api.write_leaderboard(
         api.LeaderboardOptions(
             tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed, args.baseline, args.rank_all
@@ -559,6 +565,7 @@ def _judge_fault_exit(args, argv):
     return outcomes.FAULT_EXIT
 
 
+@errors.entry
 def main(argv=None):
     from bvb_addon import outcomes, path_args
     from bvb_addon.errors import USER_ERRORS, report

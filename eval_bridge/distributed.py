@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from bvb_addon import backend
+from bvb_addon.outcomes import one_line
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def score_dv_on_ray(dv, pending, sources, finished):
             scene = item[1][0].scene_name
             if error is not None:
                 lost.append((scene, error))
-                log.error("DV scene %s failed on the Ray cluster: %s", scene, _one_line(error))
+                log.error("DV scene %s failed on the Ray cluster: %s", scene, one_line(error))
                 continue
             dv.shared.absorb(result["shared"])
             with _judge_lock(judge):
@@ -148,7 +149,7 @@ def score_dv_on_ray(dv, pending, sources, finished):
         scene, error = lost[0]
         raise backend.BackendError(
             f"{len(lost)} scene(s) failed on the Ray cluster after {MAX_RETRIES} retries (first: {scene}: "
-            f"{_one_line(error)}); the others are saved: rerun with --resume to continue"
+            f"{one_line(error)}); the others are saved: rerun with --resume to continue"
         )
 
 
@@ -190,7 +191,3 @@ def batches_on_ray(task, spec, run_dir, jobs, ray_address, scenes_per_task):
     )  # fmt: skip
     for item, result, error in results:
         yield item[2], result, error
-
-
-def _one_line(exc):
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

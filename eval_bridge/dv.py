@@ -14,16 +14,23 @@ import os
 import threading
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bvb_addon import backend
+from bvb_addon.atomic import write_json_atomic
+from bvb_addon.errors import ArgumentError
 from bvb_addon.money import money
+from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
-from bvb_addon.run_dir import RunDir, require_run
+from bvb_addon.run_dir import RunDir, read_jsonl, require_run
 
 from . import protocol as rules
 from .cache import clip_fingerprint
-from .files import agent_meta, append_jsonl, file_lock, read_jsonl, write_json_atomic, write_jsonl_atomic
+from .files import agent_meta, append_jsonl, file_lock, write_jsonl_atomic
 from .identity import file_sha256
+
+if TYPE_CHECKING:
+    from .judge import Judge
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +261,7 @@ class DualVQA:
         run_dir,
         questions,
         videos_root,
-        judge,
+        judge: "Judge",
         *,
         votes=1,
         workers=8,
@@ -268,9 +275,9 @@ class DualVQA:
         probe_wait=0,
     ):
         if votes < 1:
-            raise ValueError(f"--votes must be at least 1, got {votes}")
+            raise ArgumentError(f"--votes must be at least 1, got {votes}")
         if workers < 1:
-            raise ValueError(f"--workers must be at least 1, got {workers}")
+            raise ArgumentError(f"--workers must be at least 1, got {workers}")
         self.run_dir = Path(run_dir)
         self.rd = RunDir(self.run_dir)
         require_run(self.run_dir)  # a results folder or an empty one is refused, not scored as "DV 0.00"
@@ -279,7 +286,7 @@ class DualVQA:
         if wanted:
             unknown = wanted - {q.scene_name for q in self.all_questions}
             if unknown:
-                raise ValueError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
+                raise ArgumentError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
         self.questions = [q for q in self.all_questions if wanted is None or q.scene_name in wanted]
         self.videos_root = Path(videos_root)
         self.judge = judge
@@ -290,7 +297,7 @@ class DualVQA:
         self.progress = progress
         self.split_path = split_path
         if backend not in ("local", "ray"):
-            raise ValueError(f"--backend {backend!r}: use local or ray")
+            raise ArgumentError(f"--backend {backend!r}: use local or ray")
         self.backend, self.ray_address = backend, ray_address
         # Seconds the judge's endpoint probe may wait before the first question (0: no probe).
         self.probe_wait = probe_wait
@@ -476,7 +483,7 @@ class DualVQA:
         try:
             row["source_fingerprint"], row["render_fingerprint"] = self._fingerprints(scene, source_file)
         except (OSError, ValueError) as exc:
-            return {**row, "status": "source_error", "reason": _one_line(exc)}
+            return {**row, "status": "source_error", "reason": one_line(exc)}
         # Both sides go out together: a question costs one judge latency, not two.
         failure = _failure_reason(self.run_dir, scene, self._render_states)
         source = self._sides.submit(self._source_side, question, source_file)
@@ -485,10 +492,10 @@ class DualVQA:
             texts, cost = source.result()
         except (OSError, ValueError) as exc:
             _drain(render)
-            return {**row, "status": "source_error", "reason": _one_line(exc)}
+            return {**row, "status": "source_error", "reason": one_line(exc)}
         except RuntimeError as exc:
             _drain(render)
-            return {**row, "status": "judge_error", "reason": _one_line(exc)}
+            return {**row, "status": "judge_error", "reason": one_line(exc)}
         row.update(source_answers=texts, source_answer=texts[0], source_score=self._grade(question, texts))
         row["cost_usd"] += cost
         if failure is not None:
@@ -497,9 +504,9 @@ class DualVQA:
             try:
                 texts, cost = render.result()
             except (OSError, ValueError) as exc:
-                row["status"], row["reason"] = "render_error", _one_line(exc)
+                row["status"], row["reason"] = "render_error", one_line(exc)
             except RuntimeError as exc:
-                row["status"], row["reason"] = "judge_error", _one_line(exc)
+                row["status"], row["reason"] = "judge_error", one_line(exc)
             else:
                 row.update(render_answers=texts, render_answer=texts[0], render_score=self._grade(question, texts))
                 row["cost_usd"] += cost
@@ -528,10 +535,6 @@ def _drain(future):
             future.result()
         except Exception:  # noqa: BLE001 - its result is discarded on purpose
             pass
-
-
-def _one_line(exc):
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def summarise(rows, judge, votes):

@@ -4,25 +4,17 @@ import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from bvb_addon.atomic import write_json_atomic, write_text_atomic
-from bvb_addon.run_dir import RunDir, read_jsonl
+from bvb_addon.atomic import write_text_atomic
+from bvb_addon.run_dir import RunDir
 
-__all__ = [
-    "agent_meta",
-    "append_jsonl",
-    "file_lock",
-    "read_json",
-    "read_jsonl",
-    "write_json_atomic",
-    "write_jsonl_atomic",
-    "write_text_atomic",
-]
+__all__ = ["agent_meta", "append_jsonl", "file_lock", "write_jsonl_atomic"]
 
 
 @contextlib.contextmanager
-def file_lock(path):
+def file_lock(path: str | Path) -> Iterator[None]:
     """An exclusive lock between processes on a lock file beside the data (held until the block ends).
 
     A separate file, so that the data file may be replaced atomically while the lock is held.
@@ -39,11 +31,11 @@ def file_lock(path):
         os.close(fd)
 
 
-def write_jsonl_atomic(path, rows):
-    write_text_atomic(path, "".join(json.dumps(row) + "\n" for row in rows))
+def write_jsonl_atomic(path: str | Path, rows: Iterable[dict]) -> Path:
+    return write_text_atomic(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
-def append_jsonl(path, rows):
+def append_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
     """Append rows under an exclusive lock in one write, so concurrent writers never interleave lines."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,17 +58,6 @@ def append_jsonl(path, rows):
         os.close(fd)
 
 
-def read_json(path, what="file"):
-    """A JSON file, or a one-line error naming it."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{what} {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno}); regenerate it") from None
-
-
-def agent_meta(run_dir, scene):
+def agent_meta(run_dir: str | Path, scene: str) -> dict:
     """agent_meta/<scene>.json of a run, or {} when it is missing or unreadable (a failure's reason, not a fault)."""
     return RunDir(run_dir).meta_or_empty(scene)

@@ -11,10 +11,12 @@ import math
 import re
 from pathlib import Path
 
+from bvb_addon.errors import BadFileError, MissingFileError
 from bvb_addon.run_dir import RunDir
 
 from .judge import Answer
-from .protocol import GEOMETRY_PROTOCOL, normalise, option_letter, option_text
+from .protocol import GEOMETRY_PROTOCOL
+from .protocols.dual_vqa_v1 import normalise, option_letter, option_text
 from .scene_geometry import SceneGeometry, box_distance, category_of, from_gt, from_scene_graph
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ class GeometryJudge:
     protocol = GEOMETRY_PROTOCOL
     calls = 0
     cost_usd = 0.0
+    wants_preview = False
 
     @property
     def name(self):
@@ -68,7 +71,7 @@ class GeometryJudge:
         """The ground truth the source side needs."""
         path = Path(videos_root) / "gt" / f"{scene}.json"
         if not path.is_file():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"ground truth {path} is missing: --judge geometry needs the synthetic suite's folder as --videos"
             )
         return path
@@ -80,6 +83,10 @@ class GeometryJudge:
     def load_render(self, run_dir, scene, video):
         path = RunDir(run_dir).scene_graph(scene)
         return from_scene_graph(_load(path, "scene graph", "re-render the run with bvb render"))
+
+    def step_media(self, graph, preview):
+        """A step snapshot as this judge sees it: the geometry of its scene graph (None without a graph)."""
+        return from_scene_graph(graph) if graph is not None else None
 
     def ask(self, geometry, question, vote_index=0):
         try:
@@ -94,9 +101,9 @@ def _load(path, what, fix):
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise FileNotFoundError(f"{what} {path} is missing; {fix}") from None
+        raise MissingFileError(f"{what} {path} is missing; {fix}") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} {path} is not valid JSON ({exc.msg}); {fix}") from None
+        raise BadFileError(f"{what} {path} is not valid JSON ({exc.msg}); {fix}") from None
 
 
 def answer(geometry, question):

@@ -15,8 +15,10 @@ page through any other path does not run, nor does an inline event handler or a 
 import base64
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 from urllib.parse import quote
 
 import jinja2
@@ -27,12 +29,12 @@ __all__ = ["Markup", "Script", "csp", "escape", "fragment", "join", "page_url", 
 ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
-def fragment(template, *args, **kwargs):
+def fragment(template: str, *args: Any, **kwargs: Any) -> Markup:
     """``template`` (markup written here, never run data) with every argument escaped, whatever its type."""
     return Markup(template).format(*args, **kwargs)
 
 
-def join(parts, separator=""):
+def join(parts: Iterable[Any], separator: str = "") -> Markup:
     """Fragments and values joined: values are escaped, fragments kept."""
     return Markup(separator).join(parts)
 
@@ -42,7 +44,7 @@ def _template(source):
     return ENV.from_string(source)
 
 
-def render(source, **values):
+def render(source: str, **values: Any) -> str:
     """A page template (Jinja2, autoescape) filled with values; Markup values are kept as markup."""
     return _template(source).render(**values)
 
@@ -59,11 +61,11 @@ class Script:
         return f"<script{attributes}>{self.source}</script>"
 
     @property
-    def hash(self):
+    def hash(self) -> str:
         return "'sha256-" + base64.b64encode(hashlib.sha256(self.source.encode()).digest()).decode() + "'"
 
 
-def csp(scripts):
+def csp(scripts: Iterable["Script"]) -> str:
     """The policy of a page whose only scripts are ``scripts``: nothing else runs, nothing leaves the page's origin."""
     hashes = " ".join(sorted({s.hash for s in scripts})) or "'none'"
     return (
@@ -75,7 +77,7 @@ def csp(scripts):
 UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def safe_name(text, limit=80):
+def safe_name(text: object, limit: int = 80) -> str:
     """A file name made from run data (a scene or folder name): only [A-Za-z0-9._-], never a path.
 
     A name that had to change gets a short hash of the original, so two names stay two files.
@@ -87,6 +89,6 @@ def safe_name(text, limit=80):
     return clean
 
 
-def page_url(*parts):
+def page_url(*parts: object) -> str:
     """A relative URL of path parts, each percent-encoded (the template then escapes it for the attribute)."""
     return "/".join(quote(str(part), safe="") for part in parts)

@@ -11,8 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from bvb_addon import versions
-from bvb_addon.run_dir import RunDir
+from bvb_addon.run_dir import RunDir, run_blenders
 
 # (identity key, what the differs column calls it). Order: the order differs lists them in.
 FIELDS = (
@@ -84,7 +83,7 @@ def run_identity(run_dir):
     ls = _summary(run_dir, rd.ls_summary)
     renders = [row for row in rd.render_rows() if isinstance(row, dict) and row.get("status") == "ok"]
     try:
-        blenders = versions.run_blenders(run_dir)
+        blenders = run_blenders(run_dir)
     except (TypeError, AttributeError):  # a version field that is not text
         blenders = {"made": ["unreadable"], "rendered": []}
     vsi = dv.get("vsi_bench") if isinstance(dv.get("vsi_bench"), dict) else {}

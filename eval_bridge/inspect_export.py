@@ -18,10 +18,9 @@ from pathlib import Path
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError
+from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError, read_jsonl
 from bvb_addon.trajectory import scene_trajectory
 
-from .files import read_jsonl
 from .protocol import pooled
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,8 @@ import os
 import struct
 import threading
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from bvb_addon.errors import BVBError
 from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy
@@ -13,6 +15,7 @@ from bvb_addon.outcomes import FAULT_EXIT
 
 from . import protocol as protocols
 from .cache import cache_key, frames_hash
+from .judge_options import JudgeOptions
 from .pricing import Pricing
 
 log = logging.getLogger(__name__)
@@ -56,28 +59,59 @@ class Media:
     digest: str
 
 
+@runtime_checkable
+class Judge(Protocol):
+    """What Dual VQA and the steps analysis ask of a judge: the VLM (``VLMJudge``) or the offline geometry judge.
+
+    ``load_source`` / ``load_render`` / ``step_media`` return the judge's own media (frames, or a scene's
+    geometry); ``ask`` answers one question on such media.
+    """
+
+    kind: str
+    model: str
+    protocol: str
+    calls: int
+    cost_usd: float
+    wants_preview: bool
+    """Whether ``step_media`` needs a rendered preview of a step's snapshot (the VLM does; geometry reads the graph)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def source_path(self, videos_root: str | Path, dataset: str, scene: str) -> Path: ...
+
+    def load_source(self, videos_root: str | Path, dataset: str, scene: str, video: Path) -> Any: ...
+
+    def load_render(self, run_dir: str | Path, scene: str, video: Path) -> Any: ...
+
+    def step_media(self, graph: dict | None, preview: list[bytes] | None) -> Any | None: ...
+
+    def ask(self, media: Any, question: Any, vote_index: int = 0) -> "Answer": ...
+
+
 class VLMJudge:
     """Asks a chat-completions model; every call goes through the persistent cache."""
 
     kind = "vlm"
+    wants_preview = True
 
     def __init__(
         self,
         base_url,
         model,
-        protocol="dual_vqa_v1",
+        protocol=JudgeOptions.protocol,
         *,
         cache=None,
         api_key=None,
-        api_key_env="OPENAI_API_KEY",
+        api_key_env=JudgeOptions.api_key_env,
         settings=None,
         pricing=None,
-        retries=6,
-        backoff_s=1.0,
+        retries=JudgeOptions.retries,
+        backoff_s=JudgeOptions.retry_base_delay,
         timeout_s=120.0,
-        max_tokens_field="max_completion_tokens",
+        max_tokens_field=JudgeOptions.max_tokens_field,
         cap=None,
-        prompt_kind="auto",
+        prompt_kind=JudgeOptions.prompt_kind,
         budget=None,
     ):
         self.model = model
@@ -161,6 +195,10 @@ class VLMJudge:
         frames = sample_uniform(video, s.frames, longest_side=s.longest_side, quality=s.jpeg_quality)
         return Media(frames=frames, digest=frames_hash(frames))
 
+    def step_media(self, graph, preview):
+        """A step snapshot as this judge sees it: its preview frames (None without a preview)."""
+        return Media(frames=preview, digest=frames_hash(preview)) if preview else None
+
     def ask(self, media, question, vote_index=0):
         """One vote: from the cache when this exact call was made before, else from the API."""
         prompt = protocols.prompt_for(question, self.protocol, self.prompt_kind)
@@ -186,7 +224,7 @@ class VLMJudge:
     def _worst_case(self, frames, prompt):
         """USD one call could cost: every frame at its image-token bound, the prompt, the whole completion."""
         from bvb_addon.agent.environment import image_size
-        from bvb_addon.agent.pricing import image_tokens
+        from bvb_addon.pricing import image_tokens
 
         tokens = len(prompt) // 2 + 64
         for frame in frames:

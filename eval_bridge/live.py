@@ -11,7 +11,6 @@ A results folder stands for every run directory in it, including runs that appea
 """
 
 import datetime
-import json
 import logging
 import os
 import stat
@@ -29,10 +28,10 @@ from starlette.staticfiles import NotModifiedResponse, StaticFiles
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
-from bvb_addon.run_dir import RunDir, find_runs
+from bvb_addon.jsonfile import read_object_or_none
+from bvb_addon.run_dir import RunDir, find_runs, read_jsonl
 from bvb_addon.trajectory import read_trajectory
 
-from .files import read_jsonl
 from .html_page import Script, csp, fragment, join, render
 from .loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 
@@ -108,11 +107,7 @@ def fingerprint(runs):
 
 def _read(path):
     """A JSON object from a run's file, or None (missing, torn, or not an object)."""
-    try:
-        value = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
+    return read_object_or_none(path)
 
 
 def _cost(value):

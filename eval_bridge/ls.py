@@ -16,11 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bvb_addon.atomic import write_json_atomic
 from bvb_addon.errors import BVBError
+from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
-from bvb_addon.run_dir import RunDir, require_run
+from bvb_addon.run_dir import RunDir, read_jsonl, require_run
 
-from .files import agent_meta, read_jsonl, write_json_atomic, write_jsonl_atomic
+from .files import agent_meta, write_jsonl_atomic
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
 __all__ = [
@@ -250,7 +252,7 @@ class HubEncoder(Encoder):
         try:
             built = torch.hub.load(str(repo), self.entry, source="local", pretrained=False, num_frames=self.num_frames)
         except (AttributeError, RuntimeError) as exc:  # torch.hub: an unknown entry point is a RuntimeError
-            raise LSError(f"cannot build {self.entry!r} from {repo} ({_one_line(exc)}); {HUB_HINT}") from None
+            raise LSError(f"cannot build {self.entry!r} from {repo} ({one_line(exc)}); {HUB_HINT}") from None
         net = built[0] if isinstance(built, tuple) else built  # the release's entries return (encoder, predictor)
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
         key = next((k for k in HUB_CHECKPOINT_KEYS if isinstance(state, dict) and k in state), None)
@@ -480,7 +482,7 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
                 if isinstance(error, LSError):
                     raise LSError(str(error))
                 # Lost after every retry: the scenes fail this run and are redone by --resume.
-                reason = f"Ray task failed after {MAX_RETRIES} retries: {_one_line(error)}"
+                reason = f"Ray task failed after {MAX_RETRIES} retries: {one_line(error)}"
                 finished([
                     {"scene": scene, "dataset": dataset, "model": spec.model_id, "num_frames": spec.num_frames,
                      "status": "model_error", "reason": reason, "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
@@ -493,7 +495,7 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
     return info or spec.build().info()
 
 
-_ENCODERS = {}
+_ENCODERS: dict = {}
 
 
 def _worker_encoder(spec):
@@ -510,10 +512,6 @@ def score_batch(item):
     encoder = _worker_encoder(spec)
     rows = [scene_row(encoder, run_dir, dataset, scene, source) for dataset, scene, source in batch]
     return {"rows": rows, "info": encoder.info()}
-
-
-def _one_line(exc):
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def scene_row(encoder, run_dir, dataset, scene, source, read_rgb_frames=None):

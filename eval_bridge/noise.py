@@ -17,13 +17,12 @@ scenes in every trial.
 import logging
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from bvb_addon.run_dir import RunDir
-
-from .files import read_json, read_jsonl
+from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ NOISE_COLUMNS = (
 TRIAL = re.compile(r"^(?P<name>.+)\.trial(?P<k>\d+)$")
 
 
-def run_noise(run_dir, resamples=RESAMPLES, seed=SEED):
+def run_noise(run_dir: str | Path, resamples: int = RESAMPLES, seed: int = SEED) -> dict:
     """The noise columns of one run's leaderboard row: its intervals and, with several votes, their spread."""
     row = intervals([run_dir], resamples, seed)
     spread = vote_spread(run_dir)
@@ -64,7 +63,7 @@ def run_noise(run_dir, resamples=RESAMPLES, seed=SEED):
     return row
 
 
-def scene_table(run_dir):
+def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
     """Per scene: (retained, source-correct) question counts and its vision_sim (absent: LS did not score it).
 
     The one correctness rule of eval_bridge.protocol: a question counts when its row says
@@ -73,7 +72,8 @@ def scene_table(run_dir):
     from .protocol import pooled
 
     rd = RunDir(run_dir)
-    dv, ls = {}, {}
+    dv: dict[str, tuple] = {}
+    ls: dict[str, float] = {}
     for row in pooled(read_jsonl(rd.dv_rows)):
         kept, seen = dv.get(row["scene"], (0, 0))
         dv[row["scene"]] = (kept + bool(row.get("retained")), seen + bool(row.get("source_correct")))
@@ -96,12 +96,14 @@ def _ratio(numerator, denominator):
     return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator > 0)
 
 
-def overall_of(dv, ls):
+def overall_of(dv: np.ndarray, ls: np.ndarray) -> np.ndarray:
     """BVB's Overall (0-100) elementwise on arrays."""
     return ((np.sqrt(np.maximum(dv, 0.0)) + np.sqrt(np.maximum(ls, 0.0))) / 2) ** 2
 
 
-def intervals(run_dirs, resamples=RESAMPLES, seed=SEED, level=LEVEL):
+def intervals(
+    run_dirs: Sequence[str | Path], resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
+) -> dict:
     """The six CI columns for one run, or for the mean over trials when several run dirs are given.
 
     A missing axis leaves its columns (and Overall's) None.
@@ -132,7 +134,7 @@ def intervals(run_dirs, resamples=RESAMPLES, seed=SEED, level=LEVEL):
     return out
 
 
-def overlaps(rows, key="overall"):
+def overlaps(rows: list[dict], key: str = "overall") -> list[dict]:
     """Mark each ranked row whose ``key`` interval overlaps the row above's (both intervals known)."""
     above = None
     for row in rows:
@@ -161,7 +163,7 @@ def _split_options(summary, run_dir):
         return None
 
 
-def vote_spread(run_dir):
+def vote_spread(run_dir: str | Path) -> dict | None:
     """DV recomputed from each judge vote alone (``dv --votes N``): {votes, dv_by_vote, spread, std}, or None.
 
     A vote's DV grades that vote's answer on each side with the one correctness rule (a
@@ -201,9 +203,9 @@ def vote_spread(run_dir):
     }
 
 
-def trial_groups(run_dirs):
+def trial_groups(run_dirs: list[Path]) -> dict[str, list[Path]]:
     """{NAME: [run dirs named NAME.trialK, in K order]} for the groups with at least two trials."""
-    groups = {}
+    groups: dict[str, list] = {}
     for run_dir in run_dirs:
         match = TRIAL.match(Path(run_dir).name)
         if match:
@@ -212,7 +214,7 @@ def trial_groups(run_dirs):
     return {Path(k).name: [p for _, p in sorted(v)] for k, v in groups.items() if len(v) >= 2}
 
 
-def mean_of(values):
+def mean_of(values: list) -> float | None:
     """The mean of the values that are not None, or None."""
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
@@ -226,7 +228,7 @@ def _std(values):
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def trial_row(name, rows, run_dirs, resamples=RESAMPLES, seed=SEED):
+def trial_row(name: str, rows: list[dict], run_dirs: list[Path], resamples: int = RESAMPLES, seed: int = SEED) -> dict:
     """One leaderboard row for K trials: numeric columns averaged, their spread, and the interval of the mean."""
     first = rows[0]
     row = {key: value for key, value in first.items() if not isinstance(value, float)}
@@ -235,7 +237,7 @@ def trial_row(name, rows, run_dirs, resamples=RESAMPLES, seed=SEED):
         row[key] = mean_of([r.get(key) for r in rows])
     for key in ("overall", "dualVqa", "latentSim"):
         row[f"{key}_trial_std"] = _std([r.get(key) for r in rows])
-        values = [r.get(key) for r in rows if r.get(key) is not None]
+        values = [float(r[key]) for r in rows if r.get(key) is not None]
         row[f"{key}_trial_range"] = max(values) - min(values) if values else None
     row["trials"] = len(rows)
     row.update(intervals(run_dirs, resamples, seed))

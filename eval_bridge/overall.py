@@ -8,12 +8,12 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from bvb_addon import versions
+from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.money import money
-from bvb_addon.run_dir import RunDir, require_run, runs_in
+from bvb_addon.run_dir import RunDir, read_json, require_run, run_blenders, runs_in
 
 from . import identity, noise
-from .files import read_json, write_json_atomic, write_text_atomic
 from .protocol import overall_score, retention
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
     row["vsiSource"] = (vsi.get("source") or {}).get("overall")
     row["vsiRender"] = (vsi.get("render") or {}).get("overall")
     row.update(noise.run_noise(run_dir, resamples, seed))
-    blenders = versions.run_blenders(run_dir)
+    blenders = run_blenders(run_dir)
     comparable, note = versions.comparability(blenders)
     made, rendered = "; ".join(blenders["made"]), "; ".join(blenders["rendered"])
     row["blender"] = made if rendered in ("", made) else f"{made or '?'} (rendered {rendered})"

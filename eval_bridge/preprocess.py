@@ -161,14 +161,14 @@ def preprocess(frames, prep):
     """(T, H, W, 3) uint8 -> (T, 3, crop_h, crop_w) float32: resize, centre crop, rescale, normalise."""
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3:
-        raise ValueError(f"expected (T, H, W, 3) frames, got shape {frames.shape}")
+        raise PreprocessError(f"expected (T, H, W, 3) frames, got shape {frames.shape}")
     if prep.do_resize:
         frames = resize(frames, output_size(frames.shape[1], frames.shape[2], prep))
     if prep.do_center_crop:
         ch, cw = prep.crop_hw
         h, w = frames.shape[1:3]
         if ch > h or cw > w:
-            raise ValueError(f"frames of {h}x{w} are smaller than the {ch}x{cw} crop")
+            raise PreprocessError(f"frames of {h}x{w} are smaller than the {ch}x{cw} crop")
         top, left = int((h - ch) / 2.0), int((w - cw) / 2.0)
         frames = frames[:, top : top + ch, left : left + cw]
     out = frames.astype(np.float32)

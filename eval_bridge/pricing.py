@@ -2,7 +2,7 @@
 
 import logging
 
-from bvb_addon.agent.pricing import ZERO, Price, PriceError, price_for
+from bvb_addon.pricing import ZERO, Price, PriceError, price_for
 
 log = logging.getLogger(__name__)
 
@@ -14,7 +14,13 @@ class Pricing:
     a warning says how to price it (the judge's spend is reported, not limited).
     """
 
-    def __init__(self, model, price_in=None, price_out=None, base_url=None):
+    def __init__(
+        self,
+        model: str,
+        price_in: float | None = None,
+        price_out: float | None = None,
+        base_url: str | None = None,
+    ):
         self.model = model
         if price_in is not None or price_out is not None:
             price = Price(price_in or 0.0, price_in or 0.0, price_out or 0.0, source="flags")
@@ -28,7 +34,7 @@ class Pricing:
         self.price_in, self.price_out = self.price.input, self.price.output
         self._warned = False
 
-    def cost(self, usage):
+    def cost(self, usage: dict) -> float:
         """USD for one call: usage['cost'] when the provider reports it, else tokens times the price."""
         if usage.get("cost") is not None:
             return float(usage["cost"])

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from bvb_addon import versions, video
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
-from bvb_addon.run_dir import RunDir, read_jsonl, runs_in, videos_of
+from bvb_addon.jsonfile import read_object_or_none
+from bvb_addon.run_dir import RunDir, read_jsonl, run_blenders, runs_in, videos_of
 from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
@@ -82,11 +83,7 @@ def _read_json(path, root=None):
     path = Path(path)
     if root is not None and not inside(root, path):
         return None
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
+    return read_object_or_none(path)
 
 
 def _rows(root, path):
@@ -163,7 +160,7 @@ def load_run(run_dir, videos_root=None):
                 "its Blender versions were not read: a file that records them is a link out of the run"
             )
         else:
-            _, view.comparability_note = versions.comparability(versions.run_blenders(run_dir))
+            _, view.comparability_note = versions.comparability(run_blenders(run_dir))
     except (TypeError, AttributeError):  # a version field that is not text
         view.comparability_note = "the Blender versions it records are not readable"
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import time
+from pathlib import Path
 
 from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import RunDir
@@ -24,7 +25,7 @@ class RunBusy(BVBError, ValueError):
     """Another process is scoring this run directory; the message names it and what to do."""
 
 
-def lock_path(run_dir):
+def lock_path(run_dir: str | Path) -> Path:
     return RunDir(run_dir).scoring_lock
 
 
@@ -49,12 +50,12 @@ def _read(path):
 class RunLock:
     """The lock file of one run directory; acquire() raises RunBusy while a live process holds it."""
 
-    def __init__(self, run_dir, label):
+    def __init__(self, run_dir: str | Path, label: str):
         self.path = lock_path(run_dir)
         self.label = label
         self.held = False
 
-    def acquire(self):
+    def acquire(self) -> "RunLock":
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "label": self.label, "since": time.time()}
         data = json.dumps(owner).encode()
         for _attempt in range(3):
@@ -94,7 +95,7 @@ class RunLock:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
-    def release(self):
+    def release(self) -> None:
         if not self.held:
             return
         self.held = False
@@ -110,6 +111,6 @@ class RunLock:
         self.release()
 
 
-def run_lock(run_dir, label):
+def run_lock(run_dir: str | Path, label: str) -> RunLock:
     """The lock of a run directory, for a ``with`` block (also used by the service for a whole job)."""
     return RunLock(run_dir, label)

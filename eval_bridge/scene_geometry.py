@@ -19,12 +19,12 @@ STRUCTURE = frozenset({"floor", "ground", "wall", "ceiling", "room", "camera", "
 _SUFFIX = re.compile(r"(?:[._]\d+)+$")
 
 
-def category_of(name):
+def category_of(name: object) -> str:
     """An object's category from its name: 'Chair_2' -> 'chair', 'trash_can_1.001' -> 'trash_can'."""
     return _SUFFIX.sub("", str(name)).strip().lower().replace(" ", "_")
 
 
-def euler_xyz_matrix(rx, ry, rz):
+def euler_xyz_matrix(rx: float, ry: float, rz: float) -> np.ndarray:
     """Blender's XYZ Euler rotation as a matrix (applied X, then Y, then Z)."""
     cx, sx, cy, sy, cz, sz = math.cos(rx), math.sin(rx), math.cos(ry), math.sin(ry), math.cos(rz), math.sin(rz)
     mx = np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
@@ -44,7 +44,7 @@ class Item:
     first_seen: float | None = None
     yaw: float = 0.0
 
-    def plan(self):
+    def plan(self) -> list[tuple[float, float]]:
         """The floor-plan rectangle: the ground truth's turned box, or a scene graph's world bounds."""
         if self.yaw:
             return footprint(self.center, self.dimensions, self.yaw)
@@ -71,13 +71,13 @@ class SceneGeometry:
     resolution: tuple = (320, 240)
     digest: str = ""
 
-    def of(self, category):
+    def of(self, category: str) -> list["Item"]:
         return [o for o in self.objects if o.category == category]
 
-    def categories(self):
+    def categories(self) -> list[str]:
         return sorted({o.category for o in self.objects})
 
-    def first_seen(self, item):
+    def first_seen(self, item: "Item") -> float | None:
         """The ground truth's time when it has one, else the first camera frame whose view holds the centre."""
         if item.first_seen is not None or not self.camera:
             return item.first_seen
@@ -112,7 +112,7 @@ def _digest(data):
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def from_gt(gt):
+def from_gt(gt: dict) -> SceneGeometry:
     """SceneGeometry from a synthetic ground-truth dict."""
     objects = []
     for obj in gt.get("objects", []):
@@ -148,7 +148,7 @@ def from_gt(gt):
     return SceneGeometry(objects, area, camera, resolution, _digest(gt))
 
 
-def from_scene_graph(graph):
+def from_scene_graph(graph: dict) -> SceneGeometry:
     """SceneGeometry from a render's scene graph: categories from names, room size from floor and walls."""
     objects, floors, walls = [], [], []
     for obj in graph.get("objects", []):
@@ -189,7 +189,7 @@ def from_scene_graph(graph):
     return SceneGeometry(objects, area, camera, resolution, _digest(graph))
 
 
-def box_distance(a, b):
+def box_distance(a: "Item", b: "Item") -> float:
     """Closest-point distance of two upright boxes: floor-plan distance and height gap combined."""
     plan = polygons_distance(a.plan(), b.plan())
     gap = max(0.0, float(b.bounds_min[2] - a.bounds_max[2]), float(a.bounds_min[2] - b.bounds_max[2]))

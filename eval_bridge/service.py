@@ -42,17 +42,21 @@ from starlette.routing import Route
 
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
-from bvb_addon.errors import USER_ERRORS, BVBError
+from bvb_addon.errors import USER_ERRORS, ArgumentError, BadFileError, BVBError, MissingFileError
+from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
 from . import api
+from .judge_options import JudgeOptions as _J
+from .judge_options import ProtocolName, TokensField
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 from .runlock import RunBusy, run_lock
 
 log = logging.getLogger(__name__)
 
-AXES = ("dv", "ls", "overall")
+Axis = Literal["dv", "ls", "overall"]
+AXES: tuple[Axis, ...] = ("dv", "ls", "overall")
 GEOMETRY = "geometry"
 # A job is a few hundred bytes; anything near this is not one.
 MAX_BODY = 64 * 1024
@@ -94,20 +98,22 @@ class ServiceConfig:
 
     def __post_init__(self):
         if not self.roots:
-            raise ValueError("serve needs at least one --root folder")
+            raise ArgumentError("serve needs at least one --root folder")
         judges = {GEOMETRY: api.JudgeOptions(kind="geometry"), **self.judges}
         for name, judge in judges.items():
             try:
                 judge.check()
             except ValueError as exc:
-                raise ValueError(f"judge {name!r}: {exc}") from None
+                raise ArgumentError(f"judge {name!r}: {exc}") from None
         object.__setattr__(self, "judges", judges)
         if self.default_judge is not None and self.default_judge not in judges:
-            raise ValueError(f"default judge {self.default_judge!r} is not configured; configured: {', '.join(judges)}")
+            raise ArgumentError(
+                f"default judge {self.default_judge!r} is not configured; configured: {', '.join(judges)}"
+            )
         if self.default_encoder is not None and self.default_encoder not in self.encoders:
-            raise ValueError(f"default encoder {self.default_encoder!r} is not configured; add it under [encoders]")
+            raise ArgumentError(f"default encoder {self.default_encoder!r} is not configured; add it under [encoders]")
         if not is_loopback(self.host) and not self.token:
-            raise ValueError(
+            raise ArgumentError(
                 f"serve: binding {self.host} exposes the service beyond this machine; "
                 "set BVB_BRIDGE_TOKEN (or pass --token) and give it to the clients yourself"
             )
@@ -118,15 +124,15 @@ class _JudgeEntry(BaseModel):
     kind: Literal["vlm", "geometry"] = "vlm"
     base_url: str | None = None
     model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    protocol: Literal["dual_vqa_v1", "vsi_official"] = "dual_vqa_v1"
+    api_key_env: str = _J.api_key_env
+    protocol: ProtocolName = _J.protocol
     cache: str | None = None
     shared: str | None = None
     price_in: float | None = None
     price_out: float | None = None
-    retries: int = Field(6, ge=0)
-    retry_base_delay: float = Field(1.0, ge=0)
-    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    retries: int = Field(_J.retries, ge=0)
+    retry_base_delay: float = Field(_J.retry_base_delay, ge=0)
+    max_tokens_field: TokensField = _J.max_tokens_field
     concurrency: int | None = Field(None, ge=1)
 
 
@@ -159,13 +165,15 @@ def read_config_file(path):
     try:
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"service config {path} does not exist; pass an existing TOML file to --config") from None
+        raise MissingFileError(
+            f"service config {path} does not exist; pass an existing TOML file to --config"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"service config {path} is not valid TOML: {exc}") from None
+        raise BadFileError(f"service config {path} is not valid TOML: {exc}") from None
     try:
         return _ConfigFile.model_validate(raw)
     except ValidationError as exc:
-        raise ValueError(f"service config {path}: {_first_error(exc)}") from None
+        raise BadFileError(f"service config {path}: {_first_error(exc)}") from None
 
 
 def config_from_args(args):
@@ -180,7 +188,7 @@ def config_from_args(args):
             base_url=args.judge_base_url,
             model=args.judge_model,
             api_key_env=args.judge_api_key_env,
-            protocol=args.protocol or "dual_vqa_v1",
+            protocol=args.protocol or _J.protocol,
             price_in=args.price_in,
             price_out=args.price_out,
         )
@@ -232,7 +240,7 @@ class LSBody(BaseModel):
 class JobBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     run: str = Field(min_length=1)
-    axes: list[Literal["dv", "ls", "overall"]] = Field(default_factory=lambda: list(AXES), min_length=1)
+    axes: list[Axis] = Field(default_factory=lambda: list(AXES), min_length=1)
     split: str | None = None
     videos: str | None = None
     scenes: list[str] = []
@@ -295,7 +303,7 @@ class Service:
         self.roots = [Path(r).expanduser().resolve() for r in config.roots]
         missing = [str(r) for r in self.roots if not r.is_dir()]
         if missing:
-            raise ValueError(f"--root {missing[0]} is not a folder; pass existing folders")
+            raise ArgumentError(f"--root {missing[0]} is not a folder; pass existing folders")
         self.jobs = {}
         self._active = {}
         self._ids = itertools.count(1)
@@ -467,11 +475,7 @@ class Service:
 
 
 def _run_config(run):
-    try:
-        config = json.loads(RunDir(run).config.read_text())
-        return config if isinstance(config, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return read_object_or_none(RunDir(run).config) or {}
 
 
 # ---- HTTP ------------------------------------------------------------------------------------
@@ -613,7 +617,7 @@ class BridgeServer:
         try:
             sock = listen(config.host, config.port, BACKLOG)
         except OSError as exc:
-            raise ValueError(
+            raise ArgumentError(
                 f"serve: cannot listen on {config.host}:{config.port} ({exc.strerror}); pick another --port"
             ) from None
         try:

@@ -11,12 +11,16 @@ import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.dataset import Question
 from bvb_addon.run_dir import RunDir
+from bvb_addon.sandbox import SandboxConfig
 
-from .protocol import GEOMETRY_PROTOCOL, is_correct, score
+from .judge import Judge, JudgeError
+from .protocol import is_correct, score
 from .steps_analysis import StepAnswer, analyze
 
 log = logging.getLogger(__name__)
@@ -87,21 +91,18 @@ class SnapshotReader:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def _judge_answers(judge, questions, graph, jpegs, errors=None):
+def _judge_answers(
+    judge: Judge,
+    questions: list[Question],
+    graph: dict | None,
+    jpegs: list[bytes] | None,
+    errors: dict[str, str] | None = None,
+) -> dict[str, str | None]:
     """The judge's answer text per question id for one snapshot (None where the judge faulted)."""
-    if getattr(judge, "kind", "") == "geometry":
-        from .geometry import answer
-        from .scene_geometry import from_scene_graph
-
-        geometry = from_scene_graph(graph) if graph is not None else None
-        return {q.id: (answer(geometry, q) if geometry is not None else "") for q in questions}
-    from .cache import frames_hash
-    from .judge import JudgeError, Media
-
-    if not jpegs:
+    media = judge.step_media(graph, jpegs)
+    if media is None:
         return {q.id: "" for q in questions}
-    media = Media(frames=jpegs, digest=frames_hash(jpegs))
-    answers = {}
+    answers: dict[str, str | None] = {}
     for q in questions:
         try:
             answers[q.id] = judge.ask(media, q).text
@@ -114,24 +115,35 @@ def _judge_answers(judge, questions, graph, jpegs, errors=None):
     return answers
 
 
-def run_steps(run_dir, questions, judge, scenes=None, sandbox_config=None, progress=None):
+def run_steps(
+    run_dir: str | Path,
+    questions: list[Question],
+    judge: Judge,
+    scenes: list[str] | None = None,
+    sandbox_config: SandboxConfig | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> dict:
     """Answer every question on every step of every scene; write and return the analysis."""
     run_dir = Path(run_dir)
-    protocol = GEOMETRY_PROTOCOL if getattr(judge, "kind", "") == "geometry" else judge.protocol
-    by_scene = {}
+    protocol = judge.protocol
+    by_scene: dict[str, list[Question]] = {}
     for q in questions:
         by_scene.setdefault(q.scene_name, []).append(q)
     wanted = [s for s in by_scene if not scenes or s in set(scenes)]
-    sequences, rows, faults = {}, [], []
+    sequences: dict = {}
+    rows: list = []
+    faults: list = []
     reader = SnapshotReader(sandbox_config)
     try:
         for scene in wanted:
             snapshots = step_snapshots(run_dir, scene)
-            scene_sequences, scene_rows, judge_faults = {}, [], {}
+            scene_sequences: dict = {}
+            scene_rows: list = []
+            judge_faults: dict[str, str] = {}
             try:
                 for step, blend in snapshots:
                     graph = reader.graph(blend)
-                    jpegs = None if getattr(judge, "kind", "") == "geometry" else reader.preview(blend)
+                    jpegs = reader.preview(blend) if judge.wants_preview else None
                     answers = _judge_answers(judge, by_scene[scene], graph, jpegs, errors=judge_faults)
                     for q in by_scene[scene]:
                         answer = answers[q.id]

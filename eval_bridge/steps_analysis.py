@@ -12,6 +12,7 @@ mistakes or lock them in:
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class StepAnswer:
     correct: bool
 
 
-def transitions(sequence):
+def transitions(sequence: list[StepAnswer]) -> dict[str, int]:
     """Counts of the four transition kinds along one question's sequence of StepAnswers."""
     counts = {"wrong_to_correct": 0, "correct_to_wrong": 0, "wrong_to_other_wrong": 0, "unchanged": 0}
     for before, after in zip(sequence, sequence[1:], strict=False):
@@ -37,7 +38,7 @@ def transitions(sequence):
     return counts
 
 
-def lock_in_step(sequence):
+def lock_in_step(sequence: list[StepAnswer]) -> int | None:
     """The first step index (0-based) from which the answer never changes again."""
     step = len(sequence) - 1
     while step > 0 and sequence[step - 1].answer == sequence[step].answer:
@@ -45,18 +46,18 @@ def lock_in_step(sequence):
     return step
 
 
-def stable_second_half(sequence):
+def stable_second_half(sequence: list[StepAnswer]) -> bool:
     """Does the answer stay the same over the second half of the steps?"""
     half = sequence[len(sequence) // 2 :]
     return len({a.answer for a in half}) <= 1
 
 
-def analyze(sequences):
+def analyze(sequences: dict[str, list[StepAnswer]]) -> dict:
     """Pooled rates over {question id: [StepAnswer per step]}; rates are fractions of transitions."""
     pooled = {"wrong_to_correct": 0, "correct_to_wrong": 0, "wrong_to_other_wrong": 0, "unchanged": 0}
     from_wrong = 0
     from_correct = 0
-    per_question = {}
+    per_question: dict[str, dict[str, Any]] = {}
     for qid, sequence in sequences.items():
         counts = transitions(sequence)
         for key, value in counts.items():

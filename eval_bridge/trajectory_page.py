@@ -22,6 +22,7 @@ from pygments.lexers import PythonLexer
 
 from bvb_addon.agent.actions import FormatError, parse_action
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
+from bvb_addon.errors import BadFileError
 from bvb_addon.run_dir import TRAJECTORY_IMAGES_SUFFIX
 from bvb_addon.trajectory import read_trajectory
 
@@ -377,11 +378,12 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
     page = Path(page)
     base = None
     if not isinstance(trajectory, dict):
+        path = trajectory
         # The snapshot and its step log; images stay files, copied to the page's folder once.
         base = Path(trajectory).parent
         trajectory = read_trajectory(trajectory, inline=False)
         if not isinstance(trajectory, dict):
-            raise ValueError(f"{page.name}: the trajectory is not a JSON object")
+            raise BadFileError(f"trajectory {path} is not a JSON object; rerun the scene or delete the file")
     img_dir = page.parent / f"{page.stem}_files"
     img_dir.mkdir(parents=True, exist_ok=True)
     steps = [s for s in _list(trajectory.get("steps")) if isinstance(s, dict)]

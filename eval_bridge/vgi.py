@@ -22,6 +22,7 @@ import numpy as np
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
 
+from .judge_options import JudgeOptions
 from .protocol import is_correct
 
 log = logging.getLogger(__name__)
@@ -341,7 +342,7 @@ def add_parser(sub):
     p.add_argument("--timelines", help="folder of <task id>.json timelines (required with --judge checker)")
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)")
     p.add_argument("--judge-model", help="judge model id (required with --judge vlm)")
-    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="variable holding the judge's API key")
+    p.add_argument("--judge-api-key-env", default=JudgeOptions.api_key_env, help="variable holding the judge's API key")
     p.add_argument("--cache", help="judge cache file (default <videos>/vgi_judge_cache.sqlite)")
     p.add_argument("--half", action="store_true", help="the half-instance protocol")
     p.add_argument("--workers", type=int, default=4, help="tasks judged at once")

@@ -26,13 +26,13 @@ class BuildError(BVBError, RuntimeError):
     exit_code = outcomes.FAILED_EXIT
 
 
-def blender_binary():
+def blender_binary() -> str | None:
     """A Blender executable from BLENDER_BIN or PATH, or None."""
     candidate = os.environ.get("BLENDER_BIN") or shutil.which("blender")
     return candidate if candidate and os.access(candidate, os.X_OK) else None
 
 
-def bundled_cli():
+def bundled_cli() -> Path:
     """Path of blender_ext.py inside the installed bpy package."""
     import importlib.util
 
@@ -48,19 +48,19 @@ def bundled_cli():
     return found[-1]
 
 
-def cli_command():
+def cli_command() -> list[str]:
     binary = blender_binary()
     if binary:
         return [binary, "--factory-startup", "--command", "extension"]
     return [sys.executable, str(bundled_cli())]
 
 
-def zip_name(source_dir=REPO_ROOT):
+def zip_name(source_dir: Path = REPO_ROOT) -> str:
     manifest = tomllib.loads((Path(source_dir) / "blender_manifest.toml").read_text())
     return f"{manifest['id']}-{manifest['version']}.zip"
 
 
-def build(output_dir, source_dir=REPO_ROOT):
+def build(output_dir: str | Path, source_dir: Path = REPO_ROOT) -> Path:
     """Build the zip into output_dir, validate it, and return its path."""
     output_dir = Path(output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -80,7 +80,7 @@ def build(output_dir, source_dir=REPO_ROOT):
     return target
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="headless.build_extension",
         description="Build and validate the BVB extension zip with Blender's extension CLI.",

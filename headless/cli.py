@@ -19,6 +19,7 @@ import importlib
 import sys
 
 from bvb_addon.command_line import SCORE_STAGES, Parser
+from bvb_addon.errors import entry
 
 # subcommand -> (module with main(argv), fixed leading arguments, one-line help)
 DELEGATES = {
@@ -131,6 +132,7 @@ def unknown(what, word, known, usage):
     return 2
 
 
+@entry
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()

@@ -16,6 +16,7 @@ if __package__ in (None, ""):
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 
@@ -62,6 +63,7 @@ def parse_frames(text):
     return frames
 
 
+@entry
 def main(argv=None):
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.exec")

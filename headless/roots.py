@@ -110,13 +110,28 @@ def recipes():
         # bundle (Debian's package depends on none of the three); xvfb/xauth/xdotool/x11-apps:
         # a real window, driven and screenshot.
         "sid": Recipe(
-            name="sid", suite="sid",
-            packages=("blender", "xvfb", "xauth", "xdotool", "x11-apps", "libegl1", "python3-cattr",
-                      "python3-requests", "python3-numpy", "python3-venv", "python3-pip", *SANDBOX_PACKAGES),
-            pip=deps, system_site_packages=True,
+            name="sid",
+            suite="sid",
+            packages=(
+                "blender",
+                "xvfb",
+                "xauth",
+                "xdotool",
+                "x11-apps",
+                "libegl1",
+                "python3-cattr",
+                "python3-requests",
+                "python3-numpy",
+                "python3-venv",
+                "python3-pip",
+                *SANDBOX_PACKAGES,
+            ),
+            pip=deps,
+            system_site_packages=True,
         ),  # fmt: skip
         "trixie": Recipe(
-            name="trixie", suite="trixie",
+            name="trixie",
+            suite="trixie",
             packages=("python3", "python3-venv", *BPY_LIBS, *SANDBOX_PACKAGES),
             pip=("bpy==5.2.3", *deps),
         ),  # fmt: skip

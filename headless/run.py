@@ -15,6 +15,7 @@ if __package__ in (None, ""):
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 EXAMPLES = [
@@ -254,6 +255,7 @@ def _terminate_as_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+@entry
 def main(argv=None):
     """Entry point. ``argv`` is the runner's own arguments (as ``bvb run`` and the demo pass
     them); None reads them from sys.argv, after ``--`` inside a Blender binary."""

@@ -22,6 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 
@@ -47,51 +48,19 @@ def build_parser():
 
 def encode_frames(frames_dir, fps, out_path):
     """Encode a folder of PNG frames to an H.264 mp4, atomically."""
-    import av
-    import numpy as np
+    from bvb_addon.mp4 import write_mp4
 
     frames = sorted(Path(frames_dir).glob("frame_*.png"))
     if not frames:
         raise RuntimeError(f"no frames rendered in {frames_dir}")
-    tmp = out_path.with_name(f".{out_path.name}.tmp.mp4")
-    with av.open(str(tmp), "w") as container:
-        stream = None
-        for path in frames:
-            with av.open(str(path)) as image_file:
-                image = next(image_file.decode(video=0)).to_ndarray(format="rgb24")
-            image = image[: image.shape[0] // 2 * 2, : image.shape[1] // 2 * 2]
-            if stream is None:
-                stream = container.add_stream("libx264", rate=int(fps))
-                stream.height, stream.width = image.shape[:2]
-                stream.pix_fmt = "yuv420p"
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    tmp.replace(out_path)
+    write_mp4(out_path, frames, fps)
 
 
 def write_still_clip(image_path, frames, fps, out_path):
     """The start image held for the procedure's length: what the agent's frames tool shows."""
-    import av
-    import numpy as np
+    from bvb_addon.mp4 import write_mp4
 
-    with av.open(str(image_path)) as image_file:
-        image = next(image_file.decode(video=0)).to_ndarray(format="rgb24")
-    image = np.ascontiguousarray(image[: image.shape[0] // 2 * 2, : image.shape[1] // 2 * 2])
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp.mp4")
-    with av.open(str(tmp), "w") as container:
-        stream = container.add_stream("libx264", rate=int(fps))
-        stream.height, stream.width = image.shape[:2]
-        stream.pix_fmt = "yuv420p"
-        frame = av.VideoFrame.from_ndarray(image, format="rgb24")
-        for _ in range(max(1, frames)):
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    tmp.replace(out_path)
+    write_mp4(out_path, [image_path] * max(1, frames), fps)
 
 
 def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, scale=100):
@@ -155,6 +124,7 @@ def _generate_into(out, work, seed, family_names, levels, oracle_videos, samples
     return rows
 
 
+@entry
 def main(argv=None):
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_tasks")

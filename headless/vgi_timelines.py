@@ -17,6 +17,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 MAX_TIMELINE_CHARS = 16 << 20
@@ -72,6 +73,7 @@ def build_parser():
     return parser
 
 
+@entry
 def main(argv=None):
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_timelines")

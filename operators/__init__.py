@@ -5,18 +5,20 @@ unregister in reverse.
 """
 
 from ..bvb_addon import open_scenes
+from ..registration import module_registrar
 from . import agent, background, edit, misc, run, score, source, steps
 
 # The jobs' timer first, so it is unregistered last.
 _modules = (background, misc, source, run, agent, steps, edit, score)
 
 
+_register_modules, _unregister_modules = module_registrar(_modules)
+
+
 def register():
-    for module in _modules:
-        module.register()
+    _register_modules()
 
 
 def unregister():
-    for module in reversed(_modules):
-        module.unregister()
+    _unregister_modules()
     open_scenes.clear()

@@ -17,8 +17,9 @@ from .. import preferences
 from ..bvb_addon import open_scenes, reference_bl, run_view
 from ..bvb_addon.errors import BVBError
 from ..bvb_addon.sandbox import platforms
+from ..registration import register_classes, unregister_classes
 from . import background
-from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+from .base import BVBPollMixin, done, fail
 from .run import fill_steps
 from .source import clip_path
 
@@ -32,6 +33,17 @@ class LiveRun:
     run_dir: Path
     shown_snapshot: str | None = None
 
+    def is_new(self, snapshot):
+        """Whether a step's snapshot is one the scene does not show yet."""
+        return bool(snapshot) and snapshot != self.shown_snapshot
+
+    def show(self, scene, snapshot):
+        """Replace the scene's contents with the snapshot (a run-relative path) and remember it as shown."""
+        from ..bvb_addon import live_scene_bl
+
+        live_scene_bl.replace_contents(scene, self.run_dir / snapshot)
+        self.shown_snapshot = snapshot
+
 
 def _build_session(settings):
     """The agent job's set-up (no bpy): probe the clip, price the model, build its client, write config.json.
@@ -40,9 +52,10 @@ def _build_session(settings):
     in the job, never in the operator: the main thread, which draws Blender's window, never waits on it.
     """
     from ..bvb_addon import agent_session
+    from ..bvb_addon.agent.driver import task_for_clip
 
     try:
-        task = agent_session.task_for_clip(settings["clip"], scene_id=settings["scene_id"])
+        task = task_for_clip(settings["clip"], scene_id=settings["scene_id"])
         session = agent_session.AgentSession(
             settings["config"], settings["run_dir"], task, api_key=settings["api_key"], split=settings["split"],
             blender_version=settings["blender_version"], allow_weak_sandbox=settings["allow_weak_sandbox"],
@@ -88,12 +101,9 @@ def _apply(scene_name, live, update):
         return False
     s.agent_step, s.frames_seen, s.cost = progress.step, progress.frames_seen, progress.cost
     s.last_action, s.agent_status = progress.last_action, progress.status
-    if not progress.snapshot or progress.snapshot == live.shown_snapshot:
+    if not live.is_new(progress.snapshot):
         return False
-    from ..bvb_addon import live_scene_bl
-
-    live_scene_bl.replace_contents(scene, live.run_dir / progress.snapshot)
-    live.shown_snapshot = progress.snapshot
+    live.show(scene, progress.snapshot)
     _refit_reference(scene)
     if steps is not None:
         fill_steps(s, steps)

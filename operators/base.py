@@ -1,7 +1,5 @@
 """What every BVB operator shares: a poll that says why it is unavailable."""
 
-import bpy
-
 
 class BVBPollMixin:
     """Operators define ``unavailable(context) -> str | None``; poll shows that reason greyed out."""
@@ -35,13 +33,3 @@ def done(operator, context, message, level="INFO"):
 
 def fail(operator, context, message):
     return done(operator, context, message, level="ERROR")
-
-
-def register_classes(classes):
-    for cls in classes:
-        bpy.utils.register_class(cls)
-
-
-def unregister_classes(classes):
-    for cls in reversed(classes):
-        bpy.utils.unregister_class(cls)

@@ -7,8 +7,9 @@ import bpy
 
 from ..bvb_addon import open_scenes, run_view, scene_io_bl
 from ..bvb_addon.run_dir import RunDir
+from ..registration import register_classes, unregister_classes
 from . import background
-from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+from .base import BVBPollMixin, done, fail
 
 
 class BVB_OT_save_submission(BVBPollMixin, bpy.types.Operator):

@@ -3,7 +3,8 @@
 import bpy
 
 from ..bvb_addon import versions
-from .base import BVBPollMixin, done, register_classes, unregister_classes
+from ..registration import register_classes, unregister_classes
+from .base import BVBPollMixin, done
 
 
 class BVB_OT_show_versions(BVBPollMixin, bpy.types.Operator):

@@ -7,9 +7,11 @@ import bpy
 from bpy.props import StringProperty
 
 from ..bvb_addon import open_scenes, reference_bl, run_view, scene_io_bl
-from ..bvb_addon.run_dir import TRAJECTORY_SUFFIX, RunDir, videos_of
+from ..bvb_addon.errors import BVBError
+from ..bvb_addon.run_dir import TRAJECTORY_SUFFIX, videos_of
 from ..bvb_addon.trajectory import read_trajectory
-from .base import BVBPollMixin, fail, register_classes, unregister_classes
+from ..registration import register_classes, unregister_classes
+from .base import BVBPollMixin, fail
 
 
 def fill_steps(settings, steps):
@@ -70,90 +72,81 @@ class BVB_OT_open_run(BVBPollMixin, bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.bvb
-        run_dir = Path(bpy.path.abspath(s.run_dir))
         try:
-            rd = RunDir(run_dir).check()
-            config = rd.read_config()
-            scenes = rd.scenes()
-            scene_id = self.scene or s.scene_id or (scenes[0] if len(scenes) == 1 else "")
-            if not scene_id:
-                return fail(self, context, f"{run_dir.name} has {len(scenes)} scenes; pick one in the Scene field")
-            if scene_id not in scenes:
-                return fail(
-                    self, context, f"scene {scene_id!r} is not in {run_dir}; pick one of: {', '.join(scenes[:5])}"
-                )
-            steps = run_view.list_steps(run_dir, scene_id)
-            meta = rd.read_meta(scene_id)
-        except (OSError, ValueError) as exc:
+            found = run_view.scene_to_open(Path(bpy.path.abspath(s.run_dir)), self.scene or s.scene_id)
+        except (OSError, BVBError) as exc:
             return fail(self, context, str(exc))
-        current = context.scene
         try:
-            # Reopening the scene we are in: keep it (renamed) until the new one is shown,
-            # so its settings stay readable and the window never points at a removed scene.
-            reopening = current.name == scene_id
-            if reopening:
-                current.name = f"{scene_id} (reloading)"
-            submission = rd.blend(scene_id)
-            source = (
-                submission if submission.is_file() else next((st.blend for st in reversed(steps) if st.blend), None)
-            )
-            names = {}
-            if source is not None:
-                scene, names = scene_io_bl.append_scene(source, scene_id)
-            else:
-                old = bpy.data.scenes.get(scene_id)
-                if old is not None:
-                    scene_io_bl.remove_scene(old)
-                scene = bpy.data.scenes.new(scene_id)
-        except (OSError, ValueError) as exc:
-            if reopening:
-                current.name = scene_id
+            message = show_scene(context, found)
+        except (OSError, ValueError) as exc:  # the .blend does not open
             return fail(self, context, str(exc))
-        scene_io_bl.copy_settings(s, scene.bvb)
-        t = scene.bvb
-        t.run_dir, t.scene_id = str(run_dir), scene_id
-        t.step_diff = ""
-        t.agent_status = meta.get("status", "idle") if meta else "not run"
-        t.agent_step = int(meta.get("turns", meta.get("steps", 0)) or 0)
-        t.frames_seen = int(meta.get("frames_seen", 0) or 0)
-        t.cost = float(meta.get("cost", meta.get("cost_usd", 0.0)) or 0.0)
-        # What the panel copied from the scene we came from is that scene's: this one's comes from the run.
-        t.has_scores = t.score_has_ls = t.score_has_overall = False
-        t.score_status = ""
-        t.dv_by_type.clear()
-        t.render_status = run_view.saved_render_line(run_dir, scene_id)
-        fill_steps(t, steps)
-        trajectory = rd.trajectory(scene_id)
-        if trajectory.is_file():
-            load_text(trajectory.name, trajectory)
-        render = rd.render(scene_id)
-        t.render_path = str(render) if render.is_file() else ""
-        parts = [f"Opened {scene_id}" + (" (no submission yet)" if source is None else "")]
-        clip = run_view.find_clip(scene_id, clip_roots(t, config))
-        if clip is not None:
-            t.clip_path = str(clip)
-            if scene.camera is not None and scene.camera.type == "CAMERA":
-                try:
-                    loaded = reference_bl.load_clip(clip)
-                    reference_bl.build_plane(scene, scene.camera, loaded, t.reference_distance)
-                    t.reference_visible = True
-                    parts.append(f"reference {clip.name}")
-                except ValueError as exc:
-                    parts.append(f"no reference: {exc}")
-        else:
-            parts.append("source clip not found (set Videos root in Source)")
-        parts.append(f"{len(t.steps)} steps")
-        scene_io_bl.show_scene(context, scene)
-        open_scenes.record(scene.session_uid, run_dir, scene_id)
-        message = "; ".join(parts)
-        t.status = message
-        if reopening:
-            open_scenes.forget(current.session_uid)
-            scene_io_bl.remove_scene(current)
-        # Names the old copy held are free now; what still clashes is mapped back at save time.
-        t.file_names = json.dumps(scene_io_bl.take_back_names(scene, names))
         self.report({"INFO"}, message)
         return {"FINISHED"}
+
+
+def show_scene(context, found):
+    """Put a run's scene on screen in place of the current one (bpy work only); returns the status line."""
+    s, current, scene_id = context.scene.bvb, context.scene, found.scene_id
+    # Reopening the scene we are in: keep it (renamed) until the new one is shown,
+    # so its settings stay readable and the window never points at a removed scene.
+    reopening = current.name == scene_id
+    if reopening:
+        current.name = f"{scene_id} (reloading)"
+    names = {}
+    try:
+        if found.source is not None:
+            scene, names = scene_io_bl.append_scene(found.source, scene_id)
+        else:
+            old = bpy.data.scenes.get(scene_id)
+            if old is not None:
+                scene_io_bl.remove_scene(old)
+            scene = bpy.data.scenes.new(scene_id)
+    except (OSError, ValueError):
+        if reopening:
+            current.name = scene_id
+        raise
+    scene_io_bl.copy_settings(s, scene.bvb)
+    t, meta = scene.bvb, found.meta
+    t.run_dir, t.scene_id = str(found.run_dir), scene_id
+    t.step_diff = ""
+    t.agent_status = meta.status if meta else "not run"
+    t.agent_step = meta.turns if meta else 0
+    t.frames_seen = meta.frames_seen if meta else 0
+    t.cost = meta.cost if meta else 0.0
+    # What the panel copied from the scene we came from is that scene's: this one's comes from the run.
+    t.has_scores = t.score_has_ls = t.score_has_overall = False
+    t.score_status = ""
+    t.dv_by_type.clear()
+    t.render_status = found.render_status
+    fill_steps(t, found.steps)
+    if found.trajectory is not None:
+        load_text(found.trajectory.name, found.trajectory)
+    t.render_path = str(found.render or "")
+    parts = [f"Opened {scene_id}" + (" (no submission yet)" if found.source is None else "")]
+    clip = run_view.find_clip(scene_id, clip_roots(t, found.config))
+    if clip is not None:
+        t.clip_path = str(clip)
+        if scene.camera is not None and scene.camera.type == "CAMERA":
+            try:
+                loaded = reference_bl.load_clip(clip)
+                reference_bl.build_plane(scene, scene.camera, loaded, t.reference_distance)
+                t.reference_visible = True
+                parts.append(f"reference {clip.name}")
+            except ValueError as exc:
+                parts.append(f"no reference: {exc}")
+    else:
+        parts.append("source clip not found (set Videos root in Source)")
+    parts.append(f"{len(t.steps)} steps")
+    scene_io_bl.show_scene(context, scene)
+    open_scenes.record(scene.session_uid, found.run_dir, scene_id)
+    message = "; ".join(parts)
+    t.status = message
+    if reopening:
+        open_scenes.forget(current.session_uid)
+        scene_io_bl.remove_scene(current)
+    # Names the old copy held are free now; what still clashes is mapped back at save time.
+    t.file_names = json.dumps(scene_io_bl.take_back_names(scene, names))
+    return message
 
 
 classes = (BVB_OT_open_run,)

@@ -6,21 +6,15 @@ from pathlib import Path
 import bpy
 
 from .. import preferences
-from ..bvb_addon import bridge_client, run_view
+from ..bvb_addon import bridge_client, render_stage, run_view
+from ..bvb_addon.errors import ArgumentError
 from ..bvb_addon.run_dir import RunDir, videos_of
 from ..bvb_addon.sandbox import platforms
+from ..registration import register_classes, unregister_classes
 from . import background
-from .base import BVBPollMixin, done, register_classes, unregister_classes
+from .base import BVBPollMixin, done
 
 POLL_INTERVAL_S = 1.0
-
-
-def _render_stage():
-    try:
-        from ..bvb_addon import render_stage
-    except ImportError:
-        return None
-    return render_stage
 
 
 @functools.cache
@@ -99,8 +93,6 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
             return "This scene is being rendered"
         if not RunDir(bpy.path.abspath(s.run_dir)).has_submission(s.scene_id):
             return "No blends/<scene>.blend yet; save the submission first"
-        if _render_stage() is None:
-            return "The render stage (bvb_addon.render_stage) is not part of this install"
         missing = _missing_render_dependency()
         if missing:
             return missing
@@ -110,7 +102,7 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
         s = context.scene.bvb
         work = functools.partial(
             _render,
-            _render_stage(),
+            render_stage,
             Path(bpy.path.abspath(s.run_dir)),
             s.scene_id,
             s.render_preset,
@@ -173,7 +165,7 @@ def _score(request, job):
     split = request["split"] or config.get("split")
     videos = request["videos"] or videos_of(config)
     if not split or not videos:
-        raise ValueError("Scoring needs the split and videos root: set them in the Source panel")
+        raise ArgumentError("Scoring needs the split and videos root: set them in the Source panel")
     bridge_job = bridge_client.submit(
         url,
         run_dir,

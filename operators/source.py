@@ -5,7 +5,8 @@ from pathlib import Path
 import bpy
 
 from ..bvb_addon import reference, reference_bl
-from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+from ..registration import register_classes, unregister_classes
+from .base import BVBPollMixin, done, fail
 
 
 def clip_path(settings):

@@ -6,7 +6,8 @@ import bpy
 from bpy.props import IntProperty
 
 from ..bvb_addon import open_scenes, run_view, scene_diff, scene_io_bl
-from .base import BVBPollMixin, done, fail, register_classes, unregister_classes
+from ..registration import register_classes, unregister_classes
+from .base import BVBPollMixin, done, fail
 from .run import load_text
 
 STEP_SCENE = "{scene} step {number:03d}"

@@ -4,16 +4,9 @@ Each module has its own ``classes`` and register/unregister; they register in or
 (which is also the order the panels appear in) and unregister in reverse.
 """
 
+from ..registration import module_registrar
 from . import main, run, score, source, steps
 
 _modules = (main, source, run, steps, score)
 
-
-def register():
-    for module in _modules:
-        module.register()
-
-
-def unregister():
-    for module in reversed(_modules):
-        module.unregister()
+register, unregister = module_registrar(_modules)

@@ -2,7 +2,8 @@
 
 import bpy
 
-from .base import BVBPanel, register_classes, unregister_classes
+from ..registration import register_classes, unregister_classes
+from .base import BVBPanel
 
 
 class BVB_PT_main(BVBPanel, bpy.types.Panel):

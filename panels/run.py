@@ -8,7 +8,8 @@ import bpy
 from .. import preferences
 from ..bvb_addon.sandbox import platforms
 from ..operators import background
-from .base import BVBPanel, register_classes, unregister_classes
+from ..registration import register_classes, unregister_classes
+from .base import BVBPanel
 
 SHOWN_SCENES = 8
 RESCAN_S = 1.0
@@ -45,12 +46,22 @@ def _scanned(run_dir, outcome):
 
 
 def run_scenes_cached(run_dir):
-    """The run's scene ids as last scanned; starts a rescan in the background when that is over RESCAN_S old."""
+    """The run's scene ids as last scanned (a draw only reads; ``rescan`` refreshes them)."""
     cached = _scene_cache.get(run_dir)
-    key = ("scan", run_dir)
-    if (cached is None or time.monotonic() - cached[0] > RESCAN_S) and key not in background.registry:
-        background.start(key, functools.partial(_scan, run_dir, cached), on_done=functools.partial(_scanned, run_dir))
     return cached[2] if cached is not None else []
+
+
+def rescan():
+    """Timer: start a background rescan of each open scene's run folder whose list is over RESCAN_S old."""
+    wanted = {bpy.path.abspath(scene.bvb.run_dir) for scene in bpy.data.scenes if getattr(scene, "bvb", None)}
+    for run_dir in sorted(w for w in wanted if w):
+        cached = _scene_cache.get(run_dir)
+        key = ("scan", run_dir)
+        if (cached is None or time.monotonic() - cached[0] > RESCAN_S) and key not in background.registry:
+            background.start(
+                key, functools.partial(_scan, run_dir, cached), on_done=functools.partial(_scanned, run_dir)
+            )
+    return RESCAN_S
 
 
 class BVB_PT_run(BVBPanel, bpy.types.Panel):
@@ -92,7 +103,11 @@ classes = (BVB_PT_run,)
 
 def register():
     register_classes(classes)
+    bpy.app.timers.register(rescan, first_interval=0.1, persistent=True)
 
 
 def unregister():
+    # A timer left registered crashes the bpy module at exit, so this must always run.
+    if bpy.app.timers.is_registered(rescan):
+        bpy.app.timers.unregister(rescan)
     unregister_classes(classes)

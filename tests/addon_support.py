@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from bvb_addon.records import AgentMeta, write_agent_meta
 from bvb_addon.sandbox.compat_bl import write_blocks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -127,8 +128,8 @@ def make_run(bpy, root, scene_id="synth_easy_000"):
     for obj in list(work.objects):
         bpy.data.objects.remove(obj)
     bpy.data.scenes.remove(work)
-    (run / "agent_meta" / f"{scene_id}.json").write_text(
-        json.dumps({"scene": scene_id, "status": "submitted", "turns": 4, "frames_seen": 8, "cost": 0.0123})
-    )
+    meta = AgentMeta(scene_id, "synthetic", "model", "gpt-4o", "submitted", "done", "the agent replied DONE",
+                     turns=4, frames_seen=8, cost=0.0123)  # fmt: skip
+    write_agent_meta(run / "agent_meta" / f"{scene_id}.json", meta)
     (run / "trajectories" / f"{scene_id}.traj.json").write_text(json.dumps({"scene": scene_id, "messages": []}))
     return run

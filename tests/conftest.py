@@ -68,3 +68,35 @@ def addon(factory_blender):
     module.unregister()
     factory_blender.context.preferences.addons.remove(entry)
     forget_addon()
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local two-CPU Ray for the module's tests (one already running is used and left running)."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def _tiers(config):
+    """The tier markers: every marker pyproject.toml registers (unit, blender, extension, binary, gui)."""
+    return tuple(line.split(":", 1)[0].strip() for line in config.getini("markers"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test carries exactly one tier marker, so a `-m unit` (or blender, extension, ...) run misses none."""
+    tiers = _tiers(config)
+    wrong = []
+    for item in items:
+        marks = sorted({mark.name for mark in item.iter_markers() if mark.name in tiers})
+        if len(marks) != 1:
+            wrong.append(f"{item.nodeid}: {', '.join(marks) or 'no tier'}")
+    if wrong:
+        raise pytest.UsageError(
+            f"{len(wrong)} test(s) need exactly one tier marker ({', '.join(tiers)}; see pyproject.toml):\n  "
+            + "\n  ".join(wrong)
+        )

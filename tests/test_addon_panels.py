@@ -94,8 +94,10 @@ def test_every_panel_draws_only_real_properties_and_operators(addon, factory_ble
     for name in ("s_a", "s_b"):
         (run / "steps" / name).mkdir(parents=True)
     s.run_dir, s.scene_id = str(run), "s_b"
-    # The Run panel lists the run's scenes from a background scan: the first draw starts it.
+    # The Run panel lists the run's scenes from a background scan that its timer starts: a draw starts nothing.
     bpy.types.BVB_PT_run.draw(Holder(RecordingLayout(bpy)), bpy.context)
+    assert ("scan", str(run)) not in addon.operators.background.registry
+    assert addon.panels.run.rescan() > 0 and ("scan", str(run)) in addon.operators.background.registry
     deadline = time.monotonic() + 30
     while addon.operators.background.drain() and time.monotonic() < deadline:
         time.sleep(0.02)

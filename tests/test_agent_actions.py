@@ -5,8 +5,8 @@ import pytest
 from bvb_addon.agent.actions import FormatError, parse_action, parse_frames, parse_render
 from bvb_addon.agent.environment import image_size
 from bvb_addon.agent.loop import truncate
-from bvb_addon.agent.pricing import image_tokens
 from bvb_addon.agent.program import join_program
+from bvb_addon.pricing import image_tokens
 
 pytestmark = pytest.mark.unit
 

@@ -15,8 +15,8 @@ from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_bytes
 from bvb_addon.agent.loop import AgentLoop, SceneTask
 from bvb_addon.agent.model import ModelClient
-from bvb_addon.agent.pricing import Price
 from bvb_addon.agent.program import PROGRAM_RESET
+from bvb_addon.pricing import Price
 from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI

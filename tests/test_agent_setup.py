@@ -3,11 +3,12 @@ the same config.json, and every place that starts workers refuses a weak sandbox
 
 import pytest
 
-from bvb_addon import defaults
+from bvb_addon import defaults, scratch
 from bvb_addon.agent import setup
 from bvb_addon.agent.config import AgentConfig
+from bvb_addon.agent.driver import task_for_clip
 from bvb_addon.agent.runner import RunError, Runner, RunOptions
-from bvb_addon.agent_session import AgentSession, task_for_clip
+from bvb_addon.agent_session import AgentSession
 from bvb_addon.render_stage import RenderOptions, RenderStage
 from bvb_addon.run_dir import read_json
 from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, probe_layers, require_level
@@ -64,6 +65,7 @@ def test_one_default_model_and_the_command_line_takes_the_dataclass_defaults():
     assert args.shard == "0/1" and args.workers == 1
 
 
+@pytest.mark.blender
 def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
     suite = make_suite(tmp_path / "suite", frames=4)
     sandbox = SandboxConfig(min_level="rlimits", allow_below_minimum=True)
@@ -75,15 +77,25 @@ def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
     headless = read_json(tmp_path / "headless" / "config.json")
 
     task = task_for_clip(suite / "synthetic" / "synth_easy_000.mp4")
+    workdirs = []
+
+    def environment(task, workdir, config):
+        # The one driver gives the add-on's session a marked scratch folder too (a crash's is cleaned later).
+        workdirs.append((workdir, (workdir / scratch.MARKER).is_file()))
+        return setup.get_environment(task, workdir, config, sandbox)
+
     session = AgentSession(
         AgentConfig(agent="empty-room"),
         tmp_path / "addon",
         task,
         split=suite / "split.jsonl",
-        environment_factory=lambda task, workdir, config: setup.get_environment(task, workdir, config, sandbox),
+        environment_factory=environment,
     ).prepare()
     meta = session.run(lambda progress: None)
     assert meta["status"] == "submitted"
+    assert [marked for _, marked in workdirs] == [True] and not workdirs[0][0].exists()
+    # Both sides write agent_meta through one record: the same keys.
+    assert set(meta) == set(read_json(tmp_path / "headless" / "agent_meta" / "synth_easy_000.json"))
     addon = read_json(tmp_path / "addon" / "config.json")
 
     assert set(addon) == set(headless)

@@ -52,13 +52,6 @@ def test_local_cap_bounds_concurrency():
 ray = pytest.importorskip("ray")
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def _crash_once(marker_dir):
     """Kills its own worker process on the first attempt (as a lost node would), succeeds on the retry."""
     marker = os.path.join(marker_dir, "attempted")

@@ -7,7 +7,9 @@ import pytest
 
 from bvb_addon.dataset import Question
 from eval_bridge import protocol
-from eval_bridge.protocol import mean_relative_accuracy, normalise, parse_number, score
+from eval_bridge.protocol import score
+from eval_bridge.protocols.dual_vqa_v1 import normalise, parse_number
+from eval_bridge.protocols.vsi_official import mean_relative_accuracy
 
 pytestmark = pytest.mark.unit
 

@@ -57,16 +57,6 @@ def test_without_ray_the_backend_says_how_to_install_it(assets, tmp_path, capsys
 ray = pytest.importorskip("ray")
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def test_dv_on_ray_writes_the_same_rows_and_summary_as_local(assets, local_ray, tmp_path):
     local_run = _make_run(assets, tmp_path / "local")
     ray_run = _make_run(assets, tmp_path / "ray")

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from bvb_addon.agent.pricing import Price, estimate_tokens, price_for
+from bvb_addon.pricing import Price, estimate_tokens, price_for
 from bvb_addon.run_dir import read_json
 from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI

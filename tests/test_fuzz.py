@@ -19,6 +19,7 @@ from bvb_addon.agent.actions import Action, FormatError, FrameRequest, parse_act
 from bvb_addon.dataset import NUMERIC_TYPES, QUESTION_TYPES, SplitError, read_split
 from bvb_addon.run_dir import RunDir, RunDirError, read_jsonl
 from bvb_addon.sandbox import replies
+from bvb_addon.trajectory import scene_trajectory
 from eval_bridge import protocol
 from eval_bridge.trajectory_page import build_scene_page
 
@@ -142,7 +143,7 @@ def test_trajectory_and_jsonl_readers(data):
         rd.trajectory("s1").write_bytes(data)
         rd.dv_rows.write_bytes(data + b"\n" + data)
         try:
-            value = rd.read_trajectory("s1")
+            value = scene_trajectory(tmp, "s1")
         except RunDirError as exc:
             assert "trajectories" in str(exc)
         else:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bvb_addon.agent.pricing import Price
+from bvb_addon.pricing import Price
 from bvb_addon.run_dir import read_json
 from bvb_addon.trajectory import read_trajectory
 from headless.scripted_openai import ScriptedOpenAI

@@ -6,7 +6,7 @@ import sys
 import genai_prices
 import pytest
 
-from bvb_addon.agent.pricing import PRICES_FILE, PriceError, load_table, price_for
+from bvb_addon.pricing import PRICES_FILE, PriceError, load_table, price_for
 from eval_bridge.pricing import Pricing
 
 pytestmark = pytest.mark.unit

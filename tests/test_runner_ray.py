@@ -20,16 +20,6 @@ COMMON = ["--sandbox-min", "rlimits", "--allow-weak-sandbox", "--quiet"]
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     return make_suite(tmp_path_factory.mktemp("suite"), scenes=SCENES)
 

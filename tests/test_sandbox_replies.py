@@ -17,7 +17,7 @@ from bvb_addon.agent.config import AgentConfig  # noqa: E402
 from bvb_addon.agent.environment import SandboxEnvironment  # noqa: E402
 from bvb_addon.agent.loop import AgentLoop, SceneTask  # noqa: E402
 from bvb_addon.agent.model import ModelClient  # noqa: E402
-from bvb_addon.agent.pricing import Price  # noqa: E402
+from bvb_addon.pricing import Price  # noqa: E402
 from bvb_addon.run_dir import RunDir  # noqa: E402
 from bvb_addon.sandbox import SandboxConfig, Worker  # noqa: E402
 from headless.scripted_openai import ScriptedOpenAI  # noqa: E402

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from bvb_addon import dataset, video
+from eval_bridge.cli import main as bridge_main
 
 pytestmark = pytest.mark.blender
 
@@ -376,3 +377,26 @@ def test_oracle_through_the_sandbox_cli_matches_the_source(synth_suite, tmp_path
     assert np.abs(first - frames[0]).mean() < 3.0
     assert np.abs(ninth - frames[8]).mean() < 3.0
     assert np.abs(ninth - frames[0]).mean() > 8
+
+
+def test_ground_truth_answers_every_question_of_the_real_synthetic_suite(synth_suite, tmp_path):
+    run = tmp_path / "results" / "no_renders"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")  # a run (dv refuses a folder that is none), with no renders
+    argv = [
+        "dv",
+        "--run",
+        str(run),
+        "--split",
+        str(synth_suite / "split.jsonl"),
+        "--videos",
+        str(synth_suite),
+        "--judge",
+        "geometry",
+    ]
+    assert bridge_main(argv) == 0
+    rows = [json.loads(line) for line in (run / "dual_vqa.jsonl").read_text().splitlines()]
+    assert {r["question_type"] for r in rows} >= {"object_counting", "object_rel_direction_easy", "route_planning"}
+    wrong = [(r["id"], r["ground_truth"], r["source_answer"]) for r in rows if not r["source_correct"]]
+    assert wrong == []
+    assert all(r["status"] == "no_render" and not r["retained"] for r in rows)

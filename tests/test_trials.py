@@ -31,6 +31,7 @@ def test_trials_write_one_run_directory_each(tmp_path):
     assert trial_groups(runs) == {"floor": runs}
 
 
+@pytest.mark.unit
 def test_trials_need_an_output(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "headless.run", "--split", "x.jsonl", "--trials", "2"],

@@ -16,7 +16,7 @@ from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_bytes
 from bvb_addon.agent.loop import AgentLoop, SceneTask
 from bvb_addon.agent.model import ModelClient
-from bvb_addon.agent.pricing import Price
+from bvb_addon.pricing import Price
 from bvb_addon.run_dir import RunDir
 
 PRICE = Price(1.0, 0.5, 4.0)

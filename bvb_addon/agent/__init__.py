@@ -1,10 +1,10 @@
 """The Mini-BVB agent: model client, loop, run layout, API-free agents and the runner. No bpy."""
 
+from ..pricing import Price, PriceError, price_for
 from .actions import Action, FormatError, parse_action
 from .config import AgentConfig
 from .loop import AgentLoop, SceneTask
 from .model import ModelClient, ModelError
-from .pricing import Price, PriceError, price_for
 
 __all__ = [
     "Action",

@@ -28,7 +28,7 @@ class FrameRequest:
     end: float | None = None
 
 
-def parse_action(reply):
+def parse_action(reply: str) -> Action:
     """The single action of a reply: one fenced python/frames/render block, or DONE as the last line."""
     text = (reply or "").replace("\r\n", "\n")
     blocks = FENCE.findall(text)
@@ -61,7 +61,7 @@ def _number(text, what):
     return value
 
 
-def parse_frames(body, duration, limit):
+def parse_frames(body: str, duration: float, limit: int) -> FrameRequest:
     """A frames request: timestamps in seconds, or ``count=N [start=S] [end=E]``."""
     tokens = body.replace(",", " ").split()
     if not tokens:
@@ -94,7 +94,7 @@ def parse_frames(body, duration, limit):
     return FrameRequest(times=tuple(min(t, duration) for t in times))
 
 
-def parse_render(body, frame_range, limit):
+def parse_render(body: str, frame_range: tuple[int, int], limit: int) -> list[int]:
     """Render frames: scene frame numbers, or ``count=N`` spread over the scene's frame range."""
     tokens = body.replace(",", " ").split()
     if not tokens:

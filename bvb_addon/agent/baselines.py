@@ -7,6 +7,7 @@ they double as end-to-end tests of the harness.
 import time
 from pathlib import Path
 
+from ..pricing import ZERO
 from ..sandbox.compat_bl import node_tree, program_source
 from .model import ModelError, ModelReply
 
@@ -88,7 +89,7 @@ class ScriptedAgent:
     def __init__(self, replies):
         self.replies = list(replies)
 
-    price_factor, token_rate = 1.0, 0.0
+    price, price_factor, token_rate = ZERO, 1.0, 0.0
 
     def worst_case_cost(self, messages, known_prompt_tokens=0):
         return 0.0

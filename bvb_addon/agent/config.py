@@ -3,6 +3,7 @@
 from dataclasses import asdict, dataclass, field
 
 from ..defaults import API_KEY_ENV, COST_LIMIT_USD, MODEL, PROVIDER_BASE_URL
+from ..errors import ArgumentError
 
 REASONING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 # Providers that take fewer efforts than the levels above get their nearest one: OpenAI's (and
@@ -96,20 +97,20 @@ class AgentConfig:
 
     def __post_init__(self):
         if self.agent not in AGENTS:
-            raise ValueError(f"unknown agent {self.agent!r}; use one of {', '.join(AGENTS)}")
+            raise ArgumentError(f"unknown agent {self.agent!r}; use one of {', '.join(AGENTS)}")
         if self.agent != "model":
             # An API-free agent is its own model in config.json and agent_meta.
             self.model = self.agent
         if self.reasoning not in REASONING_LEVELS:
-            raise ValueError(f"unknown reasoning {self.reasoning!r}; use one of {', '.join(REASONING_LEVELS)}")
+            raise ArgumentError(f"unknown reasoning {self.reasoning!r}; use one of {', '.join(REASONING_LEVELS)}")
         if (self.price_in is None) != (self.price_out is None):
-            raise ValueError("give --price-in and --price-out together (USD per million tokens)")
+            raise ArgumentError("give --price-in and --price-out together (USD per million tokens)")
         if self.cost_limit < 0 or self.max_steps < 0 or self.wall_limit < 0:
-            raise ValueError("cost limit, max steps and wall limit must be zero or more")
+            raise ArgumentError("cost limit, max steps and wall limit must be zero or more")
         if self.context_window < 0:
-            raise ValueError("--context-window must be zero (the price source's figure) or a token count")
+            raise ArgumentError("--context-window must be zero (the price source's figure) or a token count")
         if self.frames_per_call < 1:
-            raise ValueError("frames per call must be at least 1")
+            raise ArgumentError("frames per call must be at least 1")
 
     def limits(self):
         return {"cost_limit": self.cost_limit, "max_steps": self.max_steps, "wall_limit": self.wall_limit}

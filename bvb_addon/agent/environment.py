@@ -5,7 +5,12 @@ import logging
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from .actions import FrameRequest
+
+if TYPE_CHECKING:
+    from ..sandbox import Worker
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +22,7 @@ class Image:
     width: int
     height: int
 
-    def part(self, detail="auto"):
+    def part(self, detail: str = "auto") -> dict:
         """A chat-completions image part (data URL); ``_size`` is bookkeeping stripped before sending."""
         url = f"data:{self.mime};base64,{base64.b64encode(self.data).decode()}"
         return {"type": "image_url", "image_url": {"url": url, "detail": detail}, "_size": [self.width, self.height]}
@@ -45,12 +50,13 @@ class ImagesResult:
     times: list = field(default_factory=list)
 
 
+@runtime_checkable
 class Environment(Protocol):
     """One scene's tools. Agent faults come back as data; only harness faults raise."""
 
     def python(self, code: str, timeout: float | None = None) -> PythonResult: ...
 
-    def frames(self, request) -> ImagesResult: ...
+    def frames(self, request: FrameRequest) -> ImagesResult: ...
 
     def render(self, frames: list[int]) -> ImagesResult: ...
 
@@ -59,7 +65,7 @@ class Environment(Protocol):
     def close(self) -> None: ...
 
 
-def image_size(data):
+def image_size(data: bytes) -> tuple[int, int]:
     """(width, height) of JPEG or PNG bytes, read from the header."""
     if data[:8] == b"\x89PNG\r\n\x1a\n":
         return struct.unpack(">II", data[16:24])
@@ -81,7 +87,7 @@ def image_size(data):
     raise ValueError("image is neither JPEG nor PNG")
 
 
-def image_from_bytes(data, mime=None):
+def image_from_bytes(data: bytes, mime: str | None = None) -> Image:
     if mime is None:
         mime = "image/png" if data[:4] == b"\x89PNG" else "image/jpeg"
     width, height = image_size(data)
@@ -100,7 +106,7 @@ class SandboxEnvironment:
         self._keyframes = None
 
     @property
-    def worker(self):
+    def worker(self) -> "Worker":
         # Started on first use: a scene that ends before any python or render action
         # (a cost limit, a missing oracle) never pays for a Blender start.
         if self._worker is None:
@@ -112,14 +118,14 @@ class SandboxEnvironment:
             self._worker = Worker(workspace, snapshot_dir, sandbox_config)
         return self._worker
 
-    def python(self, code, timeout=None):
+    def python(self, code: str, timeout: float | None = None) -> PythonResult:
         result = self.worker.run(code, timeout=timeout)
         return _python_result(result)
 
-    def restore(self, blend):
+    def restore(self, blend: Path) -> PythonResult:
         return _python_result(self.worker.load_blend(Path(blend)))
 
-    def frames(self, request):
+    def frames(self, request: FrameRequest) -> ImagesResult:
         from .. import video
 
         c = self.config
@@ -133,7 +139,7 @@ class SandboxEnvironment:
         data = video.sample_frames(self.video, times, c.frame_longest_side, c.frame_quality, self._keyframes)
         return ImagesResult("ok", [image_from_bytes(d, "image/jpeg") for d in data], times=times)
 
-    def render(self, frames):
+    def render(self, frames: list[int]) -> ImagesResult:
         c = self.config
         aspect = self.info.width / self.info.height if self.info.height else None
         result = self.worker.render_frames(list(frames), c.frame_longest_side, preset=c.render_preset, aspect=aspect)
@@ -143,7 +149,7 @@ class SandboxEnvironment:
                 images.append(image_from_bytes(Path(path).read_bytes()))
         return ImagesResult(result.status, images, reason=result.reason or "")
 
-    def close(self):
+    def close(self) -> None:
         if self._worker is not None:
             self._worker.close()
 

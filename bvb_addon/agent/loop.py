@@ -8,19 +8,21 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..atomic import copy_atomic, write_json_atomic, write_text_atomic
+from ..atomic import copy_atomic, write_text_atomic
 from ..backend import stamp_node
-from ..errors import AgentStop
+from ..errors import AgentStop, BadFileError
 from ..money import money
+from ..pricing import estimate_tokens
+from ..records import AgentMeta, write_agent_meta
 from ..sandbox.replies import frame_range_of
 from ..trajectory import FORMAT as TRAJECTORY_FORMAT
 from ..trajectory import FORMATS as TRAJECTORY_FORMATS
 from ..trajectory import TrajectoryWriter, read_trajectory
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
+from .environment import Environment
 from .ledger import CostLimit, Ledger, usd
-from .model import ContextOverflow, ModelError
-from .pricing import estimate_tokens
+from .model import ContextOverflow, Model, ModelError
 from .program import PROGRAM_RESET, join_program
 
 log = logging.getLogger(__name__)
@@ -103,8 +105,8 @@ class AgentLoop:
     def __init__(
         self,
         config,
-        model,
-        env,
+        model: Model,
+        env: Environment,
         task,
         run_dir,
         stop_event=None,
@@ -211,7 +213,7 @@ class AgentLoop:
         if path.is_file():
             self.state = read_trajectory(path)
             if self.state.get("format") not in TRAJECTORY_FORMATS:
-                raise RuntimeError(f"{path} is not a {TRAJECTORY_FORMAT} trajectory; move it away to start over")
+                raise BadFileError(f"{path} is not a {TRAJECTORY_FORMAT} trajectory; move it away to start over")
             resumed = True
         else:
             self.state = self._fresh_state()
@@ -552,35 +554,35 @@ class AgentLoop:
         s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
         write_text_atomic(rd.program(scene), join_program(scene, s["steps"], self.program_header))
         self._save(snapshot=True)
-        write_json_atomic(rd.meta(scene), self.meta())
+        write_agent_meta(rd.meta(scene), AgentMeta.from_dict(self.meta()))
         log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s["cost"]))
 
     def meta(self):
         s, c = self.state, self.config
-        meta = {
-            "scene": self.task.scene,
-            "dataset": self.task.dataset,
-            "agent": c.agent,
-            "model": c.model if c.agent == "model" else c.agent,
-            "status": s["status"],
-            "stop_reason": s["stop_reason"],
-            "reason": s["reason"],
-            "turns": s["turns"],
-            "frames_seen": s["frames_seen"],
-            "format_errors": s["format_errors"],
-            "python_steps": sum(1 for r in s["steps"] if r.get("action") == "python"),
-            "cost": usd(s["cost"]),
-            "cost_unconfirmed": usd(s.get("cost_unconfirmed", 0.0)),
-            "cost_limit": c.cost_limit,
-            "model_calls": sum(1 for e in s.get("ledger", []) if e["status"] != "reserved"),
-            "compactions": len(s.get("compactions", [])),
-            "elided_images": s.get("elided_images", 0),
-            "tokens": s["tokens"],
-            "runtime": round(s["runtime"], 3),
-            "model_seconds": round(s.get("model_seconds", 0.0), 3),
-            "sessions": s.get("sessions", 1),
-            "submission": s.get("submission"),
-            "snapshot": s.get("snapshot"),
-        }
+        meta = AgentMeta(
+            scene=self.task.scene,
+            dataset=self.task.dataset,
+            agent=c.agent,
+            model=c.model if c.agent == "model" else c.agent,
+            status=s["status"],
+            stop_reason=s["stop_reason"],
+            reason=s["reason"],
+            turns=s["turns"],
+            frames_seen=s["frames_seen"],
+            format_errors=s["format_errors"],
+            python_steps=sum(1 for r in s["steps"] if r.get("action") == "python"),
+            cost=usd(s["cost"]),
+            cost_unconfirmed=usd(s.get("cost_unconfirmed", 0.0)),
+            cost_limit=c.cost_limit,
+            model_calls=sum(1 for e in s.get("ledger", []) if e["status"] != "reserved"),
+            compactions=len(s.get("compactions", [])),
+            elided_images=s.get("elided_images", 0),
+            tokens=s["tokens"],
+            runtime=round(s["runtime"], 3),
+            model_seconds=round(s.get("model_seconds", 0.0), 3),
+            sessions=s.get("sessions", 1),
+            submission=s.get("submission"),
+            snapshot=s.get("snapshot"),
+        ).as_dict()
         # On Ray, the node that ran the scene (a resumed scene: the last session's node).
         return stamp_node(meta)

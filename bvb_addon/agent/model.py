@@ -4,16 +4,18 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from ..errors import BVBError
 from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy
+from ..pricing import Price, estimate_tokens
 from .config import provider_effort
-from .pricing import Price, estimate_tokens
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ContextOverflow", "ModelClient", "ModelError", "ModelReply", "request_messages"]
+__all__ = ["ContextOverflow", "Model", "ModelClient", "ModelError", "ModelReply", "request_messages"]
 
 
 class ModelError(BVBError, ClientError):
@@ -32,6 +34,24 @@ class ModelReply:
     """USD of faulty replies before this one that the provider billed (a content-filter stop)."""
     uncertain: int = 0
     """Attempts that timed out after the request was sent (the provider may have billed them)."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What the agent loop asks of a model: the API client (``ModelClient``) or an API-free agent (``ScriptedAgent``)."""
+
+    price: Price
+    price_factor: float
+    """How far above the price table the provider bills (learned from reported costs; 1.0 when none)."""
+    token_rate: float
+
+    def query(self, messages: list[dict], before_retry: Callable | None = None) -> "ModelReply": ...
+
+    def worst_case_cost(self, messages: list[dict], known_prompt_tokens: int = 0) -> float: ...
+
+    def observe(self, usage: dict) -> None: ...
+
+    def learn(self, factor: float, rate: float) -> None: ...
 
 
 def request_messages(messages):

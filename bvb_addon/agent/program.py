@@ -21,7 +21,7 @@ def _literal(code):
     return repr(text)
 
 
-def join_program(scene, steps, header=""):
+def join_program(scene: str, steps: list[dict], header: str = "") -> str:
     """One standalone program from a scene's python steps, rebuilding its last snapshot.
 
     ``steps`` are the trajectory's step records. Each step runs as in the sandboxed worker:

@@ -1,7 +1,6 @@
 """Run an agent on every scene of a split: selection, resume, shards, workers, progress."""
 
 import logging
-import shutil
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -9,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import backend, scratch
-from ..atomic import write_json_atomic
 from ..errors import BVBError
 from ..money import money
-from ..run_dir import RunDir, read_json
+from ..records import read_agent_meta, read_run_config, write_run_config
+from ..run_dir import RunDir
 from .budget import Budget, recorded_spend
-from .loop import AgentLoop, SceneTask
+from .driver import drive_scene, task_for_clip, unstarted
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
 
@@ -43,7 +42,7 @@ class RunOptions:
     progress: bool = True
     mode: str = "bvb"
     """"bvb": scenes of a split; "vgi": procedure tasks of a VGI suite (tasks.jsonl)."""
-    tasks: Path = None
+    tasks: Path | None = None
     backend: str = "local"
     """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
     ray_address: str | None = None
@@ -195,7 +194,7 @@ class Runner:
     def _write_config(self, scene_count):
         o, c = self.options, self.config
         rd = self.run_dir
-        previous = read_json(rd.config) if rd.config.is_file() else None
+        previous = read_run_config(rd.config).as_dict() if rd.config.is_file() else None
         if previous and not o.resume:
             raise RunError(
                 f"--output {o.output} already holds a run; pass --resume to continue it or pick a new folder"
@@ -219,7 +218,7 @@ class Runner:
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
         )
-        write_json_atomic(rd.config, config)
+        write_run_config(rd.config, config)
 
     def _record(self, scene, meta, progress):
         """One scene ended: its cost into the run's total, the progress line and config.json's summary."""
@@ -236,7 +235,7 @@ class Runner:
         counts = {}
         for meta in self.results.values():
             counts[meta["status"]] = counts.get(meta["status"], 0) + 1
-        config = read_json(self.run_dir.config)
+        config = read_run_config(self.run_dir.config).as_dict()
         config["summary"] = {
             "scenes": len(self.results),
             "statuses": dict(sorted(counts.items())),
@@ -252,7 +251,7 @@ class Runner:
                 "unstarted": len(self.unstarted),
             }
         try:
-            write_json_atomic(self.run_dir.config, config)
+            write_run_config(self.run_dir.config, config)
         except OSError as exc:
             # A full disk must not stop the batch: agent_meta is each scene's record, and the
             # exit code and the last line report the scenes that hit the fault.
@@ -261,57 +260,17 @@ class Runner:
     # -- one scene ---------------------------------------------------------------------
 
     def _task(self, dataset_name, scene):
-        from .. import dataset, video
+        from .. import dataset
 
         path = dataset.video_path(self.options.videos, dataset_name, scene)
-        info = video.probe(path)
         vgi_row = getattr(self, "_vgi_rows", {}).get(scene) if self.options.mode == "vgi" else None
-        return SceneTask(
-            scene=scene,
-            dataset=dataset_name,
-            video=str(path),
-            fps=info.fps,
-            frame_count=info.frame_count,
-            duration=info.duration,
-            width=info.width,
-            height=info.height,
-            mode=self.options.mode,
-            constraint=vgi_row["constraint"] if vgi_row else "",
+        return task_for_clip(
+            path, scene, dataset_name, mode=self.options.mode, constraint=vgi_row["constraint"] if vgi_row else ""
         )
 
     def _fail(self, dataset_name, scene, status, stop_reason, reason):
         """agent_meta for a scene that ended before its loop could start."""
-        meta = {
-            "scene": scene,
-            "dataset": dataset_name,
-            "agent": self.config.agent,
-            "model": self.config.model if self.config.agent == "model" else self.config.agent,
-            "status": status,
-            "stop_reason": stop_reason,
-            "reason": reason,
-            "turns": 0,
-            "frames_seen": 0,
-            "format_errors": 0,
-            "python_steps": 0,
-            "cost": 0.0,
-            "cost_unconfirmed": 0.0,
-            "cost_limit": self.config.cost_limit,
-            "tokens": {"input": 0, "cached_input": 0, "output": 0},
-            "runtime": 0.0,
-            "model_seconds": 0.0,
-            "sessions": 0,
-            "submission": None,
-            "snapshot": None,
-        }
-        backend.stamp_node(meta)
-        try:
-            write_json_atomic(self.run_dir.meta(scene), meta)
-        except OSError as exc:
-            # A full disk must not stop the batch: the scene keeps its fault in the results, and
-            # without an agent_meta file --resume redoes it.
-            log.error("scene %s: could not write its agent_meta (%s)", scene, exc)
-            meta["reason"] = f"{reason}; agent_meta not written: {exc}"
-        return meta
+        return unstarted(self.run_dir.meta(scene), self.config, dataset_name, scene, status, stop_reason, reason)
 
     def _run_counted(self, dataset_name, scene):
         """run_scene, counted as running on the progress line while it runs."""
@@ -341,8 +300,6 @@ class Runner:
             )
         except ModelError as exc:
             return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
-        env = None
-        workdir = None
         reopen = None
         if self.options.retry_failed:
             previous = self._ended(scene)
@@ -350,34 +307,23 @@ class Runner:
                 reopen = {"status": previous["status"], "stop_reason": previous.get("stop_reason"),
                           "reason": previous.get("reason"), "by": "--retry-failed"}  # fmt: skip
         try:
-            # Inside the try: a full temp folder is this scene's fault, not the batch's.
-            workdir = scratch.make(scene)
-            env = self._environment_factory(task, workdir)
-            loop = AgentLoop(
+            # A full temp folder or a sandbox that does not start is this scene's fault, not the batch's.
+            return drive_scene(
                 self.config,
                 model,
-                env,
                 task,
                 self.run_dir,
+                self._environment_factory,
                 stop_event=self.stop_event,
                 blender_version=bpy_version(self.options.sandbox) or "4.2",
                 reopen=reopen,
                 budget=self.budget,
             )
-            return loop.run()
         except Exception as exc:
             # The loop handles agent, model and sandbox-step faults itself; what lands here is
             # the sandbox failing to start or an unreadable trajectory.
             log.exception("scene %s: could not run", scene)
             return self._fail(dataset_name, scene, "error", "harness_error", f"{type(exc).__name__}: {exc}")
-        finally:
-            if env is not None:
-                try:
-                    env.close()
-                except Exception:
-                    log.exception("scene %s: closing the sandbox failed", scene)
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
 
     # -- all scenes --------------------------------------------------------------------
 
@@ -450,7 +396,7 @@ class Runner:
         meta = None
         if meta_path.is_file():
             try:
-                meta = read_json(meta_path)
+                meta = read_agent_meta(meta_path).as_dict()
             except (OSError, ValueError):
                 meta = None  # half-written by a kill: the scene is continued from its trajectory
         if self.run_dir.has_submission(scene):
@@ -463,8 +409,6 @@ class Runner:
     def _run_on_ray(self, todo, progress):
         """One Ray task per scene; a task lost with its node is retried and resumes from the trajectory."""
         import os
-
-        from .. import backend
 
         payloads = [(self.options, self.config, dataset_name, scene) for dataset_name, scene in todo]
         key_env = self.config.api_key_env

@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..pricing import ZERO, price_for
 from ..sandbox import platforms
 from ..versions import HARNESS_VERSION, binary_version
 from .config import provider_effort
-from .pricing import ZERO, price_for
 
 
 def now():

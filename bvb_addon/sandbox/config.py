@@ -3,7 +3,7 @@
 import os
 from dataclasses import dataclass, field
 
-from ..errors import BVBError
+from ..errors import ArgumentError, BVBError
 
 # Weakest first; a level is the strongest rung that is active.
 LEVELS = ("rlimits", "uid", "bwrap")
@@ -76,10 +76,10 @@ class SandboxConfig:
     extra_ro_binds: list[str] = field(default_factory=list)
     """More host paths the worker may read (bubblewrap only)."""
 
-    def tree_memory(self):
+    def tree_memory(self) -> int | None:
         """The worker tree's memory.max in bytes (0: no memory cgroup)."""
         return self.memory_bytes if self.tree_memory_bytes is None else int(self.tree_memory_bytes)
 
     def __post_init__(self):
         if self.min_level not in LEVELS:
-            raise ValueError(f"sandbox min_level {self.min_level!r} is not one of {', '.join(LEVELS)}")
+            raise ArgumentError(f"sandbox min_level {self.min_level!r} is not one of {', '.join(LEVELS)}")

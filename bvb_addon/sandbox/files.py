@@ -10,10 +10,9 @@ import os
 import re
 import secrets
 import stat
-import tempfile
 from pathlib import Path
 
-from ..atomic import file_mode
+from ..atomic import replacing
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 CHUNK = 1 << 20
@@ -50,26 +49,17 @@ def collect(dir_fd, name, dest, max_bytes):
             raise UnsafeFile(f"workspace file {name!r} has {info.st_nlink} hard links; refused")
         if info.st_size > max_bytes:
             raise UnsafeFile(f"workspace file {name!r} is {info.st_size} bytes, over the {max_bytes}-byte limit")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        out, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-        try:
-            # Renders and snapshots are results: the umask's mode, not mkstemp's 0600.
-            os.fchmod(out, file_mode())
+        # Renders and snapshots are results: the umask's mode, not mkstemp's 0600.
+        with replacing(dest) as tmp, open(tmp, "wb") as handle:
             total = 0
-            with os.fdopen(out, "wb") as handle:
-                while True:
-                    chunk = os.read(fd, CHUNK)
-                    if not chunk:
-                        break
-                    total += len(chunk)
-                    if total > max_bytes:
-                        raise UnsafeFile(f"workspace file {name!r} grew past the {max_bytes}-byte limit")
-                    handle.write(chunk)
-            os.replace(tmp, dest)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            while True:
+                chunk = os.read(fd, CHUNK)
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > max_bytes:
+                    raise UnsafeFile(f"workspace file {name!r} grew past the {max_bytes}-byte limit")
+                handle.write(chunk)
     finally:
         os.close(fd)
     remove(dir_fd, name)

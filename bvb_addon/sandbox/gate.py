@@ -6,7 +6,7 @@ its first scene, and on each Ray node), the render stage, and every ``Worker`` (
 """
 
 from .config import SandboxConfig, SandboxUnavailable
-from .layers import probe_layers
+from .layers import SandboxLevel, probe_layers
 
 FIX = "install bubblewrap (apt-get install bubblewrap), lower the minimum level, or pass --allow-weak-sandbox to run anyway"
 # bubblewrap is there but failed: installing it is no fix, the failure (in the line) is.
@@ -15,13 +15,13 @@ FIX_FAILED = (
 )
 
 
-def below_minimum(level, min_level):
+def below_minimum(level: SandboxLevel, min_level: str) -> str:
     """The one-line refusal: what this machine has, the minimum it misses, and the fixes."""
     failed = level.missing.get("bwrap", "").startswith("bubblewrap failed")
     return f"{level.line()}; that is below the required level {min_level!r}: {FIX_FAILED if failed else FIX}"
 
 
-def require_level(config=None):
+def require_level(config: SandboxConfig | None = None) -> SandboxLevel:
     """The SandboxLevel workers get here; SandboxUnavailable when it is below ``config.min_level``
     and the config does not opt in to running weaker (``allow_below_minimum``)."""
     config = config or SandboxConfig()

@@ -18,9 +18,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..versions import running_blender_binary
 from .config import LEVELS
+
+if TYPE_CHECKING:
+    from .config import SandboxConfig
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +35,7 @@ CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
 CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
 CGROUP_V2_MOUNTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 UID_LOCK_DIR = Path(tempfile.gettempdir()) / "bvb-sandbox-uids"
-_PROBE_CACHE = {}
+_PROBE_CACHE: dict = {}
 
 
 @dataclass(frozen=True)
@@ -41,23 +45,23 @@ class SandboxLevel:
     name: str
     layers: tuple = ()
     missing: dict = field(default_factory=dict)
-    memory_max: int = 0
+    memory_max: int | None = 0
     """memory.max of each worker's whole tree, in bytes, when the cgroup_memory layer is active (else 0)."""
 
-    def line(self):
+    def line(self) -> str:
         missing = "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or "none"
         memory = f"; worker tree memory.max {self.memory_max / (1 << 30):g} GiB" if self.memory_max else ""
         return f"sandbox level {self.name}: active {', '.join(self.layers)}{memory}; missing {missing}"
 
-    def as_dict(self):
+    def as_dict(self) -> dict:
         return {"level": self.name, "layers": list(self.layers), "missing": dict(self.missing),
                 "memory_max_bytes": self.memory_max}  # fmt: skip
 
-    def at_least(self, level):
+    def at_least(self, level: str) -> bool:
         return LEVELS.index(self.name) >= LEVELS.index(level)
 
 
-def blender_binary(config):
+def blender_binary(config: "SandboxConfig") -> str | None:
     """The Blender executable workers run in, or None to use the bpy module under Python.
 
     One order everywhere: the config's ``blender_bin`` (``--blender-bin``), else ``$BLENDER_BIN``,
@@ -66,7 +70,7 @@ def blender_binary(config):
     return config.blender_bin or os.environ.get("BLENDER_BIN") or running_blender_binary()
 
 
-def python_runtime(config, script, script_args):
+def python_runtime(config: "SandboxConfig", script: str | Path, script_args: list[str]) -> tuple[list[str], list[str]]:
     """(argv, host paths to read) for running ``script`` under Python (``config.python`` or this one)."""
     python = interpreter_path(config.python or sys.executable)
     # -I: ignore PYTHON* variables and the user's site-packages.
@@ -80,7 +84,7 @@ def python_runtime(config, script, script_args):
     return argv, sorted(p for p in paths if p != "/")
 
 
-def interpreter_path(python):
+def interpreter_path(python: str) -> str:
     """python with every symlinked folder on its way resolved, but not the file itself.
 
     The sandbox binds resolved paths, so the path it runs must be one too (a venv reached
@@ -146,11 +150,11 @@ class GpuPaths:
     def __bool__(self):
         return bool(self.devices)
 
-    def names(self):
+    def names(self) -> list[str]:
         return [inside for _, inside in self.devices]
 
 
-def gpu_paths(root="/"):
+def gpu_paths(root: str | Path = "/") -> GpuPaths:
     """The GPU device nodes that exist under root and the driver files they need (none without nodes).
 
     root is "/" on a real machine; tests pass a folder of fake nodes.
@@ -171,7 +175,7 @@ def gpu_paths(root="/"):
     return GpuPaths(devices=devices, driver=found(GPU_DRIVER_PATTERNS, False) if devices else ())
 
 
-def gpu_bwrap_args(gpu, created, bound):
+def gpu_bwrap_args(gpu: GpuPaths, created: set[str], bound: list[str]) -> list[str]:
     """Bind the device nodes read-write (--dev-bind: a device node must stay usable) and the driver
     files read-only, after --dev /dev; paths inside one already bound (/usr) are skipped."""
     args = []
@@ -190,7 +194,13 @@ def gpu_bwrap_args(gpu, created, bound):
     return args
 
 
-def bwrap_args(config, workspace, read_paths, uid, gpu=None):
+def bwrap_args(
+    config: "SandboxConfig",
+    workspace: str | Path,
+    read_paths: list[str],
+    uid: int | None,
+    gpu: GpuPaths | None = None,
+) -> list[str]:
     """The bubblewrap prefix: namespaces, dropped capabilities, binds of only what Blender needs.
 
     gpu: a GpuPaths to give the worker the machine's GPU (render workers; agents only on opt-in).
@@ -239,7 +249,7 @@ def bwrap_args(config, workspace, read_paths, uid, gpu=None):
     return args
 
 
-def worker_env(workspace, home="/tmp"):
+def worker_env(workspace: str | Path, home: str = "/tmp") -> dict[str, str]:
     """The worker's whole environment: nothing of the harness's (no API keys).
 
     HOME and Blender's user folders point at a private, empty place (the sandbox's own /tmp,
@@ -251,14 +261,14 @@ def worker_env(workspace, home="/tmp"):
             "BLENDER_USER_SCRIPTS": f"{home}/.bvb-blender/scripts"}  # fmt: skip
 
 
-def setpriv_args(uid, groups=()):
+def setpriv_args(uid: int, groups: tuple[int, ...] = ()) -> list[str]:
     """Switch to the worker's uid; groups: supplementary gids it keeps (only a GPU node's group)."""
     group_arg = f"--groups={','.join(str(g) for g in sorted(set(groups)))}" if groups else "--clear-groups"
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", group_arg, "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs"]  # fmt: skip
 
 
-def bounding_set_left(cap_bnd):
+def bounding_set_left(cap_bnd: int | None) -> str | None:
     """The one line for a dropped uid whose capability bounding set is not empty (None: all is well).
 
     setpriv --bounding-set=-all needs CAP_SETPCAP; without it util-linux 2.38 exits 0 and
@@ -270,7 +280,7 @@ def bounding_set_left(cap_bnd):
     return f"setpriv did not empty the worker's capability bounding set ({found}); the uid layer is not used"
 
 
-def gpu_groups(gpu):
+def gpu_groups(gpu: GpuPaths) -> tuple[int, ...]:
     """Groups of the device nodes the worker's own uid could not open otherwise (DRM render nodes
     are often root:render 0660; NVIDIA's are 0666): what a dedicated uid needs to keep."""
     groups = set()
@@ -315,7 +325,7 @@ class UidLease:
     running as the uid (a stale worker, or a harness that marks in neither way).
     """
 
-    def __init__(self, base):
+    def __init__(self, base: int):
         import fcntl  # POSIX only: imported here so the add-on registers on every platform
         import socket
 
@@ -339,11 +349,12 @@ class UidLease:
                 mark.close()
                 os.close(fd)
                 continue
-            self.uid, self._fd, self._mark = uid, fd, mark
+            self.uid, self._mark = uid, mark
+            self._fd: int | None = fd
             return
         raise RuntimeError(f"no free sandbox uid in {base}..{base + 9999}")
 
-    def release(self):
+    def release(self) -> None:
         if self._fd is not None:
             self._mark.close()
             os.close(self._fd)
@@ -358,7 +369,7 @@ def uid_mark(uid):
 class PidsCgroup:
     """A cgroup v1 pids group: a process cap that binds root too, and a list of every task to kill."""
 
-    def __init__(self, name, max_tasks):
+    def __init__(self, name: str, max_tasks: int):
         sweep_stale_cgroups()
         self.path = CGROUP_V1_PIDS / "bvb" / name
         self.path.mkdir(parents=True, exist_ok=True)
@@ -401,7 +412,7 @@ class PidsCgroup:
         log.warning("could not remove cgroup %s", self.path)
 
 
-def sweep_stale_cgroups():
+def sweep_stale_cgroups() -> None:
     """Remove empty groups left by harnesses that died without closing their workers."""
     parent = CGROUP_V1_PIDS / "bvb"
     if not parent.is_dir():
@@ -425,7 +436,7 @@ class MemoryCgroup:
     memory controller is delegated to it, else v1): every process the worker forks is charged to it,
     and the kernel's OOM killer acts inside it when the tree goes past ``limit``."""
 
-    def __init__(self, name, limit):
+    def __init__(self, name: str, limit: int):
         version, base = memory_cgroup_base()
         if base is None:
             raise OSError(version)
@@ -445,7 +456,7 @@ class MemoryCgroup:
     def join_path(self):
         return str(self.path / "cgroup.procs")
 
-    def oom_kills(self):
+    def oom_kills(self) -> int:
         """How many processes of the group the kernel's OOM killer has killed so far."""
         name = "memory.events" if self.version == 2 else "memory.oom_control"
         try:
@@ -462,7 +473,7 @@ class MemoryCgroup:
     remove = PidsCgroup.remove
 
 
-def memory_cgroup_base():
+def memory_cgroup_base() -> tuple[int | str, Path | None]:
     """(cgroup version, this process's own memory cgroup folder), or (reason, None) where none can be used."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
@@ -493,7 +504,7 @@ def memory_cgroup_base():
     return "no memory controller in /proc/self/cgroup", None
 
 
-def sweep_stale_memory_cgroups(base):
+def sweep_stale_memory_cgroups(base: Path) -> None:
     """Remove empty memory groups left by harnesses that died without closing their workers."""
     for group in base.glob("bvb-w*_*"):
         try:
@@ -520,7 +531,7 @@ def memory_cgroup_available():
     return None
 
 
-def cgroup_available():
+def cgroup_available() -> str | None:
     """None when a pids cgroup can be made here, else the reason it cannot."""
     if not CGROUP_V1_PIDS.is_dir():
         return "no cgroup v1 pids hierarchy at /sys/fs/cgroup/pids (cgroup v2 delegation is not supported)"

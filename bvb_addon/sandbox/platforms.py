@@ -7,6 +7,10 @@ user opts in, in the preferences, to run agent code without that isolation.
 """
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import SandboxConfig
 
 NO_BACKEND = (
     "No sandbox backend on this platform ({platform}): run the headless runner on a Linux machine, "
@@ -14,12 +18,12 @@ NO_BACKEND = (
 )
 
 
-def has_backend(platform=None):
+def has_backend(platform: str | None = None) -> bool:
     """True where the sandbox ladder exists (Linux)."""
     return (platform or sys.platform).startswith("linux")
 
 
-def unavailable(allow_weak, platform=None):
+def unavailable(allow_weak: bool, platform: str | None = None) -> str | None:
     """Why agent code cannot run here at the platform's level, or None (one line, for a poll message)."""
     platform = platform or sys.platform
     if has_backend(platform) or allow_weak:
@@ -27,21 +31,21 @@ def unavailable(allow_weak, platform=None):
     return NO_BACKEND.format(platform=platform)
 
 
-def level_label(allow_weak, platform=None):
+def level_label(allow_weak: bool, platform: str | None = None) -> str:
     """The panel's line: the level agent code gets here."""
     if has_backend(platform):
         return "Sandbox: Linux ladder (below bwrap allowed)" if allow_weak else "Sandbox: Linux ladder (bwrap required)"
     return "Sandbox: none, opted in (agent code runs unisolated)" if allow_weak else "Sandbox: none on this platform"
 
 
-def sandbox_config(allow_weak):
+def sandbox_config(allow_weak: bool) -> "SandboxConfig":
     """The SandboxConfig for the add-on's workers: the default, or the user's opt-in below the minimum."""
     from .config import SandboxConfig
 
     return SandboxConfig(allow_below_minimum=True) if allow_weak else SandboxConfig()
 
 
-def config_record(allow_weak, platform=None):
+def config_record(allow_weak: bool, platform: str | None = None) -> dict:
     """What config.json records about the add-on's choice (the probed level is recorded beside it)."""
     platform = platform or sys.platform
     return {"platform": platform, "backend": has_backend(platform), "weak_level_opt_in": bool(allow_weak)}

@@ -8,8 +8,10 @@ relative imports.
 """
 
 import json
+import socket
 import struct
 import time
+from typing import Any
 
 HEADER = struct.Struct(">I")
 
@@ -26,7 +28,7 @@ class PeerClosed(ProtocolError):
     """The peer closed the connection (a worker that crashed or exited)."""
 
 
-def send_msg(sock, obj):
+def send_msg(sock: socket.socket, obj: Any) -> None:
     data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     sock.sendall(HEADER.pack(len(data)) + data)
 
@@ -55,7 +57,7 @@ def _recv_exact(sock, count, deadline):
     return b"".join(chunks)
 
 
-def recv_msg(sock, max_bytes, timeout=None):
+def recv_msg(sock: socket.socket, max_bytes: int, timeout: float | None = None) -> Any:
     """One frame as a JSON object; ProtocolError when it is malformed or over max_bytes."""
     deadline = None if timeout is None else time.monotonic() + timeout
     (length,) = HEADER.unpack(_recv_exact(sock, HEADER.size, deadline))

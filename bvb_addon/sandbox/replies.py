@@ -6,7 +6,7 @@ models before anything reads it; a reply that does not validate is the agent's d
 (``sandbox_error``, a failed step the agent sees), never the harness's.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -136,11 +136,14 @@ class RenderReply(_Reply):
     software_gl: StrictBool = False
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 class ReplyInvalid(ValueError):
     """A worker reply that does not validate; the message names the first bad field."""
 
 
-def validate(model, reply):
+def validate(model: type[M], reply: object) -> M:
     """``reply`` (a decoded JSON value) as ``model``, or ReplyInvalid naming the first bad field."""
     try:
         return model.model_validate(reply)
@@ -148,14 +151,14 @@ def validate(model, reply):
         raise ReplyInvalid(first_error(exc)) from None
 
 
-def first_error(exc):
+def first_error(exc: ValidationError) -> str:
     """One line: where the first error is and what is wrong there (never the bad value itself: it is the agent's)."""
     error = exc.errors(include_url=False, include_input=False)[0]
     where = ".".join(str(part) for part in error["loc"]) or "the reply"
     return f"{where}: {error['msg']}"
 
 
-def frame_range_of(summary):
+def frame_range_of(summary: object) -> tuple[int, int] | None:
     """The (first, last) frames a step's summary reports, or None when it has no valid range."""
     value = (summary or {}).get("frame_range") if isinstance(summary, dict) else None
     if not isinstance(value, list | tuple) or len(value) != 2:

@@ -65,7 +65,7 @@ def _act_errno(code):
     return 0x00050000 | (code & 0xFFFF)
 
 
-def install():
+def install() -> str | None:
     """Load the filter into this process; returns None, or a one-line reason it could not."""
     name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
@@ -122,7 +122,7 @@ def install():
     return None
 
 
-def capability_bounding_set():
+def capability_bounding_set() -> int | None:
     """This process's capability bounding set (CapBnd of /proc/self/status), or None where unreadable."""
     try:
         with open("/proc/self/status") as handle:
@@ -134,11 +134,11 @@ def capability_bounding_set():
     return None
 
 
-def probe():
+def probe() -> None:
     """What the supervisor's layer probe runs inside the candidate sandbox."""
     import socket
 
-    report = {"uid": os.getuid(), "euid": os.geteuid(), "seccomp_error": None, "socket_blocked": False,
+    report: dict[str, object] = {"uid": os.getuid(), "euid": os.geteuid(), "seccomp_error": None, "socket_blocked": False,
               "cap_bnd": capability_bounding_set()}  # fmt: skip
     if "--seccomp" in sys.argv:
         report["seccomp_error"] = install()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..blend_header import newer_file_reason
+from ..errors import ArgumentError
 from . import files, protocol, replies
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
 from .gate import require_level
@@ -342,13 +343,13 @@ class Worker:
 
     def _render(self, frames, longest_side, preset, aspect, out_dir, timeout):
         if preset not in PRESETS:
-            raise ValueError(f"render preset {preset!r} is not one of {', '.join(PRESETS)}")
+            raise ArgumentError(f"render preset {preset!r} is not one of {', '.join(PRESETS)}")
         frames = [int(f) for f in frames]
         if not frames:
-            raise ValueError("render_frames needs at least one frame")
+            raise ArgumentError("render_frames needs at least one frame")
         longest_side = int(longest_side)
         if not 16 <= longest_side <= 8192:
-            raise ValueError(f"longest side {longest_side} px is outside 16..8192")
+            raise ArgumentError(f"longest side {longest_side} px is outside 16..8192")
         self._renders += 1
         out_dir = Path(out_dir) if out_dir else self.snapshot_dir / "renders" / f"{self._renders:03d}"
         width = height = None

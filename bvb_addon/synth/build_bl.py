@@ -16,7 +16,8 @@ import av
 import bpy
 import numpy as np
 
-from ..atomic import replacing, write_json_atomic, write_text_atomic
+from ..atomic import write_json_atomic, write_text_atomic
+from ..mp4 import write_mp4
 from . import oracle, plan, questions
 
 log = logging.getLogger(__name__)
@@ -82,24 +83,8 @@ def read_png(path):
 
 
 def encode_mp4(images, path, fps, crf=VIDEO_CRF):
-    """Encode RGB frames (arrays or PNG paths) as H.264 MP4, written atomically."""
-    path = Path(path)
-    # A suite is data to share: replacing() gives the file the umask's mode, not mkstemp's 0600.
-    with replacing(path, suffix=".mp4") as tmp:
-        with av.open(tmp, "w", format="mp4") as container:
-            stream = None
-            for image in images:
-                rgb = read_png(image) if isinstance(image, (str, Path)) else image
-                if stream is None:
-                    stream = container.add_stream("libx264", rate=int(fps))
-                    stream.width, stream.height = rgb.shape[1], rgb.shape[0]
-                    stream.pix_fmt = "yuv420p"
-                    stream.codec_context.options = {"crf": str(crf), "preset": "fast"}
-                for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
-                    container.mux(packet)
-            for packet in stream.encode():
-                container.mux(packet)
-    return path
+    """Encode RGB frames (arrays or PNG paths) as H.264 MP4, written atomically (``bvb_addon.mp4``)."""
+    return write_mp4(path, images, fps, crf=crf, preset="fast")
 
 
 def _id_color(index):

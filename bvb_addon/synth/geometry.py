@@ -1,9 +1,20 @@
 """2-D and 3-D helpers for z-up boxes with a yaw: footprints, distances, directions. No bpy."""
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Point = Sequence[float]
+"""An (x, y) on the floor plan."""
+Polygon = Sequence[Point]
 
 
-def footprint(center, size, yaw):
+def footprint(
+    center: "Sequence[float] | np.ndarray", size: "Sequence[float] | np.ndarray", yaw: float
+) -> list[tuple[float, float]]:
     """The four floor corners (counter-clockwise) of a (width, depth) rectangle turned by yaw."""
     c, s = math.cos(yaw), math.sin(yaw)
     hx, hy = size[0] / 2, size[1] / 2
@@ -19,7 +30,7 @@ def _segment_distance(p, a, b):
     return math.hypot(p[0] - a[0] - t * ax, p[1] - a[1] - t * ay)
 
 
-def point_in_polygon(p, poly):
+def point_in_polygon(p: Point, poly: Polygon) -> bool:
     """True when p is inside (or on) a convex counter-clockwise polygon."""
     n = len(poly)
     for i in range(n):
@@ -29,7 +40,7 @@ def point_in_polygon(p, poly):
     return True
 
 
-def point_polygon_distance(p, poly):
+def point_polygon_distance(p: Point, poly: Polygon) -> float:
     if point_in_polygon(p, poly):
         return 0.0
     return min(_segment_distance(p, poly[i], poly[(i + 1) % len(poly)]) for i in range(len(poly)))
@@ -42,7 +53,7 @@ def _segments_cross(a, b, c, d):
     return orient(a, b, c) * orient(a, b, d) < 0 and orient(c, d, a) * orient(c, d, b) < 0
 
 
-def polygons_distance(p, q):
+def polygons_distance(p: Polygon, q: Polygon) -> float:
     """Smallest distance between two convex polygons (0 when they touch or overlap)."""
     if any(point_in_polygon(v, q) for v in p) or any(point_in_polygon(v, p) for v in q):
         return 0.0
@@ -56,16 +67,16 @@ def polygons_distance(p, q):
     )
 
 
-def polygon_path_distance(poly, path):
+def polygon_path_distance(poly: Polygon, path: Polygon) -> float:
     """Smallest distance from a polygon to any point of a path (a list of (x, y))."""
     return min(point_polygon_distance(p, poly) for p in path)
 
 
-def polygon_inside(poly, half_width, half_length):
+def polygon_inside(poly: Polygon, half_width: float, half_length: float) -> bool:
     return all(abs(x) <= half_width and abs(y) <= half_length for x, y in poly)
 
 
-def box_distance(a, b):
+def box_distance(a: dict, b: dict) -> float:
     """Closest-point distance between two objects (dicts with center, dimensions, yaw).
 
     The boxes are upright prisms, so the squared distance splits exactly into the floor-plan
@@ -80,6 +91,6 @@ def box_distance(a, b):
     return math.hypot(plan, gap)
 
 
-def signed_angle(forward, to):
+def signed_angle(forward: Point, to: Point) -> float:
     """Angle (radians, counter-clockwise positive, in (-pi, pi]) from one 2-D vector to another."""
     return math.atan2(forward[0] * to[1] - forward[1] * to[0], forward[0] * to[0] + forward[1] * to[1])

@@ -153,7 +153,7 @@ def _literal(name, value, per_line=False):
     return f"{name} = [\n{rows}]\n"
 
 
-def program(plan):
+def program(plan: dict) -> str:
     """The oracle program text for one scene plan."""
     header = (
         f'"""Oracle rebuild of {plan["scene"]} (BVB synthetic suite, {plan["difficulty"]}, seed {plan["seed"]}).\n\n'

@@ -7,7 +7,9 @@ centred on the origin, spanning x in [-W/2, W/2] and y in [-L/2, L/2].
 
 import math
 import random
+from typing import Any
 
+from ..errors import ArgumentError
 from . import geometry
 from .catalog import CATEGORIES, ROOM_COLORS
 
@@ -71,16 +73,18 @@ class PlanError(RuntimeError):
     """The layout could not be completed (should not happen for the shipped difficulties)."""
 
 
-def scene_seed(seed, difficulty, index):
+def scene_seed(seed: int, difficulty: str, index: int) -> int:
     """The per-scene seed: stable across runs, distinct per difficulty and scene index."""
     return seed * 1000 + list(DIFFICULTIES).index(difficulty) * 100 + index
 
 
-def make_plan(scene_id, difficulty, seed, width=320, height=240, fps=8, duration=8.0):
+def make_plan(
+    scene_id: str, difficulty: str, seed: int, width: int = 320, height: int = 240, fps: int = 8, duration: float = 8.0
+) -> dict:
     """The complete plan of one scene (room, shell, objects, lights, camera per frame)."""
     if difficulty not in DIFFICULTIES:
-        raise ValueError(f"unknown difficulty {difficulty!r}; use one of {', '.join(DIFFICULTIES)}")
-    knobs = DIFFICULTIES[difficulty]
+        raise ArgumentError(f"unknown difficulty {difficulty!r}; use one of {', '.join(DIFFICULTIES)}")
+    knobs: dict[str, Any] = DIFFICULTIES[difficulty]
     rng = random.Random(f"bvb-synth/{seed}")
     frame_count = max(2, round(duration * fps))
     room_w = round(rng.uniform(*knobs["room"][0]), 2)

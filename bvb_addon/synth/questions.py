@@ -63,7 +63,7 @@ TEMPLATES = {
 TURNS = ("Turn Left", "Turn Right", "Turn Back")
 
 
-def label(category):
+def label(category: str) -> str:
     """How a category reads in a question (``trash_can`` -> ``trash can``)."""
     return category.replace("_", " ")
 
@@ -83,17 +83,17 @@ def _vec(a, b):
     return b[0] - a[0], b[1] - a[1]
 
 
-def make_questions(gt, max_per_type=MAX_PER_TYPE):
+def make_questions(gt: dict, max_per_type: int = MAX_PER_TYPE) -> list[dict]:
     """Split-file rows (dicts) for one scene's ground truth."""
     rng = random.Random(f"bvb-questions/{gt['scene']}/{gt['seed']}")
     objects = gt["objects"]
-    by_cat = {}
+    by_cat: dict[str, list[dict]] = {}
     for obj in objects:
         by_cat.setdefault(obj["category"], []).append(obj)
     # Only what the video shows can be asked; unique categories make "the chair" unambiguous.
     unique = sorted(c for c, objs in by_cat.items() if len(objs) == 1 and objs[0]["first_seen"] is not None)
     single = {c: by_cat[c][0] for c in unique}
-    rows = []
+    rows: list[dict] = []
 
     def add(qtype, question, options, truth):
         rows.append(

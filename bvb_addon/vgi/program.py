@@ -6,9 +6,14 @@ worker, in a plain ``python`` with the bpy module, or pasted into Blender's text
 """
 
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..sandbox.compat_bl import program_source
 from .families import FPS
+
+if TYPE_CHECKING:
+    from .families import TaskPlan
 
 RESOLUTION = (480, 270)  # 16:9, as VGI's inputs
 
@@ -149,7 +154,7 @@ def _plain(value):
     return value.item() if hasattr(value, "item") else str(value)
 
 
-def build_program(plan, animate=True):
+def build_program(plan: "TaskPlan", animate: bool = True) -> str:
     """The standalone bpy program that builds a task's scene (and, with animate, the oracle solution)."""
     data = plan.row()
     data["resolution"] = list(RESOLUTION)
@@ -166,7 +171,7 @@ def build_program(plan, animate=True):
     )
 
 
-def timeline_program(out_path):
+def timeline_program(out_path: str | Path) -> str:
     """A program that writes the open scene's timeline JSON to out_path."""
     return TIMELINE + f"\nwith open({str(out_path)!r}, 'w') as handle:\n    handle.write(TIMELINE_JSON)\n"
 
@@ -174,12 +179,12 @@ def timeline_program(out_path):
 MARK = "BVB_TIMELINE_JSON:"
 
 
-def timeline_stdout_program():
+def timeline_stdout_program() -> str:
     """A program that prints the open scene's timeline on one marked stdout line (for sandboxed workers)."""
     return TIMELINE + f"\nprint({MARK!r} + TIMELINE_JSON)\n"
 
 
-def timeline_from_stdout(stdout):
+def timeline_from_stdout(stdout: str) -> dict | None:
     """The timeline dict printed by timeline_stdout_program, or None."""
     for line in reversed((stdout or "").splitlines()):
         if line.startswith(MARK):

@@ -10,6 +10,7 @@ once, so a block resting inside another for ten frames is one violation, not ten
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,10 +35,10 @@ class Timeline:
     tracks: dict  # object name -> Track
 
     @property
-    def frame_count(self):
+    def frame_count(self) -> int:
         return len(next(iter(self.tracks.values())).centers) if self.tracks else 0
 
-    def to_json(self):
+    def to_json(self) -> dict:
         return {
             "fps": self.fps,
             "frame_start": self.frame_start,
@@ -54,7 +55,7 @@ class Timeline:
         }
 
     @classmethod
-    def from_json(cls, data):
+    def from_json(cls, data: dict) -> "Timeline":
         tracks = {}
         for name, obj in data["objects"].items():
             centers = np.asarray(obj["centers"], float).reshape(-1, 3)
@@ -68,7 +69,7 @@ class Timeline:
         return cls(fps=float(data["fps"]), frame_start=int(data.get("frame_start", 1)), tracks=tracks)
 
 
-def interpolate(keys, frames):
+def interpolate(keys: list[tuple[int, Any]], frames: int) -> np.ndarray:
     """Linear interpolation of [(frame, value...)] keys at integer frames 1..frames (held at the ends)."""
     keys = sorted(keys, key=lambda k: k[0])
     xs = np.array([k[0] for k in keys], float)
@@ -79,7 +80,7 @@ def interpolate(keys, frames):
     return np.stack([np.interp(grid, xs, values[:, i]) for i in range(values.shape[1])], axis=1)
 
 
-def events(mask):
+def events(mask: np.ndarray | list[bool]) -> int:
     """Number of runs of True in a boolean sequence."""
     mask = np.asarray(mask, bool)
     if mask.size == 0:
@@ -87,7 +88,7 @@ def events(mask):
     return int(mask[0]) + int(np.count_nonzero(mask[1:] & ~mask[:-1]))
 
 
-def penetration(a, b, frame):
+def penetration(a: Track, b: Track, frame: int) -> float:
     """Smallest overlap depth of two tracks' boxes at a frame (<= 0 when apart or touching)."""
     lo_a = a.centers[frame] - a.extents[frame] / 2
     hi_a = a.centers[frame] + a.extents[frame] / 2
@@ -96,7 +97,7 @@ def penetration(a, b, frame):
     return float(np.min(np.minimum(hi_a, hi_b) - np.maximum(lo_a, lo_b)))
 
 
-def gap(a, b, frame):
+def gap(a: Track, b: Track, frame: int) -> float:
     """Largest per-axis separation of two boxes (<= 0 when they touch or overlap)."""
     lo_a = a.centers[frame] - a.extents[frame] / 2
     hi_a = a.centers[frame] + a.extents[frame] / 2
@@ -105,7 +106,7 @@ def gap(a, b, frame):
     return float(np.max(np.maximum(lo_a - hi_b, lo_b - hi_a)))
 
 
-def interpenetration_events(timeline, names, tolerance=OVERLAP_TOLERANCE):
+def interpenetration_events(timeline: Timeline, names: list[str], tolerance: float = OVERLAP_TOLERANCE) -> int:
     """Events where any two of the named objects pass into each other."""
     count = 0
     names = [n for n in names if n in timeline.tracks]
@@ -117,13 +118,13 @@ def interpenetration_events(timeline, names, tolerance=OVERLAP_TOLERANCE):
     return count
 
 
-def moving(track, threshold=1e-4):
+def moving(track: Track, threshold: float = 1e-4) -> np.ndarray:
     """Per frame: did the object move since the previous frame?"""
     step = np.linalg.norm(np.diff(track.centers, axis=0), axis=1)
     return np.concatenate([[False], step > threshold])
 
 
-def teleport_events(timeline, names, max_speed):
+def teleport_events(timeline: Timeline, names: list[str], max_speed: float) -> int:
     """Events where an object moves faster than max_speed (m/s): a jump instead of a motion."""
     limit = max_speed / timeline.fps
     count = 0
@@ -136,7 +137,7 @@ def teleport_events(timeline, names, max_speed):
     return count
 
 
-def untouched_motion_events(timeline, names, movers, reach=0.01):
+def untouched_motion_events(timeline: Timeline, names: list[str], movers: list[str], reach: float = 0.01) -> int:
     """Events where an object moves while none of the movers (gripper, pusher) touches it."""
     count = 0
     for name in names:
@@ -154,7 +155,9 @@ def untouched_motion_events(timeline, names, movers, reach=0.01):
     return count
 
 
-def below_floor_events(timeline, names, floor_z=0.0, tolerance=OVERLAP_TOLERANCE):
+def below_floor_events(
+    timeline: Timeline, names: list[str], floor_z: float = 0.0, tolerance: float = OVERLAP_TOLERANCE
+) -> int:
     count = 0
     for name in names:
         track = timeline.tracks.get(name)
@@ -164,7 +167,7 @@ def below_floor_events(timeline, names, floor_z=0.0, tolerance=OVERLAP_TOLERANCE
     return count
 
 
-def resting_on(timeline, upper, lower, frame, tolerance=0.01):
+def resting_on(timeline: Timeline, upper: str, lower: str, frame: int, tolerance: float = 0.01) -> bool:
     """Is `upper` sitting on top of `lower` at a frame (bottom face on top face, footprints overlapping)?"""
     a, b = timeline.tracks[upper], timeline.tracks[lower]
     bottom = a.centers[frame][2] - a.extents[frame][2] / 2
@@ -176,7 +179,7 @@ def resting_on(timeline, upper, lower, frame, tolerance=0.01):
     return bool(dx and dy)
 
 
-def larger_on_smaller_events(timeline, sizes, tolerance=0.0):
+def larger_on_smaller_events(timeline: Timeline, sizes: dict[str, float], tolerance: float = 0.0) -> int:
     """Events where an object rests on a smaller one (sizes: name -> width; larger means by more than tolerance)."""
     names = list(sizes)
     return events(

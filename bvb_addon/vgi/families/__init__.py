@@ -11,8 +11,12 @@ To add a family, add a module here. bpy-free.
 
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..timeline import Timeline
 
 from .base import DOMAINS, FPS, SKILLS, Family, ObjectSpec, TaskPlan, plan_from_row, plan_timeline
 
@@ -36,12 +40,12 @@ def _discover():
 FAMILIES = _discover()
 
 
-def plan_task(family, level, seed):
+def plan_task(family: str, level: int, seed: int) -> TaskPlan:
     """The task of one family at one level; the same seed gives the same task."""
     rng = np.random.default_rng([seed, level, sorted(FAMILIES).index(family)])
     return FAMILIES[family].plan(level, rng, f"{family}_l{level}_s{seed}")
 
 
-def check(plan, timeline):
+def check(plan: TaskPlan, timeline: "Timeline") -> dict:
     """The family checker's result for a timeline of the plan's objects."""
     return FAMILIES[plan.family].check(plan, timeline)

@@ -1,7 +1,7 @@
 """The gripper that stack_by_size and sort_by_color move blocks with: its start, its moves, its rules."""
 
 from .. import timeline as tl
-from .base import ObjectSpec, carry_path, rules
+from .base import Keys, ObjectSpec, carry_path, rules
 
 NAME = "gripper_1"
 RULES = rules(
@@ -10,13 +10,13 @@ RULES = rules(
 )
 
 
-def above(block):
+def above(block: ObjectSpec) -> ObjectSpec:
     """The gripper at its start: resting on top of a block."""
     x, y, _ = block.location
     return ObjectSpec(NAME, "gripper", "cube", (0.06, 0.06, 0.04), (x, y, block.size[2] + 0.02), (0.2, 0.2, 0.22))
 
 
-def pick_and_place(keys, name, path, reach_lift):
+def pick_and_place(keys: Keys, name: str, path: list[tuple], reach_lift: float) -> None:
     """The gripper travels to the top of a block (lifting by reach_lift), then carries it along path."""
     x, y, z = keys.pos[name]
     top = (x, y, z + keys.plan.spec(name).size[2] / 2 + 0.02)
@@ -24,7 +24,7 @@ def pick_and_place(keys, name, path, reach_lift):
     keys.move(path, [name, NAME])
 
 
-def violations(timeline, blocks, below_floor):
+def violations(timeline: tl.Timeline, blocks: list[str], below_floor: list[str]) -> dict[str, int]:
     """The counts of RULES; below_floor names the objects checked against sinking into the table."""
     return {
         "no_pass_through": tl.interpenetration_events(timeline, [*blocks, NAME])

@@ -3,13 +3,13 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import HUES, Family, ObjectSpec, carry_path, criteria, numbered, rules, verdict
+from .base import HUES, Family, Keys, ObjectSpec, TaskPlan, carry_path, criteria, numbered, rules, verdict
 
 PEGS = (-0.35, 0.0, 0.35)  # x of the left, middle and right peg
 THICK = 0.04  # disc thickness
 
 
-def moves(n, src=0, dst=2, via=1):
+def moves(n: int, src: int = 0, dst: int = 2, via: int = 1) -> list[tuple[int, int, int]]:
     """The optimal (disc rank, from peg, to peg) moves of an n-disc tower."""
     if n == 0:
         return []
@@ -31,7 +31,7 @@ class Hanoi(Family):
         partial="the largest disc is on the right peg",
     )
 
-    def layout(self, level, rng):
+    def layout(self, level: int, rng: np.random.Generator) -> tuple[list[ObjectSpec], str, dict]:
         n = level + 1
         diameters = [0.26 - i * 0.05 for i in range(n)]
         pegs = [
@@ -57,7 +57,7 @@ class Hanoi(Family):
         )
         return [*pegs, *discs], constraint, {"n": n, "diameters": diameters}
 
-    def animate(self, plan, keys, skip, through):
+    def animate(self, plan: TaskPlan, keys: Keys, skip: int | None, through: bool) -> None:
         stacks = [list(range(plan.params["n"])), [], []]
         for step, (_disc_rank, src, dst) in enumerate(moves(plan.params["n"])):
             disc = stacks[src].pop()
@@ -73,7 +73,7 @@ class Hanoi(Family):
             else:
                 keys.move(carry_path(keys.pos[name], target, 0.34), [name])
 
-    def check(self, plan, timeline):
+    def check(self, plan: TaskPlan, timeline: tl.Timeline) -> dict:
         discs = numbered("disc", plan.params["n"])
         moving = np.array([tl.moving(timeline.tracks[d]) for d in discs])
         violations = {

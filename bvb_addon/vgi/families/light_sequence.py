@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import FPS, Family, ObjectSpec, criteria, numbered, rules, verdict
+from .base import FPS, Family, ObjectSpec, TaskPlan, criteria, numbered, rules, verdict
 
 ON = 5.0  # emission strength of a lit lamp
 
@@ -22,7 +22,7 @@ class LightSequence(Family):
         partial="at least half of the lamps are on at the end",
     )
 
-    def layout(self, level, rng):
+    def layout(self, level: int, rng: np.random.Generator) -> tuple[list[ObjectSpec], str, dict]:
         n = level + 2
         order = [int(i) for i in rng.permutation(n)]
         lamps = [
@@ -36,7 +36,7 @@ class LightSequence(Family):
         )
         return lamps, constraint, {"order": order}
 
-    def solve(self, plan, skip=None, through=False):
+    def solve(self, plan: TaskPlan, skip: int | None = None, through: bool = False) -> TaskPlan:
         """Lamps only glow (nothing moves): the solution is emission keys, one lamp a second."""
         order = list(plan.params["order"])
         if through:  # a made-up wrong one: the first two lamps swapped (lamps have nothing to pass through)
@@ -51,7 +51,7 @@ class LightSequence(Family):
         plan.frames = frame + FPS
         return plan
 
-    def check(self, plan, timeline):
+    def check(self, plan: TaskPlan, timeline: tl.Timeline) -> dict:
         n = len(plan.params["order"])
         on = np.array([timeline.tracks[lamp].emission > ON / 2 for lamp in numbered("lamp", n)])
         switched_on = {i: int(np.argmax(on[i])) for i in range(n) if on[i].any()}
@@ -65,7 +65,7 @@ class LightSequence(Family):
         lit = on[:, -1].sum()
         return verdict(violations, lit == n, lit * 2 >= n)
 
-    def skipped_step(self, plan):
+    def skipped_step(self, plan: TaskPlan) -> int:
         return len(plan.params["order"]) - 1
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import FPS, Family, ObjectSpec, criteria, marker, rules, verdict
+from .base import FPS, Family, Keys, ObjectSpec, TaskPlan, criteria, marker, rules, verdict
 
 CELL = 0.2
 WALL = 0.02  # wall thickness
@@ -12,12 +12,12 @@ TOKEN = 0.08
 STEPS = ((1, 0), (-1, 0), (0, 1), (0, -1))
 
 
-def centre(cell, origin):
+def centre(cell: tuple[int, int], origin: float) -> tuple[float, float]:
     """The table (x, y) of a cell's centre."""
     return (origin + (cell[0] + 0.5) * CELL, origin + (cell[1] + 0.5) * CELL)
 
 
-def carve(n, rng):
+def carve(n: int, rng: np.random.Generator) -> set[frozenset]:
     """An n x n maze by depth-first search: the set of open passages (frozensets of two cells)."""
     seen, stack, passages = {(0, 0)}, [(0, 0)], set()
     while stack:
@@ -34,7 +34,7 @@ def carve(n, rng):
     return passages
 
 
-def walls(n, passages, origin):
+def walls(n: int, passages: set[frozenset], origin: float) -> list[tuple[tuple, tuple]]:
     """(centre, size) of every wall: between unconnected cells, and the outer border."""
     found, h = [], WALL_HEIGHT
     for x in range(n):
@@ -51,9 +51,10 @@ def walls(n, passages, origin):
     return found
 
 
-def shortest_path(passages, start, goal):
+def shortest_path(passages: set[frozenset], start: tuple[int, int], goal: tuple[int, int]) -> list[list[int]]:
     """The cells from start to goal along the passages (breadth-first), as [x, y] lists."""
-    previous, queue = {start: None}, [start]
+    previous: dict[tuple[int, int], tuple[int, int] | None] = {start: None}
+    queue = [start]
     while queue:
         cell = queue.pop(0)
         for d in STEPS:
@@ -61,10 +62,11 @@ def shortest_path(passages, start, goal):
             if nxt not in previous and frozenset((cell, nxt)) in passages:
                 previous[nxt] = cell
                 queue.append(nxt)
-    path, cell = [], goal
-    while cell is not None:
-        path.append(list(cell))
-        cell = previous[cell]
+    path: list[list[int]] = []
+    step: tuple[int, int] | None = goal
+    while step is not None:
+        path.append(list(step))
+        step = previous[step]
     return path[::-1]
 
 
@@ -81,7 +83,7 @@ class Maze(Family):
         partial="the token ends at least halfway along the path to the goal",
     )
 
-    def layout(self, level, rng):
+    def layout(self, level: int, rng: np.random.Generator) -> tuple[list[ObjectSpec], str, dict]:
         n = level + 2
         passages = carve(n, rng)
         origin = -CELL * n / 2
@@ -102,7 +104,7 @@ class Maze(Family):
         )
         return objects, constraint, {"n": n, "origin": origin, "path": shortest_path(passages, start, goal)}
 
-    def animate(self, plan, keys, skip, through):
+    def animate(self, plan: TaskPlan, keys: Keys, skip: int | None, through: bool) -> None:
         origin = plan.params["origin"]
         cells = plan.params["path"]
         # A made-up wrong one: straight from the start to the goal, through the walls in between.
@@ -116,7 +118,7 @@ class Maze(Family):
             else:
                 keys.move([target], ["token_1"], frames_per_leg=leg)
 
-    def check(self, plan, timeline):
+    def check(self, plan: TaskPlan, timeline: tl.Timeline) -> dict:
         walls_seen = [n for n in timeline.tracks if n.startswith("wall_")]
         token = timeline.tracks["token_1"]
         step = np.abs(np.diff(token.centers[:, :2], axis=0))

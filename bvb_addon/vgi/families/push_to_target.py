@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import LEG, Family, ObjectSpec, criteria, marker, rules, verdict
+from .base import LEG, Family, Keys, ObjectSpec, TaskPlan, criteria, marker, rules, verdict
 
 BALL = 0.08  # ball diameter
 PUSHER = 0.08  # pusher cube side
@@ -22,7 +22,7 @@ class PushToTarget(Family):
         partial="the ball ends at least halfway closer to the target than it started",
     )
 
-    def layout(self, level, rng):
+    def layout(self, level: int, rng: np.random.Generator) -> tuple[list[ObjectSpec], str, dict]:
         ball = (-0.4, -0.2, BALL / 2)
         target = (0.4, -0.2) if level == 1 else (0.4, 0.25)
         objects = [
@@ -42,7 +42,7 @@ class PushToTarget(Family):
         )
         return objects, constraint, {"target": list(target), "start": list(ball)}
 
-    def animate(self, plan, keys, skip, through):
+    def animate(self, plan: TaskPlan, keys: Keys, skip: int | None, through: bool) -> None:
         ball = np.array(plan.params["start"])
         tx, ty = plan.params["target"]
         contact = (BALL + PUSHER) / 2
@@ -61,7 +61,7 @@ class PushToTarget(Family):
             keys.move([behind] if through else around, ["pusher_1"])
             keys.move([(tx, ty - contact, z)], ["pusher_1", "ball_1"], frames_per_leg=3 * LEG)
 
-    def check(self, plan, timeline):
+    def check(self, plan: TaskPlan, timeline: tl.Timeline) -> dict:
         obstacles = [n for n in timeline.tracks if n.startswith("obstacle_")]
         violations = {
             "pushed_only": tl.untouched_motion_events(timeline, ["ball_1"], ["pusher_1"]),
@@ -72,9 +72,9 @@ class PushToTarget(Family):
         target = np.array(plan.params["target"])
         start_d = np.linalg.norm(ball[0][:2] - target)
         end_d = np.linalg.norm(ball[last][:2] - target)
-        return verdict(violations, np.all(np.abs(ball[last][:2] - target) <= 0.08), end_d <= start_d / 2)
+        return verdict(violations, bool(np.all(np.abs(ball[last][:2] - target) <= 0.08)), bool(end_d <= start_d / 2))
 
-    def bad_solutions(self, plan):
+    def bad_solutions(self, plan: TaskPlan) -> dict[str, TaskPlan]:
         bad = super().bad_solutions(plan)
         if plan.level == 1:
             del bad["pass_through"]  # a straight push leaves the pusher nothing to walk around

@@ -3,13 +3,13 @@
 import numpy as np
 
 from .. import timeline as tl
-from .base import HUES, Family, ObjectSpec, criteria, numbered, rules, verdict
+from .base import HUES, Family, Keys, ObjectSpec, TaskPlan, criteria, numbered, rules, verdict
 
 SLOTS = (-0.3, 0.0, 0.3)  # x of positions 1-3
 CUP = (0.12, 0.12, 0.14)
 
 
-def swapped(slot_of, a, b):
+def swapped(slot_of: dict[int, int], a: int, b: int) -> tuple[int, int]:
     """The cups at slots a and b (slot_of: cup index -> slot), and slot_of updated by swapping them."""
     cup_a = next(c for c, s in slot_of.items() if s == a)
     cup_b = next(c for c, s in slot_of.items() if s == b)
@@ -17,7 +17,7 @@ def swapped(slot_of, a, b):
     return cup_a, cup_b
 
 
-def expected_slots(swaps):
+def expected_slots(swaps: list[tuple[int, int]]) -> dict[int, int]:
     """Where each cup ends (cup index -> slot) after the swaps."""
     slot_of = {i: i for i in range(3)}
     for a, b in swaps:
@@ -39,7 +39,7 @@ class ShellGame(Family):
         partial="the cup hiding the ball ends in the right place",
     )
 
-    def layout(self, level, rng):
+    def layout(self, level: int, rng: np.random.Generator) -> tuple[list[ObjectSpec], str, dict]:
         swaps = []
         for _ in range(2 * level - 1):
             a, b = sorted(int(i) for i in rng.choice(3, 2, replace=False))
@@ -57,7 +57,7 @@ class ShellGame(Family):
         )
         return [*cups, ball], constraint, {"swaps": swaps, "hidden": hidden}
 
-    def animate(self, plan, keys, skip, through):
+    def animate(self, plan: TaskPlan, keys: Keys, skip: int | None, through: bool) -> None:
         slot_of = {i: i for i in range(3)}
         ball_cup = plan.params["hidden"]
         z = CUP[2] / 2
@@ -78,7 +78,7 @@ class ShellGame(Family):
                 keys.move([(xb, -0.2, z), (xa, -0.2, z), (xa, 0.0, z)], with_b)
                 keys.move([(xb, 0.0, z)], with_a)
 
-    def check(self, plan, timeline):
+    def check(self, plan: TaskPlan, timeline: tl.Timeline) -> dict:
         cups = numbered("cup", 3)
         hidden = plan.params["hidden"]
         ball = timeline.tracks["ball_1"]

@@ -2,8 +2,9 @@
 
 import numpy as np
 
+from .. import timeline as tl
 from . import gripper
-from .base import HUES, Family, ObjectSpec, carry_path, criteria, numbered, verdict
+from .base import HUES, Family, Keys, ObjectSpec, TaskPlan, carry_path, criteria, numbered, verdict
 
 BACK_LINE = 0.2  # y of the row the blocks end in
 
@@ -18,7 +19,7 @@ class SortByColor(Family):
         partial="at least half of the blocks are on the back line in the right relative order",
     )
 
-    def layout(self, level, rng):
+    def layout(self, level: int, rng: np.random.Generator) -> tuple[list[ObjectSpec], str, dict]:
         n = level + 2
         hues = sorted(rng.choice(len(HUES), n, replace=False))
         order = rng.permutation(n)
@@ -38,7 +39,7 @@ class SortByColor(Family):
         params = {"n": n, "size": size, "targets": list(np.linspace(-0.5, 0.5, n))}
         return [*blocks, gripper.above(blocks[0])], constraint, params
 
-    def animate(self, plan, keys, skip, through):
+    def animate(self, plan: TaskPlan, keys: Keys, skip: int | None, through: bool) -> None:
         n, size = plan.params["n"], plan.params["size"]
         for rank in range(n):
             name = f"block_{rank + 1}"
@@ -52,7 +53,7 @@ class SortByColor(Family):
                 path = [keys.pos[f"block_{rank + 2}"], target]
             gripper.pick_and_place(keys, name, path, 0.2)
 
-    def check(self, plan, timeline):
+    def check(self, plan: TaskPlan, timeline: tl.Timeline) -> dict:
         blocks = numbered("block", plan.params["n"])
         violations = gripper.violations(timeline, blocks, below_floor=blocks)
         last = timeline.frame_count - 1

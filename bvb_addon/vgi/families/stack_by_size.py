@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import timeline as tl
 from . import gripper
-from .base import HUES, Family, ObjectSpec, carry_path, criteria, numbered, rules, verdict
+from .base import HUES, Family, Keys, ObjectSpec, TaskPlan, carry_path, criteria, numbered, rules, verdict
 
 
 class StackBySize(Family):
@@ -18,7 +18,7 @@ class StackBySize(Family):
         failed="no block is on a larger block",
     )
 
-    def layout(self, level, rng):
+    def layout(self, level: int, rng: np.random.Generator) -> tuple[list[ObjectSpec], str, dict]:
         n = level + 1
         sizes = [0.16 - i * (0.09 / max(1, n - 1)) for i in range(n)]
         order = rng.permutation(n)
@@ -36,7 +36,7 @@ class StackBySize(Family):
         )
         return [*blocks, gripper.above(blocks[0])], constraint, {"goal": [0.45, 0.15], "sizes": sizes}
 
-    def animate(self, plan, keys, skip, through):
+    def animate(self, plan: TaskPlan, keys: Keys, skip: int | None, through: bool) -> None:
         goal_x, goal_y = plan.params["goal"]
         height = 0.0
         for index, size in enumerate(plan.params["sizes"]):
@@ -52,7 +52,7 @@ class StackBySize(Family):
                 gripper.pick_and_place(keys, name, path, 0.25)
             height += size
 
-    def check(self, plan, timeline):
+    def check(self, plan: TaskPlan, timeline: tl.Timeline) -> dict:
         sizes = dict(zip(numbered("block", len(plan.params["sizes"])), plan.params["sizes"], strict=True))
         blocks = list(sizes)
         violations = {
@@ -65,7 +65,7 @@ class StackBySize(Family):
         bottom_on_table = abs(timeline.tracks[ordered[0]].centers[last][2] - sizes[ordered[0]] / 2) < 0.01
         return verdict(violations, good_pairs == len(ordered) - 1 and bottom_on_table, good_pairs > 0)
 
-    def skipped_step(self, plan):
+    def skipped_step(self, plan: TaskPlan) -> int:
         return len(plan.params["sizes"]) - 1
 
 

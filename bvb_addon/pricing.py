@@ -15,12 +15,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from ..errors import BVBError
+from .errors import BVBError
 
 log = logging.getLogger(__name__)
 
-PRICES_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.json"
+PRICES_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
 
 # Tokens are about four characters of English or code; three keeps the estimate an upper
 # bound for code-heavy and non-English prompts.
@@ -49,24 +50,24 @@ class Price:
     context_window: int | None = field(default=None, compare=False)
     """Tokens the model takes, where the source knows it."""
 
-    def cost(self, usage):
+    def cost(self, usage: dict) -> float:
         """USD for one call: the provider's ``usage.cost`` when present, else tokens times prices."""
         if usage.get("cost") is not None:
             return float(usage["cost"])
         return self.token_cost(usage)
 
-    def token_cost(self, usage):
+    def token_cost(self, usage: dict) -> float:
         """USD of the usage's tokens at this price (ignoring a reported cost)."""
         prompt = int(usage.get("input_tokens", 0))
         cached = min(int(usage.get("cached_input_tokens", 0)), prompt)
         output = int(usage.get("output_tokens", 0))
         return ((prompt - cached) * self.input + cached * self.cached_input + output * self.output) / 1e6
 
-    def worst_case(self, prompt_tokens, max_tokens):
+    def worst_case(self, prompt_tokens: int, max_tokens: int) -> float:
         """USD of a call that sends ``prompt_tokens`` uncached and writes ``max_tokens``."""
         return self.token_cost({"input_tokens": prompt_tokens, "output_tokens": max_tokens})
 
-    def describe(self):
+    def describe(self) -> dict:
         """What config.json records about the price of a run."""
         return {
             "source": self.source,
@@ -82,10 +83,10 @@ class Price:
 class CatalogPrice(Price):
     """A genai-prices model: tiered prices (a 400k-token prompt pays the long-context rate) computed by the package."""
 
-    _model: object = field(default=None, compare=False, repr=False)
-    _provider: object = field(default=None, compare=False, repr=False)
+    _model: Any = field(default=None, compare=False, repr=False)
+    _provider: Any = field(default=None, compare=False, repr=False)
 
-    def token_cost(self, usage):
+    def token_cost(self, usage: dict) -> float:
         from genai_prices import Usage
 
         prompt = int(usage.get("input_tokens", 0))
@@ -101,7 +102,7 @@ class CatalogPrice(Price):
 ZERO = Price(0.0, 0.0, 0.0, source="none")
 
 
-def load_table(path=PRICES_FILE):
+def load_table(path: str | Path = PRICES_FILE) -> dict[str, "Price"]:
     """The override table: {model: Price}; a row may carry its model's ``context_window``."""
     with open(path) as handle:
         data = json.load(handle)
@@ -130,7 +131,7 @@ def _candidates(model):
     return [name for i, name in enumerate(names) if name and name not in names[:i]]
 
 
-def catalog_version():
+def catalog_version() -> str | None:
     """The installed genai-prices version, or None when the package is missing."""
     try:
         import genai_prices
@@ -146,7 +147,7 @@ def _decimal(value):
     return float(getattr(value, "base", value))
 
 
-def catalog_price(model, base_url=None):
+def catalog_price(model: str, base_url: str | None = None) -> "CatalogPrice | None":
     """The genai-prices price of ``model`` (the endpoint's provider first), or None when it is not listed."""
     try:
         from genai_prices import data_snapshot
@@ -154,7 +155,7 @@ def catalog_price(model, base_url=None):
         log.info("genai-prices is not installed: prices come from %s and --price-in/--price-out", PRICES_FILE.name)
         return None
     snapshot = data_snapshot.get_snapshot()
-    attempts = []
+    attempts: list[tuple[str, str | None, str | None]] = []
     if base_url:
         attempts.append((model, None, base_url))
     prefix, _, rest = model.partition("/")
@@ -183,7 +184,14 @@ def catalog_price(model, base_url=None):
     return None
 
 
-def price_for(model, price_in=None, price_out=None, price_cached_in=None, table=None, base_url=None):
+def price_for(
+    model: str,
+    price_in: float | None = None,
+    price_out: float | None = None,
+    price_cached_in: float | None = None,
+    table: dict | None = None,
+    base_url: str | None = None,
+) -> Price:
     """The price of ``model``: the flags, else the override table, else genai-prices; unknown models fail fast."""
     if price_in is not None and price_out is not None:
         cached = price_in if price_cached_in is None else price_cached_in
@@ -202,7 +210,7 @@ def price_for(model, price_in=None, price_out=None, price_cached_in=None, table=
     )
 
 
-def image_tokens(width, height, detail="auto"):
+def image_tokens(width: int, height: int, detail: str = "auto") -> int:
     """An upper bound of one image's input tokens across common providers."""
     if detail == "low":
         return 85
@@ -216,7 +224,7 @@ def image_tokens(width, height, detail="auto"):
     return max(openai_tokens, math.ceil(width * height / 750), 258)
 
 
-def estimate_tokens(messages):
+def estimate_tokens(messages: list[dict]) -> int:
     """An upper-bound token count of a chat prompt (text by characters, images by size)."""
     total = 0
     for message in messages:

@@ -1,0 +1,105 @@
+"""The records' base: from a JSON object to a dataclass and back (known fields checked by kind, unknown keys
+kept), a format version, and the one read and write of a record's file (bpy-free)."""
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from ..atomic import write_json_atomic
+from ..errors import BadFileError
+from ..jsonfile import read_json
+
+T = TypeVar("T")
+
+_KINDS: dict[Any, tuple[type, ...]] = {
+    str: (str,),
+    int: (int,),
+    float: (int, float),
+    bool: (bool,),
+    dict: (dict,),
+    list: (list,),
+}
+
+
+def _accepts(annotation: Any, value: Any) -> bool:
+    """Whether a JSON value fits a field's annotation (str, int, float, bool, dict, list, X | None)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_accepts(arm, value) for arm in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    origin = typing.get_origin(annotation) or annotation
+    kinds = _KINDS.get(origin)
+    if kinds is None:
+        return True
+    if isinstance(value, bool) and origin is not bool:
+        return False  # JSON true is not a count
+    return isinstance(value, kinds)
+
+
+def from_json(cls: type[T], data: Any, path: str | Path, what: str) -> T:
+    """``cls`` from a parsed JSON object; a BadFileError naming ``path`` when a field is missing or of another kind."""
+    if not isinstance(data, dict):
+        raise BadFileError(f"{what} {path} is not a JSON object; fix or delete it")
+    hints = typing.get_type_hints(cls)
+    known = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name == "extra":
+            continue
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise BadFileError(f"{what} {path} has no {f.name!r}; fix or delete it")
+            continue
+        if not _accepts(hints[f.name], data[f.name]):
+            raise BadFileError(
+                f"{what} {path}: {f.name!r} is {type(data[f.name]).__name__}, not {hints[f.name]}; fix or delete it"
+            )
+        known[f.name] = data[f.name]
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    extra = {k: v for k, v in data.items() if k not in names}
+    return cls(**known, extra=extra)  # type: ignore[call-arg]
+
+
+def to_json(record: Any) -> dict:
+    """The record as its JSON object: the fields in order, then the keys it kept."""
+    out = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "extra"}
+    return {**out, **record.extra}
+
+
+R = TypeVar("R", bound="Record")
+
+
+class Record:
+    """A record's behaviour; subclasses are dataclasses whose last fields are ``format`` and ``extra``."""
+
+    FORMAT: ClassVar[int] = 1
+    """The newest format this harness writes and reads; a file without ``format`` is format 1."""
+    WHAT: ClassVar[str] = "file"
+    """How messages name the record's file (its path says the rest)."""
+    FIX: ClassVar[str] = "fix or delete it"
+
+    def as_dict(self) -> dict:
+        return to_json(self)
+
+    @classmethod
+    def from_dict(cls: type[R], data: object, path: str | Path = "") -> R:
+        record = from_json(cls, data, path, cls.WHAT)
+        version = getattr(record, "format", cls.FORMAT)
+        if version > cls.FORMAT:
+            raise BadFileError(
+                f"{cls.WHAT} {path} is format {version}, newer than this harness's {cls.FORMAT}; update the harness"
+            )
+        return record
+
+
+def read_record(cls: type[R], path: str | Path) -> R:
+    """The record in a JSON file, or a BadFileError / MissingFileError naming the file."""
+    return cls.from_dict(read_json(path, cls.WHAT, cls.FIX), path)
+
+
+def write_record(path: str | Path, record: Record) -> dict:
+    """Write the record atomically; returns the dict written."""
+    data = record.as_dict()
+    write_json_atomic(path, data)
+    return data
