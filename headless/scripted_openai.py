@@ -111,8 +111,11 @@ class ScriptedOpenAI:
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if len(raw) < length:
+                    return  # the client died mid-request (a killed run): no request arrived, none is recorded
                 try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
+                    body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
                     return
