@@ -21,7 +21,7 @@ The TOML file (paths relative to it)::
     [dv]                               # `bvb score dv` arguments (judge, protocol, prices)
     args = ["--judge", "geometry"]
     [ls]                               # optional: `bvb score ls` (the encoder)
-    args = ["--model", "/models/vjepa2"]
+    args = ["--encoder", "/models/vjepa2"]
 
     [[config]]
     name = "gpt-4o"
