@@ -25,6 +25,7 @@ from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
 from .identity import describe, differences, run_identity
 from .protocol import overall_score
+from .report_manifest import Manifest, data_key, stat_key
 
 log = logging.getLogger(__name__)
 
@@ -567,17 +568,33 @@ def _linked(run_root, path):
     return False
 
 
-def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
+def _scene_key(view, row, live_scripts):
+    """What a scene's page and assets are made from: its files' sizes and mtimes, its answers, the pages' scripts."""
+    paths = [row.source, row.render, row.program, *(trajectory_inputs(row.trajectory) if row.trajectory else [])]
+    return [
+        stat_key(p for p in paths if p is not None),
+        data_key([view.step_answers.get(row.scene), [s.hash for s in live_scripts]]),
+    ]
+
+
+def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest=None):
     dest = assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
     scene_file = safe_name(row.scene)
+    scene_id = f"{run_slug}/{row.scene}"
+    key = _scene_key(view, row, live_scripts)
+    fresh = manifest is not None and manifest.fresh(scene_id, key)
     src_names, src_error = _strip(row.source, dest, f"{scene_file}_src")
     ren_names, ren_error = _strip(row.render, dest, f"{scene_file}_ren")
+    written = [dest / n for n in (*src_names, *ren_names)]
     links = []
     if row.trajectory is not None:
-        page = _scene_page(view, row, out_dir, run_slug, live_scripts)
+        page = _scene_page(view, row, out_dir, run_slug, live_scripts, rebuild=not fresh)
         if page is not None:
             links.append(fragment("<a class='steps-link' href='{}'>steps</a>", page))
+            page_file = out_dir / "scenes" / _page_name(run_slug, row.scene)
+            files_dir = page_file.parent / f"{page_file.stem}_files"
+            written += [page_file, *(files_dir.iterdir() if files_dir.is_dir() and not fresh else [])]
     for label, path in (("trajectory", row.trajectory), ("program", row.program)):
         if path is None:
             continue
@@ -596,6 +613,7 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
                 not _stale(dest / name, path) or _copy_run_file(path, dest / name)
             )
         if copied:
+            written.append(dest / name)
             links.append(fragment("<a href='{}'>{}</a>", page_url("assets", run_slug, name), label))
         else:
             links.append(fragment("<span class='missing'>{} (a link, not copied)</span>", label))
@@ -622,6 +640,8 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
         missing = fragment("<em class='missing'>{}</em>", error) if error else ""
         lines.append(fragment("<div class='strip strip-{}'><span>{}</span>{}{}</div>", label, label, images, missing))
     lines.append(Markup("</div>"))
+    if manifest is not None and not fresh:
+        manifest.record(scene_id, key, written)
     return join(lines, "\n")
 
 
@@ -652,14 +672,12 @@ def _page_name(run_slug, scene):
     return f"{run_slug}_{safe_name(scene)}.html"
 
 
-def _scene_page(view, row, out_dir, run_slug, live_scripts=()):
-    """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed."""
+def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True):
+    """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed (the manifest)."""
     from .trajectory_page import build_scene_page
 
     page = out_dir / "scenes" / _page_name(run_slug, row.scene)
-    inputs = [*trajectory_inputs(row.trajectory), RunDir(view.path).steps_answers]
-    newest = max(p.stat().st_mtime_ns for p in inputs if p.is_file())
-    if page.is_file() and page.stat().st_mtime_ns > newest:
+    if not rebuild and page.is_file():
         return page_url("scenes", page.name)
     try:
         build_scene_page(
@@ -682,6 +700,7 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
     runs = [load_run(run_dir, videos_root) for run_dir in runs_in(run_dirs)]
+    manifest = Manifest(out_dir)
     _mark_differences(runs)
     scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
@@ -696,7 +715,9 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     sections = []
     for index, view in enumerate(runs):
         slug = f"run{index}_{safe_name(Path(view.path).name)}"
-        blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ())) for row in view.scenes]
+        blocks = [
+            _scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ()), manifest) for row in view.scenes
+        ]
         judge = fragment(" · judge {} ({})", view.judge, view.protocol) if view.judge else ""
         judge = join([judge, fragment(" · encoder {}", view.encoder) if view.encoder else ""])
         note = fragment("<p class='not-comparable'>{}</p>", view.comparability_note) if view.comparability_note else ""
@@ -719,6 +740,17 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
         runs=join(sections, "\n"),
         scripts=page_scripts,
     )
+    manifest.prune()  # the files of scenes (and runs) no longer shown go
+    manifest.save()
     index = out_dir / "index.html"
-    write_text_atomic(index, page)
+    if not _same_text(index, page):
+        write_text_atomic(index, page)
     return index
+
+
+def _same_text(path, text):
+    """Whether ``path`` already holds ``text`` (a rebuild that changed nothing rewrites nothing)."""
+    try:
+        return path.read_text() == text
+    except (OSError, UnicodeDecodeError):
+        return False
