@@ -8,10 +8,12 @@ render side by side as synchronised frame strips with the scene's scores, cost, 
 status, and links to its trajectory and program.
 """
 
+import hashlib
 import json
 import logging
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,6 +253,44 @@ def _strip(clip, dest_dir, prefix):
     return names, ""
 
 
+SHARED = "shared"  # assets/shared/: the source clips' strips, one set per clip whatever the number of runs
+SHARED_STRIP = re.compile(r"^[0-9a-f]{24}_\d+\.jpg$")
+
+
+def _shared_strip(clip, assets, used=None):
+    """The strip of a source clip, drawn once into assets/shared/ for every run that shows the clip.
+
+    Its name is a hash of the clip's path, size and mtime: a changed clip gets a new strip, and
+    ``used`` (a set) collects the names so that the build can remove strips no scene shows any more.
+    """
+    if clip is None:
+        return [], "no video"
+    try:
+        st = Path(clip).stat()
+    except OSError as exc:
+        return [], f"{clip}: {exc.strerror}"
+    key = hashlib.sha256(f"{Path(clip).resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:24]
+    dest = assets / SHARED
+    dest.mkdir(parents=True, exist_ok=True)
+    names, error = _strip(clip, dest, key)
+    if used is not None:
+        used.update(names)
+    return names, error
+
+
+def _prune_shared(assets, used):
+    """Remove the shared strips that no scene of this build shows (only files named as this module names them)."""
+    folder = assets / SHARED
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if SHARED_STRIP.match(entry.name) and entry.name not in used:
+            try:
+                entry.unlink()
+            except OSError:
+                pass
+
+
 def _error_bar(value, ci, key):
     """[[below], [above]] for matplotlib from a 0-100 interval around ``value``, or None without one."""
     low, high = ci.get(f"{key}_ci_low"), ci.get(f"{key}_ci_high")
@@ -359,7 +399,6 @@ def _steps_plot(runs, assets):
 
 def _cached_plots(runs, assets):
     """The three plots, redrawn only when what they show changed (bvb view rebuilds on every step)."""
-    import hashlib
 
     shown = [[v.name, v.dv, v.ls, v.by_type, v.ci, v.steps] for v in runs]
     key = hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
@@ -414,8 +453,8 @@ th:first-child, td:first-child { text-align: left; }
 <h2>Leaderboard</h2>
 {{ table }}
 <h2>Scores</h2>
-<div class="plots"><img id="scatter" src="assets/{{ scatter }}" alt="DV versus LS scatter">
-<img id="by-type" src="assets/{{ bars }}" alt="DV by question type"></div>
+<div class="plots"><img id="scatter" src="assets/{{ scatter }}" loading="lazy" alt="DV versus LS scatter">
+<img id="by-type" src="assets/{{ bars }}" loading="lazy" alt="DV by question type"></div>
 {{ steps }}
 {{ runs }}
 {% for script in scripts %}{{ script }}
@@ -577,16 +616,16 @@ def _scene_key(view, row, live_scripts):
     ]
 
 
-def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest=None):
+def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest=None, shared=None):
     dest = assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
     scene_file = safe_name(row.scene)
     scene_id = f"{run_slug}/{row.scene}"
     key = _scene_key(view, row, live_scripts)
     fresh = manifest is not None and manifest.fresh(scene_id, key)
-    src_names, src_error = _strip(row.source, dest, f"{scene_file}_src")
+    src_names, src_error = _shared_strip(row.source, assets, shared)
     ren_names, ren_error = _strip(row.render, dest, f"{scene_file}_ren")
-    written = [dest / n for n in (*src_names, *ren_names)]
+    written = [dest / n for n in ren_names]  # the shared source strips are kept while any scene shows them
     links = []
     if row.trajectory is not None:
         page = _scene_page(view, row, out_dir, run_slug, live_scripts, rebuild=not fresh)
@@ -631,10 +670,11 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest
             row.render_status or "–", join(links, " · ") or "no trajectory",
         ),
     ]  # fmt: skip
-    for label, names, error in (("source", src_names, src_error), ("render", ren_names, ren_error)):
+    strips = (("source", src_names, src_error, SHARED), ("render", ren_names, ren_error, run_slug))
+    for label, names, error, folder in strips:
         # Lazy: an index of many runs holds tens of thousands of strip frames.
         images = join(
-            fragment("<img src='{}' loading='lazy' decoding='async' alt='{}'>", page_url("assets", run_slug, n), label)
+            fragment("<img src='{}' loading='lazy' decoding='async' alt='{}'>", page_url("assets", folder, n), label)
             for n in names
         )
         missing = fragment("<em class='missing'>{}</em>", error) if error else ""
@@ -701,11 +741,12 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     assets.mkdir(parents=True, exist_ok=True)
     runs = [load_run(run_dir, videos_root) for run_dir in runs_in(run_dirs)]
     manifest = Manifest(out_dir)
+    shared = set()
     _mark_differences(runs)
     scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
         fragment(
-            "<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='{}' "
+            "<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='{}' loading='lazy' "
             "alt='self-correction across agent steps'></div>",
             page_url("assets", steps_plot),
         )
@@ -716,7 +757,7 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     for index, view in enumerate(runs):
         slug = f"run{index}_{safe_name(Path(view.path).name)}"
         blocks = [
-            _scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ()), manifest) for row in view.scenes
+            _scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ()), manifest, shared) for row in view.scenes
         ]
         judge = fragment(" · judge {} ({})", view.judge, view.protocol) if view.judge else ""
         judge = join([judge, fragment(" · encoder {}", view.encoder) if view.encoder else ""])
@@ -741,6 +782,7 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
         scripts=page_scripts,
     )
     manifest.prune()  # the files of scenes (and runs) no longer shown go
+    _prune_shared(assets, shared)
     manifest.save()
     index = out_dir / "index.html"
     if not _same_text(index, page):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,24 @@ def test_a_new_harness_rebuilds_every_page(three_scenes, tmp_path, monkeypatch):
     monkeypatch.setattr("eval_bridge.report_manifest.harness_key", lambda: "0.0.0+another")
     report.build_report([three_scenes], out)
     assert page.stat().st_ino != before
+
+
+def test_source_strips_are_shared_by_runs_and_every_index_image_is_lazy(tmp_path):
+    _clip(tmp_path / "videos" / "synthetic" / "scene_a.mp4", (200, 60, 30), frames=6, size=(32, 24))
+    runs = [_run(tmp_path / name, ("scene_a",)) for name in ("one", "two", "three")]
+    for run in runs:  # each run names the one videos folder
+        _write(run / "config.json", {"model": run.parent.name, "videos": str(tmp_path / "videos")})
+    out = tmp_path / "report"
+    text = report.build_report(runs, out).read_text()
+    shared = sorted((out / "assets" / "shared").iterdir())
+    assert len(shared) == report.STRIP_FRAMES  # one strip for the clip, not one per run
+    assert text.count(f"assets/shared/{shared[0].name}") == 3
+    images = re.findall(r"<img\b[^>]*>", text)
+    assert len(images) >= 3 * 2 * report.STRIP_FRAMES and all("loading" in i and "lazy" in i for i in images)
+    # The clip changes: its new strip replaces the old one, which goes.
+    clip = tmp_path / "videos" / "synthetic" / "scene_a.mp4"
+    _clip(clip, (10, 10, 200), frames=6, size=(32, 24))
+    os.utime(clip, ns=(clip.stat().st_mtime_ns + 10**9,) * 2)
+    report.build_report(runs, out)
+    again = sorted((out / "assets" / "shared").iterdir())
+    assert len(again) == report.STRIP_FRAMES and not set(again) & set(shared)
