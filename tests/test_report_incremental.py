@@ -131,3 +131,23 @@ def test_source_strips_are_shared_by_runs_and_every_index_image_is_lazy(tmp_path
     report.build_report(runs, out)
     again = sorted((out / "assets" / "shared").iterdir())
     assert len(again) == report.STRIP_FRAMES and not set(again) & set(shared)
+
+
+def test_bvb_views_rescan_rebuilds_only_the_changed_scene(three_scenes, tmp_path):
+    from eval_bridge.live import IDLE_SHARE, LiveReport
+
+    out = tmp_path / "view"
+    live = LiveReport([three_scenes], out)
+    assert live.refresh() and not live.refresh()  # nothing changed: no rebuild at all
+    first = _files(out)
+    changed = three_scenes / "trajectories" / "scene_a.traj.json"
+    changed.write_text(json.dumps(_trajectory("scene_a", 4)))
+    os.utime(changed, ns=(changed.stat().st_mtime_ns + 10**9,) * 2)
+    assert live.refresh()
+    second = _files(out)
+    rewritten = {name for name in second if second[name] != first.get(name)}
+    assert rewritten == {MANIFEST, "live.json", "scenes/run0_run_scene_a.html",
+                         "assets/run0_run/scene_a.traj.json"}  # fmt: skip
+    # A scan that costs more than IDLE_SHARE of a core spaces the scans out.
+    live.scan_seconds = 0.5
+    assert live.wait_seconds() == 0.5 / IDLE_SHARE > live.interval
