@@ -123,14 +123,19 @@ def make_runs(root, runs, scenes, steps):
     render = root / "render.mp4"
     clip(render, (20, 120, 40))
     for name in names[1:]:  # one clip's bytes for every scene: encoding is not what is measured
-        shutil.copyfile(root / "videos" / "synthetic" / f"{names[0]}.mp4", root / "videos" / "synthetic" / f"{name}.mp4")
+        shutil.copyfile(
+            root / "videos" / "synthetic" / f"{names[0]}.mp4", root / "videos" / "synthetic" / f"{name}.mp4"
+        )
     folders = []
     for index in range(runs):
         run = root / "results" / f"model_{index:02d}"
         write(run / "config.json", {"model": f"model_{index:02d}", "videos": str(root / "videos")})
         rows = []
         for scene in names:
-            write(run / "agent_meta" / f"{scene}.json", {"scene": scene, "status": "submitted", "cost": 0.01, "turns": steps})
+            write(
+                run / "agent_meta" / f"{scene}.json",
+                {"scene": scene, "status": "submitted", "cost": 0.01, "turns": steps},
+            )
             write(run / "trajectories" / f"{scene}.traj.json", trajectory(scene, steps, image))
             (run / "program").mkdir(parents=True, exist_ok=True)
             (run / "program" / f"{scene}.py").write_text("import bpy\n")
@@ -138,7 +143,10 @@ def make_runs(root, runs, scenes, steps):
             shutil.copyfile(render, run / "camera_renders" / f"{scene}.mp4")
             rows.append({"scene": scene, "dataset": "synthetic", "source_correct": True, "retained": index % 2 == 0})
         (run / "dual_vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        write(run / "dual_vqa_summary.json", {"retention_rate": 0.5, "by_question_type": {"counting": {"retention_rate": 0.5}}})
+        write(
+            run / "dual_vqa_summary.json",
+            {"retention_rate": 0.5, "by_question_type": {"counting": {"retention_rate": 0.5}}},
+        )
         write(run / "vision_sim_summary.json", {"vision_sim": 0.4})
         folders.append(str(run))
     return folders, names
@@ -181,7 +189,9 @@ def main(argv=None):
             changed.write_text(saved)  # each tree starts from the same runs
             results[label] = measure(tree, root, label, runs, changed, args.idle)
         scenes = args.runs * args.scenes
-        print(f"{args.runs} runs x {args.scenes} scenes ({scenes} scenes, {args.steps} steps each); baseline {args.base}")
+        print(
+            f"{args.runs} runs x {args.scenes} scenes ({scenes} scenes, {args.steps} steps each); baseline {args.base}"
+        )
         print(f"{'figure':<34}{'baseline':>14}{'this tree':>14}{'ratio':>9}")
 
         def row(name, base_value, this_value, fmt):

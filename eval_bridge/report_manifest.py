@@ -10,8 +10,10 @@ followed). The manifest is one JSON file, written atomically after each build.
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from bvb_addon.atomic import write_json_atomic
 from bvb_addon.versions import HARNESS_VERSION
@@ -21,7 +23,7 @@ FORMAT = 1
 
 
 @cache
-def harness_key():
+def harness_key() -> str:
     """The harness version and a hash of the modules that draw the pages: a new page format rebuilds every page."""
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
@@ -30,9 +32,9 @@ def harness_key():
     return f"{HARNESS_VERSION}+{digest.hexdigest()[:16]}"
 
 
-def stat_key(paths):
+def stat_key(paths: Iterable[str | os.PathLike[str]]) -> list[list[Any]]:
     """(name, size, mtime_ns) of each path, None for one that is missing: changes whenever a writer touched it."""
-    marks = []
+    marks: list[list[Any]] = []
     for path in paths:
         try:
             st = Path(path).stat()
@@ -43,7 +45,7 @@ def stat_key(paths):
     return marks
 
 
-def data_key(value):
+def data_key(value: Any) -> str:
     """A short hash of JSON-able data (a scene's answer rows, the scripts a page carries)."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -51,12 +53,12 @@ def data_key(value):
 class Manifest:
     """out_dir/report_manifest.json: {scene id: {"key": ..., "files": [paths relative to out_dir]}}."""
 
-    def __init__(self, out_dir):
+    def __init__(self, out_dir: str | os.PathLike[str]) -> None:
         self.out_dir = Path(out_dir)
         self.root = str(self.out_dir)
         self.path = self.out_dir / MANIFEST
-        self.entries = {}
-        self.seen = set()
+        self.entries: dict[str, Any] = {}
+        self.seen: set[str] = set()
         try:
             data = json.loads(self.path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -65,7 +67,7 @@ class Manifest:
             entries = data.get("scenes")
             self.entries = entries if isinstance(entries, dict) else {}
 
-    def fresh(self, scene_id, key):
+    def fresh(self, scene_id: str, key: Any) -> bool:
         """Whether the scene's outputs were built from ``key`` and are all still there (marks it seen)."""
         self.seen.add(scene_id)
         entry = self.entries.get(scene_id)
@@ -74,20 +76,20 @@ class Manifest:
         # Plain strings, not pathlib: a warm build checks every file of every scene (tens of thousands).
         return all(self._plain(name) and os.path.isfile(os.path.join(self.root, name)) for name in entry["files"])
 
-    def record(self, scene_id, key, files):
+    def record(self, scene_id: str, key: Any, files: Iterable[Path]) -> None:
         self.seen.add(scene_id)
         self.entries[scene_id] = {"key": key, "files": sorted({str(Path(f).relative_to(self.out_dir)) for f in files})}
 
     @staticmethod
-    def _plain(name):
+    def _plain(name: object) -> bool:
         """Whether a manifest entry is a plain relative path inside the report (not a hand-edited way out)."""
         return isinstance(name, str) and bool(name) and not name.startswith("/") and ".." not in name.split("/")
 
-    def _inside(self, name):
+    def _inside(self, name: object) -> Path | None:
         """The output path a manifest entry names, or None when it is not plain."""
-        return self.out_dir / name if self._plain(name) else None
+        return self.out_dir / name if isinstance(name, str) and self._plain(name) else None
 
-    def prune(self):
+    def prune(self) -> int:
         """Remove the files of scenes this build did not show; return how many files went."""
         removed = 0
         for scene_id in [s for s in self.entries if s not in self.seen]:
@@ -111,7 +113,7 @@ class Manifest:
                         pass
         return removed
 
-    def save(self):
+    def save(self) -> None:
         """Write the manifest (atomically), only when it changed: a build that changed nothing writes nothing."""
         data = {"format": FORMAT, "harness": harness_key(), "scenes": self.entries}
         try:

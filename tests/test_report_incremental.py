@@ -37,7 +37,9 @@ def _run(root, scenes):
 
 def _files(folder):
     """Every file of the report with its mtime_ns and inode (a rewrite through a rename changes the inode)."""
-    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_ino) for p in folder.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_ino) for p in folder.rglob("*") if p.is_file()
+    }
 
 
 @pytest.fixture
