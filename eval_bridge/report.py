@@ -269,7 +269,8 @@ def _shared_strip(clip, assets, used=None):
         st = Path(clip).stat()
     except OSError as exc:
         return [], f"{clip}: {exc.strerror}"
-    key = hashlib.sha256(f"{Path(clip).resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:24]
+    # abspath, not resolve(): a warm build keys every scene's clip, and resolve() is a syscall per component.
+    key = hashlib.sha256(f"{os.path.abspath(clip)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:24]
     dest = assets / SHARED
     dest.mkdir(parents=True, exist_ok=True)
     names, error = _strip(clip, dest, key)
