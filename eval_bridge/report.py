@@ -8,10 +8,12 @@ render side by side as synchronised frame strips with the scene's scores, cost, 
 status, and links to its trajectory and program.
 """
 
+import hashlib
 import json
 import logging
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
 from .identity import describe, differences, run_identity
 from .protocol import overall_score
+from .report_manifest import Manifest, data_key, stat_key
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +253,45 @@ def _strip(clip, dest_dir, prefix):
     return names, ""
 
 
+SHARED = "shared"  # assets/shared/: the source clips' strips, one set per clip whatever the number of runs
+SHARED_STRIP = re.compile(r"^[0-9a-f]{24}_\d+\.jpg$")
+
+
+def _shared_strip(clip, assets, used=None):
+    """The strip of a source clip, drawn once into assets/shared/ for every run that shows the clip.
+
+    Its name is a hash of the clip's path, size and mtime: a changed clip gets a new strip, and
+    ``used`` (a set) collects the names so that the build can remove strips no scene shows any more.
+    """
+    if clip is None:
+        return [], "no video"
+    try:
+        st = Path(clip).stat()
+    except OSError as exc:
+        return [], f"{clip}: {exc.strerror}"
+    # abspath, not resolve(): a warm build keys every scene's clip, and resolve() is a syscall per component.
+    key = hashlib.sha256(f"{os.path.abspath(clip)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:24]
+    dest = assets / SHARED
+    dest.mkdir(parents=True, exist_ok=True)
+    names, error = _strip(clip, dest, key)
+    if used is not None:
+        used.update(names)
+    return names, error
+
+
+def _prune_shared(assets, used):
+    """Remove the shared strips that no scene of this build shows (only files named as this module names them)."""
+    folder = assets / SHARED
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if SHARED_STRIP.match(entry.name) and entry.name not in used:
+            try:
+                entry.unlink()
+            except OSError:
+                pass
+
+
 def _error_bar(value, ci, key):
     """[[below], [above]] for matplotlib from a 0-100 interval around ``value``, or None without one."""
     low, high = ci.get(f"{key}_ci_low"), ci.get(f"{key}_ci_high")
@@ -358,7 +400,6 @@ def _steps_plot(runs, assets):
 
 def _cached_plots(runs, assets):
     """The three plots, redrawn only when what they show changed (bvb view rebuilds on every step)."""
-    import hashlib
 
     shown = [[v.name, v.dv, v.ls, v.by_type, v.ci, v.steps] for v in runs]
     key = hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
@@ -413,8 +454,8 @@ th:first-child, td:first-child { text-align: left; }
 <h2>Leaderboard</h2>
 {{ table }}
 <h2>Scores</h2>
-<div class="plots"><img id="scatter" src="assets/{{ scatter }}" alt="DV versus LS scatter">
-<img id="by-type" src="assets/{{ bars }}" alt="DV by question type"></div>
+<div class="plots"><img id="scatter" src="assets/{{ scatter }}" loading="lazy" alt="DV versus LS scatter">
+<img id="by-type" src="assets/{{ bars }}" loading="lazy" alt="DV by question type"></div>
 {{ steps }}
 {{ runs }}
 {% for script in scripts %}{{ script }}
@@ -567,17 +608,33 @@ def _linked(run_root, path):
     return False
 
 
-def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
+def _scene_key(view, row, live_scripts):
+    """What a scene's page and assets are made from: its files' sizes and mtimes, its answers, the pages' scripts."""
+    paths = [row.source, row.render, row.program, *(trajectory_inputs(row.trajectory) if row.trajectory else [])]
+    return [
+        stat_key(p for p in paths if p is not None),
+        data_key([view.step_answers.get(row.scene), [s.hash for s in live_scripts]]),
+    ]
+
+
+def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest=None, shared=None):
     dest = assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
     scene_file = safe_name(row.scene)
-    src_names, src_error = _strip(row.source, dest, f"{scene_file}_src")
+    scene_id = f"{run_slug}/{row.scene}"
+    key = _scene_key(view, row, live_scripts)
+    fresh = manifest is not None and manifest.fresh(scene_id, key)
+    src_names, src_error = _shared_strip(row.source, assets, shared)
     ren_names, ren_error = _strip(row.render, dest, f"{scene_file}_ren")
+    written = [dest / n for n in ren_names]  # the shared source strips are kept while any scene shows them
     links = []
     if row.trajectory is not None:
-        page = _scene_page(view, row, out_dir, run_slug, live_scripts)
+        page = _scene_page(view, row, out_dir, run_slug, live_scripts, rebuild=not fresh)
         if page is not None:
             links.append(fragment("<a class='steps-link' href='{}'>steps</a>", page))
+            page_file = out_dir / "scenes" / _page_name(run_slug, row.scene)
+            files_dir = page_file.parent / f"{page_file.stem}_files"
+            written += [page_file, *(files_dir.iterdir() if files_dir.is_dir() and not fresh else [])]
     for label, path in (("trajectory", row.trajectory), ("program", row.program)):
         if path is None:
             continue
@@ -596,6 +653,7 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
                 not _stale(dest / name, path) or _copy_run_file(path, dest / name)
             )
         if copied:
+            written.append(dest / name)
             links.append(fragment("<a href='{}'>{}</a>", page_url("assets", run_slug, name), label))
         else:
             links.append(fragment("<span class='missing'>{} (a link, not copied)</span>", label))
@@ -613,15 +671,18 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=()):
             row.render_status or "–", join(links, " · ") or "no trajectory",
         ),
     ]  # fmt: skip
-    for label, names, error in (("source", src_names, src_error), ("render", ren_names, ren_error)):
+    strips = (("source", src_names, src_error, SHARED), ("render", ren_names, ren_error, run_slug))
+    for label, names, error, folder in strips:
         # Lazy: an index of many runs holds tens of thousands of strip frames.
         images = join(
-            fragment("<img src='{}' loading='lazy' decoding='async' alt='{}'>", page_url("assets", run_slug, n), label)
+            fragment("<img src='{}' loading='lazy' decoding='async' alt='{}'>", page_url("assets", folder, n), label)
             for n in names
         )
         missing = fragment("<em class='missing'>{}</em>", error) if error else ""
         lines.append(fragment("<div class='strip strip-{}'><span>{}</span>{}{}</div>", label, label, images, missing))
     lines.append(Markup("</div>"))
+    if manifest is not None and not fresh:
+        manifest.record(scene_id, key, written)
     return join(lines, "\n")
 
 
@@ -652,14 +713,12 @@ def _page_name(run_slug, scene):
     return f"{run_slug}_{safe_name(scene)}.html"
 
 
-def _scene_page(view, row, out_dir, run_slug, live_scripts=()):
-    """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed."""
+def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True):
+    """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed (the manifest)."""
     from .trajectory_page import build_scene_page
 
     page = out_dir / "scenes" / _page_name(run_slug, row.scene)
-    inputs = [*trajectory_inputs(row.trajectory), RunDir(view.path).steps_answers]
-    newest = max(p.stat().st_mtime_ns for p in inputs if p.is_file())
-    if page.is_file() and page.stat().st_mtime_ns > newest:
+    if not rebuild and page.is_file():
         return page_url("scenes", page.name)
     try:
         build_scene_page(
@@ -682,11 +741,13 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
     runs = [load_run(run_dir, videos_root) for run_dir in runs_in(run_dirs)]
+    manifest = Manifest(out_dir)
+    shared = set()
     _mark_differences(runs)
     scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
         fragment(
-            "<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='{}' "
+            "<h2>Self-correction across steps</h2><div class='plots'><img id='steps' src='{}' loading='lazy' "
             "alt='self-correction across agent steps'></div>",
             page_url("assets", steps_plot),
         )
@@ -696,7 +757,9 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     sections = []
     for index, view in enumerate(runs):
         slug = f"run{index}_{safe_name(Path(view.path).name)}"
-        blocks = [_scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ())) for row in view.scenes]
+        blocks = [
+            _scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ()), manifest, shared) for row in view.scenes
+        ]
         judge = fragment(" · judge {} ({})", view.judge, view.protocol) if view.judge else ""
         judge = join([judge, fragment(" · encoder {}", view.encoder) if view.encoder else ""])
         note = fragment("<p class='not-comparable'>{}</p>", view.comparability_note) if view.comparability_note else ""
@@ -719,6 +782,18 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
         runs=join(sections, "\n"),
         scripts=page_scripts,
     )
+    manifest.prune()  # the files of scenes (and runs) no longer shown go
+    _prune_shared(assets, shared)
+    manifest.save()
     index = out_dir / "index.html"
-    write_text_atomic(index, page)
+    if not _same_text(index, page):
+        write_text_atomic(index, page)
     return index
+
+
+def _same_text(path, text):
+    """Whether ``path`` already holds ``text`` (a rebuild that changed nothing rewrites nothing)."""
+    try:
+        return path.read_text() == text
+    except (OSError, UnicodeDecodeError):
+        return False

@@ -29,8 +29,8 @@ bvb_addon/vgi/families/push_to_target.py bvb_addon/vgi/families/shell_game.py
 bvb_addon/vgi/families/sort_by_color.py bvb_addon/vgi/families/stack_by_size.py bvb_addon/vgi/program.py
 bvb_addon/vgi/timeline.py eval_bridge/files.py eval_bridge/html_page.py eval_bridge/judge_options.py
 eval_bridge/noise.py eval_bridge/pricing.py eval_bridge/protocols/__init__.py
-eval_bridge/protocols/dual_vqa_v1.py eval_bridge/protocols/vsi_official.py eval_bridge/runlock.py
-eval_bridge/scene_geometry.py eval_bridge/steps_analysis.py headless/build_extension.py
+eval_bridge/protocols/dual_vqa_v1.py eval_bridge/protocols/vsi_official.py eval_bridge/report_manifest.py
+eval_bridge/runlock.py eval_bridge/scene_geometry.py eval_bridge/steps_analysis.py headless/build_extension.py
 """.split()
 
 

@@ -1,0 +1,124 @@
+"""What a report folder was built from: per scene, the key of its inputs and the files it wrote.
+
+``bvb report`` and ``bvb view``'s rescan rebuild a scene's step page only when its key moved
+(the inputs' sizes and mtimes, its answers, the pages' scripts and the harness that draws them),
+so a second build over the same runs writes almost nothing, and a scene that left the runs has
+its files removed (only the files this manifest says the report wrote; a link is unlinked, never
+followed). The manifest is one JSON file, written atomically after each build.
+"""
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bvb_addon.atomic import write_json_atomic
+from bvb_addon.versions import HARNESS_VERSION
+
+MANIFEST = "report_manifest.json"
+FORMAT = 1
+
+
+@cache
+def harness_key() -> str:
+    """The harness version and a hash of the modules that draw the pages: a new page format rebuilds every page."""
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in ("html_page.py", "trajectory_page.py", "report.py", "report_manifest.py"):
+        digest.update((here / name).read_bytes())
+    return f"{HARNESS_VERSION}+{digest.hexdigest()[:16]}"
+
+
+def stat_key(paths: Iterable[str | os.PathLike[str]]) -> list[list[Any]]:
+    """(name, size, mtime_ns) of each path, None for one that is missing: changes whenever a writer touched it."""
+    marks: list[list[Any]] = []
+    for path in paths:
+        try:
+            st = Path(path).stat()
+        except OSError:
+            marks.append([str(path), None])
+            continue
+        marks.append([str(path), st.st_size, st.st_mtime_ns])
+    return marks
+
+
+def data_key(value: Any) -> str:
+    """A short hash of JSON-able data (a scene's answer rows, the scripts a page carries)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+class Manifest:
+    """out_dir/report_manifest.json: {scene id: {"key": ..., "files": [paths relative to out_dir]}}."""
+
+    def __init__(self, out_dir: str | os.PathLike[str]) -> None:
+        self.out_dir = Path(out_dir)
+        self.root = str(self.out_dir)
+        self.path = self.out_dir / MANIFEST
+        self.entries: dict[str, Any] = {}
+        self.seen: set[str] = set()
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = {}
+        if isinstance(data, dict) and data.get("format") == FORMAT and data.get("harness") == harness_key():
+            entries = data.get("scenes")
+            self.entries = entries if isinstance(entries, dict) else {}
+
+    def fresh(self, scene_id: str, key: Any) -> bool:
+        """Whether the scene's outputs were built from ``key`` and are all still there (marks it seen)."""
+        self.seen.add(scene_id)
+        entry = self.entries.get(scene_id)
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return False
+        # Plain strings, not pathlib: a warm build checks every file of every scene (tens of thousands).
+        return all(self._plain(name) and os.path.isfile(os.path.join(self.root, name)) for name in entry["files"])
+
+    def record(self, scene_id: str, key: Any, files: Iterable[Path]) -> None:
+        self.seen.add(scene_id)
+        self.entries[scene_id] = {"key": key, "files": sorted({str(Path(f).relative_to(self.out_dir)) for f in files})}
+
+    @staticmethod
+    def _plain(name: object) -> bool:
+        """Whether a manifest entry is a plain relative path inside the report (not a hand-edited way out)."""
+        return isinstance(name, str) and bool(name) and not name.startswith("/") and ".." not in name.split("/")
+
+    def _inside(self, name: object) -> Path | None:
+        """The output path a manifest entry names, or None when it is not plain."""
+        return self.out_dir / name if isinstance(name, str) and self._plain(name) else None
+
+    def prune(self) -> int:
+        """Remove the files of scenes this build did not show; return how many files went."""
+        removed = 0
+        for scene_id in [s for s in self.entries if s not in self.seen]:
+            entry = self.entries.pop(scene_id)
+            folders = set()
+            for name in entry.get("files", []) if isinstance(entry, dict) else []:
+                path = self._inside(name)
+                if path is None:
+                    continue
+                try:
+                    path.unlink()  # a link itself, never what it points at
+                    removed += 1
+                except OSError:
+                    pass
+                folders.add(path.parent)
+            for folder in sorted(folders, key=lambda p: -len(p.parts)):
+                if folder != self.out_dir:
+                    try:
+                        folder.rmdir()  # only once empty: anything else in it stays
+                    except OSError:
+                        pass
+        return removed
+
+    def save(self) -> None:
+        """Write the manifest (atomically), only when it changed: a build that changed nothing writes nothing."""
+        data = {"format": FORMAT, "harness": harness_key(), "scenes": self.entries}
+        try:
+            if json.loads(self.path.read_text()) == data:
+                return
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            pass
+        write_json_atomic(self.path, data, indent=None)
