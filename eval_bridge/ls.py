@@ -13,6 +13,7 @@ import logging
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,13 +88,8 @@ class Encoder:
             ) from None
         self.torch = torch
         self.model_id = str(model)
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if dtype == "auto":
-            dtype = "bfloat16" if device.startswith("cuda") else "float32"
-        if dtype not in ("bfloat16", "float16", "float32"):
-            raise LSError(f"--dtype {dtype}: use bfloat16, float16 or float32")
-        self.device, self.dtype_name = device, dtype
+        self.device, self.dtype_name = device_and_dtype(torch, device, dtype)
+        device, dtype = self.device, self.dtype_name
         local = Path(model)
         if local.exists() and not (local / "config.json").is_file():
             raise LSError(f"--encoder {model}: the folder has no config.json; {WEIGHTS_HINT}")
@@ -206,6 +202,19 @@ class EncoderSpec:
 HUB_CHECKPOINT_KEYS = ("ema_encoder", "target_encoder", "encoder")
 """Where a vjepa2 release checkpoint keeps the encoder's weights: 2.1's base and large under ema_encoder,
 the others under target_encoder (the entry points name theirs); the first one present is taken."""
+
+
+def device_and_dtype(torch: Any, device: str, dtype: str) -> tuple[str, str]:
+    """The encoder's device and dtype name: auto picks CUDA when there is one, bfloat16 on it, else float32."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in ("bfloat16", "float16", "float32"):
+        raise LSError(f"--dtype {dtype}: use bfloat16, float16 or float32")
+    return device, dtype
+
+
 HUB_HINT = (
     "pass --encoder ENTRY (e.g. vjepa2_1_vit_large_384) --encoder-repo DIR (a local checkout of "
     "facebookresearch/vjepa2, or torch hub's cache of it) --checkpoint FILE (the entry's .pt release file)"
@@ -240,13 +249,8 @@ class HubEncoder(Encoder):
             raise LSError(f"--encoder-repo {repo or '(unset)'} holds no hubconf.py; {HUB_HINT}")
         if not checkpoint or not Path(checkpoint).is_file():
             raise LSError(f"--checkpoint {checkpoint or '(unset)'}: no such file; {HUB_HINT}")
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if dtype == "auto":
-            dtype = "bfloat16" if device.startswith("cuda") else "float32"
-        if dtype not in ("bfloat16", "float16", "float32"):
-            raise LSError(f"--dtype {dtype}: use bfloat16, float16 or float32")
-        self.device, self.dtype_name = device, dtype
+        self.device, self.dtype_name = device_and_dtype(torch, device, dtype)
+        device, dtype = self.device, self.dtype_name
         self.entry, self.repo, self.checkpoint = str(entry), repo, Path(checkpoint)
         self.num_frames = int(num_frames)
         try:

@@ -417,9 +417,14 @@ def sweep_stale_cgroups() -> None:
     parent = CGROUP_V1_PIDS / "bvb"
     if not parent.is_dir():
         return
-    for group in parent.glob("w*_*"):
+    _sweep_groups(parent, "w")
+
+
+def _sweep_groups(parent: Path, prefix: str) -> None:
+    """Remove the empty groups ``<prefix><pid>_*`` under ``parent`` whose harness process is gone."""
+    for group in parent.glob(f"{prefix}*_*"):
         try:
-            owner = int(group.name[1:].split("_")[0])
+            owner = int(group.name[len(prefix) :].split("_")[0])
         except ValueError:
             continue
         if owner == os.getpid() or Path(f"/proc/{owner}").exists():
@@ -506,18 +511,7 @@ def memory_cgroup_base() -> tuple[int | str, Path | None]:
 
 def sweep_stale_memory_cgroups(base: Path) -> None:
     """Remove empty memory groups left by harnesses that died without closing their workers."""
-    for group in base.glob("bvb-w*_*"):
-        try:
-            owner = int(group.name[5:].split("_")[0])
-        except ValueError:
-            continue
-        if owner == os.getpid() or Path(f"/proc/{owner}").exists():
-            continue
-        try:
-            if not (group / "cgroup.procs").read_text().split():
-                group.rmdir()
-        except OSError:
-            pass
+    _sweep_groups(base, "bvb-w")
 
 
 def memory_cgroup_available():
