@@ -80,12 +80,13 @@ class RunDirError(BVBError, ValueError):
     """A run directory or scene that cannot be opened; the message names the fix."""
 
 
-def _read_object(path):
-    """A JSON file's content; {} when it is missing; RunDirError naming it when it is not JSON."""
+def read_object(path, reader=None):
+    """A JSON file's content (through ``reader``, read_json by default); {} when it is missing;
+    RunDirError naming it when it is not JSON or not an object."""
     if not path.is_file():
         return {}
     try:
-        value = read_json(path)
+        value = (reader or read_json)(path)
     except BadFileError as exc:
         raise RunDirError(str(exc)) from None
     if not isinstance(value, dict):
@@ -306,7 +307,7 @@ class RunDir:
     def read_config(self):
         """config.json as written ({} when missing); RunDirError naming the file when it does not parse or a
         field is of the wrong kind (``run_config()`` gives the typed record)."""
-        data = _read_object(self.config)
+        data = read_object(self.config)
         if data:
             self.run_config(data)
         return data
@@ -316,7 +317,7 @@ class RunDir:
         from .records import RunConfig
 
         if data is None:
-            data = _read_object(self.config)
+            data = read_object(self.config)
         try:
             return RunConfig.from_dict(data, self.config)
         except BadFileError as exc:
@@ -328,7 +329,7 @@ class RunDir:
 
     def read_meta(self, scene):
         """agent_meta/<scene>.json ({} when missing; RunDirError when it is not JSON)."""
-        return _read_object(self.meta(scene))
+        return read_object(self.meta(scene))
 
     def meta_or_empty(self, scene):
         """agent_meta/<scene>.json, or {} when it is missing or unreadable (a failure's reason, not a fault)."""

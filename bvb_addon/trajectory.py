@@ -30,9 +30,8 @@ import os
 from pathlib import Path
 
 from .atomic import write_bytes_atomic, write_text_atomic
-from .errors import BadFileError
 from .jsonfile import read_json
-from .run_dir import TRAJECTORY_LOG_SUFFIX, TRAJECTORY_SUFFIX, RunDir, RunDirError
+from .run_dir import TRAJECTORY_LOG_SUFFIX, TRAJECTORY_SUFFIX, RunDir, read_object
 
 log = logging.getLogger(__name__)
 
@@ -242,16 +241,7 @@ def read_trajectory(path, inline=True):
 
 def scene_trajectory(run_dir, scene, inline=True):
     """A run's scene trajectory ({} when there is none; RunDirError naming the file when not JSON)."""
-    path = RunDir(run_dir).trajectory(scene)
-    if not path.is_file():
-        return {}
-    try:
-        state = read_trajectory(path, inline=inline)
-    except BadFileError as exc:
-        raise RunDirError(str(exc)) from None
-    if not isinstance(state, dict):
-        raise RunDirError(f"trajectory {path} is not a JSON object; fix or delete it")
-    return state
+    return read_object(RunDir(run_dir).trajectory(scene), lambda path: read_trajectory(path, inline=inline))
 
 
 def trajectory_inputs(path):
