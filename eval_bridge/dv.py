@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bvb_addon import backend
-from bvb_addon.atomic import write_json_atomic
+from bvb_addon.dataset import Question
 from bvb_addon.errors import ArgumentError
 from bvb_addon.money import money
 from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
-from bvb_addon.run_dir import RunDir, read_jsonl, require_run
+from bvb_addon.records import DVRow, DVSummary, read_dv_rows, write_dv_rows, write_dv_summary
+from bvb_addon.run_dir import RunDir, require_run
 
 from . import protocol as rules
 from .cache import clip_fingerprint
@@ -48,9 +49,9 @@ def majority(scores):
     return sorted(scores, reverse=True)[len(scores) // 2]
 
 
-def question_sha(question, protocol, kind="local"):
-    # The prompt the judge saw (the question itself under dual_vqa_v1): answers to another prompt are not reused.
-    prompt = rules.prompt_for(question, protocol, kind) if protocol in rules.PROTOCOLS else question.question
+def question_sha(question: Question, protocol: str, kind: str = "local") -> str:
+    """The hash of what the judge was asked: answers to another prompt (or truth, or protocol) are not reused."""
+    prompt = rules.prompt_for(question, protocol, kind, geometry=True)
     text = "\n".join([prompt, *(question.options or []), str(question.ground_truth), protocol])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -350,7 +351,7 @@ class DualVQA:
         partial = self.rd.dv_partial
         done = {}
         if self.resume:
-            for row in read_jsonl(self.rd.dv_rows) + read_jsonl(partial):
+            for row in read_dv_rows(self.rd.dv_rows) + read_dv_rows(partial, strict=False):
                 if self._matches(row) and row.get("status") not in RETRY_STATUSES and self._same_clips(row, sources):
                     done[row["id"]] = row
         else:
@@ -396,18 +397,18 @@ class DualVQA:
         ordered = [rows[q.id] for q in self.questions]
         if self.scenes:
             # Re-scoring some scenes replaces their rows and keeps every other scene's.
-            kept = [r for r in read_jsonl(self.rd.dv_rows) if r.get("scene") not in self.scenes]
+            kept = [r for r in read_dv_rows(self.rd.dv_rows) if r["scene"] not in self.scenes]
             order = {q.id: i for i, q in enumerate(self.all_questions)}
             ordered = sorted(kept + ordered, key=lambda r: order.get(r.get("id"), len(order)))
-        write_jsonl_atomic(self.rd.dv_rows, ordered)
+        write_dv_rows(self.rd.dv_rows, ordered)
         summary = summarise(ordered, self.judge, self.votes)
-        summary["split"] = str(self.split_path) if self.split_path else None
+        summary.split = str(self.split_path) if self.split_path else None
         # The split's content, for the run's identity: the same path may hold another split later.
-        summary["split_sha256"] = file_sha256(self.split_path) if self.split_path else None
-        summary["videos"] = str(self.videos_root)
-        write_json_atomic(self.rd.dv_summary, summary)
+        summary.split_sha256 = file_sha256(self.split_path) if self.split_path else None
+        summary.videos = str(self.videos_root)
+        written = write_dv_summary(self.rd.dv_summary, summary)
         partial.unlink(missing_ok=True)
-        return summary
+        return written
 
     def _ask_votes(self, media, question):
         futures = [self._calls.submit(self.judge.ask, media, question, i) for i in range(self.votes)]
@@ -453,37 +454,25 @@ class DualVQA:
         answers = self._ask_votes(media, question)
         return [a.text for a in answers], sum(a.cost_usd for a in answers)
 
-    def score_question(self, question, source_file):
-        """The row of one question: both sides asked, graded and compared."""
+    def score_question(self, question: Question, source_file: Path) -> dict:
+        """The row of one question (a DVRow's dict): both sides asked, graded and compared."""
         scene = question.scene_name
-        row = {
-            "id": question.id,
-            "scene": scene,
-            "dataset": question.dataset,
-            "question_type": question.question_type,
-            "question": question.question,
-            "ground_truth": question.ground_truth,
-            "protocol": self.judge.protocol,
-            "judge_model": self.judge.model,
-            "votes": self.votes,
-            "source_answer": None,
-            "render_answer": None,
-            "source_answers": [],
-            "render_answers": [],
-            "source_score": 0.0,
-            "render_score": 0.0,
-            "source_correct": False,
-            "render_correct": False,
-            "retained": False,
-            "status": "ok",
-            "reason": "",
-            "cost_usd": 0.0,
-        }
+        row = DVRow(
+            id=question.id,
+            scene=scene,
+            dataset=question.dataset,
+            question_type=question.question_type,
+            question=question.question,
+            ground_truth=question.ground_truth,
+            protocol=self.judge.protocol,
+            judge_model=self.judge.model,
+            votes=self.votes,
+        )
         # What the row was scored on: --resume keeps it only while both clips are unchanged.
         try:
-            row["source_fingerprint"], row["render_fingerprint"] = self._fingerprints(scene, source_file)
+            row.source_fingerprint, row.render_fingerprint = self._fingerprints(scene, source_file)
         except (OSError, ValueError) as exc:
-            return {**row, "status": "source_error", "reason": one_line(exc)}
+            return _with_status(row, "source_error", one_line(exc))
         # Both sides go out together: a question costs one judge latency, not two.
         failure = _failure_reason(self.run_dir, scene, self._render_states)
         source = self._sides.submit(self._source_side, question, source_file)
@@ -492,28 +481,29 @@ class DualVQA:
             texts, cost = source.result()
         except (OSError, ValueError) as exc:
             _drain(render)
-            return {**row, "status": "source_error", "reason": one_line(exc)}
+            return _with_status(row, "source_error", one_line(exc))
         except RuntimeError as exc:
             _drain(render)
-            return {**row, "status": "judge_error", "reason": one_line(exc)}
-        row.update(source_answers=texts, source_answer=texts[0], source_score=self._grade(question, texts))
-        row["cost_usd"] += cost
+            return _with_status(row, "judge_error", one_line(exc))
+        row.source_answers, row.source_answer, row.source_score = texts, texts[0], self._grade(question, texts)
+        row.cost_usd += cost
         if failure is not None:
-            row["status"], row["reason"] = failure
+            row.status, row.reason = failure
         else:
             try:
                 texts, cost = render.result()
             except (OSError, ValueError) as exc:
-                row["status"], row["reason"] = "render_error", one_line(exc)
+                row.status, row.reason = "render_error", one_line(exc)
             except RuntimeError as exc:
-                row["status"], row["reason"] = "judge_error", one_line(exc)
+                row.status, row.reason = "judge_error", one_line(exc)
             else:
-                row.update(render_answers=texts, render_answer=texts[0], render_score=self._grade(question, texts))
-                row["cost_usd"] += cost
-        row["source_correct"] = rules.is_correct(row["source_score"])
-        row["render_correct"] = rules.is_correct(row["render_score"])
-        row["retained"] = row["source_correct"] and row["render_correct"]
-        return row
+                row.render_answers, row.render_answer = texts, texts[0]
+                row.render_score = self._grade(question, texts)
+                row.cost_usd += cost
+        row.source_correct = rules.is_correct(row.source_score)
+        row.render_correct = rules.is_correct(row.render_score)
+        row.retained = row.source_correct and row.render_correct
+        return row.as_dict()
 
     def _grade(self, question, answers):
         return majority(
@@ -522,6 +512,12 @@ class DualVQA:
                 for a in answers
             ]
         )
+
+
+def _with_status(row: DVRow, status: str, reason: str) -> dict:
+    """A row that stopped before grading: its status and reason, nothing answered."""
+    row.status, row.reason = status, reason
+    return row.as_dict()
 
 
 def _score_with_sources(dv, sources, question):
@@ -537,7 +533,7 @@ def _drain(future):
             pass
 
 
-def summarise(rows, judge, votes):
+def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
     """The run's summary: pooled retention (a 0-1 fraction), accuracies, counts, by question type, judge.
 
     Judge faults are counted apart and kept out of the pool: they are not answers.
@@ -553,11 +549,12 @@ def summarise(rows, judge, votes):
         if r["status"] != "ok" and r["scene"] not in failed:
             failed[r["scene"]] = {"status": r["status"], "reason": r["reason"]}
     settings = getattr(judge, "settings", None)
-    return {
-        "retention_rate": overall["retention_rate"],
-        "original_accuracy": overall["original_accuracy"],
-        "rendered_accuracy": overall["rendered_accuracy"],
-        "counts": {
+    cache = getattr(judge, "cache", None)
+    return DVSummary(
+        retention_rate=overall["retention_rate"],
+        original_accuracy=overall["original_accuracy"],
+        rendered_accuracy=overall["rendered_accuracy"],
+        counts={
             "questions": len(rows),
             "scored": overall["questions"],
             "judge_errors": len(rows) - len(pool),
@@ -568,34 +565,25 @@ def summarise(rows, judge, votes):
             "scenes_failed": len(failed),
             "by_status": dict(Counter(r["status"] for r in rows)),
         },
-        "by_question_type": by_type,
-        "protocol": judge.protocol,
-        "judge_model": judge.model,
-        "judge": judge.kind,
-        "votes": votes,
-        "frames": settings.frames if settings else None,
-        "longest_side": settings.longest_side if settings else None,
-        "jpeg_quality": settings.jpeg_quality if settings else None,
-        "detail": settings.detail if settings else None,
-        "temperature": settings.temperature if settings else None,
-        "max_tokens": settings.max_tokens if settings else None,
-        "judge_cost_usd": sum(r.get("cost_usd", 0.0) for r in rows),
-        "new_judge_calls": judge.calls,
-        "new_judge_cost_usd": judge.cost_usd,
-        "cache_hits": getattr(getattr(judge, "cache", None), "hits", 0),
+        by_question_type=by_type,
+        protocol=judge.protocol,
+        judge_model=judge.model,
+        judge=judge.kind,
+        votes=votes,
+        frames=settings.frames if settings else None,
+        longest_side=settings.longest_side if settings else None,
+        jpeg_quality=settings.jpeg_quality if settings else None,
+        detail=settings.detail if settings else None,
+        temperature=settings.temperature if settings else None,
+        max_tokens=settings.max_tokens if settings else None,
+        judge_cost_usd=sum(r.get("cost_usd", 0.0) for r in rows),
+        new_judge_calls=judge.calls,
+        new_judge_cost_usd=judge.cost_usd,
+        cache_hits=getattr(cache, "hits", 0),
         # Calls this run waited for because another process sharing the cache was making them.
-        "claim_waits": getattr(getattr(judge, "cache", None), "claim_waits", 0),
-        "failures": failed,
-        # VSI-Bench's own numbers, comparable with its tables; retention above is ours.
-        "vsi_bench": (
-            {
-                **{side: rules.vsi_aggregate(pool, side) for side in ("source", "render")},
-                # The official aggregate raises on this split; the present rel_direction levels were averaged.
-                "partial_split": rules.vsi_partial_split(pool),
-                "number_post_prompt": rules.vsi_number_post_prompt(_prompt_kind(judge)),
-            }
-            if judge.protocol == "vsi_official" and pool
-            else None
-        ),
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
+        claim_waits=getattr(cache, "claim_waits", 0),
+        failures=failed,
+        # The protocol's own numbers (vsi_official: VSI-Bench's, comparable with its tables); retention above is ours.
+        vsi_bench=rules.aggregate(judge.protocol, pool, _prompt_kind(judge)),
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )

@@ -11,19 +11,21 @@ import datetime
 import json
 import logging
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bvb_addon.atomic import write_json_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
-from bvb_addon.run_dir import RunDir, read_jsonl, require_run
+from bvb_addon.records import LSRow, LSSummary, read_ls_rows, write_ls_rows, write_ls_summary
+from bvb_addon.records.fields import as_record
+from bvb_addon.run_dir import RunDir, require_run
 
-from .files import agent_meta, write_jsonl_atomic
+from .files import agent_meta
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
 __all__ = [
@@ -338,15 +340,15 @@ def _stats(values):
     return float(values.mean()), float(values.std())
 
 
-def summarise(rows, encoder_info):
+def summarise(rows: list[dict], encoder_info: dict) -> LSSummary:
     """Means and stds with failures as 0, the scored-only means beside them, counts by status (0-1 fractions)."""
-    summary = {}
+    summary: dict[str, Any] = {}
     ok = [r for r in rows if r["status"] == "ok"]
     for key in ("vision_sim", "layout", "motion"):
         mean, std = _stats([r[key] if r["status"] == "ok" else 0.0 for r in rows])
         summary[key], summary[f"{key}_std"] = mean, std
         summary[f"{key}_scored"] = _stats([r[key] for r in ok])[0]
-    statuses = {}
+    statuses: dict[str, int] = {}
     for r in rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     summary["counts"] = {"scenes": len(rows), "scored": len(ok), "failed": len(rows) - len(ok), "by_status": statuses}
@@ -355,7 +357,7 @@ def summarise(rows, encoder_info):
     }
     summary.update(encoder_info)
     summary["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    return summary
+    return as_record(LSSummary, summary)
 
 
 def run_ls(
@@ -396,7 +398,7 @@ def run_ls(
     sources = {
         pair: check_video(video_path(videos_root, *pair)) for pair in pairs if wanted is None or pair[1] in wanted
     }
-    previous = {r["scene"]: r for r in read_jsonl(RunDir(run_dir).ls_rows)}
+    previous = {r["scene"]: r for r in read_ls_rows(RunDir(run_dir).ls_rows)}
     rows = {}
     order = [s for _, s in pairs]
     for scene, row in previous.items():
@@ -414,7 +416,7 @@ def run_ls(
     def finished(new_rows):
         for row in new_rows:
             rows[row["scene"]] = row
-        write_jsonl_atomic(RunDir(run_dir).ls_rows, [rows[s] for s in order if s in rows])
+        write_ls_rows(RunDir(run_dir).ls_rows, [rows[s] for s in order if s in rows])
         bar.update(len(new_rows))
         done[0] += len(new_rows)
         if progress:
@@ -435,14 +437,13 @@ def run_ls(
     finally:
         bar.close()
     final = [rows[s] for s in order if s in rows]
-    write_jsonl_atomic(RunDir(run_dir).ls_rows, final)
+    write_ls_rows(RunDir(run_dir).ls_rows, final)
     summary = summarise(final, info)
     if split_path:
         from .identity import file_sha256
 
-        summary["split"], summary["split_sha256"] = str(split_path), file_sha256(split_path)
-    write_json_atomic(RunDir(run_dir).ls_summary, summary)
-    return summary
+        summary.split, summary.split_sha256 = str(split_path), file_sha256(split_path)
+    return write_ls_summary(RunDir(run_dir).ls_summary, summary)
 
 
 def clip_fingerprints(run_dir, scene, source):
@@ -487,11 +488,12 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
                     raise LSError(str(error))
                 # Lost after every retry: the scenes fail this run and are redone by --resume.
                 reason = f"Ray task failed after {MAX_RETRIES} retries: {one_line(error)}"
-                finished([
-                    {"scene": scene, "dataset": dataset, "model": spec.model_id, "num_frames": spec.num_frames,
-                     "status": "model_error", "reason": reason, "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
-                    for dataset, scene, _ in batch
-                ])  # fmt: skip
+                finished(
+                    [
+                        LSRow(scene, "model_error", dataset, spec.model_id, spec.num_frames, reason).as_dict()
+                        for dataset, scene, _ in batch
+                    ]
+                )
                 continue
             info = info or result["info"]
             finished(result["rows"])
@@ -518,19 +520,21 @@ def score_batch(item):
     return {"rows": rows, "info": encoder.info()}
 
 
-def scene_row(encoder, run_dir, dataset, scene, source, read_rgb_frames=None):
-    """One scene's row: its failure, or the encoder's scores of source against render."""
+def scene_row(
+    encoder: Encoder, run_dir: str | Path, dataset: str, scene: str, source: str | Path | None,
+    read_rgb_frames: Callable | None = None,
+) -> dict:  # fmt: skip
+    """One scene's row (an LSRow's dict): its failure, or the encoder's scores of source against render."""
     run_dir = Path(run_dir)
-    row = {"scene": scene, "dataset": dataset, "model": str(encoder.model_id), "num_frames": encoder.num_frames}
+    row = LSRow(scene, "ok", dataset, str(encoder.model_id), encoder.num_frames)
     failure = _failure(run_dir, scene)
     if failure:
-        row.update(status=failure[0], reason=failure[1], vision_sim=0.0, layout=0.0, motion=0.0)
-        return row
+        row.status, row.reason = failure
+        return row.as_dict()
     if read_rgb_frames is None:
         from bvb_addon.video import read_rgb_frames
-    row["source_fingerprint"], row["render_fingerprint"] = clip_fingerprints(run_dir, scene, source)
-    row.update(_score_scene(encoder, read_rgb_frames, source, run_dir, scene))
-    return row
+    row.source_fingerprint, row.render_fingerprint = clip_fingerprints(run_dir, scene, source)
+    return replace(row, **_score_scene(encoder, read_rgb_frames, source, run_dir, scene)).as_dict()
 
 
 def _score_scene(encoder, read_rgb_frames, source, run_dir, scene):

@@ -8,9 +8,18 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from bvb_addon import versions
-from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.money import money
+from bvb_addon.records import (
+    DVSummary,
+    LSSummary,
+    OverallRecord,
+    read_dv_summary,
+    read_ls_summary,
+    read_overall,
+    write_overall,
+)
 from bvb_addon.run_dir import RunDir, read_json, require_run, run_blenders, runs_in
 
 from . import identity, noise
@@ -79,42 +88,54 @@ def _summary(path):
     return read_json(path, "summary") if Path(path).is_file() else None
 
 
-def compute_overall(run_dir):
+def summaries(run_dir: str | Path) -> tuple[DVSummary | None, LSSummary | None]:
+    """The run's DV and LS summaries through their readers, None for one not written yet."""
+    rd = RunDir(run_dir)
+    dv = read_dv_summary(rd.dv_summary) if rd.dv_summary.is_file() else None
+    ls = read_ls_summary(rd.ls_summary) if rd.ls_summary.is_file() else None
+    return dv, ls
+
+
+def compute_overall(run_dir: str | Path) -> dict:
     """Write <run>/overall.json from the run's DV and LS summaries; returns its content."""
+    return overall_record(run_dir).as_dict()
+
+
+def overall_record(run_dir: str | Path) -> OverallRecord:
+    """The run's Overall from its DV and LS summaries, written to <run>/overall.json."""
     run_dir = Path(run_dir)
     require_run(run_dir)
     rd = RunDir(run_dir)
-    dv = _summary(rd.dv_summary)
-    ls = _summary(rd.ls_summary)
+    dv, ls = summaries(run_dir)
     if dv is None and ls is None:
         raise OverallError(
             f"{run_dir} has neither {rd.dv_summary.name} nor {rd.ls_summary.name}; "
             "score it first with bvb score dv and bvb score ls"
         )
-    dv_pct = _percent((dv or {}).get("retention_rate"))
+    dv_pct = _percent(dv.retention_rate) if dv is not None else None
     if dv is not None and dv_pct is None:
         dv_pct = 0.0  # no question was answered right on any source: nothing was retained
-    ls_pct = _percent((ls or {}).get("vision_sim"))
+    ls_pct = _percent(ls.vision_sim) if ls is not None else None
     missing = [name for name, value in (("dual_vqa", dv), ("latent_sim", ls)) if value is None]
     for name in missing:
         command = "dv" if name == "dual_vqa" else "ls"
         log.warning("%s: no %s summary, so no Overall; run bvb score %s", run_dir, name, command)
-    result = {
-        "overall": overall_score(dv_pct, ls_pct) if not missing else None,
-        "dual_vqa": dv_pct,
-        "latent_sim": ls_pct,
-        "layout": _percent((ls or {}).get("layout")),
-        "motion": _percent((ls or {}).get("motion")),
-        "missing": missing,
-        "protocol": (dv or {}).get("protocol"),
-        "judge_model": (dv or {}).get("judge_model"),
-        "encoder": (ls or {}).get("model"),
+    record = OverallRecord(
+        overall=overall_score(dv_pct, ls_pct) if dv_pct is not None and ls_pct is not None else None,
+        dual_vqa=dv_pct,
+        latent_sim=ls_pct,
+        layout=_percent(ls.layout) if ls is not None else None,
+        motion=_percent(ls.motion) if ls is not None else None,
+        missing=missing,
+        protocol=dv.protocol if dv is not None else None,
+        judge_model=dv.judge_model if dv is not None else None,
+        encoder=ls.model if ls is not None else None,
         # What makes this run's numbers comparable with another's (eval_bridge.identity).
-        "identity": identity.run_identity(run_dir),
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
-    write_json_atomic(rd.overall, result)
-    return result
+        identity=identity.run_identity(run_dir),
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
+    write_overall(rd.overall, record)
+    return record
 
 
 def _vendor(config):
@@ -133,16 +154,14 @@ def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
     if not run_dir.is_dir():
         raise OverallError(f"run directory {run_dir} does not exist; pass scored run folders")
     rd = RunDir(run_dir)
-    config = _summary(rd.config) or {}
-    dv = _summary(rd.dv_summary) or {}
-    ls = _summary(rd.ls_summary) or {}
-    overall = _summary(rd.overall)
-    if overall is None:
-        overall = compute_overall(run_dir)
+    config = rd.read_config()
+    dv_summary, ls_summary = summaries(run_dir)
+    dv = dv_summary or DVSummary()
+    ls = ls_summary or LSSummary()
+    overall = read_overall(rd.overall) if rd.overall.is_file() else overall_record(run_dir)
     agent = config.get("agent")
     name = config.get("name") or (config.get("model") if agent in (None, "model") else agent) or run_dir.name
     metas = [_summary(p) or {} for p in rd.meta_files()]
-    by_type = dv.get("by_question_type") or {}
     row = {
         "name": name,
         "run": str(run_dir),
@@ -150,31 +169,32 @@ def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
         "harness": f"bvb-blender {config.get('harness_version', '')}".strip(),
         "vendor": _vendor(config) if agent in (None, "model") else "",
         "openWeight": "" if config.get("open_weight") is None else str(bool(config["open_weight"])).lower(),
-        "overall": overall.get("overall"),
-        "dualVqa": overall.get("dual_vqa"),
-        "latentSim": overall.get("latent_sim"),
-        "layout": overall.get("layout"),
-        "motion": overall.get("motion"),
+        "overall": overall.overall,
+        "dualVqa": overall.dual_vqa,
+        "latentSim": overall.latent_sim,
+        "layout": overall.layout,
+        "motion": overall.motion,
         "costUsd": sum(float(m.get("cost") or 0.0) for m in metas) if metas else None,
         "runtimeMin": sum(float(m.get("runtime") or 0.0) for m in metas) / 60 if metas else None,
     }
+    by_type = dv.by_question_type
     for column in QUESTION_COLUMNS:
         # The three object_rel_direction levels are pooled into one column, like BVB's table.
         entries = [v for k, v in by_type.items() if k == column or k.startswith(column + "_")]
         source = sum(e.get("source_correct", 0) for e in entries)
         both = sum(e.get("both_correct", 0) for e in entries)
         row[column] = _percent(retention(both, source))
-    failures = ls.get("counts", {}).get("failed")
+    failures = ls.counts.get("failed")
     if failures is None:
-        failures = dv.get("counts", {}).get("scenes_failed")
+        failures = dv.counts.get("scenes_failed")
     row.update(
-        scenes=dv.get("counts", {}).get("scenes") or ls.get("counts", {}).get("scenes"),
+        scenes=dv.counts.get("scenes") or ls.counts.get("scenes"),
         failures=failures,
-        judge=dv.get("judge_model", ""),
-        encoder=ls.get("model", ""),
-        protocol=dv.get("protocol", ""),
+        judge=dv.judge_model,
+        encoder=ls.model,
+        protocol=dv.protocol,
     )
-    vsi = dv.get("vsi_bench") or {}
+    vsi = dv.vsi_bench or {}
     row["vsiSource"] = (vsi.get("source") or {}).get("overall")
     row["vsiRender"] = (vsi.get("render") or {}).get("overall")
     row.update(noise.run_noise(run_dir, resamples, seed))

@@ -17,6 +17,7 @@ score stays in the rows and in VSI-Bench's aggregate; for retention it is not co
 import math
 
 from bvb_addon.dataset import NUMERIC_TYPES as _NUMERIC_TYPES
+from bvb_addon.dataset import Question
 
 from . import protocols
 
@@ -47,10 +48,15 @@ def check_protocol(protocol, geometry=False):
     return protocols.get(protocol, geometry=geometry).NAME
 
 
-def prompt_for(question, protocol, kind="local"):
+def prompt_for(question: Question, protocol: str, kind: str = "local", geometry: bool = False) -> str:
     """The text after the frames, as the protocol's module words it; ``kind`` picks VSI-Bench's numeric
-    post-prompt ("local" models' or "api" models')."""
-    return protocols.get(protocol).prompt(question, kind)
+    post-prompt ("local" models' or "api" models'). geometry_v1 only where ``geometry`` allows it."""
+    return protocols.get(protocol, geometry=geometry).prompt(question, kind)
+
+
+def aggregate(protocol: str, rows: list[dict], kind: str = "local") -> dict | None:
+    """The protocol's own aggregate of a pool of scored rows (the summary's ``vsi_bench``), or None: its module's."""
+    return protocols.get(protocol, geometry=True).aggregate(rows, kind)
 
 
 def max_tokens(protocol):

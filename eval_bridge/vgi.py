@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.records import VGIRow, VGISummary, write_vgi_rows, write_vgi_summary
+from bvb_addon.records.fields import as_record
 from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
 
 from .judge_options import JudgeOptions
@@ -302,16 +303,16 @@ def score(tasks, videos_dir, judge, timelines_dir=None, workers=4, out_dir=None,
         if not video_path.is_file() and not isinstance(judge, CheckerJudge):
             row.update(status="missing", reason=f"no video at {video_path}", violations={})
             row.update(instance_score(0.0, {}, task["rubric"]))
-            return row
+            return as_record(VGIRow, row).as_dict()
         try:
             completeness, violations, extra = judge.judge(task, video_path, timeline_path)
         except (VGIError, ValueError, RuntimeError) as exc:
             row.update(status="error", reason=str(exc), violations={})
             row.update(instance_score(0.0, {}, task["rubric"]))
-            return row
+            return as_record(VGIRow, row).as_dict()
         row.update(status="ok", reason="", violations=violations, **extra)
         row.update(instance_score(completeness, violations, task["rubric"]))
-        return row
+        return as_record(VGIRow, row).as_dict()
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         rows = []
@@ -319,11 +320,9 @@ def score(tasks, videos_dir, judge, timelines_dir=None, workers=4, out_dir=None,
             rows.append(row)
             if progress:
                 progress(row)
-    summary = aggregate(rows)
-    summary.update(protocol=PROTOCOL, judge=judge.name, instances=len(rows))
-    write_text_atomic(out_dir / "vgi.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    write_json_atomic(out_dir / "vgi_summary.json", summary)
-    return summary
+    summary = VGISummary(**aggregate(rows), protocol=PROTOCOL, judge=judge.name, instances=len(rows))
+    write_vgi_rows(out_dir / "vgi.jsonl", rows)
+    return write_vgi_summary(out_dir / "vgi_summary.json", summary)
 
 
 def add_parser(sub):

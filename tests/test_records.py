@@ -128,12 +128,12 @@ def test_run_config_keeps_what_it_does_not_know_and_names_a_bad_file(tmp_path):
 def test_render_rows_have_one_reader_and_one_writer(tmp_path, caplog):
     from bvb_addon.records import read_render_rows, render_status_text
 
-    rows = {"b": {"scene": "b", "status": "timeout", "reason": "ran past 60 s", "node": "10.0.0.2"},
+    rows = {"b": {"scene": "b", "status": "timeout", "reason": "ran past 60 s", "node": {"ip": "10.0.0.2"}},
             "a": {"scene": "a", "status": "ok", "frames": 4, "seconds": 1.5, "size": [64, 48]}}  # fmt: skip
     path = tmp_path / "render_status.jsonl"
     path.write_text(render_status_text(rows) + '{"scene": "c", "frames": "four"}\n{"scene": "d", "sta')
     written = [json.loads(line) for line in path.read_text().splitlines()[:2]]
     assert [r["scene"] for r in written] == ["a", "b"] and written[0]["size"] == [64, 48]
-    assert written[1]["node"] == "10.0.0.2" and all(r["format"] == 1 for r in written)
+    assert written[1]["node"] == {"ip": "10.0.0.2"} and all(r["format"] == 1 for r in written)
     assert read_render_rows(path) == written
-    assert f"render row {path} row 3 has no 'status'" in caplog.text
+    assert f"render row {path} line 3 has no 'status'" in caplog.text

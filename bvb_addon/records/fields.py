@@ -2,14 +2,19 @@
 kept), a format version, and the one read and write of a record's file (bpy-free)."""
 
 import dataclasses
+import json
+import logging
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from ..atomic import write_json_atomic
+from ..atomic import write_json_atomic, write_text_atomic
 from ..errors import BadFileError
 from ..jsonfile import read_json
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -62,8 +67,12 @@ def from_json(cls: type[T], data: Any, path: str | Path, what: str) -> T:
 
 
 def to_json(record: Any) -> dict:
-    """The record as its JSON object: the fields in order, then the keys it kept."""
-    out = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "extra"}
+    """The record as its JSON object: the fields in order (an optional one only when set), then the keys it kept."""
+    out = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if f.name != "extra" and not (value is None and f.name in record.OPTIONAL):
+            out[f.name] = value
     return {**out, **record.extra}
 
 
@@ -78,12 +87,16 @@ class Record:
     WHAT: ClassVar[str] = "file"
     """How messages name the record's file (its path says the rest)."""
     FIX: ClassVar[str] = "fix or delete it"
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+    """Fields (default None) written only when set: keys that some files carry and others lack."""
 
     def as_dict(self) -> dict:
+        """The record as its JSON object."""
         return to_json(self)
 
     @classmethod
     def from_dict(cls: type[R], data: object, path: str | Path = "") -> R:
+        """The record of a parsed JSON object; a BadFileError naming ``path`` when it is not one."""
         record = from_json(cls, data, path, cls.WHAT)
         version = getattr(record, "format", cls.FORMAT)
         if version > cls.FORMAT:
@@ -103,3 +116,52 @@ def write_record(path: str | Path, record: Record) -> dict:
     data = record.as_dict()
     write_json_atomic(path, data)
     return data
+
+
+def read_rows(cls: type[Record], path: str | Path, strict: bool = True) -> list[dict]:
+    """The rows of a JSON-lines file, each checked against ``cls`` and with its defaults filled in.
+
+    strict (a file written whole and atomically): a line that is not a row is a BadFileError naming the
+    file and line. Not strict (a file appended to, where a killed writer leaves a fragment): such a line
+    is skipped with a warning naming them. A missing file has no rows.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {number}"
+            try:
+                try:
+                    data = json.loads(line)
+                except (json.JSONDecodeError, RecursionError):
+                    raise BadFileError(f"{cls.WHAT} {where} is not JSON; {cls.FIX}") from None
+                rows.append(cls.from_dict(data, where).as_dict())
+            except BadFileError as exc:
+                if strict:
+                    raise
+                log.warning("%s; skipped", exc)
+    return rows
+
+
+def as_record(cls: type[R], row: Record | dict, what: str = "") -> R:
+    """A row the harness built, as its record: a dict that is not one is a TypeError (a harness bug, exit 1)."""
+    if isinstance(row, cls):
+        return row
+    try:
+        return cls.from_dict(row.as_dict() if isinstance(row, Record) else row, what)
+    except BadFileError as exc:
+        raise TypeError(f"a {cls.__name__} the harness built does not fit its record: {exc}") from None
+
+
+def rows_text(cls: type[Record], rows: Iterable[Record | dict], what: str = "") -> str:
+    """JSON lines of rows, each checked against ``cls`` first."""
+    return "".join(json.dumps(as_record(cls, row, what).as_dict()) + "\n" for row in rows)
+
+
+def write_rows(cls: type[Record], path: str | Path, rows: Iterable[Record | dict]) -> Path:
+    """Write a JSON-lines file of rows atomically, each checked against ``cls``."""
+    return write_text_atomic(path, rows_text(cls, rows, str(path)))

@@ -5,16 +5,10 @@ Render line, the report and the Blender-version check. A torn or malformed line 
 naming the file and line, as a killed writer's fragment is.
 """
 
-import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BadFileError
-from ..jsonfile import read_jsonl
-from .fields import Record
-
-log = logging.getLogger(__name__)
+from .fields import Record, read_rows, rows_text
 
 RENDER_ROW_FORMAT = 1
 
@@ -33,27 +27,30 @@ class RenderRow(Record):
     warnings: list = field(default_factory=list)
     renderer: str = ""
     blender: str = ""
+    resolution: int | None = None
+    """The longest side asked for, px (part of the run's identity); rows of older harnesses lack it."""
+    size: list | None = None
+    """[width, height] of the mp4: rows of scenes that got as far as the render."""
+    aspect_note: str | None = None
+    """The source clip was not found, so the scene's own render aspect was used."""
+    warning: str | None = None
+    """An EEVEE (bvb preset) render on software GL: the one-line warning the stage logged."""
+    node: dict | None = None
+    """The Ray node that rendered it (``backend.stamp_node``), on a cluster."""
     format: int = RENDER_ROW_FORMAT
     extra: dict = field(default_factory=dict)
-    """size, aspect_note, warning, node: what some rows carry."""
+    """Keys this harness does not know (kept as they are)."""
 
     FORMAT = RENDER_ROW_FORMAT
     WHAT = "render row"
+    OPTIONAL = frozenset({"resolution", "size", "aspect_note", "warning", "node"})
 
 
 def read_render_rows(path: str | Path) -> list[dict]:
-    """The one reader: the file's rows as written (each checked against RenderRow), bad lines skipped."""
-    rows = []
-    for number, row in enumerate(read_jsonl(path), 1):
-        try:
-            RenderRow.from_dict(row, f"{path} row {number}")
-        except BadFileError as exc:
-            log.warning("%s; skipped", exc)
-            continue
-        rows.append(row)
-    return rows
+    """The one reader: the file's rows (each checked against RenderRow, defaults filled in), bad lines skipped."""
+    return read_rows(RenderRow, path, strict=False)
 
 
 def render_status_text(rows: dict[str, dict]) -> str:
     """The one writer's text: every scene's row (checked against RenderRow), in scene order."""
-    return "".join(json.dumps(RenderRow.from_dict(rows[scene], scene).as_dict()) + "\n" for scene in sorted(rows))
+    return rows_text(RenderRow, (rows[scene] for scene in sorted(rows)))

@@ -123,3 +123,8 @@ def score(question_type: str, answer: str, options: list[str] | None, ground_tru
     if question_type in NUMERIC_TYPES:
         return float(numeric_correct(question_type, answer, ground_truth))
     return float(choice_correct(answer, options, ground_truth))
+
+
+def aggregate(rows: list[dict], kind: str = "local") -> dict | None:
+    """BVB's protocol has no aggregate of its own beyond retention: None."""
+    return None

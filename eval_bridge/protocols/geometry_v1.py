@@ -11,3 +11,4 @@ VLM = False
 MAX_TOKENS = dual_vqa_v1.MAX_TOKENS
 prompt = dual_vqa_v1.prompt
 score = dual_vqa_v1.score
+aggregate = dual_vqa_v1.aggregate

@@ -120,3 +120,17 @@ def score(question_type: str, answer: str, options: list[str] | None, ground_tru
     if question_type in NUMERIC_TYPES:
         return vsi_number_score(answer, ground_truth)
     return vsi_choice_score(answer, ground_truth)
+
+
+def aggregate(rows: list[dict], kind: str = "local") -> dict | None:
+    """The summary's ``vsi_bench``: VSI-Bench's official aggregate on the sources and on the renders, whether the
+    split is one where the official code raises, and the numeric post-prompt the judge (of ``kind``) was sent;
+    None for an empty pool."""
+    if not rows:
+        return None
+    return {
+        **{side: vsi_aggregate(rows, side) for side in ("source", "render")},
+        # The official aggregate raises on this split; the present rel_direction levels were averaged.
+        "partial_split": vsi_partial_split(rows),
+        "number_post_prompt": vsi_number_post_prompt(kind),
+    }
