@@ -21,7 +21,7 @@ from pathlib import Path
 from . import scratch
 from .atomic import write_json_atomic, write_text_atomic
 from .errors import BVBError
-from .records import render_status_text
+from .records import RenderRow, render_status_text
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
 
@@ -250,9 +250,8 @@ class RenderStage:
                 ray_address=self.options.ray_address, num_cpus=1, max_retries=3,
             ):  # fmt: skip
                 if error is not None:
-                    row = {"scene": scene, "status": "sandbox_error", "reason": f"Ray task failed: {error}",
-                           "frames": 0, "seconds": 0.0, "preset": self.options.preset, "warnings": [],
-                           "renderer": "", "blender": ""}  # fmt: skip
+                    row = RenderRow(scene, "sandbox_error", f"Ray task failed: {error}", preset=self.options.preset)
+                    row = row.as_dict()
                 # Only the driver writes render_status.jsonl, so concurrent tasks never clobber rows.
                 self._write_row(row)
                 yield row
@@ -278,9 +277,7 @@ class RenderStage:
     def render_scene(self, scene, write_row=True):
         started = time.monotonic()
         # preset and resolution are part of the run's identity (eval_bridge.identity).
-        row = {"scene": scene, "status": "ok", "reason": "", "frames": 0, "seconds": 0.0,
-               "preset": self.options.preset, "resolution": self.options.resolution, "warnings": [],
-               "renderer": "", "blender": ""}  # fmt: skip
+        row = RenderRow(scene, "ok", preset=self.options.preset, resolution=self.options.resolution).as_dict()
         try:
             self._render_scene(scene, row)
         except WorkerError as exc:
@@ -436,8 +433,8 @@ def render_scene_task(payload):
     try:
         stage = RenderStage(replace(options, backend="local", progress=False))
     except Exception as exc:  # SandboxUnavailable, RenderStageError: this node cannot take the scene
-        return backend.stamp_node({"scene": scene, "status": "sandbox_error", "reason": f"node {socket.gethostname()}: {exc}",
-                "frames": 0, "seconds": 0.0, "preset": options.preset, "warnings": [], "renderer": "", "blender": ""})  # fmt: skip
+        reason = f"node {socket.gethostname()}: {exc}"
+        return backend.stamp_node(RenderRow(scene, "sandbox_error", reason, preset=options.preset).as_dict())
     try:
         return backend.stamp_node(stage.render_scene(scene, write_row=False))
     finally:

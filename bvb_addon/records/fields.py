@@ -43,10 +43,11 @@ def _accepts(annotation: Any, value: Any) -> bool:
     return isinstance(value, kinds)
 
 
-def from_json(cls: type[T], data: Any, path: str | Path, what: str) -> T:
-    """``cls`` from a parsed JSON object; a BadFileError naming ``path`` when a field is missing or of another kind."""
+def from_json(cls: type[T], data: Any, path: str | Path, what: str, fix: str = "fix or delete it") -> T:
+    """``cls`` from a parsed JSON object; a BadFileError naming ``path`` (and ``fix``) when a field is missing or of
+    another kind."""
     if not isinstance(data, dict):
-        raise BadFileError(f"{what} {path} is not a JSON object; fix or delete it")
+        raise BadFileError(f"{what} {path} is not a JSON object; {fix}")
     hints = typing.get_type_hints(cls)
     known = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -54,11 +55,11 @@ def from_json(cls: type[T], data: Any, path: str | Path, what: str) -> T:
             continue
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise BadFileError(f"{what} {path} has no {f.name!r}; fix or delete it")
+                raise BadFileError(f"{what} {path} has no {f.name!r}; {fix}")
             continue
         if not _accepts(hints[f.name], data[f.name]):
             raise BadFileError(
-                f"{what} {path}: {f.name!r} is {type(data[f.name]).__name__}, not {hints[f.name]}; fix or delete it"
+                f"{what} {path}: {f.name!r} is {type(data[f.name]).__name__}, not {hints[f.name]}; {fix}"
             )
         known[f.name] = data[f.name]
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -97,7 +98,7 @@ class Record:
     @classmethod
     def from_dict(cls: type[R], data: object, path: str | Path = "") -> R:
         """The record of a parsed JSON object; a BadFileError naming ``path`` when it is not one."""
-        record = from_json(cls, data, path, cls.WHAT)
+        record = from_json(cls, data, path, cls.WHAT, cls.FIX)
         version = getattr(record, "format", cls.FORMAT)
         if version > cls.FORMAT:
             raise BadFileError(

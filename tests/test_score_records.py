@@ -1,0 +1,184 @@
+"""The scorers' typed records: DV, LS and VGI rows and summaries and overall.json, each with one reader and one
+writer, a format version, unknown keys kept, old files (no version) read, and a bad file named (exit 2)."""
+
+import dataclasses
+import json
+
+import pytest
+
+from bvb_addon import outcomes
+from bvb_addon.errors import BadFileError, MissingFileError
+from bvb_addon.records import (
+    DVRow,
+    DVSummary,
+    LSRow,
+    LSSummary,
+    OverallRecord,
+    VGIRow,
+    VGISummary,
+    read_dv_rows,
+    read_dv_summary,
+    read_ls_rows,
+    read_ls_summary,
+    read_overall,
+    read_vgi_rows,
+    read_vgi_summary,
+    write_dv_rows,
+    write_dv_summary,
+    write_ls_rows,
+    write_ls_summary,
+    write_overall,
+    write_vgi_rows,
+    write_vgi_summary,
+)
+from bvb_addon.records.fields import as_record
+
+pytestmark = pytest.mark.unit
+
+# (record, reader, writer, a file name, a record with a field of every kind it has, a key it does not know)
+ROWS = [
+    (DVRow, read_dv_rows, write_dv_rows, "dual_vqa.jsonl",
+     DVRow("q1", "s1", "object_counting", ground_truth="3", source_answers=["3"], source_score=1.0,
+           source_correct=True, source_fingerprint="abc"),
+     {"node": {"ip": "10.0.0.2", "node_id": "n1"}}),
+    (LSRow, read_ls_rows, write_ls_rows, "vision_sim.jsonl",
+     LSRow("s1", "ok", "synthetic", "vjepa2-tiny", 4, vision_sim=0.5, layout=0.4, motion=0.6),
+     {"node": {"ip": "10.0.0.3"}}),
+    (VGIRow, read_vgi_rows, write_vgi_rows, "vgi.jsonl",
+     VGIRow("flash_l1_s0", "ok", "flash", "events", ["timing"], 1, violations={"r1": 2}, completeness=1.0,
+            rubric_score=1 / 3, score=1 / 3, sampled_frames=32),
+     {"judge_note": "kept"}),
+]  # fmt: skip
+SUMMARIES = [
+    (DVSummary, read_dv_summary, write_dv_summary, "dual_vqa_summary.json",
+     DVSummary(retention_rate=0.5, counts={"questions": 4}, protocol="vsi_official", vsi_bench={"source": {}}),
+     "retention_rate", "half"),
+    (LSSummary, read_ls_summary, write_ls_summary, "vision_sim_summary.json",
+     LSSummary(vision_sim=0.5, grid=[2, 2, 2], model="vjepa2-tiny", checkpoint="/w/ckpt.pt"), "vision_sim", "0.5"),
+    (VGISummary, read_vgi_summary, write_vgi_summary, "vgi_summary.json",
+     VGISummary(overall={"score": 50.0, "success": 0.0, "instances": 2}, protocol="vgi_v1", judge="checker"),
+     "instances", 2.5),
+    (OverallRecord, read_overall, write_overall, "overall.json",
+     OverallRecord(overall=55.0, dual_vqa=50.0, latent_sim=60.0, missing=[], identity={"split": "abc"}),
+     "missing", "latent_sim"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("cls, read, write, name, record, unknown", ROWS, ids=[r[3] for r in ROWS])
+def test_rows_round_trip_with_their_format_and_unknown_keys(tmp_path, cls, read, write, name, record, unknown):
+    record.extra = dict(unknown)
+    path = tmp_path / name
+    write(path, [record, record.as_dict()])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0] == lines[1] == record.as_dict()
+    assert lines[0]["format"] == cls.FORMAT == 1 and all(lines[0][key] == value for key, value in unknown.items())
+    assert read(path) == lines
+    assert [cls.from_dict(row) for row in read(path)] == [record, record]
+
+
+@pytest.mark.parametrize("cls, read, write, name, record, unknown", ROWS, ids=[r[3] for r in ROWS])
+def test_an_old_row_without_a_version_reads_with_its_defaults(tmp_path, cls, read, write, name, record, unknown):
+    missing = dataclasses.MISSING
+    required = [f.name for f in dataclasses.fields(cls) if f.default is missing and f.default_factory is missing]
+    old = {key: record.as_dict()[key] for key in required}
+    path = tmp_path / name
+    path.write_text(json.dumps(old) + "\n")
+    (row,) = read(path)
+    assert row["format"] == 1 and {k: row[k] for k in required} == old
+    assert cls.from_dict(row) == cls(**old)
+
+
+@pytest.mark.parametrize("cls, read, write, name, record, unknown", ROWS, ids=[r[3] for r in ROWS])
+def test_a_corrupt_rows_file_names_its_file_and_line(tmp_path, cls, read, write, name, record, unknown):
+    path = tmp_path / name
+    good = json.dumps(record.as_dict())
+    for bad, message in [("{'id': 1}", "line 2 is not JSON"), ("[1, 2]", "line 2 is not a JSON object"),
+                         ("{}", "line 2 has no "), (json.dumps({**record.as_dict(), "format": 2}), "newer than")]:  # fmt: skip
+        path.write_text(f"{good}\n{bad}\n")
+        with pytest.raises(BadFileError, match=message) as caught:
+            read(path)
+        assert f"{path} line 2" in str(caught.value) and "\n" not in str(caught.value)
+    assert read(tmp_path / "gone.jsonl") == []
+
+
+def test_the_dv_partial_file_skips_a_killed_writer_s_fragment(tmp_path, caplog):
+    path = tmp_path / "dual_vqa.partial.jsonl"
+    row = DVRow("q1", "s1", "object_counting").as_dict()
+    path.write_text(json.dumps(row) + '\n{"id": "q2", "sce')
+    assert read_dv_rows(path, strict=False) == [row]
+    assert f"{path} line 2 is not JSON" in caplog.text
+    with pytest.raises(BadFileError, match="line 2 is not JSON"):
+        read_dv_rows(path)
+
+
+@pytest.mark.parametrize("cls, read, write, name, record, wrong_field, wrong_value", SUMMARIES,
+                         ids=[s[3] for s in SUMMARIES])  # fmt: skip
+def test_summaries_round_trip_keep_unknown_keys_and_read_old_files(
+    tmp_path, cls, read, write, name, record, wrong_field, wrong_value
+):
+    path = tmp_path / name
+    record.extra = {"added_by_hand": True}
+    written = write(path, record)
+    assert json.loads(path.read_text()) == written and written["format"] == 1 and written["added_by_hand"]
+    assert read(path) == record
+    old = {k: v for k, v in written.items() if k in (wrong_field, "created")}
+    path.write_text(json.dumps(old))
+    assert read(path).format == 1 and read(path).as_dict()[wrong_field] == old[wrong_field]
+
+
+@pytest.mark.parametrize("cls, read, write, name, record, wrong_field, wrong_value", SUMMARIES,
+                         ids=[s[3] for s in SUMMARIES])  # fmt: skip
+def test_a_corrupt_summary_names_its_file(tmp_path, cls, read, write, name, record, wrong_field, wrong_value):
+    path = tmp_path / name
+    for text, message in [("{'x': 1", "is not valid JSON"), ("[]", "is not a JSON object"),
+                          (json.dumps({wrong_field: wrong_value}), f"{wrong_field!r} is "),
+                          (json.dumps({"format": 7}), "newer than this harness")]:  # fmt: skip
+        path.write_text(text)
+        with pytest.raises(BadFileError, match=message) as caught:
+            read(path)
+        assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(MissingFileError, match="does not exist"):
+        read(tmp_path / "gone.json")
+
+
+def test_a_row_the_harness_built_wrong_is_a_bug_not_bad_input(tmp_path):
+    with pytest.raises(TypeError, match="does not fit its record") as caught:
+        write_ls_rows(tmp_path / "vision_sim.jsonl", [{"scene": "s", "status": "ok", "vision_sim": "high"}])
+    assert not isinstance(caught.value, BadFileError)
+    assert not (tmp_path / "vision_sim.jsonl").exists()
+    assert as_record(LSRow, {"scene": "s", "status": "ok"}) == LSRow("s", "ok")
+
+
+def test_optional_fields_are_written_only_when_set(tmp_path):
+    assert "checkpoint" not in LSSummary().as_dict() and LSSummary(checkpoint="c").as_dict()["checkpoint"] == "c"
+    assert "sampled_frames" not in VGIRow("i", "ok").as_dict()
+
+
+def _scored_run(tmp_path):
+    from bvb_addon.records import write_run_config
+
+    run = tmp_path / "run"
+    (run / "blends").mkdir(parents=True)
+    write_run_config(run / "config.json", {"agent": "model", "model": "gpt-4o"})
+    write_dv_summary(run / "dual_vqa_summary.json", DVSummary(retention_rate=0.5, protocol="dual_vqa_v1"))
+    write_ls_summary(run / "vision_sim_summary.json", LSSummary(vision_sim=0.5, layout=0.4, motion=0.6, model="m"))
+    return run
+
+
+def test_overall_reads_the_summaries_through_their_records_and_a_corrupt_one_exits_2(tmp_path, capsys):
+    from eval_bridge.cli import main
+    from eval_bridge.overall import run_row
+
+    run = _scored_run(tmp_path)
+    assert main(["overall", "--run", str(run)]) == 0
+    overall = read_overall(run / "overall.json")
+    assert overall.overall == pytest.approx(50.0) and overall.layout == pytest.approx(40.0)
+    assert (overall.protocol, overall.encoder, overall.missing) == ("dual_vqa_v1", "m", [])
+    row = run_row(run, resamples=0)
+    assert (row["overall"], row["protocol"], row["encoder"]) == (overall.overall, "dual_vqa_v1", "m")
+    summary = run / "vision_sim_summary.json"
+    summary.write_text(json.dumps({"vision_sim": "0.5"}))
+    capsys.readouterr()
+    assert main(["overall", "--run", str(run)]) == outcomes.USAGE_EXIT
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"error: LS summary {summary}: 'vision_sim' is str") and "bvb score ls" in line, line
