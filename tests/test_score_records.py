@@ -3,10 +3,12 @@ writer, a format version, unknown keys kept, old files (no version) read, and a 
 
 import dataclasses
 import json
+import re
+from pathlib import Path
 
 import pytest
 
-from bvb_addon import outcomes
+from bvb_addon import outcomes, records
 from bvb_addon.errors import BadFileError, MissingFileError
 from bvb_addon.records import (
     DVRow,
@@ -14,6 +16,7 @@ from bvb_addon.records import (
     LSRow,
     LSSummary,
     OverallRecord,
+    RenderRow,
     VGIRow,
     VGISummary,
     read_dv_rows,
@@ -182,3 +185,29 @@ def test_overall_reads_the_summaries_through_their_records_and_a_corrupt_one_exi
     assert main(["overall", "--run", str(run)]) == outcomes.USAGE_EXIT
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"error: LS summary {summary}: 'vision_sim' is str") and "bvb score ls" in line, line
+
+
+# Where docs/contracts.md describes each record's file: the paragraph that starts so.
+CONTRACT = {
+    RenderRow: "`render_status.jsonl` (the record",
+    DVRow: "`dual_vqa.jsonl` (the record",
+    DVSummary: "`dual_vqa_summary.json` (the record",
+    LSRow: "`vision_sim.jsonl` (the record",
+    LSSummary: "`vision_sim_summary.json` (the record",
+    OverallRecord: "`overall.json` (the record",
+    VGIRow: "Scores: `vgi.jsonl` (the record",
+    VGISummary: "`vgi_summary.json` (the record",
+}
+
+
+@pytest.mark.parametrize("cls", CONTRACT, ids=[cls.__name__ for cls in CONTRACT])
+def test_the_contract_lists_every_key_of_the_record_and_its_reader_and_writer(cls):
+    text = (Path(__file__).resolve().parent.parent / "docs" / "contracts.md").read_text()
+    assert text.count(CONTRACT[cls]) == 1, f"docs/contracts.md has no one paragraph starting {CONTRACT[cls]}"
+    paragraph = CONTRACT[cls] + text.split(CONTRACT[cls], 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`(\w+)`", paragraph)) | set(re.findall(r'"(\w+)"', paragraph))
+    fields = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    assert fields <= named, f"a field of {cls.__name__} the contract does not name: {sorted(fields - named)}"
+    assert f"`{cls.__name__}`" in paragraph or f"records.{cls.__name__}`" in paragraph
+    functions = re.findall(r"`((?:read|write)_\w+|render_status_text)`", paragraph)
+    assert len(functions) == 2 and all(callable(getattr(records, name)) for name in functions), functions
