@@ -7,7 +7,6 @@ images are encoded with PyAV outside the sandbox into an mp4 written atomically.
 scene goes to render_status.jsonl; a failing scene never stops the batch.
 """
 
-import json
 import logging
 import math
 import os
@@ -17,10 +16,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import scratch
 from .atomic import write_json_atomic, write_text_atomic
 from .errors import BVBError
+from .jsonfile import read_object_or_none
 from .records import RenderRow, render_status_text
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
@@ -69,7 +70,7 @@ class RenderOptions:
     ray_address: str | None = None
 
 
-def uniform_frames(start, end, count):
+def uniform_frames(start: int, end: int, count: int) -> list[int]:
     """count frames spread evenly over [start, end], ends included (integers, may repeat in short ranges)."""
     if count < 1:
         raise RenderStageError(f"--num-frames {count} must be at least 1")
@@ -80,13 +81,14 @@ def uniform_frames(start, end, count):
     return [int(math.floor(start + (end - start) * i / (count - 1) + 0.5)) for i in range(count)]
 
 
-def software_eevee_estimate(num_frames, size):
+def software_eevee_estimate(num_frames: int, size: tuple[int, int]) -> float:
     """Seconds EEVEE takes for one scene on software GL, from the measured figure at 512 px (4:3)."""
     pixels = size[0] * size[1] / (512 * 384)
     return SOFTWARE_EEVEE_START_S + num_frames * SOFTWARE_EEVEE_S_PER_FRAME_512 * pixels
 
 
-def rotation_warnings(graph):
+def rotation_warnings(graph: dict | None) -> list[str]:
+    """The render row's warnings: a line per camera rotation jump over 180 degrees in the scene graph."""
     camera = (graph or {}).get("camera") or {}
     warnings = []
     for jump in camera.get("rotation_jumps") or []:
@@ -100,12 +102,11 @@ def rotation_warnings(graph):
     return warnings
 
 
-def source_clips(run_dir):
+def source_clips(run_dir: str | Path) -> tuple[dict[str, tuple[int, int]], str | None]:
     """{scene: (width, height)} of the source clips named by the run's config.json (split + videos)."""
     config_path = RunDir(run_dir).config
-    try:
-        config = json.loads(config_path.read_text())
-    except (OSError, ValueError):
+    config = read_object_or_none(config_path)
+    if config is None:
         return {}, f"no readable {config_path.name}"
     split, videos = config.get("split"), videos_of(config)
     if not split or not videos:
@@ -126,14 +127,14 @@ def source_clips(run_dir):
     return sizes, missing
 
 
-def encode_mp4(images, dest, fps):
+def encode_mp4(images: list[Path], dest: str | Path, fps: float) -> Path:
     """Encode the rendered PNG frames to dest (the one encoder, ``bvb_addon.mp4``; PyAV loads on first use)."""
     from .mp4 import write_mp4
 
     return write_mp4(dest, images, fps)
 
 
-def mp4_complete(path, frames):
+def mp4_complete(path: str | Path, frames: int) -> bool:
     """True when path is a readable video of exactly ``frames`` frames."""
     if not Path(path).is_file():
         return False
@@ -145,7 +146,7 @@ def mp4_complete(path, frames):
         return False
 
 
-def mp4_decodes(path, frames):
+def mp4_decodes(path: str | Path, frames: int) -> bool:
     """True when path decodes to exactly ``frames`` frames, every one of them (a probe reads only the header)."""
     if not frames or not Path(path).is_file():
         return False
@@ -162,7 +163,7 @@ def mp4_decodes(path, frames):
 class RenderStage:
     """Render every submission of a run; rows go to render_status.jsonl."""
 
-    def __init__(self, options):
+    def __init__(self, options: RenderOptions):
         self.options = options
         self.run_dir = Path(options.run).resolve()
         self.rd = RunDir(self.run_dir)
@@ -189,7 +190,7 @@ class RenderStage:
         self._rows = self._read_rows()
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._workers = []
+        self._workers: list[Worker] = []
         self._clips, self._clip_note = source_clips(self.run_dir)
         self._software_warning = None  # set once, by the first worker that reports software GL
         # Frames of a killed render stage stay behind: remove those of gone owners, and mark our own.
@@ -197,13 +198,15 @@ class RenderStage:
         self._tmp = scratch.make("render")
         os.chmod(self._tmp, 0o711)  # the sandbox uid must reach the workspaces below
 
-    def scenes(self):
+    def scenes(self) -> list[str]:
+        """The scenes to render: the options' scenes, else every submission of the run."""
         present = self.rd.submitted()
         if not self.options.scenes:
             return present
         return list(dict.fromkeys(self.options.scenes))
 
-    def run(self):
+    def run(self) -> dict[str, Any]:
+        """Render the scenes (skipping complete ones on --resume); {"rendered": {scene: row}, "skipped": n}."""
         scenes = self.scenes()
         todo, skipped = [], 0
         for scene in scenes:
@@ -232,7 +235,7 @@ class RenderStage:
             self.close()
         return {"rendered": results, "skipped": skipped}
 
-    def close(self):
+    def close(self) -> None:
         """Stop this stage's sandboxed workers and remove their workspaces."""
         for worker in self._workers:
             worker.close()
@@ -274,7 +277,8 @@ class RenderStage:
                 self._workers.append(worker)
         return worker
 
-    def render_scene(self, scene, write_row=True):
+    def render_scene(self, scene: str, write_row: bool = True) -> dict:
+        """One scene's render row (a RenderRow's dict), written to render_status.jsonl unless ``write_row`` is off."""
         started = time.monotonic()
         # preset and resolution are part of the run's identity (eval_bridge.identity).
         row = RenderRow(scene, "ok", preset=self.options.preset, resolution=self.options.resolution).as_dict()
@@ -408,7 +412,7 @@ class RenderStage:
             write_text_atomic(self.status_path, render_status_text(self._rows))
 
 
-def keeps_previous(previous, row, mp4):
+def keeps_previous(previous: dict | None, row: dict, mp4: Path) -> bool:
     """True when a failed re-render (``row``) must leave the scene's earlier ``ok`` row: its ``mp4`` still decodes whole.
 
     A gate verdict (no camera now) is about the current .blend, so it always replaces the row.
@@ -418,7 +422,7 @@ def keeps_previous(previous, row, mp4):
     return mp4_decodes(mp4, int(previous.get("frames") or 0))
 
 
-def render_scene_task(payload):
+def render_scene_task(payload: tuple[RenderOptions, str]) -> dict:
     """A Ray task: render one scene on whichever node Ray picked and return its row.
 
     The node probes its own sandbox (RenderStage refuses below the minimum level, naming the

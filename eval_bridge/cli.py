@@ -3,7 +3,6 @@
 It only parses arguments into eval_bridge.api's options, calls the API and prints what came back.
 """
 
-import json
 import logging
 import os
 import sys
@@ -555,10 +554,11 @@ def _stage_exit(args, result, argv):
 def _judge_fault_exit(args, argv):
     """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""
     from bvb_addon import outcomes
+    from bvb_addon.records import read_dv_summary
 
     summary_path = RunDir(getattr(args, "run", None) or ".").dv_summary
     if args.command == "dv" and summary_path.is_file():
-        code = _stage_exit(args, json.loads(summary_path.read_text()), argv)
+        code = _stage_exit(args, read_dv_summary(summary_path).as_dict(), argv)
         if code:
             return code
     print(f"faults: the judge failed; rerun: {outcomes.rerun_command('eval_bridge', argv)}", flush=True)

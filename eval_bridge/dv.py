@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,12 +40,12 @@ log = logging.getLogger(__name__)
 RETRY_STATUSES = rules.JUDGE_FAULTS
 
 
-def shared_dir(run_dir):
+def shared_dir(run_dir: str | Path) -> Path:
     """results/_dual_vqa_shared beside the run: source answers are shared by every run of a results folder."""
     return RunDir(run_dir).shared
 
 
-def majority(scores):
+def majority(scores: list[float]) -> float:
     """The score that more than half of the votes reach; a tie between right and wrong is wrong."""
     return sorted(scores, reverse=True)[len(scores) // 2]
 
@@ -219,7 +220,7 @@ class _Shared:
         return self.store([row])[_row_key(row)]
 
 
-def source_fingerprint(judge, source_file):
+def source_fingerprint(judge: "Judge", source_file: str | Path) -> str:
     """The source clip's content fingerprint with the judge's sampling settings (eval_bridge.cache)."""
     settings = getattr(judge, "settings", None)
     sampling = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()
@@ -259,21 +260,21 @@ class DualVQA:
 
     def __init__(
         self,
-        run_dir,
-        questions,
-        videos_root,
+        run_dir: str | Path,
+        questions: Iterable[Question],
+        videos_root: str | Path,
         judge: "Judge",
         *,
-        votes=1,
-        workers=8,
-        resume=False,
-        scenes=None,
-        shared=None,
-        progress=None,
-        split_path=None,
-        backend="local",
-        ray_address=None,
-        probe_wait=0,
+        votes: int = 1,
+        workers: int = 8,
+        resume: bool = False,
+        scenes: Iterable[str] | None = None,
+        shared: str | Path | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        split_path: str | Path | None = None,
+        backend: str = "local",
+        ray_address: str | None = None,
+        probe_wait: float = 0,
     ):
         if votes < 1:
             raise ArgumentError(f"--votes must be at least 1, got {votes}")
@@ -312,7 +313,7 @@ class DualVQA:
         self._sides = cf.ThreadPoolExecutor(max_workers=self.workers * 2, thread_name_prefix="dv-side")
         self._calls = cf.ThreadPoolExecutor(max_workers=self.workers * 2 * self.votes, thread_name_prefix="dv-call")
 
-    def close_pools(self):
+    def close_pools(self) -> None:
         self._sides.shutdown(wait=True, cancel_futures=True)
         self._calls.shutdown(wait=True, cancel_futures=True)
 
@@ -325,7 +326,7 @@ class DualVQA:
         self.__dict__.update(state, all_questions=[], questions=[], progress=None)
         self._open_pools()
 
-    def task_copy(self, judge, questions):
+    def task_copy(self, judge: "Judge", questions: list[Question]) -> "DualVQA":
         """A copy for a remote task scoring these questions: its own judge, and shared answers it collects.
 
         The copy opens its pools when it is unpickled in the task, not here on the driver.
@@ -343,7 +344,8 @@ class DualVQA:
             and row.get("votes") == self.votes
         )
 
-    def run(self):
+    def run(self) -> dict:
+        """Score every pending question; write the rows and the summary; return the summary written."""
         sources = {}
         for q in self.questions:
             if (q.dataset, q.scene_name) not in sources:
@@ -487,7 +489,7 @@ class DualVQA:
             return _with_status(row, "judge_error", one_line(exc))
         row.source_answers, row.source_answer, row.source_score = texts, texts[0], self._grade(question, texts)
         row.cost_usd += cost
-        if failure is not None:
+        if render is None:  # a failure the render stage or the files told: no render to ask about
             row.status, row.reason = failure
         else:
             try:

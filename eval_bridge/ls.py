@@ -11,13 +11,14 @@ import datetime
 import json
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bvb_addon.dataset import Question
 from bvb_addon.errors import BVBError
 from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
@@ -66,7 +67,7 @@ def _cos(a, b, axis=-1):
     return num / np.maximum(den, 1e-12)
 
 
-def similarities(tokens_a, tokens_b, grid):
+def similarities(tokens_a: np.ndarray, tokens_b: np.ndarray, grid: tuple[int, int, int]) -> tuple[float, float, float]:
     """(layout, motion, vision_sim) of two (N, D) token sets on a (T', h, w) grid."""
     t, h, w = grid
     a = np.asarray(tokens_a, np.float64).reshape(t, h, w, -1)
@@ -79,7 +80,10 @@ def similarities(tokens_a, tokens_b, grid):
 class Encoder:
     """A frozen V-JEPA 2 family encoder and its preprocessing."""
 
-    def __init__(self, model, device="auto", dtype="auto", trust_remote_code=False, num_frames=64):
+    def __init__(
+        self, model: str | Path, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
+        num_frames: int = 64,
+    ):  # fmt: skip
         try:
             import torch
             import transformers
@@ -136,7 +140,7 @@ class Encoder:
         log.warning("no preprocessor config for %s: using V-JEPA 2's defaults for its crop size", model)
         return {}
 
-    def tokens(self, clip_a, clip_b):
+    def tokens(self, clip_a: np.ndarray, clip_b: np.ndarray) -> np.ndarray:
         """Last hidden states (2, N, D) as float32 numpy, both clips in one batch."""
         torch = self.torch
         batch = np.stack([preprocess(clip_a, self.prep), preprocess(clip_b, self.prep)])
@@ -157,16 +161,17 @@ class Encoder:
             return self.model(pixel_values_videos=pixels, skip_predictor=True).last_hidden_state
         return self.model(pixel_values_videos=pixels).last_hidden_state
 
-    def resize_frame(self, rgb):
+    def resize_frame(self, rgb: np.ndarray) -> np.ndarray:
         """One decoded frame at the encoder's resize size: read_rgb_frames applies it as it decodes,
         so a clip's 64 frames are held at that size, never at the clip's."""
         return resize_frame(rgb, self.prep)
 
-    def score(self, clip_a, clip_b):
+    def score(self, clip_a: np.ndarray, clip_b: np.ndarray) -> tuple[float, float, float]:
+        """(layout, motion, vision_sim) of two clips."""
         hidden = self.tokens(clip_a, clip_b)
         return similarities(hidden[0], hidden[1], self.grid)
 
-    def info(self):
+    def info(self) -> dict[str, Any]:
         """What the summary records about the encoder."""
         return {
             "model": self.model_id,
@@ -192,10 +197,12 @@ class EncoderSpec:
     checkpoint: str | None = None
 
     @property
-    def model_id(self):
+    def model_id(self) -> str:
+        """The encoder's id, as its rows name it."""
         return str(self.model)
 
-    def build(self):
+    def build(self) -> "Encoder":
+        """The encoder this spec names, loaded."""
         if self.checkpoint or self.encoder_repo:
             return HubEncoder(self.model, self.encoder_repo, self.checkpoint, self.device, self.dtype, self.num_frames)
         return Encoder(self.model, self.device, self.dtype, self.trust_remote_code, self.num_frames)
@@ -224,12 +231,12 @@ HUB_HINT = (
 RELEASE_MEAN, RELEASE_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def release_preprocessing(crop):
+def release_preprocessing(crop: int) -> Preprocessing:
     """The vjepa2 release's evaluation transform: short side to crop x 256/224, centre crop, ImageNet normalisation."""
     return Preprocessing(shortest_edge=int(crop * 256 / 224), crop_hw=(crop, crop), mean=RELEASE_MEAN, std=RELEASE_STD)
 
 
-def strip_prefixes(state):
+def strip_prefixes(state: dict[str, Any]) -> dict[str, Any]:
     """An encoder state dict with the release's ``module.`` and ``backbone.`` prefixes removed."""
     return {key.replace("module.", "").replace("backbone.", ""): value for key, value in state.items()}
 
@@ -238,7 +245,10 @@ class HubEncoder(Encoder):
     """A V-JEPA 2.1 encoder the way its release ships: a torch-hub entry point of a local vjepa2 checkout
     (built with pretrained=False, so nothing is downloaded) and the weights from a local .pt checkpoint."""
 
-    def __init__(self, entry, repo, checkpoint, device="auto", dtype="auto", num_frames=64):
+    def __init__(
+        self, entry: str, repo: str | Path | None, checkpoint: str | Path | None, device: str = "auto",
+        dtype: str = "auto", num_frames: int = 64,
+    ):  # fmt: skip
         from .identity import file_sha256
 
         try:
@@ -292,7 +302,8 @@ class HubEncoder(Encoder):
         out = self.model(pixels.permute(0, 2, 1, 3, 4))
         return out[-1] if isinstance(out, (list, tuple)) else out
 
-    def info(self):
+    def info(self) -> dict[str, Any]:
+        """The encoder's info with the release checkpoint it was loaded from."""
         return {
             **super().info(),
             "encoder": self.entry,
@@ -361,19 +372,19 @@ def summarise(rows: list[dict], encoder_info: dict) -> LSSummary:
 
 
 def run_ls(
-    run_dir,
-    questions,
-    videos_root,
-    encoder,
+    run_dir: str | Path,
+    questions: list[Question],
+    videos_root: str | Path,
+    encoder: "Encoder | EncoderSpec",
     *,
-    resume=False,
-    scenes=None,
-    progress=None,
-    backend="local",
-    ray_address=None,
-    scenes_per_task=8,
-    split_path=None,
-):
+    resume: bool = False,
+    scenes: Iterable[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
+    scenes_per_task: int = 8,
+    split_path: str | Path | None = None,
+) -> dict:
     """Score every scene of the split; rows are rewritten atomically after each scene, so a kill loses one.
 
     encoder: an Encoder, or an EncoderSpec (built here for local, inside each task on Ray).
@@ -392,8 +403,6 @@ def run_ls(
             raise LSError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
     if backend not in ("local", "ray"):
         raise LSError(f"--backend {backend!r}: use local or ray")
-    if backend == "local" and isinstance(encoder, EncoderSpec):
-        encoder = encoder.build()
     # A missing, empty or non-video source is bad input (exit 2, named) before any scene, not a fault per scene.
     sources = {
         pair: check_video(video_path(videos_root, *pair)) for pair in pairs if wanted is None or pair[1] in wanted
@@ -431,9 +440,10 @@ def run_ls(
             jobs = [(d, s, str(sources[(d, s)])) for d, s in todo if s not in rows]
             info = _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished)
         else:
-            info = encoder.info()
+            local = encoder.build() if isinstance(encoder, EncoderSpec) else encoder
+            info = local.info()
             for dataset, scene in todo:
-                finished([scene_row(encoder, run_dir, dataset, scene, sources[(dataset, scene)], read_rgb_frames)])
+                finished([scene_row(local, run_dir, dataset, scene, sources[(dataset, scene)], read_rgb_frames)])
     finally:
         bar.close()
     final = [rows[s] for s in order if s in rows]
@@ -446,7 +456,7 @@ def run_ls(
     return write_ls_summary(RunDir(run_dir).ls_summary, summary)
 
 
-def clip_fingerprints(run_dir, scene, source):
+def clip_fingerprints(run_dir: str | Path, scene: str, source: str | Path | None) -> tuple[str | None, str | None]:
     """(source, render) content fingerprints of a scene's clips (eval_bridge.cache); None for a missing clip."""
     from .cache import clip_fingerprint
 
@@ -512,7 +522,7 @@ def _worker_encoder(spec):
     return _ENCODERS[spec]
 
 
-def score_batch(item):
+def score_batch(item: tuple[EncoderSpec, str | Path, list[tuple[str, str, str]]]) -> dict[str, Any]:
     """A remote task: score a batch of scenes (dataset, scene, source) with one encoder load; rows and its info."""
     spec, run_dir, batch = item
     encoder = _worker_encoder(spec)
@@ -521,7 +531,7 @@ def score_batch(item):
 
 
 def scene_row(
-    encoder: Encoder, run_dir: str | Path, dataset: str, scene: str, source: str | Path | None,
+    encoder: "Encoder | EncoderSpec", run_dir: str | Path, dataset: str, scene: str, source: str | Path | None,
     read_rgb_frames: Callable | None = None,
 ) -> dict:  # fmt: skip
     """One scene's row (an LSRow's dict): its failure, or the encoder's scores of source against render."""

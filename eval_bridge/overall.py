@@ -5,6 +5,7 @@ import datetime
 import io
 import logging
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from bvb_addon import versions
@@ -148,7 +149,7 @@ def _vendor(config):
     return next((name for key, name in VENDORS.items() if key in host), "")
 
 
-def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
+def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = noise.SEED) -> dict[str, Any]:
     """One leaderboard row (0-100 scale) for a scored run directory, with its bootstrap intervals."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -209,7 +210,7 @@ def run_row(run_dir, resamples=noise.RESAMPLES, seed=noise.SEED):
     return row
 
 
-def mark_comparability(rows, baseline):
+def mark_comparability(rows: list[dict], baseline: dict) -> None:
     """Set each run row's comparable and differs against the baseline identity; published rows are left as they are."""
     for row in rows:
         if "identity" not in row:
@@ -232,7 +233,7 @@ def _number(value):
 NUMBER_COLUMNS = ("overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "runtimeMin", *QUESTION_COLUMNS)
 
 
-def read_reference(path):
+def read_reference(path: str | Path) -> list[dict]:
     """Rows of a published results CSV; every row must have a name and an overall."""
     path = Path(path)
     if not path.is_file():
@@ -281,8 +282,10 @@ def _rank_key(row):
     return key
 
 
-def leaderboard(run_dirs, out, reference=None, resamples=noise.RESAMPLES, seed=noise.SEED, baseline=None,
-                rank_all=False):  # fmt: skip
+def leaderboard(
+    run_dirs: list[str | Path], out: str | Path, reference: str | Path | None = None, resamples: int = noise.RESAMPLES,
+    seed: int = noise.SEED, baseline: str | Path | None = None, rank_all: bool = False,
+) -> list[dict]:  # fmt: skip
     """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows.
 
     Runs named NAME.trial1 ... NAME.trialK also get one row NAME aggregating their trials. A run
@@ -291,10 +294,10 @@ def leaderboard(run_dirs, out, reference=None, resamples=noise.RESAMPLES, seed=n
     across groups: its rank is blank and it follows the ranked rows.
     """
     # A results folder stands for the runs in it (the demo's runs/ included); one with none is refused.
-    run_dirs = runs_in(run_dirs)
-    rows = [run_row(r, resamples, seed) for r in run_dirs]
-    by_dir = {str(Path(r)): row for r, row in zip(run_dirs, rows, strict=True)}
-    for name, trials in noise.trial_groups(run_dirs).items():
+    runs: list[Path] = runs_in(run_dirs)
+    rows = [run_row(r, resamples, seed) for r in runs]
+    by_dir = {str(Path(r)): row for r, row in zip(runs, rows, strict=True)}
+    for name, trials in noise.trial_groups(runs).items():
         trial = noise.trial_row(name, [by_dir[str(t)] for t in trials], trials, resamples, seed)
         trial["run"] = str(trials[0]).rsplit(".trial", 1)[0]
         rows.append(trial)
@@ -327,7 +330,7 @@ def leaderboard(run_dirs, out, reference=None, resamples=noise.RESAMPLES, seed=n
     return rows
 
 
-def format_table(rows):
+def format_table(rows: list[dict]) -> str:
     """A plain-text table of the main columns, for the terminal."""
     columns = ("rank", "name", "run", "effort", "overall", "dualVqa", "latentSim", "layout", "motion", "costUsd",
                "judge", "differs")  # fmt: skip

@@ -15,6 +15,8 @@ score stays in the rows and in VSI-Bench's aggregate; for retention it is not co
 """
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from bvb_addon.dataset import NUMERIC_TYPES as _NUMERIC_TYPES
 from bvb_addon.dataset import Question
@@ -34,6 +36,7 @@ NUMERIC_TYPES = frozenset(_NUMERIC_TYPES)
 PROTOCOLS = protocols.PROTOCOLS
 GEOMETRY_PROTOCOL = protocols.GEOMETRY
 FULL_SCORE = 1.0
+RowT = TypeVar("RowT", bound=Mapping)
 
 # Row statuses where the judge, not the reconstruction, failed: never an answer, kept out of
 # every pool and asked again on --resume.
@@ -43,7 +46,7 @@ JUDGE_FAULTS = frozenset({"judge_error", "source_error"})
 # --- every protocol ------------------------------------------------------------------------
 
 
-def check_protocol(protocol, geometry=False):
+def check_protocol(protocol: str, geometry: bool = False) -> str:
     """The protocol itself, or a one-line error naming the known ones (geometry_v1 only where allowed)."""
     return protocols.get(protocol, geometry=geometry).NAME
 
@@ -59,12 +62,14 @@ def aggregate(protocol: str, rows: list[dict], kind: str = "local") -> dict | No
     return protocols.get(protocol, geometry=True).aggregate(rows, kind)
 
 
-def max_tokens(protocol):
+def max_tokens(protocol: str) -> int:
     """The judge's completion cap: the protocol's own (16 new tokens for vsi_official, 32 for dual_vqa_v1)."""
     return protocols.get(protocol, geometry=True).MAX_TOKENS
 
 
-def score(protocol, question_type, answer, options, ground_truth):
+def score(
+    protocol: str, question_type: str, answer: str | None, options: list[str] | None, ground_truth: object
+) -> float:
     """An answer's score in [0, 1], by the protocol's rules (a missing answer scores 0)."""
     rules = protocols.get(protocol, geometry=True)
     if answer is None:
@@ -72,22 +77,22 @@ def score(protocol, question_type, answer, options, ground_truth):
     return rules.score(question_type, answer, options, ground_truth)
 
 
-def is_correct(value):
+def is_correct(value: float) -> bool:
     """The one correctness rule: only a full score counts as correct."""
     return value >= FULL_SCORE
 
 
-def retention(both_correct, source_correct):
+def retention(both_correct: int, source_correct: int) -> float | None:
     """Retained questions over source-correct ones (a 0-1 fraction), or None when none was right on the source."""
     return both_correct / source_correct if source_correct else None
 
 
-def pooled(rows):
+def pooled(rows: Iterable[RowT]) -> list[RowT]:
     """The rows that hold answers: a judge fault is never an answer, so it stays out of every pool."""
     return [r for r in rows if r.get("status") not in JUDGE_FAULTS]
 
 
-def rates(rows):
+def rates(rows: Sequence[Mapping]) -> dict[str, Any]:
     """Counts and rates of a pool of DV rows, with the one correctness rule."""
     source = sum(1 for r in rows if r.get("source_correct"))
     render = sum(1 for r in rows if r.get("render_correct"))
@@ -104,7 +109,7 @@ def rates(rows):
     }
 
 
-def overall_score(dv, ls):
+def overall_score(dv: float, ls: float) -> float:
     """BVB's Overall from DV and LS on the 0-100 scale: ((sqrt(DV) + sqrt(max(0, LS))) / 2)^2."""
     if dv < 0:
         raise ValueError(f"DV {dv} is negative; DV is a retention rate on 0-100")

@@ -7,6 +7,7 @@ snapshot instead. The answers per step feed eval_bridge.steps_analysis, and the 
 written to RUN/steps_analysis.json (and the answers to RUN/steps_answers.jsonl).
 """
 
+import argparse
 import json
 import logging
 import shutil
@@ -29,7 +30,7 @@ PREVIEW_FRAMES = 8
 PREVIEW_SIDE = 256
 
 
-def step_snapshots(run_dir, scene):
+def step_snapshots(run_dir: str | Path, scene: str) -> list[tuple[int, Path]]:
     """[(step number, path)] of a scene's step snapshots, in order."""
     folder = RunDir(run_dir).steps_dir(scene)
     found = []
@@ -42,7 +43,7 @@ def step_snapshots(run_dir, scene):
 class SnapshotReader:
     """One warm sandboxed worker that opens snapshots and reports their scene graphs or previews."""
 
-    def __init__(self, sandbox_config=None):
+    def __init__(self, sandbox_config: SandboxConfig | None = None):
         from bvb_addon.sandbox import Worker
 
         self._dir = Path(tempfile.mkdtemp(prefix="bvb-steps-"))
@@ -58,13 +59,14 @@ class SnapshotReader:
             raise WorkerError("sandbox_error", loaded.reason or f"the worker could not open {blend.name}")
         return loaded.status == "ok"
 
-    def graph(self, blend):
+    def graph(self, blend: Path) -> dict | None:
+        """The snapshot's scene graph with every frame's camera pose, or None when the snapshot is unreadable."""
         if not self._load(blend):
             return None
         # Every frame's camera pose: appearance-order questions project objects through them.
         return self.worker.scene_graph(None)
 
-    def preview(self, blend):
+    def preview(self, blend: Path) -> list[bytes] | None:
         """JPEG frames of a short render of the snapshot, or None when it cannot render."""
         from bvb_addon import video
         from bvb_addon.render_stage import uniform_frames
@@ -86,7 +88,8 @@ class SnapshotReader:
             jpegs.append(video.encode_jpeg(rgb, 80))
         return jpegs
 
-    def close(self):
+    def close(self) -> None:
+        """Stop the worker and remove its folders."""
         self.worker.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -182,7 +185,10 @@ def run_steps(
     return result
 
 
-def add_parser(sub, make_judge_args):
+def add_parser(
+    sub: argparse._SubParsersAction, make_judge_args: Callable[[argparse.ArgumentParser], object]
+) -> argparse.ArgumentParser:
+    """``bvb score steps``'s parser."""
     from bvb_addon.command_line import sub_parser
 
     p = sub_parser(

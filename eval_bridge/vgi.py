@@ -11,11 +11,14 @@ scores a Blender timeline exactly. Results per instance, task family, domain, sk
 level and overall, x100.
 """
 
+import argparse
 import json
 import logging
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +28,9 @@ from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported
 
 from .judge_options import JudgeOptions
 from .protocol import is_correct
+
+if TYPE_CHECKING:
+    from .judge import VLMJudge
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +44,15 @@ BUDGET = 32  # adaptively sampled frames per video
 # --- the score ---------------------------------------------------------------------------
 
 
-def rubric_score(violations, rules):
+def rubric_score(violations: dict[str, int], rules: list[dict]) -> float:
     """Mean over rules of 1 / (violations + 1); a rule the judge did not report counts as clean."""
     if not rules:
         return 1.0
     return float(np.mean([1.0 / (int(violations.get(rule["id"], 0)) + 1) for rule in rules]))
 
 
-def instance_score(completeness, violations, rules):
+def instance_score(completeness: float, violations: dict[str, int], rules: list[dict]) -> dict[str, Any]:
+    """Completeness times the rubric score, and whether both are perfect."""
     rubric = rubric_score(violations, rules)
     return {
         "completeness": completeness,
@@ -56,7 +63,7 @@ def instance_score(completeness, violations, rules):
     }
 
 
-def aggregate(results):
+def aggregate(results: list[dict]) -> dict[str, Any]:
     """Mean score and success rate (x100) overall and per task family, domain, skill tag and level."""
 
     def block(rows):
@@ -66,7 +73,7 @@ def aggregate(results):
             "instances": len(rows),
         }
 
-    groups = {"family": {}, "domain": {}, "skill": {}, "level": {}}
+    groups: dict[str, dict[str, list[dict]]] = {"family": {}, "domain": {}, "skill": {}, "level": {}}
     for row in results:
         groups["family"].setdefault(row["family"], []).append(row)
         groups["domain"].setdefault(row["domain"], []).append(row)
@@ -79,10 +86,10 @@ def aggregate(results):
     return summary
 
 
-def half_instances(tasks):
+def half_instances(tasks: list[dict]) -> list[dict]:
     """The half-instance protocol: per task family, every other instance in id order (at least one)."""
     kept = []
-    by_family = {}
+    by_family: dict[str, list[dict]] = {}
     for task in tasks:
         by_family.setdefault(task["family"], []).append(task)
     for family_tasks in by_family.values():
@@ -94,7 +101,7 @@ def half_instances(tasks):
 # --- adaptive sampling and the focus window ----------------------------------------------------
 
 
-def change_energy(frames):
+def change_energy(frames: np.ndarray | list) -> np.ndarray:
     """Per frame, how much the picture changes around it.
 
     The first difference (to either neighbour) measures motion; the second difference
@@ -110,7 +117,7 @@ def change_energy(frames):
     return motion + 2.0 * novelty
 
 
-def adaptive_indices(energy, budget, floor=0.1, peak_share=0.25):
+def adaptive_indices(energy: np.ndarray, budget: int, floor: float = 0.1, peak_share: float = 0.25) -> list[int]:
     """Frame indices, denser where the energy is high; first and last frames always included.
 
     A quarter of the budget goes to the strongest peaks outright, so a brief event is
@@ -139,13 +146,14 @@ def adaptive_indices(energy, budget, floor=0.1, peak_share=0.25):
     return sorted(picked)
 
 
-def uniform_indices(count, budget):
+def uniform_indices(count: int, budget: int) -> list[int]:
+    """At most ``budget`` frame indices spread evenly over ``count`` frames, both ends included."""
     if count <= budget:
         return list(range(count))
     return sorted({int(round(x)) for x in np.linspace(0, count - 1, budget)})
 
 
-def focus_windows(indices, size=WINDOW, stride=STRIDE):
+def focus_windows(indices: list[int], size: int = WINDOW, stride: int = STRIDE) -> list[list[int]]:
     """Overlapping windows over the sampled frames; together they cover every sampled frame."""
     if len(indices) <= size:
         return [list(indices)]
@@ -184,7 +192,7 @@ def _json_object(text):
     return value if isinstance(value, dict) else {}
 
 
-def count_events(frame_positions, sampled):
+def count_events(frame_positions: set[int], sampled: list[int]) -> int:
     """Violation events from flagged frame indices: runs of consecutive sampled frames count once."""
     flagged = [position in frame_positions for position in sampled]
     runs = 0
@@ -200,7 +208,10 @@ class VLMProcessJudge:
 
     name_prefix = "vlm"
 
-    def __init__(self, vlm, budget=BUDGET, window=WINDOW, stride=STRIDE, sampling="adaptive"):
+    def __init__(
+        self, vlm: "VLMJudge", budget: int = BUDGET, window: int = WINDOW, stride: int = STRIDE,
+        sampling: str = "adaptive",
+    ):  # fmt: skip
         self.vlm = vlm  # eval_bridge.judge.VLMJudge: its client, retries, pricing and cache
         self.budget = budget
         self.window = window
@@ -208,7 +219,8 @@ class VLMProcessJudge:
         self.sampling = sampling
 
     @property
-    def name(self):
+    def name(self) -> str:
+        """The judge's model, as the summary names it."""
         return self.vlm.model
 
     def _ask(self, frames, prompt):
@@ -238,7 +250,7 @@ class VLMProcessJudge:
             )
         return text
 
-    def sample(self, video_path):
+    def sample(self, video_path: str | Path) -> tuple[list[int], dict[int, bytes]]:
         """Frame indices to judge and their JPEGs."""
         from bvb_addon import video
 
@@ -254,11 +266,14 @@ class VLMProcessJudge:
         jpegs = video.sample_frames(video_path, times, longest_side=s.longest_side, quality=s.jpeg_quality)
         return indices, dict(zip(indices, jpegs, strict=True))
 
-    def judge(self, task, video_path, timeline_path=None):
+    def judge(
+        self, task: dict, video_path: str | Path, timeline_path: str | Path | None = None
+    ) -> tuple[float, dict[str, int], dict[str, Any]]:
+        """(completeness, violations by rule, what the row adds) of one task's video."""
         indices, jpegs = self.sample(video_path)
         rules = task["rubric"]
         rule_text = "\n".join(f"- {r['id']}: {r['rule']}" for r in rules)
-        flagged = {r["id"]: set() for r in rules}
+        flagged: dict[str, set[int]] = {r["id"]: set() for r in rules}
         for window in focus_windows(indices, self.window, self.stride):
             prompt = WINDOW_PROMPT.format(constraint=task["constraint"], rules=rule_text, count=len(window))
             answer = _json_object(self._ask([jpegs[i] for i in window], prompt)).get("violations") or {}
@@ -281,7 +296,10 @@ class CheckerJudge:
 
     name = "checker"
 
-    def judge(self, task, video_path, timeline_path=None):
+    def judge(
+        self, task: dict, video_path: str | Path, timeline_path: str | Path | None = None
+    ) -> tuple[float, dict[str, int], dict[str, Any]]:
+        """(completeness, violations by rule, nothing more) of the task's timeline."""
         from bvb_addon.vgi import families, timeline
 
         if timeline_path is None or not Path(timeline_path).is_file():
@@ -291,7 +309,11 @@ class CheckerJudge:
         return result["completeness"], result["violations"], {}
 
 
-def score(tasks, videos_dir, judge, timelines_dir=None, workers=4, out_dir=None, progress=None):
+def score(
+    tasks: list[dict], videos_dir: str | Path, judge: "VLMProcessJudge | CheckerJudge",
+    timelines_dir: str | Path | None = None, workers: int = 4, out_dir: str | Path | None = None,
+    progress: Callable[[dict], None] | None = None,
+) -> dict:  # fmt: skip
     """Judge every task's video; write vgi.jsonl and vgi_summary.json to out_dir; return the summary."""
     videos_dir = Path(videos_dir)
     out_dir = Path(out_dir or videos_dir)
@@ -325,7 +347,7 @@ def score(tasks, videos_dir, judge, timelines_dir=None, workers=4, out_dir=None,
     return write_vgi_summary(out_dir / "vgi_summary.json", summary)
 
 
-def add_parser(sub):
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from bvb_addon.command_line import sub_parser
 
     p = sub_parser(

@@ -6,6 +6,7 @@ leaderboard. dual_vqa.partial.jsonl (rows appended as questions finish) is read 
 writer's fragment is skipped with a warning.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def read_dv_rows(path: str | Path, strict: bool = True) -> list[dict]:
     return read_rows(DVRow, path, strict)
 
 
-def write_dv_rows(path: str | Path, rows: list[DVRow | dict]) -> Path:
+def write_dv_rows(path: str | Path, rows: Iterable[DVRow | dict]) -> Path:
     """The one writer of dual_vqa.jsonl (atomic), each row checked against DVRow."""
     return write_rows(DVRow, path, rows)
 

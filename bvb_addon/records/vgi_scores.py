@@ -3,6 +3,7 @@
 Written by ``eval_bridge.vgi`` only (each file whole and atomically).
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def read_vgi_rows(path: str | Path) -> list[dict]:
     return read_rows(VGIRow, path)
 
 
-def write_vgi_rows(path: str | Path, rows: list[VGIRow | dict]) -> Path:
+def write_vgi_rows(path: str | Path, rows: Iterable[VGIRow | dict]) -> Path:
     """The one writer of vgi.jsonl (atomic), each row checked against VGIRow."""
     return write_rows(VGIRow, path, rows)
 

@@ -5,6 +5,7 @@ Written by ``eval_bridge.ls`` only (each file whole and atomically, the rows aft
 its --resume, Overall and the leaderboard.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def read_ls_rows(path: str | Path) -> list[dict]:
     return read_rows(LSRow, path)
 
 
-def write_ls_rows(path: str | Path, rows: list[LSRow | dict]) -> Path:
+def write_ls_rows(path: str | Path, rows: Iterable[LSRow | dict]) -> Path:
     """The one writer of vision_sim.jsonl (atomic), each row checked against LSRow."""
     return write_rows(LSRow, path, rows)
 
