@@ -8,7 +8,6 @@ Frames are prepared by ``preprocess`` (numpy, the model's own preprocessor_confi
 """
 
 import datetime
-import json
 import logging
 import math
 from collections.abc import Callable, Iterable
@@ -20,6 +19,7 @@ import numpy as np
 
 from bvb_addon.dataset import Question
 from bvb_addon.errors import BVBError
+from bvb_addon.jsonfile import read_json
 from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
 from bvb_addon.records import LSRow, LSSummary, read_ls_rows, write_ls_rows, write_ls_summary
@@ -125,14 +125,14 @@ class Encoder:
         local = Path(model)
         for name in PREPROCESSOR_FILES:
             if (local / name).is_file():
-                return json.loads((local / name).read_text())
+                return read_json(local / name, "preprocessor config", "fix it or pass another --encoder")
         if not local.exists():
             try:
                 from huggingface_hub import hf_hub_download
 
                 for name in PREPROCESSOR_FILES:
                     try:
-                        return json.loads(Path(hf_hub_download(model, name)).read_text())
+                        return read_json(hf_hub_download(model, name), "preprocessor config")
                     except Exception:  # noqa: BLE001 - absent file or offline: try the next, then defaults
                         continue
             except ImportError:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bvb_addon.jsonfile import read_json
 from bvb_addon.records import VGIRow, VGISummary, write_vgi_rows, write_vgi_summary
 from bvb_addon.records.fields import as_record
 from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
@@ -305,7 +306,8 @@ class CheckerJudge:
         if timeline_path is None or not Path(timeline_path).is_file():
             raise VGIError(f"no timeline for {task['id']} at {timeline_path}; pass --timelines DIR")
         plan = families.plan_from_row(task)
-        result = families.check(plan, timeline.Timeline.from_json(json.loads(Path(timeline_path).read_text())))
+        data = read_json(timeline_path, "timeline", "export it again with python -m headless.vgi_timelines")
+        result = families.check(plan, timeline.Timeline.from_json(data))
         return result["completeness"], result["violations"], {}
 
 

@@ -211,3 +211,26 @@ def test_the_contract_lists_every_key_of_the_record_and_its_reader_and_writer(cl
     assert f"`{cls.__name__}`" in paragraph or f"records.{cls.__name__}`" in paragraph
     functions = re.findall(r"`((?:read|write)_\w+|render_status_text)`", paragraph)
     assert len(functions) == 2 and all(callable(getattr(records, name)) for name in functions), functions
+
+
+class _OneViolationJudge:
+    """A VGI judge that sees one violation of the first rule in every video (what the VLM judge's rows carry)."""
+
+    name = "fixed"
+
+    def judge(self, task, video_path, timeline_path=None):
+        return 1.0, {task["rubric"][0]["id"]: 1}, {"sampled_frames": 3}
+
+
+def test_vgi_scores_are_written_through_their_records(tmp_path):
+    from eval_bridge.vgi import score
+
+    tasks = [{"id": f"t{i}", "family": "flash", "domain": "events", "skills": ["timing"], "level": 1,
+              "rubric": [{"id": "r1", "rule": "no flash"}], "constraint": "c"} for i in range(2)]  # fmt: skip
+    (tmp_path / "t0.mp4").write_bytes(b"\0")  # t1 has no video: missing
+    summary = score(tasks, tmp_path, _OneViolationJudge(), workers=1)
+    rows = read_vgi_rows(tmp_path / "vgi.jsonl")
+    assert [(r["id"], r["status"], r["score"], r.get("sampled_frames")) for r in rows] == [
+        ("t0", "ok", 0.5, 3), ("t1", "missing", 0.0, None)]  # fmt: skip
+    assert read_vgi_summary(tmp_path / "vgi_summary.json").as_dict() == summary
+    assert summary["overall"] == {"score": 25.0, "success": 0.0, "instances": 2} and summary["format"] == 1

@@ -2,6 +2,7 @@
 kept), a format version, and the one read and write of a record's file (bpy-free)."""
 
 import dataclasses
+import functools
 import json
 import logging
 import types
@@ -43,14 +44,20 @@ def _accepts(annotation: Any, value: Any) -> bool:
     return isinstance(value, kinds)
 
 
+@functools.cache
+def _shape(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...]]:
+    """A record class's field annotations and fields, worked out once (rows are checked by the thousand)."""
+    return typing.get_type_hints(cls), dataclasses.fields(cls)
+
+
 def from_json(cls: type[T], data: Any, path: str | Path, what: str, fix: str = "fix or delete it") -> T:
     """``cls`` from a parsed JSON object; a BadFileError naming ``path`` (and ``fix``) when a field is missing or of
     another kind."""
     if not isinstance(data, dict):
         raise BadFileError(f"{what} {path} is not a JSON object; {fix}")
-    hints = typing.get_type_hints(cls)
+    hints, fields = _shape(cls)
     known = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in fields:
         if f.name == "extra":
             continue
         if f.name not in data:
@@ -62,7 +69,7 @@ def from_json(cls: type[T], data: Any, path: str | Path, what: str, fix: str = "
                 f"{what} {path}: {f.name!r} is {type(data[f.name]).__name__}, not {hints[f.name]}; {fix}"
             )
         known[f.name] = data[f.name]
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    names = {f.name for f in fields}
     extra = {k: v for k, v in data.items() if k not in names}
     return cls(**known, extra=extra)  # type: ignore[call-arg]
 
