@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bvb_addon import run_dir
+from bvb_addon.records import RenderRow
 from bvb_addon.run_dir import RunDir, RunDirError, read_jsonl
 
 pytestmark = pytest.mark.unit
@@ -76,7 +77,8 @@ def test_scenes_steps_and_readers(tmp_path):
     rd.config.write_text(json.dumps({"videos": "/data/VSI-Bench", "split": "s.jsonl"}))
     assert rd.videos_root() == "/data/VSI-Bench" and rd.videos_root({"videos": "v"}) == "v"
     rd.render_status.write_text('{"scene": "a", "status": "ok"}\n{"scene": "b", "sta\n')  # a killed writer
-    assert rd.render_rows() == [{"scene": "a", "status": "ok"}] and read_jsonl(tmp_path / "none.jsonl") == []
+    # The reader checks each row against records.RenderRow and fills in its defaults.
+    assert rd.render_rows() == [RenderRow("a", "ok").as_dict()] and read_jsonl(tmp_path / "none.jsonl") == []
 
 
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):

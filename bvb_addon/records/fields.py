@@ -2,7 +2,6 @@
 kept), a format version, and the one read and write of a record's file (bpy-free)."""
 
 import dataclasses
-import functools
 import json
 import logging
 import types
@@ -44,10 +43,14 @@ def _accepts(annotation: Any, value: Any) -> bool:
     return isinstance(value, kinds)
 
 
-@functools.cache
+_SHAPES: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field, ...]]] = {}
+
+
 def _shape(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field, ...]]:
     """A record class's field annotations and fields, worked out once (rows are checked by the thousand)."""
-    return typing.get_type_hints(cls), dataclasses.fields(cls)
+    if cls not in _SHAPES:
+        _SHAPES[cls] = (typing.get_type_hints(cls), dataclasses.fields(cls))
+    return _SHAPES[cls]
 
 
 def from_json(cls: type[T], data: Any, path: str | Path, what: str, fix: str = "fix or delete it") -> T:
