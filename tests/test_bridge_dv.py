@@ -593,3 +593,23 @@ def test_vsi_prompt_api_sends_vsi_benchs_api_post_prompt_and_records_it(assets, 
     assert counting and all(t.endswith("\nDo not response anything other than a single number!") for t in counting)
     summary = json.loads((run / "dual_vqa_summary.json").read_text())
     assert summary["vsi_bench"]["number_post_prompt"] == "Do not response anything other than a single number!"
+
+
+def test_resume_reads_an_older_harness_s_rows_and_names_a_corrupt_rows_file(assets, tmp_path, capsys):
+    # The rows go through records.DVRow: a file without format fields resumes, a line that is not a row is exit 2.
+    root, labels = assets
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(labels)) as server:
+        assert _dv(run, assets, server) == 0
+        calls = server.calls
+        rows = (run / "dual_vqa.jsonl").read_text().splitlines()
+        old = [{k: v for k, v in json.loads(line).items() if k != "format"} for line in rows]
+        (run / "dual_vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+        assert _dv(run, assets, server, "--resume") == 0 and server.calls == calls
+        assert all(r["format"] == 1 for r in _rows(run).values())
+        (run / "dual_vqa.jsonl").write_text(rows[0] + "\n" + rows[1][:20] + "\n")
+        capsys.readouterr()
+        assert _dv(run, assets, server, "--resume") == 2 and server.calls == calls
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"error: Dual VQA row {run / 'dual_vqa.jsonl'} line 2 is not JSON"), line
+    assert "bvb score dv --resume" in line

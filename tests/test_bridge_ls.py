@@ -175,3 +175,28 @@ def test_without_weights_the_message_says_what_to_pass(tmp_path, capsys, monkeyp
     assert main([*argv, "--encoder", str(tmp_path / "no_such_weights")]) == 2
     err = capsys.readouterr().err.strip()
     assert "cannot load V-JEPA 2 weights" in err and "--encoder" in err and len(err.splitlines()) == 1
+
+
+def test_resume_reads_an_older_harness_s_rows_and_names_a_corrupt_rows_file(scored, model_dir, tmp_path):
+    # The rows go through records.LSRow: a file without format fields resumes; a line that is not a row is named.
+    from bvb_addon.dataset import read_split
+    from bvb_addon.errors import BadFileError
+    from eval_bridge.ls import run_ls
+
+    root, scored_run, _, _ = scored
+    run = tmp_path / "run"
+    shutil.copytree(scored_run, run)
+    lines = (run / "vision_sim.jsonl").read_text().splitlines()
+    old = [{k: v for k, v in json.loads(line).items() if k != "format"} for line in lines]
+    (run / "vision_sim.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    encoder = Encoder(str(model_dir), "cpu", "float32", num_frames=NUM_FRAMES)
+    calls = []
+    original = encoder.score
+    encoder.score = lambda a, b: calls.append(1) or original(a, b)
+    questions = read_split(root / "split.jsonl")
+    run_ls(run, questions, root / "videos", encoder, resume=True)
+    assert calls == [] and (run / "vision_sim.jsonl").read_text().splitlines() == lines
+    (run / "vision_sim.jsonl").write_text(lines[0] + '\n{"scene": "other", "status": 7}\n')
+    with pytest.raises(BadFileError, match=f"LS row {run / 'vision_sim.jsonl'} line 2: 'status' is int"):
+        run_ls(run, questions, root / "videos", encoder, resume=True)
+    assert calls == []
