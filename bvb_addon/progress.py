@@ -14,6 +14,11 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 INTERVAL_ENV = "BVB_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 30.0
@@ -23,7 +28,18 @@ quiet = False
 """Set by ``--quiet`` (command_line.setup_logging): every bar is silent."""
 
 
-def interval():
+class Spend(Protocol):
+    """What the run's bar reads of a budget (agent.budget.Budget, its Ray twin)."""
+
+    @property
+    def spent(self) -> float: ...
+    @property
+    def limit(self) -> float: ...
+    @property
+    def calls(self) -> int: ...
+
+
+def interval() -> float:
     """Seconds between plain progress lines (BVB_PROGRESS_INTERVAL; bad values fall back to 30)."""
     try:
         value = float(os.environ.get(INTERVAL_ENV, DEFAULT_INTERVAL))
@@ -32,7 +48,7 @@ def interval():
     return value if value >= 0 and math.isfinite(value) else DEFAULT_INTERVAL
 
 
-def is_terminal(stream):
+def is_terminal(stream: Any) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):
@@ -42,20 +58,23 @@ def is_terminal(stream):
 class PlainLines:
     """A file for tqdm outside a terminal: every refresh is one plain line, without \\r or escapes."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
 
-    def write(self, text):
+    def write(self, text: str) -> None:
         text = _ESCAPES.sub("", text).replace("\r", "").strip()
         if text:
             self.stream.write(text + "\n")
             self.stream.flush()
 
-    def flush(self):
+    def flush(self) -> None:
         self.stream.flush()
 
 
-def bar(total=None, *, desc, unit="it", initial=0, disable=False, leave=True, file=None, every=None, postfix=None):
+def bar(
+    total: float | None = None, *, desc: str, unit: str = "it", initial: float = 0, disable: bool = False,
+    leave: bool = True, file: IO[str] | None = None, every: float | None = None, postfix: str | None = None,
+) -> "tqdm":  # fmt: skip
     """A progress bar for ``file`` (stderr): tqdm's frames in a terminal, plain lines every ``every`` s elsewhere."""
     from tqdm import tqdm
 
@@ -74,7 +93,7 @@ def bar(total=None, *, desc, unit="it", initial=0, disable=False, leave=True, fi
     )  # fmt: skip
 
 
-def duration(seconds):
+def duration(seconds: float) -> str:
     """``45s``, ``3m10s``, ``2h05m``."""
     seconds = max(0, round(seconds))
     if seconds < 60:
@@ -93,7 +112,10 @@ class RunProgress:
     ``budget`` is the run's holder (spent, limit, calls); ``clock`` is for tests.
     """
 
-    def __init__(self, total, budget, initial=0, enabled=True, file=None, every=None, clock=time.monotonic):
+    def __init__(
+        self, total: int, budget: Spend | None, initial: int = 0, enabled: bool = True, file: IO[str] | None = None,
+        every: float | None = None, clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
         from .money import money
 
         self._money = money
@@ -117,7 +139,7 @@ class RunProgress:
         self._bar = bar(total, desc="scenes", unit="scene", initial=initial, disable=not enabled, file=stream,
                         every=math.inf, postfix=self.postfix())  # fmt: skip
 
-    def postfix(self):
+    def postfix(self) -> str:
         """``2 running, 1 failed | 14 calls | spent $0.0036 of $2.00 | ETA 3m10s``."""
         parts = [f"{self.running} running, {self.failed} failed"]
         b = self.budget
@@ -130,13 +152,13 @@ class RunProgress:
         parts.append(f"ETA {self.eta()}")
         return " | ".join(parts)
 
-    def eta(self):
+    def eta(self) -> str:
         """Time left at this session's pace: by scenes, or sooner by the budget's spend rate."""
         elapsed = self._clock() - self._started
         left = self.total - self.done
         if left <= 0:
             return duration(0)
-        estimates = []
+        estimates: list[tuple[float, str]] = []
         if self.ended:
             estimates.append((elapsed / self.ended * left, ""))
         b = self.budget
@@ -149,7 +171,7 @@ class RunProgress:
         seconds, why = min(estimates)
         return duration(seconds) + why
 
-    def refresh(self, force=False):
+    def refresh(self, force: bool = False) -> None:
         """Redraw: at once in a terminal; outside one, a line when the interval has passed (or ``force``)."""
         with self._lock:
             now = self._clock()
@@ -160,16 +182,16 @@ class RunProgress:
                 self._bar.set_postfix_str(self.postfix(), refresh=False)
                 self._bar.refresh()
 
-    def scene_started(self):
+    def scene_started(self) -> None:
         with self._lock:
             self.running += 1
 
-    def scene_stopped(self):
+    def scene_stopped(self) -> None:
         """A scene's thread let go of it (its end is counted by scene_ended)."""
         with self._lock:
             self.running -= 1
 
-    def scene_ended(self, meta):
+    def scene_ended(self, meta: dict) -> None:
         with self._lock:
             self.ended += 1
             self.done += 1
@@ -178,7 +200,7 @@ class RunProgress:
             self._bar.update(1)
         self.refresh()
 
-    def close(self):
+    def close(self) -> None:
         """The last line (tqdm writes the final state of a bar it leaves)."""
         with self._lock:
             self._bar.set_postfix_str(self.postfix(), refresh=False)

@@ -29,10 +29,15 @@ No other module spells these names: they ask a ``RunDir`` for a path.
 import json
 import logging
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadFileError, BVBError
 from .jsonfile import read_json, read_json_or_none, read_jsonl, read_object_or_none  # noqa: F401  (the readers)
+
+if TYPE_CHECKING:
+    from .records import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +85,7 @@ class RunDirError(BVBError, ValueError):
     """A run directory or scene that cannot be opened; the message names the fix."""
 
 
-def read_object(path, reader=None):
+def read_object(path: Path, reader: Callable[[Path], Any] | None = None) -> dict:
     """A JSON file's content (through ``reader``, read_json by default); {} when it is missing;
     RunDirError naming it when it is not JSON or not an object."""
     if not path.is_file():
@@ -94,7 +99,7 @@ def read_object(path, reader=None):
     return value
 
 
-def videos_of(config):
+def videos_of(config: dict) -> str | None:
     """The source-video root a run's config.json names (the runner writes it as ``videos``)."""
     return config.get("videos")
 
@@ -102,167 +107,167 @@ def videos_of(config):
 class RunDir:
     """The paths of one run directory and readers of its files; writers use ``bvb_addon.atomic``."""
 
-    def __init__(self, root):
+    def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"RunDir({str(self.root)!r})"
 
     # config.json and the agent's files
 
     @property
-    def config(self):
+    def config(self) -> Path:
         return self.root / CONFIG
 
     @property
-    def blends(self):
+    def blends(self) -> Path:
         return self.root / BLENDS
 
-    def blend(self, scene):
+    def blend(self, scene: str) -> Path:
         return self.blends / f"{scene}{BLEND_SUFFIX}"
 
-    def backup(self, scene):
+    def backup(self, scene: str) -> Path:
         """Where a hand-edited submission keeps the agent's version."""
         return self.blends / f"{scene}{BACKUP_SUFFIX}"
 
     @property
-    def metas(self):
+    def metas(self) -> Path:
         return self.root / AGENT_META
 
-    def meta(self, scene):
+    def meta(self, scene: str) -> Path:
         return self.metas / f"{scene}.json"
 
     @property
-    def trajectories(self):
+    def trajectories(self) -> Path:
         return self.root / TRAJECTORIES
 
-    def trajectory(self, scene):
+    def trajectory(self, scene: str) -> Path:
         """The compacted snapshot; read it with ``read_trajectory``, which adds the step log."""
         return self.trajectories / f"{scene}{TRAJECTORY_SUFFIX}"
 
-    def trajectory_log(self, scene):
+    def trajectory_log(self, scene: str) -> Path:
         return self.trajectories / f"{scene}{TRAJECTORY_LOG_SUFFIX}"
 
-    def trajectory_images(self, scene):
+    def trajectory_images(self, scene: str) -> Path:
         return self.trajectories / f"{scene}{TRAJECTORY_IMAGES_SUFFIX}"
 
     @property
-    def steps(self):
+    def steps(self) -> Path:
         return self.root / STEPS
 
-    def steps_dir(self, scene):
+    def steps_dir(self, scene: str) -> Path:
         return self.steps / scene
 
-    def step_file(self, scene, step, suffix):
+    def step_file(self, scene: str, step: int, suffix: str) -> Path:
         return self.steps_dir(scene) / f"{step:0{STEP_DIGITS}d}{suffix}"
 
-    def program(self, scene):
+    def program(self, scene: str) -> Path:
         return self.root / PROGRAM / f"{scene}.py"
 
     # the render stage's files
 
     @property
-    def renders(self):
+    def renders(self) -> Path:
         return self.root / CAMERA_RENDERS
 
-    def render(self, scene):
+    def render(self, scene: str) -> Path:
         return self.renders / f"{scene}.mp4"
 
     @property
-    def scene_graphs(self):
+    def scene_graphs(self) -> Path:
         return self.root / SCENE_GRAPHS
 
-    def scene_graph(self, scene):
+    def scene_graph(self, scene: str) -> Path:
         return self.scene_graphs / f"{scene}.json"
 
     @property
-    def render_status(self):
+    def render_status(self) -> Path:
         return self.root / RENDER_STATUS
 
     @property
-    def timelines(self):
+    def timelines(self) -> Path:
         return self.root / TIMELINES
 
-    def timeline(self, scene):
+    def timeline(self, scene: str) -> Path:
         return self.timelines / f"{scene}.json"
 
     # the scorers' files
 
     @property
-    def dv_rows(self):
+    def dv_rows(self) -> Path:
         return self.root / DV_ROWS
 
     @property
-    def dv_partial(self):
+    def dv_partial(self) -> Path:
         """Rows judged since the last complete write: a killed Dual VQA job resumes from them."""
         return self.root / DV_PARTIAL
 
     @property
-    def dv_summary(self):
+    def dv_summary(self) -> Path:
         return self.root / DV_SUMMARY
 
     @property
-    def ls_rows(self):
+    def ls_rows(self) -> Path:
         return self.root / LS_ROWS
 
     @property
-    def ls_summary(self):
+    def ls_summary(self) -> Path:
         return self.root / LS_SUMMARY
 
     @property
-    def steps_answers(self):
+    def steps_answers(self) -> Path:
         return self.root / STEPS_ANSWERS
 
     @property
-    def steps_analysis(self):
+    def steps_analysis(self) -> Path:
         return self.root / STEPS_ANALYSIS
 
     @property
-    def overall(self):
+    def overall(self) -> Path:
         return self.root / OVERALL
 
     @property
-    def summaries(self):
+    def summaries(self) -> tuple[Path, Path, Path]:
         """The scorers' summary files, in the order a run's result is assembled."""
         return (self.dv_summary, self.ls_summary, self.overall)
 
     @property
-    def scoring_lock(self):
+    def scoring_lock(self) -> Path:
         return self.root / SCORING_LOCK
 
     @property
-    def shared(self):
+    def shared(self) -> Path:
         """``results/_dual_vqa_shared``: the folder beside the run that every run there shares."""
         return self.root.resolve().parent / SHARED
 
     @staticmethod
-    def shared_answers(shared):
+    def shared_answers(shared: str | Path) -> Path:
         return Path(shared) / SHARED_ANSWERS
 
     @staticmethod
-    def judge_cache(shared):
+    def judge_cache(shared: str | Path) -> Path:
         return Path(shared) / JUDGE_CACHE
 
     # questions about the folder
 
-    def relative(self, path):
+    def relative(self, path: str | Path | None) -> str | None:
         return str(Path(path).relative_to(self.root)) if path else None
 
-    def has_submission(self, scene):
+    def has_submission(self, scene: str) -> bool:
         return self.blend(scene).is_file()
 
-    def submitted(self):
+    def submitted(self) -> list[str]:
         """Scenes with a submission, sorted."""
         return sorted(p.stem for p in self.blends.glob(f"*{BLEND_SUFFIX}"))
 
-    def meta_files(self):
+    def meta_files(self) -> list[Path]:
         return sorted(self.metas.glob("*.json"))
 
-    def trajectory_files(self):
+    def trajectory_files(self) -> list[tuple[str, Path]]:
         """(scene, path) of every trajectory, sorted by path."""
         return [(p.name[: -len(TRAJECTORY_SUFFIX)], p) for p in sorted(self.trajectories.glob(f"*{TRAJECTORY_SUFFIX}"))]
 
-    def scenes(self):
+    def scenes(self) -> list[str]:
         """Scene ids that have anything in this run, sorted."""
         found = set(self.submitted())
         found.update(p.name for p in self.steps.glob("*") if p.is_dir())
@@ -270,9 +275,9 @@ class RunDir:
         found.update(scene for scene, _ in self.trajectory_files())
         return sorted(found)
 
-    def step_programs(self, scene):
+    def step_programs(self, scene: str) -> list[tuple[int, Path, Path | None]]:
         """(number, program, snapshot or None) of the scene's executed programs, in order."""
-        found = []
+        found: list[tuple[int, Path, Path | None]] = []
         for path in self.steps_dir(scene).glob("*.py"):
             match = _STEP.match(path.name)
             if match:
@@ -280,7 +285,7 @@ class RunDir:
                 found.append((int(match.group(1)), path, blend if blend.is_file() else None))
         return sorted(found, key=lambda item: item[0])
 
-    def check(self):
+    def check(self) -> "RunDir":
         """This RunDir; RunDirError when its root is not a run directory."""
         if not self.root.is_dir():
             raise RunDirError(f"run directory not found: {self.root}; pick a results/<run> folder")
@@ -291,20 +296,20 @@ class RunDir:
             )
         return self
 
-    def watched(self):
+    def watched(self) -> tuple[Path, ...]:
         """What the live report reads: a change in any of these (files or folders) means rebuild."""
         return (
             self.config, self.metas, self.trajectories, self.render_status, self.renders, self.dv_rows,
             self.dv_summary, self.ls_rows, self.ls_summary, self.overall, self.steps_answers, self.steps_analysis,
         )  # fmt: skip
 
-    def looks_like_run(self):
+    def looks_like_run(self) -> bool:
         """True when an agent has started here (a results folder holds several of these)."""
         return self.root.is_dir() and any(p.exists() for p in (self.config, self.metas, self.trajectories))
 
     # readers
 
-    def read_config(self):
+    def read_config(self) -> dict:
         """config.json as written ({} when missing); RunDirError naming the file when it does not parse or a
         field is of the wrong kind (``run_config()`` gives the typed record)."""
         data = read_object(self.config)
@@ -312,7 +317,7 @@ class RunDir:
             self.run_config(data)
         return data
 
-    def run_config(self, data=None):
+    def run_config(self, data: dict | None = None) -> "RunConfig":
         """config.json as its typed record (``records.RunConfig``); an empty one when the file is missing."""
         from .records import RunConfig
 
@@ -323,15 +328,15 @@ class RunDir:
         except BadFileError as exc:
             raise RunDirError(str(exc)) from None
 
-    def videos_root(self, config=None):
+    def videos_root(self, config: dict | None = None) -> str | None:
         """The source-video root config.json names (``config``: an already read config.json)."""
         return videos_of(self.read_config() if config is None else config)
 
-    def read_meta(self, scene):
+    def read_meta(self, scene: str) -> dict:
         """agent_meta/<scene>.json ({} when missing; RunDirError when it is not JSON)."""
         return read_object(self.meta(scene))
 
-    def meta_or_empty(self, scene):
+    def meta_or_empty(self, scene: str) -> dict:
         """agent_meta/<scene>.json, or {} when it is missing or unreadable (a failure's reason, not a fault)."""
         try:
             meta = json.loads(self.meta(scene).read_text())
@@ -339,14 +344,14 @@ class RunDir:
             return {}
         return meta if isinstance(meta, dict) else {}
 
-    def render_rows(self):
+    def render_rows(self) -> list[dict]:
         """The render stage's status rows (render_status.jsonl, ``records.RenderRow``), torn lines skipped."""
         from .records import read_render_rows
 
         return read_render_rows(self.render_status)
 
 
-def is_run(path):
+def is_run(path: str | Path) -> bool:
     """Whether a folder is a run directory: the runner, the render stage or a scorer has written here."""
     rd = RunDir(path)
     marks = (rd.config, rd.blends, rd.metas, rd.trajectories, rd.steps, rd.renders, rd.dv_summary, rd.ls_summary)
@@ -357,7 +362,7 @@ RUN_SEARCH_DEPTH = 3
 """How deep a folder is searched for runs: results/<run>, results/demo/runs/<run> (the demo), results/ above it."""
 
 
-def find_runs(path, depth=RUN_SEARCH_DEPTH):
+def find_runs(path: str | Path, depth: int = RUN_SEARCH_DEPTH) -> list[Path]:
     """The run directories a path stands for: itself when it is a run, else the runs inside it, in name order.
 
     A results folder holds runs (and ``_dual_vqa_shared/``); the demo's holds them one level down
@@ -370,16 +375,16 @@ def find_runs(path, depth=RUN_SEARCH_DEPTH):
         return [path]
     if depth <= 0:
         return []
-    found = []
+    found: list[Path] = []
     for child in sorted(path.iterdir()):
         if child.is_dir() and not child.is_symlink() and child.name != SHARED:
             found += find_runs(child, depth - 1)
     return found
 
 
-def runs_in(paths, what="run directory"):
+def runs_in(paths: Iterable[str | Path], what: str = "run directory") -> list[Path]:
     """Every run the paths stand for (find_runs), each once; RunDirError naming a path that holds none."""
-    runs = []
+    runs: list[Path] = []
     for path in map(Path, paths):
         found = find_runs(path)
         if not found:
@@ -394,7 +399,7 @@ def runs_in(paths, what="run directory"):
     return list(dict.fromkeys(runs))
 
 
-def require_run(path, flag="--run"):
+def require_run(path: str | Path, flag: str = "--run") -> Path:
     """``path`` when it is one run directory; else RunDirError (exit 2) naming the runs a results folder holds."""
     path = Path(path)
     if not path.is_dir():
@@ -411,7 +416,7 @@ def require_run(path, flag="--run"):
     )
 
 
-def run_blenders(run_dir):
+def run_blenders(run_dir: str | Path) -> dict[str, list[str]]:
     """The Blender versions a run was made and rendered with: {"made": [...], "rendered": [...]}, each sorted.
 
     Read from config.json (``bpy_version``), the render rows (``blender``) and the scene graphs

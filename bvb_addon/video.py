@@ -8,16 +8,21 @@ to the last one.
 import bisect
 import logging
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
+from numpy.typing import NDArray
 
 from .errors import VideoError
 
 log = logging.getLogger(__name__)
+
+RGB = NDArray[np.uint8]
+"""An (H, W, 3) uint8 image, or a stack of them."""
 
 # Without a keyframe index, forward gaps longer than this are crossed by seeking instead of decoding.
 SEEK_GAP_S = 4.0
@@ -39,11 +44,11 @@ class VideoInfo:
     duration: float
     width: int
     height: int
-    keyframes: tuple = ()
+    keyframes: tuple[float, ...] = ()
     """Presentation times (s) of the clip's keyframes, in order, from the container's packets."""
 
 
-def _open(path):
+def _open(path: str | Path) -> tuple[Path, av.container.InputContainer]:
     path = Path(path)
     if not path.is_file():
         raise VideoError(f"video not found: {path}; check the videos root and the dataset/scene name")
@@ -59,18 +64,18 @@ def _open(path):
     return path, container
 
 
-def _reason(exc):
+def _reason(exc: BaseException) -> str:
     return str(getattr(exc, "strerror", None) or exc).strip().splitlines()[0][:120]
 
 
-def _stream_fps(stream, path):
+def _stream_fps(stream: av.VideoStream, path: Path) -> float:
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
     if not rate or float(rate) <= 0:
         raise VideoError(f"video {path} declares no frame rate; re-encode it with a constant frame rate")
     return float(rate)
 
 
-def check_video(path):
+def check_video(path: str | Path) -> Path:
     """VideoError naming the file unless it opens as a video with a video stream (reads only its header)."""
     path = Path(path)
     if path.is_file() and path.stat().st_size == 0:
@@ -80,7 +85,7 @@ def check_video(path):
     return path
 
 
-def probe(path):
+def probe(path: str | Path) -> VideoInfo:
     """Frame rate, frame count, duration and size of a clip; a truncated or corrupt file raises."""
     path, container = _open(path)
     try:
@@ -90,7 +95,7 @@ def probe(path):
         # Counting packets reads the whole file without decoding it: cheap, and it is what
         # reveals a file cut short after a valid header.
         packets = 0
-        keyframes = []
+        keyframes: list[float] = []
         tb, start_pts = stream.time_base, stream.start_time or 0
         try:
             for packet in container.demux(stream):
@@ -123,7 +128,7 @@ def probe(path):
     )
 
 
-def uniform_times(duration, count, start=0.0, end=None):
+def uniform_times(duration: float, count: int, start: float = 0.0, end: float | None = None) -> list[float]:
     """Centres of ``count`` equal bins over [start, end] (end defaults to duration)."""
     end = duration if end is None else end
     if count < 1:
@@ -134,7 +139,7 @@ def uniform_times(duration, count, start=0.0, end=None):
     return [start + (i + 0.5) * step for i in range(count)]
 
 
-def _target_size(width, height, longest_side):
+def _target_size(width: int, height: int, longest_side: int | None) -> tuple[int, int]:
     if not longest_side or max(width, height) <= longest_side:
         return width, height
     scale = longest_side / max(width, height)
@@ -142,7 +147,9 @@ def _target_size(width, height, longest_side):
     return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
 
 
-def seek_plan(times, keyframes, fps, cost_frames=None):
+def seek_plan(
+    times: Sequence[float], keyframes: Sequence[float], fps: float, cost_frames: float | None = None
+) -> list[float | None]:
     """For times in increasing order: the keyframe time to seek to before each one, or None to decode on.
 
     Reaching a time by decoding forward costs every frame since the decoder's position; a seek
@@ -151,23 +158,29 @@ def seek_plan(times, keyframes, fps, cost_frames=None):
     one seeks only across the gaps where that skips frames. Without a keyframe index, gaps over
     SEEK_GAP_S seek (the demuxer then picks the keyframe).
     """
-    plan, cursor = [], 0.0
+    plan: list[float | None] = []
+    cursor = 0.0
     cost_frames = SEEK_COST_FRAMES if cost_frames is None else cost_frames
     skip_s = cost_frames / fps if fps else 0.0
     for t in times:
+        key: float | None
         if keyframes:
             i = bisect.bisect_right(keyframes, t + 1e-6) - 1
-            key = keyframes[i] if i >= 0 else None
-            seek = key is not None and key - cursor > skip_s
+            key, gap = (keyframes[i] if i >= 0 else None), skip_s
         else:
-            key, seek = t, t - cursor > SEEK_GAP_S
-        plan.append(key if seek else None)
-        cursor = max(cursor, key) if seek else cursor
+            key, gap = t, SEEK_GAP_S
+        if key is not None and key - cursor > gap:
+            plan.append(key)
+            cursor = max(cursor, key)
+        else:
+            plan.append(None)
         cursor = max(cursor, t)
     return plan
 
 
-def _frames_at(path, times, keyframes=None):
+def _frames_at(
+    path: str | Path, times: Sequence[float], keyframes: Sequence[float] | None = None
+) -> Iterator[tuple[int, av.VideoFrame]]:
     """Yield (index into times, av.VideoFrame) for each requested time, in time order.
 
     keyframes: the clip's keyframe times (VideoInfo.keyframes); probed here when not given.
@@ -215,7 +228,7 @@ def _frames_at(path, times, keyframes=None):
         container.close()
 
 
-def frames_by_full_decode(path, times):
+def frames_by_full_decode(path: str | Path, times: Sequence[float]) -> Iterator[tuple[int, av.VideoFrame]]:
     """Yield (index into times, av.VideoFrame) by decoding every frame in order, no seeking.
 
     The reference the sampler is checked against, and the benchmark's baseline: the frame at
@@ -227,20 +240,24 @@ def frames_by_full_decode(path, times):
         stream.thread_type = "AUTO"
         tb, start_pts = stream.time_base, stream.start_time or 0
         order = sorted(range(len(times)), key=times.__getitem__)
-        pos, prev = 0, None
+        pos, prev, ft = 0, None, 0.0
         for frame in container.decode(stream):
-            ft = float((frame.pts - start_pts) * tb)
+            # A frame without a timestamp shows at the previous one's time (as _frames_at reads it).
+            ft = float((frame.pts - start_pts) * tb) if frame.pts is not None and tb else ft
             while pos < len(order) and times[order[pos]] < ft - 1e-6:
                 yield order[pos], prev if prev is not None else frame
                 pos += 1
             prev = frame
-        for index in order[pos:]:
-            yield index, prev
+        if pos < len(order):
+            if prev is None:
+                raise VideoError(f"video {path} holds no decodable frames; re-download or re-encode it")
+            for index in order[pos:]:
+                yield index, prev
     finally:
         container.close()
 
 
-def encode_jpeg(rgb, quality=80):
+def encode_jpeg(rgb: RGB, quality: int = 80) -> bytes:
     """JPEG bytes of an (H, W, 3) uint8 array; quality as in libjpeg (1-100)."""
     if not 1 <= quality <= 100:
         raise VideoError(f"JPEG quality must be 1-100, got {quality}")
@@ -251,7 +268,7 @@ def encode_jpeg(rgb, quality=80):
     return _encode_frame(frame, width, height, qscale)
 
 
-def _encode_frame(frame, width, height, qscale):
+def _encode_frame(frame: av.VideoFrame, width: int, height: int, qscale: int) -> bytes:
     ctx = av.CodecContext.create("mjpeg", "w")
     ctx.width, ctx.height = width, height
     ctx.pix_fmt = "yuvj420p"
@@ -263,18 +280,26 @@ def _encode_frame(frame, width, height, qscale):
     return b"".join(bytes(p) for p in packets)
 
 
-def _rgb(frame, longest_side=None):
+def _rgb(frame: av.VideoFrame, longest_side: int | None = None) -> RGB:
     width, height = _target_size(frame.width, frame.height, longest_side)
-    return frame.to_ndarray(width=width, height=height, format="rgb24")
+    return _rgb24(frame, width=width, height=height)
 
 
-def sample_frames(path, times, longest_side=None, quality=80, keyframes=None):
+def _rgb24(frame: av.VideoFrame, width: int | None = None, height: int | None = None) -> RGB:
+    # rgb24 is uint8 already (asarray copies nothing); PyAV types to_ndarray as any of its formats' dtypes.
+    return np.asarray(frame.to_ndarray(width=width, height=height, format="rgb24"), dtype=np.uint8)
+
+
+def sample_frames(
+    path: str | Path, times: Sequence[float], longest_side: int | None = None, quality: int = 80,
+    keyframes: Sequence[float] | None = None,
+) -> list[bytes]:  # fmt: skip
     """JPEG bytes of the frame shown at each time (seconds), in the order given."""
     times = [float(t) for t in times]
     if any(not math.isfinite(t) or t < 0 for t in times):
         raise VideoError(f"frame times must be finite and >= 0, got {times}")
-    out = [None] * len(times)
-    last_frame = last_jpeg = None
+    out = [b""] * len(times)
+    last_frame, last_jpeg = None, b""
     for i, frame in _frames_at(path, times, keyframes):
         if frame is not last_frame:
             last_frame, last_jpeg = frame, encode_jpeg(_rgb(frame, longest_side), quality)
@@ -282,7 +307,10 @@ def sample_frames(path, times, longest_side=None, quality=80, keyframes=None):
     return out
 
 
-def sample_uniform(path, count, longest_side=None, quality=80, start=0.0, end=None):
+def sample_uniform(
+    path: str | Path, count: int, longest_side: int | None = None, quality: int = 80, start: float = 0.0,
+    end: float | None = None,
+) -> list[bytes]:  # fmt: skip
     """JPEG bytes of ``count`` frames at the centres of equal bins over [start, end]."""
     info = probe(path)
     end = info.duration if end is None else min(float(end), info.duration)
@@ -290,7 +318,7 @@ def sample_uniform(path, count, longest_side=None, quality=80, start=0.0, end=No
     return sample_frames(path, times, longest_side, quality, info.keyframes)
 
 
-def read_rgb_frames(path, count, resize=None):
+def read_rgb_frames(path: str | Path, count: int, resize: Callable[[RGB], RGB] | None = None) -> RGB:
     """(count, h, w, 3) uint8 frames sampled uniformly over the clip.
 
     resize: a function of one (H, W, 3) uint8 frame returning it resized, applied as each frame
@@ -299,19 +327,22 @@ def read_rgb_frames(path, count, resize=None):
     """
     info = probe(path)
     times = uniform_times(info.duration, count)
-    out = None
-    last_frame = last_rgb = None
+    out: RGB | None = None
+    last_frame: av.VideoFrame | None = None
+    last_rgb: RGB | None = None
     for i, frame in _frames_at(path, times, info.keyframes):
-        if frame is not last_frame:
-            rgb = frame.to_ndarray(format="rgb24")
+        if frame is not last_frame or last_rgb is None:
+            rgb = _rgb24(frame)
             last_frame, last_rgb = frame, (resize(rgb) if resize else rgb)
         if out is None:
             out = np.empty((count, *last_rgb.shape), dtype=np.uint8)
         out[i] = last_rgb
+    if out is None:  # _frames_at yields every time or raises; uniform_times gives at least one
+        raise VideoError(f"video {path} gave no frames; re-download or re-encode it")
     return out
 
 
-def encode_png(rgb):
+def encode_png(rgb: RGB) -> bytes:
     """PNG bytes of an (H, W, 3) uint8 array."""
     height, width = rgb.shape[:2]
     ctx = av.CodecContext.create("png", "w")
@@ -320,15 +351,14 @@ def encode_png(rgb):
     return b"".join(bytes(p) for p in ctx.encode(frame) + ctx.encode(None))
 
 
-def frame_strip(path, count=6, height=None):
+def frame_strip(path: str | Path, count: int = 6, height: int | None = None) -> RGB:
     """One (h, count * w, 3) image of ``count`` uniformly sampled frames side by side."""
     frames = read_rgb_frames(path, count)
     if height and height != frames.shape[1]:
         width = max(2, round(frames.shape[2] * height / frames.shape[1]))
         frames = np.stack(
             [
-                av.VideoFrame.from_ndarray(f, format="rgb24").to_ndarray(width=width, height=height, format="rgb24")
-                for f in frames
+                _rgb24(av.VideoFrame.from_ndarray(f, format="rgb24"), width=width, height=height) for f in frames
             ]
         )
     return np.concatenate(list(frames), axis=1)

@@ -135,7 +135,8 @@ class SandboxEnvironment:
         if request.times:
             times = list(request.times)
         else:
-            times = video.uniform_times(self.info.duration, request.count, start=request.start, end=request.end)
+            start = request.start or 0.0  # parse_action gives count= requests a start; a bare FrameRequest has none
+            times = video.uniform_times(self.info.duration, request.count, start=start, end=request.end)
         data = video.sample_frames(self.video, times, c.frame_longest_side, c.frame_quality, self._keyframes)
         return ImagesResult("ok", [image_from_bytes(d, "image/jpeg") for d in data], times=times)
 
