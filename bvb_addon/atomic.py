@@ -3,11 +3,13 @@
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
-def _read_umask():
+def _read_umask() -> int:
     # Read once at import: os.umask can only be read by setting it, which is not thread-safe.
     mask = os.umask(0o022)
     os.umask(mask)
@@ -17,11 +19,11 @@ def _read_umask():
 _UMASK = _read_umask()
 
 
-def _umask():
+def _umask() -> int:
     return _UMASK
 
 
-def file_mode():
+def file_mode() -> int:
     """The mode a new file gets under the user's umask (0644 under 022, 0664 under 002).
 
     mkstemp makes 0600 files: every temp-then-rename writer sets this mode instead, so a
@@ -31,7 +33,7 @@ def file_mode():
 
 
 @contextmanager
-def replacing(path, suffix=".tmp", mode=None):
+def replacing(path: str | Path, suffix: str = ".tmp", mode: int | None = None) -> Iterator[str]:
     """The one write-temp-then-rename: a temp file beside ``path`` for writers that need a file name (PyAV,
     Blender, a copy), renamed onto ``path`` when the block ends, removed when it raises. Its mode is the
     umask's, not mkstemp's 0600; ``mode`` (e.g. 0o600 for a secret) replaces it."""
@@ -48,7 +50,7 @@ def replacing(path, suffix=".tmp", mode=None):
             os.unlink(tmp)
 
 
-def write_bytes_atomic(path, data, mode=None):
+def write_bytes_atomic(path: str | Path, data: bytes, mode: int | None = None) -> Path:
     """Write data to path atomically; mode (e.g. 0o600 for a secret) replaces the umask's permissions."""
     with replacing(path, mode=mode) as tmp, open(tmp, "wb") as handle:
         handle.write(data)
@@ -57,14 +59,14 @@ def write_bytes_atomic(path, data, mode=None):
     return Path(path)
 
 
-def write_text_atomic(path, text):
+def write_text_atomic(path: str | Path, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_json_atomic(path, data, indent=2):
+def write_json_atomic(path: str | Path, data: Any, indent: int | None = 2) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=indent) + "\n")
 
 
-def copy_atomic(src, dest):
+def copy_atomic(src: str | Path, dest: str | Path) -> Path:
     """Copy a file so that dest is either absent/old or complete."""
     return write_bytes_atomic(dest, Path(src).read_bytes())

@@ -11,6 +11,8 @@ import argparse
 import difflib
 import logging
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 SCORE_STAGES = ("dv", "ls", "overall", "vgi", "steps")
 """The eval bridge's subcommands that ``bvb score`` runs; its others are stages of their own."""
@@ -19,12 +21,12 @@ OWN_LOGGERS = ("bvb_addon", "headless", "eval_bridge", "__main__")
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
-def prog(name):
+def prog(name: str) -> str:
     """``bvb dv`` is ``bvb score dv``; every other stage is ``bvb NAME``."""
     return f"bvb score {name}" if name in SCORE_STAGES else f"bvb {name}"
 
 
-def _shown(value):
+def _shown(value: object) -> str:
     if isinstance(value, list | tuple):
         return " ".join(str(v) for v in value) or "none"
     return str(value)
@@ -37,7 +39,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     option is required is left alone; flags (store_true) have none to show.
     """
 
-    def _get_help_string(self, action):
+    def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if not action.option_strings or action.nargs == 0 or text == argparse.SUPPRESS:
             return text
@@ -53,12 +55,12 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 class Parser(argparse.ArgumentParser):
     """argparse with the stages' rules: no prefix matching, defaults in help, did-you-mean on choices."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def _check_value(self, action, value):
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
         if action.choices is not None and value not in action.choices:
             choices = [str(c) for c in action.choices]
             close = difflib.get_close_matches(str(value), choices, n=1)
@@ -68,7 +70,7 @@ class Parser(argparse.ArgumentParser):
         super()._check_value(action, value)
 
 
-def stage_parser(name, description, example, **kwargs):
+def stage_parser(name: str, description: str, example: str | Sequence[str], **kwargs: Any) -> Parser:
     """The parser of stage ``name``: ``bvb NAME``, its example(s), the logging flags."""
     if isinstance(example, str):
         example = [example]
@@ -78,7 +80,10 @@ def stage_parser(name, description, example, **kwargs):
     return parser
 
 
-def sub_parser(sub, name, help, example=None, **kwargs):
+def sub_parser(
+    sub: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, help: str,
+    example: str | Sequence[str] | None = None, **kwargs: Any,
+) -> argparse.ArgumentParser:  # fmt: skip
     """A subcommand's parser (the eval bridge's): ``bvb score NAME`` or ``bvb NAME``."""
     if example is not None and isinstance(example, str):
         example = [example]
@@ -96,7 +101,7 @@ def sub_parser(sub, name, help, example=None, **kwargs):
     return parser
 
 
-def add_log_flags(parser):
+def add_log_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "-q", "--quiet", action="store_true", help="no progress bars or info lines; warnings and errors only"
@@ -109,16 +114,19 @@ def add_log_flags(parser):
 class _Alias(argparse.Action):
     """An old option name: it still works, hidden from --help, and says what to use instead."""
 
-    def __init__(self, option_strings, dest, new=None, **kwargs):
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str | None = None, **kwargs: Any) -> None:
         self.new = new
         super().__init__(option_strings, dest, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+        option_string: str | None = None,
+    ) -> None:  # fmt: skip
         print(f"warning: {option_string} is now {self.new}; the old name will go", file=sys.stderr)
         setattr(namespace, self.dest, values)
 
 
-def add_alias(parser, old, new, dest):
+def add_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str) -> None:
     """Keep ``old`` working as a hidden alias of ``new`` (stored in ``dest``)."""
     parser.add_argument(old, dest=dest, action=_Alias, new=new, help=argparse.SUPPRESS, default=argparse.SUPPRESS)
 
@@ -127,17 +135,17 @@ class _Formatter(logging.Formatter):
     """Info lines as plain sentences; warnings and errors (and everything under --verbose) say
     their level and logger."""
 
-    def __init__(self, verbose):
+    def __init__(self, verbose: bool) -> None:
         super().__init__(LOG_FORMAT)
         self.verbose = verbose
 
-    def format(self, record):
+    def format(self, record: logging.LogRecord) -> str:
         if record.levelno <= logging.INFO and not self.verbose:
             return record.getMessage()
         return super().format(record)
 
 
-def setup_logging(verbose=False, quiet=False):
+def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
     """The harness's own info lines (not with --quiet); the libraries' only with --verbose.
 
     httpx logs an ``HTTP Request: POST ... 200 OK`` line per model call at INFO: noise in a

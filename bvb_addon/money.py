@@ -3,7 +3,7 @@
 import math
 
 
-def money(value):
+def money(value: float) -> str:
     """Dollars for people: cents, and fractions of a cent below a dollar ($12.50, $0.0036, $0.000012)."""
     value = float(value)
     if math.isinf(value):

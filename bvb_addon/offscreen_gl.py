@@ -11,11 +11,12 @@ first render (Mesa reads the variable when the context is made, not at import).
 """
 
 import os
+from collections.abc import MutableMapping
 
 GL_VERSION_OVERRIDE = ("MESA_GL_VERSION_OVERRIDE", "4.6")
 
 
-def quiet_egl(environ=None):
+def quiet_egl(environ: MutableMapping[str, str] | None = None) -> MutableMapping[str, str]:
     """Set the override in ``environ`` (this process's environment) unless the user set one."""
     environ = os.environ if environ is None else environ
     key, value = GL_VERSION_OVERRIDE

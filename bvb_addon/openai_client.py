@@ -11,10 +11,16 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .errors import BVBError
 from .outcomes import FAULT_EXIT
+
+if TYPE_CHECKING:
+    from openai.types import CompletionUsage
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +47,7 @@ CONTEXT_OVERFLOW = re.compile(
 class ClientError(RuntimeError):
     """A call that did not produce an answer; ``billed`` holds usage of faulty replies that were paid for."""
 
-    def __init__(self, message, status=None, billed=(), uncertain=0):
+    def __init__(self, message: str, status: int | None = None, billed: Iterable[dict] = (), uncertain: int = 0) -> None:
         super().__init__(message)
         self.status = status
         self.billed = list(billed)
@@ -66,7 +72,7 @@ class EndpointUnreachable(BVBError, RuntimeError):
     exit_code = FAULT_EXIT
 
 
-def model_listed(model, ids):
+def model_listed(model: str, ids: Iterable[object]) -> bool:
     """Whether a provider's model list names ``model`` (Gemini's "models/" prefix and OpenRouter's ":variant" allowed)."""
     names = {str(i) for i in ids}
     base = str(model).split(":", 1)[0]
@@ -97,7 +103,7 @@ class Completion:
     finish_reason: str | None = None
     retries: int = 0
     seconds: float = 0.0
-    billed: list = field(default_factory=list)
+    billed: list[dict] = field(default_factory=list)
     """Usage of faulty replies before this one (a content-filter stop is paid for)."""
     uncertain: int = 0
     """Attempts that timed out after the request was sent: the provider may have billed them."""
@@ -106,19 +112,19 @@ class Completion:
 class _Fault(Exception):
     """A 200 reply that is no answer; retried like a 5xx."""
 
-    def __init__(self, kind, message, usage=None):
+    def __init__(self, kind: str, message: str, usage: dict | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.usage = usage
 
 
-def usage_dict(usage):
+def usage_dict(usage: "CompletionUsage | None") -> dict:
     """The provider's usage object as plain numbers; {} when it reported none."""
     if usage is None:
         return {}
     details = getattr(usage, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) or 0
-    out = {
+    out: dict[str, float] = {
         "input_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
         "cached_input_tokens": int(cached),
         "output_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
@@ -130,7 +136,7 @@ def usage_dict(usage):
     return out
 
 
-def provider_message(exc):
+def provider_message(exc: BaseException) -> str:
     """The provider's own error text, from an openai exception's body when it has one."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
@@ -141,7 +147,7 @@ def provider_message(exc):
     return str(getattr(exc, "message", None) or exc).strip()
 
 
-def is_context_overflow(status, message):
+def is_context_overflow(status: int | None, message: str | None) -> bool:
     """Whether a refusal says the prompt does not fit the model's context."""
     return status in (400, 413, 422, None) and bool(CONTEXT_OVERFLOW.search(message or ""))
 
@@ -150,8 +156,10 @@ class OpenAIClient:
     """``complete(request)`` returns a Completion or raises CallFault / ContextOverflow."""
 
     def __init__(
-        self, base_url, api_key, timeout=600.0, policy=None, sleep=time.sleep, cap=None, label="model", cut_ok=False
-    ):
+        self, base_url: str, api_key: str, timeout: float = 600.0, policy: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep, cap: AbstractContextManager | None = None, label: str = "model",
+        cut_ok: bool = False,
+    ) -> None:  # fmt: skip
         import openai
 
         self._openai = openai
@@ -202,7 +210,9 @@ class OpenAIClient:
                 pass  # an HTTP date: the jittered backoff stands
         return delay
 
-    def complete(self, request, before_retry=None):
+    def complete(
+        self, request: dict[str, Any], before_retry: Callable[[list[dict], int], None] | None = None
+    ) -> Completion:
         """Send one chat-completions request with retries.
 
         ``before_retry(billed, uncertain)`` is called before each retry that follows an attempt
@@ -211,7 +221,8 @@ class OpenAIClient:
         """
         openai = self._openai
         start = time.monotonic()
-        billed, uncertain = [], 0
+        billed: list[dict] = []
+        uncertain = 0
         attempt = 0
         while True:
             paid = False
@@ -278,7 +289,10 @@ class OpenAIClient:
         )
 
 
-def probe(client, model, key_env=None, wait_s=PROBE_WAIT_S, sleep=time.sleep):
+def probe(
+    client: OpenAIClient, model: str, key_env: str | None = None, wait_s: float = PROBE_WAIT_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:  # fmt: skip
     """One cheap call (GET /models) before any work: a bad key, URL or model fails in seconds, not per question.
 
     Raises EndpointRefused (bad input, exit 2) for 401/403, 404 and a model the endpoint does not

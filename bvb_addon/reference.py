@@ -49,20 +49,20 @@ def resolved_fit(
 
 
 def camera_plane(
-    distance,
+    distance: float,
     *,
-    lens,
-    sensor_width,
-    sensor_height,
-    sensor_fit,
-    res_x,
-    res_y,
-    pixel_aspect_x=1.0,
-    pixel_aspect_y=1.0,
-    shift_x=0.0,
-    shift_y=0.0,
-    ortho_scale=None,
-):
+    lens: float,
+    sensor_width: float,
+    sensor_height: float,
+    sensor_fit: str,
+    res_x: float,
+    res_y: float,
+    pixel_aspect_x: float = 1.0,
+    pixel_aspect_y: float = 1.0,
+    shift_x: float = 0.0,
+    shift_y: float = 0.0,
+    ortho_scale: float | None = None,
+) -> PlaneFit:
     """The plane at ``distance`` in front of the camera that fills its frame exactly.
 
     ``ortho_scale`` set means an orthographic camera: the fitted side is that many units

@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +16,7 @@ log = logging.getLogger(__name__)
 HARNESS_VERSION = "0.1.0"
 
 
-def blender_version():
+def blender_version() -> str | None:
     """Blender's version string, or None when bpy cannot be imported here."""
     try:
         import bpy
@@ -24,7 +25,7 @@ def blender_version():
     return bpy.app.version_string
 
 
-def running_blender_binary():
+def running_blender_binary() -> str | None:
     """The Blender executable this Python runs inside, or None (plain Python, with or without the bpy module).
 
     Inside a binary bpy is imported before any script runs and ``bpy.app.binary_path`` is the
@@ -35,13 +36,13 @@ def running_blender_binary():
     return getattr(app, "binary_path", "") or None
 
 
-def inside_blender_binary():
+def inside_blender_binary() -> bool:
     """True when running in a Blender executable, not under Python with the bpy module."""
     return running_blender_binary() is not None
 
 
 @functools.lru_cache(maxsize=8)
-def binary_version(binary):
+def binary_version(binary: str) -> str | None:
     """The version string of a Blender executable ("5.2.2 LTS", as bpy.app.version_string), or None."""
     running = running_blender_binary()
     if running and os.path.realpath(running) == os.path.realpath(binary):
@@ -55,7 +56,7 @@ def binary_version(binary):
     return found.group(1) if found else None
 
 
-def version_line():
+def version_line() -> str:
     blender = blender_version() or "not available"
     return f"BVB {HARNESS_VERSION} | Blender {blender} | Python {platform.python_version()}"
 
@@ -64,12 +65,12 @@ def version_line():
 PROTOCOL_BLENDER = "4.2"
 
 
-def is_protocol_blender(version):
+def is_protocol_blender(version: object) -> bool:
     """True when a version string such as "4.2.23 LTS" is the protocol's Blender."""
     return str(version).strip().split(" ")[0].split(".")[:2] == PROTOCOL_BLENDER.split(".")
 
 
-def comparability(blenders):
+def comparability(blenders: Mapping[str, Iterable[str]]) -> tuple[bool, str]:
     """(comparable, note): False with a one-line note when a version other than the protocol's was used."""
     other = sorted({v for vs in blenders.values() for v in vs if not is_protocol_blender(v)})
     if not other:

@@ -5,11 +5,16 @@ they double as end-to-end tests of the harness.
 """
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..pricing import ZERO
 from ..sandbox.compat_bl import node_tree, program_source
-from .model import ModelError, ModelReply
+from .model import BeforeRetry, ModelError, ModelReply
+
+if TYPE_CHECKING:
+    from .loop import SceneTask
 
 EMPTY_ROOM = """\
 import math
@@ -68,7 +73,7 @@ print("empty room", W, "x", L, "x", H, "m,", FRAMES, "frames")
 """
 
 
-def empty_room_program(task, width=5.0, length=4.0, height=2.7):
+def empty_room_program(task: "SceneTask", width: float = 5.0, length: float = 4.0, height: float = 2.7) -> str:
     longest = max(task.width, task.height) or 1
     scale = 1920 / longest
     return EMPTY_ROOM.format(
@@ -86,21 +91,21 @@ def empty_room_program(task, width=5.0, length=4.0, height=2.7):
 class ScriptedAgent:
     """A model stand-in that answers from a fixed list of replies, at zero cost."""
 
-    def __init__(self, replies):
+    def __init__(self, replies: Iterable[str]) -> None:
         self.replies = list(replies)
 
     price, price_factor, token_rate = ZERO, 1.0, 0.0
 
-    def worst_case_cost(self, messages, known_prompt_tokens=0):
+    def worst_case_cost(self, messages: list[dict], known_prompt_tokens: int = 0) -> float:
         return 0.0
 
-    def observe(self, usage):
+    def observe(self, usage: dict) -> None:
         pass
 
-    def learn(self, factor, rate):
+    def learn(self, factor: float, rate: float) -> None:
         pass
 
-    def query(self, messages, before_retry=None):
+    def query(self, messages: list[dict], before_retry: BeforeRetry | None = None) -> ModelReply:
         # The reply is chosen by how many the conversation already holds, so a resumed
         # scene continues where it stopped.
         turn = sum(1 for m in messages if m["role"] == "assistant")
@@ -109,11 +114,11 @@ class ScriptedAgent:
         return ModelReply(content=content, cost=0.0, usage={}, seconds=time.monotonic() - start)
 
 
-def fenced(kind, body):
+def fenced(kind: str, body: str) -> str:
     return f"```{kind}\n{body.rstrip()}\n```"
 
 
-def empty_room_agent(task):
+def empty_room_agent(task: "SceneTask") -> ScriptedAgent:
     return ScriptedAgent(
         [
             "I look at the first frame before building.\n" + fenced("frames", "count=1"),
@@ -123,11 +128,11 @@ def empty_room_agent(task):
     )
 
 
-def oracle_path(videos_root, scene):
+def oracle_path(videos_root: str | Path, scene: str) -> Path:
     return Path(videos_root) / "oracle" / f"{scene}.py"
 
 
-def oracle_agent(task, videos_root):
+def oracle_agent(task: "SceneTask", videos_root: str | Path) -> ScriptedAgent:
     path = oracle_path(videos_root, task.scene)
     if not path.is_file():
         raise ModelError(

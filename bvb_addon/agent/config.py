@@ -1,6 +1,7 @@
 """Settings of one agent run: the model, its limits and how observations are shaped."""
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ..defaults import API_KEY_ENV, COST_LIMIT_USD, MODEL, PROVIDER_BASE_URL
 from ..errors import ArgumentError
@@ -16,7 +17,7 @@ PROVIDER_EFFORTS = {
 }
 
 
-def provider_effort(reasoning, base_url):
+def provider_effort(reasoning: str, base_url: str | None) -> str | None:
     """The ``reasoning_effort`` value sent to this endpoint for a reasoning level (None for none)."""
     if reasoning == "none":
         return None
@@ -95,7 +96,7 @@ class AgentConfig:
     extra: dict = field(default_factory=dict)
     """Provider-specific request fields merged into every call (e.g. OpenRouter's ``provider``)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.agent not in AGENTS:
             raise ArgumentError(f"unknown agent {self.agent!r}; use one of {', '.join(AGENTS)}")
         if self.agent != "model":
@@ -112,9 +113,9 @@ class AgentConfig:
         if self.frames_per_call < 1:
             raise ArgumentError("frames per call must be at least 1")
 
-    def limits(self):
+    def limits(self) -> dict[str, float]:
         return {"cost_limit": self.cost_limit, "max_steps": self.max_steps, "wall_limit": self.wall_limit}
 
-    def public(self):
+    def public(self) -> dict[str, Any]:
         """The settings for config.json (no secrets are ever held here, only the variable's name)."""
         return asdict(self)

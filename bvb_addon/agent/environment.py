@@ -11,6 +11,10 @@ from .actions import FrameRequest
 
 if TYPE_CHECKING:
     from ..sandbox import Worker
+    from ..sandbox.config import SandboxConfig
+    from ..sandbox.worker import StepResult
+    from .config import AgentConfig
+    from .loop import SceneTask
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +101,16 @@ def image_from_bytes(data: bytes, mime: str | None = None) -> Image:
 class SandboxEnvironment:
     """The real tools: a warm sandboxed Blender worker for python and render, PyAV for frames."""
 
-    def __init__(self, video, info, workspace, snapshot_dir, config, sandbox_config=None):
+    def __init__(
+        self, video: str | Path, info: "SceneTask", workspace: str | Path, snapshot_dir: str | Path,
+        config: "AgentConfig", sandbox_config: "SandboxConfig | None" = None,
+    ) -> None:  # fmt: skip
         self.video = Path(video)
         self.info = info
         self.config = config
         self._worker_args = (Path(workspace), Path(snapshot_dir), sandbox_config)
-        self._worker = None
-        self._keyframes = None
+        self._worker: Worker | None = None
+        self._keyframes: tuple[float, ...] | None = None
 
     @property
     def worker(self) -> "Worker":
@@ -155,7 +162,7 @@ class SandboxEnvironment:
             self._worker.close()
 
 
-def _python_result(result):
+def _python_result(result: "StepResult") -> PythonResult:
     return PythonResult(
         status=result.status,
         stdout=result.stdout or "",

@@ -6,14 +6,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import BVBError
 from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy
 from ..pricing import Price, estimate_tokens
 from .config import provider_effort
 
+if TYPE_CHECKING:
+    from .config import AgentConfig
+
 log = logging.getLogger(__name__)
+
+BeforeRetry = Callable[[float, int], None]
+"""Called before a retry the provider may have billed: (USD billed so far, attempts that timed out)."""
 
 __all__ = ["ContextOverflow", "Model", "ModelClient", "ModelError", "ModelReply", "request_messages"]
 
@@ -45,7 +51,7 @@ class Model(Protocol):
     """How far above the price table the provider bills (learned from reported costs; 1.0 when none)."""
     token_rate: float
 
-    def query(self, messages: list[dict], before_retry: Callable | None = None) -> "ModelReply": ...
+    def query(self, messages: list[dict], before_retry: BeforeRetry | None = None) -> "ModelReply": ...
 
     def worst_case_cost(self, messages: list[dict], known_prompt_tokens: int = 0) -> float: ...
 
@@ -54,7 +60,7 @@ class Model(Protocol):
     def learn(self, factor: float, rate: float) -> None: ...
 
 
-def request_messages(messages):
+def request_messages(messages: list[dict]) -> list[dict]:
     """The messages as the API takes them: private bookkeeping keys (``_size``) removed."""
     out = []
     for message in messages:
@@ -65,7 +71,7 @@ def request_messages(messages):
     return out
 
 
-def missing_key(variable):
+def missing_key(variable: str) -> str:
     """The one line for a model run without a key."""
     return f"environment variable {variable} holds no API key; export it or name another variable with --api-key-env"
 
@@ -73,7 +79,7 @@ def missing_key(variable):
 class ModelClient:
     """One model endpoint; ``query(messages)`` returns a ModelReply or raises ModelError / ContextOverflow."""
 
-    def __init__(self, config, price: Price, sleep=time.sleep):
+    def __init__(self, config: "AgentConfig", price: Price, sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
         self.price = price
         key = os.environ.get(config.api_key_env)
@@ -94,13 +100,13 @@ class ModelClient:
         self.price_factor = 1.0
         self.token_rate = 0.0
 
-    def probe(self, wait_s):
+    def probe(self, wait_s: float) -> list[str]:
         """One GET /models before the first scene: a bad key, URL or model fails the run in seconds."""
         from ..openai_client import probe
 
         return probe(self.client, self.config.model, self.config.api_key_env, wait_s)
 
-    def observe(self, usage):
+    def observe(self, usage: dict) -> None:
         """Learn from a provider-reported ``usage.cost`` how far above the table the provider bills."""
         reported = usage.get("cost")
         if reported is None:
@@ -113,22 +119,22 @@ class ModelClient:
             # A table price of zero (a self-hosted model billed after all): a rate per token instead.
             self.learn(1.0, reported / tokens)
 
-    def learn(self, factor, rate):
+    def learn(self, factor: float, rate: float) -> None:
         """Raise the effective price to at least ``factor`` times the table and ``rate`` USD per token."""
         with self._lock:
             self.price_factor = max(self.price_factor, float(factor))
             self.token_rate = max(self.token_rate, float(rate))
 
-    def worst_case_cost(self, messages, known_prompt_tokens=0):
+    def worst_case_cost(self, messages: list[dict], known_prompt_tokens: int = 0) -> float:
         """USD of the next call at its worst: an upper-bound prompt, uncached, and a full completion, priced
         at the higher of the table and the effective price the provider's reported costs showed."""
         prompt = max(estimate_tokens(messages), known_prompt_tokens)
         table = self.price.worst_case(prompt, self.config.max_tokens)
         return max(table * self.price_factor, self.token_rate * (prompt + self.config.max_tokens))
 
-    def _params(self, messages):
+    def _params(self, messages: list[dict]) -> dict[str, Any]:
         c = self.config
-        params = {"model": c.model, "messages": request_messages(messages)}
+        params: dict[str, Any] = {"model": c.model, "messages": request_messages(messages)}
         # OpenAI's reasoning models take only max_completion_tokens; most other servers take max_tokens.
         params["max_completion_tokens" if self._uses_completion_tokens else "max_tokens"] = c.max_tokens
         effort = provider_effort(c.reasoning, c.base_url)
@@ -140,12 +146,12 @@ class ModelClient:
             params["extra_body"] = dict(c.extra)
         return params
 
-    def query(self, messages, before_retry=None):
+    def query(self, messages: list[dict], before_retry: BeforeRetry | None = None) -> ModelReply:
         """One reply; ``before_retry(billed_usd, uncertain)`` runs before a retry the provider may have billed."""
         hook = None
         if before_retry is not None:
 
-            def hook(billed, uncertain):
+            def hook(billed: list[dict], uncertain: int) -> None:
                 before_retry(sum(self.price.cost(u) for u in billed), uncertain)
 
         try:

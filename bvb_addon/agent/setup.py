@@ -8,22 +8,31 @@ docs/contracts.md, "config.json").
 import importlib.metadata
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..pricing import ZERO, price_for
 from ..sandbox import platforms
 from ..versions import HARNESS_VERSION, binary_version
-from .config import provider_effort
+from .config import AgentConfig, provider_effort
+
+if TYPE_CHECKING:
+    from ..pricing import Price
+    from ..sandbox.config import SandboxConfig
+    from .environment import SandboxEnvironment
+    from .loop import SceneTask
+    from .model import Model
 
 
-def now():
+def now() -> str:
     """A config.json timestamp: UTC, to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def bpy_version(sandbox_config=None):
+def bpy_version(sandbox_config: "SandboxConfig | None" = None) -> str | None:
     """The workers' Blender version, without importing bpy (it is the workers' business).
 
     With a Blender binary for workers (``--blender-bin``, ``$BLENDER_BIN`` or the binary this
@@ -44,7 +53,7 @@ def bpy_version(sandbox_config=None):
         return None
 
 
-def get_price(config):
+def get_price(config: AgentConfig) -> "Price":
     """The run's price per token (PriceError for a model no price source knows); zero for API-free agents."""
     if config.agent != "model":
         return ZERO
@@ -52,7 +61,7 @@ def get_price(config):
 
 
 @contextmanager
-def _key_in_environment(name, key):
+def _key_in_environment(name: str, key: str | None) -> Iterator[None]:
     """The model client reads its key from the environment; a key kept elsewhere (the add-on's
     preferences) is put there only while the client is built."""
     if not key or os.environ.get(name):
@@ -65,7 +74,10 @@ def _key_in_environment(name, key):
         os.environ.pop(name, None)
 
 
-def get_model(config, price, task=None, videos=None, api_key=""):
+def get_model(
+    config: AgentConfig, price: "Price", task: "SceneTask | None" = None, videos: str | Path | None = None,
+    api_key: str = "",
+) -> "Model | None":  # fmt: skip
     """What answers the agent's turns: a ModelClient for agent ``model`` (ModelError without a key),
     else the API-free agent of ``task`` (``oracle`` reads its answer from ``videos``), or None
     before there is a task."""
@@ -80,10 +92,16 @@ def get_model(config, price, task=None, videos=None, api_key=""):
 
     if config.agent == "empty-room":
         return empty_room_agent(task)
+    if videos is None:
+        from .model import ModelError
+
+        raise ModelError("--agent oracle reads oracle/<scene>.py from the suite's folder; pass --videos")
     return oracle_agent(task, videos)
 
 
-def get_environment(task, workdir, config, sandbox_config=None):
+def get_environment(
+    task: "SceneTask", workdir: str | Path, config: AgentConfig, sandbox_config: "SandboxConfig | None" = None
+) -> "SandboxEnvironment":
     """The scene's tools: a sandboxed Blender worker (started on first use) under ``workdir``, PyAV for frames."""
     from .environment import SandboxEnvironment
 
@@ -91,7 +109,7 @@ def get_environment(task, workdir, config, sandbox_config=None):
     return SandboxEnvironment(task.video, task, workdir / "workspace", workdir / "snapshots", config, sandbox_config)
 
 
-def get_sandbox_level(sandbox_config=None):
+def get_sandbox_level(sandbox_config: "SandboxConfig | None" = None) -> dict[str, Any]:
     """The isolation workers get here, as config.json records it; SandboxUnavailable below the minimum."""
     from ..sandbox.gate import require_level
 
@@ -101,20 +119,20 @@ def get_sandbox_level(sandbox_config=None):
 
 
 def run_config(
-    config,
-    price,
+    config: AgentConfig,
+    price: "Price",
     *,
-    videos,
-    started_from,
-    mode="bvb",
-    split=None,
-    tasks=None,
-    sandbox_level=None,
-    sandbox_config=None,
-    session=None,
-    previous=None,
-    allow_weak_sandbox=False,
-):
+    videos: str | Path,
+    started_from: str,
+    mode: str = "bvb",
+    split: str | Path | None = None,
+    tasks: str | Path | None = None,
+    sandbox_level: dict | None = None,
+    sandbox_config: "SandboxConfig | None" = None,
+    session: dict | None = None,
+    previous: dict | None = None,
+    allow_weak_sandbox: bool = False,
+) -> dict[str, Any]:
     """The one config.json of a run (docs/contracts.md). ``previous`` is the file a resumed run
     already has: its ``created``, ``sessions`` and ``summary`` carry over, ``session`` is appended."""
     previous = previous or {}

@@ -22,17 +22,17 @@ class UnsafeFile(RuntimeError):
     """A workspace file that must not be collected (symlink, hardlink, not regular, too big)."""
 
 
-def open_dir(path):
+def open_dir(path: str | Path) -> int:
     """A descriptor of the workspace directory itself (not a symlink to elsewhere)."""
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
-def _check_name(name):
+def _check_name(name: object) -> None:
     if not isinstance(name, str) or not SAFE_NAME.match(name) or ".." in name:
         raise UnsafeFile(f"refused workspace file name {name!r} (plain file names only)")
 
 
-def collect(dir_fd, name, dest, max_bytes):
+def collect(dir_fd: int, name: str, dest: str | Path, max_bytes: int) -> Path:
     """Copy workspace file ``name`` to ``dest`` atomically, then remove it from the workspace."""
     _check_name(name)
     try:
@@ -66,7 +66,7 @@ def collect(dir_fd, name, dest, max_bytes):
     return dest
 
 
-def remove(dir_fd, name):
+def remove(dir_fd: int, name: str) -> None:
     """Unlink a workspace entry by name (unlink never follows a symlink)."""
     try:
         os.unlink(name, dir_fd=dir_fd)
@@ -74,7 +74,7 @@ def remove(dir_fd, name):
         pass
 
 
-def put(dir_fd, src, max_bytes, suffix=".blend"):
+def put(dir_fd: int, src: str | Path, max_bytes: int, suffix: str = ".blend") -> str:
     """Copy a host file into the workspace under a fresh random name; return the name."""
     src = Path(src)
     size = src.stat().st_size

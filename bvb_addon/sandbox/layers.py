@@ -35,7 +35,7 @@ CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
 CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
 CGROUP_V2_MOUNTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 UID_LOCK_DIR = Path(tempfile.gettempdir()) / "bvb-sandbox-uids"
-_PROBE_CACHE: dict = {}
+_PROBE_CACHE: dict[tuple, "SandboxLevel"] = {}
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def interpreter_path(python: str) -> str:
     return os.path.join(os.path.realpath(os.path.dirname(python)), os.path.basename(python))
 
 
-def binary_runtime(binary, script, script_args):
+def binary_runtime(binary: str, script: str | Path, script_args: list[str]) -> tuple[list[str], list[str]]:
     """(argv, host paths to read) for running ``script`` in a Blender executable."""
     binary = os.path.realpath(binary)
     argv = [binary, "-b", "--factory-startup", "-noaudio", "--python-exit-code", "1",
@@ -104,7 +104,7 @@ def binary_runtime(binary, script, script_args):
     return argv, [os.path.dirname(binary)]
 
 
-def runtime(config, script, script_args):
+def runtime(config: "SandboxConfig", script: str | Path, script_args: list[str]) -> tuple[list[str], list[str]]:
     """(argv, host paths the worker must be able to read) for running ``script`` in Blender."""
     binary = blender_binary(config)
     if binary:
@@ -294,7 +294,7 @@ def gpu_groups(gpu: GpuPaths) -> tuple[int, ...]:
     return tuple(sorted(groups))
 
 
-def uid_in_use(uid):
+def uid_in_use(uid: int) -> bool:
     """Whether a process visible in /proc runs with uid (real, effective, saved or fs uid).
 
     The lock files only bind harnesses that share a temp folder: one run with another TMPDIR, or
@@ -361,24 +361,20 @@ class UidLease:
             self._fd = None
 
 
-def uid_mark(uid):
+def uid_mark(uid: int) -> str:
     """The abstract unix socket name a harness binds while it holds uid (see UidLease)."""
     return f"\0bvb-sandbox-uid-{uid}"
 
 
-class PidsCgroup:
-    """A cgroup v1 pids group: a process cap that binds root too, and a list of every task to kill."""
+class Cgroup:
+    """A cgroup folder: the file a worker joins it through, and its emptying and removal."""
 
-    def __init__(self, name: str, max_tasks: int):
-        sweep_stale_cgroups()
-        self.path = CGROUP_V1_PIDS / "bvb" / name
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "pids.max").write_text(str(max_tasks))
+    path: Path
 
-    def join_path(self):
+    def join_path(self) -> str:
         return str(self.path / "cgroup.procs")
 
-    def kill_all(self):
+    def kill_all(self) -> None:
         import signal
 
         for _ in range(20):
@@ -397,7 +393,7 @@ class PidsCgroup:
 
             time.sleep(0.01)
 
-    def remove(self):
+    def remove(self) -> None:
         self.kill_all()
         for _ in range(50):
             try:
@@ -410,6 +406,16 @@ class PidsCgroup:
 
                 time.sleep(0.02)
         log.warning("could not remove cgroup %s", self.path)
+
+
+class PidsCgroup(Cgroup):
+    """A cgroup v1 pids group: a process cap that binds root too, and a list of every task to kill."""
+
+    def __init__(self, name: str, max_tasks: int):
+        sweep_stale_cgroups()
+        self.path = CGROUP_V1_PIDS / "bvb" / name
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "pids.max").write_text(str(max_tasks))
 
 
 def sweep_stale_cgroups() -> None:
@@ -436,7 +442,7 @@ def _sweep_groups(parent: Path, prefix: str) -> None:
             pass
 
 
-class MemoryCgroup:
+class MemoryCgroup(Cgroup):
     """A memory group for one worker's whole tree, under this process's own memory cgroup (v2 where the
     memory controller is delegated to it, else v1): every process the worker forks is charged to it,
     and the kernel's OOM killer acts inside it when the tree goes past ``limit``."""
@@ -458,9 +464,6 @@ class MemoryCgroup:
             if (self.path / "memory.memsw.limit_in_bytes").exists():
                 (self.path / "memory.memsw.limit_in_bytes").write_text(str(limit))
 
-    def join_path(self):
-        return str(self.path / "cgroup.procs")
-
     def oom_kills(self) -> int:
         """How many processes of the group the kernel's OOM killer has killed so far."""
         name = "memory.events" if self.version == 2 else "memory.oom_control"
@@ -472,10 +475,6 @@ class MemoryCgroup:
         except (OSError, ValueError):
             pass
         return 0
-
-    # Emptied and removed as a pids group is.
-    kill_all = PidsCgroup.kill_all
-    remove = PidsCgroup.remove
 
 
 def memory_cgroup_base() -> tuple[int | str, Path | None]:
@@ -514,7 +513,7 @@ def sweep_stale_memory_cgroups(base: Path) -> None:
     _sweep_groups(base, "bvb-w")
 
 
-def memory_cgroup_available():
+def memory_cgroup_available() -> str | None:
     """None when a memory group for a worker's tree can be made here, else the reason it cannot."""
     try:
         group = MemoryCgroup(f"probe{os.getpid()}", 1 << 30)
@@ -537,7 +536,9 @@ def cgroup_available() -> str | None:
     return None
 
 
-def _run_probe(config, use_bwrap, uid, seccomp):
+def _run_probe(
+    config: "SandboxConfig", use_bwrap: bool, uid: int | None, seccomp: bool
+) -> tuple[dict | None, str | None]:
     workdir = tempfile.mkdtemp(prefix="bvb-probe-")
     try:
         if uid is not None:
@@ -569,7 +570,7 @@ def _run_probe(config, use_bwrap, uid, seccomp):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def probe_layers(config=None, refresh=False):
+def probe_layers(config: "SandboxConfig | None" = None, refresh: bool = False) -> SandboxLevel:
     """Which layers work here (cached per process and settings)."""
     from .config import SandboxConfig
 
@@ -578,7 +579,7 @@ def probe_layers(config=None, refresh=False):
            blender_binary(config), config.uid_base, config.tree_memory())  # fmt: skip
     if key in _PROBE_CACHE and not refresh:
         return _PROBE_CACHE[key]
-    missing = {}
+    missing: dict[str, str] = {}
     root = os.geteuid() == 0
     want_bwrap = config.use_bwrap and bool(shutil.which("bwrap"))
     if config.use_bwrap and not want_bwrap:
@@ -594,13 +595,16 @@ def probe_layers(config=None, refresh=False):
     candidates = [
         (bw, u) for bw in ((True, False) if want_bwrap else (False,)) for u in ((True, False) if want_uid else (False,))
     ]
-    errors, report, chosen = {}, None, (False, False)
+    errors: dict[tuple[bool, bool], str | None] = {}
+    report: dict | None = None
+    chosen = (False, False)
     for bw, uid_on in candidates:
         report, error = _run_probe(config, bw, probe_uid if uid_on else None, config.use_seccomp)
         if report is not None and uid_on and root and report.get("uid") == 0:
             report, error = None, "the worker still ran as uid 0"
         if report is not None and uid_on and root and report.get("cap_bnd") != 0:
-            report, error = None, bounding_set_left(report.get("cap_bnd"))
+            error = bounding_set_left(report.get("cap_bnd"))
+            report = None
         if report is not None:
             chosen = (bw, uid_on)
             break
@@ -610,7 +614,7 @@ def probe_layers(config=None, refresh=False):
     if want_uid and not chosen[1]:
         missing["uid"] = f"the unprivileged uid cannot run the worker: {errors.get((chosen[0], True))}"
     want_bwrap, want_uid = chosen
-    layers = []
+    layers: list[str] = []
     if want_bwrap:
         layers.append("bwrap")
         if root:

@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..blend_header import newer_file_reason
 from ..errors import ArgumentError
@@ -63,7 +64,7 @@ class StepResult:
     reason: str = ""
     step: int | None = None
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {"status": self.status, "reason": self.reason, "step": self.step, "duration_s": round(self.duration_s, 4),
                 "stdout": self.stdout, "stderr": self.stderr, "traceback": self.traceback, "summary": self.summary,
                 "snapshot": str(self.snapshot) if self.snapshot else None}  # fmt: skip
@@ -72,7 +73,7 @@ class StepResult:
 @dataclass
 class RenderResult:
     status: str
-    files: list = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
     reason: str = ""
     duration_s: float = 0.0
     renderer: str = ""
@@ -84,7 +85,7 @@ class RenderResult:
 class WorkerError(RuntimeError):
     """A worker request that is not an agent step failed (status and reason attached)."""
 
-    def __init__(self, status, reason):
+    def __init__(self, status: str, reason: str) -> None:
         super().__init__(f"{status}: {reason}")
         self.status = status
         self.reason = reason
@@ -125,7 +126,10 @@ def _signal_name(number):
 class Worker:
     """One warm, sandboxed Blender process owning one scene workspace (see docs/contracts.md)."""
 
-    def __init__(self, workspace, snapshot_dir, config=None, start_from=None):
+    def __init__(
+        self, workspace: str | Path, snapshot_dir: str | Path, config: SandboxConfig | None = None,
+        start_from: str | Path | None = None,
+    ) -> None:  # fmt: skip
         self.config = config or SandboxConfig()
         self.level = require_level(self.config)
         self.workspace = Path(workspace).resolve()
@@ -145,7 +149,7 @@ class Worker:
                         f"workspace {self.workspace} is out of reach of the sandbox uid ({parent} is not "
                         "world-traversable); put workspaces under a folder with mode o+x"
                     )
-        self._dir_fd = files.open_dir(self.workspace)
+        self._dir_fd: int | None = files.open_dir(self.workspace)
         numbers = [int(m.group(1)) for p in self.snapshot_dir.iterdir() if (m := SNAPSHOT_NAME.match(p.name))]
         self._last_snapshot = self.snapshot_dir / f"{max(numbers):03d}.blend" if numbers else None
         self._next_step = max(numbers) + 1 if numbers else 1
@@ -154,12 +158,12 @@ class Worker:
         self._sock = None
         self._cgroup = None
         self._memcg = None
-        self._tail = collections.deque(maxlen=40)
+        self._tail: collections.deque[str] = collections.deque(maxlen=40)
         self._serial = 0
         self._renders = 0
         self._lock = threading.Lock()
         self.restarts = 0
-        self.info = {}
+        self.info: dict[str, Any] = {}
         try:
             self._start()
         except BaseException:
@@ -169,30 +173,35 @@ class Worker:
     # ---- public API --------------------------------------------------------------------
 
     @property
-    def last_snapshot(self):
+    def last_snapshot(self) -> Path | None:
         """The last good step's .blend (outside the workspace), or None."""
         return self._last_snapshot
 
     @property
-    def next_step(self):
+    def next_step(self) -> int:
         return self._next_step
 
-    def run(self, program, timeout=None, step=None):
+    def run(self, program: str, timeout: float | None = None, step: int | None = None) -> StepResult:
         """Run agent code on the warm scene; a StepResult whatever the program does."""
         with self._lock:
             return self._run(program, timeout, step)
 
-    def load_blend(self, path, snapshot=True, timeout=None, step=None):
+    def load_blend(
+        self, path: str | Path, snapshot: bool = True, timeout: float | None = None, step: int | None = None
+    ) -> StepResult:
         """Replace the scene with an untrusted .blend (no scripts, no drivers run)."""
         with self._lock:
             return self._load(Path(path), snapshot, timeout, step)
 
-    def render_frames(self, frames, longest_side, preset="fast", aspect=None, out_dir=None, timeout=None):
+    def render_frames(
+        self, frames: list[int], longest_side: int, preset: str = "fast", aspect: float | None = None,
+        out_dir: str | Path | None = None, timeout: float | None = None,
+    ) -> RenderResult:  # fmt: skip
         """Render frames from the scene camera; images are collected into out_dir (outside the workspace)."""
         with self._lock:
             return self._render(frames, longest_side, preset, aspect, out_dir, timeout)
 
-    def gl_info(self, timeout=None):
+    def gl_info(self, timeout: float | None = None) -> dict[str, Any]:
         """{"renderer": vendor and renderer, "software": bool} of the GL platform this worker renders on.
 
         Starts the GPU backend if need be (a 4 px Workbench still of a scratch scene), so it
@@ -212,7 +221,7 @@ class Worker:
             self.info["gl"] = {"renderer": _text(reply.get("renderer"), 200), "software": reply.get("software") is True}
             return dict(self.info["gl"])
 
-    def scene_graph(self, frames=None, timeout=None):
+    def scene_graph(self, frames: list[int] | None = None, timeout: float | None = None) -> dict:
         """The scene_graphs/<scene>.json content for the current scene; WorkerError when it fails."""
         with self._lock:
             try:
@@ -224,7 +233,7 @@ class Worker:
                 raise WorkerError("error", _text(reply.get("reason"), 500) or "the worker returned no scene graph")
             return reply["graph"]
 
-    def close(self):
+    def close(self) -> None:
         """Kill the whole worker tree and release its uid."""
         self._kill()
         if self._lease:
@@ -698,12 +707,12 @@ def _spawn(*args, **kwargs):
     return _SPAWNER.submit(subprocess.Popen, *args, **kwargs).result()
 
 
-def frame_size(longest_side, aspect):
+def frame_size(longest_side: int, aspect: float) -> tuple[int, int]:
     """(width, height), both even (video encoders need that), with the longest side as given."""
     if aspect <= 0:
         raise ValueError(f"aspect {aspect} must be positive")
     if aspect >= 1:
-        width, height = longest_side, longest_side / aspect
+        width, height = float(longest_side), longest_side / aspect
     else:
-        width, height = longest_side * aspect, longest_side
+        width, height = longest_side * aspect, float(longest_side)
     return max(2, int(round(width / 2)) * 2), max(2, int(round(height / 2)) * 2)

@@ -13,7 +13,7 @@ class VGIError(BVBError, ValueError):
     """Bad VGI input; the message names the thing and the fix."""
 
 
-def read_tasks(path):
+def read_tasks(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise VGIError(f"tasks file {path} not found; generate one with bvb vgi-tasks --out DIR")
@@ -32,6 +32,6 @@ def read_tasks(path):
     return tasks
 
 
-def still_clip(root, task_id):
+def still_clip(root: str | Path, task_id: str) -> Path:
     """The start image held as a clip of the procedure's length (the agent's 'source video')."""
     return Path(root) / DATASET / f"{task_id}.mp4"
