@@ -186,7 +186,8 @@ classes = (BVBStep, BVBScore, BVBSceneSettings)
 
 def register():
     register_classes(classes)
-    bpy.types.Scene.bvb = PointerProperty(type=BVBSceneSettings)
+    # A pointer added at runtime: the stubs know no Scene.bvb, and type PointerProperty() as returning nothing.
+    bpy.types.Scene.bvb = PointerProperty(type=BVBSceneSettings)  # type: ignore[attr-defined,func-returns-value]
     bpy.app.timers.register(sync_reference, first_interval=SYNC_INTERVAL_S, persistent=True)
     bpy.app.handlers.frame_change_post.append(refit_reference)
 
@@ -197,5 +198,5 @@ def unregister():
     # A timer left registered crashes the bpy module at exit, so this must always run.
     if bpy.app.timers.is_registered(sync_reference):
         bpy.app.timers.unregister(sync_reference)
-    del bpy.types.Scene.bvb
+    del bpy.types.Scene.bvb  # type: ignore[attr-defined]
     unregister_classes(classes)

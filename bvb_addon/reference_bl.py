@@ -4,6 +4,7 @@ Everything the reference adds lives in one collection (``REFERENCE_COLLECTION``)
 saving a submission can leave it out: the render must never see the source clip.
 """
 
+import functools
 import logging
 from pathlib import Path
 
@@ -140,7 +141,7 @@ def show_textures_in_solid_views():
     for screen in bpy.data.screens:
         for area in screen.areas:
             for space in area.spaces:
-                if space.type == "VIEW_3D" and space.shading.color_type == "MATERIAL":
+                if isinstance(space, bpy.types.SpaceView3D) and space.shading.color_type == "MATERIAL":
                     space.shading.color_type = "TEXTURE"
                     switched += 1
     return switched
@@ -281,7 +282,7 @@ def detach_for_save(scene):
             if bg.source == "MOVIE_CLIP" and bg.clip is not None:
                 clip = bg.clip
                 bg.clip = None
-                undo.append(lambda bg=bg, clip=clip: setattr(bg, "clip", clip))
+                undo.append(functools.partial(setattr, bg, "clip", clip))
 
     def restore():
         for step in reversed(undo):

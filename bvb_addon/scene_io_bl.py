@@ -25,7 +25,8 @@ def append_scene(blend_path, name):
         remove_scene(old)
     try:
         # Appending copies data only: text blocks and drivers of an untrusted file never run here.
-        with bpy.data.libraries.load(str(blend_path), link=False) as (src, dst):
+        # load() is a context manager; the stubs type it as returning None.
+        with bpy.data.libraries.load(str(blend_path), link=False) as (src, dst):  # type: ignore[attr-defined,func-returns-value]
             if not src.scenes:
                 raise RunDirError(f"{blend_path} holds no scene; re-save it from Blender")
             dst.scenes = [src.scenes[0]]

@@ -1,7 +1,16 @@
 """What every BVB operator shares: a poll that says why it is unavailable."""
 
+from typing import TYPE_CHECKING
 
-class BVBPollMixin:
+if TYPE_CHECKING:
+    # For the type checker the mixin is an Operator (poll_message_set, report); at runtime it is a
+    # plain mixin, and each operator class names bpy.types.Operator itself.
+    from bpy.types import Operator as _OperatorBase
+else:
+    _OperatorBase = object
+
+
+class BVBPollMixin(_OperatorBase):
     """Operators define ``unavailable(context) -> str | None``; poll shows that reason greyed out."""
 
     @classmethod

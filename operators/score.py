@@ -52,7 +52,9 @@ def _render_finished(scene_name, outcome):
     if scene is None:
         return
     s = scene.bvb
-    row, path, exists = outcome.value or ({}, None, False)
+    # What _render returned: (render row, mp4 path or None, whether the mp4 exists).
+    value: tuple[dict, Path | None, bool] = outcome.value or ({}, None, False)
+    row, path, exists = value
     if outcome.error:
         message = f"Render failed: {outcome.error}"
     else:

@@ -53,7 +53,8 @@ def run_scenes_cached(run_dir):
 
 def rescan():
     """Timer: start a background rescan of each open scene's run folder whose list is over RESCAN_S old."""
-    wanted = {bpy.path.abspath(scene.bvb.run_dir) for scene in bpy.data.scenes if getattr(scene, "bvb", None)}
+    found = (getattr(scene, "bvb", None) for scene in bpy.data.scenes)
+    wanted = {bpy.path.abspath(settings.run_dir) for settings in found if settings}
     for run_dir in sorted(w for w in wanted if w):
         cached = _scene_cache.get(run_dir)
         key = ("scan", run_dir)

@@ -8,6 +8,7 @@ in the middle of an agent's episode never changes the scene the agent is buildin
 import math
 import os
 import time
+from typing import Any
 
 import bpy
 import compat_bl
@@ -95,7 +96,7 @@ def probe_gl():
     try:
         scratch.collection.objects.link(camera)
         scratch.camera = camera
-        scratch.render.engine = "BLENDER_WORKBENCH"
+        scratch.render.engine = "BLENDER_WORKBENCH"  # type: ignore[assignment]  # the stubs list EEVEE only
         scratch.render.resolution_x = scratch.render.resolution_y = 4
         bpy.ops.render.render(scene=scratch.name)
     finally:
@@ -111,7 +112,8 @@ def cycles_device():
     The choice goes into the worker's preferences (never saved: factory settings, private HOME).
     """
     try:
-        prefs = bpy.context.preferences.addons["cycles"].preferences
+        # Cycles' own AddonPreferences subclass (devices, compute_device_type): not in the stubs.
+        prefs: Any = bpy.context.preferences.addons["cycles"].preferences
     except KeyError:
         return "CPU", "CPU"
     for backend in CYCLES_GPU_BACKENDS:
@@ -176,8 +178,8 @@ def render(workspace, req):
         r = scene.render
         aspect = (r.resolution_x * r.pixel_aspect_x) / max(1e-6, r.resolution_y * r.pixel_aspect_y)
         longest = int(req["longest_side"])
-        width, height = (longest, longest / aspect) if aspect >= 1 else (longest * aspect, longest)
-        width, height = max(2, int(round(width / 2)) * 2), max(2, int(round(height / 2)) * 2)
+        w, h = (longest, longest / aspect) if aspect >= 1 else (longest * aspect, longest)
+        width, height = max(2, int(round(w / 2)) * 2), max(2, int(round(h / 2)) * 2)
     prefix = req["prefix"]
     started = time.perf_counter()
     render = scene.render
@@ -271,7 +273,7 @@ def scene_graph(frames=None):
     scene.frame_set(start)
     objects = []
     for obj in scene.objects:
-        entry = {"name": obj.name, "type": obj.type}
+        entry: dict[str, Any] = {"name": obj.name, "type": obj.type}
         if obj.type in {"MESH", "CURVE", "SURFACE", "META", "FONT", "CURVES", "POINTCLOUD", "VOLUME"}:
             lo, hi = world_bounds(obj)
             entry["center"] = rnd([(a + b) / 2 for a, b in zip(lo, hi, strict=True)])

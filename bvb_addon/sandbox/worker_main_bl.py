@@ -103,11 +103,11 @@ class SceneHost:
         for obj in bpy.context.scene.objects:
             data = obj.data
             size = 0
-            if obj.type == "MESH" and data is not None:
+            if isinstance(data, bpy.types.Mesh):  # obj.type == "MESH"
                 size = len(data.vertices)
             prints[obj.name] = (
                 obj.type,
-                tuple(round(v, 5) for row in obj.matrix_world for v in row),
+                tuple(round(v, 5) for row in obj.matrix_world for v in row),  # type: ignore[attr-defined]  # a Matrix iterates its rows; the stub has no __iter__
                 data.name if data is not None else "",
                 size,
                 tuple(slot.material.name if slot.material else "" for slot in obj.material_slots),

@@ -114,8 +114,9 @@ def first_sightings(object_ids, frame_count, work_dir):
     shading.show_object_outline = False
     shading.show_specular_highlight = False
     scene.display.render_aa = "OFF"
-    scene.view_settings.view_transform = "Standard"
-    scene.view_settings.look = "None"
+    # The colour-management enums come from the OCIO config at runtime; the stubs know only "NONE".
+    scene.view_settings.view_transform = "Standard"  # type: ignore[assignment]
+    scene.view_settings.look = "None"  # type: ignore[assignment]
     scene.view_settings.exposure = 0.0
     scene.view_settings.gamma = 1.0
     scene.render.dither_intensity = 0.0

@@ -20,7 +20,7 @@ def run_program(text, name):
 def render_start_image(task, samples, scale):
     run_program(task["start_program"], f"{task['id']}_start.py")
     scene = bpy.context.scene
-    scene.render.engine = "CYCLES"
+    scene.render.engine = "CYCLES"  # type: ignore[assignment]  # the stubs list EEVEE only
     scene.cycles.device = "CPU"
     scene.cycles.samples = samples
     scene.cycles.use_denoising = True
@@ -37,7 +37,7 @@ def render_oracle(task, scale):
         namespace = {"__name__": "__vgi__"}
         exec(compile(task["timeline_program"], "timeline.py", "exec"), namespace)
     if task.get("frames_dir"):
-        scene.render.engine = "BLENDER_WORKBENCH"
+        scene.render.engine = "BLENDER_WORKBENCH"  # type: ignore[assignment]  # the stubs list EEVEE only
         shading = scene.display.shading
         shading.light = "STUDIO"
         shading.color_type = "MATERIAL"
