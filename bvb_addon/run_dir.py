@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import BadFileError, BVBError
 from .jsonfile import read_json, read_json_or_none, read_jsonl, read_object_or_none  # noqa: F401  (the readers)
+from .versions import Blenders
 
 if TYPE_CHECKING:
     from .records import RunConfig
@@ -416,7 +417,7 @@ def require_run(path: str | Path, flag: str = "--run") -> Path:
     )
 
 
-def run_blenders(run_dir: str | Path) -> dict[str, list[str]]:
+def run_blenders(run_dir: str | Path) -> Blenders:
     """The Blender versions a run was made and rendered with: {"made": [...], "rendered": [...]}, each sorted.
 
     Read from config.json (``bpy_version``), the render rows (``blender``) and the scene graphs

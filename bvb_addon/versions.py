@@ -8,9 +8,16 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from typing import TypedDict
 
 log = logging.getLogger(__name__)
+
+
+class Blenders(TypedDict):
+    """The Blender versions a run was made and rendered with (run_dir.run_blenders), each sorted."""
+
+    made: list[str]
+    rendered: list[str]
 
 # Kept equal to blender_manifest.toml's version (a test checks it).
 HARNESS_VERSION = "0.1.0"
@@ -70,9 +77,9 @@ def is_protocol_blender(version: object) -> bool:
     return str(version).strip().split(" ")[0].split(".")[:2] == PROTOCOL_BLENDER.split(".")
 
 
-def comparability(blenders: Mapping[str, Iterable[str]]) -> tuple[bool, str]:
+def comparability(blenders: Blenders) -> tuple[bool, str]:
     """(comparable, note): False with a one-line note when a version other than the protocol's was used."""
-    other = sorted({v for vs in blenders.values() for v in vs if not is_protocol_blender(v)})
+    other = sorted({v for v in blenders["made"] + blenders["rendered"] if not is_protocol_blender(v)})
     if not other:
         return True, ""
     return False, (

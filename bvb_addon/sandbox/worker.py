@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..blend_header import newer_file_reason
 from ..errors import ArgumentError
@@ -80,6 +80,15 @@ class RenderResult:
     """What rendered: the GL vendor and renderer (EEVEE, Workbench) or "Cycles <device>"."""
     software_gl: bool = False
     """The GL renderer is a CPU rasteriser (llvmpipe and the like)."""
+
+
+class GLInfo(TypedDict):
+    """The GL platform a worker renders on (Worker.gl_info)."""
+
+    renderer: str
+    """The GL vendor and renderer."""
+    software: bool
+    """A CPU rasteriser (llvmpipe and the like)."""
 
 
 class WorkerError(RuntimeError):
@@ -201,7 +210,7 @@ class Worker:
         with self._lock:
             return self._render(frames, longest_side, preset, aspect, out_dir, timeout)
 
-    def gl_info(self, timeout: float | None = None) -> dict[str, Any]:
+    def gl_info(self, timeout: float | None = None) -> GLInfo:
         """{"renderer": vendor and renderer, "software": bool} of the GL platform this worker renders on.
 
         Starts the GPU backend if need be (a 4 px Workbench still of a scratch scene), so it
@@ -210,7 +219,8 @@ class Worker:
         """
         with self._lock:
             if "gl" in self.info and self._proc is not None:
-                return dict(self.info["gl"])
+                known: GLInfo = self.info["gl"]
+                return known.copy()
             try:
                 reply = self._request({"op": "gl"}, timeout or self.config.start_timeout_s)
             except _Died as died:
@@ -218,8 +228,9 @@ class Worker:
                 raise WorkerError(died.kind, died.reason) from None
             if reply.get("status") != "ok":
                 raise WorkerError("error", _text(reply.get("reason"), 500) or "the worker reported no GL platform")
-            self.info["gl"] = {"renderer": _text(reply.get("renderer"), 200), "software": reply.get("software") is True}
-            return dict(self.info["gl"])
+            gl = GLInfo(renderer=_text(reply.get("renderer"), 200), software=reply.get("software") is True)
+            self.info["gl"] = gl
+            return gl.copy()
 
     def scene_graph(self, frames: list[int] | None = None, timeout: float | None = None) -> dict:
         """The scene_graphs/<scene>.json content for the current scene; WorkerError when it fails."""
