@@ -104,3 +104,17 @@ def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
         assert addon[key] == headless[key], key
     assert headless["sandbox_level"]["name"] and addon["sandbox_level"] is None
     assert len(headless["sessions"]) == 1 and addon["sessions"] == []
+
+
+@pytest.mark.unit
+def test_the_oracle_without_a_videos_folder_is_a_one_line_model_error(tmp_path):
+    from bvb_addon.agent.loop import SceneTask
+    from bvb_addon.agent.model import ModelError
+    from bvb_addon.pricing import ZERO
+
+    task = SceneTask("synth_easy_000", "synthetic", "clip.mp4", 8.0, 32, 4.0, 160, 120)
+    with pytest.raises(ModelError, match="pass --videos"):
+        setup.get_model(AgentConfig(agent="oracle"), ZERO, task, videos=None)
+    with pytest.raises(ModelError, match="no oracle program"):
+        setup.get_model(AgentConfig(agent="oracle"), ZERO, task, videos=tmp_path)
+    assert setup.get_model(AgentConfig(agent="oracle"), ZERO, None) is None
