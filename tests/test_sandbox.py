@@ -297,6 +297,18 @@ def test_a_worker_started_in_a_short_lived_thread_survives_it(tmp_path):
         assert w.run("print('alive')").stdout.strip() == "alive"
 
 
+def test_a_closed_worker_starts_no_new_process(tmp_path):
+    # close() gives back the uid and the workspace descriptor: a restart would run without either.
+    w = Worker(tmp_path / "ws", tmp_path / "s", CONFIG)
+    assert w.run("print('alive')").stdout.strip() == "alive"
+    w.close()
+    result = w.run("print('again')")
+    assert (result.status, result.stdout) == ("sandbox_error", "")
+    assert "this worker is closed" in result.reason
+    assert w._proc is None
+    w.close()
+
+
 def test_system_paths_are_read_only(worker):
     result = worker.run(
         textwrap.dedent("""

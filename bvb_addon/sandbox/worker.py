@@ -163,10 +163,10 @@ class Worker:
         self._last_snapshot = self.snapshot_dir / f"{max(numbers):03d}.blend" if numbers else None
         self._next_step = max(numbers) + 1 if numbers else 1
         self._start_from = Path(start_from) if start_from else None
-        self._proc = None
-        self._sock = None
-        self._cgroup = None
-        self._memcg = None
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._cgroup: PidsCgroup | None = None
+        self._memcg: MemoryCgroup | None = None
         self._tail: collections.deque[str] = collections.deque(maxlen=40)
         self._serial = 0
         self._renders = 0
@@ -489,6 +489,10 @@ class Worker:
                     pass
 
     def _start(self):
+        if self._dir_fd is None:
+            # close() gave back the uid and the workspace's descriptor: a restart would run without the
+            # dedicated uid, and collect and remove files relative to the harness's working directory.
+            raise WorkerError("sandbox_error", "this worker is closed; start a new Worker")
         self._chown_workspace()
         parent, child = socket.socketpair()
         if "cgroup_pids" in self.level.layers:
