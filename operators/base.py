@@ -1,11 +1,14 @@
 """What every BVB operator shares: a poll that says why it is unavailable."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import OperatorReturnItems, WmReportItems
+    from bpy.types import Context, Operator
+
     # For the type checker the mixin is an Operator (poll_message_set, report); at runtime it is a
     # plain mixin, and each operator class names bpy.types.Operator itself.
-    from bpy.types import Operator as _OperatorBase
+    _OperatorBase = Operator
 else:
     _OperatorBase = object
 
@@ -29,16 +32,19 @@ class BVBPollMixin(_OperatorBase):
         return True
 
 
-def settings(context):
-    return context.scene.bvb
+def settings(context: "Context") -> Any:
+    """The scene's BVB settings: Scene.bvb, a pointer properties.register adds at runtime (the stubs know none)."""
+    return context.scene.bvb  # type: ignore[attr-defined]
 
 
-def done(operator, context, message, level="INFO"):
+def done(
+    operator: "Operator", context: "Context", message: str, level: "WmReportItems" = "INFO"
+) -> "set[OperatorReturnItems]":
     """Report a message and keep it as the panel's status line."""
-    context.scene.bvb.status = message
+    settings(context).status = message
     operator.report({level}, message)
     return {"FINISHED"} if level != "ERROR" else {"CANCELLED"}
 
 
-def fail(operator, context, message):
+def fail(operator: "Operator", context: "Context", message: str) -> "set[OperatorReturnItems]":
     return done(operator, context, message, level="ERROR")
