@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 
 RGB = NDArray[np.uint8]
 """An (H, W, 3) uint8 image, or a stack of them."""
+FrameArray = NDArray[Any]
+"""An (H, W, 3) array the encoders take: uint8 at runtime (PyAV's from_ndarray checks), typed as any
+ndarray because PyAV types ``to_ndarray`` as any of its formats' dtypes."""
 
 # Without a keyframe index, forward gaps longer than this are crossed by seeking instead of decoding.
 SEEK_GAP_S = 4.0
@@ -257,7 +261,7 @@ def frames_by_full_decode(path: str | Path, times: Sequence[float]) -> Iterator[
         container.close()
 
 
-def encode_jpeg(rgb: RGB, quality: int = 80) -> bytes:
+def encode_jpeg(rgb: FrameArray, quality: int = 80) -> bytes:
     """JPEG bytes of an (H, W, 3) uint8 array; quality as in libjpeg (1-100)."""
     if not 1 <= quality <= 100:
         raise VideoError(f"JPEG quality must be 1-100, got {quality}")
@@ -342,7 +346,7 @@ def read_rgb_frames(path: str | Path, count: int, resize: Callable[[RGB], RGB] |
     return out
 
 
-def encode_png(rgb: RGB) -> bytes:
+def encode_png(rgb: FrameArray) -> bytes:
     """PNG bytes of an (H, W, 3) uint8 array."""
     height, width = rgb.shape[:2]
     ctx = av.CodecContext.create("png", "w")
