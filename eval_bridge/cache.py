@@ -7,7 +7,31 @@ import socket
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Protocol
+
+CachedAnswer = tuple[str, float]
+"""(answer text, cost_usd) of a call made before."""
+
+
+class AnswerStore(Protocol):
+    """Where a judge keeps its answers: a ``JudgeCache``, or the Ray cache actor's proxy (distributed.RemoteCache)."""
+
+    def get(self, key: str) -> CachedAnswer | None: ...
+
+    def put(
+        self,
+        key: str,
+        *,
+        judge_model: str,
+        protocol: str,
+        frames_digest: str,
+        prompt: str,
+        vote_index: int,
+        answer: str,
+        usage: Mapping[str, float],
+    ) -> None: ...
 
 # How often a process waiting on another's claim looks again, and when a claim is taken as
 # abandoned whoever holds it: longer than a judge call with all its retries and timeouts.
@@ -22,7 +46,7 @@ FINGERPRINT_RANGES = 16
 FINGERPRINT_CHUNK = 64 * 1024
 
 
-def clip_fingerprint(path, *settings):
+def clip_fingerprint(path: str | Path, *settings: object) -> str:
     """A cheap content fingerprint of a file (size, head, tail and sampled ranges), with the sampling settings.
 
     Whatever stands for a clip's content in a cache (the shared source answers) is keyed by it, so a
@@ -43,7 +67,7 @@ def clip_fingerprint(path, *settings):
     return digest.hexdigest()[:32]
 
 
-def frames_hash(frames):
+def frames_hash(frames: Iterable[bytes]) -> str:
     """Content hash of a list of JPEG frames (order matters)."""
     digest = hashlib.sha256()
     for frame in frames:
@@ -51,7 +75,7 @@ def frames_hash(frames):
     return digest.hexdigest()
 
 
-def cache_key(judge_model, protocol, frames_digest, prompt, vote_index):
+def cache_key(judge_model: str, protocol: str, frames_digest: str, prompt: str, vote_index: int) -> str:
     """The key the issue names: judge model, protocol, frames' content hash, question and vote index."""
     payload = json.dumps([judge_model, protocol, frames_digest, prompt, int(vote_index)])
     return hashlib.sha256(payload.encode()).hexdigest()
@@ -65,7 +89,7 @@ class JudgeCache:
     the first one's answer.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -85,7 +109,7 @@ class JudgeCache:
         self.claim_waits = 0
         self._host = socket.gethostname()
 
-    def get(self, key):
+    def get(self, key: str) -> CachedAnswer | None:
         """(answer, cost_usd) of an earlier call, or None."""
         with self._lock:
             row = self._db.execute("SELECT answer, cost_usd FROM answers WHERE key = ?", (key,)).fetchone()
@@ -95,7 +119,19 @@ class JudgeCache:
             self.hits += 1
             return row[0], row[1]
 
-    def put(self, key, *, judge_model, protocol, frames_digest, prompt, vote_index, answer, usage):
+    def put(
+        self,
+        key: str,
+        *,
+        judge_model: str,
+        protocol: str,
+        frames_digest: str,
+        prompt: str,
+        vote_index: int,
+        answer: str,
+        usage: Mapping[str, float],
+    ) -> None:
+        """Store one call's answer and usage (cost_usd, prompt_tokens, completion_tokens), committed at once."""
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -115,12 +151,12 @@ class JudgeCache:
             )
             self._db.commit()
 
-    def _answered(self, key):
+    def _answered(self, key: str) -> CachedAnswer | None:
         with self._lock:
             row = self._db.execute("SELECT answer, cost_usd FROM answers WHERE key = ?", (key,)).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def _count(self, hit):
+    def _count(self, hit: CachedAnswer | None) -> CachedAnswer | None:
         with self._lock:
             if hit is None:
                 self.misses += 1
@@ -128,7 +164,7 @@ class JudgeCache:
                 self.hits += 1
         return hit
 
-    def claim(self, key, poll_s=CLAIM_POLL_S):
+    def claim(self, key: str, poll_s: float = CLAIM_POLL_S) -> CachedAnswer | None:
         """get() for a process about to make the call: take the call's claim, or wait while another holds it.
 
         Returns (answer, cost_usd) when the call was made before (or by the claim's owner while we
@@ -166,7 +202,7 @@ class JudgeCache:
                     self.claim_waits += 1
             time.sleep(poll_s)
 
-    def release(self, key):
+    def release(self, key: str) -> None:
         """Drop this process's claim on a call (answered or failed): a waiting process goes on."""
         with self._lock:
             self._db.execute(
@@ -174,7 +210,7 @@ class JudgeCache:
             )
             self._db.commit()
 
-    def _alive(self, host, pid, created):
+    def _alive(self, host: str, pid: int, created: float) -> bool:
         """Whether a claim's owner may still answer: a live process here, or elsewhere a claim within its lease."""
         if time.time() - created >= CLAIM_LEASE_S:
             return False  # longer than any call with all its retries: a stuck or vanished owner
@@ -190,10 +226,10 @@ class JudgeCache:
             return True
         return True
 
-    def __len__(self):
+    def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
 
-    def close(self):
+    def close(self) -> None:
         with self._lock:
             self._db.close()

@@ -9,8 +9,13 @@ import json
 import logging
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+
+from bvb_addon.dataset import Question
 from bvb_addon.errors import BadFileError, MissingFileError
 from bvb_addon.run_dir import RunDir
 
@@ -33,23 +38,23 @@ KNOWN_CATEGORIES = (
 ).split()
 
 
-def mentions(text, vocabulary):
+def mentions(text: str, vocabulary: Iterable[str]) -> list[str]:
     """Categories named in a text, in order of first mention; longer names win overlaps ('coffee table')."""
-    found = []
+    found: list[tuple[int, str, set[int]]] = []
     for category in sorted(set(vocabulary), key=len, reverse=True):
         words = r"[ _-]".join(map(re.escape, category.split("_")))
         for match in re.finditer(rf"\b{words}(?:e?s)?\b", text, re.IGNORECASE):
             span = set(range(*match.span()))
             if not any(span & taken for _, _, taken in found):
                 found.append((match.start(), category, span))
-    ordered = []
+    ordered: list[str] = []
     for _, category, _ in sorted(found, key=lambda f: f[0]):
         if category not in ordered:
             ordered.append(category)
     return ordered
 
 
-def _fmt(value):
+def _fmt(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
@@ -64,10 +69,10 @@ class GeometryJudge:
     wants_preview = False
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self.model
 
-    def source_path(self, videos_root, dataset, scene):
+    def source_path(self, videos_root: str | Path, dataset: str, scene: str) -> Path:
         """The ground truth the source side needs."""
         path = Path(videos_root) / "gt" / f"{scene}.json"
         if not path.is_file():
@@ -76,19 +81,19 @@ class GeometryJudge:
             )
         return path
 
-    def load_source(self, videos_root, dataset, scene, video):
+    def load_source(self, videos_root: str | Path, dataset: str, scene: str, video: Path) -> SceneGeometry:
         path = Path(videos_root) / "gt" / f"{scene}.json"
         return from_gt(_load(path, "ground truth", "generate the suite with bvb synth"))
 
-    def load_render(self, run_dir, scene, video):
+    def load_render(self, run_dir: str | Path, scene: str, video: Path) -> SceneGeometry:
         path = RunDir(run_dir).scene_graph(scene)
         return from_scene_graph(_load(path, "scene graph", "re-render the run with bvb render"))
 
-    def step_media(self, graph, preview):
+    def step_media(self, graph: dict | None, preview: list[bytes] | None) -> SceneGeometry | None:
         """A step snapshot as this judge sees it: the geometry of its scene graph (None without a graph)."""
         return from_scene_graph(graph) if graph is not None else None
 
-    def ask(self, geometry, question, vote_index=0):
+    def ask(self, geometry: SceneGeometry, question: Question, vote_index: int = 0) -> Answer:
         try:
             text = answer(geometry, question)
         except (ValueError, KeyError, IndexError) as exc:
@@ -97,7 +102,7 @@ class GeometryJudge:
         return Answer(text=text, cost_usd=0.0, cached=False)
 
 
-def _load(path, what, fix):
+def _load(path: str | Path, what: str, fix: str) -> Any:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -106,7 +111,7 @@ def _load(path, what, fix):
         raise BadFileError(f"{what} {path} is not valid JSON ({exc.msg}); {fix}") from None
 
 
-def answer(geometry, question):
+def answer(geometry: SceneGeometry, question: Question) -> str:
     """The geometry's answer to a question: a number as text or an option letter ('' when it cannot tell)."""
     text = question.question
     options = question.options or []
@@ -147,25 +152,25 @@ def answer(geometry, question):
     return ""
 
 
-def _vocab(geometry, options):
+def _vocab(geometry: SceneGeometry, options: list[str]) -> set[str]:
     """Known categories, the scene's own, and single-object options, so absent objects are still recognised."""
     from_options = {category_of(option_text(o)) for o in options if "," not in o}
     return set(KNOWN_CATEGORIES) | set(geometry.categories()) | from_options
 
 
-def _closest(geometry, cat_a, cat_b):
+def _closest(geometry: SceneGeometry, cat_a: str, cat_b: str) -> float:
     pairs = [(a, b) for a in geometry.of(cat_a) for b in geometry.of(cat_b) if a is not b]
     return min((box_distance(a, b) for a, b in pairs), default=math.inf)
 
 
-def _pick(options, scores, lowest):
+def _pick(options: list[str], scores: list[float], lowest: bool) -> str:
     if not options or not scores or all(not math.isfinite(s) for s in scores):
         return ""
     index = min(range(len(scores)), key=lambda i: scores[i] if lowest else -scores[i])
     return option_letter(options[index]) or "ABCD"[index]
 
 
-def _direction(geometry, named, options):
+def _direction(geometry: SceneGeometry, named: list[str], options: list[str]) -> str:
     if len(named) < 3:
         return ""
     standing, facing, target = (geometry.of(c) for c in named[:3])
@@ -191,8 +196,8 @@ def _direction(geometry, named, options):
     return ""
 
 
-def _order(geometry, options):
-    def first(category):
+def _order(geometry: SceneGeometry, options: list[str]) -> str:
+    def first(category: str) -> float:
         times = [t for t in (geometry.first_seen(o) for o in geometry.of(category)) if t is not None]
         return min(times, default=math.inf)
 
@@ -208,7 +213,7 @@ def _order(geometry, options):
     return best
 
 
-def _turn(heading, leg):
+def _turn(heading: np.ndarray, leg: np.ndarray) -> str:
     angle = math.degrees(
         math.atan2(heading[0] * leg[1] - heading[1] * leg[0], heading[0] * leg[0] + heading[1] * leg[1])
     )
@@ -217,7 +222,7 @@ def _turn(heading, leg):
     return "turn left" if angle > 0 else "turn right"
 
 
-def _route(geometry, text, options, vocab):
+def _route(geometry: SceneGeometry, text: str, options: list[str], vocab: set[str]) -> str:
     """Walk the route: start at the first object facing the second, turn towards each stop in turn."""
     match = re.search(r"beginning at the (.+?) facing the (.+?)\.", text, re.IGNORECASE)
     stops = re.findall(r"go forward until the (.+?)\.", text, re.IGNORECASE)

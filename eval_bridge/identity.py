@@ -9,7 +9,9 @@ fields were recorded still get what can be read (a missing field is "unknown", n
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from bvb_addon.run_dir import RunDir, run_blenders
 
@@ -34,8 +36,11 @@ FIELDS = (
 KEYS = tuple(key for key, _ in FIELDS)
 LABELS = dict(FIELDS)
 
+Identity = dict[str, str | int | float | bool | None]
+"""A run's identity record: KEYS -> text, a number or None (unknown)."""
 
-def file_sha256(path, chunk=1 << 20):
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str | None:
     """The SHA-256 of a file's bytes (hex), or None when it cannot be read."""
     digest = hashlib.sha256()
     try:
@@ -47,7 +52,7 @@ def file_sha256(path, chunk=1 << 20):
     return digest.hexdigest()
 
 
-def _summary(root, path):
+def _summary(root: str | Path, path: str | Path) -> dict[str, Any]:
     """A JSON object of the run, or {}: missing, unreadable, not an object, or a link out of the run."""
     try:
         if not Path(path).resolve(strict=True).is_relative_to(Path(root).resolve()):
@@ -58,24 +63,29 @@ def _summary(root, path):
     return value if isinstance(value, dict) else {}
 
 
-def _scalar(value):
+def _object(value: object) -> dict[str, Any]:
+    """A nested JSON object of a summary, or {} when it is something else."""
+    return value if isinstance(value, dict) else {}
+
+
+def _scalar(value: object) -> str | int | float | bool | None:
     """A value the identity keeps: text, a number or None (anything else a downloaded run holds is text)."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return json.dumps(value, sort_keys=True, default=str)[:200]
 
 
-def _hash(value):
+def _hash(value: object) -> str | None:
     return value[:16] if isinstance(value, str) and value else None
 
 
-def _one(values):
+def _one(values: Iterable[object]) -> str | None:
     """One value for a field that scenes record each: the value, a sorted ';'-joined set, or None."""
     present = sorted({str(v) for v in values if v not in (None, "")})
     return "; ".join(present) if present else None
 
 
-def run_identity(run_dir):
+def run_identity(run_dir: str | Path) -> Identity:
     """The run's identity record (KEYS -> value or None), from its config, summaries and render rows."""
     rd = RunDir(run_dir)
     config = _summary(run_dir, rd.config)
@@ -86,8 +96,7 @@ def run_identity(run_dir):
         blenders = run_blenders(run_dir)
     except (TypeError, AttributeError):  # a version field that is not text
         blenders = {"made": ["unreadable"], "rendered": []}
-    vsi = dv.get("vsi_bench") if isinstance(dv.get("vsi_bench"), dict) else {}
-    counts = dv.get("counts") if isinstance(dv.get("counts"), dict) else {}
+    vsi, counts = _object(dv.get("vsi_bench")), _object(dv.get("counts"))
     record = {
         "split": _hash(dv.get("split_sha256")) or _hash(ls.get("split_sha256")),
         "questions": counts.get("questions"),
@@ -108,11 +117,11 @@ def run_identity(run_dir):
     return {key: _scalar(value) for key, value in record.items()}
 
 
-def differences(identity, baseline):
+def differences(identity: Mapping[str, object], baseline: Mapping[str, object]) -> list[str]:
     """The fields (KEYS order) where a run's identity differs from the baseline's; a field neither records is equal."""
     return [key for key in KEYS if identity.get(key) != baseline.get(key)]
 
 
-def describe(keys):
+def describe(keys: Iterable[str]) -> str:
     """The differs column: 'judge, encoder' (empty when nothing differs)."""
     return ", ".join(LABELS[key] for key in keys)

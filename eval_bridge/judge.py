@@ -5,17 +5,19 @@ import logging
 import os
 import struct
 import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
+from bvb_addon.dataset import Question
 from bvb_addon.errors import BVBError
 from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy
 from bvb_addon.outcomes import FAULT_EXIT
 
 from . import protocol as protocols
-from .cache import cache_key, frames_hash
-from .judge_options import JudgeOptions
+from .cache import AnswerStore, JudgeCache, cache_key, frames_hash
+from .judge_options import BudgetHolder, JudgeOptions
 from .pricing import Pricing
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ class JudgeError(BVBError, RuntimeError):
 
 @dataclass
 class Answer:
+    """One vote: the answer text, what it cost and whether the cache had it."""
+
     text: str
     cost_usd: float
     cached: bool
@@ -55,12 +59,16 @@ class Answer:
 class Media:
     """One side of a scene as the judge sees it: JPEG frames and their content hash."""
 
-    frames: list
+    frames: list[bytes]
     digest: str
 
 
+MediaT = TypeVar("MediaT")
+"""A judge's own media: ``Media`` frames for the VLM, a ``SceneGeometry`` for the geometry judge."""
+
+
 @runtime_checkable
-class Judge(Protocol):
+class Judge(Protocol[MediaT]):
     """What Dual VQA and the steps analysis ask of a judge: the VLM (``VLMJudge``) or the offline geometry judge.
 
     ``load_source`` / ``load_render`` / ``step_media`` return the judge's own media (frames, or a scene's
@@ -80,13 +88,13 @@ class Judge(Protocol):
 
     def source_path(self, videos_root: str | Path, dataset: str, scene: str) -> Path: ...
 
-    def load_source(self, videos_root: str | Path, dataset: str, scene: str, video: Path) -> Any: ...
+    def load_source(self, videos_root: str | Path, dataset: str, scene: str, video: Path) -> MediaT: ...
 
-    def load_render(self, run_dir: str | Path, scene: str, video: Path) -> Any: ...
+    def load_render(self, run_dir: str | Path, scene: str, video: Path) -> MediaT: ...
 
-    def step_media(self, graph: dict | None, preview: list[bytes] | None) -> Any | None: ...
+    def step_media(self, graph: dict | None, preview: list[bytes] | None) -> MediaT | None: ...
 
-    def ask(self, media: Any, question: Any, vote_index: int = 0) -> "Answer": ...
+    def ask(self, media: MediaT, question: Question, vote_index: int = 0) -> Answer: ...
 
 
 class VLMJudge:
@@ -97,22 +105,22 @@ class VLMJudge:
 
     def __init__(
         self,
-        base_url,
-        model,
-        protocol=JudgeOptions.protocol,
+        base_url: str,
+        model: str,
+        protocol: str = JudgeOptions.protocol,
         *,
-        cache=None,
-        api_key=None,
-        api_key_env=JudgeOptions.api_key_env,
-        settings=None,
-        pricing=None,
-        retries=JudgeOptions.retries,
-        backoff_s=JudgeOptions.retry_base_delay,
-        timeout_s=120.0,
-        max_tokens_field=JudgeOptions.max_tokens_field,
-        cap=None,
-        prompt_kind=JudgeOptions.prompt_kind,
-        budget=None,
+        cache: AnswerStore | None = None,
+        api_key: str | None = None,
+        api_key_env: str = JudgeOptions.api_key_env,
+        settings: JudgeSettings | None = None,
+        pricing: Pricing | None = None,
+        retries: int = JudgeOptions.retries,
+        backoff_s: float = JudgeOptions.retry_base_delay,
+        timeout_s: float = 120.0,
+        max_tokens_field: str = JudgeOptions.max_tokens_field,
+        cap: AbstractContextManager[object] | None = None,
+        prompt_kind: str | None = JudgeOptions.prompt_kind,
+        budget: BudgetHolder | None = None,
     ):
         self.model = model
         self.protocol = protocols.check_protocol(protocol)
@@ -135,7 +143,7 @@ class VLMJudge:
         self.budget = budget
         self._connect()
 
-    def _connect(self):
+    def _connect(self) -> None:
         # The agent's client too: same retries (408/409/429/5xx, empty or filtered replies), Retry-After honoured.
         policy = RetryPolicy(
             max_retries=self.retries, time_limit=max(300.0, 60.0 * (self.retries + 1)), base_delay=self.backoff_s
@@ -147,22 +155,22 @@ class VLMJudge:
         self.calls = 0
         self.cost_usd = 0.0
 
-    def probe(self, wait_s):
+    def probe(self, wait_s: float) -> list[str]:
         """One GET /models before scoring: a bad key, URL or model id fails here, in seconds (openai_client.probe)."""
         from bvb_addon.openai_client import probe
 
         return probe(self.client, self.model, self.api_key_env, wait_s)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         # A judge sent to a Ray task: the HTTP client and lock are rebuilt there, counters start at 0.
         # The resolved key travels with it, since worker nodes need not have the variable set.
         return {k: v for k, v in self.__dict__.items() if k not in ("client", "_lock", "calls", "cost_usd")}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._connect()
 
-    def remote_copy(self, cache, cap):
+    def remote_copy(self, cache: AnswerStore | None, cap: AbstractContextManager[object] | None) -> Self:
         """A copy for Ray tasks: answers go through ``cache`` (an actor proxy) and each request through ``cap``."""
         state = self.__getstate__()
         state.update(cache=cache, cap=cap)
@@ -171,23 +179,23 @@ class VLMJudge:
         return clone
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self.model
 
-    def source_path(self, videos_root, dataset, scene):
+    def source_path(self, videos_root: str | Path, dataset: str, scene: str) -> Path:
         """The file the source side needs (VideoError when it is missing, empty or not a video: bad input)."""
         from bvb_addon.dataset import video_path
         from bvb_addon.video import check_video
 
         return check_video(video_path(videos_root, dataset, scene))
 
-    def load_source(self, videos_root, dataset, scene, video):
+    def load_source(self, videos_root: str | Path, dataset: str, scene: str, video: Path) -> Media:
         return self.load_media(video)
 
-    def load_render(self, run_dir, scene, video):
+    def load_render(self, run_dir: str | Path, scene: str, video: Path) -> Media:
         return self.load_media(video)
 
-    def load_media(self, video):
+    def load_media(self, video: str | Path) -> Media:
         """Sample the judge's frames from a clip (bvb_addon.video.VideoError if unreadable)."""
         from bvb_addon.video import sample_uniform
 
@@ -195,33 +203,33 @@ class VLMJudge:
         frames = sample_uniform(video, s.frames, longest_side=s.longest_side, quality=s.jpeg_quality)
         return Media(frames=frames, digest=frames_hash(frames))
 
-    def step_media(self, graph, preview):
+    def step_media(self, graph: dict | None, preview: list[bytes] | None) -> Media | None:
         """A step snapshot as this judge sees it: its preview frames (None without a preview)."""
         return Media(frames=preview, digest=frames_hash(preview)) if preview else None
 
-    def ask(self, media, question, vote_index=0):
+    def ask(self, media: Media, question: Question, vote_index: int = 0) -> Answer:
         """One vote: from the cache when this exact call was made before, else from the API."""
         prompt = protocols.prompt_for(question, self.protocol, self.prompt_kind)
         key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
         if self.cache is None:
             return self._fresh(media, prompt, key, vote_index)
         with _STRIPES[int(key[:8], 16) % len(_STRIPES)]:
-            return self._cached(media, prompt, key, vote_index)
+            return self._cached(self.cache, media, prompt, key, vote_index)
 
-    def _cached(self, media, prompt, key, vote_index):
+    def _cached(self, cache: AnswerStore, media: Media, prompt: str, key: str, vote_index: int) -> Answer:
         # Another process scoring the same split may be making this very call: claim() waits for its
         # answer. (The Ray cache proxy has no claims: a Ray run has one driver and one cache actor.)
-        claim = getattr(self.cache, "claim", None)
-        hit = self.cache.get(key) if claim is None else claim(key)
+        claims = cache if isinstance(cache, JudgeCache) else None
+        hit = cache.get(key) if claims is None else claims.claim(key)
         if hit is not None:
             return Answer(text=hit[0], cost_usd=hit[1], cached=True)
         try:
             return self._fresh(media, prompt, key, vote_index)
         finally:
-            if claim is not None:
-                self.cache.release(key)
+            if claims is not None:
+                claims.release(key)
 
-    def _worst_case(self, frames, prompt):
+    def _worst_case(self, frames: list[bytes], prompt: str) -> float:
         """USD one call could cost: every frame at its image-token bound, the prompt, the whole completion."""
         from bvb_addon.agent.environment import image_size
         from bvb_addon.pricing import image_tokens
@@ -235,20 +243,20 @@ class VLMJudge:
             tokens += image_tokens(width, height, self.settings.detail)
         return self.pricing.price.worst_case(tokens, self.settings.max_tokens)
 
-    def _fresh(self, media, prompt, key, vote_index):
-        token = worst = None
-        if self.budget is not None:
+    def _fresh(self, media: Media, prompt: str, key: str, vote_index: int) -> Answer:
+        budget, token, worst = self.budget, None, 0.0
+        if budget is not None:
             worst = self._worst_case(media.frames, prompt)
-            token = self.budget.reserve(worst)  # BudgetReached (a CostLimit): the campaign's budget is spent
+            token = budget.reserve(worst)  # BudgetReached (a CostLimit): the campaign's budget is spent
         try:
             text, usage = self._call(media.frames, prompt)
         except BaseException:
-            if token is not None:
-                self.budget.settle(token, worst)  # it may have been billed: counted at its worst case
+            if budget is not None and token is not None:
+                budget.settle(token, worst)  # it may have been billed: counted at its worst case
             raise
         usage["cost_usd"] = self.pricing.cost(usage)
-        if token is not None:
-            self.budget.settle(token, usage["cost_usd"])
+        if budget is not None and token is not None:
+            budget.settle(token, usage["cost_usd"])
         with self._lock:
             self.calls += 1
             self.cost_usd += usage["cost_usd"]
@@ -265,9 +273,9 @@ class VLMJudge:
             )
         return Answer(text=text, cost_usd=usage["cost_usd"], cached=False)
 
-    def _messages(self, frames, prompt):
+    def _messages(self, frames: list[bytes], prompt: str) -> list[dict[str, Any]]:
         detail = self.settings.detail
-        parts = [
+        parts: list[dict[str, Any]] = [
             {
                 "type": "image_url",
                 "image_url": {"url": "data:image/jpeg;base64," + base64.b64encode(f).decode(), "detail": detail},
@@ -277,7 +285,7 @@ class VLMJudge:
         parts.append({"type": "text", "text": prompt})
         return [{"role": "user", "content": parts}]
 
-    def _call(self, frames, prompt):
+    def _call(self, frames: list[bytes], prompt: str) -> tuple[str, dict[str, float]]:
         request = {
             "model": self.model,
             "messages": self._messages(frames, prompt),
@@ -289,7 +297,7 @@ class VLMJudge:
         except ClientError as exc:
             hint = f"; check ${self.api_key_env} (--judge-api-key-env)" if exc.status in (401, 403) else ""
             raise JudgeError(f"judge {self.model}: {_short(exc)}{hint}") from None
-        usage = {}
+        usage: dict[str, float] = {}
         if answer.usage:
             usage["prompt_tokens"] = answer.usage.get("input_tokens", 0)
             usage["completion_tokens"] = answer.usage.get("output_tokens", 0)
@@ -298,7 +306,7 @@ class VLMJudge:
         return answer.content.strip(), usage
 
 
-def prompt_kind_of(base_url):
+def prompt_kind_of(base_url: str | None) -> str:
     """ "local" for a server on this machine or a private network (a model served locally), else "api"."""
     import ipaddress
     from urllib.parse import urlsplit
@@ -313,5 +321,5 @@ def prompt_kind_of(base_url):
     return "local" if address.is_loopback or address.is_private or address.is_link_local else "api"
 
 
-def _short(exc):
+def _short(exc: BaseException) -> str:
     return str(getattr(exc, "message", None) or exc).strip().splitlines()[0][:200]

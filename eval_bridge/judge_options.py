@@ -2,7 +2,7 @@
 config file and the VLM judge all take their defaults from (imports nothing heavy)."""
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from bvb_addon.errors import ArgumentError
 
@@ -12,6 +12,18 @@ ProtocolName = Literal["dual_vqa_v1", "vsi_official"]
 """The DV protocols a judge speaks (``protocol.PROTOCOLS``)."""
 TokensField = Literal["max_completion_tokens", "max_tokens"]
 """The request field that carries the answer-token cap (max_tokens for older servers)."""
+
+
+class BudgetHolder(Protocol):
+    """A campaign's budget as a judge spends it (bvb_addon.agent.budget.Budget, or its Ray proxy)."""
+
+    def reserve(self, worst: float) -> int:
+        """A token for a call that may cost up to ``worst`` USD; BudgetReached when it cannot fit."""
+        ...
+
+    def settle(self, token: int, cost: float) -> None:
+        """The call of ``token`` cost ``cost`` USD."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -33,7 +45,7 @@ class JudgeOptions:
     concurrency: int | None = None  # judge requests in flight at once (cluster-wide on Ray)
     prompt_kind: str = "auto"  # VSI-Bench's numeric post-prompt: auto (from the URL), local or api
     probe_wait: float = 60.0  # seconds the endpoint probe may retry a refused or silent endpoint (0: no probe)
-    budget: object = None  # a campaign's budget holder (bvb_addon.agent.budget): calls reserve from it
+    budget: BudgetHolder | None = None  # a campaign's budget holder (bvb_addon.agent.budget): calls reserve from it
 
     def check(self) -> "JudgeOptions":
         if self.kind not in ("vlm", "geometry"):

@@ -7,19 +7,23 @@ head and on idle keep-alive connections, and stops when ``stop()`` sets ``should
 is answered from one open descriptor (OpenFileResponse), so one replaced meanwhile is sent whole.
 """
 
+import asyncio
 import contextlib
 import ipaddress
 import os
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
+from typing import IO, Self
 from urllib.parse import urlsplit
 
 import anyio
 import h11
 import uvicorn
 from starlette.responses import FileResponse
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 # Clients send a request head in one write, so a head still incomplete after 0.75 s is a stuck or
 # hostile client (docs/service.md: 4xx within a second).
@@ -29,7 +33,8 @@ KEEP_ALIVE_S = 5
 MAX_HEAD = 16 * 1024
 
 
-def is_loopback(host):
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address is this machine's loopback (localhost, 127.0.0.0/8, ::1)."""
     if host == "localhost":
         return True
     try:
@@ -38,7 +43,7 @@ def is_loopback(host):
         return False
 
 
-def allowed_hosts(host, port):
+def allowed_hosts(host: str, port: int) -> set[str] | None:
     """Host header values that name the bound address (None: any IP literal, for a wildcard bind)."""
     if host in ("0.0.0.0", "::"):
         return None
@@ -48,7 +53,7 @@ def allowed_hosts(host, port):
     return {f"{name}:{port}" for name in names}
 
 
-def host_allowed(host, allowed):
+def host_allowed(host: str, allowed: set[str] | None) -> bool:
     """Whether a request's Host header is one of ``allowed`` (from allowed_hosts)."""
     if allowed is not None:
         return host in allowed
@@ -61,11 +66,12 @@ def host_allowed(host, allowed):
     return True
 
 
-def url_of(host, port):
+def url_of(host: str, port: int) -> str:
+    """The http URL of host:port (an IPv6 address in brackets)."""
     return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
-def listen(host, port, backlog):
+def listen(host: str, port: int, backlog: int) -> socket.socket:
     """A socket bound and listening on host:port; OSError when it cannot bind (its socket closed)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -85,21 +91,21 @@ class GuardedH11Protocol(H11Protocol):
     uvicorn times out idle keep-alive connections but not a request head that never completes.
     """
 
-    def connection_made(self, transport):
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm_head_deadline(None)
 
-    def data_received(self, data):
+    def data_received(self, data: bytes) -> None:
         self._head_started = True
         super().data_received(data)
 
-    def on_response_complete(self):
+    def on_response_complete(self) -> None:
         # The cycle that just ended: a pipelined request that super() starts counts as a new head.
         cycle = self.cycle
         super().on_response_complete()
         self._arm_head_deadline(cycle)
 
-    def eof_received(self):
+    def eof_received(self) -> None:
         # A client that stops sending mid-request (a short body, half a head) is told so as it goes.
         cycle = self.cycle
         mid_head = self._head_started and cycle is self._armed_cycle
@@ -110,12 +116,12 @@ class GuardedH11Protocol(H11Protocol):
             )
         return super().eof_received()
 
-    def _arm_head_deadline(self, cycle):
+    def _arm_head_deadline(self, cycle: RequestResponseCycle | None) -> None:
         self._head_started = False
         self._armed_cycle = cycle
         self.loop.call_later(HEAD_TIMEOUT_S, self._head_deadline, cycle)
 
-    def _head_deadline(self, cycle):
+    def _head_deadline(self, cycle: RequestResponseCycle | None) -> None:
         if self.transport.is_closing() or self.cycle is not cycle:
             return  # the request head arrived in time (its body has its own limit)
         if self._head_started:
@@ -123,7 +129,7 @@ class GuardedH11Protocol(H11Protocol):
         else:
             self.transport.close()
 
-    def _reply_and_close(self, status, reason, message):
+    def _reply_and_close(self, status: int, reason: str, message: bytes) -> None:
         # Written as bytes: h11 will not send a response to a request it has not fully parsed.
         self.transport.write(
             b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
@@ -135,7 +141,7 @@ class GuardedH11Protocol(H11Protocol):
 class ServerThread:
     """uvicorn serving ``app`` on a listening socket: ``start()`` in a daemon thread, or ``run_forever()`` here."""
 
-    def __init__(self, app, sock, name, backlog):
+    def __init__(self, app: ASGIApp, sock: socket.socket, name: str, backlog: int) -> None:
         self.sock = sock
         self.name = name
         self.server = uvicorn.Server(
@@ -151,9 +157,9 @@ class ServerThread:
                 h11_max_incomplete_event_size=MAX_HEAD,
             )
         )
-        self._thread = None
+        self._thread: threading.Thread | None = None
 
-    def start(self):
+    def start(self) -> Self:
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.sock]}, name=self.name, daemon=True
         )
@@ -165,14 +171,14 @@ class ServerThread:
             time.sleep(0.01)
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=30)
         with contextlib.suppress(OSError):
             self.sock.close()
 
-    def run_forever(self):
+    def run_forever(self) -> None:
         """Serve in this thread until interrupted (Ctrl-C or SIGTERM)."""
         try:
             self.server.run(sockets=[self.sock])
@@ -195,15 +201,15 @@ class OpenFileResponse(FileResponse):
     (the client's IncompleteRead). An open descriptor keeps the file it was opened on.
     """
 
-    def __init__(self, handle, path, status_code=200):
+    def __init__(self, handle: IO[bytes], path: str | os.PathLike[str], status_code: int = 200) -> None:
         self._handle = handle
         super().__init__(path, status_code=status_code, stat_result=os.fstat(handle.fileno()))
 
     @contextlib.asynccontextmanager
-    async def _open_file(self):
+    async def _open_file(self) -> AsyncIterator[anyio.AsyncFile[bytes]]:
         yield anyio.wrap_file(self._handle)  # closed by __call__, however the response ends
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:

@@ -8,10 +8,13 @@ frames.
 """
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from bvb_addon.errors import BVBError
 
@@ -31,25 +34,26 @@ class Preprocessing:
 
     do_resize: bool = True
     shortest_edge: int | None = 292
-    resize_hw: tuple | None = None
+    resize_hw: tuple[int, int] | None = None
     do_center_crop: bool = True
-    crop_hw: tuple = (256, 256)
+    crop_hw: tuple[int, int] = (256, 256)
     do_rescale: bool = True
     rescale_factor: float = 1 / 255
     do_normalize: bool = True
-    mean: tuple = IMAGENET_MEAN
-    std: tuple = IMAGENET_STD
+    mean: tuple[float, ...] = IMAGENET_MEAN
+    std: tuple[float, ...] = IMAGENET_STD
 
 
-def _hw(value, name):
+def _hw(value: object, name: str) -> tuple[int, int]:
     if isinstance(value, int):
         return (value, value)
     if isinstance(value, dict) and "height" in value:
-        return (int(value["height"]), int(value.get("width", value["height"])))
+        height = int(value["height"])
+        return (height, int(value["width"]) if "width" in value else height)
     raise PreprocessError(f"preprocessor config: {name} must be an int or {{height, width}}, got {value!r}")
 
 
-def preprocessing_from(config, model_crop=None):
+def preprocessing_from(config: Mapping[str, Any], model_crop: int | None = None) -> Preprocessing:
     """Preprocessing from a preprocessor_config.json dict, the way the model's processor reads it."""
     crop_hw = _hw(config.get("crop_size", model_crop or 256), "crop_size")
     kind = " ".join(str(config.get(k, "")) for k in ("video_processor_type", "image_processor_type", "processor_class"))
@@ -82,7 +86,7 @@ def preprocessing_from(config, model_crop=None):
     )
 
 
-def resize_weights(in_size, out_size):
+def resize_weights(in_size: int, out_size: int) -> np.ndarray:
     """(out, in) matrix of antialiased bilinear resampling, align_corners=False (torch/PIL's triangle filter)."""
     scale = in_size / out_size
     support = max(scale, 1.0)
@@ -98,17 +102,19 @@ def resize_weights(in_size, out_size):
     return weights
 
 
-def output_size(height, width, prep):
+def output_size(height: int, width: int, prep: Preprocessing) -> tuple[int, int]:
     """The resized (height, width): shortest edge to the size, the long edge scaled and truncated (torchvision)."""
     if prep.resize_hw:
         return prep.resize_hw
+    if prep.shortest_edge is None:
+        raise PreprocessError("preprocessing resizes but names no size: give it shortest_edge or resize_hw")
     short, long = (height, width) if height <= width else (width, height)
     new_short, new_long = prep.shortest_edge, int(prep.shortest_edge * long / short)
     return (new_short, new_long) if height <= width else (new_long, new_short)
 
 
 @lru_cache(maxsize=32)
-def _band(in_size, out_size):
+def _band(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
     """resize_weights as a band: (out, k) input indices and their weights, k the widest support.
 
     Each output pixel reads only the few input pixels under its filter, so the resize costs
@@ -126,7 +132,7 @@ def _band(in_size, out_size):
     return index, band
 
 
-def resize(frames, out_hw):
+def resize(frames: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
     """Resize (T, H, W, C) uint8 frames to out_hw; uint8 out, rounded, as the processor does on uint8 tensors.
 
     Frames already at out_hw come back as they are (the filter is then the identity), so
@@ -150,16 +156,16 @@ def resize(frames, out_hw):
     return out
 
 
-def resize_frame(rgb, prep):
+def resize_frame(rgb: np.ndarray, prep: Preprocessing) -> np.ndarray:
     """One (H, W, 3) uint8 frame resized as preprocess resizes it (so preprocess finds it at size)."""
     if not prep.do_resize:
         return rgb
     return resize(rgb[None], output_size(rgb.shape[0], rgb.shape[1], prep))[0]
 
 
-def preprocess(frames, prep):
+def preprocess(clip: npt.ArrayLike, prep: Preprocessing) -> np.ndarray:
     """(T, H, W, 3) uint8 -> (T, 3, crop_h, crop_w) float32: resize, centre crop, rescale, normalise."""
-    frames = np.asarray(frames)
+    frames = np.asarray(clip)
     if frames.ndim != 4 or frames.shape[-1] != 3:
         raise PreprocessError(f"expected (T, H, W, 3) frames, got shape {frames.shape}")
     if prep.do_resize:
@@ -171,7 +177,7 @@ def preprocess(frames, prep):
             raise PreprocessError(f"frames of {h}x{w} are smaller than the {ch}x{cw} crop")
         top, left = int((h - ch) / 2.0), int((w - cw) / 2.0)
         frames = frames[:, top : top + ch, left : left + cw]
-    out = frames.astype(np.float32)
+    out: np.ndarray = frames.astype(np.float32)
     if prep.do_rescale:
         out = out * np.float32(prep.rescale_factor)
     if prep.do_normalize:
