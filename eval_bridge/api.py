@@ -11,17 +11,31 @@ import contextlib
 import hashlib
 import logging
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from bvb_addon.errors import ArgumentError
 
 from .judge_options import JudgeOptions
 from .runlock import run_lock
 
+if TYPE_CHECKING:
+    from bvb_addon.backend import ConcurrencyCap
+
+    from .geometry import GeometryJudge
+    from .judge import JudgeSettings, VLMJudge
+    from .vgi import CheckerJudge, VLMProcessJudge
+
 log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 8
+
+Progress = Callable[[int, int], None]
+"""(done, total) of a scoring pass: questions for DV, scenes for LS."""
+Summary = dict[str, Any]
+"""A stage's summary as it writes it (dual_vqa_summary.json, vision_sim_summary.json, overall.json, ...)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,8 @@ class EncoderOptions:
 
 @dataclass(frozen=True)
 class DVOptions:
+    """One Dual VQA pass over a run: the split, the source videos, the judge and how to ask it."""
+
     run: Path
     split: Path
     videos: Path
@@ -46,19 +62,21 @@ class DVOptions:
     votes: int = 1
     workers: int = 8
     resume: bool = False
-    scenes: tuple | None = None
-    backend: str = "local"
+    scenes: tuple[str, ...] | None = None  # None: every scene of the split
+    backend: str = "local"  # local or ray
     ray_address: str | None = None
 
 
 @dataclass(frozen=True)
 class LSOptions:
+    """One Latent Similarity pass over a run: the split, the source videos and the encoder."""
+
     run: Path
     split: Path
     videos: Path
     encoder: EncoderOptions = field(default_factory=EncoderOptions)
     resume: bool = False
-    scenes: tuple | None = None
+    scenes: tuple[str, ...] | None = None
     backend: str = "local"
     ray_address: str | None = None
     scenes_per_task: int = 8
@@ -66,15 +84,19 @@ class LSOptions:
 
 @dataclass(frozen=True)
 class StepsOptions:
+    """The self-correction analysis of a run: every step snapshot judged."""
+
     run: Path
     split: Path
     videos: Path
     judge: JudgeOptions = field(default_factory=JudgeOptions)
-    scenes: tuple | None = None
+    scenes: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class VGIOptions:
+    """VGI scoring of procedure videos against their tasks."""
+
     videos: Path
     tasks: Path
     judge: str = "vlm"  # vlm or checker
@@ -87,7 +109,9 @@ class VGIOptions:
 
 @dataclass(frozen=True)
 class LeaderboardOptions:
-    runs: tuple
+    """The leaderboard CSV of scored runs (and a published reference's rows)."""
+
+    runs: tuple[str | Path, ...]  # run directories, or results folders holding them
     out: Path
     reference: Path | None = None
     resamples: int = 2000  # bootstrap resamples of the scenes (eval_bridge.noise)
@@ -98,7 +122,9 @@ class LeaderboardOptions:
 
 @dataclass(frozen=True)
 class ReportOptions:
-    runs: tuple
+    """The static HTML report of scored runs."""
+
+    runs: tuple[str | Path, ...]
     out: Path
     videos: Path | None = None
 
@@ -106,7 +132,7 @@ class ReportOptions:
 # ---- judges ----------------------------------------------------------------------------------
 
 
-def judge_cap(options, backend="local"):
+def judge_cap(options: JudgeOptions, backend: str = "local") -> "ConcurrencyCap | None":
     """The cap on judge requests in flight: cluster-wide on Ray, none locally unless asked for."""
     from bvb_addon.backend import ConcurrencyCap
 
@@ -120,11 +146,18 @@ def judge_cap(options, backend="local"):
     return ConcurrencyCap(limit or DEFAULT_JUDGE_CONCURRENCY, backend=backend, name=name)
 
 
-def _vlm_judge(options, cache_path, settings=None, cap=None):
+def _vlm_judge(
+    options: JudgeOptions,
+    cache_path: str | Path,
+    settings: "JudgeSettings | None" = None,
+    cap: "ConcurrencyCap | None" = None,
+) -> "VLMJudge":
     from .cache import JudgeCache
     from .judge import VLMJudge
     from .pricing import Pricing
 
+    # Both are checked before (JudgeOptions.check, make_vgi_judge): a VLM judge always has them here.
+    assert options.base_url and options.model, "a VLM judge needs base_url and model"
     return VLMJudge(
         options.base_url,
         options.model,
@@ -142,7 +175,9 @@ def _vlm_judge(options, cache_path, settings=None, cap=None):
     )
 
 
-def make_judge(options, run=None, backend="local"):
+def make_judge(
+    options: JudgeOptions, run: str | Path | None = None, backend: str = "local"
+) -> "VLMJudge | GeometryJudge":
     """The DV judge the options ask for: VLM with its cache (beside the run's shared answers), or geometry."""
     from bvb_addon.run_dir import RunDir
 
@@ -160,7 +195,7 @@ def make_judge(options, run=None, backend="local"):
     return _vlm_judge(options, cache_path, cap=judge_cap(options, backend))
 
 
-def make_vgi_judge(options):
+def make_vgi_judge(options: VGIOptions) -> "CheckerJudge | VLMProcessJudge":
     """The VGI judge: the offline checker, or a VLM process judge with its cache under the videos folder."""
     from bvb_addon.vgi.suite import VGIError
 
@@ -177,20 +212,22 @@ def make_vgi_judge(options):
     return VLMProcessJudge(_vlm_judge(options.vlm, cache, settings=JudgeSettings(max_tokens=300)))
 
 
-def _probe(judge, options):
+def _probe(judge: "VLMJudge | GeometryJudge", options: JudgeOptions) -> None:
     """Probe a VLM judge's endpoint before any question (wait 0: no probe); geometry needs none."""
-    if options.kind == "vlm" and options.probe_wait and options.probe_wait > 0:
+    from .judge import VLMJudge
+
+    if isinstance(judge, VLMJudge) and options.probe_wait and options.probe_wait > 0:
         judge.probe(options.probe_wait)
 
 
-def _close(judge):
+def _close(judge: object) -> None:
     cache = getattr(judge, "cache", None)
     if cache is not None:
         cache.close()
 
 
 @contextlib.contextmanager
-def _holding(run, label, lock):
+def _holding(run: str | Path, label: str, lock: bool) -> Iterator[None]:
     """The run's lock file for the block, unless the caller already holds it (a service job)."""
     if not lock or not Path(run).is_dir():
         # A missing run directory is reported by the scorer, in its own words.
@@ -203,7 +240,7 @@ def _holding(run, label, lock):
 # ---- scoring ---------------------------------------------------------------------------------
 
 
-def score_dv(options, progress=None, lock=True):
+def score_dv(options: DVOptions, progress: Progress | None = None, lock: bool = True) -> Summary:
     """Dual VQA of a run: writes dual_vqa.jsonl and dual_vqa_summary.json; returns the summary.
 
     Raises JudgeError when every question failed at the judge (nothing was scored).
@@ -251,12 +288,12 @@ def score_dv(options, progress=None, lock=True):
     return summary
 
 
-def judge_error_reason(summary):
+def judge_error_reason(summary: Summary) -> str:
     """The first judge_error reason of a DV summary, or ''."""
     return next((r["reason"] for r in summary["failures"].values() if r["status"] == "judge_error"), "")
 
 
-def score_ls(options, progress=None, lock=True):
+def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = True) -> Summary:
     """Latent Similarity of a run: writes vision_sim.jsonl and vision_sim_summary.json; returns the summary."""
     from bvb_addon.dataset import read_split
 
@@ -293,14 +330,16 @@ def score_ls(options, progress=None, lock=True):
         )
 
 
-def score_overall(run):
+def score_overall(run: str | Path) -> Summary:
     """Overall of a run from its DV and LS summaries: writes overall.json; returns its content."""
     from .overall import compute_overall
 
     return compute_overall(run)
 
 
-def score_steps(options, progress=None, lock=True):
+def score_steps(
+    options: StepsOptions, progress: Callable[[str, int], None] | None = None, lock: bool = True
+) -> Summary:
     """Every step snapshot of a run judged, and the self-correction analysis written; returns it."""
     from bvb_addon.dataset import read_split
 
@@ -311,12 +350,13 @@ def score_steps(options, progress=None, lock=True):
         judge = make_judge(options.judge, options.run)
         try:
             _probe(judge, options.judge)
-            return run_steps(options.run, questions, judge, scenes=options.scenes, progress=progress)
+            scenes = list(options.scenes) if options.scenes else None
+            return run_steps(options.run, questions, judge, scenes=scenes, progress=progress)
         finally:
             _close(judge)
 
 
-def score_vgi(options, progress=None):
+def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = None) -> Summary:
     """VGI scores of procedure videos: writes vgi.jsonl and vgi_summary.json; returns the summary."""
     from .vgi import half_instances, read_tasks, score
 
@@ -330,7 +370,7 @@ def score_vgi(options, progress=None):
         _close(getattr(judge, "vlm", None))
 
 
-def write_leaderboard(options):
+def write_leaderboard(options: LeaderboardOptions) -> list[dict[str, Any]]:
     """Rank the runs (and a published reference CSV's rows) by Overall; writes the CSV; returns the rows."""
     from .overall import leaderboard
 
@@ -345,14 +385,14 @@ def write_leaderboard(options):
     )
 
 
-def write_report(options):
+def write_report(options: ReportOptions) -> Path:
     """The static HTML report of scored runs; returns the path of its index."""
     from .report import build_report
 
     return build_report(list(options.runs), options.out, options.videos)
 
 
-def _check_backend(backend):
+def _check_backend(backend: str) -> None:
     """--backend ray without Ray installed: the install command, before any work."""
     if backend == "ray":
         from bvb_addon.backend import require_ray

@@ -17,7 +17,9 @@ Host that is not the bound address, a body that is not application/json) is refu
 body is read. One job at a time per run directory, also against a CLI on the same run (runlock).
 """
 
+import argparse
 import asyncio
+import functools
 import hmac
 import itertools
 import json
@@ -27,18 +29,21 @@ import secrets
 import threading
 import time
 import tomllib
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from dataclasses import replace as with_fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Self, TypedDict, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
@@ -51,12 +56,16 @@ from . import api
 from .judge_options import JudgeOptions as _J
 from .judge_options import ProtocolName, TokensField
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
-from .runlock import RunBusy, run_lock
+from .runlock import RunBusy, RunLock, run_lock
 
 log = logging.getLogger(__name__)
 
 Axis = Literal["dv", "ls", "overall"]
 AXES: tuple[Axis, ...] = ("dv", "ls", "overall")
+JobStatus = Literal["queued", "running", "done", "failed"]
+Step = Callable[[api.Progress], object]
+"""One axis of a job: scores the run, reporting (done, total) as it goes."""
+T = TypeVar("T")
 GEOMETRY = "geometry"
 # A job is a few hundred bytes; anything near this is not one.
 MAX_BODY = 64 * 1024
@@ -74,7 +83,7 @@ TOKEN_ON_COMMAND_LINE = (
 class ServiceError(BVBError):
     """A request the service refuses: its HTTP status and a one-line reason."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
@@ -86,17 +95,17 @@ class ServiceError(BVBError):
 class ServiceConfig:
     """What the service may do, fixed when it starts; requests only choose among it by name."""
 
-    roots: tuple
+    roots: tuple[str | Path, ...]
     host: str = "127.0.0.1"
     port: int = 8765
     token: str | None = None  # None: generate one and write it to token_file
     token_file: Path | None = None  # default: bvb_addon.bridge_client.default_token_file()
-    judges: dict = field(default_factory=dict)  # name -> api.JudgeOptions; "geometry" is always there
+    judges: dict[str, api.JudgeOptions] = field(default_factory=dict)  # "geometry" is always there
     default_judge: str | None = None  # for a job that names none
-    encoders: dict = field(default_factory=dict)  # name -> api.EncoderOptions
+    encoders: dict[str, api.EncoderOptions] = field(default_factory=dict)
     default_encoder: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.roots:
             raise ArgumentError("serve needs at least one --root folder")
         judges = {GEOMETRY: api.JudgeOptions(kind="geometry"), **self.judges}
@@ -159,7 +168,7 @@ class _ConfigFile(BaseModel):
     encoders: dict[str, _EncoderEntry] = {}
 
 
-def read_config_file(path):
+def read_config_file(path: str | Path) -> "_ConfigFile":
     """The parsed TOML configuration file (roots, judges, encoders); a one-line error naming the file."""
     path = Path(path)
     try:
@@ -176,7 +185,7 @@ def read_config_file(path):
         raise BadFileError(f"service config {path}: {_first_error(exc)}") from None
 
 
-def config_from_args(args):
+def config_from_args(args: argparse.Namespace) -> ServiceConfig:
     """The ServiceConfig of ``serve``'s arguments: a config file, with flags adding to or overriding it."""
     from_file = read_config_file(args.config) if args.config else _ConfigFile()
     judges = {name: api.JudgeOptions(**entry.model_dump()) for name, entry in from_file.judges.items()}
@@ -238,6 +247,8 @@ class LSBody(BaseModel):
 
 
 class JobBody(BaseModel):
+    """A POST /jobs body: the run, its axes and what to score them with (configured names only)."""
+
     model_config = ConfigDict(extra="forbid")
     run: str = Field(min_length=1)
     axes: list[Axis] = Field(default_factory=lambda: list(AXES), min_length=1)
@@ -249,7 +260,7 @@ class JobBody(BaseModel):
     ls: LSBody = Field(default_factory=LSBody)
 
 
-def _first_error(exc):
+def _first_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
     where = ".".join(str(p) for p in error.get("loc", ())) or "body"
     message = error.get("msg", "invalid")
@@ -261,25 +272,59 @@ def _first_error(exc):
 # ---- jobs ------------------------------------------------------------------------------------
 
 
+class JobProgress(TypedDict):
+    axis: Axis | None
+    done: int
+    total: int
+    axes_done: list[Axis]
+
+
+class JobView(TypedDict):
+    """A job as GET /jobs/<id> answers it (bvb_addon.bridge_client reads it)."""
+
+    job: str
+    run: str
+    axes: list[Axis]
+    judge: str | None
+    encoder: str | None
+    status: JobStatus
+    error: str | None
+    progress: JobProgress
+    skipped: dict[str, str]
+    created: float
+    finished: float | None
+
+
 class Job:
-    def __init__(self, job_id, run, axes, steps, lock, judge=None, encoder=None):
+    """One scoring job: its axes' steps, the run's lock it holds, and where it has got to."""
+
+    def __init__(
+        self,
+        job_id: str,
+        run: Path,
+        axes: list[Axis],
+        steps: list[tuple[Axis, Step]],
+        lock: RunLock,
+        judge: str | None = None,
+        encoder: str | None = None,
+    ) -> None:
         self.id = job_id
         self.judge, self.encoder = judge, encoder  # the configured names it uses
         self.run = run
         self.axes = axes
-        self.steps = steps  # [(axis, callable(progress))]
+        self.steps = steps
         self.lock = lock
-        self.status = "queued"
-        self.error = None
-        self.axis = None
+        self.status: JobStatus = "queued"
+        self.error: str | None = None
+        self.axis: Axis | None = None
         self.done = 0
         self.total = 0
-        self.axes_done = []
+        self.axes_done: list[Axis] = []
         self.created = time.time()
-        self.finished = None
-        self.skipped = {}
+        self.finished: float | None = None
+        self.skipped: dict[str, str] = {}
 
-    def view(self):
+    def view(self) -> JobView:
         return {
             "job": self.id,
             "run": str(self.run),
@@ -298,18 +343,18 @@ class Job:
 class Service:
     """Jobs and path rules; the HTTP layer only validates and translates."""
 
-    def __init__(self, config):
+    def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         self.roots = [Path(r).expanduser().resolve() for r in config.roots]
         missing = [str(r) for r in self.roots if not r.is_dir()]
         if missing:
             raise ArgumentError(f"--root {missing[0]} is not a folder; pass existing folders")
-        self.jobs = {}
-        self._active = {}
+        self.jobs: dict[str, Job] = {}
+        self._active: dict[Path, str] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
-    def inside(self, path, what):
+    def inside(self, path: object, what: str) -> Path:
         """The resolved path, if it lies under a root (symlinks resolved first); else a 403."""
         if not isinstance(path, str) or not path:
             raise ServiceError(400, f"{what} must be a path")
@@ -321,10 +366,10 @@ class Service:
             raise ServiceError(403, f"{what} {path} is outside the service's roots")
         return resolved
 
-    def _in_roots(self, resolved):
+    def _in_roots(self, resolved: Path) -> bool:
         return any(resolved == root or resolved.is_relative_to(root) for root in self.roots)
 
-    def no_links_out(self, folder, what):
+    def no_links_out(self, folder: str | Path, what: str) -> None:
         """A 403 when a symlink under ``folder`` leads out of the roots (its files are read, written and appended)."""
         folder = Path(folder)
         if not folder.exists():
@@ -346,12 +391,13 @@ class Service:
                     f"{what} {folder}: {entry} is a link out of the service's roots; remove it (links are not followed)",
                 )
 
-    def shared_of(self, run):
+    def shared_of(self, run: Path) -> Path:
         """The shared DV folder of a run: beside it when that is inside a root, else inside the run itself."""
         beside = RunDir(run).shared
         return beside if self._in_roots(beside.parent) else run / SHARED
 
-    def health(self):
+    def health(self) -> dict[str, Any]:
+        """GET /health: the service, its version, roots and the judges and encoders it has."""
         config = self.config
         return {
             "status": "ok",
@@ -364,7 +410,9 @@ class Service:
             "default_encoder": config.default_encoder,
         }
 
-    def _named(self, kind, name, configured, default):
+    def _named(
+        self, kind: str, name: str | None, configured: Mapping[str, T], default: str | None
+    ) -> tuple[str, T] | tuple[None, None]:
         """The configured judge or encoder a job names (or the default); None when there is neither."""
         name = name or default
         if name is None:
@@ -375,7 +423,8 @@ class Service:
             )
         return name, configured[name]
 
-    def submit(self, body):
+    def submit(self, body: JobBody) -> Job:
+        """Check a job's paths and names, lock its run and start it in a thread; a ServiceError when refused."""
         run = self.inside(body.run, "run")
         if not run.is_dir():
             raise ServiceError(404, f"run {run} does not exist")
@@ -385,7 +434,8 @@ class Service:
         axes = [a for a in AXES if a in body.axes]
         config = _run_config(run)
         scenes = tuple(body.scenes) or None
-        steps, skipped = [], {}
+        steps: list[tuple[Axis, Step]] = []
+        skipped: dict[str, str] = {}
         judge_name, judge = self._named("judge", body.dv.judge, self.config.judges, self.config.default_judge)
         encoder_name, encoder = self._named(
             "encoder", body.ls.encoder, self.config.encoders, self.config.default_encoder
@@ -403,7 +453,7 @@ class Service:
             if axis == "ls" and encoder is None:
                 skipped[axis] = "no V-JEPA 2 encoder: start the service with --encoder PATH (or set BVB_VJEPA_MODEL)"
                 continue
-            where = {}
+            where: dict[str, Path] = {}
             for name in ("split", "videos"):
                 # The runner records both in config.json, so the add-on need not send them.
                 value = getattr(body, name) or config.get(name)
@@ -411,18 +461,16 @@ class Service:
                     raise ServiceError(400, f"{axis} needs '{name}' (the run's config.json has none)")
                 where[name] = self.inside(str(value), name)
                 self.no_links_out(where[name], name)
-            if axis == "dv":
-                judge = judge if judge.shared else with_fields(judge, shared=str(shared))
-                options = api.DVOptions(
-                    run, where["split"], where["videos"], judge, votes=body.dv.votes, workers=body.dv.workers,
+            if axis == "dv" and judge is not None:
+                dv_judge = judge if judge.shared else with_fields(judge, shared=str(shared))
+                dv = api.DVOptions(
+                    run, where["split"], where["videos"], dv_judge, votes=body.dv.votes, workers=body.dv.workers,
                     resume=body.resume, scenes=scenes,
                 )  # fmt: skip
-                steps.append((axis, lambda progress, o=options: api.score_dv(o, progress, lock=False)))
-            else:
-                options = api.LSOptions(
-                    run, where["split"], where["videos"], encoder, resume=body.resume, scenes=scenes
-                )
-                steps.append((axis, lambda progress, o=options: api.score_ls(o, progress, lock=False)))
+                steps.append((axis, functools.partial(api.score_dv, dv, lock=False)))
+            elif axis == "ls" and encoder is not None:
+                ls = api.LSOptions(run, where["split"], where["videos"], encoder, resume=body.resume, scenes=scenes)
+                steps.append((axis, functools.partial(api.score_ls, ls, lock=False)))
         if not steps:
             raise ServiceError(400, "nothing to score: " + "; ".join(f"{a}: {r}" for a, r in skipped.items()))
         with self._lock:
@@ -441,13 +489,13 @@ class Service:
         threading.Thread(target=self._work, args=(job,), name=f"bridge-job-{job.id}", daemon=True).start()
         return job
 
-    def _work(self, job):
+    def _work(self, job: Job) -> None:
         job.status = "running"
         try:
             for axis, step in job.steps:
                 job.axis, job.done, job.total = axis, 0, 0
 
-                def progress(done, total, job=job):
+                def progress(done: int, total: int, job: Job = job) -> None:
                     job.done, job.total = done, total
 
                 step(progress)
@@ -464,41 +512,42 @@ class Service:
             with self._lock:
                 self._active.pop(job.run, None)
 
-    def results(self, job):
+    def results(self, job: Job) -> dict[str, Any]:
+        """GET /jobs/<id>/results: the job and its run's summaries (None for one not written)."""
         if job.status not in ("done", "failed"):
             raise ServiceError(409, f"job {job.id} is {job.status}; poll /jobs/{job.id} until it is done")
-        out = {"job": job.view()}
+        out: dict[str, Any] = {"job": job.view()}
         self.no_links_out(job.run, "run")
         for path in RunDir(job.run).summaries:
             out[path.stem] = json.loads(path.read_text()) if path.is_file() else None
         return out
 
 
-def _run_config(run):
+def _run_config(run: Path) -> dict[str, Any]:
     return read_object_or_none(RunDir(run).config) or {}
 
 
 # ---- HTTP ------------------------------------------------------------------------------------
 
 
-def _error(status, message):
+def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message, "status": status}, status_code=status)
 
 
-def _job(service, request):
+def _job(service: Service, request: Request) -> Job:
     job = service.jobs.get(request.path_params["job"])
     if job is None:
         raise ServiceError(404, f"no job {request.path_params['job']}")
     return job
 
 
-def build_app(service):
+def build_app(service: Service) -> "Guard":
     """The Starlette app of a Service, behind the guard that checks every request before routing."""
 
-    async def health(request):
+    async def health(request: Request) -> JSONResponse:
         return JSONResponse(service.health())
 
-    async def submit(request):
+    async def submit(request: Request) -> JSONResponse:
         try:
             raw = await asyncio.wait_for(request.body(), BODY_TIMEOUT_S)
         except TimeoutError:
@@ -519,26 +568,27 @@ def build_app(service):
         job = await asyncio.to_thread(service.submit, body)
         return JSONResponse({"status_url": f"/jobs/{job.id}", **job.view()}, status_code=202)
 
-    async def jobs(request):
+    async def jobs(request: Request) -> JSONResponse:
         return JSONResponse({"jobs": [j.view() for j in list(service.jobs.values())]})
 
-    async def job(request):
+    async def job(request: Request) -> JSONResponse:
         return JSONResponse(_job(service, request).view())
 
-    async def results(request):
+    async def results(request: Request) -> JSONResponse:
         return JSONResponse(await asyncio.to_thread(service.results, _job(service, request)))
 
-    async def files(request):
+    async def files(request: Request) -> FileResponse:
         path = service.inside(request.query_params.get("path", ""), "path")
         if not path.is_file():
             raise ServiceError(404, f"no file {path}")
         return FileResponse(path)
 
-    async def refused(request, exc):
-        return _error(exc.status, str(exc))
+    async def refused(request: Request, exc: Exception) -> JSONResponse:
+        return _error(exc.status if isinstance(exc, ServiceError) else 500, str(exc))
 
-    async def not_found(request, exc):
-        return _error(exc.status_code, f"no route {request.method} {request.url.path}")
+    async def not_found(request: Request, exc: Exception) -> JSONResponse:
+        status = exc.status_code if isinstance(exc, HTTPException) else 404
+        return _error(status, f"no route {request.method} {request.url.path}")
 
     routes = [
         Route("/health", health, methods=["GET"]),
@@ -552,7 +602,7 @@ def build_app(service):
     return Guard(app, service.config, allowed_hosts(service.config.host, service.config.port))
 
 
-def _loopback_origin(origin):
+def _loopback_origin(origin: str) -> bool:
     parts = urlsplit(origin)
     return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
 
@@ -560,12 +610,14 @@ def _loopback_origin(origin):
 class Guard:
     """ASGI middleware: Host, Origin, token and content type are checked before routing and before any body is read."""
 
-    def __init__(self, app, config, allowed_hosts):
+    def __init__(self, app: ASGIApp, config: ServiceConfig, allowed_hosts: set[str] | None) -> None:
+        if not config.token:
+            raise ArgumentError("the service needs a bearer token; BridgeServer makes one when the config has none")
         self.app = app
         self.token = config.token.encode()
         self.allowed_hosts = allowed_hosts
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         refusal = self._refusal(scope)
@@ -573,7 +625,7 @@ class Guard:
             return await _error(*refusal)(scope, receive, send)
         return await self.app(scope, receive, send)
 
-    def _refusal(self, scope):
+    def _refusal(self, scope: Scope) -> tuple[int, str] | None:
         headers = Headers(scope=scope)
         host = headers.get("host", "")
         if not host_allowed(host, self.allowed_hosts):
@@ -599,7 +651,7 @@ class Guard:
 # ---- the server ------------------------------------------------------------------------------
 
 
-def write_token_file(path, token):
+def write_token_file(path: str | Path, token: str) -> Path:
     """The token, written atomically to a file only the user can read (its folder too, when we make it)."""
     path = Path(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -613,7 +665,7 @@ class BridgeServer:
     Without a token in the config, one is generated and written to the token file (mode 0600).
     """
 
-    def __init__(self, config):
+    def __init__(self, config: ServiceConfig) -> None:
         try:
             sock = listen(config.host, config.port, BACKLOG)
         except OSError as exc:
@@ -621,12 +673,15 @@ class BridgeServer:
                 f"serve: cannot listen on {config.host}:{config.port} ({exc.strerror}); pick another --port"
             ) from None
         try:
-            self.token_file = None
-            if not config.token:
+            self.token_file: Path | None = None
+            token = config.token
+            if not token:
                 token_file = config.token_file or default_token_file()
-                config = _replace(config, token=secrets.token_urlsafe(32), token_file=token_file)
-                self.token_file = write_token_file(token_file, config.token)
-            self.config = _replace(config, port=sock.getsockname()[1])
+                token = secrets.token_urlsafe(32)
+                config = with_fields(config, token=token, token_file=token_file)
+                self.token_file = write_token_file(token_file, token)
+            self._token = token
+            self.config = with_fields(config, port=sock.getsockname()[1])
             self.service = Service(self.config)
         except BaseException:
             sock.close()
@@ -635,38 +690,33 @@ class BridgeServer:
         self.server = ServerThread(self.app, sock, "the eval bridge service", BACKLOG)
 
     @property
-    def token(self):
-        return self.config.token
+    def token(self) -> str:
+        return self._token
 
     @property
-    def url(self):
+    def url(self) -> str:
         return url_of(self.config.host, self.config.port)
 
-    def start(self):
+    def start(self) -> Self:
         self.server.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         self.server.stop()
 
-    def run_forever(self):
+    def run_forever(self) -> None:
         """Serve in this thread until interrupted (Ctrl-C or SIGTERM)."""
         self.server.run_forever()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def _replace(config, **changes):
-    values = {f.name: getattr(config, f.name) for f in fields(config)}
-    values.update(changes)
-    return ServiceConfig(**values)
-
-
-def serve(config):
+def serve(config: ServiceConfig) -> int:
+    """``bvb serve``: the service on its socket until interrupted; prints where it listens and its token file."""
     server = BridgeServer(config)
     roots = ", ".join(map(str, server.service.roots))
     judges = ", ".join(sorted(server.config.judges))
