@@ -114,7 +114,7 @@ def _python():
     return sys.executable or "python"
 
 
-def rerun_command(module: str, argv: list[str], resume_flag: str = "--resume") -> str:
+def rerun_command(module: str, argv: list[str], resume_flag: str | None = "--resume") -> str:
     """The shell command that redoes the faults: the same arguments, plus --resume where the stage has it.
 
     Inside a Blender binary that is ``blender -b --python headless/<stage>.py -- ARGS``, the way

@@ -3,10 +3,12 @@
 It only parses arguments into eval_bridge.api's options, calls the API and prints what came back.
 """
 
+import argparse
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 from bvb_addon import errors
 from bvb_addon.command_line import Parser, add_alias, sub_parser
@@ -18,6 +20,9 @@ from .judge_options import JudgeOptions as _J
 from .protocol import PROTOCOLS
 
 log = logging.getLogger(__name__)
+
+SubParsers = argparse._SubParsersAction
+"""``bvb score``'s subcommands (what each ``_add_*`` adds its parser to)."""
 
 EXAMPLES = """examples:
   bvb score dv --run results/r1 --split split.jsonl --videos VSI-Bench \\
@@ -32,14 +37,14 @@ EXAMPLES = """examples:
 """
 
 
-def _add_backend(p):
+def _add_backend(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("local", "ray"), default="local", help="local threads, or Ray tasks")
     p.add_argument(
         "--ray-address", help="Ray cluster to join (auto, or HOST:PORT; default: $RAY_ADDRESS or a local Ray)"
     )
 
 
-def _add_judge_args(p):
+def _add_judge_args(p: argparse.ArgumentParser) -> None:
     """The judge options shared by dv and steps (judge_options reads them)."""
     p.add_argument("--judge", choices=("vlm", "geometry"), default="vlm", help="vlm (an API) or geometry (offline)")
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)")
@@ -80,7 +85,7 @@ def _add_judge_args(p):
     )
 
 
-def _add_dv(sub):
+def _add_dv(sub: SubParsers) -> None:
     p = sub_parser(
         sub,
         "dv",
@@ -105,7 +110,7 @@ def _add_dv(sub):
     p.set_defaults(func=cmd_dv)
 
 
-def _add_ls(sub):
+def _add_ls(sub: SubParsers) -> None:
     p = sub_parser(
         sub,
         "ls",
@@ -144,7 +149,7 @@ def _add_ls(sub):
     p.set_defaults(func=cmd_ls)
 
 
-def _add_overall(sub):
+def _add_overall(sub: SubParsers) -> None:
     p = sub_parser(
         sub, "overall", "Overall from the run's DV and LS; writes overall.json", "bvb score overall --run results/r1"
     )
@@ -152,7 +157,7 @@ def _add_overall(sub):
     p.set_defaults(func=cmd_overall)
 
 
-def _add_leaderboard(sub):
+def _add_leaderboard(sub: SubParsers) -> None:
     p = sub_parser(
         sub,
         "leaderboard",
@@ -177,7 +182,7 @@ def _add_leaderboard(sub):
     p.set_defaults(func=cmd_leaderboard)
 
 
-def _add_serve(sub):
+def _add_serve(sub: SubParsers) -> None:
     p = sub_parser(
         sub,
         "serve",
@@ -228,7 +233,7 @@ def _add_serve(sub):
     p.set_defaults(func=cmd_serve)
 
 
-def _add_report(sub):
+def _add_report(sub: SubParsers) -> None:
     p = sub_parser(
         sub, "report", "static HTML report of scored runs", "bvb report results/r1 results/r2 --out results/report"
     )
@@ -238,7 +243,7 @@ def _add_report(sub):
     p.set_defaults(func=cmd_report)
 
 
-def _add_view(sub):
+def _add_view(sub: SubParsers) -> None:
     p = sub_parser(
         sub, "view", "serve the report on loopback, refreshed while runs and scorers write", "bvb view results/r1"
     )
@@ -251,7 +256,7 @@ def _add_view(sub):
     p.set_defaults(func=cmd_view)
 
 
-def _add_export(sub):
+def _add_export(sub: SubParsers) -> None:
     p = sub_parser(
         sub,
         "export",
@@ -264,19 +269,20 @@ def _add_export(sub):
     p.set_defaults(func=cmd_export)
 
 
-def _add_vgi(sub):
+def _add_vgi(sub: SubParsers) -> None:
     from .vgi import add_parser
 
     add_parser(sub).set_defaults(func=cmd_vgi)
 
 
-def _add_steps(sub):
+def _add_steps(sub: SubParsers) -> None:
     from .steps import add_parser
 
     add_parser(sub, _add_judge_args).set_defaults(func=cmd_steps)
 
 
-def build_parser():
+def build_parser() -> Parser:
+    """``bvb score``'s parser: every subcommand of the eval bridge."""
     parser = Parser(
         prog="bvb score",
         description="Score BVB runs: Dual VQA, Latent Similarity, Overall (and the leaderboard, report, service).",
@@ -299,7 +305,7 @@ def build_parser():
     return parser
 
 
-def judge_options(args):
+def judge_options(args: argparse.Namespace) -> api.JudgeOptions:
     """The JudgeOptions that dv's and steps' judge arguments ask for."""
     return api.JudgeOptions(
         kind=args.judge,
@@ -321,11 +327,12 @@ def judge_options(args):
     )
 
 
-def _scenes(args):
+def _scenes(args: argparse.Namespace) -> tuple[str, ...] | None:
     return tuple(args.scenes) if args.scenes else None
 
 
-def cmd_dv(args, progress=None):
+def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
+    """``bvb score dv``: Dual VQA of a run; prints the retention line."""
     options = api.DVOptions(
         run=Path(args.run),
         split=Path(args.split),
@@ -364,12 +371,15 @@ def cmd_dv(args, progress=None):
     return summary
 
 
-def _names_a_hub_entry(encoder):
+def _names_a_hub_entry(encoder: str | None) -> bool:
     """A bare name (no folder of that name, no owner/ of a hub id) is a vjepa2 torch-hub entry point (V-JEPA 2.1)."""
-    return bool(encoder) and "/" not in encoder and not Path(encoder).exists()
+    if not encoder:
+        return False
+    return "/" not in encoder and not Path(encoder).exists()
 
 
-def cmd_ls(args, progress=None):
+def cmd_ls(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
+    """``bvb score ls``: Latent Similarity of a run; prints the vision_sim line."""
     if _names_a_hub_entry(args.encoder) and not args.checkpoint:
         from .ls import HUB_HINT, LSError
 
@@ -410,11 +420,12 @@ def cmd_ls(args, progress=None):
     return summary
 
 
-def _pct(value):
+def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.2f}"
 
 
-def cmd_overall(args, progress=None):
+def cmd_overall(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
+    """``bvb score overall``: Overall from the run's DV and LS."""
     result = api.score_overall(args.run)
     if result["overall"] is None:
         have = {"DV": result["dual_vqa"], "LS": result["latent_sim"]}
@@ -426,7 +437,8 @@ def cmd_overall(args, progress=None):
     return result
 
 
-def cmd_leaderboard(args, progress=None):
+def cmd_leaderboard(args: argparse.Namespace, progress: api.Progress | None = None) -> list[dict[str, Any]]:
+    """``bvb leaderboard``: the CSV and its table."""
     from .overall import format_table
 
     if args.bootstrap < 10:
@@ -441,19 +453,22 @@ def cmd_leaderboard(args, progress=None):
     return rows
 
 
-def cmd_serve(args, progress=None):
+def cmd_serve(args: argparse.Namespace, progress: api.Progress | None = None) -> int:
+    """``bvb serve``: the scoring service, until interrupted."""
     from .service import config_from_args, serve
 
     return serve(config_from_args(args))
 
 
-def cmd_report(args, progress=None):
+def cmd_report(args: argparse.Namespace, progress: api.Progress | None = None) -> Path:
+    """``bvb report``: the static HTML report."""
     out = api.write_report(api.ReportOptions(tuple(args.runs), Path(args.out), args.videos))
     print(f"wrote {out or args.out}")
     return out
 
 
-def cmd_view(args, progress=None):
+def cmd_view(args: argparse.Namespace, progress: api.Progress | None = None) -> NoReturn:
+    """``bvb view``: the live report on loopback, until interrupted."""
     import time
 
     from .live import ViewServer
@@ -467,14 +482,16 @@ def cmd_view(args, progress=None):
         server.stop()
 
 
-def cmd_export(args, progress=None):
+def cmd_export(args: argparse.Namespace, progress: api.Progress | None = None) -> None:
+    """``bvb export inspect``: the run as an Inspect AI eval log."""
     from .inspect_export import export_inspect
 
     count = export_inspect(args.run, args.out)
     print(f"wrote {args.out}: {count} samples (open with: inspect view --log-dir {Path(args.out).parent})")
 
 
-def cmd_steps(args, progress=None):
+def cmd_steps(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
+    """``bvb score steps``: the self-correction analysis of a run's step snapshots."""
     options = api.StepsOptions(
         run=Path(args.run),
         split=Path(args.split),
@@ -495,7 +512,8 @@ def cmd_steps(args, progress=None):
     return result
 
 
-def cmd_vgi(args, progress=None):
+def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
+    """``bvb score vgi``: VGI scores of procedure videos."""
     from bvb_addon.progress import bar as progress_bar
 
     vlm = api.JudgeOptions(
@@ -535,7 +553,7 @@ def cmd_vgi(args, progress=None):
 FAULT_STAGES = {"dv": ("dv", "questions", True), "ls": ("ls", "scenes", True), "steps": ("steps", "scenes", False)}
 
 
-def _stage_exit(args, result, argv):
+def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> int:
     """The exit code of a finished command: FAULT_EXIT (and the rerun line) when rows ended in faults."""
     from bvb_addon import outcomes
 
@@ -551,7 +569,7 @@ def _stage_exit(args, result, argv):
     return outcomes.finish(name, rows, rerun, unit)
 
 
-def _judge_fault_exit(args, argv):
+def _judge_fault_exit(args: argparse.Namespace, argv: list[str]) -> int:
     """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""
     from bvb_addon import outcomes
     from bvb_addon.records import read_dv_summary
@@ -566,7 +584,8 @@ def _judge_fault_exit(args, argv):
 
 
 @errors.entry
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``bvb score``'s entry point: the exit code (outcomes' table)."""
     from bvb_addon import outcomes, path_args
     from bvb_addon.errors import USER_ERRORS, report
 
