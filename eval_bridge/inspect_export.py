@@ -15,6 +15,7 @@ import json
 import logging
 import uuid
 from pathlib import Path
+from typing import Any
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
@@ -29,10 +30,10 @@ LOG_VERSION = 2
 
 
 class ExportError(BVBError, ValueError):
-    pass
+    """A run that cannot be exported: no such folder, an --out that is not .json, a file that does not parse."""
 
 
-def _read(path):
+def _read(path: str | Path) -> Any:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -41,11 +42,11 @@ def _read(path):
         raise ExportError(f"{path} is not valid JSON ({exc.msg}); rerun the stage that writes it") from None
 
 
-def _content(content, attachments):
+def _content(content: str | list[dict[str, Any]], attachments: dict[str, str]) -> str | list[dict[str, Any]]:
     """Chat-completions content as Inspect content: text parts and images (data URLs become attachments)."""
     if isinstance(content, str):
         return content
-    parts = []
+    parts: list[dict[str, Any]] = []
     for part in content:
         if part.get("type") == "text":
             parts.append({"type": "text", "text": part.get("text", "")})
@@ -62,8 +63,8 @@ def _content(content, attachments):
     return parts
 
 
-def _messages(trajectory, model, attachments):
-    messages = []
+def _messages(trajectory: dict[str, Any], model: str, attachments: dict[str, str]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
     for message in trajectory.get("messages") or []:
         role = message.get("role")
         if role not in ("system", "user", "assistant"):
@@ -81,9 +82,9 @@ def _messages(trajectory, model, attachments):
     return messages
 
 
-def _usage(meta):
+def _usage(meta: dict[str, Any]) -> dict[str, float]:
     tokens = meta.get("tokens") or {}
-    usage = {
+    usage: dict[str, float] = {
         "input_tokens": int(tokens.get("input", 0)),
         "output_tokens": int(tokens.get("output", 0)),
         "total_tokens": int(tokens.get("input", 0)) + int(tokens.get("output", 0)),
@@ -94,18 +95,26 @@ def _usage(meta):
     return usage
 
 
-def _score_value(value):
+def _score_value(value: float | None) -> float | None:
     return float(value) if value is not None else None
 
 
-def _sample(scene, trajectory, meta, dv_rows, ls_row, model, epoch=1):
-    attachments = {}
+def _sample(
+    scene: str,
+    trajectory: dict[str, Any],
+    meta: dict[str, Any],
+    dv_rows: list[dict[str, Any]],
+    ls_row: dict[str, Any] | None,
+    model: str,
+    epoch: int = 1,
+) -> dict[str, Any]:
+    attachments: dict[str, str] = {}
     messages = _messages(trajectory, model, attachments)
     # The one correctness rule (eval_bridge.protocol): judge faults out, full-score answers count.
     dv_rows = pooled(dv_rows)
     source = sum(1 for r in dv_rows if r.get("source_correct"))
     retained = sum(1 for r in dv_rows if r.get("retained"))
-    scores = {
+    scores: dict[str, dict[str, Any]] = {
         "status": {
             "value": str(meta.get("status") or trajectory.get("status") or "unknown"),
             "explanation": str(meta.get("reason") or trajectory.get("reason") or ""),
@@ -154,12 +163,7 @@ def _sample(scene, trajectory, meta, dv_rows, ls_row, model, epoch=1):
     return sample
 
 
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
-def export_inspect(run_dir, out):
+def export_inspect(run_dir: str | Path, out: str | Path) -> int:
     """Write the run as an Inspect eval log at ``out`` (JSON); return the number of samples."""
     run_dir, out = Path(run_dir), Path(out)
     if not run_dir.is_dir():
@@ -171,7 +175,7 @@ def export_inspect(run_dir, out):
     model = str(config.get("model") or config.get("agent") or "unknown")
     if "/" not in model:
         model = f"bvb/{model}"  # Inspect names models provider/model
-    dv_by_scene = {}
+    dv_by_scene: dict[str, list[dict[str, Any]]] = {}
     for row in read_jsonl(rd.dv_rows):
         dv_by_scene.setdefault(row.get("scene"), []).append(row)
     ls_by_scene = {row.get("scene"): row for row in read_jsonl(rd.ls_rows)}
@@ -192,7 +196,7 @@ def export_inspect(run_dir, out):
         key: sum(s["model_usage"][model].get(key, 0) for s in samples)
         for key in ("input_tokens", "output_tokens", "total_tokens", "input_tokens_cache_read", "total_cost")
     }
-    scores = []
+    scores: list[dict[str, Any]] = []
     for name in ("dv_retention", "latent_sim"):
         values = [s["scores"][name]["value"] for s in samples if name in s["scores"]]
         if values:

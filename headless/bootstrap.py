@@ -22,7 +22,7 @@ class BootstrapError(BVBError, RuntimeError):
     """No virtual environment for Blender's Python; the message names the flag that points at one."""
 
 
-def script_args(argv=None):
+def script_args(argv: list[str] | None = None) -> list[str]:
     """The entry point's own arguments: those after ``--`` in Blender, else argv[1:]."""
     argv = list(sys.argv if argv is None else argv)
     if "--" in argv:
@@ -32,13 +32,13 @@ def script_args(argv=None):
     return argv[1:]
 
 
-def venv_site_packages(venv):
+def venv_site_packages(venv: str | Path) -> Path:
     """The site-packages folder of a virtual environment for this Python's version."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     return Path(venv) / "lib" / version / "site-packages"
 
 
-def add_venv(argv=None):
+def add_venv(argv: list[str] | None = None) -> Path | None:
     """Inside Blender, put the project's venv on sys.path (after Blender's own packages).
 
     The venv is named by ``--venv PATH`` among the script's arguments, or ``BVB_VENV``,
@@ -65,7 +65,7 @@ def add_venv(argv=None):
     return packages
 
 
-def entry_args(argv, prog):
+def entry_args(argv: list[str] | None, prog: str) -> list[str]:
     """An entry point's own arguments, once the checkout and (inside Blender) the venv are importable.
 
     argv None reads sys.argv (after ``--`` inside a Blender binary); a list is taken as the

@@ -14,9 +14,11 @@ bvb demo                 the whole pipeline on a synthetic suite, offline
 bvb completion bash|zsh  a shell completion script: eval "$(bvb completion bash)"
 """
 
+import argparse
 import difflib
 import importlib
 import sys
+from collections.abc import Sequence
 
 from bvb_addon.command_line import SCORE_STAGES, Parser
 from bvb_addon.errors import entry
@@ -51,7 +53,8 @@ EPILOG = """examples:
 each subcommand takes --help."""
 
 
-def delegate(module_name, argv):
+def delegate(module_name: str, argv: list[str]) -> int:
+    """Run a stage module's main(argv); its exit code (2 when the module cannot be imported)."""
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -61,7 +64,8 @@ def delegate(module_name, argv):
     return int(result or 0)
 
 
-def build_parser():
+def build_parser() -> Parser:
+    """``bvb``'s parser: a subcommand per stage (each parses its own arguments)."""
     parser = Parser(
         prog="bvb",
         description="BVB (Blender-VideoBench): rebuild videos as animated Blender scenes and score them.",
@@ -81,13 +85,11 @@ def build_parser():
 COMMANDS = (*DELEGATES, "score", "demo", "completion")
 
 
-def _subcommands(parser):
-    import argparse
-
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
 
 
-def stage_parsers():
+def stage_parsers() -> dict[str, argparse.ArgumentParser]:
     """{"run": parser, "score dv": parser, ...}: every stage's own parser (completion and the tests walk them)."""
     from eval_bridge import cli as bridge
 
@@ -101,7 +103,7 @@ def stage_parsers():
     return parsers
 
 
-def completion(parser, rest):
+def completion(parser: argparse.ArgumentParser, rest: list[str]) -> int:
     """``bvb completion bash|zsh|tcsh``: a shell completion script for every stage and option (shtab)."""
     shell = rest[0] if rest else "bash"
     try:
@@ -112,7 +114,8 @@ def completion(parser, rest):
     if shell not in shtab.SUPPORTED_SHELLS:
         print(f"error: bvb completion {shell}: use one of {', '.join(shtab.SUPPORTED_SHELLS)}", file=sys.stderr)
         return 2
-    full = Parser(prog="bvb", description=parser.description)
+    # Typed as the base class: the stages' own parsers (any ArgumentParser) become its parents.
+    full: argparse.ArgumentParser = Parser(prog="bvb", description=parser.description)
     sub = full.add_subparsers(dest="command", metavar="COMMAND")
     score = sub.add_parser("score", help="score a run").add_subparsers(dest="axis", metavar="AXIS")
     helps = {name: help_text for name, (_m, _l, help_text) in DELEGATES.items()}
@@ -124,7 +127,7 @@ def completion(parser, rest):
     return 0
 
 
-def unknown(what, word, known, usage):
+def unknown(what: str, word: str, known: Sequence[str], usage: str) -> int:
     """One line for a command that does not exist, with the closest known one; exit code 2."""
     close = difflib.get_close_matches(word, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
@@ -133,7 +136,8 @@ def unknown(what, word, known, usage):
 
 
 @entry
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``bvb``'s entry point: the delegated stage's exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not argv or argv[0] in ("-h", "--help"):

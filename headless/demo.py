@@ -6,6 +6,7 @@ when a V-JEPA 2 encoder is given, writes the leaderboard and builds the HTML rep
 Each stage is the same command a researcher runs by hand; the demo prints each one.
 """
 
+import argparse
 import os
 import shlex
 import time
@@ -24,7 +25,8 @@ class DemoError(BVBError, RuntimeError):
     exit_code = outcomes.FAILED_EXIT
 
 
-def add_parser(sub):
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """``bvb demo``'s parser, added to ``bvb``'s subcommands."""
     from bvb_addon.command_line import add_log_flags
 
     parser = sub.add_parser(
@@ -49,7 +51,7 @@ def add_parser(sub):
     return parser
 
 
-def _stage(label, module, argv):
+def _stage(label: str, module: str, argv: list[str]) -> None:
     """Run one stage through its own main(); stop the demo with the stage's name on failure."""
     import importlib
 
@@ -65,7 +67,8 @@ def _stage(label, module, argv):
         raise DemoError(f"{label} failed (exit {code}); rerun the command above to see why")
 
 
-def run_demo(args):
+def run_demo(args: argparse.Namespace) -> int:
+    """``bvb demo``: every stage in turn; the exit code (the failed stage's one line on failure)."""
     from bvb_addon import path_args
     from bvb_addon.command_line import setup_logging
 
@@ -120,12 +123,12 @@ def run_demo(args):
     return 0
 
 
-def _log_flag(args):
+def _log_flag(args: argparse.Namespace) -> str:
     """The stages' own bars are quiet inside the demo's steps, unless the demo is verbose."""
     return "--verbose" if getattr(args, "verbose", False) else "--quiet"
 
 
-def _synth(args, suite):
+def _synth(args: argparse.Namespace, suite: Path) -> None:
     if (suite / "split.jsonl").is_file():
         print(f"suite already at {suite}; reusing it")
         return
@@ -142,7 +145,7 @@ def _synth(args, suite):
     )  # fmt: skip
 
 
-def _run(args, suite, run_dir, agent):
+def _run(args: argparse.Namespace, suite: Path, run_dir: Path, agent: str) -> None:
     _stage(
         f"agent {agent}",
         "headless.run",
@@ -153,7 +156,7 @@ def _run(args, suite, run_dir, agent):
     )  # fmt: skip
 
 
-def _render(args, run_dir):
+def _render(args: argparse.Namespace, run_dir: Path) -> None:
     _stage(
         "render",
         "headless.render",
@@ -164,7 +167,7 @@ def _render(args, run_dir):
     )  # fmt: skip
 
 
-def _dv(suite, run_dir):
+def _dv(suite: Path, run_dir: Path) -> None:
     _stage(
         "DV",
         "eval_bridge.cli",
@@ -175,7 +178,7 @@ def _dv(suite, run_dir):
     )  # fmt: skip
 
 
-def _ls(args, suite, runs):
+def _ls(args: argparse.Namespace, suite: Path, runs: dict[str, Path]) -> None:
     if not args.encoder:
         print(
             "skipped LS: no V-JEPA 2 encoder given. To score LS, pass --encoder PATH_OR_HUB_ID "

@@ -8,6 +8,7 @@ images of --render-frames. Repeated calls on one DIR continue the same scene. Ex
 when the step ran, whatever its status; non-zero only when the harness itself failed.
 """
 
+import argparse
 import json
 import sys
 
@@ -20,7 +21,8 @@ from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
+    """``bvb exec``'s parser."""
     from bvb_addon.command_line import add_alias, stage_parser
     from bvb_addon.defaults import dataclass_defaults
     from bvb_addon.sandbox.config import SandboxConfig
@@ -53,7 +55,8 @@ def build_parser():
     return parser
 
 
-def parse_frames(text):
+def parse_frames(text: str) -> list[int]:
+    """--render-frames' frame numbers ('1,32' -> [1, 32]); exit 2 with the fix when it is not that."""
     try:
         frames = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -64,7 +67,8 @@ def parse_frames(text):
 
 
 @entry
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``bvb exec``: the step result as JSON on stdout; 0 when the step ran, whatever its status."""
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.exec")
     args = build_parser().parse_args(own_args)

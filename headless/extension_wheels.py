@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from bvb_addon import outcomes
@@ -62,7 +63,7 @@ class WheelsError(BVBError, RuntimeError):
     exit_code = outcomes.FAILED_EXIT
 
 
-def pinned_requirements(with_av=True):
+def pinned_requirements(with_av: bool = True) -> list[str]:
     """``openai==X``, ``genai-prices==Y`` (and ``av==Z``) at the versions installed here, so the zip matches what tests ran."""
     names = ["openai", "genai-prices"] + (["av"] if with_av else [])
     out = []
@@ -76,17 +77,17 @@ def pinned_requirements(with_av=True):
     return out
 
 
-def wheel_project(filename):
+def wheel_project(filename: str) -> str:
     """The normalised project name of a wheel file (``pydantic_core-2.1-...whl`` -> ``pydantic_core``)."""
     return re.sub(r"[-_.]+", "_", filename.split("-", 1)[0]).lower()
 
 
-def keep_wheels(filenames):
+def keep_wheels(filenames: Iterable[str]) -> list[str]:
     """The wheels to ship: everything except what Blender already bundles, sorted."""
     return sorted(name for name in filenames if name.endswith(".whl") and wheel_project(name) not in BUNDLED_BY_BLENDER)
 
 
-def manifest_with_wheels(text, platform, wheels):
+def manifest_with_wheels(text: str, platform: str, wheels: Iterable[str]) -> str:
     """The manifest text with top-level ``platforms`` and ``wheels`` keys (before the first table)."""
     if re.search(r"^\s*(wheels|platforms)\s*=", text, re.M):
         raise WheelsError(
@@ -98,7 +99,7 @@ def manifest_with_wheels(text, platform, wheels):
     return text[:cut] + "\n".join(lines) + "\n" + text[cut:]
 
 
-def download(platform, requirements, dest, pythons=PYTHONS):
+def download(platform: str, requirements: Iterable[str], dest: str | Path, pythons: Sequence[str] = PYTHONS) -> list[str]:
     """Binary wheels of ``requirements`` and their dependencies for one Blender platform, for each Python."""
     if platform not in PLATFORM_TAGS:
         raise WheelsError(f"unknown platform {platform!r}; use one of {', '.join(PLATFORM_TAGS)}")
@@ -120,7 +121,13 @@ def download(platform, requirements, dest, pythons=PYTHONS):
     return keep_wheels(p.name for p in dest.iterdir())
 
 
-def build_platform(platform, output_dir, with_av=True, cache_dir=None, pythons=PYTHONS):
+def build_platform(
+    platform: str,
+    output_dir: str | Path,
+    with_av: bool = True,
+    cache_dir: str | Path | None = None,
+    pythons: Sequence[str] = PYTHONS,
+) -> Path:
     """Stage the extension with its wheels for one platform and build its zip; returns the zip's path.
 
     pythons: the Pythons to carry binary wheels for (a distribution's Blender may run another,
@@ -144,7 +151,8 @@ def build_platform(platform, output_dir, with_av=True, cache_dir=None, pythons=P
     return target
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``python -m headless.extension_wheels``: a zip per platform; 2 or 1 with one line when one fails."""
     parser = argparse.ArgumentParser(
         prog="headless.extension_wheels",
         description="Build per-platform extension zips that carry wheels of openai and av.",

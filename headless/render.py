@@ -8,6 +8,7 @@ Writes camera_renders/<scene>.mp4, scene_graphs/<scene>.json and render_status.j
 (one row per scene; failures are rows, never a stopped batch).
 """
 
+import argparse
 import sys
 
 if __package__ in (None, ""):
@@ -20,7 +21,8 @@ from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
+    """``bvb render``'s parser (defaults from RenderOptions and SandboxConfig)."""
     from bvb_addon.command_line import stage_parser
     from bvb_addon.defaults import dataclass_defaults
     from bvb_addon.render_stage import RenderOptions
@@ -68,7 +70,8 @@ def build_parser():
 
 
 @entry
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``bvb render``: every submission rendered; the exit code (outcomes' table)."""
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.render")
     args = build_parser().parse_args(own_args)

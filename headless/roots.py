@@ -35,8 +35,10 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from bvb_addon import outcomes
 from bvb_addon.errors import BVBError, report
@@ -68,18 +70,19 @@ class Recipe:
 
     name: str
     suite: str
-    packages: tuple
+    packages: tuple[str, ...]
     # pip requirements installed into VENV (empty: no venv).
-    pip: tuple = ()
+    pip: tuple[str, ...] = ()
     # The venv sees the system's packages (the binary's own numpy stays the one it imports).
     system_site_packages: bool = False
     venv: str = VENV
 
-    def digest(self):
+    def digest(self) -> str:
+        """The recipe's hash (12 hex digits): the cached root's folder name ends in it."""
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
 
-def project_dependencies(pyproject=REPO_ROOT / "pyproject.toml"):
+def project_dependencies(pyproject: str | Path = REPO_ROOT / "pyproject.toml") -> tuple[str, ...]:
     """The project's runtime dependencies, as pyproject.toml lists them."""
     return tuple(tomllib.loads(Path(pyproject).read_text())["project"]["dependencies"])
 
@@ -88,7 +91,7 @@ def project_dependencies(pyproject=REPO_ROOT / "pyproject.toml"):
 NOT_FOR_TESTS = ("bpy", "fake-bpy-module", "pytest-blender", "ruff")
 
 
-def requirements_for_tests(pyproject=REPO_ROOT / "pyproject.toml"):
+def requirements_for_tests(pyproject: str | Path = REPO_ROOT / "pyproject.toml") -> tuple[str, ...]:
     """What the tests need beyond the dependencies: the dev extra without its Blender and tools."""
     dev = tomllib.loads(Path(pyproject).read_text())["project"]["optional-dependencies"]["dev"]
     skip = re.compile(r"(" + "|".join(map(re.escape, NOT_FOR_TESTS)) + r")\b")
@@ -101,7 +104,7 @@ BPY_LIBS = ("libx11-6", "libxrender1", "libxxf86vm1", "libxfixes3", "libxi6", "l
             "libice6", "libgl1", "libegl1", "libglx-mesa0", "libgomp1")  # fmt: skip
 
 
-def recipes():
+def recipes() -> dict[str, Recipe]:
     """The roots the test tiers use, by name."""
     deps = (*project_dependencies(), *requirements_for_tests())
     return {
@@ -138,23 +141,25 @@ def recipes():
     }
 
 
-def roots_dir():
+def roots_dir() -> Path:
+    """The folder of the cached roots: $BVB_ROOTS_DIR, else ~/.cache/bvb/roots."""
     return Path(os.environ.get("BVB_ROOTS_DIR") or Path.home() / ".cache" / "bvb" / "roots")
 
 
-def root_path(recipe):
+def root_path(recipe: Recipe) -> Path:
+    """The cached root's folder of a recipe: <name>-<recipe hash>."""
     return roots_dir() / f"{recipe.name}-{recipe.digest()}"
 
 
-def archive_uri(paths=APT_SOURCES):
+def archive_uri(paths: Iterable[str] = APT_SOURCES) -> str:
     """The Debian archive the machine's apt sources name (the first non-security ``debian`` URI)."""
-    files = []
+    files: list[str] = []
     for path in paths:
         if os.path.isdir(path):
             files += sorted(glob.glob(os.path.join(path, "*.sources")) + glob.glob(os.path.join(path, "*.list")))
         elif os.path.isfile(path):
             files.append(path)
-    uris = []
+    uris: list[str] = []
     for path in files:
         for line in Path(path).read_text(errors="replace").splitlines():
             line = line.split("#", 1)[0].strip()
@@ -188,7 +193,13 @@ exec chroot "$root" /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$cwd" "$@"
 """
 
 
-def enter_argv(root, argv, binds=(), cwd="/", env=None):
+def enter_argv(
+    root: str | Path,
+    argv: Sequence[str],
+    binds: Iterable[str | Path] = (),
+    cwd: str | Path = "/",
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
     """The command line that runs argv inside root, with binds visible at the same paths.
 
     env: the environment inside (default: a clean one with PATH, HOME, LANG); mounts are made in
@@ -203,23 +214,30 @@ def enter_argv(root, argv, binds=(), cwd="/", env=None):
     # the root shares this machine's lock folder, or a harness inside and one outside would hand
     # out the same uid and kill each other's workers.
     UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
-    binds = sorted({os.path.realpath(b) for b in [*binds, UID_LOCK_DIR]})
-    for bind in binds:
+    bound = sorted({os.path.realpath(b) for b in [*binds, UID_LOCK_DIR]})
+    for bind in bound:
         if not os.path.isdir(bind):
             raise RootError(f"cannot bind {bind} into the root: not a folder")
     environment = {"PATH": ROOT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
     environment.update(env or {})
     env_args = ["env", "-i", *(f"{k}={v}" for k, v in sorted(environment.items()))]
     return ["unshare", "-m", "--propagation", "private", "sh", "-c", ENTER_SH, "enter",
-            root, str(cwd), str(len(binds)), *binds, *env_args, *argv]  # fmt: skip
+            root, str(cwd), str(len(bound)), *bound, *env_args, *argv]  # fmt: skip
 
 
-def run_in(root, argv, binds=(), cwd="/", env=None, **kwargs):
+def run_in(
+    root: str | Path,
+    argv: Sequence[str],
+    binds: Iterable[str | Path] = (),
+    cwd: str | Path = "/",
+    env: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> subprocess.CompletedProcess[Any]:
     """Run argv inside root (subprocess.run keyword arguments pass through)."""
     return subprocess.run(enter_argv(root, argv, binds, cwd, env), **kwargs)
 
 
-def pip_environment():
+def pip_environment() -> dict[str, str]:
     """This machine's pip settings for use inside a root: PIP_* variables, CA bundle at ROOT_CA."""
     env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") and k != "PIP_CERT"}
     env["PIP_CERT"] = ROOT_CA
@@ -234,7 +252,9 @@ def pip_environment():
 PIP_CONFIGS = ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", "~/.config/pip/pip.conf", "~/.pip/pip.conf")
 
 
-def pip_setup(environ=None, configs=PIP_CONFIGS):
+def pip_setup(
+    environ: Mapping[str, str] | None = None, configs: Iterable[str] = PIP_CONFIGS
+) -> tuple[list[str], list[str]]:
     """This machine's pip set-up for use inside a root: (files to copy in, folders to bind in).
 
     The files are pip's config files and the files they or PIP_* variables name (a constraints
@@ -246,7 +266,9 @@ def pip_setup(environ=None, configs=PIP_CONFIGS):
     paths = [os.path.expanduser(c) for c in configs]
     if environ.get("PIP_CONFIG_FILE"):
         paths.append(environ["PIP_CONFIG_FILE"])
-    files, folders, values = [], [], []
+    files: list[str] = []
+    folders: list[str] = []
+    values: list[str] = []
     for path in paths:
         if not os.path.isfile(path):
             continue
@@ -268,7 +290,7 @@ def pip_setup(environ=None, configs=PIP_CONFIGS):
     return sorted(set(files)), sorted(set(folders))
 
 
-def _step(label, argv, timings, **kwargs):
+def _step(label: str, argv: list[str], timings: dict[str, float], **kwargs: Any) -> None:
     started = time.monotonic()
     log.info("root: %s", label)
     proc = subprocess.run(argv, **kwargs)
@@ -277,7 +299,7 @@ def _step(label, argv, timings, **kwargs):
         raise RootError(f"building the root failed at '{label}' (exit {proc.returncode}); see the output above")
 
 
-def _mounts_under(path):
+def _mounts_under(path: str | Path) -> list[str]:
     """Mount points at or below path in this mount namespace (a root must have none before removal)."""
     path = os.path.realpath(path)
     out = []
@@ -289,7 +311,7 @@ def _mounts_under(path):
     return out
 
 
-def _processes_in(path):
+def _processes_in(path: str | Path) -> list[int]:
     """Pids of processes whose root directory is at or below path (something still runs in that root)."""
     path = os.path.realpath(path)
     pids = []
@@ -303,7 +325,7 @@ def _processes_in(path):
     return pids
 
 
-def remove_root_dir(path):
+def remove_root_dir(path: str | Path) -> None:
     """Delete a root folder we built, refusing when anything is mounted inside it or runs in it."""
     mounts = _mounts_under(path)
     if mounts:
@@ -315,7 +337,7 @@ def remove_root_dir(path):
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=True)
 
 
-def build(name, quiet=False):
+def build(name: str, quiet: bool = False) -> Path:
     """Build (or reuse) the named root; returns its path."""
     table = recipes()
     if name not in table:
@@ -335,7 +357,7 @@ def build(name, quiet=False):
     partial.parent.mkdir(parents=True, exist_ok=True)
     # stdout carries only the root's path (./bvb reads it); the tools' output goes to stderr.
     out = subprocess.DEVNULL if quiet else sys.stderr
-    timings = {}
+    timings: dict[str, float] = {}
     started = time.monotonic()
     # debootstrap mounts /proc and /sys in the target while it works: in a private namespace
     # those mounts die with it even when it fails half way.
@@ -371,7 +393,7 @@ def build(name, quiet=False):
     return final
 
 
-def prune():
+def prune() -> list[Path]:
     """Remove the roots of older recipes (and failed builds); returns the folders removed."""
     current = {root_path(r) for r in recipes().values()}
     removed = []
@@ -384,7 +406,7 @@ def prune():
     return removed
 
 
-def cached(name):
+def cached(name: str) -> Path | None:
     """The named root's path when it is built for the current recipe, else None."""
     recipe = recipes().get(name)
     if recipe is None:
@@ -393,7 +415,8 @@ def cached(name):
     return path if (path / READY).is_file() else None
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``python -m headless.roots``: build, path, prune or enter; the exit code (enter: the command's)."""
     parser = argparse.ArgumentParser(prog="python -m headless.roots", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse) a root and print its path")

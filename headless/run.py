@@ -4,10 +4,13 @@ python -m headless.run ARGS                      (project venv, bpy module)
 blender -b --python headless/run.py -- ARGS      (a Blender 4.2 binary)
 """
 
+import argparse
 import platform
 import signal
 import sys
 import time
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
 
 if __package__ in (None, ""):
     # Run as a script by Blender: make the checkout importable first.
@@ -18,6 +21,10 @@ if __package__ in (None, ""):
 from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
+if TYPE_CHECKING:
+    from bvb_addon.agent.config import AgentConfig
+    from bvb_addon.agent.runner import RunOptions
+
 EXAMPLES = [
     "bvb run --split suite/split.jsonl --videos suite --output results/gpt-4o --model gpt-4o --cost-limit 3.0",
     "bvb run --split vsi/split.jsonl --videos vsi --output results/gpt-4o --model gpt-4o --workers 8 --budget 200",
@@ -25,7 +32,8 @@ EXAMPLES = [
 ]
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
+    """``bvb run``'s parser (defaults from AgentConfig, RunOptions and SandboxConfig)."""
     from bvb_addon.agent.config import AGENTS, REASONING_LEVELS, AgentConfig
     from bvb_addon.agent.runner import RunOptions
     from bvb_addon.command_line import stage_parser
@@ -181,7 +189,7 @@ def build_parser():
     return parser
 
 
-def _configs(args, parser):
+def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tuple[RunOptions, AgentConfig]":
     from bvb_addon.agent.config import AgentConfig
     from bvb_addon.agent.runner import RunError, RunOptions, parse_shard
     from bvb_addon.sandbox.config import SandboxConfig
@@ -251,12 +259,12 @@ def _configs(args, parser):
     return options, config
 
 
-def _terminate_as_interrupt(signum, frame):
+def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
 @entry
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Entry point. ``argv`` is the runner's own arguments (as ``bvb run`` and the demo pass
     them); None reads them from sys.argv, after ``--`` inside a Blender binary."""
     # First: inside a Blender binary this makes the checkout and its venv importable.
@@ -302,7 +310,7 @@ def main(argv=None):
     return 0
 
 
-def _run_once(args, parser, rerun):
+def _run_once(args: argparse.Namespace, parser: argparse.ArgumentParser, rerun: str) -> int:
     """One run of the split into args.output; the exit code."""
     from bvb_addon import outcomes, path_args
     from bvb_addon.agent.runner import Runner, summarize

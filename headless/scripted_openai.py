@@ -26,17 +26,29 @@ import argparse
 import json
 import threading
 import time
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
 
 DEFAULT_USAGE = {"prompt_tokens": 100, "completion_tokens": 20}
+
+Reply = str | dict[str, Any]
+"""A scripted reply: a dict of the keys above, or a string (its content)."""
 
 
 class ScriptedOpenAI:
     """Start with ``with ScriptedOpenAI(replies) as server: server.base_url``."""
 
     def __init__(
-        self, replies=None, responder=None, default=None, host="127.0.0.1", port=0, models=None, models_reply=None
-    ):
+        self,
+        replies: Iterable[Reply] | None = None,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+        default: Reply | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        models: Iterable[str] | None = None,
+        models_reply: dict[str, Any] | None = None,
+    ) -> None:
         self.replies = list(replies or [])
         # GET /models lists these ids (none by default: a scripted server answers for any model), or
         # answers models_reply (a reply dict with status and message) when given.
@@ -45,8 +57,8 @@ class ScriptedOpenAI:
         self.model_probes = 0
         self.responder = responder
         self.default = default
-        self.requests = []
-        self.peers = {}
+        self.requests: list[dict[str, Any]] = []
+        self.peers: dict[str, int] = {}
         """Calls per client address (a multi-node test tells its nodes apart by them)."""
         self.calls = 0
         self.in_flight = 0
@@ -54,29 +66,30 @@ class ScriptedOpenAI:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
         self._httpd.daemon_threads = True
-        self._thread = None
+        self._thread: threading.Thread | None = None
 
     @property
-    def base_url(self):
-        host, port = self._httpd.server_address[:2]
+    def base_url(self) -> str:
+        host, port = self._httpd.socket.getsockname()[:2]
         return f"http://{host}:{port}/v1"
 
-    def start(self):
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def next_reply(self, body):
+    def next_reply(self, body: dict[str, Any]) -> Reply:
+        """The reply to one request (recorded and counted): the next scripted one, the responder's, or the default."""
         with self._lock:
             self.calls += 1
             self.requests.append(body)
@@ -88,14 +101,14 @@ class ScriptedOpenAI:
                 return {"status": 500, "message": "scripted server has no replies left"}
         return self.responder(body)
 
-    def _handler_class(self):
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def do_GET(self):
+            def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     with server._lock:
                         server.model_probes += 1
@@ -109,7 +122,7 @@ class ScriptedOpenAI:
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
-            def do_POST(self):
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if len(raw) < length:
@@ -147,7 +160,7 @@ class ScriptedOpenAI:
                     with server._lock:
                         server.in_flight -= 1
 
-            def _send(self, status, payload, headers=None):
+            def _send(self, status: int, payload: object, headers: dict[str, Any] | None = None) -> None:
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
@@ -163,7 +176,7 @@ class ScriptedOpenAI:
         return Handler
 
 
-def completion(request, reply):
+def completion(request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI chat.completion object for one scripted reply."""
     usage = dict(DEFAULT_USAGE)
     usage.update(reply.get("usage") or {})
@@ -186,7 +199,8 @@ def completion(request, reply):
     }
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``python -m headless.scripted_openai``: serve the replies of a JSON file until interrupted."""
     parser = argparse.ArgumentParser(
         prog="headless.scripted_openai",
         description="Serve scripted OpenAI chat-completion replies on loopback.",

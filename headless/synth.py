@@ -20,7 +20,7 @@ from headless import bootstrap  # noqa: E402
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
-def _difficulties(text):
+def _difficulties(text: str) -> list[str]:
     names = [t.strip() for t in text.split(",") if t.strip()]
     names = list(DIFFICULTIES) if names == ["all"] else names
     bad = [n for n in names if n not in DIFFICULTIES]
@@ -31,7 +31,7 @@ def _difficulties(text):
     return names
 
 
-def _even_size(text):
+def _even_size(text: str) -> int:
     value = int(text)
     if value < 16 or value % 2:
         raise argparse.ArgumentTypeError(
@@ -40,7 +40,8 @@ def _even_size(text):
     return value
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
+    """``bvb synth``'s parser."""
     from bvb_addon.command_line import stage_parser
 
     parser = stage_parser(
@@ -65,7 +66,8 @@ def build_parser():
 
 
 @entry
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``bvb synth``: the suite generated; one JSON line per scene."""
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.synth")
     parser = build_parser()

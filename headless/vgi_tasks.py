@@ -11,13 +11,16 @@ that builds and solves the task),
 and with --oracle-videos DIR/videos/<id>.mp4 and DIR/timelines/<id>.json of the oracle.
 """
 
+import argparse
 import errno
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -26,7 +29,8 @@ from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
+    """``bvb vgi-tasks``' parser."""
     from bvb_addon.command_line import stage_parser
     from bvb_addon.vgi import families
 
@@ -46,7 +50,7 @@ def build_parser():
     return parser
 
 
-def encode_frames(frames_dir, fps, out_path):
+def encode_frames(frames_dir: str | Path, fps: float, out_path: str | Path) -> None:
     """Encode a folder of PNG frames to an H.264 mp4, atomically."""
     from bvb_addon.mp4 import write_mp4
 
@@ -56,14 +60,22 @@ def encode_frames(frames_dir, fps, out_path):
     write_mp4(out_path, frames, fps)
 
 
-def write_still_clip(image_path, frames, fps, out_path):
+def write_still_clip(image_path: str | Path, frames: int, fps: float, out_path: str | Path) -> None:
     """The start image held for the procedure's length: what the agent's frames tool shows."""
     from bvb_addon.mp4 import write_mp4
 
     write_mp4(out_path, [image_path] * max(1, frames), fps)
 
 
-def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, scale=100):
+def generate(
+    out: str | Path,
+    seed: int,
+    family_names: Iterable[str],
+    levels: Iterable[int],
+    oracle_videos: bool = False,
+    samples: int = 16,
+    scale: int = 100,
+) -> list[dict[str, Any]]:
     """Generate the suite; return the task rows.
 
     Everything is built in a staging folder inside ``out`` and moved in when complete, tasks.jsonl
@@ -78,13 +90,23 @@ def generate(out, seed, family_names, levels, oracle_videos=False, samples=16, s
     return rows
 
 
-def _generate_into(out, work, seed, family_names, levels, oracle_videos, samples, scale):
+def _generate_into(
+    out: Path,
+    work: Path,
+    seed: int,
+    family_names: Iterable[str],
+    levels: Iterable[int],
+    oracle_videos: bool,
+    samples: int,
+    scale: int,
+) -> list[dict[str, Any]]:
     from bvb_addon.atomic import write_text_atomic
     from bvb_addon.vgi import families, program
 
     for folder in ("images", "oracle", "videos", "timelines"):
         (out / folder).mkdir(parents=True, exist_ok=True)
-    rows, jobs = [], []
+    rows: list[dict[str, Any]] = []
+    jobs: list[dict[str, Any]] = []
     for family in family_names:
         for level in levels:
             plan = families.plan_task(family, level, seed)
@@ -125,7 +147,8 @@ def _generate_into(out, work, seed, family_names, levels, oracle_videos, samples
 
 
 @entry
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``bvb vgi-tasks``: the suite generated; 1 when Blender failed."""
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_tasks")
     args = build_parser().parse_args(own_args)

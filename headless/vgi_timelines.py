@@ -8,11 +8,13 @@ RUN/timelines/<id>.json. Then: bvb score vgi --videos RUN/camera_renders
 --tasks DIR/tasks.jsonl --judge checker --timelines RUN/timelines
 """
 
+import argparse
 import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -20,10 +22,15 @@ if __package__ in (None, ""):
 from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
+if TYPE_CHECKING:
+    from bvb_addon.sandbox import SandboxConfig
+
 MAX_TIMELINE_CHARS = 16 << 20
 
 
-def export_timeline(blend, dest, sandbox_config=None):
+def export_timeline(
+    blend: str | Path, dest: str | Path, sandbox_config: "SandboxConfig | None" = None
+) -> tuple[str, str]:
     """Open one submission in a sandboxed worker and write its timeline; returns (status, reason)."""
     from dataclasses import replace
 
@@ -60,7 +67,8 @@ def export_timeline(blend, dest, sandbox_config=None):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
+    """``bvb vgi-timelines``' parser."""
     from bvb_addon.command_line import stage_parser
 
     parser = stage_parser(
@@ -74,7 +82,8 @@ def build_parser():
 
 
 @entry
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``bvb vgi-timelines``: a timeline per submission; the exit code (outcomes' table)."""
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_timelines")
     args = build_parser().parse_args(own_args)
