@@ -70,8 +70,8 @@ class ScriptedOpenAI:
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.socket.getsockname()[:2]
-        return f"http://{host}:{port}/v1"
+        host, port = self._httpd.server_address[:2]  # kept after stop(), unlike the socket's name
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}/v1"
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
