@@ -17,7 +17,7 @@ scenes in every trial.
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +82,9 @@ def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
     return dv, ls
 
 
-def _arrays(tables, scenes):
+def _arrays(
+    tables: Sequence[tuple[dict, dict]], scenes: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Stacked per-trial arrays over ``scenes``: retained, source, vision_sim, and whether LS scored it."""
     kept = np.array([[t[0].get(s, (0.0, 0.0))[0] for s in scenes] for t in tables])
     seen = np.array([[t[0].get(s, (0.0, 0.0))[1] for s in scenes] for t in tables])
@@ -91,7 +93,7 @@ def _arrays(tables, scenes):
     return kept, seen, sim, has
 
 
-def _ratio(numerator, denominator):
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     """numerator / denominator elementwise, 0 where nothing was in the denominator (BVB's DV with no source credit)."""
     return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator > 0)
 
@@ -147,7 +149,7 @@ def overlaps(rows: list[dict], key: str = "overall") -> list[dict]:
     return rows
 
 
-def _split_options(summary, run_dir):
+def _split_options(summary: dict, run_dir: str | Path) -> dict[str, list[str] | None] | None:
     """{question id: options} from the split the run was scored on, or None when it cannot be read."""
     from bvb_addon.dataset import SplitError, read_split
 
@@ -220,12 +222,12 @@ def mean_of(values: list) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _std(values):
-    values = [v for v in values if v is not None]
-    if len(values) < 2:
+def _std(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    if len(known) < 2:
         return None
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    mean = sum(known) / len(known)
+    return math.sqrt(sum((v - mean) ** 2 for v in known) / (len(known) - 1))
 
 
 def trial_row(name: str, rows: list[dict], run_dirs: list[Path], resamples: int = RESAMPLES, seed: int = SEED) -> dict:

@@ -29,7 +29,7 @@ def lock_path(run_dir: str | Path) -> Path:
     return RunDir(run_dir).scoring_lock
 
 
-def _alive(pid):
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -39,7 +39,7 @@ def _alive(pid):
     return True
 
 
-def _read(path):
+def _read(path: Path) -> dict | None:
     try:
         owner = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -72,7 +72,7 @@ class RunLock:
             return self
         raise RunBusy(f"{self.path.parent} is locked by {self.path} and it could not be taken over; remove it")
 
-    def _take_over_if_stale(self):
+    def _take_over_if_stale(self) -> None:
         owner = _read(self.path)
         if owner is None:
             # A lock being written this instant reads as empty; give its writer a moment.
@@ -104,10 +104,10 @@ class RunLock:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
 
-    def __enter__(self):
+    def __enter__(self) -> "RunLock":
         return self.acquire()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 

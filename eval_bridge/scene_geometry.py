@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,7 +69,7 @@ class SceneGeometry:
     objects: list
     floor_area: float | None
     camera: list = field(default_factory=list)
-    resolution: tuple = (320, 240)
+    resolution: tuple[int, int] = (320, 240)
     digest: str = ""
 
     def of(self, category: str) -> list["Item"]:
@@ -87,7 +88,7 @@ class SceneGeometry:
         return None
 
 
-def _in_view(frame, point, resolution):
+def _in_view(frame: CameraFrame, point: np.ndarray, resolution: tuple[int, int]) -> bool:
     # Blender cameras look down local -Z with +Y up; sensor fit AUTO puts the sensor width on the longer side.
     local = frame.rotation.T @ (np.asarray(point, float) - frame.location)
     depth = -local[2]
@@ -99,16 +100,16 @@ def _in_view(frame, point, resolution):
     return abs(local[0] / depth) <= half_x and abs(local[1] / depth) <= half_y
 
 
-def _box(center, dimensions, yaw):
+def _box(center: Sequence[float], dimensions: Sequence[float], yaw: float) -> tuple[np.ndarray, np.ndarray]:
     """World axis-aligned bounds of a box turned by yaw about z."""
     dx, dy, dz = (float(v) / 2 for v in dimensions)
     c, s = abs(math.cos(yaw)), abs(math.sin(yaw))
     half = np.array([c * dx + s * dy, s * dx + c * dy, dz])
-    center = np.asarray(center, float)
-    return center - half, center + half
+    middle = np.asarray(center, float)
+    return middle - half, middle + half
 
 
-def _digest(data):
+def _digest(data: object) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
