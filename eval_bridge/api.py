@@ -190,8 +190,12 @@ def make_judge(
         return GeometryJudge()
     if options.cache:
         cache_path = Path(options.cache)
+    elif options.shared:
+        cache_path = RunDir.judge_cache(options.shared)
+    elif run is not None:
+        cache_path = RunDir.judge_cache(shared_dir(run))
     else:
-        cache_path = RunDir.judge_cache(options.shared or shared_dir(run))
+        raise ArgumentError("a VLM judge keeps its answers in a cache: give it --cache, --shared or a run directory")
     return _vlm_judge(options, cache_path, cap=judge_cap(options, backend))
 
 

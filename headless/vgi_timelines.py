@@ -94,10 +94,10 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging(args.verbose, args.quiet)
     try:
-        run = path_args.folder("--run", args.run)
+        path_args.folder("--run", args.run)
     except path_args.PathArgError as exc:
         return report(exc)
-    rd = RunDir(run)
+    rd = RunDir(args.run)
     blends = [rd.blend(scene) for scene in rd.submitted()]
     if args.scenes:
         blends = [b for b in blends if b.stem in set(args.scenes)]
