@@ -19,6 +19,7 @@ from typing import Any
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
+from bvb_addon.records import AgentMeta, RunConfig, read_agent_meta, read_run_config
 from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError, read_jsonl
 from bvb_addon.trajectory import scene_trajectory
 
@@ -82,16 +83,15 @@ def _messages(trajectory: dict[str, Any], model: str, attachments: dict[str, str
     return messages
 
 
-def _usage(meta: dict[str, Any]) -> dict[str, float]:
-    tokens = meta.get("tokens") or {}
+def _usage(tokens: dict[str, int], cost: float | None) -> dict[str, float]:
     usage: dict[str, float] = {
         "input_tokens": int(tokens.get("input", 0)),
         "output_tokens": int(tokens.get("output", 0)),
         "total_tokens": int(tokens.get("input", 0)) + int(tokens.get("output", 0)),
         "input_tokens_cache_read": int(tokens.get("cached_input", 0)),
     }
-    if meta.get("cost") is not None:
-        usage["total_cost"] = float(meta["cost"])
+    if cost is not None:
+        usage["total_cost"] = float(cost)
     return usage
 
 
@@ -102,7 +102,7 @@ def _score_value(value: float | None) -> float | None:
 def _sample(
     scene: str,
     trajectory: dict[str, Any],
-    meta: dict[str, Any],
+    meta: AgentMeta | None,
     dv_rows: list[dict[str, Any]],
     ls_row: dict[str, Any] | None,
     model: str,
@@ -114,11 +114,13 @@ def _sample(
     dv_rows = pooled(dv_rows)
     source = sum(1 for r in dv_rows if r.get("source_correct"))
     retained = sum(1 for r in dv_rows if r.get("retained"))
+    # A scene without agent_meta (its loop never ended) is described by its trajectory alone.
+    ended: dict[str, Any] = meta.as_dict() if meta is not None else {}
     scores: dict[str, dict[str, Any]] = {
         "status": {
-            "value": str(meta.get("status") or trajectory.get("status") or "unknown"),
-            "explanation": str(meta.get("reason") or trajectory.get("reason") or ""),
-            "metadata": {"stop_reason": meta.get("stop_reason") or trajectory.get("stop_reason")},
+            "value": str(ended.get("status") or trajectory.get("status") or "unknown"),
+            "explanation": str(ended.get("reason") or trajectory.get("reason") or ""),
+            "metadata": {"stop_reason": ended.get("stop_reason") or trajectory.get("stop_reason")},
         }
     }
     if dv_rows and source:
@@ -135,7 +137,10 @@ def _sample(
         }
     last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
     first_user = next((m for m in messages if m["role"] == "user"), None)
-    usage = _usage(meta or trajectory)
+    if meta is not None:
+        usage = _usage(meta.tokens, meta.cost)
+    else:
+        usage = _usage(trajectory.get("tokens") or {}, trajectory.get("cost"))
     sample = {
         "id": scene,
         "epoch": epoch,
@@ -149,15 +154,15 @@ def _sample(
         },
         "scores": scores,
         "metadata": {
-            "dataset": meta.get("dataset") or (trajectory.get("task") or {}).get("dataset"),
-            "turns": meta.get("turns", trajectory.get("turns")),
-            "frames_seen": meta.get("frames_seen", trajectory.get("frames_seen")),
-            "submission": meta.get("submission"),
-            "cost_usd": meta.get("cost", trajectory.get("cost")),
+            "dataset": ended.get("dataset") or (trajectory.get("task") or {}).get("dataset"),
+            "turns": ended.get("turns", trajectory.get("turns")),
+            "frames_seen": ended.get("frames_seen", trajectory.get("frames_seen")),
+            "submission": ended.get("submission"),
+            "cost_usd": ended.get("cost", trajectory.get("cost")),
         },
         "model_usage": {model: usage},
-        "total_time": meta.get("runtime", trajectory.get("runtime")),
-        "working_time": meta.get("model_seconds", trajectory.get("model_seconds")),
+        "total_time": ended.get("runtime", trajectory.get("runtime")),
+        "working_time": ended.get("model_seconds", trajectory.get("model_seconds")),
         "attachments": attachments,
     }
     return sample
@@ -171,8 +176,8 @@ def export_inspect(run_dir: str | Path, out: str | Path) -> int:
     if out.suffix != ".json":
         raise ExportError(f"--out {out} must end in .json (Inspect reads .json and .eval logs; this writes JSON)")
     rd = RunDir(run_dir)
-    config = _read(rd.config) or {}
-    model = str(config.get("model") or config.get("agent") or "unknown")
+    config = read_run_config(rd.config) if rd.config.is_file() else RunConfig()
+    model = str(config.model or config.agent or "unknown")
     if "/" not in model:
         model = f"bvb/{model}"  # Inspect names models provider/model
     dv_by_scene: dict[str, list[dict[str, Any]]] = {}
@@ -188,7 +193,7 @@ def export_inspect(run_dir: str | Path, out: str | Path) -> int:
             trajectory = scene_trajectory(rd.root, scene)
         except RunDirError as exc:
             raise ExportError(f"{exc}; rerun the stage that writes it") from None
-        meta = _read(rd.meta(scene)) or {}
+        meta = read_agent_meta(rd.meta(scene)) if rd.meta(scene).is_file() else None
         samples.append(_sample(scene, trajectory, meta, dv_by_scene.get(scene, []), ls_by_scene.get(scene), model))
     overall = _read(rd.overall) or {}
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -217,12 +222,12 @@ def export_inspect(run_dir: str | Path, out: str | Path) -> int:
         "eval": {
             "eval_id": uuid.uuid4().hex[:22],
             "run_id": uuid.uuid4().hex[:22],
-            "created": config.get("created") or now,
+            "created": config.created or now,
             "task": f"bvb/{run_dir.name}",
             "task_id": run_dir.name,
             "task_version": 0,
             "dataset": {
-                "name": Path(str(config.get("split") or "split")).name,
+                "name": Path(str(config.split or "split")).name,
                 "samples": len(samples),
                 "sample_ids": scenes,
             },  # fmt: skip
@@ -231,17 +236,17 @@ def export_inspect(run_dir: str | Path, out: str | Path) -> int:
             "config": {},
             "metadata": {
                 "harness": "bvb-blender",
-                "harness_version": config.get("harness_version"),
-                "agent": config.get("agent"),
-                "reasoning": config.get("reasoning"),
-                "limits": config.get("limits"),
+                "harness_version": config.harness_version,
+                "agent": config.agent,
+                "reasoning": config.reasoning,
+                "limits": config.limits,
                 "overall": overall or None,
             },
         },
         "plan": {"name": "bvb", "steps": [{"solver": "bvb_agent_loop", "params": {}}]},
         "results": {"total_samples": len(samples), "completed_samples": len(samples), "scores": scores},
         "stats": {
-            "started_at": config.get("created") or now,
+            "started_at": config.created or now,
             "completed_at": now,
             "model_usage": {model: total_usage},
         },  # fmt: skip

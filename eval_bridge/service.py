@@ -272,6 +272,19 @@ def _first_error(exc: ValidationError) -> str:
 # ---- jobs ------------------------------------------------------------------------------------
 
 
+class Health(TypedDict):
+    """GET /health (bvb_addon.bridge_client.health reads it)."""
+
+    status: Literal["ok"]
+    service: str
+    version: str
+    roots: list[str]
+    judges: list[str]
+    default_judge: str | None
+    encoders: list[str]
+    default_encoder: str | None
+
+
 class JobProgress(TypedDict):
     axis: Axis | None
     done: int
@@ -396,7 +409,7 @@ class Service:
         beside = RunDir(run).shared
         return beside if self._in_roots(beside.parent) else run / SHARED
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Health:
         """GET /health: the service, its version, roots and the judges and encoders it has."""
         config = self.config
         return {
