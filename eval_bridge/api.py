@@ -225,9 +225,12 @@ def _probe(judge: "VLMJudge | GeometryJudge", options: JudgeOptions) -> None:
 
 
 def _close(judge: object) -> None:
-    cache = getattr(judge, "cache", None)
-    if cache is not None:
-        cache.close()
+    """Close a VLM judge's cache file; the geometry judge and the checker keep none."""
+    from .cache import JudgeCache
+    from .judge import VLMJudge
+
+    if isinstance(judge, VLMJudge) and isinstance(judge.cache, JudgeCache):
+        judge.cache.close()
 
 
 @contextlib.contextmanager
@@ -362,7 +365,7 @@ def score_steps(
 
 def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = None) -> Summary:
     """VGI scores of procedure videos: writes vgi.jsonl and vgi_summary.json; returns the summary."""
-    from .vgi import half_instances, read_tasks, score
+    from .vgi import VLMProcessJudge, half_instances, read_tasks, score
 
     tasks = read_tasks(options.tasks)
     if options.half:
@@ -371,7 +374,7 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
     try:
         return score(tasks, options.videos, judge, options.timelines, options.workers, options.out, progress=progress)
     finally:
-        _close(getattr(judge, "vlm", None))
+        _close(judge.vlm if isinstance(judge, VLMProcessJudge) else None)
 
 
 def write_leaderboard(options: LeaderboardOptions) -> list[dict[str, Any]]:
