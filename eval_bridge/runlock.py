@@ -14,6 +14,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import Self
 
 from bvb_addon.errors import BVBError
 from bvb_addon.run_dir import RunDir
@@ -55,7 +56,7 @@ class RunLock:
         self.label = label
         self.held = False
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> Self:
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "label": self.label, "since": time.time()}
         data = json.dumps(owner).encode()
         for _attempt in range(3):
@@ -104,7 +105,7 @@ class RunLock:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> Self:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:

@@ -168,7 +168,7 @@ class _ConfigFile(BaseModel):
     encoders: dict[str, _EncoderEntry] = {}
 
 
-def read_config_file(path: str | Path) -> "_ConfigFile":
+def read_config_file(path: str | Path) -> _ConfigFile:
     """The parsed TOML configuration file (roots, judges, encoders); a one-line error naming the file."""
     path = Path(path)
     try:
