@@ -285,7 +285,10 @@ class HubEncoder(Encoder):
                 "use the entry point's own checkpoint"
             )
         self.checkpoint_key = key
-        self.checkpoint_sha256 = file_sha256(self.checkpoint)
+        digest = file_sha256(self.checkpoint)
+        if digest is None:  # loaded a moment ago, unreadable now: no id to keep its rows apart by
+            raise LSError(f"--checkpoint {checkpoint} could not be read to hash it; check the file and rerun")
+        self.checkpoint_sha256 = digest
         # One id per encoder and checkpoint: rows scored with other weights are never resumed as these.
         self.model_id = f"{self.entry}@{self.checkpoint_sha256[:12]}"
         self.model = net.to(device=device, dtype=getattr(torch, dtype)).eval()
