@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Container
 from typing import IO, Self
 from urllib.parse import urlsplit
 
@@ -53,7 +53,7 @@ def allowed_hosts(host: str, port: int) -> set[str] | None:
     return {f"{name}:{port}" for name in names}
 
 
-def host_allowed(host: str, allowed: set[str] | None) -> bool:
+def host_allowed(host: str, allowed: Container[str] | None) -> bool:
     """Whether a request's Host header is one of ``allowed`` (from allowed_hosts)."""
     if allowed is not None:
         return host in allowed

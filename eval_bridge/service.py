@@ -29,7 +29,7 @@ import secrets
 import threading
 import time
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from dataclasses import replace as with_fields
 from pathlib import Path
@@ -623,7 +623,7 @@ def _loopback_origin(origin: str) -> bool:
 class Guard:
     """ASGI middleware: Host, Origin, token and content type are checked before routing and before any body is read."""
 
-    def __init__(self, app: ASGIApp, config: ServiceConfig, allowed_hosts: set[str] | None) -> None:
+    def __init__(self, app: ASGIApp, config: ServiceConfig, allowed_hosts: Container[str] | None) -> None:
         if not config.token:
             raise ArgumentError("the service needs a bearer token; BridgeServer makes one when the config has none")
         self.app = app
