@@ -6,15 +6,25 @@
 Every stage (runner, render, DV, LS) hands its per-scene function here. The function
 writes its results into the run directory itself, atomically and resumably, so a Ray task
 retried after a node loss simply continues from what was saved. Local stays the default.
+
+On Ray a scene ends in a fault (its stage exits 75, and ``--resume`` redoes it) in two ways:
+its task was lost with its node (or its worker process) more times than it may be retried
+(``max_retries``; ``BVB_RAY_TASK_RETRIES`` overrides every stage's), or no live node of the
+cluster can run it any more (every node with the CPUs or GPU it needs was lost) for
+``BVB_RAY_UNPLACEABLE_S`` seconds: Ray itself would leave such a task pending for ever.
 """
 
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from types import ModuleType
+from typing import Any, TypeVar
 
 from .errors import BVBError
+from .outcomes import FAULT_EXIT
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +32,51 @@ BACKENDS = ("local", "ray")
 RAY_INSTALL = "./bvb setup ray  (or: pip install 'bvb[ray]'; Ray is about 70 MB)"
 
 
+RETRIES_ENV = "BVB_RAY_TASK_RETRIES"
+UNPLACEABLE_ENV = "BVB_RAY_UNPLACEABLE_S"
+UNPLACEABLE_S = 300.0
+"""How long the driver waits for a node able to run its pending tasks before it stops (an autoscaler
+may bring one); the scenes already finished are saved either way."""
+PLACEMENT_POLL_S = 2.0
+
+Row = TypeVar("Row")
+
+
 class BackendError(BVBError, ValueError):
     """A backend that cannot be used here; the message names the fix."""
 
 
-def require_ray():
+class ClusterFault(BackendError):
+    """Work the Ray cluster lost or can no longer place (its nodes were lost): a fault that --resume redoes."""
+
+    exit_code = FAULT_EXIT
+
+
+def _env_number(name: str, default: float, kind: type = float) -> Any:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise BackendError(f"{name}={raw!r}: give a {'whole ' if kind is int else ''}number >= 0, or unset it")
+    return value
+
+
+def task_retries(default: int) -> int:
+    """How often a task lost with its node or worker is retried: ``BVB_RAY_TASK_RETRIES`` when set, else default."""
+    return int(_env_number(RETRIES_ENV, default, int))
+
+
+def unplaceable_seconds() -> float:
+    """Seconds the driver waits while no live node can run its tasks (``BVB_RAY_UNPLACEABLE_S``, default 300)."""
+    return float(_env_number(UNPLACEABLE_ENV, UNPLACEABLE_S))
+
+
+def require_ray() -> ModuleType:
+    """The ray module; BackendError naming the install command when it is missing."""
     try:
         import ray
     except ImportError:
@@ -34,7 +84,7 @@ def require_ray():
     return ray
 
 
-def ensure_ray(address=None, num_cpus=None):
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> ModuleType:
     """Connect to a running cluster (address, or RAY_ADDRESS) or start a local one."""
     ray = require_ray()
     if not ray.is_initialized():
@@ -48,15 +98,26 @@ def ensure_ray(address=None, num_cpus=None):
 
 
 def map_unordered(
-    fn, items, *, backend="local", workers=1, ray_address=None, num_cpus=1, num_gpus=0, max_retries=2, env_vars=None
-):
+    fn: Callable[[Any], Any],
+    items: Iterable[Any],
+    *,
+    backend: str = "local",
+    workers: int = 1,
+    ray_address: str | None = None,
+    num_cpus: float = 1,
+    num_gpus: float = 0,
+    max_retries: int = 2,
+    env_vars: Mapping[str, str] | None = None,
+) -> Iterator[tuple[Any, Any, BaseException | None]]:
     """Yield (item, result, error) for each item as it finishes; error is an exception or None.
 
     env_vars (Ray only) are set in the tasks' processes: an API key exported on the driver
     reaches the workers on every node that way.
 
     fn may be any picklable callable (a function, a functools.partial). On Ray an error is the
-    task's own exception (unwrapped from Ray's RayTaskError) once its retries are spent.
+    task's own exception (unwrapped from Ray's RayTaskError) once its retries are spent, Ray's
+    NodeDiedError or WorkerCrashedError for a task lost more often than it may be retried, or
+    ClusterFault for tasks that no live node can run.
     """
     items = list(items)
     if backend not in BACKENDS:
@@ -64,7 +125,8 @@ def map_unordered(
     if backend == "local":
         yield from _local(fn, items, workers)
     else:
-        yield from _ray(fn, items, ray_address, num_cpus, num_gpus, max_retries, workers, env_vars)
+        retries = task_retries(max_retries)
+        yield from _ray(fn, items, ray_address, num_cpus, num_gpus, retries, workers, env_vars)
 
 
 _TASK_NODE = None
@@ -85,7 +147,7 @@ def _enter_task():
         }
 
 
-def task_node():
+def task_node() -> dict[str, str] | None:
     """The Ray node this process runs tasks on ({node_id, host, ip}); None outside a Ray task.
 
     Every row a Ray task makes (agent_meta, render rows, Dual VQA rows) records it as ``node``.
@@ -93,7 +155,7 @@ def task_node():
     return dict(_TASK_NODE) if _TASK_NODE else None
 
 
-def stamp_node(row):
+def stamp_node(row: Row) -> Row:
     """``row`` with ``node`` set to this task's node when in a Ray task (unchanged otherwise)."""
     node = task_node()
     if node is not None and isinstance(row, dict):
@@ -101,7 +163,7 @@ def stamp_node(row):
     return row
 
 
-def task_cause(error):
+def task_cause(error: BaseException) -> BaseException:
     """The exception a Ray task raised, without Ray's wrapper (itself when it is no Ray error)."""
     cause = getattr(error, "cause", None)
     return cause if isinstance(cause, BaseException) else error
@@ -134,9 +196,32 @@ def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=
     extra = {"runtime_env": {"env_vars": dict(env_vars)}} if env_vars else {}
     remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=max_retries)(call).options(name=name, **extra)
     pending = {remote.remote(item): item for item in items}
+    unplaced_since = None
     try:
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=PLACEMENT_POLL_S)
+            if not done:
+                # Nothing finished: tasks still run, or wait for a node that fits them, which Ray would
+                # wait for for ever once every such node is lost.
+                if _placeable(ray, num_cpus, num_gpus):
+                    unplaced_since = None
+                    continue
+                now = time.monotonic()
+                unplaced_since = unplaced_since or now
+                if now - unplaced_since < unplaceable_seconds():
+                    continue
+                lost = list(pending.items())
+                pending.clear()
+                for ref, _item in lost:
+                    ray.cancel(ref, force=True)
+                fault = ClusterFault(
+                    f"no live node of the Ray cluster can run a {name} task ({num_cpus:g} CPU, {num_gpus:g} GPU) "
+                    f"for {unplaceable_seconds():g} s: its nodes were lost; start nodes, then rerun with --resume"
+                )
+                log.error("%s; %d task(s) not run", fault, len(lost))
+                for _ref, item in lost:
+                    yield item, None, fault
+                return
             ref = done[0]
             item = pending.pop(ref)
             try:
@@ -149,6 +234,20 @@ def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=
             ray.cancel(ref)
 
 
+def _placeable(ray: ModuleType, num_cpus: float, num_gpus: float) -> bool:
+    """True when some live node of the cluster has (in all, busy or not) the CPUs and GPUs a task needs."""
+    try:
+        nodes = ray.nodes()
+    except Exception as exc:  # noqa: BLE001 - the GCS busy or restarting: do not stop a stage for that
+        log.debug("ray.nodes() failed: %s", exc)
+        return True
+    for node in nodes:
+        total = node.get("Resources") or {}
+        if node.get("Alive") and total.get("CPU", 0) >= num_cpus and total.get("GPU", 0) >= num_gpus:
+            return True
+    return False
+
+
 class ConcurrencyCap:
     """At most `limit` holders at once: in this process (local) or across a Ray cluster (ray).
 
@@ -159,7 +258,7 @@ class ConcurrencyCap:
     lease_s, so a crash never shrinks the cap for long.
     """
 
-    def __init__(self, limit, backend="local", name="bvb_judge_cap", lease_s=30.0):
+    def __init__(self, limit: int, backend: str = "local", name: str = "bvb_judge_cap", lease_s: float = 30.0) -> None:
         self.limit = max(1, int(limit))
         self.backend = backend
         self.name = name
@@ -167,7 +266,7 @@ class ConcurrencyCap:
         self._semaphore = threading.BoundedSemaphore(self.limit) if backend == "local" else None
         self._handle = None
         self._tokens = threading.local()
-        self._held = set()
+        self._held: set[int] = set()
         self._held_lock = threading.Lock()
         self._renewer = None
 
@@ -182,7 +281,7 @@ class ConcurrencyCap:
             self._handle = actor
         return self._handle
 
-    def open(self):
+    def open(self) -> "ConcurrencyCap":
         """Create the cap (or set an existing one's limit to ours): the driver calls this before its tasks start."""
         if self._semaphore is None:
             ray = require_ray()
@@ -191,7 +290,7 @@ class ConcurrencyCap:
                 log.info("concurrency cap %s: limit %s -> %s", self.name, previous, self.limit)
         return self
 
-    def held(self):
+    def held(self) -> int:
         """Permits held right now (for progress and tests)."""
         if self._semaphore is not None:
             return self.limit - self._semaphore._value

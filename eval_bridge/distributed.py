@@ -11,7 +11,11 @@ with its node is retried; the calls it had finished are cache hits the second ti
 import concurrent.futures as cf
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from bvb_addon import backend
 from bvb_addon.outcomes import one_line
@@ -53,21 +57,23 @@ class _CacheServer:
 class RemoteCache:
     """JudgeCache's get/put, answered by the cache actor (what a judge in a Ray task uses)."""
 
-    def __init__(self, actor):
+    def __init__(self, actor: Any) -> None:
         self.actor = actor
         self.hits = self.misses = 0
 
-    def get(self, key):
+    def get(self, key: str) -> Any:
+        """The cached answer of key, or None."""
         return backend.require_ray().get(self.actor.get.remote(key))
 
-    def put(self, key, **fields):
+    def put(self, key: str, **fields: Any) -> None:
+        """Store one paid answer under key."""
         backend.require_ray().get(self.actor.put.remote(key, fields))
 
     def __reduce__(self):
         return (RemoteCache, (self.actor,))
 
 
-def start_cache_server(ray, path):
+def start_cache_server(ray: ModuleType, path: str | Path) -> Any:
     """The cache actor, pinned to the driver's node; it dies with the driver."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -75,7 +81,7 @@ def start_cache_server(ray, path):
     return ray.remote(num_cpus=0)(_CacheServer).options(scheduling_strategy=here).remote(str(path))
 
 
-def dv_scene_task(item):
+def dv_scene_task(item: tuple[Any, list, Any]) -> dict[str, Any]:
     """Score one scene's questions with the DualVQA copy the driver sent; return rows and new source answers."""
     dv, questions, source = item
     try:
@@ -91,8 +97,12 @@ def dv_scene_task(item):
     }
 
 
-def score_dv_on_ray(dv, pending, sources, finished):
-    """Score the pending questions as one Ray task per scene; finished(rows) is called as each scene returns."""
+def score_dv_on_ray(dv: Any, pending: list, sources: dict, finished: Callable[[list], None]) -> None:
+    """Score the pending questions as one Ray task per scene; finished(rows) is called as each scene returns.
+
+    Scenes lost after their retries (or that no live node can run) end the stage in ClusterFault
+    (exit 75) once every other scene is saved: --resume asks only their questions again.
+    """
     ray = backend.ensure_ray(dv.ray_address)
     judge = dv.judge
     cache = getattr(judge, "cache", None)
@@ -112,7 +122,7 @@ def score_dv_on_ray(dv, pending, sources, finished):
         items.append((dv.task_copy(task_judge, questions), questions, sources[key]))
     log.info("DV on Ray: %d scene tasks, %d questions", len(items), len(pending))
 
-    lost = []
+    lost: list[tuple[str, BaseException]] = []
     calls, cost_usd = judge.calls, judge.cost_usd
     try:
         results = backend.map_unordered(
@@ -136,7 +146,7 @@ def score_dv_on_ray(dv, pending, sources, finished):
                     judge.cost_usd += result["cost_usd"]
             finished(result["rows"])
     finally:
-        if actor is not None:
+        if actor is not None and cache is not None:
             try:
                 stats = ray.get(actor.stats.remote())
                 cache.hits += stats["hits"]
@@ -147,9 +157,9 @@ def score_dv_on_ray(dv, pending, sources, finished):
                 ray.kill(actor)
     if lost:
         scene, error = lost[0]
-        raise backend.BackendError(
-            f"{len(lost)} scene(s) failed on the Ray cluster after {MAX_RETRIES} retries (first: {scene}: "
-            f"{one_line(error)}); the others are saved: rerun with --resume to continue"
+        raise backend.ClusterFault(
+            f"{len(lost)} scene(s) failed on the Ray cluster after {backend.task_retries(MAX_RETRIES)} retries "
+            f"(first: {scene}: {one_line(error)}); the others are saved: rerun with --resume to continue"
         )
 
 
@@ -168,7 +178,10 @@ def _judge_lock(judge):
 # ---- LS --------------------------------------------------------------------------------------
 
 
-def batches_on_ray(task, spec, run_dir, jobs, ray_address, scenes_per_task):
+def batches_on_ray(
+    task: Callable[[Any], Any], spec: Any, run_dir: str | Path, jobs: list, ray_address: str | None,
+    scenes_per_task: int,
+) -> Iterator[tuple[list, Any, BaseException | None]]:  # fmt: skip
     """Yield (batch, result, error) for task((spec, run_dir, batch)) run on batches of jobs as Ray tasks.
 
     Each task gets a GPU of its own (visible to it as device 0) where the cluster has one and the

@@ -30,6 +30,8 @@ The TOML file (paths relative to it)::
 
 Stages run in order (agent, render, dv, ls when configured, overall), each skipping what is
 done (every stage resumes from its files), then the leaderboard and the report over every run.
+A campaign whose scenes still end in a fault after its retries (a lost Ray node, a judge down)
+exits 75 with one line naming them and the command that resumes it (``bvb campaign CONFIG``).
 The budget is one holder (agent.budget.Budget; a Ray actor on Ray) that every scene of every
 configuration reserves against before each model call, counting what the runs already spent, so
 no call starts whose worst case would pass it, across configurations, workers and nodes.
@@ -39,17 +41,21 @@ no call starts whose worst case would pass it, across configurations, workers an
 import math
 import os
 import shlex
+import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bvb_addon.agent.budget import Budget, recorded_spend
 from bvb_addon.agent.ledger import CostLimit
 from bvb_addon.atomic import write_json_atomic
 from bvb_addon.errors import BVBError, report
 from bvb_addon.money import money
+from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 
 STAGES = ("agent", "render", "dv", "ls", "overall")
@@ -69,7 +75,7 @@ class Configuration:
     args: list
     trials: int = 1
 
-    def runs(self):
+    def runs(self) -> list[tuple[str, int]]:
         """(run name, trial) of each trial: the name alone for one trial, name-tN for more."""
         if self.trials == 1:
             return [(self.name, 1)]
@@ -93,21 +99,23 @@ class Campaign:
     dv_args: list | None = None
     ls_args: list | None = None
 
-    def run_dirs(self):
+    def run_dirs(self) -> dict[str, RunDir]:
         """{run name: RunDir} of every configuration's trials, in the file's order."""
         return {name: RunDir(self.results / name) for c in self.configurations for name, _ in c.runs()}
 
-    def stages(self):
+    def stages(self) -> list[str]:
+        """The stages this campaign runs: dv and ls only when configured."""
         return [
             s for s in STAGES if not (s == "ls" and self.ls_args is None) and not (s == "dv" and self.dv_args is None)
         ]
 
     @property
-    def state_path(self):
+    def state_path(self) -> Path:
+        """campaign.json: the stage in progress, its PID, the sessions."""
         return self.results / STATE
 
 
-def _args(value, key):
+def _args(value: Any, key: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -117,7 +125,7 @@ def _args(value, key):
     return [str(v) for v in value]
 
 
-def load(path):
+def load(path: str | Path) -> Campaign:
     """The campaign a TOML file describes; CampaignError naming the key to fix."""
     path = Path(path)
     if not path.is_file():
@@ -128,12 +136,10 @@ def load(path):
         raise CampaignError(f"{path} is not valid TOML ({exc}); fix the line it names") from None
     base = path.resolve().parent
 
-    def where(key, required=True):
+    def where(key: str) -> Path:
         value = data.get(key)
         if value is None:
-            if required:
-                raise CampaignError(f'{path}: `{key}` is missing; add {key} = "..." (a path relative to the file)')
-            return None
+            raise CampaignError(f'{path}: `{key}` is missing; add {key} = "..." (a path relative to the file)')
         return (base / str(value)).resolve()
 
     budget = data.get("budget")
@@ -171,12 +177,12 @@ def load(path):
 # -- the budget ---------------------------------------------------------------------------------
 
 
-def agent_spent(campaign):
+def agent_spent(campaign: Campaign) -> float:
     """USD the campaign's agents have recorded (open reservations at their worst case)."""
     return sum(recorded_spend(rd.trajectories) for rd in campaign.run_dirs().values())
 
 
-def judge_spent(campaign):
+def judge_spent(campaign: Campaign) -> float:
     """USD of the judge calls made for the campaign: every paid answer is in the results folder's
     judge cache exactly once (content-keyed), with its cost, so a killed session's count survives."""
     import sqlite3
@@ -193,12 +199,12 @@ def judge_spent(campaign):
     return float(total)
 
 
-def spent(campaign):
+def spent(campaign: Campaign) -> float:
     """USD the campaign has spent: its agents' calls and its judge's."""
     return agent_spent(campaign) + judge_spent(campaign)
 
 
-def holder(campaign, already):
+def holder(campaign: Campaign, already: float) -> Any:
     """The campaign's one budget holder: in this process (local), or a Ray actor on the head every node reaches."""
     if campaign.backend != "ray":
         return Budget(campaign.budget, spent=already)
@@ -210,12 +216,13 @@ def holder(campaign, already):
 # -- what is done -------------------------------------------------------------------------------
 
 
-def split_scenes(campaign):
+def split_scenes(campaign: Campaign) -> list[str]:
+    """The split's scene names, sorted."""
     rows = read_jsonl(campaign.split)
     return sorted({r.get("scene_name") for r in rows if r.get("scene_name")})
 
 
-def agent_counts(rd, scenes):
+def agent_counts(rd: RunDir, scenes: list[str]) -> dict[str, int]:
     """{done, running, failed, left} scenes of a run's agent stage, from its files."""
     counts = {"done": 0, "running": 0, "failed": 0, "left": 0}
     for scene in scenes:
@@ -234,7 +241,8 @@ def agent_counts(rd, scenes):
     return counts
 
 
-def render_counts(rd, scenes):
+def render_counts(rd: RunDir, scenes: list[str]) -> dict[str, int]:
+    """{done, running, failed, left} of a run's render stage (scenes with a submission only)."""
     rows = {r.get("scene"): r for r in rd.render_rows()}
     counts = {"done": 0, "running": 0, "failed": 0, "left": 0}
     for scene in scenes:
@@ -250,7 +258,7 @@ def render_counts(rd, scenes):
     return counts
 
 
-def _summary_counts(summary, partial=None):
+def _summary_counts(summary: Path, partial: Path | None = None) -> dict[str, int]:
     if summary.is_file():
         return {"done": 1, "running": 0, "failed": 0, "left": 0}
     if partial is not None and partial.is_file():
@@ -258,7 +266,8 @@ def _summary_counts(summary, partial=None):
     return {"done": 0, "running": 0, "failed": 0, "left": 1}
 
 
-def stage_counts(campaign, rd, stage, scenes):
+def stage_counts(campaign: Campaign, rd: RunDir, stage: str, scenes: list[str]) -> dict[str, int]:
+    """{done, running, failed, left} of one stage of one run, from its files."""
     if stage == "agent":
         return agent_counts(rd, scenes)
     if stage == "render":
@@ -270,14 +279,14 @@ def stage_counts(campaign, rd, stage, scenes):
     return _summary_counts(rd.overall)
 
 
-def _read_state(campaign):
+def _read_state(campaign: Campaign) -> dict[str, Any]:
     try:
         return read_json(campaign.state_path)
     except (OSError, ValueError):
         return {}
 
 
-def _alive(pid):
+def _alive(pid: Any) -> bool:
     try:
         os.kill(int(pid), 0)
     except (OSError, TypeError, ValueError):
@@ -285,7 +294,7 @@ def _alive(pid):
     return True
 
 
-def status(campaign, now=None):
+def status(campaign: Campaign, now: float | None = None) -> dict[str, Any]:
     """The campaign's state as a dict: per run and stage, counts; spend; the stage in progress; an ETA."""
     now = time.time() if now is None else now
     state = _read_state(campaign)
@@ -293,7 +302,8 @@ def status(campaign, now=None):
     current = state.get("current") or {}
     live = bool(current) and _alive(current.get("pid"))
     share = campaign.budget / max(1, len(campaign.run_dirs()))
-    runs, total_spent, done_scenes, left_scenes = {}, 0.0, 0, 0
+    runs: dict[str, Any] = {}
+    total_spent, done_scenes, left_scenes = 0.0, 0, 0
     for name, rd in campaign.run_dirs().items():
         stages = {}
         for stage in campaign.stages():
@@ -324,7 +334,8 @@ def status(campaign, now=None):
     }  # fmt: skip
 
 
-def format_status(campaign, report):
+def format_status(campaign: Campaign, report: dict[str, Any]) -> str:
+    """status() as the table `bvb campaign status` prints."""
     lines = [f"campaign {campaign.path.name}: spent {money(report['spent'])} of {money(report['budget'])}"
              f" (agents {money(report['agent_spent'])}, judge {money(report['judge_spent'])};"
              f" {report['sessions']} session(s))"]  # fmt: skip
@@ -347,20 +358,39 @@ def format_status(campaign, report):
     return "\n".join(lines)
 
 
+def faults(campaign: Campaign, scorer_faults: dict[tuple[str, str], str] | None = None) -> dict[str, int]:
+    """{"RUN STAGE": count} of what still ended in a fault: agent scenes (error, interrupted), render
+    rows (a sandbox or encoder fault) and scorers that stopped on one in this session."""
+    scenes = split_scenes(campaign)
+    found = {}
+    for name, rd in campaign.run_dirs().items():
+        agent = sum(1 for s in scenes if rd.meta_or_empty(s).get("status") not in FINAL + (None,))
+        latest = {r.get("scene"): r for r in rd.render_rows()}  # a scene's last row is its state
+        render = sum(1 for r in latest.values() if r.get("status") in FAULT_STATUSES["render"])
+        for stage, n in (("agent", agent), ("render", render)):
+            if n:
+                found[f"{name} {stage}"] = n
+    for (name, stage), _why in (scorer_faults or {}).items():
+        found[f"{name} {stage}"] = 1
+    return found
+
+
 # -- running ------------------------------------------------------------------------------------
 
 
-def _now():
+def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class CampaignRunner:
     """Runs every stage of every configuration, skipping what is done; one budget for all."""
 
-    def __init__(self, campaign, log=print):
+    def __init__(self, campaign: Campaign, log: Callable[[str], None] = print) -> None:
         self.c = campaign
         self.log = log
         self.state = _read_state(campaign)
+        self.scorer_faults: dict[tuple[str, str], str] = {}
+        """(run, dv or ls): why that scorer stopped on a fault in this session."""
 
     def _save_state(self, **changes):
         self.state.update(changes)
@@ -369,7 +399,8 @@ class CampaignRunner:
     def _stage(self, run, stage):
         self._save_state(current={"run": run, "stage": stage, "pid": os.getpid(), "since": _now()})
 
-    def run(self):
+    def run(self) -> dict[str, dict[str, int]]:
+        """Every stage of every configuration, then the leaderboard and the report; agent counts per run."""
         c = self.c
         c.results.mkdir(parents=True, exist_ok=True)
         scenes = split_scenes(c)
@@ -465,6 +496,7 @@ class CampaignRunner:
 
         code = bridge(self._scorer_argv(axis, extra, rd))
         if code:
+            self.scorer_faults[(rd.root.name, axis)] = f"exit {code}"
             self.log(f"{rd.root.name}: {axis} exited {code}; the next session retries it")
 
     def _scorer_argv(self, axis, extra, rd):
@@ -484,6 +516,7 @@ class CampaignRunner:
         except CostLimit as exc:  # BudgetReached: the rows judged so far are kept; --resume goes on
             self.log(f"{rd.root.name}: dv stopped: {exc}")
         except (BVBError, OSError, ValueError, RuntimeError) as exc:
+            self.scorer_faults[(rd.root.name, "dv")] = str(exc)
             self.log(f"{rd.root.name}: dv failed ({exc}); the next session retries it")
 
     def _ls(self, configuration, rd, scenes):
@@ -499,7 +532,7 @@ class CampaignRunner:
 # -- the command --------------------------------------------------------------------------------
 
 
-def build_parser():
+def build_parser() -> Any:
     import argparse
 
     from bvb_addon.command_line import stage_parser
@@ -518,9 +551,8 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
-    import sys
-
+def main(argv: list[str] | None = None) -> int:
+    """`bvb campaign CONFIG` and `bvb campaign status CONFIG`; the exit code (75: faults left, rerun)."""
     from bvb_addon.command_line import setup_logging
 
     parser = build_parser()
@@ -540,12 +572,21 @@ def main(argv=None):
         if action == "status":
             print(format_status(campaign, status(campaign)))
             return 0
-        CampaignRunner(campaign).run()
+        runner = CampaignRunner(campaign)
+        runner.run()
     except BVBError as exc:
         return report(exc)
     except KeyboardInterrupt:
         print("interrupted: bvb campaign CONFIG resumes where it stopped", file=sys.stderr)
         return 130
+    left = faults(campaign, runner.scorer_faults)
+    if left:
+        # Last, one line: a scheduler (or a shell loop) reruns the campaign, which redoes only these.
+        parts = ", ".join(f"{where} {n}" for where, n in left.items())
+        rerun = rerun_command("headless.campaign", [str(campaign.path)], "")
+        print(f"faults: still ended in a harness or environment fault after {campaign.retries} retries ({parts}); "
+              f"rerun: {rerun}", flush=True)  # fmt: skip
+        return FAULT_EXIT
     return 0
 
 

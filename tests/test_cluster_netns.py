@@ -1,17 +1,21 @@
-"""run, render and dv on a real three-host Ray cluster made of network namespaces, and the loss of a node.
+"""run, render and dv on a real three-host Ray cluster made of network namespaces, and the loss of nodes.
 
 Skipped unless this is root with ``ip netns`` and Ray. The hosts (tests/cluster_support.py) are
 namespaces joined by veth pairs to a bridge in host 0 (10.231.0.0/24, inside them only); host 0
 runs the Ray head with token auth, the scripted OpenAI server (on host 0's address) and the
-drivers, as `bvb ... --backend ray --ray-address 10.231.0.1:6390`. Each stage's results equal a
-local run's, and every row names the node that made it. Then one worker host is killed (its
-processes, by PID and by namespace) in the middle of an agent run: the run finishes on the other
-two (or exits 75 and a resume finishes), and the scripted server's received calls are all in
-the scenes' ledgers, none twice.
+drivers, as `bvb ... --backend ray --ray-address 10.231.0.1:6390`. One cluster serves the whole
+file. Each stage's results equal a local run's, and every row names the node that made it.
+Then nodes are lost (their processes killed by PID and by namespace), once per way a stage
+can end: a campaign loses host 2 and finishes on the other two; an agent run whose tasks may
+not be retried loses host 1 with a scene in flight, exits 75 with the command that resumes it,
+and the resume finishes; a task no live node can run ends in a fault rather than waiting for
+ever. In each, the scripted server's received calls are all in the scenes' ledgers, none twice.
+Tests run in file order: the two kills come last.
 """
 
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -33,7 +37,7 @@ _why = netns_available()
 if _why:
     pytest.skip(f"no namespace cluster here: {_why}", allow_module_level=True)
 
-SCENES = tuple(f"synth_easy_{i:03d}" for i in range(6))
+SCENES = tuple(f"synth_easy_{i:03d}" for i in range(3))  # one per one-CPU node
 SANDBOX = ["--sandbox-min", "rlimits", "--allow-weak-sandbox", "--quiet"]
 PRICES = ["--price-in", "1.0", "--price-out", "2.0"]
 PY = sys.executable
@@ -107,6 +111,30 @@ def _rows(path):
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def _nothing_half_written(out):
+    """No temp file of an interrupted atomic write is left, and every JSON file and JSON line parses."""
+    leftovers = [p for p in Path(out).rglob("*") if p.is_file() and p.name.endswith(".tmp")]
+    assert leftovers == []
+    for path in Path(out).rglob("*.json"):
+        json.loads(path.read_text())
+    for path in Path(out).rglob("*.jsonl"):
+        _rows(path)
+
+
+def _ledgers_match(ledgers, received):
+    """Every call the server received is in its scene's ledger once: settled, or (its reply lost with
+    the node) counted at its worst case. A reservation whose request never left the dead node is
+    counted too (the only way a ledger can hold more than was received). Returns the totals."""
+    for key, ledger in ledgers.items():
+        statuses = Counter(e["status"] for e in ledger)
+        assert "reserved" not in statuses, (key, ledger)
+        assert statuses["settled"] <= received[key] <= len(ledger), (key, received[key], ledger)
+        assert len(ledger) - received[key] <= statuses["unconfirmed"], (key, received[key], ledger)
+    entries = sum(len(v) for v in ledgers.values())
+    unconfirmed = sum(1 for v in ledgers.values() for e in v if e["status"] == "unconfirmed")
+    return entries, sum(received[k] for k in ledgers), unconfirmed
+
+
 @pytest.fixture(scope="module")
 def runs(cluster, suite, server, tmp_path_factory):
     """The agent run on the cluster and the same run on this machine with the local backend."""
@@ -119,7 +147,7 @@ def runs(cluster, suite, server, tmp_path_factory):
     print(f"\nrun on 3 nodes: {time.monotonic() - started:.1f} s")
     os.environ["BVB_TEST_KEY"] = "sk-test"
     with ScriptedOpenAI(responder=agent) as here:
-        assert run_cli.main(_run_args(suite, local, here.base_url)) == 0
+        assert run_cli.main([*_run_args(suite, local, here.base_url), "--workers", "3"]) == 0
     return on_cluster, local
 
 
@@ -133,7 +161,7 @@ def test_run_on_three_hosts_equals_a_local_run_and_rows_name_their_nodes(cluster
     assert programs == {p.name: p.read_text() for p in (local / "program").glob("*.py")}
     nodes = Counter(m["node"]["ip"] for m in metas.values())
     print(f"agent scenes per node: {dict(nodes)}")
-    # Six scenes of several seconds on three one-CPU nodes: every node took some.
+    # Three scenes started at once on three one-CPU nodes: one each.
     assert set(nodes) == {cluster.ip(h) for h in range(3)}
     assert len({m["node"]["node_id"] for m in metas.values()}) == 3
     assert all("node" not in m for m in twins.values())
@@ -179,69 +207,6 @@ def test_dv_on_three_hosts_equals_a_local_dv(cluster, runs, suite, judge_server)
     assert rows == twins
 
 
-def test_a_node_lost_mid_run_loses_no_paid_call(cluster, suite, tmp_path):
-    """Kill host 2's Ray processes while its scenes wait on the model; every received call is in a ledger once."""
-    out = tmp_path / "lost"
-    victim = cluster.ip(2)
-    lost = threading.Event()
-
-    def respond(body):
-        # Slow replies, so every node has a scene waiting on the model when host 2 goes.
-        if server.peers.get(victim, 0) >= 1 and server.calls >= 4:
-            lost.set()
-        return agent(body, delay=1.5)
-
-    server = cluster.in_host(0, lambda: ScriptedOpenAI(responder=respond, host=cluster.ip(0)))
-    killed = {}
-    with server:
-        argv = [PY, "-m", "headless.cli", "run", *_run_args(suite, out, server.base_url), "--backend", "ray",
-                "--ray-address", cluster.address, "--workers", "3"]  # fmt: skip
-        driver = cluster.popen(0, argv, log=tmp_path / "driver.log", BVB_TEST_KEY="sk-test")
-        deadline = time.monotonic() + 300
-        while not lost.wait(2):
-            assert driver.poll() is None and time.monotonic() < deadline, (tmp_path / "driver.log").read_text()[-3000:]
-        started = time.monotonic()
-        killed["processes"] = cluster.kill_host(2)
-        code = driver.wait(timeout=600)
-        finished = time.monotonic() - started
-        resumed = None
-        if code == 75:
-            resumed = cluster.run(0, argv + ["--resume"], timeout=600, BVB_TEST_KEY="sk-test").returncode
-            assert resumed == 0
-        else:
-            assert code == 0, (tmp_path / "driver.log").read_text()[-3000:]
-        received = Counter(scene_of(body) for body in server.requests)
-    print(f"\nnode loss: killed {killed['processes']} processes of {victim}; run exit {code}, resume {resumed}; "
-          f"{finished:.1f} s to finish after the kill; calls received {sum(received.values())}")  # fmt: skip
-    metas = _metas(out)
-    assert set(metas) == set(SCENES) and all(m["status"] == "submitted" for m in metas.values())
-    # Nothing half written: every trajectory and meta reads back, and each scene is counted once.
-    ledgers = {}
-    for scene in SCENES:
-        trajectory = read_trajectory(out / "trajectories" / f"{scene}.traj.json")
-        ledgers[scene] = trajectory["ledger"]
-        assert trajectory["status"] == "submitted"
-    after_loss = [m for m in metas.values() if m["sessions"] > 1]
-    assert all(m["node"]["ip"] != victim for m in after_loss)
-    for scene, ledger in ledgers.items():
-        statuses = Counter(e["status"] for e in ledger)
-        assert "reserved" not in statuses, (scene, ledger)
-        # Every call the server received is in the ledger: settled, or (its reply lost with the
-        # node) counted at its worst case. A reservation whose request never left the dead node is
-        # counted too (the only way the ledger can hold more than was received).
-        assert statuses["settled"] <= received[scene] <= len(ledger), (scene, received[scene], ledger)
-        assert len(ledger) - received[scene] <= statuses["unconfirmed"], (scene, received[scene], ledger)
-        assert metas[scene]["model_calls"] == len(ledger)
-        assert metas[scene]["cost"] <= metas[scene]["cost_limit"]
-    print(f"ledger entries {sum(len(v) for v in ledgers.values())} against {sum(received.values())} calls received; "
-          f"{sum(1 for v in ledgers.values() for e in v if e['status'] == 'unconfirmed')} counted at their worst case; "
-          f"{len(after_loss)} scene(s) resumed on another node")  # fmt: skip
-    summary_scenes = [json.loads(p.read_text())["scene"] for p in (out / "agent_meta").glob("*.json")]
-    assert sorted(summary_scenes) == sorted(SCENES)
-    # The head and the remaining worker still serve the cluster.
-    assert {ip for ip, up in cluster.alive_nodes().items() if up} == {cluster.ip(0), cluster.ip(1)}
-
-
 def test_ray_overhead_per_task_across_the_cluster(cluster):
     """A no-op task's round trip, spread over the nodes (the figure bench/campaign_model.py takes)."""
     probe = (
@@ -260,21 +225,78 @@ def test_ray_overhead_per_task_across_the_cluster(cluster):
     assert 0 < batch < 1000 and 0 < serial < 1000
 
 
-def test_a_campaign_on_the_cluster_survives_a_lost_node_within_its_budget(cluster, tmp_path):
-    """Three configurations, every stage on Ray, the budget in one actor on the head; host 2 dies mid-campaign."""
+def test_the_ray_budget_actor_holds_across_nodes(cluster, tmp_path):
+    """Tasks on every node reserve from the campaign's one actor: never more than the budget in flight or spent."""
+    probe = """
+import sys, ray
+from pathlib import Path
+from headless import campaign
+c = campaign.Campaign(path=Path("x"), results=Path("."), split=Path("."), videos=Path("."), budget=1.0,
+                      configurations=[], backend="ray", ray_address=sys.argv[1])
+budget = campaign.holder(c, 0.0)
+
+@ray.remote(num_cpus=0.1)
+def spend(b):
+    from bvb_addon.agent.budget import BudgetReached
+    got = 0
+    for _ in range(20):
+        try:
+            token = b.reserve(0.1, wait=True)
+        except BudgetReached:
+            return got, ray.get_runtime_context().get_node_id()
+        b.settle(token, 0.1)
+        got += 1
+    return got, ray.get_runtime_context().get_node_id()
+
+# Two tasks pinned to each live node (SPREAD alone may put quick tasks on one node).
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+out = ray.get([spend.options(scheduling_strategy=On(node, soft=False)).remote(budget) for node in nodes * 2])
+print(sum(n for n, _ in out), len({node for _, node in out}), round(budget.spent, 6), bool(budget.reached))
+"""
+    done = cluster.run(0, [PY, "-c", probe, cluster.address], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    calls, nodes, spent, reached = done.stdout.split()[-4:]
+    # $1.00 in $0.10 calls: exactly ten fit, across the tasks of every node, and then none.
+    assert (int(calls), float(spent), reached) == (10, 1.0, "True")
+    assert int(nodes) == 3
+
+
+def test_tasks_no_live_node_can_run_end_in_a_fault_not_a_wait(cluster):
+    """A task needing a GPU on this GPU-less cluster (as tasks are once every node that fits them is lost):
+    after BVB_RAY_UNPLACEABLE_S every pending item comes back as a ClusterFault (exit 75), none hangs."""
+    probe = (
+        "import json, sys, time\nfrom bvb_addon import backend\nt = time.monotonic()\n"
+        "out = list(backend.map_unordered(abs, [1, 2], backend='ray', ray_address=sys.argv[1], num_gpus=1))\n"
+        "faults = [e for _, _, e in out if isinstance(e, backend.ClusterFault)]\n"
+        "print(json.dumps({'seconds': time.monotonic() - t, 'items': sorted(i for i, _, _ in out), 'faults': len(faults),"
+        " 'code': faults[0].exit_code, 'message': str(faults[0])}))\n"
+    )
+    done = cluster.run(0, [PY, "-c", probe, cluster.address], timeout=120, BVB_RAY_UNPLACEABLE_S="3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"\nunplaceable tasks: {result}")
+    assert (result["items"], result["faults"], result["code"]) == ([1, 2], 2, 75)
+    assert 3 <= result["seconds"] < 60
+    message = result["message"]
+    assert "no live node" in message and "--resume" in message
+
+
+def test_a_campaign_on_the_cluster_survives_a_lost_node_within_its_budget(cluster, suite, tmp_path):
+    """Three configurations, every stage on Ray, the budget in one actor on the head; host 2 dies mid-campaign.
+
+    Its scenes' tasks are retried on the other two nodes: the campaign finishes there."""
     from headless import campaign
     from tests.test_campaign import CONFIGS, write_campaign
 
-    scenes = SCENES[:3]  # one a node: three configurations stay cheap
-    suite = make_suite(tmp_path / "suite", scenes=scenes)
-    cluster.restart_host(2)
+    scenes = SCENES
     victim = cluster.ip(2)
     lost = threading.Event()
 
     def respond(body):
         if body.get("model") == "model-b" and server.peers.get(victim, 0) >= 1:
             lost.set()
-        return agent(body, delay=0.5)
+        return agent(body, delay=0.2)
 
     server = cluster.in_host(0, lambda: ScriptedOpenAI(responder=respond, host=cluster.ip(0)))
     judging = cluster.in_host(0, lambda: ScriptedOpenAI(default={"content": "1"}, host=cluster.ip(0)))
@@ -299,51 +321,93 @@ def test_a_campaign_on_the_cluster_survives_a_lost_node_within_its_budget(cluste
           f"spent ${report['spent']:.6f} of ${loaded.budget}")  # fmt: skip
     print(campaign.format_status(loaded, report))
     assert report["finished"] and report["spent"] <= loaded.budget
+    ledgers = {}
     for name in CONFIGS:
         stages = report["runs"][name]["stages"]
         assert stages["agent"]["done"] == len(scenes) and stages["overall"]["done"] == 1, (name, stages)
         for scene in scenes:
-            ledger = read_trajectory(loaded.results / name / "trajectories" / f"{scene}.traj.json")["ledger"]
-            statuses = Counter(e["status"] for e in ledger)
-            assert statuses["settled"] <= received[(name, scene)] <= len(ledger)
-            assert len(ledger) - received[(name, scene)] <= statuses["unconfirmed"]
+            path = loaded.results / name / "trajectories" / f"{scene}.traj.json"
+            ledgers[(name, scene)] = read_trajectory(path)["ledger"]
+    entries, calls, unconfirmed = _ledgers_match(ledgers, received)
+    print(f"node loss, finished on the rest: ledger entries {entries} against {calls} calls received; "
+          f"{unconfirmed} counted at their worst case")  # fmt: skip
+    _nothing_half_written(loaded.results)
     nodes = Counter(
         json.loads(p.read_text())["node"]["ip"] for p in loaded.results.glob("*/agent_meta/*.json")
     )  # fmt: skip
     print(f"campaign agent scenes per node: {dict(nodes)}")
     assert len((loaded.results / "leaderboard.csv").read_text().splitlines()) == 1 + len(CONFIGS)
     assert (loaded.results / "report" / "index.html").is_file()
+    assert {ip for ip, up in cluster.alive_nodes().items() if up} == {cluster.ip(0), cluster.ip(1)}
 
 
-def test_the_ray_budget_actor_holds_across_nodes(cluster, tmp_path):
-    """Tasks on every node reserve from the campaign's one actor: never more than the budget in flight or spent."""
-    probe = """
-import sys, ray
-from pathlib import Path
-from headless import campaign
-c = campaign.Campaign(path=Path("x"), results=Path("."), split=Path("."), videos=Path("."), budget=1.0,
-                      configurations=[], backend="ray", ray_address=sys.argv[1])
-budget = campaign.holder(c, 0.0)
+def test_a_node_lost_past_its_retries_exits_75_and_the_resume_finishes(cluster, suite, tmp_path):
+    """Tasks that may not be retried (BVB_RAY_TASK_RETRIES=0) lose host 1 while its scene waits on the model.
 
-@ray.remote(num_cpus=0.1, scheduling_strategy="SPREAD")
-def spend(b):
-    from bvb_addon.agent.budget import BudgetReached
-    got = 0
-    for _ in range(20):
-        try:
-            token = b.reserve(0.1, wait=True)
-        except BudgetReached:
-            return got, ray.get_runtime_context().get_node_id()
-        b.settle(token, 0.1)
-        got += 1
-    return got, ray.get_runtime_context().get_node_id()
+    That scene ends in a fault, the others finish, and the run exits 75 with one line naming the
+    command that resumes it; that command, run as printed, finishes the scene on the head. Nothing
+    is paid twice or missing, nothing half written, each scene counted once, the budget held.
+    """
+    out = tmp_path / "lost"
+    victim = cluster.ip(1)
+    reached, killed = threading.Event(), threading.Event()
 
-out = ray.get([spend.remote(budget) for _ in range(6)])
-print(sum(n for n, _ in out), len({node for _, node in out}), round(budget.spent, 6), bool(budget.reached))
-"""
-    done = cluster.run(0, [PY, "-c", probe, cluster.address], timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    calls, nodes, spent, reached = done.stdout.split()[-4:]
-    # $1.00 in $0.10 calls: exactly ten fit, across the tasks of every node, and then none.
-    assert (int(calls), float(spent), reached) == (10, 1.0, "True")
-    assert int(nodes) >= 2
+    def respond(body):
+        # From host 1's second call on (its scene has a step saved), every reply waits for the kill:
+        # that scene is certain to be in flight on host 1 when the host goes.
+        if server.peers.get(victim, 0) >= 2:
+            reached.set()
+            killed.wait(120)
+        return agent(body)
+
+    server = cluster.in_host(0, lambda: ScriptedOpenAI(responder=respond, host=cluster.ip(0)))
+    budget = 1.0
+    with server:
+        argv = ["run", *_run_args(suite, out, server.base_url), "--backend", "ray", "--ray-address", cluster.address,
+                "--workers", "3", "--budget", str(budget)]  # fmt: skip
+        log = tmp_path / "driver.log"
+        driver = cluster.popen(0, [PY, "-m", "headless.cli", *argv], log=log, BVB_TEST_KEY="sk-test",
+                               BVB_RAY_TASK_RETRIES="0")  # fmt: skip
+        deadline = time.monotonic() + 300
+        while not reached.wait(1):
+            assert driver.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        processes = cluster.kill_host(1)
+        killed.set()
+        code = driver.wait(timeout=300)
+        text = log.read_text()
+        assert code == 75, text[-3000:]
+        # One line says what happened and how to go on: the run's own command with --resume.
+        faults = [line for line in text.splitlines() if line.startswith("faults: ")]
+        assert len(faults) == 1 and faults[0] == text.rstrip().splitlines()[-1], text[-3000:]
+        assert "1 of 3 scenes" in faults[0] and "harness_error" in faults[0], faults[0]
+        rerun = shlex.split(faults[0].split("; rerun: ", 1)[1])
+        assert rerun[-1] == "--resume" and cluster.address in rerun
+        first = {scene: meta["status"] for scene, meta in _metas(out).items()}
+        resumed = cluster.run(0, rerun, timeout=300, BVB_TEST_KEY="sk-test")
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        received = Counter(scene_of(body) for body in server.requests)
+    print(f"\nnode loss past the retries: killed {processes} processes of {victim}; run exit {code}, "
+          f"scenes {dict(Counter(first.values()))}; resume exit {resumed.returncode}")  # fmt: skip
+    assert sorted(first.values()) == ["error", "submitted", "submitted"]
+    (lost,) = [scene for scene, status in first.items() if status == "error"]
+    metas = _metas(out)
+    assert set(metas) == set(SCENES) and all(m["status"] == "submitted" for m in metas.values())
+    assert metas[lost]["sessions"] >= 2 and metas[lost]["node"]["ip"] == cluster.ip(0)
+    ledgers = {}
+    for scene in SCENES:
+        trajectory = read_trajectory(out / "trajectories" / f"{scene}.traj.json")
+        assert trajectory["status"] == "submitted"
+        ledgers[scene] = trajectory["ledger"]
+        assert metas[scene]["model_calls"] == len(ledgers[scene])
+        assert metas[scene]["cost"] <= metas[scene]["cost_limit"]
+    entries, calls, unconfirmed = _ledgers_match(ledgers, received)
+    print(f"node loss, exit 75 and resume: ledger entries {entries} against {calls} calls received; "
+          f"{unconfirmed} counted at their worst case")  # fmt: skip
+    _nothing_half_written(out)
+    # Each scene counted once, and the run's budget (an actor on the head) holds what both sessions spent.
+    summary = json.loads((out / "config.json").read_text())["summary"]
+    print(f"run summary after the resume: {summary}")
+    assert summary["scenes"] == len(SCENES) and summary["statuses"] == {"submitted": len(SCENES)}
+    spent = sum(m["cost"] for m in metas.values())
+    assert abs(summary["budget"]["spent"] - spent) < 1e-6 and spent <= budget
+    assert {ip for ip, up in cluster.alive_nodes().items() if up} == {cluster.ip(0)}

@@ -19,6 +19,7 @@ A token is opaque to the Ledger (a plain int here). bpy-free, stdlib only.
 
 import math
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from ..money import money
@@ -42,50 +43,51 @@ class Budget:
 
     POLL_SECONDS = 0.5
 
-    def __init__(self, limit=math.inf, spent=0.0):
+    def __init__(self, limit: float | None = math.inf, spent: float = 0.0) -> None:
         if limit is None:
             limit = math.inf
         if limit < 0:
             raise ValueError("--budget must be zero or more (USD for the whole run)")
         self._limit = float(limit)
         self._spent = float(spent)
-        self._reservations = {}
+        self._reservations: dict[int, float] = {}
         self._next_token = 0
-        self._reached = None
+        self._reached: str | None = None
         self._calls = 0
         self._cond = threading.Condition()
-        self.on_settle = None
+        self.on_settle: Callable[[], None] | None = None
         """Called (no arguments, outside the lock) after every settled call: the run's progress line."""
 
     @property
-    def limit(self):
+    def limit(self) -> float:
+        """The budget in USD (math.inf: none)."""
         return self._limit
 
     @property
-    def spent(self):
+    def spent(self) -> float:
         """Settled spend in USD, earlier sessions included."""
         with self._cond:
             return self._spent
 
     @property
-    def reserved(self):
+    def reserved(self) -> float:
         """The worst cases of the calls in flight."""
         with self._cond:
             return sum(self._reservations.values())
 
     @property
-    def calls(self):
+    def calls(self) -> int:
         """Calls settled in this session."""
         with self._cond:
             return self._calls
 
     @property
-    def reached(self):
+    def reached(self) -> str | None:
         """None while calls may still start, else the reason the budget stopped them."""
         with self._cond:
             return self._reached
 
-    def reserve(self, worst, wait=True):
+    def reserve(self, worst: float, wait: bool = True) -> int:
         """A token for a call of cost up to ``worst``; BudgetReached when it cannot fit.
 
         A call that fits the budget only once the calls in flight settle waits for them
@@ -119,7 +121,7 @@ class Budget:
                     raise BudgetReached(self._reached)
                 self._cond.wait(self.POLL_SECONDS)
 
-    def settle(self, token, cost):
+    def settle(self, token: int, cost: float) -> None:
         """The call of ``token`` cost ``cost`` (its worst case for one that may have been billed)."""
         with self._cond:
             self._reservations.pop(token, None)
@@ -130,7 +132,7 @@ class Budget:
             self.on_settle()
 
 
-def recorded_spend(trajectories):
+def recorded_spend(trajectories: str | Path) -> float:
     """USD the trajectories under a folder already recorded, open reservations at their worst case.
 
     A reservation left open by a killed session counts as spent: its scene's Ledger turns it

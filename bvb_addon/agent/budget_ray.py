@@ -7,6 +7,9 @@ travels in a task's options and every scene on every node reserves against the s
 The actor is threaded: a reserve waiting for calls in flight to settle blocks no other caller.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from ..backend import ensure_ray, task_cause
 from .budget import Budget, BudgetReached
 from .ledger import CostLimit
@@ -15,18 +18,18 @@ from .ledger import CostLimit
 class RayBudget:
     """A proxy to the Budget a Ray actor holds."""
 
-    def __init__(self, handle):
+    def __init__(self, handle: Any) -> None:
         self.handle = handle
-        self.on_settle = None
+        self.on_settle: Callable[[], None] | None = None
         """Called after each settle made through this proxy (the driver's progress line); not sent to tasks."""
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"handle": self.handle}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.handle, self.on_settle = state["handle"], None
 
-    def _get(self, ref):
+    def _get(self, ref: Any) -> Any:
         import ray
 
         try:
@@ -37,58 +40,69 @@ class RayBudget:
                 raise BudgetReached(str(cause)) from None
             raise
 
-    def reserve(self, worst, wait=True):
-        return self._get(self.handle.reserve.remote(worst, wait))
+    def reserve(self, worst: float, wait: bool = True) -> int:
+        """A token for a call of cost up to worst, from the actor; BudgetReached when it cannot fit."""
+        return int(self._get(self.handle.reserve.remote(worst, wait)))
 
-    def settle(self, token, cost):
-        result = self._get(self.handle.settle.remote(token, cost))
+    def settle(self, token: int, cost: float) -> None:
+        """The call of token cost cost; the actor settles it."""
+        self._get(self.handle.settle.remote(token, cost))
         if self.on_settle is not None:
             self.on_settle()
-        return result
 
     @property
-    def spent(self):
-        return self._get(self.handle.spent.remote())
+    def spent(self) -> float:
+        """Settled spend in USD, earlier sessions included."""
+        return float(self._get(self.handle.spent.remote()))
 
     @property
-    def limit(self):
-        return self._get(self.handle.limit.remote())
+    def limit(self) -> float:
+        """The budget in USD."""
+        return float(self._get(self.handle.limit.remote()))
 
     @property
-    def reached(self):
+    def reached(self) -> str | None:
+        """None while calls may still start, else why none does."""
         return self._get(self.handle.reached.remote())
 
     @property
-    def calls(self):
-        return self._get(self.handle.calls.remote())
+    def calls(self) -> int:
+        """Calls settled in this session."""
+        return int(self._get(self.handle.calls.remote()))
 
 
 class BudgetServer:
     """The actor's body: one Budget, its properties as methods."""
 
-    def __init__(self, limit, spent):
+    def __init__(self, limit: float, spent: float) -> None:
         self.budget = Budget(limit, spent=spent)
 
-    def reserve(self, worst, wait=True):
+    def reserve(self, worst: float, wait: bool = True) -> int:
+        """Budget.reserve, in the actor."""
         return self.budget.reserve(worst, wait=wait)
 
-    def settle(self, token, cost):
+    def settle(self, token: int, cost: float) -> None:
+        """Budget.settle, in the actor."""
         self.budget.settle(token, cost)
 
-    def spent(self):
+    def spent(self) -> float:
+        """Budget.spent."""
         return self.budget.spent
 
-    def limit(self):
+    def limit(self) -> float:
+        """Budget.limit."""
         return self.budget.limit
 
-    def reached(self):
+    def reached(self) -> str | None:
+        """Budget.reached."""
         return self.budget.reached
 
-    def calls(self):
+    def calls(self) -> int:
+        """Budget.calls."""
         return self.budget.calls
 
 
-def ray_budget(limit, spent=0.0, address=None):
+def ray_budget(limit: float, spent: float = 0.0, address: str | None = None) -> RayBudget:
     """A RayBudget over a new actor on this (the driver's) node."""
     ray = ensure_ray(address)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
