@@ -21,6 +21,7 @@ run on a GPU replace it). Last line: ``hours_1=<h> hours_64=<h> usd=<spend> boun
 import argparse
 import json
 import math
+from typing import Any
 
 FIGURES = {
     # -- the table
@@ -61,7 +62,8 @@ FIGURES = {
 }
 
 
-def load_figures(path=None, **overrides):
+def load_figures(path: str | None = None, **overrides: Any) -> dict[str, Any]:
+    """FIGURES' values, then a JSON file's, then the command line's (None: not given)."""
     figures = {k: v for k, (v, _) in FIGURES.items()}
     if path:
         with open(path) as handle:
@@ -70,7 +72,7 @@ def load_figures(path=None, **overrides):
     return figures
 
 
-def stages(f, nodes):
+def stages(f: dict[str, Any], nodes: int) -> dict[str, tuple[float, str]]:
     """{stage: (seconds, what bounds it)} for the whole table on ``nodes`` nodes."""
     scenes = f["configurations"] * f["scenes"]
     out = {}
@@ -92,13 +94,14 @@ def stages(f, nodes):
     return out
 
 
-def spend(f):
+def spend(f: dict[str, Any]) -> dict[str, float]:
+    """USD of the whole table: the agents' calls and the judge's."""
     scenes = f["configurations"] * f["scenes"]
     judge = (f["configurations"] + 1) * f["questions"] * f["votes"] * f["judge_usd_per_call"]
     return {"agent": scenes * f["agent_usd_per_scene"], "dv": judge}
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--figures", help="JSON file of figures to use instead of the defaults")
     parser.add_argument("--model-seconds", type=float, help="model latency per agent reply")
@@ -117,7 +120,7 @@ def main(argv=None):
     print(f"spend: agent ${money['agent']:,.0f} + judge ${money['dv']:,.0f} = ${total_usd:,.0f}")
     names = ("agent", "render", "dv", "ls", "overall")
     print(f"\n{'nodes':>6}" + "".join(f"{n + ' h':>10}" for n in names) + f"{'total h':>10}{'days':>7}  bound by")
-    last = {}
+    last: dict[int, tuple[float, str]] = {}
     for nodes in args.nodes:
         table = stages(f, nodes)
         total = sum(s for s, _ in table.values())

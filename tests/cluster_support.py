@@ -102,6 +102,7 @@ class NetnsCluster:
         self.root = Path(root or tempfile.mkdtemp(prefix="bvbc", dir="/tmp"))  # short: Ray's socket paths
         self.token = self.root / "auth_token"
         self.nodes = {}  # host index -> Popen of `ray start --block`
+        self.logs, self.log_from = {}, {}  # host index -> its log, and where its latest start's lines begin
         self.address = f"{self.ip(0)}:{PORT}"
 
     def ip(self, host):
@@ -152,13 +153,34 @@ class NetnsCluster:
     # -- Ray ----------------------------------------------------------------------------------
 
     def _start_node(self, host):
+        self.logs[host] = self.root / f"node{host}.log"
+        start = self.logs[host].stat().st_size if self.logs[host].is_file() else 0
+        self.log_from[host] = start
         argv = [self.ray, "start", "--block", "--node-ip-address", self.ip(host), "--num-cpus", self.cpus,
                 "--temp-dir", self.root / f"ray{host}", "--disable-usage-stats", "--object-store-memory", 100 * 2**20]  # fmt: skip
         if host == 0:
             argv += ["--head", "--port", PORT, "--include-dashboard=false"]
         else:
             argv += ["--address", self.address]
-        self.nodes[host] = self.popen(host, argv, log=self.root / f"node{host}.log")
+        # Unbuffered: the log says "Ray runtime started." the moment it is (the start is waited on by it).
+        self.nodes[host] = self.popen(host, argv, log=self.logs[host], PYTHONUNBUFFERED="1")
+
+    def _wait_started(self, hosts, timeout=120):
+        """Wait until each host's `ray start` has printed that its node runs (read from its log, no probe)."""
+        deadline = time.monotonic() + timeout
+        waiting = set(hosts)
+        while waiting:
+            for host in list(waiting):
+                with open(self.logs[host], "rb") as handle:
+                    handle.seek(self.log_from[host])
+                    if b"Ray runtime started." in handle.read():
+                        waiting.discard(host)
+                    elif self.nodes[host].poll() is not None:
+                        raise RuntimeError(f"ray start on host {host} exited: see {self.logs[host]}")
+            if waiting and time.monotonic() > deadline:
+                raise TimeoutError(f"hosts {sorted(waiting)} did not start Ray; see {self.root}/node*.log")
+            if waiting:
+                time.sleep(0.1)
 
     def alive_nodes(self):
         """{node ip: alive} as the head sees it (a driver run in host 0); a restarted host is alive."""
@@ -191,14 +213,18 @@ class NetnsCluster:
         self.token.chmod(0o600)
         self._network()
         self._start_node(0)
+        self._wait_started([0])
         for host in range(1, self.hosts):
             self._start_node(host)
+        self._wait_started(range(1, self.hosts))
+        # One probe to confirm what the logs said: every node registered with the head.
         self.wait_for([self.ip(h) for h in range(self.hosts)])
         return self
 
     def restart_host(self, host):
         """Start a fresh Ray node on a host whose node was killed (its namespace and address stay)."""
         self._start_node(host)
+        self._wait_started([host])
         alive = {ip for ip, up in self.alive_nodes().items() if up} | {self.ip(host)}
         self.wait_for(sorted(alive))
 
@@ -215,40 +241,36 @@ class NetnsCluster:
         pids.discard(os.getpid())
         return pids
 
-    def kill_host(self, host):
-        """SIGKILL every Ray process of one host at once (a lost machine); returns how many."""
-        pids = self.pids_of(host)
+    def _kill(self, pids):
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+    def kill_host(self, host):
+        """SIGKILL every Ray process of one host at once (a lost machine); returns how many."""
+        pids = self.pids_of(host)
+        self._kill(pids)
         if host in self.nodes:
             self.nodes[host].wait(timeout=30)
         return len(pids)
 
     def stop(self):
-        for host in sorted(self.nodes, reverse=True):
-            node = self.nodes[host]
-            if node.poll() is None:
-                node.send_signal(signal.SIGTERM)  # `ray start --block` stops its node's processes
-        for node in self.nodes.values():
-            try:
-                node.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-        for host, name in enumerate(self.names):
-            if name in self.made:
-                for _ in range(2):
-                    leftovers = self.pids_of(host)
-                    for pid in leftovers:
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
-                    if not leftovers:
-                        break
-                    time.sleep(0.5)
+        # Every process of every host, listed before any dies (a dead parent's children would be
+        # reparented out of reach of descendants()), then killed at once: the cluster is the test's
+        # own, nothing in it needs a graceful stop (a SIGTERMed head took 30 s), its files are rmtree'd.
+        hosts = [host for host, name in enumerate(self.names) if name in self.made]
+        for _ in range(3):
+            leftovers = set().union(*(self.pids_of(host) for host in hosts)) if hosts else set()
+            if not leftovers:
+                break
+            self._kill(leftovers)
+            for node in self.nodes.values():
+                try:
+                    node.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
         for name in reversed(self.made):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=20)
         self.made = []

@@ -28,7 +28,9 @@ def agent(body):
     return REPLIES[min(turn_of(body), len(REPLIES) - 1)]
 
 
-def write_campaign(tmp_path, suite, agent_url, judge_url, budget, top="", agent_prices=("1.0", "2.0")):
+def write_campaign(
+    tmp_path, suite, agent_url, judge_url, budget, top="", agent_prices=("1.0", "2.0"), configs=CONFIGS, ls_args=None
+):
     text = f"""{top}
 results = "results"
 budget = {budget}
@@ -50,7 +52,9 @@ args = ["--sandbox-min", "rlimits", "--allow-weak-sandbox"]
 args = ["--judge-base-url", "{judge_url}", "--judge-model", "gpt-4o", "--judge-api-key-env", "BVB_TEST_KEY",
         "--price-in", "1.0", "--price-out", "2.0", "--retry-base-delay", "0.01"]
 """
-    for name in CONFIGS:
+    if ls_args is not None:
+        text += f"\n[ls]\nargs = {json.dumps([str(a) for a in ls_args])}\n"
+    for name in configs:
         text += f'\n[[config]]\nname = "{name}"\nargs = ["--model", "{name}"]\n'
     path = tmp_path / "campaign.toml"
     path.write_text(text)
@@ -203,3 +207,72 @@ def test_the_judge_draws_from_the_campaign_budget_too(tmp_path, suite, capsys):
     assert report["runs"]["model-c"]["stages"]["agent"]["left"] == len(SCENES)
     out = capsys.readouterr().out
     assert "dv stopped" in out and "budget" in out
+
+
+def test_a_campaign_that_names_an_encoder_scores_ls_into_its_leaderboard_and_report(tmp_path, suite):
+    """[ls] names the tiny offline V-JEPA 2 the LS tests use: the LS stage runs, status counts it, and the
+    leaderboard and the report carry LS (and the Overall it makes with DV)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests import vjepa_support
+
+    encoder = vjepa_support.build_tiny_vjepa2(tmp_path / "vjepa2_tiny", frames_per_clip=4)
+    ls_args = ["--encoder", encoder, "--num-frames", "4", "--device", "cpu"]
+    with ScriptedOpenAI(responder=agent) as server, ScriptedOpenAI(default={"content": "1"}) as judge:
+        config = write_campaign(tmp_path, suite, server.base_url, judge.base_url, budget=1.0, configs=CONFIGS[:2],
+                                ls_args=ls_args)  # fmt: skip
+        loaded = campaign.load(config)
+        assert loaded.stages() == ["agent", "render", "dv", "ls", "overall"]
+        before = campaign.status(loaded)
+        assert before["runs"]["model-a"]["stages"]["ls"] == {"done": 0, "running": 0, "failed": 0, "left": 1}
+        assert campaign.main([str(config)]) == 0
+    report = campaign.status(loaded)
+    assert report["finished"]
+    for name in CONFIGS[:2]:
+        run = loaded.results / name
+        assert report["runs"][name]["stages"]["ls"] == {"done": 1, "running": 0, "failed": 0, "left": 0}
+        rows = [json.loads(line) for line in (run / "vision_sim.jsonl").read_text().splitlines()]
+        assert sorted(r["scene"] for r in rows) == list(SCENES) and all(r["status"] == "ok" for r in rows)
+        summary = json.loads((run / "vision_sim_summary.json").read_text())
+        overall = json.loads((run / "overall.json").read_text())
+        assert overall["latent_sim"] == pytest.approx(summary["vision_sim"] * 100, abs=0.01)
+    table = campaign.format_status(loaded, report)
+    assert sum(1 for line in table.splitlines() if line.split()[-5:] == ["ls", "1", "0", "0", "0"]) == 2, table
+    import csv
+
+    board = list(csv.DictReader((loaded.results / "leaderboard.csv").open()))
+    assert sorted(r["run"].rstrip("/").split("/")[-1] for r in board) == list(CONFIGS[:2])
+    for row in board:
+        # LS as a number (not blank), and the Overall that needs it.
+        dv, ls = float(row["dualVqa"]), float(row["latentSim"])
+        assert 0 < ls <= 100 and float(row["overall"]) == pytest.approx(((dv**0.5 + ls**0.5) / 2) ** 2)
+        assert row["encoder"], row
+    page = (loaded.results / "report" / "index.html").read_text()
+    assert "Latent Similarity" in page or "LS" in page
+    assert any(f"{float(r['latentSim']):.1f}" in page for r in board)
+
+
+def test_a_campaign_with_faults_left_after_its_retries_exits_75_and_its_rerun_finishes(tmp_path, suite, capsys):
+    """A scene whose model call fails on every attempt of a session: the campaign ends 75 with one line
+    naming the run, the stage and the command that goes on; that command, once the model answers, ends 0."""
+    down = threading.Event()
+    down.set()
+
+    def respond(body):
+        if scene_of(body) == SCENES[0] and down.is_set():
+            return {"status": 400, "message": "scripted refusal"}
+        return agent(body)
+
+    with ScriptedOpenAI(responder=respond) as server, ScriptedOpenAI(default={"content": "1"}) as judge:
+        config = write_campaign(tmp_path, suite, server.base_url, judge.base_url, budget=1.0, configs=CONFIGS[:1])
+        assert campaign.main([str(config)]) == 75
+        last = capsys.readouterr().out.rstrip().splitlines()[-1]
+        assert last.startswith("faults: ") and "after 1 retries (model-a agent 1)" in last, last
+        rerun = last.split("; rerun: ", 1)[1].split()
+        assert rerun[-2:] == ["headless.campaign", str(config.resolve())]
+        assert campaign.status(campaign.load(config))["runs"]["model-a"]["stages"]["agent"]["failed"] == 1
+        down.clear()
+        assert campaign.main(rerun[-1:]) == 0
+    report = campaign.status(campaign.load(config))
+    assert report["runs"]["model-a"]["stages"]["agent"] == {"done": 2, "running": 0, "failed": 0, "left": 0}
+    assert report["finished"] and report["sessions"] == 2

@@ -87,8 +87,26 @@ def api_key(monkeypatch):
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
 
 
-def _bvb(cluster, *argv, timeout=600):
-    done = cluster.run(0, [PY, "-m", "headless.cli", *argv], timeout=timeout, BVB_TEST_KEY="sk-test")
+def _alongside(cluster, argv, local):
+    """`bvb ARGV` on the cluster's head (a thread waits on it) while local() runs here, in the main thread
+    (a stage installs signal handlers): the local twin costs no wall time of its own."""
+    result = {}
+
+    def on_cluster():
+        try:
+            result["done"] = cluster.run(0, [PY, "-m", "headless.cli", *argv], timeout=600, BVB_TEST_KEY="sk-test")
+        except BaseException as exc:  # re-raised below, in the test's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=on_cluster)
+    thread.start()
+    try:
+        local()
+    finally:
+        thread.join()
+    if "error" in result:
+        raise result["error"]
+    done = result["done"]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
@@ -142,12 +160,18 @@ def runs(cluster, suite, server, tmp_path_factory):
     # Separate results folders: the local twin must not reuse the cluster run's shared judge answers.
     on_cluster, local = root / "a" / "cluster", root / "b" / "local"
     started = time.monotonic()
-    _bvb(cluster, "run", *_run_args(suite, on_cluster, server.base_url), "--backend", "ray", "--ray-address",
-         cluster.address, "--workers", "3")  # fmt: skip
-    print(f"\nrun on 3 nodes: {time.monotonic() - started:.1f} s")
     os.environ["BVB_TEST_KEY"] = "sk-test"
     with ScriptedOpenAI(responder=agent) as here:
-        assert run_cli.main([*_run_args(suite, local, here.base_url), "--workers", "3"]) == 0
+        argv = ["run", *_run_args(suite, on_cluster, server.base_url), "--backend", "ray", "--ray-address",
+                cluster.address, "--workers", "3"]  # fmt: skip
+        codes = []
+        _alongside(
+            cluster,
+            argv,
+            lambda: codes.append(run_cli.main([*_run_args(suite, local, here.base_url), "--workers", "3"])),
+        )
+        assert codes == [0]
+    print(f"\nrun on 3 nodes and its local twin: {time.monotonic() - started:.1f} s")
     return on_cluster, local
 
 
@@ -170,10 +194,12 @@ def test_run_on_three_hosts_equals_a_local_run_and_rows_name_their_nodes(cluster
 def test_render_on_three_hosts_equals_a_local_render(cluster, runs):
     on_cluster, local = runs
     options = ["--num-frames", "4", "--preset", "fast", "--resolution", "64", *SANDBOX]
-    _bvb(cluster, "render", "--run", str(on_cluster), *options, "--backend", "ray", "--ray-address", cluster.address)
     from headless import render as render_cli
 
-    assert render_cli.main(["--run", str(local), *options]) == 0
+    codes = []
+    argv = ["render", "--run", str(on_cluster), *options, "--backend", "ray", "--ray-address", cluster.address]
+    _alongside(cluster, argv, lambda: codes.append(render_cli.main(["--run", str(local), *options, "--workers", "3"])))
+    assert codes == [0]
     rows, twins = _rows(on_cluster / "render_status.jsonl"), _rows(local / "render_status.jsonl")
     key = ("scene", "status", "frames", "preset")
     assert sorted(tuple(r[k] for k in key) for r in rows) == sorted(tuple(r[k] for k in key) for r in twins)
@@ -196,41 +222,45 @@ def test_dv_on_three_hosts_equals_a_local_dv(cluster, runs, suite, judge_server)
                 "--judge-base-url", base_url, "--judge-model", "gpt-4o", "--judge-api-key-env", "BVB_TEST_KEY",
                 *PRICES, "--retry-base-delay", "0.01"]  # fmt: skip
 
-    _bvb(cluster, *args(on_cluster, judge_server.base_url), "--backend", "ray", "--ray-address", cluster.address)
     from headless import cli
 
+    codes = []
     with ScriptedOpenAI(responder=judge) as here:
-        assert cli.main(args(local, here.base_url)) == 0
+        argv = [*args(on_cluster, judge_server.base_url), "--backend", "ray", "--ray-address", cluster.address]
+        _alongside(cluster, argv, lambda: codes.append(cli.main(args(local, here.base_url))))
+    assert codes == [0]
     rows, twins = _rows(on_cluster / "dual_vqa.jsonl"), _rows(local / "dual_vqa.jsonl")
     assert len(rows) == len(SCENES)
     assert all(r.pop("node")["ip"].startswith("10.231.0.") for r in rows)
     assert rows == twins
 
 
-def test_ray_overhead_per_task_across_the_cluster(cluster):
-    """A no-op task's round trip, spread over the nodes (the figure bench/campaign_model.py takes)."""
-    probe = (
-        "import ray, sys, time\nray.init(address=sys.argv[1], log_to_driver=False)\n"
-        "@ray.remote(num_cpus=0.1, scheduling_strategy='SPREAD')\ndef f(i):\n    return i\n"
-        "ray.get([f.remote(i) for i in range(8)])\n"
-        "t = time.monotonic(); ray.get([f.remote(i) for i in range(200)]); batch = (time.monotonic() - t) / 200\n"
-        "t = time.monotonic()\nfor i in range(30): ray.get(f.remote(i))\nserial = (time.monotonic() - t) / 30\n"
-        "print(f'ray_task_ms batch={batch * 1000:.2f} serial={serial * 1000:.2f}')\n"
-    )
-    done = cluster.run(0, [PY, "-c", probe, cluster.address], timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    line = done.stdout.strip().splitlines()[-1]
-    print(f"\n{line}")
-    batch, serial = (float(part.split("=")[1]) for part in line.split()[1:])
-    assert 0 < batch < 1000 and 0 < serial < 1000
-
-
-def test_the_ray_budget_actor_holds_across_nodes(cluster, tmp_path):
-    """Tasks on every node reserve from the campaign's one actor: never more than the budget in flight or spent."""
-    probe = """
-import sys, ray
+# One driver measures Ray's overhead, draws on a campaign's budget actor from every node, and
+# maps tasks no node can run: one connection to the cluster instead of three.
+PROBES = """
+import json, os, sys, time
+import ray
 from pathlib import Path
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+from bvb_addon import backend
 from headless import campaign
+
+ray.init(address=sys.argv[1], log_to_driver=False)
+out = {}
+
+@ray.remote(num_cpus=0.1, scheduling_strategy="SPREAD")
+def f(i):
+    return i
+
+ray.get([f.remote(i) for i in range(8)])
+t = time.monotonic()
+ray.get([f.remote(i) for i in range(200)])
+out["batch_ms"] = (time.monotonic() - t) / 200 * 1000
+t = time.monotonic()
+for i in range(30):
+    ray.get(f.remote(i))
+out["serial_ms"] = (time.monotonic() - t) / 30 * 1000
+
 c = campaign.Campaign(path=Path("x"), results=Path("."), split=Path("."), videos=Path("."), budget=1.0,
                       configurations=[], backend="ray", ray_address=sys.argv[1])
 budget = campaign.holder(c, 0.0)
@@ -243,43 +273,55 @@ def spend(b):
         try:
             token = b.reserve(0.1, wait=True)
         except BudgetReached:
-            return got, ray.get_runtime_context().get_node_id()
+            break
         b.settle(token, 0.1)
         got += 1
     return got, ray.get_runtime_context().get_node_id()
 
 # Two tasks pinned to each live node (SPREAD alone may put quick tasks on one node).
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
 nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-out = ray.get([spend.options(scheduling_strategy=On(node, soft=False)).remote(budget) for node in nodes * 2])
-print(sum(n for n, _ in out), len({node for _, node in out}), round(budget.spent, 6), bool(budget.reached))
+spent = ray.get([spend.options(scheduling_strategy=On(node, soft=False)).remote(budget) for node in nodes * 2])
+out["budget"] = {"calls": sum(n for n, _ in spent), "nodes": len({node for _, node in spent}),
+                 "spent": round(budget.spent, 6), "reached": bool(budget.reached)}
+
+os.environ["BVB_RAY_UNPLACEABLE_S"] = "3"
+t = time.monotonic()
+mapped = list(backend.map_unordered(abs, [1, 2], backend="ray", ray_address=sys.argv[1], num_gpus=1))
+faults = [e for _, _, e in mapped if isinstance(e, backend.ClusterFault)]
+out["unplaceable"] = {"seconds": time.monotonic() - t, "items": sorted(i for i, _, _ in mapped),
+                      "faults": len(faults), "code": faults[0].exit_code, "message": str(faults[0])}
+print(json.dumps(out))
 """
-    done = cluster.run(0, [PY, "-c", probe, cluster.address], timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    calls, nodes, spent, reached = done.stdout.split()[-4:]
-    # $1.00 in $0.10 calls: exactly ten fit, across the tasks of every node, and then none.
-    assert (int(calls), float(spent), reached) == (10, 1.0, "True")
-    assert int(nodes) == 3
 
 
-def test_tasks_no_live_node_can_run_end_in_a_fault_not_a_wait(cluster):
-    """A task needing a GPU on this GPU-less cluster (as tasks are once every node that fits them is lost):
-    after BVB_RAY_UNPLACEABLE_S every pending item comes back as a ClusterFault (exit 75), none hangs."""
-    probe = (
-        "import json, sys, time\nfrom bvb_addon import backend\nt = time.monotonic()\n"
-        "out = list(backend.map_unordered(abs, [1, 2], backend='ray', ray_address=sys.argv[1], num_gpus=1))\n"
-        "faults = [e for _, _, e in out if isinstance(e, backend.ClusterFault)]\n"
-        "print(json.dumps({'seconds': time.monotonic() - t, 'items': sorted(i for i, _, _ in out), 'faults': len(faults),"
-        " 'code': faults[0].exit_code, 'message': str(faults[0])}))\n"
-    )
-    done = cluster.run(0, [PY, "-c", probe, cluster.address], timeout=120, BVB_RAY_UNPLACEABLE_S="3")
+@pytest.fixture(scope="module")
+def probes(cluster):
+    done = cluster.run(0, [PY, "-c", PROBES, cluster.address], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"\nunplaceable tasks: {result}")
+    print(f"\ncluster probes: {result}")
+    return result
+
+
+def test_ray_overhead_per_task_across_the_cluster(probes):
+    """A no-op task's round trip, spread over the nodes (the figure bench/campaign_model.py takes)."""
+    print(f"\nray_task_ms batch={probes['batch_ms']:.2f} serial={probes['serial_ms']:.2f}")
+    assert 0 < probes["batch_ms"] < 1000 and 0 < probes["serial_ms"] < 1000
+
+
+def test_the_ray_budget_actor_holds_across_nodes(probes):
+    """Tasks on every node reserve from the campaign's one actor: never more than the budget in flight or spent."""
+    # $1.00 in $0.10 calls: exactly ten fit, across the tasks of every node, and then none.
+    assert probes["budget"] == {"calls": 10, "nodes": 3, "spent": 1.0, "reached": True}
+
+
+def test_tasks_no_live_node_can_run_end_in_a_fault_not_a_wait(probes):
+    """A task needing a GPU on this GPU-less cluster (as tasks are once every node that fits them is lost):
+    after BVB_RAY_UNPLACEABLE_S every pending item comes back as a ClusterFault (exit 75), none hangs."""
+    result = probes["unplaceable"]
     assert (result["items"], result["faults"], result["code"]) == ([1, 2], 2, 75)
     assert 3 <= result["seconds"] < 60
-    message = result["message"]
-    assert "no live node" in message and "--resume" in message
+    assert "no live node" in result["message"] and "--resume" in result["message"]
 
 
 def test_a_campaign_on_the_cluster_survives_a_lost_node_within_its_budget(cluster, suite, tmp_path):
