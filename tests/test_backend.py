@@ -130,3 +130,33 @@ def test_cap_leases_renew_while_held_and_lapse_when_the_holder_dies(local_ray, t
     thread.join(30)
     assert results and results[0][1] == "released"
     assert acquired >= float(marker.read_text())  # not before the living holder let go
+
+
+def test_a_bad_retries_or_wait_setting_is_one_line_naming_it(monkeypatch):
+    monkeypatch.setenv(backend.RETRIES_ENV, "three")
+    with pytest.raises(backend.BackendError, match=r"BVB_RAY_TASK_RETRIES='three': give a whole number >= 0"):
+        backend.task_retries(3)
+    monkeypatch.setenv(backend.RETRIES_ENV, "0")
+    assert backend.task_retries(3) == 0
+    monkeypatch.delenv(backend.RETRIES_ENV)
+    assert backend.task_retries(3) == 3
+    monkeypatch.setenv(backend.UNPLACEABLE_ENV, "-1")
+    with pytest.raises(backend.BackendError, match="BVB_RAY_UNPLACEABLE_S"):
+        backend.unplaceable_seconds()
+
+
+def test_a_task_lost_past_the_retries_the_environment_allows_is_an_error(local_ray, tmp_path, monkeypatch):
+    """BVB_RAY_TASK_RETRIES=0 overrides the stage's max_retries: the killed worker is not retried."""
+    monkeypatch.setenv(backend.RETRIES_ENV, "0")
+    ((item, value, error),) = backend.map_unordered(_crash_once, [str(tmp_path)], backend="ray", max_retries=2)
+    assert value is None and isinstance(error, ray.exceptions.WorkerCrashedError)
+
+
+def test_tasks_no_node_can_run_end_as_cluster_faults_not_a_wait(local_ray, monkeypatch):
+    """A GPU task on this GPU-less instance stands for work whose every fitting node was lost."""
+    monkeypatch.setenv(backend.UNPLACEABLE_ENV, "0.5")
+    started = time.monotonic()
+    out = list(backend.map_unordered(_square, [1, 2], backend="ray", num_gpus=1))
+    assert sorted(item for item, _, _ in out) == [1, 2] and time.monotonic() - started < 60
+    assert all(value is None and isinstance(error, backend.ClusterFault) for _, value, error in out)
+    assert out[0][2].exit_code == 75 and "--resume" in str(out[0][2]) and "\n" not in str(out[0][2])

@@ -198,6 +198,30 @@ def test_a_scene_task_killed_mid_scene_is_retried_from_the_cache(assets, local_r
     assert summary["counts"]["by_status"] == {"ok": 5, "no_render": 2}
 
 
+def test_a_scene_task_lost_past_its_retries_exits_75_and_the_resume_finishes(
+    assets, local_ray, tmp_path, capsys, monkeypatch
+):
+    """With no retries allowed (BVB_RAY_TASK_RETRIES=0) the killed scene task fails for good: the other
+    scenes are saved, the command exits 75 with one line saying --resume, and --resume finishes."""
+    run = _make_run(assets, tmp_path / "results")
+    judge = KillingJudge(assets[1], local_ray)
+    monkeypatch.setenv("BVB_RAY_TASK_RETRIES", "0")
+    with ScriptedOpenAI(responder=judge) as server:
+        argv = _argv(run, assets, server, "--backend", "ray", "--judge-concurrency", "32")
+        argv[argv.index("--workers") + 1] = "1"
+        assert main(argv) == 75
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "failed on the Ray cluster after 0 retries" in errors[0], errors
+        assert "rerun with --resume" in errors[0]
+        monkeypatch.delenv("BVB_RAY_TASK_RETRIES")
+        assert main([*argv, "--resume"]) == 0
+    assert judge.killed
+    summary = _summary(run / "dual_vqa_summary.json")
+    assert summary["counts"]["by_status"] == {"ok": 5, "no_render": 2}
+    assert summary["retention_rate"] == pytest.approx(0.6)
+    assert len(_rows(run / "dual_vqa.jsonl")) == 7  # each question once
+
+
 @pytest.fixture(scope="module")
 def ls_run(tmp_path_factory):
     """Three scenes: an exact render, an unrelated render, no render (as in test_bridge_ls)."""
