@@ -60,7 +60,7 @@ def _env_number(name: str, default: float, kind: type = float) -> Any:
         value = kind(raw)
     except ValueError:
         value = -1
-    if value < 0:
+    if not value >= 0:  # negative, or NaN
         raise BackendError(f"{name}={raw!r}: give a {'whole ' if kind is int else ''}number >= 0, or unset it")
     return value
 
@@ -125,8 +125,9 @@ def map_unordered(
     if backend == "local":
         yield from _local(fn, items, workers)
     else:
-        retries = task_retries(max_retries)
-        yield from _ray(fn, items, ray_address, num_cpus, num_gpus, retries, workers, env_vars)
+        # Both read before any task starts: a bad value is one line, not a stage stopped half way.
+        retries, grace = task_retries(max_retries), unplaceable_seconds()
+        yield from _ray(fn, items, ray_address, num_cpus, num_gpus, retries, workers, env_vars, grace)
 
 
 _TASK_NODE = None
@@ -184,7 +185,7 @@ def _local(fn, items, workers):
             yield futures[future], (None if error else future.result()), error
 
 
-def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=None):
+def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=None, grace=UNPLACEABLE_S):
     ray = ensure_ray(address, num_cpus=max(workers, 1) * max(num_cpus, 1) if not address else None)
     name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "bvb_task")
 
@@ -208,7 +209,7 @@ def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=
                     continue
                 now = time.monotonic()
                 unplaced_since = unplaced_since or now
-                if now - unplaced_since < unplaceable_seconds():
+                if now - unplaced_since < grace:
                     continue
                 lost = list(pending.items())
                 pending.clear()
@@ -216,7 +217,7 @@ def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=
                     ray.cancel(ref, force=True)
                 fault = ClusterFault(
                     f"no live node of the Ray cluster can run a {name} task ({num_cpus:g} CPU, {num_gpus:g} GPU) "
-                    f"for {unplaceable_seconds():g} s: its nodes were lost; start nodes, then rerun with --resume"
+                    f"for {grace:g} s: its nodes were lost; start nodes, then rerun with --resume"
                 )
                 log.error("%s; %d task(s) not run", fault, len(lost))
                 for _ref, item in lost:

@@ -135,12 +135,16 @@ class NetnsCluster:
         env.update(extra)
         return env
 
-    def popen(self, host, argv, log=None, **extra_env):
-        """Start argv inside host's namespace (``ip netns exec`` execs it: the PID is the command's)."""
+    def popen(self, host, argv, log=None, errors=None, **extra_env):
+        """Start argv inside host's namespace (``ip netns exec`` execs it: the PID is the command's).
+
+        stdout goes to log; stderr too, or to errors when given (Ray's driver prints node deaths to
+        stderr at any time, so the last line of stdout is the one a stage ends with)."""
         out = open(log, "ab") if log else subprocess.DEVNULL
+        err = open(errors, "ab") if errors else subprocess.STDOUT
         return subprocess.Popen(
             ["ip", "netns", "exec", self.names[host], *map(str, argv)], env=self.env(**extra_env), stdout=out,
-            stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+            stderr=err, cwd=REPO, start_new_session=True,
         )  # fmt: skip
 
     def run(self, host, argv, timeout=600, **extra_env):

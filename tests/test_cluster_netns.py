@@ -15,6 +15,7 @@ Tests run in file order: the two kills come last.
 
 import json
 import os
+import re
 import shlex
 import sys
 import threading
@@ -127,6 +128,15 @@ def _same(meta):
 
 def _rows(path):
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+RAY_LINE = re.compile(r"\((raylet|gcs_server|autoscaler|pid=\d+|[\w.]+ pid=\d+)[^)]*\)")
+
+
+def _own_lines(text):
+    """The lines a stage printed, without what Ray's driver interleaves at any time (its nodes' log
+    lines, such as a node marked dead, with their indented continuations)."""
+    return [line for line in text.splitlines() if line.strip() and not line[0].isspace() and not RAY_LINE.search(line)]
 
 
 def _nothing_half_written(out):
@@ -384,7 +394,8 @@ def test_a_campaign_on_the_cluster_survives_a_lost_node_within_its_budget(cluste
     print(f"campaign agent scenes per node: {dict(nodes)}")
     assert len((loaded.results / "leaderboard.csv").read_text().splitlines()) == 1 + len(CONFIGS)
     assert (loaded.results / "report" / "index.html").is_file()
-    assert {ip for ip, up in cluster.alive_nodes().items() if up} == {cluster.ip(0), cluster.ip(1)}
+    alive = {ip for ip, up in cluster.alive_nodes().items() if up}
+    assert victim not in alive and cluster.ip(0) in alive
 
 
 def test_a_node_lost_past_its_retries_exits_75_and_the_resume_finishes(cluster, suite, tmp_path):
@@ -411,20 +422,21 @@ def test_a_node_lost_past_its_retries_exits_75_and_the_resume_finishes(cluster, 
     with server:
         argv = ["run", *_run_args(suite, out, server.base_url), "--backend", "ray", "--ray-address", cluster.address,
                 "--workers", "3", "--budget", str(budget)]  # fmt: skip
-        log = tmp_path / "driver.log"
-        driver = cluster.popen(0, [PY, "-m", "headless.cli", *argv], log=log, BVB_TEST_KEY="sk-test",
+        log, errors = tmp_path / "driver.log", tmp_path / "driver.err"
+        driver = cluster.popen(0, [PY, "-m", "headless.cli", *argv], log=log, errors=errors, BVB_TEST_KEY="sk-test",
                                BVB_RAY_TASK_RETRIES="0")  # fmt: skip
         deadline = time.monotonic() + 300
         while not reached.wait(1):
-            assert driver.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            assert driver.poll() is None and time.monotonic() < deadline, errors.read_text()[-3000:]
         processes = cluster.kill_host(1)
         killed.set()
         code = driver.wait(timeout=300)
         text = log.read_text()
-        assert code == 75, text[-3000:]
-        # One line says what happened and how to go on: the run's own command with --resume.
-        faults = [line for line in text.splitlines() if line.startswith("faults: ")]
-        assert len(faults) == 1 and faults[0] == text.rstrip().splitlines()[-1], text[-3000:]
+        assert code == 75, text[-3000:] + errors.read_text()[-3000:]
+        # One line, the last the run printed, says what happened and how to go on: its own command with --resume.
+        own = _own_lines(text)
+        faults = [line for line in own if line.startswith("faults: ")]
+        assert len(faults) == 1 and faults[0] == own[-1], text[-3000:]
         assert "1 of 3 scenes" in faults[0] and "harness_error" in faults[0], faults[0]
         rerun = shlex.split(faults[0].split("; rerun: ", 1)[1])
         assert rerun[-1] == "--resume" and cluster.address in rerun
@@ -438,7 +450,7 @@ def test_a_node_lost_past_its_retries_exits_75_and_the_resume_finishes(cluster, 
     (lost,) = [scene for scene, status in first.items() if status == "error"]
     metas = _metas(out)
     assert set(metas) == set(SCENES) and all(m["status"] == "submitted" for m in metas.values())
-    assert metas[lost]["sessions"] >= 2 and metas[lost]["node"]["ip"] == cluster.ip(0)
+    assert metas[lost]["sessions"] >= 2 and metas[lost]["node"]["ip"] != victim
     ledgers = {}
     for scene in SCENES:
         trajectory = read_trajectory(out / "trajectories" / f"{scene}.traj.json")
@@ -456,4 +468,5 @@ def test_a_node_lost_past_its_retries_exits_75_and_the_resume_finishes(cluster, 
     assert summary["scenes"] == len(SCENES) and summary["statuses"] == {"submitted": len(SCENES)}
     spent = sum(m["cost"] for m in metas.values())
     assert abs(summary["budget"]["spent"] - spent) < 1e-6 and spent <= budget
-    assert {ip for ip, up in cluster.alive_nodes().items() if up} == {cluster.ip(0)}
+    alive = {ip for ip, up in cluster.alive_nodes().items() if up}
+    assert victim not in alive and cluster.ip(0) in alive
