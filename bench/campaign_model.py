@@ -58,8 +58,9 @@ FIGURES = {
     "ls_clips_per_s_gpu": (2.0, "estimate: V-JEPA 2 ViT-L, 64 frames at 256 px, bf16, one datacenter GPU"),
     # -- Ray
     "ray_task_ms": (
-        3.9,
-        "measured: tests/test_cluster_netns.py, no-op task round trip across 3 namespace hosts (4.5 ms each in a batch)",
+        4.2,
+        "measured: tests/test_cluster_netns.py, no-op tasks in a batch across 3 namespace hosts, median of 8 runs"
+        " (1.3-4.8 ms; one at a time 3.9-24 ms, with the 2-core machine's load)",
     ),
     "task_setup_s": (1.5, "measured: the 3-host run's wall time over a local run's, per scene task (runner set-up)"),
 }
