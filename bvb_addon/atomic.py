@@ -70,3 +70,25 @@ def write_json_atomic(path: str | Path, data: Any, indent: int | None = 2) -> Pa
 def copy_atomic(src: str | Path, dest: str | Path) -> Path:
     """Copy a file so that dest is either absent/old or complete."""
     return write_bytes_atomic(dest, Path(src).read_bytes())
+
+
+def remove_stale_temps(folder: str | Path, prefix: str = "", suffix: str = ".tmp") -> list[Path]:
+    """Delete the temp files ``replacing`` left in folder, for names starting with prefix, and return them.
+
+    A writer killed between its write and its rename (a lost node, SIGKILL) leaves ``.NAME.XXXX.tmp``
+    beside an intact NAME. Call it only where no writer of those names can be alive: a scene's own
+    files as the one task that runs the scene starts it.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed  # no folder yet: nothing was left
+    for entry in entries:
+        if entry.name.startswith(f".{prefix}") and entry.name.endswith(suffix) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            removed.append(Path(entry.path))
+    return removed

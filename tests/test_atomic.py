@@ -33,3 +33,19 @@ def test_written_files_follow_the_umask_not_mkstemps_0600(tmp_path):
     path = atomic.write_text_atomic(tmp_path / "a.txt", "x")
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~atomic._UMASK
     assert stat.S_IMODE(path.stat().st_mode) & 0o044  # group and others may read
+
+
+def test_stale_temps_of_one_name_go_and_nothing_else(tmp_path):
+    """A writer killed between write and rename leaves .NAME.XXXX.tmp: removed for the names asked, links kept."""
+    (tmp_path / "s1.traj.json").write_text("{}")
+    stale = tmp_path / ".s1.traj.json.ab12cd.tmp"
+    other = tmp_path / ".s2.traj.json.ef34gh.tmp"
+    stale.write_text("{half")
+    other.write_text("{half")
+    canary = tmp_path / "canary"
+    canary.write_text("kept")
+    (tmp_path / ".s1.link.tmp").symlink_to(canary)
+    assert atomic.remove_stale_temps(tmp_path, "s1.") == [stale]
+    assert not stale.exists() and other.exists() and canary.read_text() == "kept"
+    assert (tmp_path / ".s1.link.tmp").is_symlink() and (tmp_path / "s1.traj.json").read_text() == "{}"
+    assert atomic.remove_stale_temps(tmp_path / "missing") == []

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import backend, scratch
+from ..atomic import remove_stale_temps
 from ..errors import BVBError
 from ..money import money
 from ..records import read_agent_meta, read_run_config, write_run_config
@@ -300,6 +301,12 @@ class Runner:
             )
         except ModelError as exc:
             return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
+        # This task alone runs the scene now: temp files a killed writer of it left (a lost node) go.
+        rd = self.run_dir
+        for folder, prefix in ((rd.blends, f"{scene}."), (rd.metas, f"{scene}."), (rd.trajectories, f"{scene}."),
+                               (rd.program(scene).parent, f"{scene}."), (rd.steps_dir(scene), ""),
+                               (rd.trajectory_images(scene), "")):  # fmt: skip
+            remove_stale_temps(folder, prefix)
         reopen = None
         if self.options.retry_failed:
             previous = self._ended(scene)
