@@ -38,6 +38,7 @@ no call starts whose worst case would pass it, across configurations, workers an
 ``status`` reads only the run folders and ``campaign.json`` (the stage in progress and its PID).
 """
 
+import argparse
 import math
 import os
 import shlex
@@ -532,9 +533,7 @@ class CampaignRunner:
 # -- the command --------------------------------------------------------------------------------
 
 
-def build_parser() -> Any:
-    import argparse
-
+def build_parser() -> argparse.ArgumentParser:
     from bvb_addon.command_line import stage_parser
 
     parser = stage_parser(
@@ -543,9 +542,10 @@ def build_parser() -> Any:
         ["bvb campaign campaign.toml", "bvb campaign status campaign.toml"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.epilog += (
-        "\n\nthe file (paths relative to it):\n"
-        + __doc__.split("The TOML file (paths relative to it)::", 1)[1].split("Stages run", 1)[0]
+    parser.epilog = (
+        (parser.epilog or "")
+        + "\n\nthe file (paths relative to it):\n"
+        + (__doc__ or "").split("The TOML file (paths relative to it)::", 1)[1].split("Stages run", 1)[0]
     )
     parser.add_argument("words", nargs="+", metavar="[status] CONFIG", help="the campaign file (status: report only)")
     return parser
