@@ -583,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     if left:
         # Last, one line: a scheduler (or a shell loop) reruns the campaign, which redoes only these.
         parts = ", ".join(f"{where} {n}" for where, n in left.items())
-        rerun = rerun_command("headless.campaign", [str(campaign.path)], "")
+        rerun = rerun_command("headless.campaign", [str(campaign.path)], None)
         print(f"faults: still ended in a harness or environment fault after {campaign.retries} retries ({parts}); "
               f"rerun: {rerun}", flush=True)  # fmt: skip
         return FAULT_EXIT
