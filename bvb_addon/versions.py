@@ -63,6 +63,24 @@ def binary_version(binary: str) -> str | None:
     return found.group(1) if found else None
 
 
+@functools.lru_cache(maxsize=1)
+def module_version() -> str | None:
+    """The bpy module's version string as its workers report it ("4.2.23 LTS"), or None without one.
+
+    Asked of a child Python, since the harness never imports bpy itself; the package's metadata
+    ("4.2.23") lacks the " LTS" that bpy.app.version_string and the render rows carry.
+    """
+    if "bpy" in sys.modules and hasattr(sys.modules["bpy"], "app"):
+        return sys.modules["bpy"].app.version_string
+    code = "import os, sys, bpy; sys.stdout.write(bpy.app.version_string); sys.stdout.flush(); os._exit(0)"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("cannot ask the bpy module its version: %s", exc)
+        return None
+    return proc.stdout.strip() or None
+
+
 def version_line() -> str:
     blender = blender_version() or "not available"
     return f"BVB {HARNESS_VERSION} | Blender {blender} | Python {platform.python_version()}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..pricing import ZERO, price_for
 from ..sandbox import platforms
-from ..versions import HARNESS_VERSION, binary_version
+from ..versions import HARNESS_VERSION, binary_version, module_version
 from .config import AgentConfig, provider_effort
 
 if TYPE_CHECKING:
@@ -44,9 +44,9 @@ def bpy_version(sandbox_config: "SandboxConfig | None" = None) -> str | None:
     binary = blender_binary(sandbox_config or SandboxConfig())
     if binary:
         return binary_version(binary)
-    bpy = sys.modules.get("bpy")
-    if bpy is not None and hasattr(bpy, "app"):
-        return bpy.app.version_string
+    found = module_version()
+    if found:
+        return found
     try:
         return importlib.metadata.version("bpy")
     except importlib.metadata.PackageNotFoundError:
