@@ -10,6 +10,7 @@ ratio baseline / this tree, then per scene figures extrapolated to ``--target`` 
 default) -- an extrapolation, linear in scenes, said as such. The temp dir is removed at the end.
 
 python bench/report_scale.py [--runs 4] [--scenes 60] [--steps 3] [--base main] [--idle 10]
+    [--data DIR] [--trees base,this] [--results DIR]
 """
 
 import argparse
@@ -32,51 +33,82 @@ sys.path.insert(0, os.getcwd())
 from eval_bridge.report import build_report
 from eval_bridge.live import LiveReport
 
-runs, out, changed, idle = json.loads(sys.argv[1])
+runs, out, changed, stepped, idle = json.loads(sys.argv[1])
 out = Path(out)
 
-def files():
-    return {str(p): (p.stat().st_mtime_ns, p.stat().st_ino, p.stat().st_size) for p in out.rglob("*") if p.is_file()}
+def files(folder):
+    found = {}
+    for base, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(base, name)
+            st = os.stat(path)
+            found[path] = (st.st_mtime_ns, st.st_ino, st.st_size, st.st_nlink)
+    return found
 
-def timed(label, result):
-    before = files()
-    start = time.perf_counter()
-    build_report(runs, out)
-    seconds = time.perf_counter() - start
-    after = files()
+def cpu():
+    # The process's user+sys, its children's too: the machine is shared, so wall time alone misleads.
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+def timed(label, result, folder=out, build=lambda: build_report(runs, out)):
+    before = files(folder)
+    start, used = time.perf_counter(), cpu()
+    build()
+    seconds, cpu_seconds = time.perf_counter() - start, cpu() - used
+    after = files(folder)
     written = [k for k, v in after.items() if before.get(k) != v]
-    result[label] = {"seconds": seconds, "files_written": len(written),
+    result[label] = {"seconds": seconds, "cpu_seconds": cpu_seconds, "files_written": len(written),
                      "bytes_written": sum(after[k][2] for k in written)}
+    print(label, json.dumps(result[label]), file=sys.stderr, flush=True)
+
+def add_step(path, code):
+    text = json.loads(Path(path).read_text())
+    text["steps"].append(dict(text["steps"][-1], step=len(text["steps"]) + 1, code=code))
+    text["messages"] += [{"role": "assistant", "content": f"```python\n{code}```"}, {"role": "user", "content": "ok"}]
+    Path(path).write_text(json.dumps(text))
+    os.utime(path, ns=(Path(path).stat().st_mtime_ns + 10**9,) * 2)
 
 result = {}
 timed("cold", result)
 timed("warm", result)
-text = json.loads(Path(changed).read_text())
-text["steps"].append(dict(text["steps"][-1], step=len(text["steps"]) + 1, code="changed = 1\n"))
-text["messages"] += [{"role": "assistant", "content": "```python\nchanged = 1\n```"}, {"role": "user", "content": "ok"}]
-Path(changed).write_text(json.dumps(text))
-os.utime(changed, ns=(Path(changed).stat().st_mtime_ns + 10**9,) * 2)
+add_step(changed, "changed = 1\n")
 timed("one_scene_changed", result)
-result["report_files"] = sum(1 for p in out.rglob("*") if p.is_file())
-result["report_bytes"] = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-live = LiveReport(runs, out.with_name(out.name + "_live"), interval=1.0).start()  # its first build is not idle
-used = resource.getrusage(resource.RUSAGE_SELF)
+listed = files(out)
+result["report_files"] = len(listed)
+# A file also linked from a run (st_nlink > 1) takes no bytes of its own: counted apart.
+result["report_bytes"] = sum(v[2] for v in listed.values() if v[3] == 1)
+result["report_linked_bytes"] = sum(v[2] for v in listed.values() if v[3] > 1)
+# bvb view over a new folder: its first build is the view's start (a cold build of its own pages).
+live_out = out.with_name(out.name + "_live")
+live = LiveReport(runs, live_out, interval=1.0)
+timed("view_start", result, live_out, live.start)
+used = cpu()
 start = time.perf_counter()
 time.sleep(idle)
-after = resource.getrusage(resource.RUSAGE_SELF)
+result["view_idle_cpu"] = (cpu() - used) / (time.perf_counter() - start)
+version = live.version
+start, used = time.perf_counter(), cpu()
+add_step(stepped, "new_step = 1\n")
+while live.version == version and time.perf_counter() - start < 1800:
+    time.sleep(0.05)
+result["view_new_step"] = {"seconds": time.perf_counter() - start, "cpu_seconds": cpu() - used,
+                           "shown": live.version > version}
 live.stop()
-result["view_idle_cpu"] = (after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime) / (time.perf_counter() - start)
 print("RESULT " + json.dumps(result))
 """
 
 
-def jpeg(colour, size=(32, 24)):
+def jpeg(colour, size=(32, 24), texture=False):
     import av
     import numpy as np
 
     context = av.CodecContext.create("mjpeg", "w")
     context.width, context.height, context.pix_fmt = size[0], size[1], "yuvj420p"
     image = np.full((size[1], size[0], 3), colour, np.uint8)
+    if texture:  # a render's worth of detail: about 40 kB at 512x384, as the agent's observations are
+        rng = np.random.default_rng(0)
+        ramp = np.linspace(0, 80, size[0], dtype=np.float32)[None, :, None]
+        image = np.clip(image + ramp + rng.normal(0, 18, image.shape), 0, 255).astype(np.uint8)
     frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuvj420p")
     return b"".join(bytes(p) for p in context.encode(frame))
 
@@ -103,21 +135,32 @@ def write(path, data):
     path.write_text(json.dumps(data))
 
 
-def trajectory(scene, steps, image):
-    url = "data:image/jpeg;base64," + base64.b64encode(image).decode()
+def trajectory(folder, scene, steps, image):
+    """A scene's trajectory as the agent loop writes it (bvb-trajectory-2: the snapshot, images as files).
+
+    Every image has bytes of its own (a tag after the JPEG's end, which decoders skip): runs do
+    not share observations, so nothing here flatters sharing by content.
+    """
+    images = folder / f"{scene}.images"
+    images.mkdir(parents=True, exist_ok=True)
     messages, records = [], []
     for step in range(1, steps + 1):
         code = f"import bpy\nbpy.ops.mesh.primitive_cube_add(location=({step}, 0, 0))\nname_{step} = '{scene}'\n"
         messages.append({"role": "assistant", "content": f"step {step}\n```python\n{code}```"})
+        name = f"{len(messages):05d}-1.jpg"
+        (images / name).write_bytes(image + f"{folder.parent.name}/{scene}/{step}".encode())
         messages.append({"role": "user", "content": [{"type": "text", "text": f"ok {step}"},
-                                                     {"type": "image_url", "image_url": {"url": url}}]})  # fmt: skip
+                                                     {"type": "image_url", "image_url": {"url": f"{images.name}/{name}"},
+                                                      "_size": [512, 384]}]})  # fmt: skip
         records.append({"step": step, "action": "python", "status": "ok", "code": code, "cost": 0.001})
-    return {"scene": scene, "status": "submitted", "steps": records, "messages": messages}
+    state = {"format": "bvb-trajectory-2", "seq": steps * 3, "scene": scene, "status": "submitted",
+             "steps": records, "messages": messages}  # fmt: skip
+    write(folder / f"{scene}.traj.json", state)
 
 
 def make_runs(root, runs, scenes, steps):
     """runs x scenes synthetic run folders under root/results and one source clip per scene under root/videos."""
-    image = jpeg((40, 90, 160))
+    image = jpeg((40, 90, 160), (512, 384), texture=True)
     names = [f"scene_{index:04d}" for index in range(scenes)]
     clip(root / "videos" / "synthetic" / f"{names[0]}.mp4", (200, 60, 30))
     render = root / "render.mp4"
@@ -136,7 +179,7 @@ def make_runs(root, runs, scenes, steps):
                 run / "agent_meta" / f"{scene}.json",
                 {"scene": scene, "status": "submitted", "cost": 0.01, "turns": steps},
             )
-            write(run / "trajectories" / f"{scene}.traj.json", trajectory(scene, steps, image))
+            trajectory(run / "trajectories", scene, steps, image)
             (run / "program").mkdir(parents=True, exist_ok=True)
             (run / "program" / f"{scene}.py").write_text("import bpy\n")
             (run / "camera_renders").mkdir(parents=True, exist_ok=True)
@@ -152,17 +195,63 @@ def make_runs(root, runs, scenes, steps):
     return folders, names
 
 
-def measure(tree, root, label, runs, changed, idle):
+def runs_at(data, runs, scenes, steps):
+    """The synthetic runs in ``data``, made there unless an earlier call made the same ones (they take minutes)."""
+    marker = data / "made.json"
+    wanted = {"runs": runs, "scenes": scenes, "steps": steps, "format": 2}
+    if marker.is_file() and json.loads(marker.read_text()).get("wanted") == wanted:
+        made = json.loads(marker.read_text())
+        return made["folders"], made["names"]
+    for name in ("results", "videos"):
+        shutil.rmtree(data / name, ignore_errors=True)  # only this script's own folders under data
+    folders, names = make_runs(data, runs, scenes, steps)
+    marker.write_text(json.dumps({"wanted": wanted, "folders": folders, "names": names}))
+    return folders, names
+
+
+def measure(tree, root, label, runs, changed, stepped, idle, cache):
     out = root / f"report_{label}"
+    for folder in (out, out.with_name(out.name + "_live"), cache):
+        shutil.rmtree(folder, ignore_errors=True)
     python = os.environ.get("BVB_PYTHON", sys.executable)
-    args = json.dumps([runs, str(out), str(changed), idle])
-    proc = subprocess.run([python, "-c", MEASURE, args], cwd=tree, capture_output=True, text=True, check=False)
+    args = json.dumps([runs, str(out), str(changed), str(stepped), idle])
+    # The highlight cache (this tree's) in a folder of the bench's own, empty at the start: the cold build is cold.
+    env = dict(os.environ, BVB_HIGHLIGHT_CACHE=str(cache))
+    proc = subprocess.run(
+        [python, "-c", MEASURE, args], cwd=tree, stdout=subprocess.PIPE, text=True, check=False, env=env
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
-        raise SystemExit(f"{label}: the measurement failed:\n{proc.stderr[-3000:]}")
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.rmtree(out.with_name(out.name + "_live"), ignore_errors=True)
+        raise SystemExit(f"{label}: the measurement failed (exit {proc.returncode}); its stderr is above")
+    for folder in (out, out.with_name(out.name + "_live"), cache):
+        shutil.rmtree(folder, ignore_errors=True)
     return json.loads(line[len("RESULT ") :])
+
+
+def table(results, args, base_label):
+    scenes = args.runs * args.scenes
+    print(f"{args.runs} runs x {args.scenes} scenes ({scenes} scenes, {args.steps} steps each); baseline {base_label}")
+    print(f"{'figure':<40}{'baseline':>14}{'this tree':>14}{'ratio':>9}")
+
+    def row(name, base_value, this_value, fmt):
+        ratio = base_value / this_value if this_value else float("inf")
+        print(f"{name:<40}{fmt.format(base_value):>14}{fmt.format(this_value):>14}{ratio:>8.1f}x")
+
+    base, this = results["base"], results["this"]
+    for phase in ("cold", "warm", "one_scene_changed", "view_start"):
+        b, t = base[phase], this[phase]
+        row(f"{phase}: seconds (wall)", b["seconds"], t["seconds"], "{:.2f}")
+        row(f"{phase}: CPU seconds", b["cpu_seconds"], t["cpu_seconds"], "{:.2f}")
+        row(f"{phase}: files written", b["files_written"], t["files_written"], "{:d}")
+        row(f"{phase}: MB written", b["bytes_written"] / 1e6, t["bytes_written"] / 1e6, "{:.2f}")
+    row("report: files", base["report_files"], this["report_files"], "{:d}")
+    row("report: MB of its own", base["report_bytes"] / 1e6, this["report_bytes"] / 1e6, "{:.2f}")
+    row("report: MB linked to the runs' files", base.get("report_linked_bytes", 0) / 1e6,
+        this.get("report_linked_bytes", 0) / 1e6, "{:.2f}")  # fmt: skip
+    row("bvb view idle: cores", base["view_idle_cpu"], this["view_idle_cpu"], "{:.3f}")
+    b, t = base["view_new_step"], this["view_new_step"]
+    row("bvb view new step: seconds (wall)", b["seconds"], t["seconds"], "{:.2f}")
+    row("bvb view new step: CPU seconds", b["cpu_seconds"], t["cpu_seconds"], "{:.2f}")
 
 
 def main(argv=None):
@@ -172,48 +261,44 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--base", default="main", help="the baseline's git ref (default main)")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of bvb view idle CPU measured")
-    parser.add_argument("--target", default="51x288", help="runs x scenes to extrapolate to, per scene")
+    parser.add_argument("--data", help="a folder to make the synthetic runs in and keep (reused when it has them)")
+    parser.add_argument("--trees", default="base,this", help="which to measure now: base, this or both")
+    parser.add_argument("--results", help="a folder for each tree's figures (result_base.json, result_this.json)")
     args = parser.parse_args(argv)
-    target_runs, target_scenes = map(int, args.target.split("x"))
     root = Path(tempfile.mkdtemp(prefix="bvb-report-scale-", dir=os.environ.get("BVB_BENCH_TMP")))
     try:
-        base = root / "base"
-        base.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base], capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        runs, names = make_runs(root, args.runs, args.scenes, args.steps)
+        data = Path(args.data) if args.data else root
+        data.mkdir(parents=True, exist_ok=True)
+        runs, names = runs_at(data, args.runs, args.scenes, args.steps)
         changed = Path(runs[0]) / "trajectories" / f"{names[len(names) // 2]}.traj.json"
-        saved = changed.read_text()
+        stepped = Path(runs[-1]) / "trajectories" / f"{names[-1]}.traj.json"
+        saved = {path: path.read_text() for path in (changed, stepped)}
+        results_dir = Path(args.results) if args.results else root
+        results_dir.mkdir(parents=True, exist_ok=True)
+        for label in args.trees.split(","):
+            tree = ROOT
+            if label == "base":
+                tree = root / "base"
+                tree.mkdir()
+                archive = subprocess.run(
+                    ["git", "-C", str(ROOT), "archive", args.base], capture_output=True, check=True
+                ).stdout
+                subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            for path, text in saved.items():
+                path.write_text(text)  # each tree starts from the same runs
+            figures = measure(tree, root, label, runs, changed, stepped, args.idle, root / f"highlight_{label}")
+            (results_dir / f"result_{label}.json").write_text(json.dumps(figures))
+            print(f"RESULT_{label} " + json.dumps(figures), flush=True)
+        for path, text in saved.items():
+            path.write_text(text)
         results = {}
-        for label, tree in (("base", base), ("this", ROOT)):
-            changed.write_text(saved)  # each tree starts from the same runs
-            results[label] = measure(tree, root, label, runs, changed, args.idle)
-        scenes = args.runs * args.scenes
-        print(
-            f"{args.runs} runs x {args.scenes} scenes ({scenes} scenes, {args.steps} steps each); baseline {args.base}"
-        )
-        print(f"{'figure':<34}{'baseline':>14}{'this tree':>14}{'ratio':>9}")
-
-        def row(name, base_value, this_value, fmt):
-            ratio = base_value / this_value if this_value else float("inf")
-            print(f"{name:<34}{fmt.format(base_value):>14}{fmt.format(this_value):>14}{ratio:>8.1f}x")
-
-        for phase in ("cold", "warm", "one_scene_changed"):
-            b, t = results["base"][phase], results["this"][phase]
-            row(f"{phase}: seconds", b["seconds"], t["seconds"], "{:.2f}")
-            row(f"{phase}: files written", b["files_written"], t["files_written"], "{:d}")
-            row(f"{phase}: MB written", b["bytes_written"] / 1e6, t["bytes_written"] / 1e6, "{:.2f}")
-        row("report: files", results["base"]["report_files"], results["this"]["report_files"], "{:d}")
-        row("report: MB", results["base"]["report_bytes"] / 1e6, results["this"]["report_bytes"] / 1e6, "{:.2f}")
-        row("bvb view idle: cores", results["base"]["view_idle_cpu"], results["this"]["view_idle_cpu"], "{:.3f}")
-        factor = target_runs * target_scenes / scenes
-        print(f"extrapolated linearly per scene to {target_runs} x {target_scenes} ({factor:.1f}x these scenes):")
-        for phase in ("cold", "warm"):
-            b, t = results["base"][phase]["seconds"] * factor, results["this"][phase]["seconds"] * factor
-            print(f"  {phase}: baseline {b / 60:.1f} min, this tree {t / 60:.1f} min")
-        b, t = results["base"]["report_bytes"] * factor / 1e9, results["this"]["report_bytes"] * factor / 1e9
-        print(f"  report size: baseline {b:.2f} GB, this tree {t:.2f} GB")
-        print("RESULTS " + json.dumps(results))
+        for label in ("base", "this"):
+            saved_figures = results_dir / f"result_{label}.json"
+            if saved_figures.is_file():
+                results[label] = json.loads(saved_figures.read_text())
+        if len(results) == 2:
+            table(results, args, args.base)
+            print("RESULTS " + json.dumps(results))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
