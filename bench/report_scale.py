@@ -14,7 +14,6 @@ python bench/report_scale.py [--runs 4] [--scenes 60] [--steps 3] [--base main] 
 """
 
 import argparse
-import base64
 import json
 import os
 import shutil
