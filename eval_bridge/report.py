@@ -27,6 +27,7 @@ from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
 from .identity import describe, differences, run_identity
 from .protocol import overall_score
+from .report_images import ImageStore
 from .report_manifest import Manifest, data_key, stat_key
 
 log = logging.getLogger(__name__)
@@ -617,7 +618,7 @@ def _scene_key(view, row, live_scripts):
     ]
 
 
-def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest=None, shared=None):
+def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest=None, shared=None, store=None):
     dest = assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
     scene_file = safe_name(row.scene)
@@ -628,13 +629,12 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest
     ren_names, ren_error = _strip(row.render, dest, f"{scene_file}_ren")
     written = [dest / n for n in ren_names]  # the shared source strips are kept while any scene shows them
     links = []
+    page_images = store.start_page() if store is not None and not fresh else set()
     if row.trajectory is not None:
-        page = _scene_page(view, row, out_dir, run_slug, live_scripts, rebuild=not fresh)
+        page = _scene_page(view, row, out_dir, run_slug, live_scripts, rebuild=not fresh, images=store)
         if page is not None:
             links.append(fragment("<a class='steps-link' href='{}'>steps</a>", page))
-            page_file = out_dir / "scenes" / _page_name(run_slug, row.scene)
-            files_dir = page_file.parent / f"{page_file.stem}_files"
-            written += [page_file, *(files_dir.iterdir() if files_dir.is_dir() and not fresh else [])]
+            written.append(out_dir / "scenes" / _page_name(run_slug, row.scene))
     for label, path in (("trajectory", row.trajectory), ("program", row.program)):
         if path is None:
             continue
@@ -682,7 +682,8 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest
         lines.append(fragment("<div class='strip strip-{}'><span>{}</span>{}{}</div>", label, label, images, missing))
     lines.append(Markup("</div>"))
     if manifest is not None and not fresh:
-        manifest.record(scene_id, key, written)
+        # The page's images are the report's (shared by content): kept while any page shows them.
+        manifest.record(scene_id, key, written, [store.folder / n for n in page_images] if store else ())
     return join(lines, "\n")
 
 
@@ -713,7 +714,7 @@ def _page_name(run_slug, scene):
     return f"{run_slug}_{safe_name(scene)}.html"
 
 
-def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True):
+def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True, images=None):
     """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed (the manifest)."""
     from .trajectory_page import build_scene_page
 
@@ -722,8 +723,9 @@ def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True):
         return page_url("scenes", page.name)
     try:
         build_scene_page(
-            row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene), scripts=live_scripts
-        )
+            row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene), scripts=live_scripts,
+            images=images,
+        )  # fmt: skip
     except (OSError, ValueError, RecursionError) as exc:
         log.warning("%s: no step page (%s)", row.trajectory, exc)
         return None
@@ -743,6 +745,7 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     runs = [load_run(run_dir, videos_root) for run_dir in runs_in(run_dirs)]
     manifest = Manifest(out_dir)
     shared = set()
+    images = ImageStore(assets / SHARED / "images")
     _mark_differences(runs)
     scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
@@ -758,7 +761,8 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     for index, view in enumerate(runs):
         slug = f"run{index}_{safe_name(Path(view.path).name)}"
         blocks = [
-            _scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ()), manifest, shared) for row in view.scenes
+            _scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ()), manifest, shared, images)
+            for row in view.scenes
         ]
         judge = fragment(" · judge {} ({})", view.judge, view.protocol) if view.judge else ""
         judge = join([judge, fragment(" · encoder {}", view.encoder) if view.encoder else ""])
@@ -784,6 +788,7 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     )
     manifest.prune()  # the files of scenes (and runs) no longer shown go
     _prune_shared(assets, shared)
+    images.prune({Path(name).name for name in manifest.shared_in_use()})
     manifest.save()
     index = out_dir / "index.html"
     if not _same_text(index, page):

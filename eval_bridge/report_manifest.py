@@ -19,7 +19,7 @@ from bvb_addon.atomic import write_json_atomic
 from bvb_addon.versions import HARNESS_VERSION
 
 MANIFEST = "report_manifest.json"
-FORMAT = 1
+FORMAT = 2  # 2: a scene's "shared" files (its step page's images, kept while any scene shows them)
 
 
 @cache
@@ -27,8 +27,12 @@ def harness_key() -> str:
     """The harness version and a hash of the modules that draw the pages: a new page format rebuilds every page."""
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in ("html_page.py", "trajectory_page.py", "report.py", "report_manifest.py"):
+    for name in ("html_page.py", "trajectory_page.py", "report.py", "report_manifest.py", "report_images.py"):
         digest.update((here / name).read_bytes())
+    import PIL
+    import pygments
+
+    digest.update(f"pygments {pygments.__version__} pillow {PIL.__version__}".encode())  # they draw the pages too
     return f"{HARNESS_VERSION}+{digest.hexdigest()[:16]}"
 
 
@@ -51,7 +55,8 @@ def data_key(value: Any) -> str:
 
 
 class Manifest:
-    """out_dir/report_manifest.json: {scene id: {"key": ..., "files": [paths relative to out_dir]}}."""
+    """out_dir/report_manifest.json: {scene id: {"key": ..., "files": [...], "shared": [...]}}, paths relative
+    to out_dir; "files" are the scene's own, "shared" those it shows that other scenes may show too."""
 
     def __init__(self, out_dir: str | os.PathLike[str]) -> None:
         self.out_dir = Path(out_dir)
@@ -74,11 +79,26 @@ class Manifest:
         if not isinstance(entry, dict) or entry.get("key") != key:
             return False
         # Plain strings, not pathlib: a warm build checks every file of every scene (tens of thousands).
-        return all(self._plain(name) and os.path.isfile(os.path.join(self.root, name)) for name in entry["files"])
+        names = [*entry.get("files", []), *entry.get("shared", [])]
+        return all(self._plain(name) and os.path.isfile(os.path.join(self.root, name)) for name in names)
 
-    def record(self, scene_id: str, key: Any, files: Iterable[Path]) -> None:
+    def record(self, scene_id: str, key: Any, files: Iterable[Path], shared: Iterable[Path] = ()) -> None:
+        """Keep what the scene was built from and the files it wrote (``shared``: those other scenes may show)."""
         self.seen.add(scene_id)
-        self.entries[scene_id] = {"key": key, "files": sorted({str(Path(f).relative_to(self.out_dir)) for f in files})}
+        self.entries[scene_id] = {
+            "key": key,
+            "files": sorted({str(Path(f).relative_to(self.out_dir)) for f in files}),
+            "shared": sorted({str(Path(f).relative_to(self.out_dir)) for f in shared}),
+        }
+
+    def shared_in_use(self) -> set[str]:
+        """The shared files (relative to out_dir) of the scenes this build showed: the rest may go."""
+        used: set[str] = set()
+        for scene_id in self.seen:
+            entry = self.entries.get(scene_id)
+            names = entry.get("shared") if isinstance(entry, dict) else None
+            used.update(n for n in names or () if isinstance(n, str))
+        return used
 
     @staticmethod
     def _plain(name: object) -> bool:

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,11 +26,14 @@ from bvb_addon.errors import BadFileError
 from bvb_addon.run_dir import TRAJECTORY_IMAGES_SUFFIX
 from bvb_addon.trajectory import read_trajectory
 
+from .highlight_cache import HighlightCache, default_folder
 from .html_page import Markup, Script, csp, fragment, join, page_url, render
+from .report_images import ImageStore
 
 log = logging.getLogger(__name__)
 
-FORMATTER = HtmlFormatter(cssclass="hl", nowrap=False)
+STYLE = "default"
+FORMATTER = HtmlFormatter(cssclass="hl", nowrap=False, style=STYLE)
 LEXER = PythonLexer()
 MIME_SUFFIX = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "image/gif": ".gif"}
 DATA_URL = re.compile(r"^data:(image/[a-z+.-]+);base64,(.*)$", re.S)
@@ -90,41 +92,27 @@ def _images_of(message, base=None):
     return found
 
 
-def _read_plain(path):
-    """A regular file's bytes, never through a link; None when it is missing, a link or not a file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
-        return handle.read()
+def write_images(message, store, base=None):
+    """Each of an observation's images into the store (once per content); return [(full, thumbnail, size)].
 
-
-def write_images(message, dest, prefix, base=None):
-    """Each of an observation's images into dest once (kept when already there); return their entries.
-
-    A data URL is decoded; an image file of the step log is copied (no base64 round trip).
+    A data URL is decoded; an image file of the step log is linked or copied (no base64 round trip).
     """
     entries = []
     for index, (mime, payload, size, source) in enumerate(_images_of(message, base)):
-        name = f"{prefix}_{index}{MIME_SUFFIX.get(mime, '.img')}"
-        path = dest / name
-        if not path.is_file():
-            if source is not None:
-                data = _read_plain(source)
-                if data is None:
-                    log.warning("%s: image %d of %s (%s) is missing or a link; skipped", dest, index, prefix, source)
-                    continue
-            else:
-                try:
-                    data = base64.b64decode(payload, validate=False)
-                except (binascii.Error, ValueError):
-                    log.warning("%s: image %d of %s is not valid base64; skipped", dest, index, prefix)
-                    continue
-            write_bytes_atomic(path, data)
-        entries.append((name, size))
+        suffix = MIME_SUFFIX.get(mime, ".img")
+        if source is not None:
+            names = store.add_file(source, suffix)
+            if names is None:
+                log.warning("%s: image %d (%s) is missing or a link; skipped", store.folder, index, source)
+                continue
+        else:
+            try:
+                data = base64.b64decode(payload, validate=False)
+            except (binascii.Error, ValueError):
+                log.warning("%s: image %d is not valid base64; skipped", store.folder, index)
+                continue
+            names = store.add_bytes(data, suffix)
+        entries.append((*names, size))
     return entries
 
 
@@ -294,11 +282,26 @@ tr.right td { color: #2a2; } tr.wrong td { color: #a33; }
 """
 
 
-@lru_cache(maxsize=8192)
-def highlighted(code):
-    """Pygments' HTML of a code block, once per distinct block: 75% of a cold build, and bvb view rebuilds a
-    growing page on every step (its earlier blocks are the same)."""
+def _pygments(code):
     return highlight(code, LEXER, FORMATTER)
+
+
+_CACHES: dict[Path, HighlightCache] = {}
+
+
+def highlight_cache() -> HighlightCache:
+    """The on-disk cache of highlighted blocks in its folder now (BVB_HIGHLIGHT_CACHE may move it)."""
+    folder = default_folder()
+    if folder not in _CACHES:
+        _CACHES[folder] = HighlightCache(_pygments, STYLE, f"{type(LEXER).__name__} cssclass=hl nowrap=0", folder)
+    return _CACHES[folder]
+
+
+@lru_cache(maxsize=8192)
+def highlighted(code: str) -> str:
+    """Pygments' HTML of a code block: once per distinct block in a process, and once ever on this machine
+    while the disk cache keeps it (75% of a cold build was highlighting; bvb view redraws a growing page)."""
+    return highlight_cache().get(code)
 
 
 def _step_html(record, reply, observation, images, img_dir, totals, answers, ended, end_note):
@@ -358,15 +361,15 @@ def _step_html(record, reply, observation, images, img_dir, totals, answers, end
             parts.append(fragment("<pre class='observation'>{}</pre>", text))
     if images:
         tags = []
-        for name, size in images:
+        for full, thumb, size in images:
             dims = ""
             if isinstance(size, list | tuple) and len(size) == 2 and all(_number(v) is not None for v in size):
                 dims = fragment(" width='{}' height='{}'", int(size[0]), int(size[1]))
-            url = page_url(img_dir, name)
+            # The thumbnail on the page; the full image one click away.
             tags.append(
                 fragment(
                     "<a href='{}'><img src='{}' loading='lazy' decoding='async'{} alt='step {} image'></a>",
-                    url, url, dims, number,
+                    page_url(*img_dir, full), page_url(*img_dir, thumb), dims, number,
                 )
             )  # fmt: skip
         parts.append(fragment("<div class='images'>{}</div>", join(tags)))
@@ -377,11 +380,13 @@ def _step_html(record, reply, observation, images, img_dir, totals, answers, end
     return join(parts, "\n")
 
 
-def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=()):
+def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=(), images=None):
     """Write the step-by-step page of a trajectory (a path or its dict) at ``page``; return the page's path.
 
-    Images go to ``<page stem>_files/`` next to the page; ``answers`` are the scene's rows of
-    steps_answers.jsonl, if any; ``scripts`` are more of the pages' own scripts (bvb view's reload).
+    Images (each once, with its thumbnail) go to ``images`` (a report_images.ImageStore; the
+    report's is shared by all its pages), else to ``<page stem>_files/`` next to the page;
+    ``answers`` are the scene's rows of steps_answers.jsonl, if any; ``scripts`` are more of the
+    pages' own scripts (bvb view's reload).
     """
     page = Path(page)
     base = None
@@ -392,8 +397,8 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
         trajectory = read_trajectory(trajectory, inline=False)
         if not isinstance(trajectory, dict):
             raise BadFileError(f"trajectory {path} is not a JSON object; rerun the scene or delete the file")
-    img_dir = page.parent / f"{page.stem}_files"
-    img_dir.mkdir(parents=True, exist_ok=True)
+    store = images if images is not None else ImageStore(page.parent / f"{page.stem}_files")
+    img_dir = Path(os.path.relpath(store.folder, page.parent)).parts  # the page's URL of the store
     steps = [s for s in _list(trajectory.get("steps")) if isinstance(s, dict)]
     messages = [m for m in _list(trajectory.get("messages")) if isinstance(m, dict)]
     pairs = _step_messages(messages)
@@ -413,10 +418,10 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
         for key, field in (("cost", "cost"), ("model", "model_seconds"), ("harness", "harness_seconds")):
             totals[key] += _number(record.get(field)) or 0.0
         number = _count(record.get("step", index + 1))
-        images = write_images(observation, img_dir, f"{number:03d}", base) if observation else []
+        shown = write_images(observation, store, base) if observation else []
         blocks.append(
             _step_html(
-                record, reply, observation, images, img_dir.name, dict(totals),
+                record, reply, observation, shown, img_dir, dict(totals),
                 by_step.get(number, []), index == end, end_note,
             )
         )  # fmt: skip

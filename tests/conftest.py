@@ -1,6 +1,20 @@
 """Shared fixtures. Blender-tier tests reset Blender to factory settings around each test."""
 
+import os
+
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def highlight_cache_folder(tmp_path_factory):
+    """The report's on-disk highlight cache in the session's temp folder, never ~/.cache (subprocesses inherit it)."""
+    before = os.environ.get("BVB_HIGHLIGHT_CACHE")
+    os.environ["BVB_HIGHLIGHT_CACHE"] = str(tmp_path_factory.mktemp("highlight-cache"))
+    yield os.environ["BVB_HIGHLIGHT_CACHE"]
+    if before is None:
+        os.environ.pop("BVB_HIGHLIGHT_CACHE", None)
+    else:
+        os.environ["BVB_HIGHLIGHT_CACHE"] = before
 
 
 @pytest.fixture

@@ -53,9 +53,11 @@ def test_scene_page_has_code_observations_images_and_the_end(scripted_run, tmp_p
     assert "<details class='reasoning'><summary>model text" in page and "A floor and a table." in page
     assert "ValueError: oops" in page and "<b>traceback</b>" in page
     assert "<b>added</b> (2) floor, table_1" in page
-    # The images the agent received are files next to the page, lazy-loaded, never inlined.
-    files = sorted((tmp_path / "report" / link).with_name(link.split("/")[1][:-5] + "_files").iterdir())
-    assert [f.name for f in files] == ["001_0.jpg", "001_1.jpg", "004_0.jpg", "004_1.jpg"]
+    # The images the agent received are files of the report's shared image folder, lazy-loaded, never inlined,
+    # each shown as its thumbnail (or itself, when it is small) inside a link to the full image.
+    shown = re.findall(r"<a href='([^']+)'><img src='([^']+)' loading='lazy'", page)
+    assert len(shown) == 4 and all(full.startswith("../assets/shared/images/") for full, _ in shown)
+    files = [(tmp_path / "report" / "scenes" / url).resolve() for pair in shown for url in pair]
     assert all(f.read_bytes()[:2] == b"\xff\xd8" for f in files)
     assert "base64" not in page and page.count("loading='lazy'") == 4
     assert "answers at this step: 1/2 correct" in page
@@ -96,7 +98,8 @@ def test_scene_page_opens_in_chromium_without_console_errors(scripted_run, tmp_p
 def test_long_trajectory_page_loads_within_a_generous_bound(tmp_path):
     # bench/report_page_load.py measures the figure; this guards against pathologies (10x the 2 s budget).
     page = trajectory_page.build_scene_page(long_trajectory(150, 300), tmp_path / "long.html")
-    assert len(list((tmp_path / "long_files").iterdir())) == 300
+    # One full image and one thumbnail per distinct image (a step's frames share their bytes).
+    assert len(list((tmp_path / "long_files").iterdir())) == 2 * 50
     dom = chromium_support.dump(page, tmp_path / "profile", virtual_time=False)
     load_ms = int(re.search(r'data-load-ms="(\d+)"', dom).group(1))
     assert load_ms < 20000
