@@ -114,7 +114,7 @@ class ImageStore:
             return None
         data, fd = opened
         try:
-            names = self._store(data, suffix, fd)
+            names = self._store(data, suffix, fd, source)
         finally:
             os.close(fd)
         if len(self._known) > 200_000:  # bvb view's memo stays bounded over a long campaign
@@ -124,15 +124,17 @@ class ImageStore:
 
     def add_bytes(self, data: bytes, suffix: str) -> tuple[str, str]:
         """(full image, thumbnail) names of an image's bytes (a decoded data URL)."""
-        return self._take(*self._store(data, suffix, None))
+        return self._take(*self._store(data, suffix, None, None))
 
-    def _store(self, data: bytes, suffix: str, fd: int | None) -> tuple[str, str]:
+    def _store(
+        self, data: bytes, suffix: str, fd: int | None, source: str | os.PathLike[str] | None
+    ) -> tuple[str, str]:
         digest = hashlib.sha256(data).hexdigest()[:32]
         full = digest + (suffix if suffix in SUFFIXES else ".img")
         thumb = digest + THUMB_SUFFIX
         self.folder.mkdir(parents=True, exist_ok=True)
         if not self._present(full):
-            self._write_full(self.folder / full, data, fd)
+            self._write_full(self.folder / full, data, fd, source)
         if not self._present(thumb):
             small = thumbnail(data)
             if small is None:  # it fits the box already (or cannot be read): the page shows it as it is
@@ -140,18 +142,39 @@ class ImageStore:
             write_bytes_atomic(self.folder / thumb, small)
         return full, thumb
 
-    def _write_full(self, path: Path, data: bytes, fd: int | None) -> None:
-        if fd is not None:
-            try:
-                # The opened file itself (checked regular above), never a path that may have become a link.
-                os.link(f"/proc/self/fd/{fd}", path, follow_symlinks=True)
-                self.linked += 1
-                return
-            except FileExistsError:
-                return  # another build put the same bytes there
-            except OSError:
-                pass  # another file system, /proc absent, protected links: a copy
+    def _write_full(self, path: Path, data: bytes, fd: int | None, source: str | os.PathLike[str] | None) -> None:
+        if fd is not None and source is not None and self._link(path, fd, source):
+            self.linked += 1
+            return
         write_bytes_atomic(path, data)
+
+    @staticmethod
+    def _link(path: Path, fd: int, source: str | os.PathLike[str]) -> bool:
+        """Hard-link the opened file at ``path``; False (nothing left there) where it cannot be the same file."""
+        opened = os.fstat(fd)
+        try:
+            # The opened file itself, where /proc allows; else its path, then checked to be that very file
+            # (a path may have become a link or another file since it was read).
+            os.link(f"/proc/self/fd/{fd}", path, follow_symlinks=True)
+            return True
+        except FileExistsError:
+            return True  # another build put the same bytes there
+        except OSError:
+            pass
+        try:
+            os.link(source, path, follow_symlinks=False)
+        except FileExistsError:
+            return True
+        except OSError:
+            return False  # another file system, protected links: a copy
+        try:
+            made = os.lstat(path)
+            if stat.S_ISREG(made.st_mode) and (made.st_dev, made.st_ino) == (opened.st_dev, opened.st_ino):
+                return True
+            os.unlink(path)
+        except OSError:
+            pass
+        return False
 
     def prune(self, keep: set[str]) -> int:
         """Remove the images no page shows any more (only names this module gives); return how many."""

@@ -21,7 +21,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from bvb_addon.agent.actions import FormatError, parse_action
-from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
+from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BadFileError
 from bvb_addon.run_dir import TRAJECTORY_IMAGES_SUFFIX
 from bvb_addon.trajectory import read_trajectory

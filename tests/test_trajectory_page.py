@@ -14,7 +14,6 @@ pytestmark = pytest.mark.unit
 CHROMIUM = chromium_support.CHROMIUM
 
 
-
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
