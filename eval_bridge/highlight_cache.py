@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pygments
@@ -47,8 +48,14 @@ def _body_hash(body: str) -> str:
 class HighlightCache:
     """One folder of highlighted blocks; ``made`` counts the blocks Pygments highlighted, ``hits`` those read."""
 
-    def __init__(self, highlight, style: str, options: str, folder: str | os.PathLike[str] | None = None,
-                 max_bytes: int = MAX_BYTES) -> None:  # fmt: skip
+    def __init__(
+        self,
+        highlight: Callable[[str], str],
+        style: str,
+        options: str,
+        folder: str | os.PathLike[str] | None = None,
+        max_bytes: int = MAX_BYTES,
+    ) -> None:
         self._highlight = highlight  # code -> HTML: the one place Pygments is called
         self.folder = Path(folder) if folder is not None else default_folder()
         self.max_bytes = max_bytes

@@ -17,14 +17,17 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Container, Iterable
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.responses import PlainTextResponse
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
+from starlette.types import ASGIApp, Scope
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
@@ -32,7 +35,7 @@ from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, find_runs, read_jsonl
 from bvb_addon.trajectory import read_trajectory
 
-from .html_page import Script, csp, fragment, join, render
+from .html_page import Markup, Script, csp, fragment, join, render
 from .loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 
 log = logging.getLogger(__name__)
@@ -54,7 +57,7 @@ LIVE_SOURCE = """
 """
 
 
-def live_script(path, ms):
+def live_script(path: str, ms: float) -> Script:
     return Script(LIVE_SOURCE, {"path": path, "ms": str(int(ms))})
 
 
@@ -68,7 +71,7 @@ EMPTY_PAGE = """<!doctype html>
 """
 
 
-def view_policy():
+def view_policy() -> str:
     """The header bvb view sends with every file: the scripts of every page it serves, and nothing else."""
     from .report import LOAD_SCRIPT
     from .trajectory_page import LOAD_SCRIPT as STEP_LOAD_SCRIPT
@@ -80,7 +83,7 @@ class ViewError(BVBError, ValueError):
     pass
 
 
-def resolve_runs(paths):
+def resolve_runs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Run directories named directly, plus every run inside a results folder (the demo's runs/ too), by name."""
     runs = []
     for path in map(Path, paths):
@@ -90,7 +93,7 @@ def resolve_runs(paths):
     return list(dict.fromkeys(runs))
 
 
-def fingerprint(runs):
+def fingerprint(runs: Iterable[str | os.PathLike[str]]) -> int:
     """Sizes and mtimes of everything the report reads: it changes whenever a stage writes.
 
     The watcher calls this every second over every run's files (51 x 288 scenes are tens of
@@ -98,11 +101,12 @@ def fingerprint(runs):
     CPU is the scan's.
     """
     marks = []
+    entries: list[tuple[str, os.DirEntry[str] | None]]
     for run in runs:
         for path in map(str, RunDir(run).watched()):
             try:
                 with os.scandir(path) as listing:
-                    entries = sorted((entry.name, entry) for entry in listing)
+                    entries = sorted(((entry.name, entry) for entry in listing), key=lambda pair: pair[0])
             except NotADirectoryError:
                 entries = [(path, None)]
             except OSError:
@@ -132,7 +136,7 @@ def _parse_time(text):
         return None
 
 
-def run_progress(run_dir, now=None):
+def run_progress(run_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any]:
     """Scenes done, running and failed, cost against the limit, and an ETA, from the run's files."""
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
@@ -194,7 +198,7 @@ def _duration(seconds):
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def progress_html(progress):
+def progress_html(progress: Iterable[dict[str, Any]]) -> Markup:
     """The live section at the top of the report: one line per run."""
     head = fragment(
         "<h2>Live</h2><table id='live'><tr><th>run</th><th>scenes</th><th>done</th><th>running</th>"
@@ -225,7 +229,14 @@ IDLE_SHARE = 0.05
 class LiveReport:
     """Rebuilds ``out_dir`` from the runs whenever their files change; ``version`` counts the rebuilds."""
 
-    def __init__(self, paths, out_dir, videos_root=None, interval=1.0, poll_ms=1500):
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        out_dir: str | os.PathLike[str],
+        videos_root: str | os.PathLike[str] | None = None,
+        interval: float = 1.0,
+        poll_ms: int = 1500,
+    ) -> None:
         self.paths = list(paths)
         self.out_dir = Path(out_dir)
         self.videos_root = videos_root
@@ -233,12 +244,12 @@ class LiveReport:
         self.poll_ms = poll_ms
         self.version = 0
         self.scan_seconds = 0.0  # CPU of the last scan of the runs' files
-        self._mark = None
+        self._mark: tuple[tuple[str, ...], int] | None = None
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
         resolve_runs(self.paths)  # bad paths fail now, with their one-line error
 
-    def refresh(self):
+    def refresh(self) -> bool:
         """Rebuild when something changed; returns whether it did."""
         from .report import build_report
 
@@ -266,7 +277,7 @@ class LiveReport:
                                                        "updated": datetime.datetime.now(datetime.UTC).isoformat()})  # fmt: skip
         return True
 
-    def wait_seconds(self):
+    def wait_seconds(self) -> float:
         """The pause between scans: ``interval``, longer when one scan costs more than IDLE_SHARE of a core."""
         return max(self.interval, self.scan_seconds / IDLE_SHARE)
 
@@ -277,14 +288,14 @@ class LiveReport:
             except Exception:  # noqa: BLE001 - a half-written file must not end the watcher; next poll retries
                 log.exception("bvb view: rebuilding the report failed; retrying")
 
-    def start(self):
+    def start(self) -> "LiveReport":
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.refresh()
         self._thread = threading.Thread(target=self._watch, name="bvb-view", daemon=True)
         self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -297,7 +308,7 @@ VIEW_BACKLOG = 128
 class ViewGuard:
     """ASGI middleware: a Host that is not the bound address is refused (DNS rebinding); nothing is cached or sniffed."""
 
-    def __init__(self, app, allowed):
+    def __init__(self, app: ASGIApp, allowed: Container[str]) -> None:
         self.app = app
         self.allowed = allowed
         self.policy = view_policy()
@@ -326,7 +337,9 @@ class ViewGuard:
 class ReportFiles(StaticFiles):
     """StaticFiles serving each file through OpenFileResponse (one descriptor per response)."""
 
-    def file_response(self, full_path, stat_result, scope, status_code=200):
+    def file_response(
+        self, full_path: str | os.PathLike[str], stat_result: os.stat_result, scope: Scope, status_code: int = 200
+    ) -> Response:
         try:
             handle = open(full_path, "rb")  # noqa: SIM115 - OpenFileResponse closes it
         except FileNotFoundError:  # removed since lookup_path's stat: the 404 StaticFiles gives
@@ -341,14 +354,14 @@ class ReportFiles(StaticFiles):
         return response
 
 
-def build_app(out_dir, allowed):
+def build_app(out_dir: str | os.PathLike[str], allowed: Container[str]) -> ViewGuard:
     """Read-only: files of the report folder (GET and HEAD; index.html for a folder, never a listing)."""
     # StaticFiles resolves symlinks and refuses any path that leaves out_dir; other methods are a 405.
     files = ReportFiles(directory=out_dir, html=True)
     return ViewGuard(Starlette(routes=[Mount("/", app=files)]), allowed)
 
 
-def check_loopback(host):
+def check_loopback(host: str) -> None:
     if not is_loopback(host):
         raise ViewError(f"bvb view serves on loopback only; {host} is not a loopback address (use 127.0.0.1)")
 
@@ -356,7 +369,15 @@ def check_loopback(host):
 class ViewServer:
     """The live report on http://HOST:PORT/ (``with ViewServer(...) as server: server.url``)."""
 
-    def __init__(self, paths, out_dir=None, host="127.0.0.1", port=0, videos_root=None, interval=1.0):
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        out_dir: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        videos_root: str | os.PathLike[str] | None = None,
+        interval: float = 1.0,
+    ) -> None:
         check_loopback(host)
         resolve_runs(paths)  # bad paths fail before a folder is made or a port taken
         self._tmp = None
@@ -376,10 +397,10 @@ class ViewServer:
         )
 
     @property
-    def url(self):
+    def url(self) -> str:
         return url_of(self.host, self.port) + "/"
 
-    def start(self):
+    def start(self) -> "ViewServer":
         self.live.start()
         try:
             self.server.start()
@@ -388,7 +409,7 @@ class ViewServer:
             raise
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         self.server.stop()
         self.live.stop()
         self._cleanup()
@@ -398,8 +419,8 @@ class ViewServer:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self):
+    def __enter__(self) -> "ViewServer":
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -15,8 +15,10 @@ import math
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bvb_addon import versions, video
 from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
@@ -74,7 +76,7 @@ class RunView:
     differs: str = ""  # where its identity differs from the first run's (eval_bridge.identity): not ranked with it
 
 
-def inside(root, path):
+def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` exists and resolves (links followed) to a place under ``root``: a run's files stay in it."""
     try:
         return Path(path).resolve(strict=True).is_relative_to(Path(root).resolve())
@@ -127,7 +129,7 @@ def _find_source(videos_root, scene, datasets):
     return found[0] if found else None
 
 
-def load_run(run_dir, videos_root=None):
+def load_run(run_dir: str | os.PathLike[str], videos_root: str | os.PathLike[str] | None = None) -> RunView:
     """Collect what the report shows of one run directory."""
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
@@ -732,7 +734,12 @@ def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True, ima
     return page_url("scenes", page.name)
 
 
-def build_report(run_dirs, out_dir, videos_root=None, live=None):
+def build_report(
+    run_dirs: Iterable[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    videos_root: str | os.PathLike[str] | None = None,
+    live: tuple[Any, dict[str, Any]] | None = None,
+) -> Path:
     """Write out_dir/index.html (and its assets) for the given runs; return the page's path.
 
     ``live`` (from eval_bridge.live): (progress section markup, {"index": scripts, "scene": scripts}),
@@ -744,7 +751,7 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     assets.mkdir(parents=True, exist_ok=True)
     runs = [load_run(run_dir, videos_root) for run_dir in runs_in(run_dirs)]
     manifest = Manifest(out_dir)
-    shared = set()
+    shared: set[str] = set()
     images = ImageStore(assets / SHARED / "images")
     _mark_differences(runs)
     scatter, bars, steps_plot = _cached_plots(runs, assets)
@@ -790,10 +797,10 @@ def build_report(run_dirs, out_dir, videos_root=None, live=None):
     _prune_shared(assets, shared)
     images.prune({Path(name).name for name in manifest.shared_in_use()})
     manifest.save()
-    index = out_dir / "index.html"
-    if not _same_text(index, page):
-        write_text_atomic(index, page)
-    return index
+    index_page = out_dir / "index.html"
+    if not _same_text(index_page, page):
+        write_text_atomic(index_page, page)
+    return index_page
 
 
 def _same_text(path, text):

@@ -58,11 +58,11 @@ def thumbnail(data: bytes, box: tuple[int, int] = THUMB_BOX) -> bytes | None:
     from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            if image.width <= box[0] and image.height <= box[1]:
+        with Image.open(io.BytesIO(data)) as opened:
+            if opened.width <= box[0] and opened.height <= box[1]:
                 return None
-            image.draft("RGB", box)  # a JPEG decodes at 1/2, 1/4 or 1/8 scale: most of the saving
-            image = image.convert("RGBA") if image.mode in ("RGBA", "LA", "P") else image.convert("RGB")
+            opened.draft("RGB", box)  # a JPEG decodes at 1/2, 1/4 or 1/8 scale: most of the saving
+            image = opened.convert("RGBA") if opened.mode in ("RGBA", "LA", "P") else opened.convert("RGB")
             if image.mode == "RGBA":  # JPEG has no alpha: drawn over white, as the page's background
                 flat = Image.new("RGB", image.size, "white")
                 flat.paste(image, mask=image.getchannel("A"))

@@ -13,8 +13,10 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -92,7 +94,9 @@ def _images_of(message, base=None):
     return found
 
 
-def write_images(message, store, base=None):
+def write_images(
+    message: dict[str, Any] | None, store: ImageStore, base: str | os.PathLike[str] | None = None
+) -> list[tuple[str, str, Any]]:
     """Each of an observation's images into the store (once per content); return [(full, thumbnail, size)].
 
     A data URL is decoded; an image file of the step log is linked or copied (no base64 round trip).
@@ -116,7 +120,7 @@ def write_images(message, store, base=None):
     return entries
 
 
-def split_reply(text):
+def split_reply(text: str) -> tuple[str, str | None, str]:
     """(reasoning prose, action kind, action body) of a model reply; kind None when it has no valid action."""
     try:
         action = parse_action(text)
@@ -130,7 +134,7 @@ def split_reply(text):
     return prose.strip(), action.kind, action.body
 
 
-def split_observation(text):
+def split_observation(text: str) -> dict[str, str]:
     """{head, stdout, stderr, traceback, summary} of a python observation's text (missing parts absent)."""
     parts = {}
     body, _, summary = text.partition("\nScene summary:\n")
@@ -380,7 +384,14 @@ def _step_html(record, reply, observation, images, img_dir, totals, answers, end
     return join(parts, "\n")
 
 
-def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=(), images=None):
+def build_scene_page(
+    trajectory: str | os.PathLike[str] | dict[str, Any],
+    page: str | os.PathLike[str],
+    back: str = "index.html",
+    answers: Iterable[dict[str, Any]] | None = None,
+    scripts: Iterable[Script] = (),
+    images: ImageStore | None = None,
+) -> Path:
     """Write the step-by-step page of a trajectory (a path or its dict) at ``page``; return the page's path.
 
     Images (each once, with its thumbnail) go to ``images`` (a report_images.ImageStore; the
@@ -402,7 +413,7 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
     steps = [s for s in _list(trajectory.get("steps")) if isinstance(s, dict)]
     messages = [m for m in _list(trajectory.get("messages")) if isinstance(m, dict)]
     pairs = _step_messages(messages)
-    by_step = {}
+    by_step: dict[int, list[dict[str, Any]]] = {}
     for row in answers or []:
         by_step.setdefault(_count(row.get("step", -1)), []).append(row)
     status = str(trajectory.get("status") or "unknown")
@@ -426,7 +437,7 @@ def build_scene_page(trajectory, page, back="index.html", answers=None, scripts=
             )
         )  # fmt: skip
     scene = str(trajectory.get("scene") or page.stem)
-    tokens = trajectory.get("tokens") if isinstance(trajectory.get("tokens"), dict) else {}
+    tokens = trajectory["tokens"] if isinstance(trajectory.get("tokens"), dict) else {}
     headline = fragment(
         "status <b>{}</b> {} · {}", status, trajectory.get("stop_reason") or "", trajectory.get("reason") or ""
     )
