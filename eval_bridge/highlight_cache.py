@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pygments
 
-from bvb_addon.atomic import write_text_atomic
+from .report_manifest import write_output
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class HighlightCache:
             text = f"{HEAD}{_body_hash(body)}\n{body}"
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                write_text_atomic(path, text)
+                write_output(path, text)  # no fsync: a torn entry fails its hash line and is rewritten
             except OSError as exc:
                 self.usable = False
                 log.warning("highlight cache %s is not writable (%s); highlighting without it", self.folder, exc)

@@ -37,6 +37,7 @@ from bvb_addon.trajectory import read_trajectory
 
 from .html_page import Markup, Script, csp, fragment, join, render
 from .loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
+from .report import ReportMemo
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +245,9 @@ class LiveReport:
         self.poll_ms = poll_ms
         self.version = 0
         self.scan_seconds = 0.0  # CPU of the last scan of the runs' files
-        self._mark: tuple[tuple[str, ...], int] | None = None
+        self._mark: tuple[tuple[str, ...], tuple[int, ...]] | None = None
+        self._progress: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._memo = ReportMemo()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         resolve_runs(self.paths)  # bad paths fail now, with their one-line error
@@ -255,14 +258,22 @@ class LiveReport:
 
         started = time.process_time()
         runs = resolve_runs(self.paths)
-        mark = (tuple(map(str, runs)), fingerprint(runs))
+        marks = {str(run): fingerprint([run]) for run in runs}
+        mark = (tuple(marks), tuple(marks.values()))
         self.scan_seconds = time.process_time() - started
         if mark == self._mark:
             return False
-        progress = [run_progress(r) for r in runs]
+        # A run whose files did not move keeps its progress line and its section of the report.
+        progress = []
+        for run in runs:
+            kept = self._progress.get(str(run))
+            if kept is None or kept[0] != marks[str(run)]:
+                kept = self._progress[str(run)] = (marks[str(run)], run_progress(run))
+            progress.append(kept[1])
         script = {"index": (live_script("", self.poll_ms),), "scene": (live_script("../", self.poll_ms),)}
         if runs:
-            build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script))
+            self._memo.marks = marks
+            build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script), memo=self._memo)
         else:
             page = render(
                 EMPTY_PAGE,

@@ -16,12 +16,11 @@ import os
 import re
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bvb_addon import versions, video
-from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
 from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, read_jsonl, run_blenders, runs_in, videos_of
 from bvb_addon.trajectory import read_trajectory, trajectory_inputs
@@ -30,7 +29,7 @@ from .html_page import Markup, Script, csp, fragment, join, page_url, render, sa
 from .identity import describe, differences, run_identity
 from .protocol import overall_score
 from .report_images import ImageStore
-from .report_manifest import Manifest, data_key, stat_key
+from .report_manifest import Manifest, data_key, stat_key, write_output
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +250,7 @@ def _strip(clip, dest_dir, prefix):
     names = []
     for index, jpeg in enumerate(frames):
         name = f"{prefix}_{index}.jpg"
-        write_bytes_atomic(dest_dir / name, jpeg)  # replaces whatever is there, a link included, never through it
+        write_output(dest_dir / name, jpeg)  # replaces whatever is there, a link included, never through it
         names.append(name)
     return names, ""
 
@@ -412,7 +411,7 @@ def _cached_plots(runs, assets):
         return (*names, "steps.svg" if (assets / "steps.svg").is_file() and any(v.steps for v in runs) else None)
     scatter, bars = _plots(runs, assets)
     steps_plot = _steps_plot(runs, assets)
-    write_text_atomic(stamp, key)
+    write_output(stamp, key)
     return scatter, bars, steps_plot
 
 
@@ -597,7 +596,7 @@ def _copy_run_file(source, dest):
             data = handle.read()
     except OSError:
         return False
-    write_bytes_atomic(dest, data)
+    write_output(dest, data)
     return True
 
 
@@ -647,7 +646,7 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest
             copied = not any(_linked(view.path, p) for p in inputs)
             if copied and any(_stale(dest / name, p) for p in inputs):
                 try:
-                    write_text_atomic(dest / name, json.dumps(read_trajectory(path, inline=False)))
+                    write_output(dest / name, json.dumps(read_trajectory(path, inline=False)))
                 except (OSError, ValueError):
                     copied = False
         else:
@@ -739,18 +738,20 @@ def build_report(
     out_dir: str | os.PathLike[str],
     videos_root: str | os.PathLike[str] | None = None,
     live: tuple[Any, dict[str, Any]] | None = None,
+    memo: "ReportMemo | None" = None,
 ) -> Path:
     """Write out_dir/index.html (and its assets) for the given runs; return the page's path.
 
     ``live`` (from eval_bridge.live): (progress section markup, {"index": scripts, "scene": scripts}),
-    the scripts being html_page.Script tuples (their hashes go into the pages' policy).
+    the scripts being html_page.Script tuples (their hashes go into the pages' policy). ``memo``
+    (bvb view's): the runs whose fingerprint did not move keep their view and section.
     """
     live_html, scripts = live if live else ("", {})
     out_dir = Path(out_dir)
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
-    runs = [load_run(run_dir, videos_root) for run_dir in runs_in(run_dirs)]
-    manifest = Manifest(out_dir)
+    runs = [_load(run_dir, videos_root, memo) for run_dir in runs_in(run_dirs)]
+    manifest = memo.manifest_of(out_dir) if memo is not None else Manifest(out_dir)
     shared: set[str] = set()
     images = ImageStore(assets / SHARED / "images")
     _mark_differences(runs)
@@ -765,12 +766,23 @@ def build_report(
         else ""
     )
     sections = []
+    scene_scripts = tuple(scripts.get("scene", ()))
     for index, view in enumerate(runs):
         slug = f"run{index}_{safe_name(Path(view.path).name)}"
+        section_key = [memo.marks.get(str(view.path)) if memo else None, slug, view.name, view.comparability_note,
+                       [s.hash for s in scene_scripts], str(videos_root)]  # fmt: skip
+        kept = memo.sections.get(str(view.path)) if memo is not None and section_key[0] is not None else None
+        if kept is not None and kept[0] == section_key:
+            sections.append(kept[1])
+            manifest.seen.update(kept[2])  # its scenes' files and images stay
+            shared.update(kept[3])
+            continue
+        run_shared: set[str] = set()
         blocks = [
-            _scene_block(view, row, assets, slug, out_dir, scripts.get("scene", ()), manifest, shared, images)
+            _scene_block(view, row, assets, slug, out_dir, scene_scripts, manifest, run_shared, images)
             for row in view.scenes
         ]
+        shared.update(run_shared)
         judge = fragment(" · judge {} ({})", view.judge, view.protocol) if view.judge else ""
         judge = join([judge, fragment(" · encoder {}", view.encoder) if view.encoder else ""])
         note = fragment("<p class='not-comparable'>{}</p>", view.comparability_note) if view.comparability_note else ""
@@ -780,6 +792,9 @@ def build_report(
                 note, _run_table(view, slug), _vsi_table(view, slug), join(blocks, "\n"),
             ])
         )  # fmt: skip
+        if memo is not None and section_key[0] is not None:
+            memo.sections[str(view.path)] = (section_key, sections[-1], [f"{slug}/{r.scene}" for r in view.scenes],
+                                             run_shared)  # fmt: skip
     page_scripts = (LOAD_SCRIPT, *scripts.get("index", ()))
     page = render(
         PAGE,
@@ -799,8 +814,44 @@ def build_report(
     manifest.save()
     index_page = out_dir / "index.html"
     if not _same_text(index_page, page):
-        write_text_atomic(index_page, page)
+        write_output(index_page, page)
     return index_page
+
+
+class ReportMemo:
+    """What a builder that rebuilds one folder again and again (bvb view) keeps between builds.
+
+    The caller sets ``marks`` (run path -> a fingerprint of the run's files, eval_bridge.live's)
+    before each build; a run whose mark did not move keeps its loaded view and its section of the
+    index, so a new step of one scene rebuilds one run's section, not 51 (its scenes are still
+    marked seen, so nothing of theirs is pruned). Only for a folder that nothing else writes.
+    """
+
+    def __init__(self) -> None:
+        self.marks: dict[str, Any] = {}
+        self.views: dict[str, tuple[Any, RunView]] = {}
+        self.sections: dict[str, tuple[list[Any], Any, list[str], set[str]]] = {}
+        self._manifest: Manifest | None = None
+
+    def manifest_of(self, out_dir: Path) -> Manifest:
+        """The folder's manifest, read once and kept (its ``seen`` emptied for the new build)."""
+        if self._manifest is None or self._manifest.out_dir != out_dir:
+            self._manifest = Manifest(out_dir)
+        self._manifest.seen = set()
+        return self._manifest
+
+
+def _load(run_dir, videos_root, memo):
+    """load_run, or the view a memo kept of a run whose files did not change."""
+    mark = memo.marks.get(str(run_dir)) if memo is not None else None
+    if mark is None:
+        return load_run(run_dir, videos_root)
+    kept = memo.views.get(str(run_dir))
+    if kept is not None and kept[0] == (mark, str(videos_root)):
+        return replace(kept[1])  # a copy: _mark_differences sets fields on the one it is given
+    view = load_run(run_dir, videos_root)
+    memo.views[str(run_dir)] = ((mark, str(videos_root)), replace(view))
+    return view
 
 
 def _same_text(path, text):

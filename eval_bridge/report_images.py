@@ -19,7 +19,7 @@ import re
 import stat
 from pathlib import Path
 
-from bvb_addon.atomic import write_bytes_atomic
+from .report_manifest import write_output
 
 log = logging.getLogger(__name__)
 
@@ -139,14 +139,14 @@ class ImageStore:
             small = thumbnail(data)
             if small is None:  # it fits the box already (or cannot be read): the page shows it as it is
                 return full, full
-            write_bytes_atomic(self.folder / thumb, small)
+            write_output(self.folder / thumb, small)
         return full, thumb
 
     def _write_full(self, path: Path, data: bytes, fd: int | None, source: str | os.PathLike[str] | None) -> None:
         if fd is not None and source is not None and self._link(path, fd, source):
             self.linked += 1
             return
-        write_bytes_atomic(path, data)
+        write_output(path, data)
 
     @staticmethod
     def _link(path: Path, fd: int, source: str | os.PathLike[str]) -> bool:

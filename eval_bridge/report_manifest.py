@@ -15,11 +15,28 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from bvb_addon.atomic import write_json_atomic
+from bvb_addon.atomic import replacing, write_text_atomic
 from bvb_addon.versions import HARNESS_VERSION
 
 MANIFEST = "report_manifest.json"
 FORMAT = 2  # 2: a scene's "shared" files (its step page's images, kept while any scene shows them)
+
+
+_UNSYNCED = [0]  # report files written since the last sync (one thread builds a report folder)
+
+
+def write_output(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """A report file, atomically (a temp file, then rename: never half a file), with no fsync of its own.
+
+    A cold build writes hundreds of thousands of derived files and an fsync each was 40% of its
+    time; ``Manifest.save`` syncs once before the manifest names them, so after a crash a file it
+    calls fresh is whole.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with replacing(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(raw)
+    _UNSYNCED[0] += 1
+    return Path(path)
 
 
 @cache
@@ -65,9 +82,10 @@ class Manifest:
         self.entries: dict[str, Any] = {}
         self.seen: set[str] = set()
         try:
-            data = json.loads(self.path.read_text())
+            self._saved = self.path.read_text()  # what is on disk: save() compares its text, never re-reads it
+            data = json.loads(self._saved)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            data = {}
+            self._saved, data = "", {}
         if isinstance(data, dict) and data.get("format") == FORMAT and data.get("harness") == harness_key():
             entries = data.get("scenes")
             self.entries = entries if isinstance(entries, dict) else {}
@@ -135,10 +153,11 @@ class Manifest:
 
     def save(self) -> None:
         """Write the manifest (atomically), only when it changed: a build that changed nothing writes nothing."""
-        data = {"format": FORMAT, "harness": harness_key(), "scenes": self.entries}
-        try:
-            if json.loads(self.path.read_text()) == data:
-                return
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            pass
-        write_json_atomic(self.path, data, indent=None)
+        text = json.dumps({"format": FORMAT, "harness": harness_key(), "scenes": self.entries}) + "\n"
+        if text == self._saved:
+            return
+        if _UNSYNCED[0]:
+            os.sync()  # the files it names reach the disk before the manifest does
+            _UNSYNCED[0] = 0
+        write_text_atomic(self.path, text)
+        self._saved = text

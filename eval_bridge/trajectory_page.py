@@ -23,7 +23,6 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from bvb_addon.agent.actions import FormatError, parse_action
-from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BadFileError
 from bvb_addon.run_dir import TRAJECTORY_IMAGES_SUFFIX
 from bvb_addon.trajectory import read_trajectory
@@ -31,6 +30,7 @@ from bvb_addon.trajectory import read_trajectory
 from .highlight_cache import HighlightCache, default_folder
 from .html_page import Markup, Script, csp, fragment, join, page_url, render
 from .report_images import ImageStore
+from .report_manifest import write_output
 
 log = logging.getLogger(__name__)
 
@@ -460,5 +460,5 @@ def build_scene_page(
         steps=join(blocks, "\n") or Markup("<p>no steps yet</p>"),
         scripts=scripts,
     )
-    write_text_atomic(page, text)
+    write_output(page, text)
     return page

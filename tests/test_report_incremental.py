@@ -153,3 +153,34 @@ def test_bvb_views_rescan_rebuilds_only_the_changed_scene(three_scenes, tmp_path
     # A scan that costs more than IDLE_SHARE of a core spaces the scans out.
     live.scan_seconds = 0.5
     assert live.wait_seconds() == 0.5 / IDLE_SHARE > live.interval
+
+
+def test_bvb_view_keeps_the_sections_of_runs_whose_files_did_not_move(tmp_path):
+    from eval_bridge.live import LiveReport
+
+    still, moving = _run(tmp_path / "a", ("scene_a", "scene_b")), _run(tmp_path / "b", ("scene_c",))
+    out = tmp_path / "view"
+    live = LiveReport([still, moving], out)
+    assert live.refresh()
+    kept_view = live._memo.views[str(still)]
+    kept_section = live._memo.sections[str(still)]
+    first = _files(out)
+    changed = moving / "trajectories" / "scene_c.traj.json"
+    changed.write_text(json.dumps(_trajectory("scene_c", 5)))
+    os.utime(changed, ns=(changed.stat().st_mtime_ns + 10**9,) * 2)
+    assert live.refresh()
+    # The still run was neither read again nor drawn again; the moving one was, and its page shows the step.
+    assert live._memo.views[str(still)] is kept_view and live._memo.sections[str(still)] is kept_section
+    assert live._memo.sections[str(moving)][1] is not None
+    second = _files(out)
+    assert set(second) == set(first)  # nothing of the still run was pruned
+    assert {n for n in second if second[n] != first[n]} == {MANIFEST, "live.json", "scenes/run1_run_scene_c.html",
+                                                            "assets/run1_run/scene_c.traj.json"}  # fmt: skip
+    assert "id='step-5'" in (out / "scenes" / "run1_run_scene_c.html").read_text()
+    index = (out / "index.html").read_text()
+    assert all(f"id='{slug}'" in index for slug in ("run0_run-scene_a", "run0_run-scene_b", "run1_run-scene_c"))
+    # A build without the memo (bvb report into the same folder) draws the same index.
+    report.build_report([still, moving], tmp_path / "plain")
+    assert index.count("<div class='scene'") == (tmp_path / "plain" / "index.html").read_text().count(
+        "<div class='scene'"
+    )
