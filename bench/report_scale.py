@@ -56,8 +56,10 @@ def timed(label, result, folder=out, build=lambda: build_report(runs, out)):
     seconds, cpu_seconds = time.perf_counter() - start, cpu() - used
     after = files(folder)
     written = [k for k, v in after.items() if before.get(k) != v]
+    # A hard link to a run's file (st_nlink > 1) is a new name, not bytes written: counted apart.
     result[label] = {"seconds": seconds, "cpu_seconds": cpu_seconds, "files_written": len(written),
-                     "bytes_written": sum(after[k][2] for k in written)}
+                     "bytes_written": sum(after[k][2] for k in written if after[k][3] == 1),
+                     "links_made": sum(1 for k in written if after[k][3] > 1)}
     print(label, json.dumps(result[label]), file=sys.stderr, flush=True)
 
 def add_step(path, code):
@@ -243,6 +245,7 @@ def table(results, args, base_label):
         row(f"{phase}: CPU seconds", b["cpu_seconds"], t["cpu_seconds"], "{:.2f}")
         row(f"{phase}: files written", b["files_written"], t["files_written"], "{:d}")
         row(f"{phase}: MB written", b["bytes_written"] / 1e6, t["bytes_written"] / 1e6, "{:.2f}")
+        row(f"{phase}: hard links made", b.get("links_made", 0), t.get("links_made", 0), "{:d}")
     row("report: files", base["report_files"], this["report_files"], "{:d}")
     row("report: MB of its own", base["report_bytes"] / 1e6, this["report_bytes"] / 1e6, "{:.2f}")
     row("report: MB linked to the runs' files", base.get("report_linked_bytes", 0) / 1e6,
