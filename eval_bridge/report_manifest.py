@@ -71,6 +71,12 @@ def data_key(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
+def _names(entry: object, field: str) -> list[str]:
+    """The file names an entry lists under ``field`` (nothing for a hand-edited entry of another shape)."""
+    names = entry.get(field) if isinstance(entry, dict) else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
 class Manifest:
     """out_dir/report_manifest.json: {scene id: {"key": ..., "files": [...], "shared": [...]}}, paths relative
     to out_dir; "files" are the scene's own, "shared" those it shows that other scenes may show too."""
@@ -86,9 +92,15 @@ class Manifest:
             data = json.loads(self._saved)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             self._saved, data = "", {}
+        entries = data.get("scenes") if isinstance(data, dict) else None
+        entries = entries if isinstance(entries, dict) else {}
+        # Another harness or format: every page is rebuilt, and the old files no new entry names go
+        # (an older report's per-page image folders, say), so an upgraded folder keeps no stale copies.
+        self.stale: dict[str, Any] = {}
         if isinstance(data, dict) and data.get("format") == FORMAT and data.get("harness") == harness_key():
-            entries = data.get("scenes")
-            self.entries = entries if isinstance(entries, dict) else {}
+            self.entries = entries
+        else:
+            self.stale = entries
 
     def fresh(self, scene_id: str, key: Any) -> bool:
         """Whether the scene's outputs were built from ``key`` and are all still there (marks it seen)."""
@@ -97,7 +109,7 @@ class Manifest:
         if not isinstance(entry, dict) or entry.get("key") != key:
             return False
         # Plain strings, not pathlib: a warm build checks every file of every scene (tens of thousands).
-        names = [*entry.get("files", []), *entry.get("shared", [])]
+        names = [*_names(entry, "files"), *_names(entry, "shared")]
         return all(self._plain(name) and os.path.isfile(os.path.join(self.root, name)) for name in names)
 
     def record(self, scene_id: str, key: Any, files: Iterable[Path], shared: Iterable[Path] = ()) -> None:
@@ -111,12 +123,7 @@ class Manifest:
 
     def shared_in_use(self) -> set[str]:
         """The shared files (relative to out_dir) of the scenes this build showed: the rest may go."""
-        used: set[str] = set()
-        for scene_id in self.seen:
-            entry = self.entries.get(scene_id)
-            names = entry.get("shared") if isinstance(entry, dict) else None
-            used.update(n for n in names or () if isinstance(n, str))
-        return used
+        return {n for scene_id in self.seen for n in _names(self.entries.get(scene_id), "shared")}
 
     @staticmethod
     def _plain(name: object) -> bool:
@@ -128,27 +135,34 @@ class Manifest:
         return self.out_dir / name if isinstance(name, str) and self._plain(name) else None
 
     def prune(self) -> int:
-        """Remove the files of scenes this build did not show; return how many files went."""
+        """Remove the files of scenes this build did not show (and stale files of an older build); return how many."""
+        gone = [self.entries.pop(s) for s in [s for s in self.entries if s not in self.seen]]
+        names = [n for entry in gone for n in _names(entry, "files")]
+        if self.stale:
+            named = {n for e in self.entries.values() for n in [*_names(e, "files"), *_names(e, "shared")]}
+            names += [n for entry in self.stale.values() for n in _names(entry, "files") if n not in named]
+            self.stale = {}
+        return self._remove(names)
+
+    def _remove(self, names: Iterable[object]) -> int:
         removed = 0
-        for scene_id in [s for s in self.entries if s not in self.seen]:
-            entry = self.entries.pop(scene_id)
-            folders = set()
-            for name in entry.get("files", []) if isinstance(entry, dict) else []:
-                path = self._inside(name)
-                if path is None:
-                    continue
+        folders = set()
+        for name in names:
+            path = self._inside(name)
+            if path is None:
+                continue
+            try:
+                path.unlink()  # a link itself, never what it points at
+                removed += 1
+            except OSError:
+                pass
+            folders.add(path.parent)
+        for folder in sorted(folders, key=lambda p: -len(p.parts)):
+            if folder != self.out_dir:
                 try:
-                    path.unlink()  # a link itself, never what it points at
-                    removed += 1
+                    folder.rmdir()  # only once empty: anything else in it stays
                 except OSError:
                     pass
-                folders.add(path.parent)
-            for folder in sorted(folders, key=lambda p: -len(p.parts)):
-                if folder != self.out_dir:
-                    try:
-                        folder.rmdir()  # only once empty: anything else in it stays
-                    except OSError:
-                        pass
         return removed
 
     def save(self) -> None:

@@ -184,3 +184,22 @@ def test_bvb_view_keeps_the_sections_of_runs_whose_files_did_not_move(tmp_path):
     assert index.count("<div class='scene'") == (tmp_path / "plain" / "index.html").read_text().count(
         "<div class='scene'"
     )
+
+
+def test_an_older_reports_files_that_no_page_names_go_after_an_upgrade(three_scenes, tmp_path):
+    out = tmp_path / "report"
+    report.build_report([three_scenes], out)
+    # What an older harness left: a page's own image folder, named in its (format 1) manifest.
+    old = out / "scenes" / "run0_run_scene_a_files"
+    old.mkdir()
+    (old / "001_0.jpg").write_bytes(b"\xff\xd8 old copy")
+    kept = out / "scenes" / "mine.txt"
+    kept.write_text("not the report's")
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["format"] = 1
+    manifest["scenes"]["run0_run/scene_a"]["files"].append("scenes/run0_run_scene_a_files/001_0.jpg")
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    report.build_report([three_scenes], out)
+    assert not old.exists() and kept.is_file()
+    assert (out / "scenes" / "run0_run_scene_a.html").is_file()  # named by the new manifest too: kept
+    assert json.loads((out / MANIFEST).read_text())["format"] == 2
