@@ -441,7 +441,7 @@ table { border-collapse: collapse; margin: 8px 0 24px; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 .plots img { margin-right: 16px; border: 1px solid #eee; max-width: 100%; }
-.scene { border-top: 1px solid #ccc; padding: 8px 0; }
+.scene { border-top: 1px solid #ccc; padding: 8px 0; content-visibility: auto; contain-intrinsic-size: auto 160px; }
 .strip { display: flex; gap: 4px; align-items: center; }
 .strip span { width: 60px; font-size: 12px; color: #666; }
 .strip img { height: 96px; }
