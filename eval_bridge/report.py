@@ -431,12 +431,7 @@ window.addEventListener("load", function () {
 });
 """)
 
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{{ policy }}">
-<title>BVB report</title>
-<style>
-body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
+STYLE = Markup("""body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
 table { border-collapse: collapse; margin: 8px 0 24px; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
@@ -448,7 +443,32 @@ th:first-child, td:first-child { text-align: left; }
 .missing { color: #a33; font-size: 12px; }
 .ci { color: #777; font-size: 11px; } .overlap { color: #c60; font-weight: bold; } .note { font-size: 12px; color: #666; }
 .status-ok { color: #2a2; } .status-bad { color: #a33; } .not-comparable { color: #a60; }
-</style></head>
+""")
+
+# More scenes than this in all, and each run's scene blocks go on a page of their own beside the
+# index (run<i>_<name>.html): one page of 51 x 288 blocks is 28 MB that a browser cannot open.
+INDEX_SCENES = 2000
+RUN_PAGE_NAME = re.compile(r"^run\d+_[^/]*\.html$")
+
+RUN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{ policy }}">
+<title>{{ title }}: BVB report</title>
+<style>
+{{ style }}</style></head>
+<body data-report="bvb-run">
+<p><a href="index.html">← report</a></p>
+{{ section }}
+{% for script in scripts %}{{ script }}
+{% endfor %}</body></html>
+"""
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{ policy }}">
+<title>BVB report</title>
+<style>
+{{ style }}</style></head>
 <body data-report="bvb">
 <h1>BVB report</h1>
 <p>{{ subtitle }}</p>
@@ -767,8 +787,10 @@ def build_report(
     )
     sections = []
     scene_scripts = tuple(scripts.get("scene", ()))
+    slugs = []
     for index, view in enumerate(runs):
         slug = f"run{index}_{safe_name(Path(view.path).name)}"
+        slugs.append(slug)
         section_key = [memo.marks.get(str(view.path)) if memo else None, slug, view.name, view.comparability_note,
                        [s.hash for s in scene_scripts], str(videos_root)]  # fmt: skip
         kept = memo.sections.get(str(view.path)) if memo is not None and section_key[0] is not None else None
@@ -796,9 +818,32 @@ def build_report(
             memo.sections[str(view.path)] = (section_key, sections[-1], [f"{slug}/{r.scene}" for r in view.scenes],
                                              run_shared)  # fmt: skip
     page_scripts = (LOAD_SCRIPT, *scripts.get("index", ()))
+    pages = {}
+    if sum(len(view.scenes) for view in runs) > INDEX_SCENES:
+        for slug, view, section in zip(slugs, runs, sections, strict=True):
+            pages[f"{slug}.html"] = render(
+                RUN_PAGE, policy=csp(page_scripts), style=STYLE, title=view.name, section=section, scripts=page_scripts
+            )
+        sections = [
+            fragment(
+                "<h2>Runs</h2><p>{} scenes in all: each run's scenes are on its own page.</p><ul id='run-pages'>{}</ul>",
+                sum(len(view.scenes) for view in runs),
+                join(
+                    fragment(
+                        "<li><a class='run-page' href='{}'>{}</a> · {} scenes</li>",
+                        page_url(name),
+                        view.name,
+                        len(view.scenes),
+                    )  # fmt: skip
+                    for name, view in zip(pages, runs, strict=True)
+                ),
+            )
+        ]
+    _write_run_pages(out_dir, pages)
     page = render(
         PAGE,
         policy=csp(page_scripts),
+        style=STYLE,
         subtitle=f"{len(runs)} run(s): {', '.join(v.name for v in runs)}",
         table=_leaderboard_table(runs),
         scatter=scatter,
@@ -852,6 +897,19 @@ def _load(run_dir, videos_root, memo):
     view = load_run(run_dir, videos_root)
     memo.views[str(run_dir)] = ((mark, str(videos_root)), replace(view))
     return view
+
+
+def _write_run_pages(out_dir, pages):
+    """Write the run pages whose text changed; remove the run pages (only names this module gives) not in ``pages``."""
+    for name, text in pages.items():
+        if not _same_text(out_dir / name, text):
+            write_output(out_dir / name, text)
+    for entry in os.scandir(out_dir):
+        if RUN_PAGE_NAME.match(entry.name) and entry.name not in pages:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 def _same_text(path, text):

@@ -203,3 +203,24 @@ def test_an_older_reports_files_that_no_page_names_go_after_an_upgrade(three_sce
     assert not old.exists() and kept.is_file()
     assert (out / "scenes" / "run0_run_scene_a.html").is_file()  # named by the new manifest too: kept
     assert json.loads((out / MANIFEST).read_text())["format"] == 2
+
+
+def test_a_large_report_puts_each_runs_scenes_on_a_page_of_its_own(three_scenes, tmp_path, monkeypatch):
+    out = tmp_path / "report"
+    monkeypatch.setattr(report, "INDEX_SCENES", 2)  # three scenes are "many" here; 51 x 288 are everywhere
+    report.build_report([three_scenes], out)
+    index = (out / "index.html").read_text()
+    assert "<div class='scene'" not in index and "id='leaderboard'" in index
+    [link] = re.findall(r"class='run-page' href='([^']+)'", index)
+    assert link == "run0_run.html"
+    page = (out / link).read_text()
+    assert page.count("<div class='scene'") == 3 and "← report" in page
+    # The run page sits beside the index: its strips and step-page links resolve from there.
+    urls = re.findall(r"(?:src|href)='((?:assets|scenes)/[^']+)'", page)
+    assert urls and all((out / url).is_file() for url in urls)
+    first = _files(out)
+    report.build_report([three_scenes], out)
+    assert _files(out) == first  # nothing changed, nothing rewritten
+    monkeypatch.setattr(report, "INDEX_SCENES", 2000)
+    report.build_report([three_scenes], out)
+    assert not (out / link).exists() and (out / "index.html").read_text().count("<div class='scene'") == 3
