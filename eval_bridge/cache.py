@@ -33,6 +33,7 @@ class AnswerStore(Protocol):
         usage: Mapping[str, float],
     ) -> None: ...
 
+
 # How often a process waiting on another's claim looks again, and when a claim is taken as
 # abandoned whoever holds it: longer than a judge call with all its retries and timeouts.
 CLAIM_POLL_S = 0.05

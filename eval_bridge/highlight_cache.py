@@ -53,7 +53,7 @@ class HighlightCache:
         highlight: Callable[[str], str],
         style: str,
         options: str,
-        folder: str | os.PathLike[str] | None = None,
+        folder: str | Path | None = None,
         max_bytes: int = MAX_BYTES,
     ) -> None:
         self._highlight = highlight  # code -> HTML: the one place Pygments is called

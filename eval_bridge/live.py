@@ -84,7 +84,7 @@ class ViewError(BVBError, ValueError):
     pass
 
 
-def resolve_runs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+def resolve_runs(paths: Iterable[str | Path]) -> list[Path]:
     """Run directories named directly, plus every run inside a results folder (the demo's runs/ too), by name."""
     runs = []
     for path in map(Path, paths):
@@ -94,7 +94,7 @@ def resolve_runs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(runs))
 
 
-def fingerprint(runs: Iterable[str | os.PathLike[str]]) -> int:
+def fingerprint(runs: Iterable[str | Path]) -> int:
     """Sizes and mtimes of everything the report reads: it changes whenever a stage writes.
 
     The watcher calls this every second over every run's files (51 x 288 scenes are tens of
@@ -137,7 +137,7 @@ def _parse_time(text):
         return None
 
 
-def run_progress(run_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any]:
+def run_progress(run_dir: str | Path, now: float | None = None) -> dict[str, Any]:
     """Scenes done, running and failed, cost against the limit, and an ETA, from the run's files."""
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
@@ -232,9 +232,9 @@ class LiveReport:
 
     def __init__(
         self,
-        paths: Iterable[str | os.PathLike[str]],
-        out_dir: str | os.PathLike[str],
-        videos_root: str | os.PathLike[str] | None = None,
+        paths: Iterable[str | Path],
+        out_dir: str | Path,
+        videos_root: str | Path | None = None,
         interval: float = 1.0,
         poll_ms: int = 1500,
     ) -> None:
@@ -319,7 +319,7 @@ VIEW_BACKLOG = 128
 class ViewGuard:
     """ASGI middleware: a Host that is not the bound address is refused (DNS rebinding); nothing is cached or sniffed."""
 
-    def __init__(self, app: ASGIApp, allowed: Container[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed: Container[str] | None) -> None:
         self.app = app
         self.allowed = allowed
         self.policy = view_policy()
@@ -365,7 +365,7 @@ class ReportFiles(StaticFiles):
         return response
 
 
-def build_app(out_dir: str | os.PathLike[str], allowed: Container[str]) -> ViewGuard:
+def build_app(out_dir: str | Path, allowed: Container[str] | None) -> ViewGuard:
     """Read-only: files of the report folder (GET and HEAD; index.html for a folder, never a listing)."""
     # StaticFiles resolves symlinks and refuses any path that leaves out_dir; other methods are a 405.
     files = ReportFiles(directory=out_dir, html=True)
@@ -382,11 +382,11 @@ class ViewServer:
 
     def __init__(
         self,
-        paths: Iterable[str | os.PathLike[str]],
-        out_dir: str | os.PathLike[str] | None = None,
+        paths: Iterable[str | Path],
+        out_dir: str | Path | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        videos_root: str | os.PathLike[str] | None = None,
+        videos_root: str | Path | None = None,
         interval: float = 1.0,
     ) -> None:
         check_loopback(host)

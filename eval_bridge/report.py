@@ -75,7 +75,7 @@ class RunView:
     differs: str = ""  # where its identity differs from the first run's (eval_bridge.identity): not ranked with it
 
 
-def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
+def inside(root: str | Path, path: str | Path) -> bool:
     """Whether ``path`` exists and resolves (links followed) to a place under ``root``: a run's files stay in it."""
     try:
         return Path(path).resolve(strict=True).is_relative_to(Path(root).resolve())
@@ -128,7 +128,7 @@ def _find_source(videos_root, scene, datasets):
     return found[0] if found else None
 
 
-def load_run(run_dir: str | os.PathLike[str], videos_root: str | os.PathLike[str] | None = None) -> RunView:
+def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunView:
     """Collect what the report shows of one run directory."""
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
@@ -754,9 +754,9 @@ def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True, ima
 
 
 def build_report(
-    run_dirs: Iterable[str | os.PathLike[str]],
-    out_dir: str | os.PathLike[str],
-    videos_root: str | os.PathLike[str] | None = None,
+    run_dirs: Iterable[str | Path],
+    out_dir: str | Path,
+    videos_root: str | Path | None = None,
     live: tuple[Any, dict[str, Any]] | None = None,
     memo: "ReportMemo | None" = None,
 ) -> Path:

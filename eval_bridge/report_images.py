@@ -31,7 +31,7 @@ NAME = re.compile(r"^[0-9a-f]{32}(\.(jpg|png|webp|gif|img)|_t\.jpg)$")
 """The names this module gives: the only files a prune may remove from the folder."""
 
 
-def read_plain(path: str | os.PathLike[str]) -> tuple[bytes, int] | None:
+def read_plain(path: str | Path) -> tuple[bytes, int] | None:
     """(bytes, open descriptor) of a regular file opened without following a link; None when it is not one.
 
     The caller closes the descriptor (it is what a hard link is made from: the very file checked).
@@ -79,7 +79,7 @@ def thumbnail(data: bytes, box: tuple[int, int] = THUMB_BOX) -> bytes | None:
 class ImageStore:
     """One folder of content-named images and thumbnails, shared by every step page of a report."""
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self.used: set[str] = set()  # names any page of this build shows
         self.page: set[str] = set()  # names the page being built shows (start_page resets it)
@@ -99,7 +99,7 @@ class ImageStore:
         self.page.update((full, thumb))
         return full, thumb
 
-    def add_file(self, source: str | os.PathLike[str], suffix: str) -> tuple[str, str] | None:
+    def add_file(self, source: str | Path, suffix: str) -> tuple[str, str] | None:
         """(full image, thumbnail) names of a run's image file; None when it is missing, a link or not a file."""
         try:
             st = os.lstat(source)
@@ -126,9 +126,7 @@ class ImageStore:
         """(full image, thumbnail) names of an image's bytes (a decoded data URL)."""
         return self._take(*self._store(data, suffix, None, None))
 
-    def _store(
-        self, data: bytes, suffix: str, fd: int | None, source: str | os.PathLike[str] | None
-    ) -> tuple[str, str]:
+    def _store(self, data: bytes, suffix: str, fd: int | None, source: str | Path | None) -> tuple[str, str]:
         digest = hashlib.sha256(data).hexdigest()[:32]
         full = digest + (suffix if suffix in SUFFIXES else ".img")
         thumb = digest + THUMB_SUFFIX
@@ -142,14 +140,14 @@ class ImageStore:
             write_output(self.folder / thumb, small)
         return full, thumb
 
-    def _write_full(self, path: Path, data: bytes, fd: int | None, source: str | os.PathLike[str] | None) -> None:
+    def _write_full(self, path: Path, data: bytes, fd: int | None, source: str | Path | None) -> None:
         if fd is not None and source is not None and self._link(path, fd, source):
             self.linked += 1
             return
         write_output(path, data)
 
     @staticmethod
-    def _link(path: Path, fd: int, source: str | os.PathLike[str]) -> bool:
+    def _link(path: Path, fd: int, source: str | Path) -> bool:
         """Hard-link the opened file at ``path``; False (nothing left there) where it cannot be the same file."""
         opened = os.fstat(fd)
         try:

@@ -25,7 +25,7 @@ FORMAT = 2  # 2: a scene's "shared" files (its step page's images, kept while an
 _UNSYNCED = [0]  # report files written since the last sync (one thread builds a report folder)
 
 
-def write_output(path: str | os.PathLike[str], data: bytes | str) -> Path:
+def write_output(path: str | Path, data: bytes | str) -> Path:
     """A report file, atomically (a temp file, then rename: never half a file), with no fsync of its own.
 
     A cold build writes hundreds of thousands of derived files and an fsync each was 40% of its
@@ -53,7 +53,7 @@ def harness_key() -> str:
     return f"{HARNESS_VERSION}+{digest.hexdigest()[:16]}"
 
 
-def stat_key(paths: Iterable[str | os.PathLike[str]]) -> list[list[Any]]:
+def stat_key(paths: Iterable[str | Path]) -> list[list[Any]]:
     """(name, size, mtime_ns) of each path, None for one that is missing: changes whenever a writer touched it."""
     marks: list[list[Any]] = []
     for path in paths:
@@ -81,7 +81,7 @@ class Manifest:
     """out_dir/report_manifest.json: {scene id: {"key": ..., "files": [...], "shared": [...]}}, paths relative
     to out_dir; "files" are the scene's own, "shared" those it shows that other scenes may show too."""
 
-    def __init__(self, out_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, out_dir: str | Path) -> None:
         self.out_dir = Path(out_dir)
         self.root = str(self.out_dir)
         self.path = self.out_dir / MANIFEST

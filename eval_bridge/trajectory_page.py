@@ -95,7 +95,7 @@ def _images_of(message, base=None):
 
 
 def write_images(
-    message: dict[str, Any] | None, store: ImageStore, base: str | os.PathLike[str] | None = None
+    message: dict[str, Any] | None, store: ImageStore, base: str | Path | None = None
 ) -> list[tuple[str, str, Any]]:
     """Each of an observation's images into the store (once per content); return [(full, thumbnail, size)].
 
@@ -385,8 +385,8 @@ def _step_html(record, reply, observation, images, img_dir, totals, answers, end
 
 
 def build_scene_page(
-    trajectory: str | os.PathLike[str] | dict[str, Any],
-    page: str | os.PathLike[str],
+    trajectory: str | Path | dict[str, Any],
+    page: str | Path,
     back: str = "index.html",
     answers: Iterable[dict[str, Any]] | None = None,
     scripts: Iterable[Script] = (),
