@@ -2,13 +2,18 @@
 config file and the VLM judge all take their defaults from (imports nothing heavy)."""
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from bvb_addon.errors import ArgumentError
 
 from .protocol import PROTOCOLS
 
-ProtocolName = Literal["dual_vqa_v1", "vsi_official"]
+if TYPE_CHECKING:
+    ProtocolName = str
+else:
+    # Built from the registry, so adding a protocol module is all it takes (pydantic validates the
+    # service's config against it at run time); the type checker sees a str, checked in __post_init__.
+    ProtocolName = Literal[PROTOCOLS]
 """The DV protocols a judge speaks (``protocol.PROTOCOLS``)."""
 TokensField = Literal["max_completion_tokens", "max_tokens"]
 """The request field that carries the answer-token cap (max_tokens for older servers)."""
