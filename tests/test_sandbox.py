@@ -733,7 +733,7 @@ def test_exec_cli_continues_the_scene_and_renders(tmp_path, capsys):
     )
     assert exec_cli.main(["--workspace", str(tmp_path / "scene"), str(program)]) == 0
     first = json.loads(capsys.readouterr().out)
-    assert first["status"] == "ok" and first["step"] == 1 and first["sandbox"]["level"] == LEVEL.name
+    assert first["status"] == "ok" and first["step"] == 1 and first["sandbox"]["name"] == LEVEL.name
     (tmp_path / "more.py").write_text("import bpy\nprint(len(bpy.context.scene.objects))\n")
     args = [
         "--workspace",

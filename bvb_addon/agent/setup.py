@@ -113,9 +113,7 @@ def get_sandbox_level(sandbox_config: "SandboxConfig | None" = None) -> dict[str
     """The isolation workers get here, as config.json records it; SandboxUnavailable below the minimum."""
     from ..sandbox.gate import require_level
 
-    level = require_level(sandbox_config)
-    return {"name": level.name, "layers": list(level.layers), "missing": dict(level.missing),
-            "memory_max_bytes": level.memory_max}  # fmt: skip
+    return require_level(sandbox_config).as_dict()
 
 
 def run_config(

@@ -54,7 +54,8 @@ class SandboxLevel:
         return f"sandbox level {self.name}: active {', '.join(self.layers)}{memory}; missing {missing}"
 
     def as_dict(self) -> dict:
-        return {"level": self.name, "layers": list(self.layers), "missing": dict(self.missing),
+        """The one shape of a sandbox level in files and output (config.json's ``sandbox_level``, bvb exec)."""
+        return {"name": self.name, "layers": list(self.layers), "missing": dict(self.missing),
                 "memory_max_bytes": self.memory_max}  # fmt: skip
 
     def at_least(self, level: str) -> bool:
