@@ -1,4 +1,4 @@
-"""A scene's trajectory on disk, written append-only (no bpy).
+"""A scene's trajectory on disk: the one reader and the one writer of ``records.trajectory.Trajectory`` (no bpy).
 
 The agent loop saves its state about three times per step. Rewriting the whole state (with every
 image as a data URL) each time makes the bytes written per scene grow with the square of its
@@ -14,8 +14,9 @@ steps, so the trajectory is kept as three things (names from ``RunDir``):
 Every ``SNAPSHOT_EVERY`` saves, at the first save of a session and when the scene ends, the
 snapshot is rewritten and the log emptied. A kill mid-append leaves a torn last line, which the
 reader skips (that save is lost, exactly as a kill before an atomic rewrite lost it: the ledger
-then has no entry for a call not yet sent). ``read_trajectory`` rebuilds the state the loop had
-at its last complete save, images as data URLs again, so every reader sees the old format.
+then has no entry for a call not yet sent). ``load_trajectory`` rebuilds the record the loop had
+at its last complete save, images as data URLs again; ``read_trajectory`` is the same as a JSON
+object, for the readers that take one (the report, the step page, the live view, the exports).
 
 Only the tail of a list may change after it is saved (the loop appends messages and steps and
 settles the newest ledger entry); ``TAIL`` bounds how far back a save looks, and the periodic
@@ -28,16 +29,19 @@ import logging
 import mimetypes
 import os
 from pathlib import Path
+from typing import Any
 
 from .atomic import write_bytes_atomic, write_text_atomic
+from .errors import BadFileError
 from .jsonfile import read_json
+from .records.fields import Record, to_json
+from .records.trajectory import TRAJECTORY_FIX, TRAJECTORY_FORMAT, TRAJECTORY_FORMATS, Trajectory
 from .run_dir import TRAJECTORY_LOG_SUFFIX, TRAJECTORY_SUFFIX, RunDir, read_object
 
 log = logging.getLogger(__name__)
 
-FORMAT = "bvb-trajectory-2"
-FORMATS = ("bvb-trajectory-1", FORMAT)
-"""Formats the reader takes: 1 is the old whole-file trajectory with inline data URLs."""
+FORMAT = TRAJECTORY_FORMAT
+FORMATS = TRAJECTORY_FORMATS
 
 SNAPSHOT_EVERY = 64
 """Saves between compacted snapshots: the snapshot (no images) is rewritten O(steps / 64) times."""
@@ -48,14 +52,21 @@ LISTS = {"steps": 2, "ledger": 2, "compactions": 1}
 _SUFFIX = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "image/gif": ".gif"}
 
 
-def _dumps(value):
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def _item_json(value: object) -> dict:
+    if isinstance(value, Record):
+        return value.as_dict()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _dumps(value: object) -> str:
+    # Items of the record's lists (steps, ledger entries, ...) are records: each as its JSON object.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_item_json)
 
 
 class TrajectoryWriter:
-    """Saves one scene's state: an appended delta per save, a compacted snapshot now and then."""
+    """Saves one scene's Trajectory: an appended delta per save, a compacted snapshot now and then."""
 
-    def __init__(self, run_dir, scene, snapshot_every=None):
+    def __init__(self, run_dir: RunDir | str | Path, scene: str, snapshot_every: int | None = None) -> None:
         self.rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
         self.scene = scene
         self.snapshot_every = snapshot_every or SNAPSHOT_EVERY
@@ -63,16 +74,16 @@ class TrajectoryWriter:
         self.log_path = self.rd.trajectory_log(scene)
         self.images = self.rd.trajectory_images(scene)
         self.seq = 0
-        self._snapshot_seq = None  # none this session: the first save writes one
-        self._disk_messages = []  # messages as saved (image parts as file paths)
-        self._lists = {name: [] for name in LISTS}  # saved items, as JSON text
-        self._values = {}  # saved top-level values, as JSON text
+        self._snapshot_seq: int | None = None  # none this session: the first save writes one
+        self._disk_messages: list[dict] = []  # messages as saved (image parts as file paths)
+        self._lists: dict[str, list[str]] = {name: [] for name in LISTS}  # saved items, as JSON text
+        self._values: dict[str, str] = {}  # saved top-level values, as JSON text
         self.bytes_written = 0
         self.saves = 0
 
     # -- images --------------------------------------------------------------------------
 
-    def _disk_message(self, index, message):
+    def _disk_message(self, index: int, message: dict) -> dict:
         """The message as saved: each data-URL image written once to a file, the part naming it."""
         content = message.get("content")
         if not isinstance(content, list):
@@ -96,11 +107,15 @@ class TrajectoryWriter:
 
     # -- saving --------------------------------------------------------------------------
 
-    def save(self, state, snapshot=False):
-        """Record ``state``; ``snapshot`` forces a compacted snapshot (the scene's end)."""
+    def save(self, trajectory: Trajectory, snapshot: bool = False) -> None:
+        """Record ``trajectory``; ``snapshot`` forces a compacted snapshot (the scene's end). Sets its ``seq``."""
         self.saves += 1
-        self.seq = max(self.seq, int(state.get("seq") or 0)) + 1
-        messages = state["messages"]
+        self.seq = max(self.seq, trajectory.seq) + 1
+        trajectory.format = FORMAT  # a format-1 trajectory is saved as format 2 from its first save on
+        trajectory.seq = self.seq
+        # The top-level values as they are: the lists' items stay records, dumped one by one below.
+        state = to_json(trajectory)
+        messages = trajectory.messages
         new = [
             self._disk_message(i, m)
             for i, m in enumerate(messages[len(self._disk_messages) :], len(self._disk_messages))
@@ -111,11 +126,10 @@ class TrajectoryWriter:
             self._snapshot(state)
         else:
             self._append(state, len(messages) - len(new), new)
-        state["seq"] = self.seq
 
-    def _snapshot(self, state):
+    def _snapshot(self, state: dict[str, Any]) -> None:
         disk = {key: value for key, value in state.items() if key != "messages"}
-        disk.update(format=FORMAT, seq=self.seq, messages=self._disk_messages)
+        disk["messages"] = self._disk_messages
         text = _dumps(disk)
         write_text_atomic(self.path, text)
         self.bytes_written += len(text.encode())
@@ -125,10 +139,9 @@ class TrajectoryWriter:
         self._snapshot_seq = self.seq
         self._lists = {name: [_dumps(item) for item in state.get(name) or []] for name in LISTS}
         self._values = {key: _dumps(value) for key, value in state.items() if key not in LISTS and key != "messages"}
-        self._values["seq"] = _dumps(self.seq)
 
-    def _append(self, state, first_new, new):
-        record = {"seq": self.seq}
+    def _append(self, state: dict[str, Any], first_new: int, new: list[dict]) -> None:
+        record: dict[str, Any] = {"seq": self.seq}
         if new:
             record["messages"] = [first_new, new]
         for name, tail in LISTS.items():
@@ -148,9 +161,9 @@ class TrajectoryWriter:
                 continue
             text = _dumps(value)
             if self._values.get(key) != text:
-                changed[key] = value
+                changed[key] = json.loads(text)
                 self._values[key] = text
-        gone = [key for key in self._values if key not in state and key != "seq"]
+        gone = [key for key in self._values if key not in state]
         for key in gone:
             del self._values[key]
         if changed:
@@ -170,7 +183,7 @@ class TrajectoryWriter:
 # -- reading -------------------------------------------------------------------------------
 
 
-def _apply(state, record):
+def _apply(state: dict[str, Any], record: dict[str, Any]) -> None:
     if "messages" in record:
         first, items = record["messages"]
         del state["messages"][first:]
@@ -185,16 +198,16 @@ def _apply(state, record):
     state["seq"] = record["seq"]
 
 
-def _inline(state, folder):
+def _inline(state: dict[str, Any], folder: Path) -> None:
     """Image parts naming files become data URLs again (a missing file stays a path, with a warning)."""
     for message in state.get("messages") or []:
-        content = message.get("content")
+        content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
             continue
         for part in content:
-            image = part.get("image_url") if part.get("type") == "image_url" else None
+            image = part.get("image_url") if isinstance(part, dict) and part.get("type") == "image_url" else None
             url = (image or {}).get("url", "")
-            if not url or url.startswith("data:"):
+            if not isinstance(url, str) or not url or url.startswith("data:"):
                 continue
             path = folder / url
             try:
@@ -206,45 +219,68 @@ def _inline(state, folder):
             image["url"] = f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
-def read_trajectory(path, inline=True):
-    """The state at the trajectory's last complete save: snapshot plus step log.
+def _log_path(path: Path) -> Path:
+    return path.with_name(path.name[: -len(TRAJECTORY_SUFFIX)] + TRAJECTORY_LOG_SUFFIX)
 
-    ``path``: trajectories/<scene>.traj.json. ``inline``: images as data URLs (the old format, what
-    the model was sent); False leaves them as paths relative to the trajectories folder. Raises
-    MissingFileError when there is no snapshot and BadFileError (naming it) when it is not JSON.
+
+def _replay(path: Path, state: dict[str, Any]) -> None:
+    """Apply the step log's saves after the snapshot's, in order; a torn or skipping line ends the replay."""
+    log_path = _log_path(path)
+    if not log_path.is_file():
+        return
+    seq = state.get("seq") if isinstance(state.get("seq"), int) else 0
+    with open(log_path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s line %d is torn (a killed save); skipped", log_path, number)
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("seq"), int):
+                log.warning("%s line %d is not a save; stopped there", log_path, number)
+                break
+            if record["seq"] <= seq:
+                continue  # already in the snapshot
+            if record["seq"] != seq + 1:
+                log.warning("%s line %d skips from save %d to %d; stopped there", log_path, number, seq, record["seq"])
+                break
+            try:
+                _apply(state, record)
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                # Not a line this writer wrote: the state keeps the saves before it.
+                raise BadFileError(
+                    f"trajectory log {log_path} line {number} is not a save ({exc}); {TRAJECTORY_FIX}"
+                ) from None
+            seq = record["seq"]
+
+
+def load_trajectory(path: str | Path, inline: bool = True) -> Trajectory:
+    """The one reader: the Trajectory at its last complete save, from the snapshot plus the step log.
+
+    ``path``: trajectories/<scene>.traj.json. ``inline``: images as data URLs (what the model was sent);
+    False leaves them as paths relative to the trajectories folder. Raises MissingFileError when there is
+    no snapshot and BadFileError (naming the file and the fix) when it is not JSON or not a trajectory.
     """
     path = Path(path)
-    state = read_json(path, "trajectory", "move it away to start the scene over")
-    log_path = path.with_name(path.name[: -len(TRAJECTORY_SUFFIX)] + TRAJECTORY_LOG_SUFFIX)
-    if isinstance(state, dict) and log_path.is_file():
-        seq = int(state.get("seq") or 0)
-        with open(log_path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    log.warning("%s line %d is torn (a killed save); skipped", log_path, number)
-                    continue
-                if record.get("seq", 0) <= seq:
-                    continue  # already in the snapshot
-                if record["seq"] != seq + 1:
-                    log.warning(
-                        "%s line %d skips from save %d to %d; stopped there", log_path, number, seq, record["seq"]
-                    )
-                    break
-                _apply(state, record)
-                seq = record["seq"]
-    if inline and isinstance(state, dict):
-        _inline(state, path.parent)
-    return state
+    state = read_json(path, "trajectory", TRAJECTORY_FIX)
+    if isinstance(state, dict):
+        _replay(path, state)
+        if inline:
+            _inline(state, path.parent)
+    return Trajectory.from_dict(state, path)
 
 
-def scene_trajectory(run_dir, scene, inline=True):
-    """A run's scene trajectory ({} when there is none; RunDirError naming the file when not JSON)."""
+def read_trajectory(path: str | Path, inline: bool = True) -> dict:
+    """``load_trajectory`` as its JSON object: for the readers that take plain dicts (report, step page, live view)."""
+    return load_trajectory(path, inline=inline).as_dict()
+
+
+def scene_trajectory(run_dir: RunDir | str | Path, scene: str, inline: bool = True) -> dict:
+    """A run's scene trajectory as a JSON object ({} when there is none; RunDirError naming the file when bad)."""
     return read_object(RunDir(run_dir).trajectory(scene), lambda path: read_trajectory(path, inline=inline))
 
 
-def trajectory_inputs(path):
+def trajectory_inputs(path: str | Path) -> list[Path]:
     """The files a trajectory is read from (the snapshot and its log): what a rebuild watches."""
     path = Path(path)
-    return [path, path.with_name(path.name[: -len(TRAJECTORY_SUFFIX)] + TRAJECTORY_LOG_SUFFIX)]
+    return [path, _log_path(path)]

@@ -320,9 +320,9 @@ def test_prompt_states_a_long_clips_duration_and_frame_count_and_sparse_camera_k
     task = SceneTask("scene0000_00", "scannet", "clip.mp4", fps=30.0, frame_count=4500, duration=150.0,
                      width=1920, height=1440)  # fmt: skip
     loop = AgentLoop(AgentConfig(model="scripted"), None, None, task, RunDir(tmp_path / "run"))
-    system, instance = (" ".join(m["content"].split()) for m in loop._fresh_state()["messages"])
+    system, instance = (" ".join(m["content"].split()) for m in loop._fresh_state().messages)
     assert "lasts 150 seconds at 30 fps (4500 frames), 1920 x 1440 pixels" in instance
     assert "scene.frame_end = 4500" in system
     assert "key the camera at least every 60 frames" in system and "76 keys for the whole clip" in system
     short = AgentLoop(AgentConfig(model="scripted"), None, None, TASK, RunDir(tmp_path / "run2"))
-    assert "every 16 frames" in " ".join(short._fresh_state()["messages"][0]["content"].split())
+    assert "every 16 frames" in " ".join(short._fresh_state().messages[0]["content"].split())

@@ -5,24 +5,27 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from ..atomic import copy_atomic, write_text_atomic
 from ..backend import stamp_node
-from ..errors import AgentStop, BadFileError
+from ..errors import AgentStop
 from ..money import money
 from ..pricing import estimate_tokens
 from ..records import AgentMeta, write_agent_meta
+from ..records.trajectory import TRAJECTORY_FORMAT, Compaction, Reopening, Step, Trajectory
+from ..run_dir import RunDir
 from ..sandbox.replies import frame_range_of
-from ..trajectory import FORMAT as TRAJECTORY_FORMAT
-from ..trajectory import FORMATS as TRAJECTORY_FORMATS
-from ..trajectory import TrajectoryWriter, read_trajectory
+from ..trajectory import TrajectoryWriter, load_trajectory
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
+from .config import AgentConfig
 from .environment import Environment
-from .ledger import CostLimit, Ledger, usd
-from .model import ContextOverflow, Model, ModelError
+from .ledger import BudgetHolder, CostLimit, Ledger, LedgerEntry, usd
+from .model import ContextOverflow, Model, ModelError, ModelReply
 from .program import PROGRAM_RESET, join_program
 
 log = logging.getLogger(__name__)
@@ -39,7 +42,7 @@ class LimitReached(AgentStop):
 
     status = "limit"
 
-    def __init__(self, kind, reason):
+    def __init__(self, kind: str, reason: str) -> None:
         super().__init__(reason)
         self.stop_reason = kind
 
@@ -80,12 +83,16 @@ CAMERA_KEY_SECONDS = 2.0
 manageable list (not one key per frame) for VSI-Bench's clips of thousands of frames."""
 
 
-def camera_key_every(fps):
+TOKENS = {"input": "input_tokens", "cached_input": "cached_input_tokens", "output": "output_tokens"}
+"""The trajectory's token counts, by the usage key each sums."""
+
+
+def camera_key_every(fps: float) -> int:
     """Frames between the camera keys the prompt asks for."""
     return max(1, round(fps * CAMERA_KEY_SECONDS))
 
 
-def truncate(text, limit):
+def truncate(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, keeping head and tail, with a note saying so."""
     if len(text) <= limit:
         return text
@@ -95,7 +102,7 @@ def truncate(text, limit):
     return f"{text[:head]}\n[... {cut} characters truncated ...]\n{text[-tail:]}"
 
 
-def _now():
+def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -104,18 +111,18 @@ class AgentLoop:
 
     def __init__(
         self,
-        config,
+        config: AgentConfig,
         model: Model,
         env: Environment,
-        task,
-        run_dir,
-        stop_event=None,
-        blender_version=None,
-        program_header=PROGRAM_RESET,
-        on_save=None,
-        reopen=None,
-        budget=None,
-    ):
+        task: SceneTask,
+        run_dir: RunDir,
+        stop_event: threading.Event | None = None,
+        blender_version: str | None = None,
+        program_header: str = PROGRAM_RESET,
+        on_save: Callable[[Trajectory], None] | None = None,
+        reopen: dict | None = None,
+        budget: BudgetHolder | None = None,
+    ) -> None:
         self.config = config
         # An ended scene the user re-opens on purpose (--retry-failed): its previous end, recorded in the
         # trajectory, and told to the agent so that it goes on instead of ending the same way.
@@ -127,17 +134,19 @@ class AgentLoop:
         self.stop_event = stop_event or threading.Event()
         self.blender_version = blender_version or "4.2"
         self.program_header = program_header
-        # Called with the state after every save (each reply and each action): the add-on's live view.
+        # Called with the trajectory after every save (each reply and each action): the add-on's live view.
         self.on_save = on_save
         # The run's shared budget (agent.budget.Budget), or None: the scene's own cost limit only.
         self.budget = budget
-        self.state = None
-        self._session_start = None
-        self._frame_range = (1, max(1, task.frame_count))
+        self.trajectory: Trajectory = Trajectory(format=TRAJECTORY_FORMAT)  # the scene's, from _load_or_start
+        self._session_start = 0.0
+        self._runtime_base = 0.0
+        self._previous_status = ""
+        self._frame_range: tuple[int, int] = (1, max(1, task.frame_count))
 
     # -- state -------------------------------------------------------------------------
 
-    def _fresh_state(self):
+    def _fresh_state(self) -> Trajectory:
         t, c = self.task, self.config
         limits = [f"${c.cost_limit:.2f} of model cost"]
         if c.max_steps:
@@ -164,67 +173,41 @@ class AgentLoop:
         }
         suffix = "_vgi" if t.mode == "vgi" else ""
         tools = prompts.render("tools", **values)
-        return {
-            "format": TRAJECTORY_FORMAT,
-            "scene": t.scene,
-            "task": vars(t),
-            "messages": [
+        return Trajectory(
+            format=TRAJECTORY_FORMAT,
+            scene=t.scene,
+            task=vars(t),
+            messages=[
                 {"role": "system", "content": prompts.render(f"system{suffix}", tools=tools, **values)},
                 {"role": "user", "content": prompts.render(f"instance{suffix}", **values)},
             ],
-            "steps": [],
-            "turns": 0,
-            "frames_seen": 0,
-            "format_errors": 0,
-            "cost": 0.0,
-            "cost_unconfirmed": 0.0,
-            "ledger": [],
-            "price_factor": 1.0,
-            "token_rate": 0.0,
-            "elided_images": 0,
-            "compactions": [],
-            "tokens": {"input": 0, "cached_input": 0, "output": 0},
-            "last_prompt_tokens": 0,
-            "runtime": 0.0,
-            "model_seconds": 0.0,
-            "snapshot": None,
-            "status": "running",
-            "stop_reason": None,
-            "reason": None,
-            "started": _now(),
-            "sessions": 0,
-        }
+            started=_now(),
+        )
 
-    def _save(self, snapshot=False):
+    def _save(self, snapshot: bool = False) -> None:
         # Saves are appended deltas (bvb_addon.trajectory); their time counts in the runtime
         # (the clock runs from the session's start, so a save is counted by the next one).
-        self.state["runtime"] = self._runtime()
-        self.state["updated"] = _now()
-        self.writer.save(self.state, snapshot=snapshot)
+        self.trajectory.runtime = self._runtime()
+        self.trajectory.updated = _now()
+        self.writer.save(self.trajectory, snapshot=snapshot)
         if self.on_save is not None:
-            self.on_save(self.state)
+            self.on_save(self.trajectory)
 
-    def _runtime(self):
+    def _runtime(self) -> float:
         return self._runtime_base + (time.monotonic() - self._session_start)
 
-    def _load_or_start(self):
+    def _load_or_start(self) -> bool:
         path = self.run_dir.trajectory(self.task.scene)
         self.writer = TrajectoryWriter(self.run_dir, self.task.scene)
-        if path.is_file():
-            self.state = read_trajectory(path)
-            if self.state.get("format") not in TRAJECTORY_FORMATS:
-                raise BadFileError(f"{path} is not a {TRAJECTORY_FORMAT} trajectory; move it away to start over")
-            resumed = True
-        else:
-            self.state = self._fresh_state()
-            resumed = False
-        self.state["sessions"] = self.state.get("sessions", 0) + 1
-        self._previous_status = self.state.get("status")
-        self.state["status"] = "running"
-        self.state["stop_reason"] = self.state["reason"] = None
-        self._runtime_base = float(self.state.get("runtime", 0.0))
+        # A trajectory that does not parse is a BadFileError naming it and the fix (move it away).
+        resumed = path.is_file()
+        s = self.trajectory = load_trajectory(path) if resumed else self._fresh_state()
+        s.sessions += 1
+        self._previous_status = s.status
+        s.status, s.stop_reason, s.reason = "running", None, None
+        self._runtime_base = s.runtime
         self._session_start = time.monotonic()
-        self.ledger = Ledger(self.state, self.config.cost_limit, self._save, self.budget)
+        self.ledger = Ledger(s, self.config.cost_limit, self._save, self.budget)
         if resumed:
             opened = self.ledger.close_open()
             if opened:
@@ -233,12 +216,12 @@ class AgentLoop:
                     self.task.scene,
                     opened,
                 )
-            self.model.learn(self.state.get("price_factor", 1.0), self.state.get("token_rate", 0.0))
+            self.model.learn(s.price_factor, s.token_rate)
         return resumed
 
     # -- the loop ----------------------------------------------------------------------
 
-    def run(self):
+    def run(self) -> dict:
         """Run the scene to its end; returns the agent_meta dict. Never raises for agent or model faults."""
         resumed = self._load_or_start()
         try:
@@ -246,7 +229,7 @@ class AgentLoop:
                 # Submitted before, but its .blend is gone (deleted by hand): submit the same snapshot again.
                 raise Submitted()
             if resumed and self.reopen:
-                self._reopen()
+                self._reopen(self.reopen)
             if resumed:
                 self._restore()
             self._save()
@@ -263,58 +246,60 @@ class AgentLoop:
             self._finish("error", "harness_error", f"{type(exc).__name__}: {exc}")
         return self.meta()
 
-    def _reopen(self):
+    def _reopen(self, reopen: dict) -> None:
         """Record the re-opening in the trajectory and tell the agent why its scene goes on."""
-        self.state.setdefault("reopened", []).append({"at": _now(), "session": self.state["sessions"], **self.reopen})
-        self.state["messages"].append({
+        s = self.trajectory
+        s.reopened.append(Reopening.from_dict({"at": _now(), "session": s.sessions, **reopen}, "--retry-failed"))
+        s.messages.append({
             "role": "user",
-            "content": f"This scene ended without a submission ({self.reopen.get('reason') or self.reopen['status']}). "
+            "content": f"This scene ended without a submission ({reopen.get('reason') or reopen['status']}). "
             "It is re-opened: go on building it, and reply DONE when it is complete.",
         })  # fmt: skip
 
-    def _restore(self):
-        if self.state.get("frame_range"):
-            self._frame_range = tuple(self.state["frame_range"])
-        snapshot = self.state.get("snapshot")
+    def _restore(self) -> None:
+        if self.trajectory.frame_range:
+            first, last = self.trajectory.frame_range
+            self._frame_range = (first, last)
+        snapshot = self.trajectory.snapshot
         if snapshot:
             result = self.env.restore(self.run_dir.root / snapshot)
             if result.status != "ok":
                 raise RuntimeError(f"could not reopen the last snapshot {snapshot}: {result.reason or result.status}")
-        messages = self.state["messages"]
+        messages = self.trajectory.messages
         if messages and messages[-1]["role"] == "assistant":
             # Killed between the reply and its observation: the scene is at the last snapshot,
             # so running the reply's action again is exact, and it was already paid for.
             self._act(messages[-1]["content"])
             self._save()
 
-    def _check_limits(self):
-        c, s = self.config, self.state
+    def _check_limits(self) -> None:
+        c, s = self.config, self.trajectory
         if self.stop_event.is_set():
             raise Interrupted()
-        if c.max_steps and s["turns"] >= c.max_steps:
+        if c.max_steps and s.turns >= c.max_steps:
             raise LimitReached("step_limit", f"reached the step limit of {c.max_steps} replies")
         if c.wall_limit and self._runtime() >= c.wall_limit:
             raise LimitReached("wall_limit", f"reached the wall-time limit of {c.wall_limit:g} s")
 
-    def _context_window(self):
+    def _context_window(self) -> int:
         """Tokens the model takes: --context-window, else the price source's figure, else unknown (0)."""
         if self.config.context_window:
             return self.config.context_window
         price = getattr(self.model, "price", None)
         return getattr(price, "context_window", None) or 0
 
-    def _image_messages(self):
-        """Indices of the image observations still shown in the prompt, oldest first."""
-        messages, keep = self.state["messages"], self.config.keep_images
+    def _image_messages(self) -> tuple[list[int], set[int]]:
+        """Indices of the image observations still shown in the prompt, oldest first, and those elided."""
+        messages, keep = self.trajectory.messages, self.config.keep_images
         with_images = [i for i, m in enumerate(messages) if isinstance(m["content"], list)]
-        drop = self.state.get("elided_images", 0)
+        drop = self.trajectory.elided_images
         if keep:
             drop = max(drop, len(with_images) - keep)
         return with_images[drop:], set(with_images[:drop])
 
-    def _prompt(self):
+    def _prompt(self) -> list[dict]:
         """The messages to send: image observations elided by --keep-images or a compaction become a note."""
-        messages = self.state["messages"]
+        messages = self.trajectory.messages
         shown, dropped = self._image_messages()
         if not dropped:
             return messages
@@ -328,11 +313,11 @@ class AgentLoop:
             out.append(message)
         return out
 
-    def _compact(self, trigger, detail):
+    def _compact(self, trigger: str, detail: str) -> None:
         """Elide the older half of the shown image observations (never the newest message); context_limit when none is left."""
-        s = self.state
+        s = self.trajectory
         shown, _ = self._image_messages()
-        candidates = [i for i in shown if i != len(s["messages"]) - 1]
+        candidates = [i for i in shown if i != len(s.messages) - 1]
         if not candidates:
             raise LimitReached(
                 "context_limit",
@@ -340,20 +325,18 @@ class AgentLoop:
             )
         count = max(1, (len(candidates) + 1) // 2)
         # Elided counts from the oldest image observation; --keep-images may already hide some.
-        s["elided_images"] = len(self._image_messages()[1]) + count
+        s.elided_images = len(self._image_messages()[1]) + count
         # The provider's count of the previous prompt no longer bounds the shorter one.
-        s["last_prompt_tokens"] = 0
-        s.setdefault("compactions", []).append(
-            {"time": _now(), "turn": s["turns"], "trigger": trigger, "elided": count, "detail": detail[:300]}
-        )
+        s.last_prompt_tokens = 0
+        s.compactions.append(Compaction(time=_now(), turn=s.turns, trigger=trigger, elided=count, detail=detail[:300]))
         log.info(
             "scene %s: context compaction (%s): %d older image observation(s) elided", self.task.scene, trigger, count
         )
         self._save()
 
-    def _call(self):
+    def _call(self) -> ModelReply:
         """One model call under the ledger, compacting the prompt until it fits the context."""
-        s, c = self.state, self.config
+        s, c = self.trajectory, self.config
         window = self._context_window()
         while True:
             prompt = self._prompt()
@@ -361,15 +344,18 @@ class AgentLoop:
             if window and estimate + c.max_tokens > window:
                 self._compact("estimate", f"about {estimate} prompt tokens + {c.max_tokens} completion > {window}")
                 continue
-            known = s.get("last_prompt_tokens", 0)
+            known = s.last_prompt_tokens
+            entry: LedgerEntry | None = None
             try:
                 entry = self.ledger.reserve(
-                    self.model.worst_case_cost(prompt, known), max(estimate, known), s["turns"] + 1
+                    self.model.worst_case_cost(prompt, known), max(estimate, known), s.turns + 1
                 )
                 reply = self.model.query(prompt, before_retry=self.ledger.retry_hook(entry))
             except CostLimit as exc:  # the scene's limit (cost_limit) or the run's budget (budget)
                 raise LimitReached(exc.kind, str(exc)) from None
             except (ContextOverflow, ModelError) as exc:
+                if entry is None:
+                    raise  # a fault before the reservation (none is open)
                 billed = sum(self.model.price.cost(u) for u in exc.billed) if exc.billed else 0.0
                 self.ledger.settle(entry, billed, uncertain=exc.uncertain, status="refused")
                 self._save()
@@ -379,41 +365,38 @@ class AgentLoop:
                 continue
             self.ledger.settle(entry, reply.cost + reply.billed_cost, uncertain=reply.uncertain, usage=reply.usage)
             self.model.observe(reply.usage)
-            s["price_factor"], s["token_rate"] = self.model.price_factor, self.model.token_rate
+            s.price_factor, s.token_rate = self.model.price_factor, self.model.token_rate
             return reply
 
-    def _step(self):
+    def _step(self) -> None:
         started = time.monotonic()
         self._check_limits()
-        s = self.state
+        s = self.trajectory
         reply = self._call()
-        s["turns"] += 1
-        s["model_seconds"] = s.get("model_seconds", 0.0) + reply.seconds
+        s.turns += 1
+        s.model_seconds += reply.seconds
         usage = reply.usage
-        s["tokens"]["input"] += usage.get("input_tokens", 0)
-        s["tokens"]["cached_input"] += usage.get("cached_input_tokens", 0)
-        s["tokens"]["output"] += usage.get("output_tokens", 0)
+        for key, used in TOKENS.items():
+            s.tokens[key] = s.tokens.get(key, 0) + usage.get(used, 0)
         # The next prompt holds this one and the reply: a floor for its size that the
         # character estimate may miss.
-        s["last_prompt_tokens"] = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
-        s["messages"].append({"role": "assistant", "content": reply.content})
-        s["steps"].append(
-            {
-                "step": s["turns"],
-                "time": _now(),
-                "action": None,
-                "cost": reply.cost,
-                "usage": usage,
-                "model_seconds": round(reply.seconds, 4),
-                "retries": reply.retries,
-                "finish_reason": getattr(reply, "finish_reason", None),
-            }
+        s.last_prompt_tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+        s.messages.append({"role": "assistant", "content": reply.content})
+        step = Step(
+            step=s.turns,
+            time=_now(),
+            cost=reply.cost,
+            usage=usage,
+            model_seconds=round(reply.seconds, 4),
+            retries=reply.retries,
+            finish_reason=reply.finish_reason,
         )
+        s.steps.append(step)
         self._save()
         self._act(reply.content)
         self._save()
         # Everything but the model call; written with the next save (bench/agent_overhead.py reads it).
-        s["steps"][-1]["harness_seconds"] = round(time.monotonic() - started - reply.seconds, 5)
+        step.harness_seconds = round(time.monotonic() - started - reply.seconds, 5)
         written = usage.get("output_tokens", 0)
         if written > self.config.max_tokens and not usage.get("estimated"):
             raise LimitReached(
@@ -423,30 +406,30 @@ class AgentLoop:
                 "and no further call is made since its worst case cannot be bounded",
             )
 
-    def _act(self, content):
+    def _act(self, content: str) -> None:
         """Run the action of the last reply and append its observation; raises Submitted on DONE."""
-        s, c = self.state, self.config
-        record = s["steps"][-1] if s["steps"] else {"step": s["turns"]}
-        step = record["step"]
+        s, c = self.trajectory, self.config
+        record = s.last_step() or Step(step=s.turns)
+        step = record.step
         started = time.monotonic()
         try:
             action = parse_action(content)
-            record["action"] = action.kind
+            record.action = action.kind
             if action.kind == "done":
-                if s["frames_seen"] < 1:
-                    record["status"] = "rejected"
+                if s.frames_seen < 1:
+                    record.status = "rejected"
                     self._observe(record, prompts.render("done_rejected"))
                     return
-                record["status"] = "ok"
-                s["messages"].append({"role": "user", "content": "Submission accepted."})
+                record.status = "ok"
+                s.messages.append({"role": "user", "content": "Submission accepted."})
                 raise Submitted()
             if action.kind == "python":
                 self._python(record, action.body)
             elif action.kind == "frames":
                 request = parse_frames(action.body, self.task.duration, c.frames_per_call)
                 result = self._tool(self.env.frames, request)
-                s["frames_seen"] += len(result.images)
-                record["status"] = result.status
+                s.frames_seen += len(result.images)
+                record.status = result.status
                 text = prompts.render(
                     "observation_frames",
                     step=step,
@@ -457,7 +440,7 @@ class AgentLoop:
             elif action.kind == "render":
                 frames = parse_render(action.body, self._frame_range, c.frames_per_call)
                 result = self._tool(self.env.render, frames)
-                record["status"] = result.status
+                record.status = result.status
                 reason = f" ({result.reason})" if result.reason else ""
                 text = prompts.render(
                     "observation_render",
@@ -469,45 +452,45 @@ class AgentLoop:
                 )
                 self._observe(record, text, result.images)
         except ToolError as exc:
-            record["status"] = exc.status
-            self._observe(record, prompts.render("tool_error", step=step, tool=record["action"], error=str(exc)))
+            record.status = exc.status
+            self._observe(record, prompts.render("tool_error", step=step, tool=record.action, error=str(exc)))
         except FormatError as exc:
-            record.setdefault("action", None)
-            record["status"] = exc.status
-            s["format_errors"] += 1
+            record.status = exc.status
+            s.format_errors += 1
             error = str(exc).rstrip(".")
-            if record.get("finish_reason") == "length":
+            if record.finish_reason == "length":
                 error += f" (the reply was cut off at the limit of {c.max_tokens} tokens; keep replies shorter)"
             self._observe(record, prompts.render("format_error", error=error))
         finally:
-            record["env_seconds"] = round(time.monotonic() - started, 4)
+            record.env_seconds = round(time.monotonic() - started, 4)
 
     @staticmethod
-    def _tool(call, argument):
+    def _tool(call: Callable[[Any], Any], argument: Any) -> Any:
         """Run a frames or render tool; a bad request or an unreadable clip goes back to the agent."""
         try:
             return call(argument)
         except (ValueError, OSError) as exc:  # VideoError is a ValueError
             raise ToolError(str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__) from exc
 
-    def _python(self, record, code):
-        s, c = self.state, self.config
-        step = record["step"]
+    def _python(self, record: Step, code: str) -> None:
+        s, c = self.trajectory, self.config
+        step = record.step
         rd, scene = self.run_dir, self.task.scene
         write_text_atomic(rd.step_file(scene, step, ".py"), code.rstrip() + "\n")
         timeout = c.step_timeout
         if c.wall_limit:
             timeout = max(1.0, min(timeout, c.wall_limit - self._runtime()))
         result = self.env.python(code, timeout=timeout)
-        record.update(status=result.status, code=code, reason=result.reason, sandbox_seconds=result.duration_s)
+        record.status, record.code, record.reason = result.status, code, result.reason
+        record.sandbox_seconds = result.duration_s
         if result.snapshot:
             target = rd.step_file(scene, step, ".blend")
             copy_atomic(result.snapshot, target)
-            s["snapshot"] = record["snapshot"] = rd.relative(target)
+            s.snapshot = record.snapshot = rd.relative(target)
         summary = result.summary if isinstance(result.summary, dict) else {}
         # The summary comes from the agent's own worker process: only a valid range is taken.
         self._frame_range = frame_range_of(summary) or self._frame_range
-        s["frame_range"] = list(self._frame_range)
+        s.frame_range = list(self._frame_range)
         limit = c.observation_limit
         sections = []
         for name, text in (("stdout", result.stdout), ("stderr", result.stderr), ("traceback", result.traceback)):
@@ -523,24 +506,23 @@ class AgentLoop:
         )
         self._observe(record, text)
 
-    def _observe(self, record, text, images=()):
-        record["observation"] = text
-        record["images"] = len(images)
+    def _observe(self, record: Step, text: str, images: Sequence[Any] = ()) -> None:
+        record.observation = text
+        record.images = len(images)
+        content: str | list[dict] = text
         if images:
             content = [{"type": "text", "text": text}] + [img.part(self.config.image_detail) for img in images]
-        else:
-            content = text
-        self.state["messages"].append({"role": "user", "content": content})
+        self.trajectory.messages.append({"role": "user", "content": content})
 
     # -- the end -----------------------------------------------------------------------
 
-    def _finish(self, status, stop_reason, reason):
-        s = self.state
+    def _finish(self, status: str, stop_reason: str, reason: str) -> None:
+        s = self.trajectory
         rd, scene = self.run_dir, self.task.scene
         submission = None
         if status in ("submitted", "limit"):
-            if s.get("snapshot"):
-                copy_atomic(rd.root / s["snapshot"], rd.blend(scene))
+            if s.snapshot:
+                copy_atomic(rd.root / s.snapshot, rd.blend(scene))
                 submission = rd.relative(rd.blend(scene))
             elif stop_reason == "budget":
                 # The run's budget stopped the scene, not its own play: it stays a limit, and
@@ -551,38 +533,44 @@ class AgentLoop:
                 reason = f"{reason}; no python step succeeded, so there is nothing to submit"
         # A call cut short by a harness fault may have been billed all the same.
         self.ledger.close_open()
-        s.update(status=status, stop_reason=stop_reason, reason=reason, submission=submission, finished=_now())
-        write_text_atomic(rd.program(scene), join_program(scene, s["steps"], self.program_header))
+        s.status, s.stop_reason, s.reason, s.submission, s.finished = status, stop_reason, reason, submission, _now()
+        write_text_atomic(rd.program(scene), join_program(scene, [st.as_dict() for st in s.steps], self.program_header))
         self._save(snapshot=True)
-        write_agent_meta(rd.meta(scene), AgentMeta.from_dict(self.meta()))
-        log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s["cost"]))
+        write_agent_meta(rd.meta(scene), self.agent_meta())
+        log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s.cost))
 
-    def meta(self):
-        s, c = self.state, self.config
+    def agent_meta(self) -> AgentMeta:
+        """The scene's agent_meta record from its trajectory (on Ray, stamped with the node that ran it)."""
+        s, c = self.trajectory, self.config
         meta = AgentMeta(
             scene=self.task.scene,
             dataset=self.task.dataset,
             agent=c.agent,
             model=c.model if c.agent == "model" else c.agent,
-            status=s["status"],
-            stop_reason=s["stop_reason"],
-            reason=s["reason"],
-            turns=s["turns"],
-            frames_seen=s["frames_seen"],
-            format_errors=s["format_errors"],
-            python_steps=sum(1 for r in s["steps"] if r.get("action") == "python"),
-            cost=usd(s["cost"]),
-            cost_unconfirmed=usd(s.get("cost_unconfirmed", 0.0)),
+            status=s.status,
+            stop_reason=s.stop_reason or "",
+            reason=s.reason or "",
+            turns=s.turns,
+            frames_seen=s.frames_seen,
+            format_errors=s.format_errors,
+            python_steps=sum(1 for st in s.steps if st.action == "python"),
+            cost=usd(s.cost),
+            cost_unconfirmed=usd(s.cost_unconfirmed),
             cost_limit=c.cost_limit,
-            model_calls=sum(1 for e in s.get("ledger", []) if e["status"] != "reserved"),
-            compactions=len(s.get("compactions", [])),
-            elided_images=s.get("elided_images", 0),
-            tokens=s["tokens"],
-            runtime=round(s["runtime"], 3),
-            model_seconds=round(s.get("model_seconds", 0.0), 3),
-            sessions=s.get("sessions", 1),
-            submission=s.get("submission"),
-            snapshot=s.get("snapshot"),
-        ).as_dict()
+            model_calls=sum(1 for e in s.ledger if e.status != "reserved"),
+            compactions=len(s.compactions),
+            elided_images=s.elided_images,
+            tokens=s.tokens,
+            runtime=round(s.runtime, 3),
+            model_seconds=round(s.model_seconds, 3),
+            sessions=s.sessions or 1,
+            submission=s.submission,
+            snapshot=s.snapshot,
+        )
         # On Ray, the node that ran the scene (a resumed scene: the last session's node).
-        return stamp_node(meta)
+        stamp_node(meta.extra)
+        return meta
+
+    def meta(self) -> dict:
+        """The scene's agent_meta as its JSON object (what run() returns)."""
+        return self.agent_meta().as_dict()
