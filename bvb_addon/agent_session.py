@@ -9,13 +9,19 @@ updating the panel) happens there, never on the loop's thread.
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import scratch
 from .agent import setup
+from .agent.config import AgentConfig
 from .agent.driver import drive_scene
+from .agent.environment import Environment
+from .agent.loop import SceneTask
+from .agent.model import Model
 from .records import write_run_config
+from .records.trajectory import Trajectory
 from .run_dir import RunDir
 from .sandbox import platforms
 
@@ -34,21 +40,25 @@ class Progress:
     snapshot: str | None
 
 
+def _no_post(progress: Progress) -> None:
+    """Before run(): nothing to post to."""
+
+
 class AgentSession:
     """One scene's agent run: ``prepare()`` on the main thread, then ``run()`` on a job's worker thread."""
 
     def __init__(
         self,
-        config,
-        run_dir,
-        task,
-        model=None,
-        environment_factory=None,
-        api_key="",
-        split=None,
-        blender_version=None,
-        allow_weak_sandbox=False,
-    ):
+        config: AgentConfig,
+        run_dir: str | Path,
+        task: SceneTask,
+        model: Model | None = None,
+        environment_factory: Callable[[SceneTask, Path, AgentConfig], Environment] | None = None,
+        api_key: str = "",
+        split: str | Path | None = None,
+        blender_version: str | None = None,
+        allow_weak_sandbox: bool = False,
+    ) -> None:
         self.config = config
         self.run_dir = RunDir(run_dir)
         self.task = task
@@ -62,9 +72,9 @@ class AgentSession:
         self._environment_factory = environment_factory or functools.partial(
             setup.get_environment, sandbox_config=platforms.sandbox_config(allow_weak_sandbox)
         )
-        self._post = None
+        self._post: Callable[[Progress], None] = _no_post
 
-    def prepare(self):
+    def prepare(self) -> "AgentSession":
         """Build the model client and write config.json here, so a bad price or key fails before any thread."""
         # A crashed Blender leaves its scratch folder behind: remove those whose owner is gone.
         scratch.clean_stale()
@@ -74,7 +84,7 @@ class AgentSession:
         self._write_config()
         return self
 
-    def _write_config(self):
+    def _write_config(self) -> None:
         if self.run_dir.config.is_file():
             return
         # The render stage and the bridge read the source aspect and questions through split and videos.
@@ -88,25 +98,26 @@ class AgentSession:
         )
         write_run_config(self.run_dir.config, config)
 
-    def _on_save(self, state):
-        steps = state.get("steps") or []
-        last = steps[-1] if steps else {}
+    def _on_save(self, trajectory: Trajectory) -> None:
+        last = trajectory.last_step()
         self._post(
             Progress(
-                step=int(state.get("turns", 0)),
-                frames_seen=int(state.get("frames_seen", 0)),
-                cost=float(state.get("cost", 0.0)),
-                last_action=f"{last.get('action') or 'reply'}: {last.get('status') or 'waiting'}" if last else "",
-                status=state.get("status", "running"),
-                snapshot=state.get("snapshot"),
+                step=trajectory.turns,
+                frames_seen=trajectory.frames_seen,
+                cost=trajectory.cost,
+                last_action=f"{last.action or 'reply'}: {last.status or 'waiting'}" if last else "",
+                status=trajectory.status,
+                snapshot=trajectory.snapshot,
             )
         )
 
-    def run(self, post, stop_event=None):
+    def run(self, post: Callable[[Progress], None], stop_event: threading.Event | None = None) -> dict:
         """The loop on this thread; ``post(Progress)`` after each saved step. Returns the agent_meta dict.
 
         ``stop_event`` stops the loop before its next model call (the current step finishes and is saved).
         """
+        if self._model is None:
+            raise RuntimeError("AgentSession.run before prepare(): no model client")  # a bug, not bad input
         self._post = post
         return drive_scene(
             self.config,

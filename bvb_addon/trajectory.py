@@ -206,8 +206,8 @@ def _inline(state: dict[str, Any], folder: Path) -> None:
             continue
         for part in content:
             image = part.get("image_url") if isinstance(part, dict) and part.get("type") == "image_url" else None
-            url = (image or {}).get("url", "")
-            if not isinstance(url, str) or not url or url.startswith("data:"):
+            url = image.get("url", "") if isinstance(image, dict) else ""
+            if not isinstance(image, dict) or not isinstance(url, str) or not url or url.startswith("data:"):
                 continue
             path = folder / url
             try:
@@ -228,7 +228,7 @@ def _replay(path: Path, state: dict[str, Any]) -> None:
     log_path = _log_path(path)
     if not log_path.is_file():
         return
-    seq = state.get("seq") if isinstance(state.get("seq"), int) else 0
+    seq = state["seq"] if isinstance(state.get("seq"), int) else 0
     with open(log_path, encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             try:

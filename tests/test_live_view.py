@@ -71,7 +71,7 @@ def test_view_serves_and_refreshes_while_a_scripted_run_writes(tmp_path):
         def agent():
             for scene in SCENES:
                 run_scene(model, run, scene, cost_limit=0.25,
-                          on_save=lambda state, s=scene: saves.append((time.monotonic(), s, len(state["steps"]))))  # fmt: skip
+                          on_save=lambda state, s=scene: saves.append((time.monotonic(), s, len(state.steps))))  # fmt: skip
 
         worker = threading.Thread(target=agent)
         worker.start()

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from bvb_addon import trajectory
+from bvb_addon.records.trajectory import LedgerEntry, Step, Trajectory
 from bvb_addon.run_dir import RunDir
 from bvb_addon.trajectory import TrajectoryWriter, read_trajectory
 from headless.scripted_openai import ScriptedOpenAI
@@ -25,7 +26,8 @@ REPLIES = [
 
 
 def _plain(state):
-    return json.loads(json.dumps(state))
+    """The trajectory as its JSON object, as a reader gets it back."""
+    return json.loads(json.dumps(state.as_dict()))
 
 
 @pytest.mark.parametrize("every", [1, 3, 64])
@@ -36,7 +38,7 @@ def test_every_save_reads_back_as_the_loops_state(tmp_path, monkeypatch, every):
 
     def verify(state):
         assert read_trajectory(path) == _plain(state)
-        checked.append(state["seq"])
+        checked.append(state.seq)
 
     with ScriptedOpenAI(REPLIES) as server:
         loop, _ = make_loop(server, tmp_path)
@@ -64,14 +66,14 @@ def test_a_torn_last_line_is_skipped_and_the_resume_goes_on_from_the_save_before
     monkeypatch.setattr(trajectory, "SNAPSHOT_EVERY", 1000)
     rd = RunDir(tmp_path / "run")
     writer = TrajectoryWriter(rd, "s")
-    state = {"format": trajectory.FORMAT, "messages": [{"role": "user", "content": "hi"}], "steps": [], "cost": 0.0}
+    state = Trajectory(format=trajectory.FORMAT, messages=[{"role": "user", "content": "hi"}])
     writer.save(state)
     for i in range(5):
-        state["messages"].append({"role": "assistant", "content": f"reply {i}"})
-        state["steps"].append({"step": i + 1, "status": None})
-        state["cost"] += 0.5
+        state.messages.append({"role": "assistant", "content": f"reply {i}"})
+        state.steps.append(Step(step=i + 1))
+        state.cost += 0.5
         writer.save(state)
-        state["steps"][-1]["status"] = "ok"  # the newest step record changes after its save
+        state.steps[-1].status = "ok"  # the newest step record changes after its save
         writer.save(state)
     good = _plain(state)
     assert read_trajectory(rd.trajectory("s")) == good
@@ -80,12 +82,12 @@ def test_a_torn_last_line_is_skipped_and_the_resume_goes_on_from_the_save_before
         handle.write('{"seq": 99, "set": {"cost": 1')
     assert read_trajectory(rd.trajectory("s")) == good
     # The next session's first save is a snapshot: the torn line is gone and nothing before it.
-    resumed = read_trajectory(rd.trajectory("s"))
+    resumed = trajectory.load_trajectory(rd.trajectory("s"))
     again = TrajectoryWriter(rd, "s")
-    resumed["cost"] = 9.0
+    resumed.cost = 9.0
     again.save(resumed)
     assert rd.trajectory_log("s").read_bytes() == b""
-    assert read_trajectory(rd.trajectory("s")) == {**good, "cost": 9.0, "seq": resumed["seq"]}
+    assert read_trajectory(rd.trajectory("s")) == {**good, "cost": 9.0, "seq": resumed.seq}
 
 
 def test_an_old_whole_file_trajectory_reads_and_resumes(tmp_path):
@@ -96,9 +98,11 @@ def test_an_old_whole_file_trajectory_reads_and_resumes(tmp_path):
     rd = RunDir(tmp_path / "run")
     rd.trajectories.mkdir(parents=True)
     rd.trajectory("s").write_text(json.dumps(old))
-    assert read_trajectory(rd.trajectory("s")) == old
-    state = read_trajectory(rd.trajectory("s"))
-    TrajectoryWriter(rd, "s").save(state)
+    read = trajectory.load_trajectory(rd.trajectory("s"))
+    assert (read.format, read.cost, read.status, read.steps) == ("bvb-trajectory-1", 0.25, "running", [])
+    assert read.messages == old["messages"]
+    assert read.turns == 0 and read.ledger == [] and read.tokens == {"input": 0, "cached_input": 0, "output": 0}
+    TrajectoryWriter(rd, "s").save(read)
     raw = json.loads(rd.trajectory("s").read_text())
     assert (
         raw["format"] == trajectory.FORMAT
@@ -115,16 +119,16 @@ def test_bytes_written_grow_linearly_with_the_steps(tmp_path, monkeypatch):
     def run(steps):
         rd = RunDir(tmp_path / f"run{steps}")
         writer = TrajectoryWriter(rd, "s")
-        state = {"format": trajectory.FORMAT, "messages": [], "steps": [], "ledger": []}
+        state = Trajectory(format=trajectory.FORMAT)
         for i in range(steps):
-            state["ledger"].append({"call": i + 1, "status": "reserved"})
+            state.ledger.append(LedgerEntry(call=i + 1, turn=i + 1, status="reserved", reserved=0.1, attempt_worst=0.1))
             writer.save(state)
-            state["ledger"][-1]["status"] = "settled"
-            state["messages"].append({"role": "assistant", "content": f"step {i}"})
-            state["steps"].append({"step": i + 1})
+            state.ledger[-1].status = "settled"
+            state.messages.append({"role": "assistant", "content": f"step {i}"})
+            state.steps.append(Step(step=i + 1))
             writer.save(state)
             parts = [{"type": "image_url", "image_url": {"url": payload}} for _ in range(2)]
-            state["messages"].append({"role": "user", "content": [{"type": "text", "text": "look"}, *parts]})
+            state.messages.append({"role": "user", "content": [{"type": "text", "text": "look"}, *parts]})
             writer.save(state, snapshot=i == steps - 1)
         assert read_trajectory(rd.trajectory("s")) == _plain(state)
         return writer.bytes_written
@@ -138,12 +142,12 @@ def test_an_image_file_left_by_a_torn_save_is_replaced(tmp_path):
     """A kill after an observation's images were written but before its line: the next one under that name wins."""
     rd = RunDir(tmp_path / "run")
     writer = TrajectoryWriter(rd, "s")
-    state = {"format": trajectory.FORMAT, "messages": [{"role": "user", "content": "hi"}], "steps": []}
+    state = Trajectory(format=trajectory.FORMAT, messages=[{"role": "user", "content": "hi"}])
     writer.save(state)
     rd.trajectory_images("s").mkdir(parents=True, exist_ok=True)
     (rd.trajectory_images("s") / "00001-1.png").write_bytes(b"stale image of a torn save")
     fresh = "data:image/png;base64,iVBORw0KGgo="
-    state["messages"].append({"role": "user", "content": [{"type": "text", "text": "x"},
+    state.messages.append({"role": "user", "content": [{"type": "text", "text": "x"},
                               {"type": "image_url", "image_url": {"url": fresh}}]})  # fmt: skip
     writer.save(state)
     assert read_trajectory(rd.trajectory("s"))["messages"][1]["content"][1]["image_url"]["url"] == fresh
@@ -177,11 +181,11 @@ def test_the_step_page_copies_the_step_logs_image_files_and_nothing_a_url_points
     writer = TrajectoryWriter(rd, "s")
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
     url = "data:image/png;base64," + __import__("base64").b64encode(png).decode()
-    state = {"format": trajectory.FORMAT, "status": "running", "steps": [{"step": 1, "action": "frames"}],
-             "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                          {"role": "assistant", "content": "```frames\ncount=1\n```"},
-                          {"role": "user", "content": [{"type": "text", "text": "look"},
-                                                       {"type": "image_url", "image_url": {"url": url}}]}]}  # fmt: skip
+    state = Trajectory(format=trajectory.FORMAT, steps=[Step(step=1, action="frames")],
+                       messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                                 {"role": "assistant", "content": "```frames\ncount=1\n```"},
+                                 {"role": "user", "content": [{"type": "text", "text": "look"},
+                                                              {"type": "image_url", "image_url": {"url": url}}]}])  # fmt: skip
     writer.save(state)
     page = build_scene_page(rd.trajectory("s"), tmp_path / "report" / "s.html")
     copied = sorted((tmp_path / "report" / "s_files").iterdir())

@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import scratch
 from ..backend import stamp_node
 from ..records import AgentMeta, write_agent_meta
+from ..records.trajectory import Trajectory
 from ..run_dir import RunDir
 from .budget import Budget
 from .config import AgentConfig
@@ -63,7 +64,7 @@ def drive_scene(
     *,
     stop_event: threading.Event,
     blender_version: str | None,
-    on_save: Callable[[dict], None] | None = None,
+    on_save: Callable[[Trajectory], None] | None = None,
     reopen: dict | None = None,
     budget: Budget | None = None,
 ) -> dict:
