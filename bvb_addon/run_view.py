@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import copy_atomic, write_json_atomic
+from .atomic import copy_atomic
 from .records import AgentMeta
+from .records.agent_meta import add_human_edit
 from .run_dir import RunDir, RunDirError
 
 
@@ -130,18 +131,12 @@ def keep_agent_version(run_dir: str | Path, scene_id: str) -> Path | None:
 
 def record_human_edit(run_dir: str | Path, scene_id: str, backup: Path | None, note: str = "") -> dict:
     """Mark agent_meta/<scene>.json as edited by a person, appending this save to its history."""
-    rd = RunDir(run_dir)
-    meta = rd.read_meta(scene_id)
-    meta.setdefault("scene", scene_id)
-    meta["human_edited"] = True
     edit = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tool": "blender-addon"}
     if backup is not None:
         edit["agent_version"] = str(Path(backup).relative_to(run_dir))
     if note:
         edit["note"] = note
-    meta.setdefault("human_edits", []).append(edit)
-    write_json_atomic(rd.meta(scene_id), meta)
-    return meta
+    return add_human_edit(RunDir(run_dir).meta(scene_id), scene_id, edit)
 
 
 def find_clip(scene_id: str, roots: Iterable[str | Path | None]) -> Path | None:

@@ -3,9 +3,11 @@
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import backend, scratch
 from ..atomic import remove_stale_temps
@@ -13,8 +15,12 @@ from ..errors import BVBError
 from ..money import money
 from ..records import read_agent_meta, read_run_config, write_run_config
 from ..run_dir import RunDir
+from ..trajectory import load_trajectory
 from .budget import Budget, recorded_spend
+from .config import AgentConfig
 from .driver import drive_scene, task_for_clip, unstarted
+from .environment import Environment
+from .loop import SceneTask
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
 
@@ -56,7 +62,7 @@ class RunOptions:
     proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
 
 
-def parse_shard(text):
+def parse_shard(text: str) -> tuple[int, int]:
     """``i/N`` (0 <= i < N) into (i, N)."""
     try:
         index, count = (int(part) for part in text.split("/"))
@@ -67,7 +73,9 @@ def parse_shard(text):
     return index, count
 
 
-def select_scenes(scenes, names=(), limit=0, shard=(0, 1)):
+def select_scenes(
+    scenes: list[tuple[str, str]], names: Sequence[str] = (), limit: int = 0, shard: tuple[int, int] = (0, 1)
+) -> list[tuple[str, str]]:
     """The scenes to run: those named (in split order), the first ``limit``, then every N-th from i."""
     if names:
         known = {scene for _, scene in scenes}
@@ -92,7 +100,12 @@ REOPENABLE_STATUSES = frozenset({"failed"})
 class Runner:
     """One invocation of headless/run.py."""
 
-    def __init__(self, options, config, environment_factory=None):
+    def __init__(
+        self,
+        options: RunOptions,
+        config: AgentConfig,
+        environment_factory: Callable[[SceneTask, Path], Environment] | None = None,
+    ) -> None:
         self.options = options
         self.config = config
         self.run_dir = RunDir(options.output)
@@ -103,10 +116,10 @@ class Runner:
         self._lock = threading.Lock()
         self.cost = 0.0
         self.cost_unconfirmed = 0.0
-        self.results = {}
-        self.budget = None
-        """The run's budget holder (set up by run()): every scene's Ledger draws from it."""
-        self.unstarted = []
+        self.results: dict[str, dict] = {}
+        self.budget: Any = None
+        """The run's budget holder (set up by run(): a Budget, or a Ray actor's proxy): every scene's Ledger draws from it."""
+        self.unstarted: list[str] = []
         """Scenes left unstarted because the budget was reached (--resume with a larger budget runs them)."""
 
     # -- set-up ------------------------------------------------------------------------
@@ -283,7 +296,7 @@ class Runner:
         finally:
             self._progress.scene_stopped()
 
-    def run_scene(self, dataset_name, scene):
+    def run_scene(self, dataset_name: str, scene: str) -> dict | None:
         """Run one scene to an end state; every outcome is written to agent_meta, nothing raises.
 
         None for a scene the reached budget left unstarted: it has no files, and --resume runs it."""
@@ -334,7 +347,7 @@ class Runner:
 
     # -- all scenes --------------------------------------------------------------------
 
-    def run(self):
+    def run(self) -> dict[str, dict]:
         """Run every selected scene; returns {scene: meta}. Raises KeyboardInterrupt on a second Ctrl-C."""
         from ..progress import RunProgress
 
@@ -353,6 +366,7 @@ class Runner:
                 self.cost_unconfirmed += float(ended.get("cost_unconfirmed", 0.0))
             else:
                 todo.append((dataset_name, scene))
+        self._check_trajectories(todo)
         skipped = len(scenes) - len(todo)
         if skipped:
             log.info("resume: %d of %d scenes already ended (submitted, a limit or failed)", skipped, len(scenes))
@@ -397,6 +411,14 @@ class Runner:
             self._write_summary()
         return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
 
+    def _check_trajectories(self, todo: list[tuple[str, str]]) -> None:
+        """Every trajectory a scene continues from reads: a corrupt one is a BadFileError naming it and the fix
+        (exit 2) before any scene runs, not N scenes failing one by one."""
+        for _, scene in todo:
+            path = self.run_dir.trajectory(scene)
+            if path.is_file():
+                load_trajectory(path, inline=False)
+
     def _ended(self, scene):
         """The agent_meta of a scene that ended in a benchmark outcome (or has a submission), else None."""
         meta_path = self.run_dir.meta(scene)
@@ -438,7 +460,7 @@ class Runner:
                 continue
             self._record(scene, meta, progress)
 
-    def prepare_remote(self):
+    def prepare_remote(self) -> None:
         """Set up a Runner inside a Ray task: price, model and this node's sandbox check; no config.json."""
         if self.options.mode == "vgi":
             self._vgi_scenes()
@@ -447,11 +469,11 @@ class Runner:
         self.budget = self.options.budget_holder
 
     @property
-    def interrupted(self):
+    def interrupted(self) -> bool:
         return self.stop_event.is_set()
 
 
-def ray_scene(payload):
+def ray_scene(payload: tuple[RunOptions, AgentConfig, str, str]) -> dict | None:
     """A Ray task: run one scene on whichever node Ray picked; the run directory is on shared storage."""
     import socket
 
@@ -464,9 +486,11 @@ def ray_scene(payload):
     return runner.run_scene(dataset_name, scene)
 
 
-def summarize(results, seconds, budget=None, unstarted=()):
+def summarize(
+    results: dict[str, dict], seconds: float, budget: Budget | None = None, unstarted: Sequence[str] = ()
+) -> str:
     """The run's last line: scenes by status, cost, time, and the budget when one was set."""
-    counts = {}
+    counts: dict[str, int] = {}
     for meta in results.values():
         counts[meta["status"]] = counts.get(meta["status"], 0) + 1
     cost = sum(float(m.get("cost", 0.0)) for m in results.values())
@@ -483,7 +507,7 @@ def summarize(results, seconds, budget=None, unstarted=()):
     return line
 
 
-def run(options, config):
+def run(options: RunOptions, config: AgentConfig) -> tuple[dict[str, dict], str]:
     """Convenience: run and return (results, summary line)."""
     start = time.monotonic()
     runner = Runner(options, config)

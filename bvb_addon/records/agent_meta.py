@@ -1,13 +1,21 @@
 """agent_meta/<scene>.json: how one scene's agent run ended (written by the loop, or the runner for a scene
-whose loop never started); read by --resume, the report, the scorers and the add-on."""
+whose loop never started, and marked by the add-on when a person saves an edit); read by --resume, the
+report, the scorers and the add-on."""
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import write_json_atomic
+from ..errors import BadFileError
+from ..jsonfile import read_json
 from .fields import Record, read_record, write_record
 
 AGENT_META_FORMAT = 1
 """The agent_meta format; files written before it had a version read as version 1."""
+
+
+HUMAN_EDITS = ("human_edited", "human_edits")
+"""The keys a person's saved edit adds (kept with the record's unknown keys): a flag and the history."""
 
 
 def _no_tokens() -> dict:
@@ -59,3 +67,28 @@ def read_agent_meta(path: str | Path) -> AgentMeta:
 def write_agent_meta(path: str | Path, meta: AgentMeta) -> dict:
     """The one writer (atomic); returns the dict written."""
     return write_record(path, meta)
+
+
+def add_human_edit(path: str | Path, scene: str, edit: dict) -> dict:
+    """Mark agent_meta as edited by a person, appending ``edit`` ({time, tool, agent_version?, note?}) to its
+    history; returns the dict written (atomically).
+
+    A scene the agent ran keeps its record, checked on the way (a bad one is a BadFileError naming it); a
+    scene the agent never ran gets only its id and the edits, which readers tell apart by the missing
+    ``status`` (no agent record to show or score).
+    """
+    path = Path(path)
+    data = read_json(path, AgentMeta.WHAT, AgentMeta.FIX) if path.is_file() else {}
+    if not isinstance(data, dict):
+        raise BadFileError(f"{AgentMeta.WHAT} {path} is not a JSON object; {AgentMeta.FIX}")
+    edits = data.get("human_edits") or []
+    if not isinstance(edits, list):
+        raise BadFileError(f"{AgentMeta.WHAT} {path}: 'human_edits' is not a list; {AgentMeta.FIX}")
+    marked = {"human_edited": True, "human_edits": [*edits, edit]}
+    if "status" not in data:
+        edits_only = {"scene": scene, **data, **marked}
+        write_json_atomic(path, edits_only)
+        return edits_only
+    meta = AgentMeta.from_dict(data, path)
+    meta.extra.update(marked)
+    return write_agent_meta(path, meta)
