@@ -254,6 +254,16 @@ def _replay(path: Path, state: dict[str, Any]) -> None:
             seq = record["seq"]
 
 
+def _state(path: Path, inline: bool) -> Any:
+    """The parsed snapshot with the step log's saves applied (BadFileError naming the file when not JSON)."""
+    state = read_json(path, "trajectory", TRAJECTORY_FIX)
+    if isinstance(state, dict):
+        _replay(path, state)
+        if inline:
+            _inline(state, path.parent)
+    return state
+
+
 def load_trajectory(path: str | Path, inline: bool = True) -> Trajectory:
     """The one reader: the Trajectory at its last complete save, from the snapshot plus the step log.
 
@@ -262,21 +272,28 @@ def load_trajectory(path: str | Path, inline: bool = True) -> Trajectory:
     no snapshot and BadFileError (naming the file and the fix) when it is not JSON or not a trajectory.
     """
     path = Path(path)
-    state = read_json(path, "trajectory", TRAJECTORY_FIX)
-    if isinstance(state, dict):
-        _replay(path, state)
-        if inline:
-            _inline(state, path.parent)
-    return Trajectory.from_dict(state, path)
+    return Trajectory.from_dict(_state(path, inline), path)
 
 
-def read_trajectory(path: str | Path, inline: bool = True) -> dict:
-    """``load_trajectory`` as its JSON object: for the readers that take plain dicts (report, step page, live view)."""
-    return load_trajectory(path, inline=inline).as_dict()
+def read_trajectory(path: str | Path, inline: bool = True) -> Any:
+    """The same reader's trajectory as a JSON object, for the readers that take one and show what there is
+    (the report, the step page, the live view, the exports, the add-on's text view, the budget's spend).
+
+    A file that is not JSON is a BadFileError as for ``load_trajectory``; one that parses but is not of the
+    record's shape (made by hand, or hostile) comes back as it is, with a warning naming it and what is wrong:
+    those readers check what they show, and the loop and the runner refuse it through ``load_trajectory``.
+    """
+    path = Path(path)
+    state = _state(path, inline)
+    try:
+        return Trajectory.from_dict(state, path).as_dict()
+    except BadFileError as exc:
+        log.warning("%s (shown as it is)", exc)
+        return state
 
 
 def scene_trajectory(run_dir: RunDir | str | Path, scene: str, inline: bool = True) -> dict:
-    """A run's scene trajectory as a JSON object ({} when there is none; RunDirError naming the file when bad)."""
+    """``read_trajectory`` of a run's scene ({} when there is none; RunDirError naming the file when not an object)."""
     return read_object(RunDir(run_dir).trajectory(scene), lambda path: read_trajectory(path, inline=inline))
 
 

@@ -52,6 +52,7 @@ class Step(Record):
     extra: dict = field(default_factory=dict)
 
     WHAT = "trajectory step"
+    FIX = TRAJECTORY_FIX
 
 
 @dataclass
@@ -75,6 +76,7 @@ class LedgerEntry(Record):
     extra: dict = field(default_factory=dict)
 
     WHAT = "trajectory ledger entry"
+    FIX = TRAJECTORY_FIX
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Compaction(Record):
     extra: dict = field(default_factory=dict)
 
     WHAT = "trajectory compaction"
+    FIX = TRAJECTORY_FIX
 
 
 @dataclass
@@ -105,6 +108,7 @@ class Reopening(Record):
     extra: dict = field(default_factory=dict)
 
     WHAT = "trajectory re-opening"
+    FIX = TRAJECTORY_FIX
 
 
 def _no_tokens() -> dict:
@@ -166,7 +170,11 @@ class Trajectory(Record):
 
     @classmethod
     def from_dict(cls, data: object, path: str | Path = "") -> "Trajectory":
-        """The record of a parsed trajectory; a BadFileError naming ``path`` and the fix when it is not one."""
+        """The record of a parsed trajectory; a BadFileError naming ``path`` and the fix when it is not one.
+
+        A file without ``format`` is format 1, as every record's is (one made by hand, or by a test)."""
+        if isinstance(data, dict) and "format" not in data:
+            data = {"format": TRAJECTORY_FORMATS[0], **data}
         if isinstance(data, dict) and data.get("format") not in TRAJECTORY_FORMATS:
             found = data.get("format")
             if isinstance(found, str) and found.startswith("bvb-trajectory-"):
@@ -175,7 +183,7 @@ class Trajectory(Record):
                     f"({', '.join(TRAJECTORY_FORMATS)}); update the harness, or {TRAJECTORY_FIX}"
                 )
             raise BadFileError(f"trajectory {path} is not a {TRAJECTORY_FORMAT} trajectory; {TRAJECTORY_FIX}")
-        record = from_json(cls, data, path, cls.WHAT)
+        record = from_json(cls, data, path, cls.WHAT, cls.FIX)
         for name, kind in cls.ITEMS.items():
             setattr(record, name, _items(kind, getattr(record, name), path, name))
         return record
