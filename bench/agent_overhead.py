@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bvb_addon.agent.config import AgentConfig  # noqa: E402
 from bvb_addon.agent.runner import Runner, RunOptions  # noqa: E402
-from bvb_addon.run_dir import read_json  # noqa: E402
 from bvb_addon.sandbox.config import SandboxConfig  # noqa: E402
+from bvb_addon.trajectory import load_trajectory  # noqa: E402
 from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.runner_support import make_suite, py, turn_of  # noqa: E402
 
@@ -74,14 +74,15 @@ def main(argv=None):
             results = Runner(options, config).run()
             wall = time.monotonic() - started
         meta = results[SCENE]
-        trajectory = read_json(Path(tmp) / "run" / "trajectories" / f"{SCENE}.traj.json")
+        trajectory = load_trajectory(Path(tmp) / "run" / "trajectories" / f"{SCENE}.traj.json", inline=False)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    steps = [s for s in trajectory["steps"] if "harness_seconds" in s]
-    harness = [s["harness_seconds"] * 1000 for s in steps]
-    model = [s["model_seconds"] * 1000 for s in steps]
-    python = [s for s in steps if s["action"] == "python"]
-    sandbox = [s["sandbox_seconds"] * 1000 for s in python]
-    loop_only = [s["harness_seconds"] * 1000 - s["sandbox_seconds"] * 1000 for s in python]
+    # The last step (DONE) ends the scene before its harness time is taken.
+    steps = [s for s in trajectory.steps if s.harness_seconds is not None]
+    harness = [s.harness_seconds * 1000 for s in steps]
+    model = [s.model_seconds * 1000 for s in steps]
+    python = [s for s in steps if s.action == "python" and s.sandbox_seconds is not None]
+    sandbox = [s.sandbox_seconds * 1000 for s in python]
+    loop_only = [s.harness_seconds * 1000 - s.sandbox_seconds * 1000 for s in python]
     print(
         f"scene: {meta['status']} ({meta['stop_reason']}), {meta['turns']} steps, {wall:.1f} s wall incl. worker start"
     )

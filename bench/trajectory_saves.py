@@ -76,9 +76,9 @@ class WholeFileLoop(AgentLoop):
     saves = 0
 
     def _save(self, snapshot=False):
-        self.state["runtime"] = self._runtime()
-        self.state["updated"] = time.time()
-        text = json.dumps(self.state, ensure_ascii=False, separators=(",", ":"))
+        self.trajectory.runtime = self._runtime()
+        self.trajectory.updated = str(time.time())
+        text = json.dumps(self.trajectory.as_dict(), ensure_ascii=False, separators=(",", ":"))
         write_text_atomic(self.run_dir.trajectory(self.task.scene), text)
         self.bytes_written += len(text.encode())
         self.saves += 1
@@ -103,8 +103,8 @@ def run_one(cls, root, script):
         started = time.monotonic()
         meta = loop.run()
         wall = time.monotonic() - started
-    steps = loop.state["steps"]
-    harness = [s.get("harness_seconds", 0.0) * 1000 for s in steps]
+    steps = loop.trajectory.steps
+    harness = [(s.harness_seconds or 0.0) * 1000 for s in steps]
     if isinstance(loop, WholeFileLoop):
         written, saves = loop.bytes_written, loop.saves
     else:

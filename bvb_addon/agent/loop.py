@@ -249,7 +249,16 @@ class AgentLoop:
     def _reopen(self, reopen: dict) -> None:
         """Record the re-opening in the trajectory and tell the agent why its scene goes on."""
         s = self.trajectory
-        s.reopened.append(Reopening.from_dict({"at": _now(), "session": s.sessions, **reopen}, "--retry-failed"))
+        s.reopened.append(
+            Reopening(
+                at=_now(),
+                session=s.sessions,
+                status=reopen["status"],
+                stop_reason=reopen.get("stop_reason"),
+                reason=reopen.get("reason"),
+                by=reopen.get("by", ""),
+            )
+        )
         s.messages.append({
             "role": "user",
             "content": f"This scene ended without a submission ({reopen.get('reason') or reopen['status']}). "
