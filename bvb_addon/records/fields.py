@@ -2,6 +2,7 @@
 kept), a format version, and the one read and write of a record's file (bpy-free)."""
 
 import dataclasses
+import functools
 import json
 import logging
 import types
@@ -28,18 +29,24 @@ _KINDS: dict[Any, tuple[type, ...]] = {
 }
 
 
+@functools.cache
+def _allowed(annotation: Any) -> tuple[type, ...] | None:
+    """The JSON kinds a field's annotation takes (None: any), worked out once per annotation."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        arms = [_allowed(arm) for arm in typing.get_args(annotation)]
+        return None if any(arm is None for arm in arms) else tuple(kind for arm in arms for kind in arm or ())
+    if annotation is type(None):
+        return (type(None),)
+    return _KINDS.get(typing.get_origin(annotation) or annotation)
+
+
 def _accepts(annotation: Any, value: Any) -> bool:
     """Whether a JSON value fits a field's annotation (str, int, float, bool, dict, list, X | None)."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        return any(_accepts(arm, value) for arm in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    origin = typing.get_origin(annotation) or annotation
-    kinds = _KINDS.get(origin)
+    kinds = _allowed(annotation)
     if kinds is None:
         return True
-    if isinstance(value, bool) and origin is not bool:
-        return False  # JSON true is not a count
+    if isinstance(value, bool):
+        return bool in kinds  # JSON true is not a count
     return isinstance(value, kinds)
 
 
