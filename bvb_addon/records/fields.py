@@ -2,7 +2,6 @@
 kept), a format version, and the one read and write of a record's file (bpy-free)."""
 
 import dataclasses
-import functools
 import json
 import logging
 import types
@@ -29,15 +28,21 @@ _KINDS: dict[Any, tuple[type, ...]] = {
 }
 
 
-@functools.cache
+_ALLOWED: dict[Any, tuple[type, ...] | None] = {}
+
+
 def _allowed(annotation: Any) -> tuple[type, ...] | None:
     """The JSON kinds a field's annotation takes (None: any), worked out once per annotation."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        arms = [_allowed(arm) for arm in typing.get_args(annotation)]
-        return None if any(arm is None for arm in arms) else tuple(kind for arm in arms for kind in arm or ())
-    if annotation is type(None):
-        return (type(None),)
-    return _KINDS.get(typing.get_origin(annotation) or annotation)
+    if annotation not in _ALLOWED:
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+            arms = [_allowed(arm) for arm in typing.get_args(annotation)]
+            kinds = None if any(arm is None for arm in arms) else tuple(kind for arm in arms for kind in arm or ())
+        elif annotation is type(None):
+            kinds = (type(None),)
+        else:
+            kinds = _KINDS.get(typing.get_origin(annotation) or annotation)
+        _ALLOWED[annotation] = kinds
+    return _ALLOWED[annotation]
 
 
 def _accepts(annotation: Any, value: Any) -> bool:
