@@ -264,7 +264,7 @@ def _state(path: Path, inline: bool) -> Any:
     return state
 
 
-def load_trajectory(path: str | Path, inline: bool = True) -> Trajectory:
+def load_trajectory(path: str | os.PathLike[str], inline: bool = True) -> Trajectory:
     """The one reader: the Trajectory at its last complete save, from the snapshot plus the step log.
 
     ``path``: trajectories/<scene>.traj.json. ``inline``: images as data URLs (what the model was sent);
@@ -275,7 +275,7 @@ def load_trajectory(path: str | Path, inline: bool = True) -> Trajectory:
     return Trajectory.from_dict(_state(path, inline), path)
 
 
-def read_trajectory(path: str | Path, inline: bool = True) -> Any:
+def read_trajectory(path: str | os.PathLike[str], inline: bool = True) -> Any:
     """The same reader's trajectory as a JSON object, for the readers that take one and show what there is
     (the report, the step page, the live view, the exports, the add-on's text view, the budget's spend).
 
@@ -292,12 +292,13 @@ def read_trajectory(path: str | Path, inline: bool = True) -> Any:
         return state
 
 
-def scene_trajectory(run_dir: RunDir | str | Path, scene: str, inline: bool = True) -> dict:
+def scene_trajectory(run_dir: RunDir | str | os.PathLike[str], scene: str, inline: bool = True) -> dict:
     """``read_trajectory`` of a run's scene ({} when there is none; RunDirError naming the file when not an object)."""
-    return read_object(RunDir(run_dir).trajectory(scene), lambda path: read_trajectory(path, inline=inline))
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    return read_object(rd.trajectory(scene), lambda path: read_trajectory(path, inline=inline))
 
 
-def trajectory_inputs(path: str | Path) -> list[Path]:
+def trajectory_inputs(path: str | os.PathLike[str]) -> list[Path]:
     """The files a trajectory is read from (the snapshot and its log): what a rebuild watches."""
     path = Path(path)
     return [path, _log_path(path)]

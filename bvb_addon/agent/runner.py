@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import backend, scratch
 from ..atomic import remove_stale_temps
@@ -23,6 +23,9 @@ from .environment import Environment
 from .loop import SceneTask
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
+
+if TYPE_CHECKING:
+    from ..sandbox.config import SandboxConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ class RunOptions:
     """With resume: also re-open scenes that ended in an agent failure (recorded in their trajectory)."""
     shard: tuple = (0, 1)
     workers: int = 1
-    sandbox: object = None
+    sandbox: "SandboxConfig | None" = None
     """A sandbox.SandboxConfig, or None for the sandbox's defaults."""
     progress: bool = True
     mode: str = "bvb"
