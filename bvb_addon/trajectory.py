@@ -292,7 +292,7 @@ def read_trajectory(path: str | os.PathLike[str], inline: bool = True) -> Any:
         return state
 
 
-def scene_trajectory(run_dir: RunDir | str | os.PathLike[str], scene: str, inline: bool = True) -> dict:
+def scene_trajectory(run_dir: RunDir | str | Path, scene: str, inline: bool = True) -> dict:
     """``read_trajectory`` of a run's scene ({} when there is none; RunDirError naming the file when not an object)."""
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     return read_object(rd.trajectory(scene), lambda path: read_trajectory(path, inline=inline))
