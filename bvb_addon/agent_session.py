@@ -18,8 +18,8 @@ from .agent import setup
 from .agent.config import AgentConfig
 from .agent.driver import drive_scene
 from .agent.environment import Environment
-from .agent.loop import SceneTask
 from .agent.model import Model
+from .agent.task import SceneTask
 from .records import write_run_config
 from .records.trajectory import Trajectory
 from .run_dir import RunDir

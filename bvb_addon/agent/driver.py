@@ -20,8 +20,9 @@ from ..run_dir import RunDir
 from .budget import Budget
 from .config import AgentConfig
 from .environment import Environment
-from .loop import AgentLoop, SceneTask
+from .loop import AgentLoop
 from .model import Model
+from .task import SceneTask
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..sandbox.config import SandboxConfig
     from ..sandbox.worker import StepResult
     from .config import AgentConfig
-    from .loop import SceneTask
+    from .task import SceneTask
 
 log = logging.getLogger(__name__)
 

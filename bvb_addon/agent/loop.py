@@ -6,7 +6,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +26,7 @@ from .environment import Environment
 from .ledger import BudgetHolder, CostLimit, Ledger, LedgerEntry, usd
 from .model import ContextOverflow, Model, ModelError, ModelReply
 from .program import PROGRAM_RESET, join_program
+from .task import SceneTask
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +59,6 @@ class Interrupted(AgentStop):
 
     status = stop_reason = "interrupted"
     reason = "stopped by the user; --resume continues it"
-
-
-@dataclass
-class SceneTask:
-    """One scene of a split with its clip's facts."""
-
-    scene: str
-    dataset: str
-    video: str
-    fps: float
-    frame_count: int
-    duration: float
-    width: int
-    height: int
-    mode: str = "bvb"
-    """"bvb" rebuilds a video; "vgi" builds a start image and animates a procedure."""
-    constraint: str = ""
 
 
 CAMERA_KEY_SECONDS = 2.0

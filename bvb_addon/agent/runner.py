@@ -20,9 +20,9 @@ from .budget import Budget, recorded_spend
 from .config import AgentConfig
 from .driver import drive_scene, task_for_clip, unstarted
 from .environment import Environment
-from .loop import SceneTask
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
+from .task import SceneTask
 
 if TYPE_CHECKING:
     from ..sandbox.config import SandboxConfig
