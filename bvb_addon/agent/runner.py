@@ -329,6 +329,8 @@ class Runner:
             if previous is not None and previous.get("status") in REOPENABLE_STATUSES:
                 reopen = {"status": previous["status"], "stop_reason": previous.get("stop_reason"),
                           "reason": previous.get("reason"), "by": "--retry-failed"}  # fmt: skip
+        if model is None:  # get_model with a task builds every agent's: none is a harness fault
+            return self._fail(dataset_name, scene, "error", "harness_error", f"no model for agent {self.config.agent}")
         try:
             # A full temp folder or a sandbox that does not start is this scene's fault, not the batch's.
             return drive_scene(
