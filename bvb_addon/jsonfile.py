@@ -5,6 +5,7 @@
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,22 +14,35 @@ from .errors import BadFileError, MissingFileError
 log = logging.getLogger(__name__)
 
 
-def read_jsonl(path: str | Path) -> list:
-    """Rows of a JSON-lines file; a missing file is empty and a torn line (a killed writer) is skipped."""
+NOT_JSON = object()
+"""What ``json_lines`` yields for a line that does not parse."""
+
+
+def json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON-lines file, ``NOT_JSON`` for a line that does
+    not parse (the caller skips a torn line or refuses the file); a missing file has no lines."""
     path = Path(path)
     if not path.exists():
-        return []
-    rows = []
-    # Bytes that are not UTF-8 become U+FFFD, so such a line is skipped like any other that is not JSON.
+        return
+    # Bytes that are not UTF-8 become U+FFFD, so such a line is one that is not JSON.
     with open(path, encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line:
+            if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                yield number, json.loads(line)
             except (json.JSONDecodeError, RecursionError):
-                log.warning("%s line %d is not JSON (an interrupted write?); skipped", path, number)
+                yield number, NOT_JSON
+
+
+def read_jsonl(path: str | Path) -> list:
+    """Rows of a JSON-lines file; a missing file is empty and a torn line (a killed writer) is skipped."""
+    rows = []
+    for number, value in json_lines(path):
+        if value is NOT_JSON:
+            log.warning("%s line %d is not JSON (an interrupted write?); skipped", path, number)
+        else:
+            rows.append(value)
     return rows
 
 

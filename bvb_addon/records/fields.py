@@ -12,7 +12,7 @@ from typing import Any, ClassVar, TypeVar
 
 from ..atomic import write_json_atomic, write_text_atomic
 from ..errors import BadFileError
-from ..jsonfile import read_json
+from ..jsonfile import NOT_JSON, json_lines, read_json
 
 log = logging.getLogger(__name__)
 
@@ -148,25 +148,17 @@ def read_rows(cls: type[Record], path: str | Path, strict: bool = True) -> list[
     file and line. Not strict (a file appended to, where a killed writer leaves a fragment): such a line
     is skipped with a warning naming them. A missing file has no rows.
     """
-    path = Path(path)
-    if not path.exists():
-        return []
     rows = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{path} line {number}"
-            try:
-                try:
-                    data = json.loads(line)
-                except (json.JSONDecodeError, RecursionError):
-                    raise BadFileError(f"{cls.WHAT} {where} is not JSON; {cls.FIX}") from None
-                rows.append(cls.from_dict(data, where).as_dict())
-            except BadFileError as exc:
-                if strict:
-                    raise
-                log.warning("%s; skipped", exc)
+    for number, data in json_lines(path):
+        where = f"{path} line {number}"
+        try:
+            if data is NOT_JSON:
+                raise BadFileError(f"{cls.WHAT} {where} is not JSON; {cls.FIX}")
+            rows.append(cls.from_dict(data, where).as_dict())
+        except BadFileError as exc:
+            if strict:
+                raise
+            log.warning("%s; skipped", exc)
     return rows
 
 
