@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bvb_addon.run_dir import RunDir, read_json, read_jsonl
+from bvb_addon.records import read_dv_rows, read_dv_summary, read_ls_rows
+from bvb_addon.run_dir import RunDir, read_json
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,10 @@ def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
     rd = RunDir(run_dir)
     dv: dict[str, tuple] = {}
     ls: dict[str, float] = {}
-    for row in pooled(read_jsonl(rd.dv_rows)):
+    for row in pooled(read_dv_rows(rd.dv_rows)):
         kept, seen = dv.get(row["scene"], (0, 0))
         dv[row["scene"]] = (kept + bool(row.get("retained")), seen + bool(row.get("source_correct")))
-    for row in read_jsonl(rd.ls_rows):
+    for row in read_ls_rows(rd.ls_rows):
         ls[row["scene"]] = float(row.get("vision_sim") or 0.0) if row.get("status", "ok") == "ok" else 0.0
     return dv, ls
 
@@ -175,11 +176,11 @@ def vote_spread(run_dir: str | Path) -> dict | None:
 
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
-    rows = pooled(read_jsonl(rd.dv_rows))
+    rows = pooled(read_dv_rows(rd.dv_rows))
     votes = min((len(r.get("source_answers") or []) for r in rows), default=0)
     if votes < 2:
         return None
-    summary = read_json(rd.dv_summary, "summary") if rd.dv_summary.is_file() else {}
+    summary = read_dv_summary(rd.dv_summary).as_dict() if rd.dv_summary.is_file() else {}
     options = _split_options(summary, run_dir)
     if options is None:
         log.warning("%s: no readable split, so no vote spread", run_dir)
