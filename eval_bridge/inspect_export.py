@@ -19,8 +19,8 @@ from typing import Any
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
-from bvb_addon.records import AgentMeta, RunConfig, read_agent_meta, read_run_config
-from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError, read_jsonl
+from bvb_addon.records import AgentMeta, RunConfig, read_agent_meta, read_dv_rows, read_ls_rows, read_run_config
+from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError
 from bvb_addon.trajectory import scene_trajectory
 
 from .protocol import pooled
@@ -181,9 +181,9 @@ def export_inspect(run_dir: str | Path, out: str | Path) -> int:
     if "/" not in model:
         model = f"bvb/{model}"  # Inspect names models provider/model
     dv_by_scene: dict[str, list[dict[str, Any]]] = {}
-    for row in read_jsonl(rd.dv_rows):
-        dv_by_scene.setdefault(row.get("scene"), []).append(row)
-    ls_by_scene = {row.get("scene"): row for row in read_jsonl(rd.ls_rows)}
+    for row in read_dv_rows(rd.dv_rows):
+        dv_by_scene.setdefault(row["scene"], []).append(row)
+    ls_by_scene = {row["scene"]: row for row in read_ls_rows(rd.ls_rows)}
     scenes = sorted({scene for scene, _ in rd.trajectory_files()} | {p.stem for p in rd.meta_files()})
     if not scenes:
         raise ExportError(f"{run_dir} has no {TRAJECTORIES}/ or {AGENT_META}/; run the agent first (bvb run)")

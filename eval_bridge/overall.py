@@ -16,12 +16,13 @@ from bvb_addon.records import (
     DVSummary,
     LSSummary,
     OverallRecord,
+    read_agent_meta,
     read_dv_summary,
     read_ls_summary,
     read_overall,
     write_overall,
 )
-from bvb_addon.run_dir import RunDir, read_json, require_run, run_blenders, runs_in
+from bvb_addon.run_dir import RunDir, require_run, run_blenders, runs_in
 
 from . import identity, noise
 from .protocol import overall_score, retention
@@ -83,10 +84,6 @@ class OverallError(BVBError, ValueError):
 
 def _percent(fraction):
     return None if fraction is None else 100.0 * float(fraction)
-
-
-def _summary(path):
-    return read_json(path, "summary") if Path(path).is_file() else None
 
 
 def summaries(run_dir: str | Path) -> tuple[DVSummary | None, LSSummary | None]:
@@ -162,7 +159,7 @@ def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = n
     overall = read_overall(rd.overall) if rd.overall.is_file() else overall_record(run_dir)
     agent = config.get("agent")
     name = config.get("name") or (config.get("model") if agent in (None, "model") else agent) or run_dir.name
-    metas = [_summary(p) or {} for p in rd.meta_files()]
+    metas = [read_agent_meta(p) for p in rd.meta_files()]
     row = {
         "name": name,
         "run": str(run_dir),
@@ -175,8 +172,8 @@ def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = n
         "latentSim": overall.latent_sim,
         "layout": overall.layout,
         "motion": overall.motion,
-        "costUsd": sum(float(m.get("cost") or 0.0) for m in metas) if metas else None,
-        "runtimeMin": sum(float(m.get("runtime") or 0.0) for m in metas) / 60 if metas else None,
+        "costUsd": sum(m.cost for m in metas) if metas else None,
+        "runtimeMin": sum(m.runtime for m in metas) / 60 if metas else None,
     }
     by_type = dv.by_question_type
     for column in QUESTION_COLUMNS:

@@ -57,6 +57,7 @@ from bvb_addon.atomic import write_json_atomic
 from bvb_addon.errors import BVBError, report
 from bvb_addon.money import money
 from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
+from bvb_addon.records import read_dv_rows, read_ls_rows
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 
 STAGES = ("agent", "render", "dv", "ls", "overall")
@@ -259,24 +260,75 @@ def render_counts(rd: RunDir, scenes: list[str]) -> dict[str, int]:
     return counts
 
 
-def _summary_counts(summary: Path, partial: Path | None = None) -> dict[str, int]:
+def _summary_counts(summary: Path) -> dict[str, int]:
     if summary.is_file():
         return {"done": 1, "running": 0, "failed": 0, "left": 0}
-    if partial is not None and partial.is_file():
-        return {"done": 0, "running": 1, "failed": 0, "left": 0}
     return {"done": 0, "running": 0, "failed": 0, "left": 1}
 
 
+# A DV row of these statuses is a judge fault: `bvb score dv --resume` asks it again.
+DV_FAULTS = ("source_error", "judge_error")
+
+
+def split_questions(campaign: Campaign) -> dict[str, int]:
+    """{scene: how many of the split's questions are about it}."""
+    counts: dict[str, int] = {}
+    for row in read_jsonl(campaign.split):
+        if isinstance(row, dict) and row.get("scene_name"):
+            counts[row["scene_name"]] = counts.get(row["scene_name"], 0) + 1
+    return counts
+
+
+def dv_counts(rd: RunDir, questions: dict[str, int]) -> dict[str, int]:
+    """{done, running, failed, left} scenes of a run's DV stage: a scene is done when every question about
+    it has a row, failed when one is a judge fault, running while only some have one (the partial rows
+    written as questions finish), left when none has."""
+    final = rd.dv_summary.is_file()
+    rows = read_dv_rows(rd.dv_rows if final else rd.dv_partial, strict=False)
+    answered: dict[str, int] = {}
+    faulted: set[str] = set()
+    for row in rows:
+        answered[row["scene"]] = answered.get(row["scene"], 0) + 1
+        if row["status"] in DV_FAULTS:
+            faulted.add(row["scene"])
+    counts = {"done": 0, "running": 0, "failed": 0, "left": 0}
+    for scene, expected in questions.items():
+        got = answered.get(scene, 0)
+        if scene in faulted:
+            counts["failed"] += 1
+        elif final or got >= expected:
+            counts["done"] += 1
+        elif got:
+            counts["running"] += 1
+        else:
+            counts["left"] += 1
+    return counts
+
+
+# An LS row of these statuses is a fault of the source clip or the encoder, not of the agent's scene.
+LS_FAULTS = ("source_error", "model_error")
+
+
+def ls_counts(rd: RunDir, scenes: list[str]) -> dict[str, int]:
+    """{done, running, failed, left} scenes of a run's LS stage (its rows are written when it ends)."""
+    if not rd.ls_summary.is_file():
+        return {"done": 0, "running": 0, "failed": 0, "left": len(scenes)}
+    status = {row["scene"]: row["status"] for row in read_ls_rows(rd.ls_rows)}
+    failed = sum(1 for scene in scenes if status.get(scene, "ok") in LS_FAULTS)
+    return {"done": len(scenes) - failed, "running": 0, "failed": failed, "left": 0}
+
+
 def stage_counts(campaign: Campaign, rd: RunDir, stage: str, scenes: list[str]) -> dict[str, int]:
-    """{done, running, failed, left} of one stage of one run, from its files."""
+    """{done, running, failed, left} of one stage of one run, from its files: scenes for agent, render,
+    DV and LS; the run itself for Overall."""
     if stage == "agent":
         return agent_counts(rd, scenes)
     if stage == "render":
         return render_counts(rd, scenes)
     if stage == "dv":
-        return _summary_counts(rd.dv_summary, rd.dv_partial)
+        return dv_counts(rd, split_questions(campaign))
     if stage == "ls":
-        return _summary_counts(rd.ls_summary)
+        return ls_counts(rd, scenes)
     return _summary_counts(rd.overall)
 
 
@@ -313,8 +365,9 @@ def status(campaign: Campaign, now: float | None = None) -> dict[str, Any]:
                 # Nothing runs it now: a scene caught mid-run by a kill waits for the next session.
                 counts["left"] += counts.pop("running")
                 counts["running"] = 0
-            elif stage in ("dv", "ls", "overall") and counts["left"]:
-                counts["left"], counts["running"] = 0, 1
+            elif stage in ("ls", "overall") and counts["left"]:
+                # These write their rows when they end: all they have left is in progress.
+                counts["running"], counts["left"] = counts["left"], 0
             stages[stage] = counts
         run_spent = recorded_spend(rd.trajectories)
         total_spent += run_spent

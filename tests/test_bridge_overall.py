@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from bvb_addon.records import AgentMeta, write_agent_meta
 from eval_bridge.cli import main
 from eval_bridge.overall import COLUMNS, overall_score
 
@@ -51,7 +52,8 @@ def _scored_run(root, name, dv, ls, model="gpt-4o", cost=0.5):
         )
     )
     for scene in ("s1", "s2"):
-        (run / "agent_meta" / f"{scene}.json").write_text(json.dumps({"scene": scene, "cost": cost, "runtime": 90.0}))
+        meta = AgentMeta(scene, "vsibench", "model", "gpt-4o", "submitted", "done", "", cost=cost, runtime=90.0)
+        write_agent_meta(run / "agent_meta" / f"{scene}.json", meta)
     by_type = {
         "object_counting": {"source_correct": 4, "both_correct": 3},
         "object_rel_direction_easy": {"source_correct": 2, "both_correct": 2},

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bvb_addon.run_dir import RunDir
 from bvb_addon.trajectory import read_trajectory
 from headless import campaign
 from headless.scripted_openai import ScriptedOpenAI
@@ -125,7 +126,7 @@ def test_a_campaign_killed_mid_run_resumes_to_one_leaderboard_and_report(tmp_pat
     for name in CONFIGS:
         stages = final["runs"][name]["stages"]
         assert stages["agent"]["done"] == 2 and stages["render"]["done"] == 2, (name, stages)
-        assert stages["dv"]["done"] == 1 and stages["overall"]["done"] == 1
+        assert stages["dv"]["done"] == 2 and stages["overall"]["done"] == 1
     results = loaded.results
     rows = (results / "leaderboard.csv").read_text().splitlines()
     assert len(rows) == 1 + len(CONFIGS) and all(any(n in r for r in rows) for n in CONFIGS)
@@ -202,7 +203,7 @@ def test_the_judge_draws_from_the_campaign_budget_too(tmp_path, suite, capsys):
         assert judge.calls == 0 and server.calls == len(SCENES) * 3
     loaded = campaign.load(config)
     report = campaign.status(loaded)
-    assert report["spent"] == 0 and all(report["runs"][n]["stages"]["dv"]["left"] == 1 for n in CONFIGS)
+    assert report["spent"] == 0 and all(report["runs"][n]["stages"]["dv"]["left"] == len(SCENES) for n in CONFIGS)
     assert report["runs"]["model-a"]["stages"]["agent"]["done"] == len(SCENES)
     assert report["runs"]["model-c"]["stages"]["agent"]["left"] == len(SCENES)
     out = capsys.readouterr().out
@@ -224,20 +225,22 @@ def test_a_campaign_that_names_an_encoder_scores_ls_into_its_leaderboard_and_rep
         loaded = campaign.load(config)
         assert loaded.stages() == ["agent", "render", "dv", "ls", "overall"]
         before = campaign.status(loaded)
-        assert before["runs"]["model-a"]["stages"]["ls"] == {"done": 0, "running": 0, "failed": 0, "left": 1}
+        assert before["runs"]["model-a"]["stages"]["ls"] == {"done": 0, "running": 0, "failed": 0, "left": len(SCENES)}
         assert campaign.main([str(config)]) == 0
     report = campaign.status(loaded)
     assert report["finished"]
     for name in CONFIGS[:2]:
         run = loaded.results / name
-        assert report["runs"][name]["stages"]["ls"] == {"done": 1, "running": 0, "failed": 0, "left": 0}
+        assert report["runs"][name]["stages"]["ls"] == {"done": len(SCENES), "running": 0, "failed": 0, "left": 0}
         rows = [json.loads(line) for line in (run / "vision_sim.jsonl").read_text().splitlines()]
         assert sorted(r["scene"] for r in rows) == list(SCENES) and all(r["status"] == "ok" for r in rows)
         summary = json.loads((run / "vision_sim_summary.json").read_text())
         overall = json.loads((run / "overall.json").read_text())
         assert overall["latent_sim"] == pytest.approx(summary["vision_sim"] * 100, abs=0.01)
     table = campaign.format_status(loaded, report)
-    assert sum(1 for line in table.splitlines() if line.split()[-5:] == ["ls", "1", "0", "0", "0"]) == 2, table
+    assert sum(1 for line in table.splitlines() if line.split()[-5:] == ["ls", str(len(SCENES)), "0", "0", "0"]) == 2, (
+        table
+    )
     import csv
 
     board = list(csv.DictReader((loaded.results / "leaderboard.csv").open()))
@@ -276,3 +279,25 @@ def test_a_campaign_with_faults_left_after_its_retries_exits_75_and_its_rerun_fi
     report = campaign.status(campaign.load(config))
     assert report["runs"]["model-a"]["stages"]["agent"] == {"done": 2, "running": 0, "failed": 0, "left": 0}
     assert report["finished"] and report["sessions"] == 2
+
+
+def test_status_counts_dv_by_scene_from_the_rows_written_so_far(tmp_path):
+    """Mid-run the partial rows say which scenes are scored, begun or untouched; a judge fault is failed;
+    once the summary is written every scene is done but a faulted one."""
+    from bvb_addon.records import DVRow
+
+    rd = RunDir(tmp_path / "run")
+    rd.root.mkdir()
+
+    def row(scene, n, status="ok"):
+        return json.dumps(
+            DVRow(id=f"{scene}-{n}", scene=scene, question_type="object_counting", status=status).as_dict()
+        )
+
+    questions = {"a": 2, "b": 2, "c": 1, "d": 1}
+    rd.dv_partial.write_text("\n".join([row("a", 0), row("a", 1), row("b", 0), row("c", 0, "judge_error")]) + "\n{torn")
+    assert campaign.dv_counts(rd, questions) == {"done": 1, "running": 1, "failed": 1, "left": 1}
+    rd.dv_rows.write_text("\n".join([row("a", 0), row("a", 1), row("b", 0), row("b", 1), row("c", 0, "judge_error"),
+                                     row("d", 0)]) + "\n")  # fmt: skip
+    rd.dv_summary.write_text("{}")
+    assert campaign.dv_counts(rd, questions) == {"done": 3, "running": 0, "failed": 1, "left": 0}

@@ -57,10 +57,10 @@ def scored_run(tmp_path):
         for scene in ("room_1", "room_2"):
             run_scene(server, run, scene)
     dv = [
-        {"scene": "room_1", "id": "q1", "source_correct": True, "retained": True, "status": "ok"},
-        {"scene": "room_1", "id": "q2", "source_correct": True, "retained": False, "status": "ok"},
-        {"scene": "room_1", "id": "q4", "source_correct": True, "retained": True, "status": "judge_error"},
-        {"scene": "room_2", "id": "q3", "source_correct": False, "retained": False, "status": "ok"},
+        {"scene": "room_1", "id": "q1", "question_type": "object_counting", "source_correct": True, "retained": True, "status": "ok"},
+        {"scene": "room_1", "id": "q2", "question_type": "object_counting", "source_correct": True, "retained": False, "status": "ok"},
+        {"scene": "room_1", "id": "q4", "question_type": "object_counting", "source_correct": True, "retained": True, "status": "judge_error"},
+        {"scene": "room_2", "id": "q3", "question_type": "object_counting", "source_correct": False, "retained": False, "status": "ok"},
     ]  # fmt: skip
     (run / "dual_vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in dv))
     ls = [
