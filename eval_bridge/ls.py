@@ -493,6 +493,8 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
             spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
     info = None
     if jobs:
+        from bvb_addon.backend import ClusterFault, task_retries
+
         from .distributed import MAX_RETRIES, batches_on_ray
 
         for batch, result, error in batches_on_ray(score_batch, spec, run_dir, jobs, ray_address, scenes_per_task):
@@ -500,7 +502,9 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
                 if isinstance(error, LSError):
                     raise LSError(str(error))
                 # Lost after every retry: the scenes fail this run and are redone by --resume.
-                reason = f"Ray task failed after {MAX_RETRIES} retries: {one_line(error)}"
+                lost = "no live node can run it" if isinstance(error, ClusterFault) else (
+                    f"failed after {task_retries(MAX_RETRIES)} retries")  # fmt: skip
+                reason = f"Ray task {lost}: {one_line(error)}"
                 finished(
                     [
                         LSRow(scene, "model_error", dataset, spec.model_id, spec.num_frames, reason).as_dict()
