@@ -8,6 +8,7 @@ import re
 import pytest
 from PIL import Image
 
+from bvb_addon.records.trajectory import Trajectory
 from bvb_addon.trajectory import TrajectoryWriter
 from eval_bridge import report, trajectory_page
 from eval_bridge.highlight_cache import HighlightCache
@@ -43,7 +44,7 @@ def _run(root, name, scenes, image, code="x = 1\n"):
         ]  # fmt: skip
         state = {"scene": scene, "status": "submitted", "messages": messages,
                  "steps": [{"step": 1, "action": "python", "status": "ok", "code": code}]}  # fmt: skip
-        TrajectoryWriter(run, scene).save(state, snapshot=True)
+        TrajectoryWriter(run, scene).save(Trajectory.from_dict(state), snapshot=True)
     return run
 
 
