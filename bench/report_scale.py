@@ -185,7 +185,8 @@ def make_runs(root, runs, scenes, steps):
             (run / "program" / f"{scene}.py").write_text("import bpy\n")
             (run / "camera_renders").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(render, run / "camera_renders" / f"{scene}.mp4")
-            rows.append({"scene": scene, "dataset": "synthetic", "source_correct": True, "retained": index % 2 == 0})
+            rows.append({"id": f"{scene}-q0", "scene": scene, "question_type": "object_counting", "dataset": "synthetic",
+                         "source_correct": True, "retained": index % 2 == 0})  # fmt: skip
         (run / "dual_vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         write(
             run / "dual_vqa_summary.json",
