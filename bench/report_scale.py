@@ -200,7 +200,7 @@ def make_runs(root, runs, scenes, steps):
 def runs_at(data, runs, scenes, steps):
     """The synthetic runs in ``data``, made there unless an earlier call made the same ones (they take minutes)."""
     marker = data / "made.json"
-    wanted = {"runs": runs, "scenes": scenes, "steps": steps, "format": 2}
+    wanted = {"runs": runs, "scenes": scenes, "steps": steps, "format": 3}  # 3: DV rows with id and question_type
     if marker.is_file() and json.loads(marker.read_text()).get("wanted") == wanted:
         made = json.loads(marker.read_text())
         return made["folders"], made["names"]
