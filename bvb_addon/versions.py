@@ -72,13 +72,21 @@ def module_version() -> str | None:
     """
     if "bpy" in sys.modules and hasattr(sys.modules["bpy"], "app"):
         return sys.modules["bpy"].app.version_string
-    code = "import os, sys, bpy; sys.stdout.write(bpy.app.version_string); sys.stdout.flush(); os._exit(0)"
+    return asked_module_version()
+
+
+def asked_module_version() -> str | None:
+    """bpy.app.version_string as a child Python with the bpy module prints it, or None."""
+    # Blender may log to stdout as bpy loads (5.2: "WARNING Could not get a list of mounted file-systems"),
+    # so the version is the line after a marker.
+    code = "import os, bpy; print('\\nbvb-version:', bpy.app.version_string, flush=True); os._exit(0)"
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.warning("cannot ask the bpy module its version: %s", exc)
         return None
-    return proc.stdout.strip() or None
+    found = re.search(r"^bvb-version: (.+?)\s*$", proc.stdout, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def version_line() -> str:

@@ -29,3 +29,16 @@ def test_register_unregister_twice(root_package, factory_blender):
 
 def test_factory_scene_is_empty(factory_blender):
     assert len(factory_blender.data.objects) == 0
+
+
+def test_the_bpy_modules_version_is_asked_of_a_child_as_blender_writes_it():
+    """config.json's bpy_version must equal what workers and render rows carry (bpy.app.version_string,
+    "4.2.23 LTS"), not the package's "4.2.23", and Blender's own log lines on stdout (5.2 writes one)
+    never enter it."""
+    import bpy
+
+    from bvb_addon import versions
+
+    asked = versions.asked_module_version()
+    assert asked and asked == bpy.app.version_string
+    assert "\n" not in asked and asked.split(" ")[0].count(".") == 2
