@@ -1,8 +1,15 @@
 """Background jobs of the add-on: a callable on a worker thread, its progress and result on a queue (no bpy).
 
-An operator starts a ``Job`` in a ``JobRegistry`` and returns; the add-on's one timer calls
-``JobRegistry.drain()`` on Blender's main thread, which hands each job's progress to its
-``on_progress`` and its ``Outcome`` to its ``on_done`` in the order the worker posted them.
+An operator submits a ``Job`` to a ``JobRegistry`` and returns; the add-on's one timer calls
+``JobRegistry.drain()`` on Blender's main thread, which starts the jobs submitted since the last
+call, then hands each job's progress to its ``on_progress`` and its ``Outcome`` to its
+``on_done`` in the order the worker posted them.
+
+Why the timer, not the operator, starts the thread: a worker that runs Python while the main
+thread is still inside the ``bpy.ops`` call that submitted it can crash the bpy module (seen on
+bpy 5.0, about one run in seven of tests/test_addon_suite.py: a segfault in ``_op_call`` under
+``context.temp_override``, whose context lookups go through a Python dict). Started from the
+timer, the worker's first Python runs after the operator call has returned.
 Only those two callbacks touch bpy; the worker (``work(job)``) never does. A job stays in the
 registry until its outcome has been applied, so "is this scene being scored?" is a lookup.
 """
@@ -70,8 +77,18 @@ class Job:
         self.cancel_event = threading.Event()
         self.outcome: Outcome | None = None
         self._thread: threading.Thread | None = None
+        self._skipped = False
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None or self._skipped
 
     def start(self) -> "Job":
+        if self.cancel_event.is_set():
+            # Cancelled before its thread ever ran: it ends cancelled, without running its work.
+            self._skipped = True
+            self._events.put((_DONE, Outcome(cancelled=True)))
+            return self
         thread = self._thread = threading.Thread(target=self._run, name=f"bvb-job-{self.key}", daemon=True)
         thread.start()
         return self
@@ -132,13 +149,17 @@ class JobRegistry:
         self._jobs = {}
         self._lock = threading.Lock()
 
-    def start(self, job: Job) -> Job:
-        """Start ``job`` unless one with its key is still running; returns the job."""
+    def submit(self, job: Job) -> Job:
+        """Register ``job`` unless one with its key is still running; the next ``drain`` starts it."""
         with self._lock:
             if job.key in self._jobs:
                 raise JobBusy(f"a job {job.key!r} is already running; wait for it or cancel it")
             self._jobs[job.key] = job
-        return job.start()
+        return job
+
+    def start(self, job: Job) -> Job:
+        """Register ``job`` and start it now (outside Blender; the add-on submits and lets its timer start)."""
+        return self.submit(job).start()
 
     def get(self, key: Any) -> Job | None:
         return self._jobs.get(key)
@@ -153,12 +174,17 @@ class JobRegistry:
         return list(self._jobs)
 
     def drain(self) -> int:
-        """Apply every job's events in posting order; returns how many jobs are still running.
+        """Start the jobs submitted since the last call, then apply every job's events in posting order.
 
-        A callback that raises is logged and must not stop the other jobs' updates; a job whose
+        Returns how many jobs are still running (or waiting to start). A callback that raises is logged and must not stop the other jobs' updates; a job whose
         ``on_done`` raised is forgotten all the same.
         """
+        for job in list(self._jobs.values()):
+            if not job.started:
+                job.start()
         for key, job in list(self._jobs.items()):
+            if not job.started:
+                continue
             try:
                 finished = job.drain()
             except Exception:

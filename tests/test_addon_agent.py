@@ -258,6 +258,8 @@ def test_score_returns_at_once_while_the_bridge_is_slow_and_the_timer_brings_the
         prefs.bridge_url = bridge.url
         # The bridge holds /health until the gate opens, so a blocking operator would wait on it here.
         assert bpy.ops.bvb.score() == {"FINISHED"}
+        assert not bridge.asked.is_set(), "the job's thread starts at the timer's next tick, not inside the operator"
+        addon.operators.background.drain()  # the timer's tick
         assert bridge.asked.wait(10), "the job never asked the bridge"
         assert s.score_status == "submitting" and not s.has_scores
         assert not bpy.ops.bvb.score.poll(), "one score job per scene"

@@ -121,3 +121,25 @@ def test_one_job_per_key_and_a_failing_callback_does_not_stop_the_others():
     gate.set()
     _drain_until_idle(registry)
     assert applied == ["good"]
+
+
+def test_a_submitted_job_starts_at_the_next_drain_not_before():
+    """The add-on submits from an operator; its timer's drain starts the thread (a worker running inside the
+    operator's bpy.ops call crashed bpy 5.0)."""
+    ran = threading.Event()
+    registry = JobRegistry()
+    job = registry.submit(Job("a", lambda job: ran.set() or "done"))
+    time.sleep(0.1)
+    assert not ran.is_set() and not job.started and "a" in registry
+    assert registry.drain() in (0, 1) and job.started
+    _drain_until_idle(registry)
+    assert ran.is_set() and job.outcome.value == "done"
+
+
+def test_a_job_cancelled_before_it_started_ends_cancelled_without_running():
+    ran, applied = threading.Event(), []
+    registry = JobRegistry()
+    registry.submit(Job("a", lambda job: ran.set(), on_done=applied.append))
+    registry.cancel("a")
+    _drain_until_idle(registry)
+    assert not ran.is_set() and len(applied) == 1 and applied[0].cancelled and applied[0].value is None
