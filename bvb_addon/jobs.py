@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import BVBError
+from .outcomes import one_line
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,11 @@ class Outcome:
         return self.error is None and not self.cancelled
 
 
-def one_line(exc: BaseException, expected: tuple[type[BaseException], ...] = ()) -> str:
-    """The message of an exception the user can act on; anything else is named by its type."""
-    text = str(exc).strip().splitlines()
-    message = text[0] if text else ""
+def shown_error(exc: BaseException, expected: tuple[type[BaseException], ...] = ()) -> str:
+    """The panel's line for a failed job: an expected exception's own first line, anything else named by its type."""
     if isinstance(exc, expected):
-        return message or type(exc).__name__
+        return one_line(exc)
+    message = one_line(exc) if str(exc).strip() else ""
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
@@ -99,7 +99,7 @@ class Job:
         except Exception as exc:  # shown in the panel: the GUI must not lose it to a thread's stderr
             if not isinstance(exc, self._expected):
                 log.exception("background job %s failed", self.key)
-            outcome = Outcome(error=one_line(exc, self._expected), cancelled=self.cancel_event.is_set())
+            outcome = Outcome(error=shown_error(exc, self._expected), cancelled=self.cancel_event.is_set())
         self._events.put((_DONE, outcome))
 
     def post(self, value: Any) -> None:
