@@ -47,7 +47,9 @@ CONTEXT_OVERFLOW = re.compile(
 class ClientError(RuntimeError):
     """A call that did not produce an answer; ``billed`` holds usage of faulty replies that were paid for."""
 
-    def __init__(self, message: str, status: int | None = None, billed: Iterable[dict] = (), uncertain: int = 0) -> None:
+    def __init__(
+        self, message: str, status: int | None = None, billed: Iterable[dict] = (), uncertain: int = 0
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.billed = list(billed)

@@ -26,7 +26,6 @@
 No other module spells these names: they ask a ``RunDir`` for a path.
 """
 
-import json
 import logging
 import re
 from collections.abc import Callable, Iterable
@@ -339,11 +338,7 @@ class RunDir:
 
     def meta_or_empty(self, scene: str) -> dict:
         """agent_meta/<scene>.json, or {} when it is missing or unreadable (a failure's reason, not a fault)."""
-        try:
-            meta = json.loads(self.meta(scene).read_text())
-        except (OSError, ValueError):
-            return {}
-        return meta if isinstance(meta, dict) else {}
+        return read_object_or_none(self.meta(scene)) or {}
 
     def render_rows(self) -> list[dict]:
         """The render stage's status rows (render_status.jsonl, ``records.RenderRow``), torn lines skipped."""

@@ -16,6 +16,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from .jsonfile import read_object_or_none
+
 log = logging.getLogger(__name__)
 
 MARKER = ".bvb-runner-scratch"
@@ -69,10 +71,10 @@ def _stale(folder):
 
 def owner_gone(marker: str | Path) -> bool:
     """True when the marker file names a process of this user and pid namespace that no longer runs."""
+    mark = read_object_or_none(marker) or {}
     try:
-        mark = json.loads(Path(marker).read_text())
         pid, start = int(mark["pid"]), mark.get("start")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return False
     if mark.get("pid_ns") != _pid_namespace() or mark.get("uid") != os.getuid():
         return False  # another container's process: its liveness cannot be seen from here

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import scratch
 from .atomic import write_json_atomic
+from .jsonfile import read_json
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class Staging:
 
 def _apply(staging, target):
     """Rename the manifest's files into target (those not moved yet), then remove the staging folder."""
-    manifest = json.loads((staging / MANIFEST).read_text())
+    manifest = read_json(staging / MANIFEST, "staging manifest", "delete the staging folder and rerun")
     for rel in manifest["files"]:
         source = staging / rel
         if source.is_file():

@@ -19,6 +19,7 @@ class Blenders(TypedDict):
     made: list[str]
     rendered: list[str]
 
+
 # Kept equal to blender_manifest.toml's version (a test checks it).
 HARNESS_VERSION = "0.1.0"
 

@@ -361,8 +361,6 @@ def frame_strip(path: str | Path, count: int = 6, height: int | None = None) -> 
     if height and height != frames.shape[1]:
         width = max(2, round(frames.shape[2] * height / frames.shape[1]))
         frames = np.stack(
-            [
-                _rgb24(av.VideoFrame.from_ndarray(f, format="rgb24"), width=width, height=height) for f in frames
-            ]
+            [_rgb24(av.VideoFrame.from_ndarray(f, format="rgb24"), width=width, height=height) for f in frames]
         )
     return np.concatenate(list(frames), axis=1)

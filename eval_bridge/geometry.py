@@ -5,7 +5,6 @@ the render stage's ``scene_graphs/<scene>.json``; both become one ``SceneGeometr
 same answering code serves both sides and an exact reconstruction answers exactly like its source.
 """
 
-import json
 import logging
 import math
 import re
@@ -16,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from bvb_addon.dataset import Question
-from bvb_addon.errors import BadFileError, MissingFileError
+from bvb_addon.errors import MissingFileError
+from bvb_addon.jsonfile import read_json
 from bvb_addon.run_dir import RunDir
 
 from .judge import Answer
@@ -103,12 +103,7 @@ class GeometryJudge:
 
 
 def _load(path: str | Path, what: str, fix: str) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise MissingFileError(f"{what} {path} is missing; {fix}") from None
-    except json.JSONDecodeError as exc:
-        raise BadFileError(f"{what} {path} is not valid JSON ({exc.msg}); {fix}") from None
+    return read_json(path, what, fix)
 
 
 def answer(geometry: SceneGeometry, question: Question) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, run_blenders
 
 # (identity key, what the differs column calls it). Order: the order differs lists them in.
@@ -57,10 +58,9 @@ def _summary(root: str | Path, path: str | Path) -> dict[str, Any]:
     try:
         if not Path(path).resolve(strict=True).is_relative_to(Path(root).resolve()):
             return {}
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, RuntimeError, UnicodeDecodeError, ValueError, RecursionError):
+    except (OSError, RuntimeError):
         return {}
-    return value if isinstance(value, dict) else {}
+    return read_object_or_none(path) or {}
 
 
 def _object(value: object) -> dict[str, Any]:

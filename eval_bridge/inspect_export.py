@@ -19,6 +19,7 @@ from typing import Any
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
+from bvb_addon.jsonfile import read_json
 from bvb_addon.records import AgentMeta, RunConfig, read_agent_meta, read_dv_rows, read_ls_rows, read_run_config
 from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError
 from bvb_addon.trajectory import scene_trajectory
@@ -35,12 +36,10 @@ class ExportError(BVBError, ValueError):
 
 
 def _read(path: str | Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
+    """A run file's JSON, None when it is missing; one that does not parse is a BadFileError naming it."""
+    if not Path(path).exists():
         return None
-    except json.JSONDecodeError as exc:
-        raise ExportError(f"{path} is not valid JSON ({exc.msg}); rerun the stage that writes it") from None
+    return read_json(path, "run file", "rerun the stage that writes it")
 
 
 def _content(content: str | list[dict[str, Any]], attachments: dict[str, str]) -> str | list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Self
 
 from bvb_addon.errors import BVBError
+from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,7 @@ def _alive(pid: int) -> bool:
 
 
 def _read(path: Path) -> dict | None:
-    try:
-        owner = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return owner if isinstance(owner, dict) else None
+    return read_object_or_none(path)
 
 
 class RunLock:

@@ -48,7 +48,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
 from bvb_addon.errors import USER_ERRORS, ArgumentError, BadFileError, BVBError, MissingFileError
-from bvb_addon.jsonfile import read_object_or_none
+from bvb_addon.jsonfile import read_json, read_object_or_none
 from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
@@ -532,7 +532,10 @@ class Service:
         out: dict[str, Any] = {"job": job.view()}
         self.no_links_out(job.run, "run")
         for path in RunDir(job.run).summaries:
-            out[path.stem] = json.loads(path.read_text()) if path.is_file() else None
+            try:
+                out[path.stem] = read_json(path, "summary", "rescore the run") if path.is_file() else None
+            except BadFileError as exc:
+                raise ServiceError(500, str(exc)) from None
         return out
 
 

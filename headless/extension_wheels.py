@@ -99,7 +99,9 @@ def manifest_with_wheels(text: str, platform: str, wheels: Iterable[str]) -> str
     return text[:cut] + "\n".join(lines) + "\n" + text[cut:]
 
 
-def download(platform: str, requirements: Iterable[str], dest: str | Path, pythons: Sequence[str] = PYTHONS) -> list[str]:
+def download(
+    platform: str, requirements: Iterable[str], dest: str | Path, pythons: Sequence[str] = PYTHONS
+) -> list[str]:
     """Binary wheels of ``requirements`` and their dependencies for one Blender platform, for each Python."""
     if platform not in PLATFORM_TAGS:
         raise WheelsError(f"unknown platform {platform!r}; use one of {', '.join(PLATFORM_TAGS)}")
