@@ -8,8 +8,8 @@ from bpy.props import StringProperty
 
 from ..bvb_addon import open_scenes, reference_bl, run_view, scene_io_bl
 from ..bvb_addon.errors import BVBError
-from ..bvb_addon.run_dir import TRAJECTORY_SUFFIX, videos_of
-from ..bvb_addon.trajectory import read_trajectory
+from ..bvb_addon.run_dir import videos_of
+from ..bvb_addon.run_texts_bl import load_text
 from ..registration import register_classes, unregister_classes
 from .base import BVBPollMixin, fail
 
@@ -25,24 +25,6 @@ def fill_steps(settings, steps):
         item.blend_path = str(step.blend) if step.blend else ""
         item.first_line = step.first_line
     settings.steps_index = max(0, len(settings.steps) - 1)
-
-
-def load_text(name, path):
-    """A Text datablock holding the file's content (pretty-printed when it is JSON)."""
-    content = Path(path).read_text(errors="replace")
-    if path.name.endswith(TRAJECTORY_SUFFIX):
-        # The snapshot plus the saves appended since; each image a placeholder with its size.
-        content = json.dumps(run_view.readable_trajectory(read_trajectory(path)), indent=2)
-    elif path.suffix == ".json":
-        try:
-            # Trajectories carry every image as a data URL: a Text block shows a placeholder instead.
-            content = json.dumps(run_view.readable_trajectory(json.loads(content)), indent=2)
-        except json.JSONDecodeError:
-            pass
-    text = bpy.data.texts.get(name) or bpy.data.texts.new(name)
-    text.clear()
-    text.write(content)
-    return text
 
 
 def clip_roots(settings, config):
