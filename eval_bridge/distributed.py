@@ -20,6 +20,9 @@ from typing import Any
 from bvb_addon import backend
 from bvb_addon.outcomes import one_line
 
+from .cache import JudgeCache
+from .judge import VLMJudge
+
 log = logging.getLogger(__name__)
 
 # Tasks retried after a lost node or a killed worker (not after an error raised by the code).
@@ -105,14 +108,16 @@ def score_dv_on_ray(dv: Any, pending: list, sources: dict, finished: Callable[[l
     """
     ray = backend.ensure_ray(dv.ray_address)
     judge = dv.judge
-    cache = getattr(judge, "cache", None)
-    actor = start_cache_server(ray, cache.path) if cache is not None else None
-    cap = getattr(judge, "cap", None)
-    if cap is not None:
-        cap.open()
-    task_judge = (
-        judge.remote_copy(RemoteCache(actor) if actor else None, cap) if hasattr(judge, "remote_copy") else judge
-    )
+    # The VLM's cache and concurrency cap live on the driver: each task's copy reaches them through actors.
+    # The geometry judge has neither and travels as it is.
+    task_judge, cache, actor, cap = judge, None, None, None
+    if isinstance(judge, VLMJudge):
+        cache = judge.cache if isinstance(judge.cache, JudgeCache) else None
+        actor = start_cache_server(ray, cache.path) if cache is not None else None
+        cap = judge.cap
+        if isinstance(cap, backend.ConcurrencyCap):
+            cap.open()
+        task_judge = judge.remote_copy(RemoteCache(actor) if actor else None, cap)
 
     by_scene = defaultdict(list)
     for question in pending:
@@ -172,7 +177,8 @@ class _NoLock:
 
 
 def _judge_lock(judge):
-    return getattr(judge, "_lock", None) or _NoLock()
+    """The VLM's own lock on its call and cost counters; the geometry judge is used from this thread only."""
+    return judge.counter_lock if isinstance(judge, VLMJudge) else _NoLock()
 
 
 # ---- LS --------------------------------------------------------------------------------------

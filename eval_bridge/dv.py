@@ -30,6 +30,7 @@ from . import protocol as rules
 from .cache import clip_fingerprint
 from .files import agent_meta, append_jsonl, file_lock, write_jsonl_atomic
 from .identity import file_sha256
+from .judge import VLMJudge
 
 if TYPE_CHECKING:
     from .judge import Judge
@@ -222,13 +223,14 @@ class _Shared:
 
 def source_fingerprint(judge: "Judge", source_file: str | Path) -> str:
     """The source clip's content fingerprint with the judge's sampling settings (eval_bridge.cache)."""
-    settings = getattr(judge, "settings", None)
+    # Only the VLM samples frames; the geometry judge reads the scene graph.
+    settings = judge.settings if isinstance(judge, VLMJudge) else None
     sampling = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()
     return clip_fingerprint(source_file, *sampling)
 
 
 def _prompt_kind(judge):
-    return getattr(judge, "prompt_kind", "local")
+    return judge.prompt_kind if isinstance(judge, VLMJudge) else "local"
 
 
 def _render_state(run_dir):
@@ -550,8 +552,8 @@ def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
     for r in rows:
         if r["status"] != "ok" and r["scene"] not in failed:
             failed[r["scene"]] = {"status": r["status"], "reason": r["reason"]}
-    settings = getattr(judge, "settings", None)
-    cache = getattr(judge, "cache", None)
+    settings = judge.settings if isinstance(judge, VLMJudge) else None
+    cache = judge.cache if isinstance(judge, VLMJudge) else None
     return DVSummary(
         retention_rate=overall["retention_rate"],
         original_accuracy=overall["original_accuracy"],

@@ -151,7 +151,7 @@ class VLMJudge:
         self.client = OpenAIClient(
             self.base_url, self._key, self.timeout_s, policy, cap=self.cap, label=f"judge {self.model}"
         )
-        self._lock = threading.Lock()
+        self.counter_lock = threading.Lock()
         self.calls = 0
         self.cost_usd = 0.0
 
@@ -164,7 +164,7 @@ class VLMJudge:
     def __getstate__(self) -> dict[str, Any]:
         # A judge sent to a Ray task: the HTTP client and lock are rebuilt there, counters start at 0.
         # The resolved key travels with it, since worker nodes need not have the variable set.
-        return {k: v for k, v in self.__dict__.items() if k not in ("client", "_lock", "calls", "cost_usd")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("client", "counter_lock", "calls", "cost_usd")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -257,7 +257,7 @@ class VLMJudge:
         usage["cost_usd"] = self.pricing.cost(usage)
         if budget is not None and token is not None:
             budget.settle(token, usage["cost_usd"])
-        with self._lock:
+        with self.counter_lock:
             self.calls += 1
             self.cost_usd += usage["cost_usd"]
         if self.cache is not None:
