@@ -6,7 +6,7 @@
 The TOML file (paths relative to it)::
 
     results = "results/campaign"       # one run folder per configuration (and trial) inside
-    budget = 25.0                      # USD of agent model calls for the whole campaign
+    budget = 25.0                      # USD of every agent and judge call, all configurations
     retries = 1                        # extra attempts at scenes that ended in a fault
     backend = "local"                  # or "ray" (with ray_address = "HOST:PORT")
     workers = 2
