@@ -235,7 +235,7 @@ class VLMProcessJudge:
                 return hit[0]
         text, usage = self.vlm._call(frames, prompt)
         usage["cost_usd"] = self.vlm.pricing.cost(usage)
-        with self.vlm._lock:
+        with self.vlm.counter_lock:
             self.vlm.calls += 1
             self.vlm.cost_usd += usage["cost_usd"]
         if cache is not None:

@@ -14,6 +14,7 @@ and with --oracle-videos DIR/videos/<id>.mp4 and DIR/timelines/<id>.json of the 
 import argparse
 import errno
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -133,8 +134,10 @@ def _generate_into(
     script = Path(__file__).resolve().parent.parent / "bvb_addon" / "vgi" / "blender_job_bl.py"
     proc = subprocess.run([sys.executable, str(script), str(job_path)], capture_output=True, text=True)
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise RuntimeError("Blender failed while rendering VGI tasks: " + " | ".join(tail))
+        # A crash leaves no traceback: the exit status says which (a signal shows as -N).
+        how = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exit {proc.returncode}"
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-5:]
+        raise RuntimeError(f"Blender failed while rendering VGI tasks ({how}): " + " | ".join(tail))
     from bvb_addon.vgi import suite
 
     for row in rows:

@@ -483,6 +483,35 @@ def test_replies_without_an_answer_are_judge_errors_never_cached_and_asked_again
     assert summary["counts"]["judge_errors"] == 0 and summary["retention_rate"] == pytest.approx(3 / 5)
 
 
+class _OverlapJudge(Judge):
+    """Makes the two processes' work overlap whatever their start-up times under load.
+
+    Replies wait until a fifth request arrives (each process has 4 workers, so the second one is
+    then asking too), and the first source question of a rendered scene is answered 6 s late: its
+    claim is held that long, and the other process, busy by then, needs that answer and waits for it.
+    """
+
+    GATE_REQUESTS, SLOW_S = 5, 6.0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.received, self.slow, self.gate = 0, None, threading.Event()
+
+    def __call__(self, body):
+        content = body["messages"][0]["content"]
+        label = self.labels[hashlib.sha256(content[0]["image_url"]["url"].encode()).hexdigest()]
+        question = (label, content[-1]["text"])
+        with self.lock:
+            self.received += 1
+            if self.received >= self.GATE_REQUESTS:
+                self.gate.set()
+            if self.slow is None and label[0] == "source" and label[1] in ("s1", "s2"):
+                self.slow = question
+        self.gate.wait(60)
+        reply = super().__call__(body)
+        return {**reply, "delay": reply["delay"] + self.SLOW_S} if question == self.slow else reply
+
+
 def test_two_concurrent_dv_processes_on_one_split_ask_each_source_question_once(assets, tmp_path):
     root, labels = assets
     labels = dict(labels)
@@ -496,7 +525,7 @@ def test_two_concurrent_dv_processes_on_one_split_ask_each_source_question_once(
         labels[_first_frame_key(clip)] = ("render2", scene)
     for _, scene, _, text, _, _, _, render in QUESTIONS:
         overrides[(("render2", scene), text)] = render
-    judge = Judge(labels, overrides, delay=0.5)
+    judge = _OverlapJudge(labels, overrides, delay=0.5)
     with ScriptedOpenAI(responder=judge) as server:
         procs = []
         for run in (run1, run2):
