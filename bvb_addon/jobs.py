@@ -3,15 +3,15 @@
 An operator submits a ``Job`` to a ``JobRegistry`` and returns; the add-on's one timer calls
 ``JobRegistry.drain()`` on Blender's main thread, which starts the jobs submitted since the last
 call, then hands each job's progress to its ``on_progress`` and its ``Outcome`` to its
-``on_done`` in the order the worker posted them.
+``on_done`` in the order the worker posted them. Only those two callbacks touch bpy; the worker
+(``work(job)``) never does. A job stays in the registry until its outcome has been applied, so
+"is this scene being scored?" is a lookup.
 
 Why the timer, not the operator, starts the thread: a worker that runs Python while the main
-thread is still inside the ``bpy.ops`` call that submitted it can crash the bpy module (seen on
-bpy 5.0, about one run in seven of tests/test_addon_suite.py: a segfault in ``_op_call`` under
-``context.temp_override``, whose context lookups go through a Python dict). Started from the
-timer, the worker's first Python runs after the operator call has returned.
-Only those two callbacks touch bpy; the worker (``work(job)``) never does. A job stays in the
-registry until its outcome has been applied, so "is this scene being scored?" is a lookup.
+thread is still inside the ``bpy.ops`` call that submitted it crashed the bpy module (bpy 5.0,
+about one run in ten of tests/test_addon_suite.py: a segfault in ``_op_call`` under
+``context.temp_override``). Started from the timer, the worker's first Python runs after the
+operator call has returned.
 """
 
 import logging
@@ -176,8 +176,9 @@ class JobRegistry:
     def drain(self) -> int:
         """Start the jobs submitted since the last call, then apply every job's events in posting order.
 
-        Returns how many jobs are still running (or waiting to start). A callback that raises is logged and must not stop the other jobs' updates; a job whose
-        ``on_done`` raised is forgotten all the same.
+        Returns how many jobs are still running (or waiting to start). A callback that raises is
+        logged and must not stop the other jobs' updates; a job whose ``on_done`` raised is
+        forgotten all the same.
         """
         for job in list(self._jobs.values()):
             if not job.started:

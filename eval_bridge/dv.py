@@ -15,7 +15,6 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bvb_addon import backend
 from bvb_addon.dataset import Question
@@ -30,10 +29,7 @@ from . import protocol as rules
 from .cache import clip_fingerprint
 from .files import agent_meta, append_jsonl, file_lock, write_jsonl_atomic
 from .identity import file_sha256
-from .judge import VLMJudge
-
-if TYPE_CHECKING:
-    from .judge import Judge
+from .judge import Judge, VLMJudge
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -83,11 +82,11 @@ class GeometryJudge:
 
     def load_source(self, videos_root: str | Path, dataset: str, scene: str, video: Path) -> SceneGeometry:
         path = Path(videos_root) / "gt" / f"{scene}.json"
-        return from_gt(_load(path, "ground truth", "generate the suite with bvb synth"))
+        return from_gt(read_json(path, "ground truth", "generate the suite with bvb synth"))
 
     def load_render(self, run_dir: str | Path, scene: str, video: Path) -> SceneGeometry:
         path = RunDir(run_dir).scene_graph(scene)
-        return from_scene_graph(_load(path, "scene graph", "re-render the run with bvb render"))
+        return from_scene_graph(read_json(path, "scene graph", "re-render the run with bvb render"))
 
     def step_media(self, graph: dict | None, preview: list[bytes] | None) -> SceneGeometry | None:
         """A step snapshot as this judge sees it: the geometry of its scene graph (None without a graph)."""
@@ -100,10 +99,6 @@ class GeometryJudge:
             log.warning("geometry judge cannot answer %s: %s", question.id, exc)
             text = ""
         return Answer(text=text, cost_usd=0.0, cached=False)
-
-
-def _load(path: str | Path, what: str, fix: str) -> Any:
-    return read_json(path, what, fix)
 
 
 def answer(geometry: SceneGeometry, question: Question) -> str:

@@ -32,7 +32,8 @@ LOG_VERSION = 2
 
 
 class ExportError(BVBError, ValueError):
-    """A run that cannot be exported: no such folder, an --out that is not .json, a file that does not parse."""
+    """A run that cannot be exported: no such folder, or an --out that is not .json (a file that does not parse is a
+    BadFileError naming it)."""
 
 
 def _read(path: str | Path) -> Any:
