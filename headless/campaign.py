@@ -594,6 +594,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Run every stage of every configuration of a campaign (TOML) with one budget; resumable.",
         ["bvb campaign campaign.toml", "bvb campaign status campaign.toml"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # argparse would render the one positional list as "[status] CONFIG [[status] CONFIG ...]".
+        usage="%(prog)s [-h] [-q | -v] [status] CONFIG",
     )
     parser.epilog = (
         (parser.epilog or "")
