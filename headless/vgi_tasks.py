@@ -14,6 +14,7 @@ and with --oracle-videos DIR/videos/<id>.mp4 and DIR/timelines/<id>.json of the 
 import argparse
 import errno
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -28,6 +29,8 @@ if __package__ in (None, ""):
 
 from bvb_addon.errors import entry  # noqa: E402
 from headless import bootstrap  # noqa: E402
+
+log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +94,30 @@ def generate(
     return rows
 
 
+CRASH_ATTEMPTS = 2
+"""Runs of the Blender job when it dies by a signal: the job is the harness's own, deterministic and
+rewrites every file, so a Blender crash (seen once in many runs, not reproduced) is tried again."""
+
+
+def run_blender_job(argv: list[str], attempts: int = CRASH_ATTEMPTS) -> None:
+    """Run the Blender job ``argv``; RuntimeError naming its exit status (a signal by name) and its last lines.
+
+    A run that exits with an error is final; one killed by a signal is run again, up to ``attempts`` in all.
+    """
+    for attempt in range(1, attempts + 1):
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+        # A crash leaves no traceback: the exit status says which (a signal shows as -N).
+        crashed = proc.returncode < 0
+        how = f"killed by {signal.Signals(-proc.returncode).name}" if crashed else f"exit {proc.returncode}"
+        if crashed and attempt < attempts:
+            log.warning("Blender crashed while rendering VGI tasks (%s); running the job again", how)
+            continue
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-5:]
+        raise RuntimeError(f"Blender failed while rendering VGI tasks ({how}): " + " | ".join(tail))
+
+
 def _generate_into(
     out: Path,
     work: Path,
@@ -132,12 +159,7 @@ def _generate_into(
     job_path = work / "job.json"
     job_path.write_text(json.dumps({"tasks": jobs, "samples": samples, "scale": scale}))
     script = Path(__file__).resolve().parent.parent / "bvb_addon" / "vgi" / "blender_job_bl.py"
-    proc = subprocess.run([sys.executable, str(script), str(job_path)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        # A crash leaves no traceback: the exit status says which (a signal shows as -N).
-        how = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exit {proc.returncode}"
-        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-5:]
-        raise RuntimeError(f"Blender failed while rendering VGI tasks ({how}): " + " | ".join(tail))
+    run_blender_job([sys.executable, str(script), str(job_path)])
     from bvb_addon.vgi import suite
 
     for row in rows:

@@ -325,3 +325,42 @@ def test_runner_vgi_mode_oracle_then_sandboxed_timelines_score_perfect(vgi_suite
         assert server.calls >= 2 * len(rows)  # focus windows plus one completeness call per task
     vlm = json.loads((out / "vlm" / "vgi_summary.json").read_text())
     assert vlm["judge"] == "scripted-judge" and vlm["overall"]["score"] == 100.0
+
+
+_CRASH_ONCE = """
+import os, signal, sys
+from pathlib import Path
+runs = Path(sys.argv[1])
+runs.write_text(runs.read_text() + "x")
+if len(runs.read_text()) < int(sys.argv[2]):
+    os.kill(os.getpid(), signal.SIGKILL)  # this process only (no core file, unlike SIGSEGV)
+print("done")
+"""
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("crashes, runs", [(1, 2), (2, 2)])
+def test_the_blender_job_is_run_again_after_a_crash_but_only_once(tmp_path, crashes, runs):
+    from headless.vgi_tasks import run_blender_job
+
+    counter = tmp_path / "runs"
+    counter.write_text("")
+    argv = [sys.executable, "-c", _CRASH_ONCE, str(counter), str(crashes + 1)]
+    if crashes < 2:
+        run_blender_job(argv)
+    else:
+        with pytest.raises(RuntimeError, match="killed by SIGKILL"):
+            run_blender_job(argv)
+    assert len(counter.read_text()) == runs
+
+
+@pytest.mark.unit
+def test_a_blender_job_that_exits_with_an_error_is_not_run_again(tmp_path):
+    from headless.vgi_tasks import run_blender_job
+
+    counter = tmp_path / "runs"
+    counter.write_text("")
+    script = "import sys; from pathlib import Path; p = Path(sys.argv[1]); p.write_text(p.read_text() + 'x'); sys.exit('no scene')"
+    with pytest.raises(RuntimeError, match=r"exit 1\): no scene"):
+        run_blender_job([sys.executable, "-c", script, str(counter)])
+    assert counter.read_text() == "x"
