@@ -245,8 +245,8 @@ def _warn_unless_same_pixels(a, b):
         with av.open(str(path)) as clip:
             return [f.to_ndarray(format="rgb24").astype(np.int16) for f in clip.decode(video=0)]
 
-    pairs = zip(frames(a), frames(b), strict=True)
-    diffs = [round(float(np.abs(x - y).mean()), 2) if x.shape == y.shape else None for x, y in pairs]
+    # Same sizes and frame counts (asserted by the caller): the frames pair up.
+    diffs = [round(float(np.abs(x - y).mean()), 2) for x, y in zip(frames(a), frames(b), strict=True)]
     warnings.warn(
         f"{a.name}: the cluster's render differs from the local one; mean |diff| per frame {diffs}", stacklevel=2
     )
