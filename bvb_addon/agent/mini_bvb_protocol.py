@@ -1,0 +1,138 @@
+"""What the Mini-BVB agent sees, as BVB's Stage-1 agent shows it (docs/protocol.md section 1): the texts
+(prompts/mini_bvb/, byte for byte), the reply's blocks, a bash block's result, truncation and the budget
+note. Pure functions, stdlib only; the loop is agent.mini_bvb, frames are agent.mini_bvb_frames.
+"""
+
+import re
+from functools import cache
+from pathlib import Path
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts" / "mini_bvb"
+
+HARNESS = "mini-bvb"
+"""The harness protocol's name in config.json and agent_meta (ours)."""
+RELEASE_HARNESS = "mini-BVB-harness"
+"""What BVB's own harness writes as agent_meta's and config.json's ``harness``."""
+
+# The reference's block and key patterns (behaviour: a fence word, optional blanks, a newline, then the
+# shortest body up to the next fence; keys and numbers as it reads them).
+BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)```", re.DOTALL)
+FRAMES_BLOCK = re.compile(r"```frames\s*\n(.*?)```", re.DOTALL)
+
+MAX_FEEDBACK_CHARS = 4000
+"""Each stream of a bash block is cut to this many characters (half head, half tail)."""
+MAX_OBSERVATION_CHARS = 8000
+"""The joined results of one reply's bash blocks are cut to this many."""
+LOW_BUDGET_SHARE = 0.25
+"""The budget note warns once what is left is at most this share of the limit."""
+DONE_WORD = "DONE"
+"""Anywhere in the reply (a substring test, as the reference's)."""
+
+
+@cache
+def text(name: str) -> str:
+    """The protocol text ``prompts/mini_bvb/<name>.txt`` exactly as stored (nothing stripped)."""
+    return (PROMPTS_DIR / f"{name}.txt").read_bytes().decode("utf-8")
+
+
+def system_prompt() -> str:
+    return text("system")
+
+
+def task_message(scene_name: str, dataset: str | None, duration: float, cost_limit: float) -> str:
+    """The first user message; ``dataset`` None reads "None", as the reference's f-string writes it."""
+    return text("task").format(scene_name=scene_name, dataset=dataset, duration=duration, cost_limit=cost_limit)
+
+
+def nudge(frames_seen: int) -> str:
+    """The reply to a reply with no block (or DONE before result.blend existed)."""
+    return text("nudge_no_frames" if frames_seen == 0 else "nudge_no_blocks")
+
+
+def budget_note(cost: float, cost_limit: float) -> str:
+    remaining = cost_limit - cost
+    warn = text("budget_low") if remaining <= LOW_BUDGET_SHARE * cost_limit else ""
+    return text("budget").format(cost=cost, cost_limit=cost_limit, remaining=remaining, warn=warn)
+
+
+def truncate(value: str, limit: int = MAX_FEEDBACK_CHARS) -> str:
+    """``value`` cut to its first and last ``limit // 2`` characters around the reference's marker."""
+    if len(value) <= limit:
+        return value
+    half = limit // 2
+    return value[:half] + text("truncated") + value[-half:]
+
+
+def bash_result(block: str, returncode: int, stdout: str, stderr: str) -> str:
+    return text("bash_result").format(
+        block=block, returncode=returncode, stdout=truncate(stdout), stderr=truncate(stderr)
+    )
+
+
+def bash_observation(results: list[str]) -> str:
+    """One text for all of a reply's bash results."""
+    return truncate("\n\n".join(results), MAX_OBSERVATION_CHARS)
+
+
+def frame_label(t: float) -> str:
+    return text("frame_label").format(t=t)
+
+
+def blocks(reply: str) -> tuple[list[str], list[str]]:
+    """(bash blocks, frames blocks) of a reply, each stripped, empty ones dropped."""
+    bash = [b.strip() for b in BASH_BLOCK.findall(reply) if b.strip()]
+    frames = [b.strip() for b in FRAMES_BLOCK.findall(reply) if b.strip()]
+    return bash, frames
+
+
+def says_done(reply: str) -> bool:
+    return DONE_WORD in reply
+
+
+def run_name(model: str, reasoning: str | None) -> str:
+    """BVB's default run folder name: ``mini-harness-<slug>[-reasoning-<effort>]-run01`` (run_model.sh).
+
+    The slug is the model without its provider prefix, every character but ``A-Za-z0-9.-`` a dash;
+    ``reasoning`` None takes run_model.sh's per-model default, and "none" adds no suffix.
+    """
+    base = model.rsplit("/", 1)[-1]
+    effort = reasoning if reasoning else default_reasoning(base)
+    name = f"mini-harness-{_slug(base)}"
+    if effort != "none":
+        name += f"-reasoning-{_slug(effort)}"
+    return name + "-run01"
+
+
+def _slug(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "-", value)
+
+
+def default_reasoning(base_model: str) -> str:
+    """run_model.sh's reasoning label for a model without --reasoning (its run name's)."""
+    if base_model == "gpt-5.5":
+        return "medium"
+    if base_model in ("gemini-3.1-pro-preview", "gemini-3.1-pro"):
+        return "high"
+    return "none"
+
+
+RECORDED_REASONING = {
+    "gpt-6-astra": "medium",
+    "gpt-5.5": "medium",
+    "gpt-5.4": "none",
+    "gpt-5.4-mini": "none",
+    "claude-opus-4-8": "none",
+    "claude-opus-4-7": "none",
+    "claude-opus-4-6": "none",
+    "claude-sonnet-4-6": "none",
+    "gemini-3.1-pro-preview": "high",
+    "gemini-3.1-pro": "high",
+}
+"""run_agent.py's reasoning label recorded for a model run without --reasoning (agent_meta, config.json)."""
+
+
+def recorded_reasoning(model: str, explicit: str | None) -> str:
+    """agent_meta's ``reasoning``: the effort given, else run_agent.py's per-model default, else "none"."""
+    if explicit:
+        return explicit
+    return RECORDED_REASONING.get(model.rsplit("/", 1)[-1].lower(), "none")
