@@ -53,6 +53,8 @@ FAULT_STATUSES = {
     "steps": frozenset({"sandbox_error", "judge_error", "io_error"}),
     # timelines: the worker did not start or the timeline could not be written.
     "vgi-timelines": frozenset({"sandbox_error", "io_error"}),
+    # vgi.jsonl rows (videos): the judge failed after its retries; a missing or unreadable video is the generator's.
+    "vgi": frozenset({"judge_error"}),
 }
 
 _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)

@@ -346,6 +346,18 @@ def read_rgb_frames(path: str | Path, count: int, resize: Callable[[RGB], RGB] |
     return out
 
 
+def grey_frames(path: str | Path, count: int, longest_side: int | None = None) -> Iterator[FrameArray]:
+    """(h, w) uint8 luma frames sampled uniformly over the clip, converted at ``longest_side`` as decoded.
+
+    A generator: one small frame at a time, never the clip at full resolution (VGI's adaptive sampler
+    reads hundreds of frames of 1080p clips).
+    """
+    info = probe(path)
+    for _index, frame in _frames_at(path, uniform_times(info.duration, count), info.keyframes):
+        width, height = _target_size(frame.width, frame.height, longest_side)
+        yield np.asarray(frame.to_ndarray(width=width, height=height, format="gray"), dtype=np.uint8)
+
+
 def encode_png(rgb: FrameArray) -> bytes:
     """PNG bytes of an (H, W, 3) uint8 array."""
     height, width = rgb.shape[:2]

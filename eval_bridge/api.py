@@ -95,16 +95,24 @@ class StepsOptions:
 
 @dataclass(frozen=True)
 class VGIOptions:
-    """VGI scoring of procedure videos against their tasks."""
+    """VGI scoring of generators' procedure videos against their tasks, and the leaderboard over them."""
 
-    videos: Path
     tasks: Path
     judge: str = "vlm"  # vlm or checker
+    out: Path  # OUT/<generator>/vgi.jsonl, the leaderboard and the judge cache: never a videos folder
+    generators: tuple[tuple[str, Path], ...]  # (name, folder of <instance id>.mp4) per generator
     vlm: JudgeOptions = field(default_factory=JudgeOptions)  # the VLM's endpoint, model, key variable, prices, cache
     timelines: Path | None = None
     half: bool = False
+    frame_budget: int = 32
+    sampling: str = "adaptive"  # adaptive or uniform
+    window: int = 8
+    stride: int = 4
+    max_frames: int = 600
     workers: int = 4
-    out: Path | None = None
+    half_seed: int = 0
+    resume: bool = False
+    resamples: int = 2000  # bootstrap resamples of the leaderboard's intervals
 
 
 @dataclass(frozen=True)
@@ -200,11 +208,11 @@ def make_judge(
 
 
 def make_vgi_judge(options: VGIOptions) -> "CheckerJudge | VLMProcessJudge":
-    """The VGI judge: the offline checker, or a VLM process judge with its cache under the videos folder."""
+    """The VGI judge: the offline checker, or a VLM process judge with its cache in the output folder."""
     from bvb_addon.vgi.suite import VGIError
 
     from .judge import JudgeSettings
-    from .vgi import CheckerJudge, VLMProcessJudge
+    from .vgi import CACHE, CheckerJudge, VLMProcessJudge
 
     if options.judge == "checker":
         return CheckerJudge()
@@ -212,8 +220,18 @@ def make_vgi_judge(options: VGIOptions) -> "CheckerJudge | VLMProcessJudge":
         raise VGIError(f"VGI judge {options.judge!r}: use vlm or checker")
     if not options.vlm.base_url or not options.vlm.model:
         raise VGIError("the VLM judge needs --judge-base-url and --judge-model (or use --judge checker)")
-    cache = options.vlm.cache or Path(options.videos) / "vgi_judge_cache.sqlite"
-    return VLMProcessJudge(_vlm_judge(options.vlm, cache, settings=JudgeSettings(max_tokens=300)))
+    cache = Path(options.vlm.cache) if options.vlm.cache else Path(options.out) / CACHE
+    for _name, folder in options.generators:
+        if cache.resolve().parent == Path(folder).resolve():
+            raise VGIError(f"--cache {cache} is in the videos folder {folder}; keep it in --out (the default)")
+    vlm = _vlm_judge(options.vlm, cache, settings=JudgeSettings(max_tokens=300))
+    try:
+        return VLMProcessJudge(
+            vlm, options.frame_budget, options.window, options.stride, options.sampling, options.max_frames
+        )
+    except VGIError:
+        _close(vlm)
+        raise
 
 
 def _probe(judge: "VLMJudge | GeometryJudge", options: JudgeOptions) -> None:
@@ -364,15 +382,30 @@ def score_steps(
 
 
 def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = None) -> Summary:
-    """VGI scores of procedure videos: writes vgi.jsonl and vgi_summary.json; returns the summary."""
+    """Every generator's videos scored into OUT/<generator>/, then OUT's leaderboard; returns both.
+
+    {"generators": {name: summary}, "leaderboard": ..., "counts": {"by_status": pooled over generators}}.
+    """
+    from collections import Counter
+
+    from bvb_addon.vgi.suite import VGIError
+
+    from . import vgi_leaderboard
     from .vgi import VLMProcessJudge, half_instances, read_tasks, score
 
     tasks = read_tasks(options.tasks)
     if options.half:
-        tasks = half_instances(tasks)
+        subset = {"half": True, "half_seed": options.half_seed, "of": len(tasks)}
+        tasks = half_instances(tasks, options.half_seed)
+    if options.judge == "checker" and len(options.generators) > 1:
+        raise VGIError("--judge checker scores one run's timelines (--timelines): give one --videos folder")
     judge = make_vgi_judge(options)
     try:
-        return score(tasks, options.videos, judge, options.timelines, options.workers, options.out, progress=progress)
+        for name, folder in options.generators:
+            summaries[name] = score(
+                tasks, folder, judge, options.timelines, options.workers, Path(options.out) / name,
+                progress=progress, resume=options.resume, generator=name, subset=subset,
+            )  # fmt: skip
     finally:
         _close(judge.vlm if isinstance(judge, VLMProcessJudge) else None)
 
@@ -381,13 +414,20 @@ def write_leaderboard(options: LeaderboardOptions) -> list[dict[str, Any]]:
     """Rank the runs (and a published reference CSV's rows) by Overall; writes the CSV; returns the rows."""
     from .overall import leaderboard
 
+    subset = {"half": False}
     return leaderboard(
         list(options.runs),
         options.out,
+    summaries = {}
         options.reference,
         resamples=options.resamples,
         seed=options.seed,
         baseline=options.baseline,
+    board = vgi_leaderboard.write(options.out, resamples=options.resamples)
+    statuses: Counter[str] = Counter()
+    for summary in summaries.values():
+        statuses.update(summary["counts"]["by_status"])
+    return {"generators": summaries, "leaderboard": board, "counts": {"by_status": dict(statuses)}}
         rank_all=options.rank_all,
     )
 

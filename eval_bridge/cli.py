@@ -513,7 +513,7 @@ def cmd_steps(args: argparse.Namespace, progress: api.Progress | None = None) ->
 
 
 def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
-    """``bvb score vgi``: VGI scores of procedure videos."""
+    """``bvb score vgi``: VGI scores of each generator's videos, and the leaderboard over them."""
     from bvb_addon.progress import bar as progress_bar
 
     vlm = api.JudgeOptions(
@@ -525,34 +525,62 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> a
         price_out=args.price_out,
     )
     options = api.VGIOptions(
-        videos=Path(args.videos),
         tasks=Path(args.tasks),
         judge=args.judge,
         vlm=vlm,
         timelines=args.timelines,
         half=args.half,
         workers=args.workers,
-        out=args.out,
+        resamples=args.bootstrap,
     )
-    bar = progress_bar(desc="vgi", unit="task")
+    bars: list = []  # made at the first video, so that bad input is the only line on stderr
+
+    def advance(_row: dict) -> None:
+        if not bars:
+            bars.append(progress_bar(desc="vgi", unit="video"))
+        bars[0].update()
+
     try:
-        summary = api.score_vgi(options, progress=lambda _row: bar.update())
+        result = api.score_vgi(options, progress=advance)
     finally:
-        bar.close()
-    overall = summary["overall"]
-    print(
-        f"VGI ({summary['judge']}, {summary['instances']} instances): score {overall['score']:.1f}, "
-        f"success {overall['success']:.1f}"
-    )
-    for domain, entry in summary["by_domain"].items():
-        print(f"  {domain:26s} {entry['score']:6.1f}")
-    return summary
+        for bar in bars:
+            bar.close()
+    for name, summary in result["generators"].items():
+        counts, settings = summary["counts"], summary["settings"]
+        print(
+            f"VGI {name}: score {summary['overall']['score']:.1f}, success {summary['overall']['success']:.1f} "
+            f"over {counts['scored']} of {counts['instances']} instances ({counts['missing']} missing, "
+            f"{counts['video_errors']} unreadable, {counts['judge_errors']} judge errors, not scored); "
+            f"judge {summary['judge']}"
+            + (f", {settings['sampling']} {settings['frame_budget']} frames, window {settings['window']} "
+               f"stride {settings['stride']}, prompts {settings['prompt_version']}" if "sampling" in settings else "")
+            + (f"; half (seed {settings['half_seed']}, {counts['instances']} of {settings['of']})"
+               if settings.get("half") else "")
+        )  # fmt: skip
+        if summary["missing"]:
+            shown = ", ".join(summary["missing"][:10]) + (" ..." if len(summary["missing"]) > 10 else "")
+            print(f"  missing videos (scored 0): {shown}")
+        for task_id, reason in summary["failures"].items():
+            print(f"  {task_id}: {reason}")
+    print(format_table(result["leaderboard"]))
+    print(f"wrote {Path(args.out) / BOARD_CSV} and each generator's vgi.jsonl")
+    return result
 
 
 # Per command: (outcomes stage, unit of its rows, whether it takes --resume). Others end 0 when they succeed.
-FAULT_STAGES = {"dv": ("dv", "questions", True), "ls": ("ls", "scenes", True), "steps": ("steps", "scenes", False)}
+FAULT_STAGES = {
+    "dv": ("dv", "questions", True),
+    "ls": ("ls", "scenes", True),
+    "steps": ("steps", "scenes", False),
+    "vgi": ("vgi", "videos", True),
+}
 
 
+    from .vgi import generator_folders
+    from .vgi_leaderboard import BOARD_CSV, format_table
+
+    if args.bootstrap < 10:
+        raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
 def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> int:
     """The exit code of a finished command: FAULT_EXIT (and the rerun line) when rows ended in faults."""
     from bvb_addon import outcomes
@@ -560,14 +588,25 @@ def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> in
     stage = FAULT_STAGES.get(args.command)
     if stage is None or not isinstance(result, dict):
         return outcomes.OK_EXIT
+        retries=args.retries,
+        retry_base_delay=args.retry_base_delay,
     name, unit, resumable = stage
     if "faults" in result:  # steps: the scenes that hit a fault, beside the scene count
         rows = list(result["faults"]) + [{"status": "ok"}] * max(0, result.get("scenes", 0) - len(result["faults"]))
     else:
+        out=Path(args.out),
+        generators=tuple(generator_folders(args.generators)),
         rows = [{"status": status} for status, n in result["counts"]["by_status"].items() for _ in range(n)]
     rerun = outcomes.rerun_command("eval_bridge", argv, "--resume" if resumable else None)
     return outcomes.finish(name, rows, rerun, unit)
+        frame_budget=args.frame_budget,
+        sampling=args.sampling,
+        window=args.window,
+        stride=args.stride,
+        max_frames=args.max_frames,
 
+        half_seed=args.half_seed,
+        resume=args.resume,
 
 def _judge_fault_exit(args: argparse.Namespace, argv: list[str]) -> int:
     """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""

@@ -1,32 +1,41 @@
 """VGI-Bench's process-sensitive scoring of procedure videos.
 
-    bvb score vgi --videos DIR --tasks FILE.jsonl --judge-base-url URL --judge-model M
-    bvb score vgi --videos DIR --tasks FILE.jsonl --judge checker --timelines DIR
+    bvb score vgi --tasks FILE.jsonl --videos DIR [NAME=DIR ...] --out OUT --judge-base-url URL --judge-model M
+    bvb score vgi --tasks FILE.jsonl --videos DIR --out OUT --judge checker --timelines DIR
 
 An instance's score is completeness (complete 1, partial 0.5, failed 0) times the mean over
 rubric rules of 1 / (violations + 1); it succeeds only when both are perfect. The VLM
 judge sees frames sampled adaptively (denser where the video changes most) through a
 sliding focus window, so a violation lasting one frame is still seen; the checker judge
 scores a Blender timeline exactly. Results per instance, task family, domain, skill tag,
-level and overall, x100.
+level and overall, x100, in OUT/<generator>/; eval_bridge.vgi_leaderboard ranks the
+generators. A judge fault is a ``judge_error`` row kept out of the pool and asked again by
+``--resume``; the judge's cache lives in OUT, never in a videos folder.
 """
 
 import argparse
+import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bvb_addon.errors import VideoError
 from bvb_addon.jsonfile import read_json
-from bvb_addon.records import VGIRow, VGISummary, write_vgi_rows, write_vgi_summary
+from bvb_addon.outcomes import one_line
+from bvb_addon.records import VGIRow, VGISummary, read_vgi_rows, write_vgi_rows, write_vgi_summary
 from bvb_addon.records.fields import as_record
 from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
 
+from .files import append_jsonl
+from .judge import JudgeError
 from .judge_options import JudgeOptions
 from .protocol import is_correct
 
@@ -40,6 +49,12 @@ COMPLETENESS = {"complete": 1.0, "partial": 0.5, "failed": 0.0}
 WINDOW = 8  # images per focus-window call
 STRIDE = 4  # windows overlap by half, so a short event is never cut at a window edge
 BUDGET = 32  # adaptively sampled frames per video
+MAX_FRAMES = 600  # frames read (uniformly) to choose the budget from: 10 s at 60 fps, every frame
+FAULTS = frozenset({"judge_error"})
+"""Row statuses that are the judge's fault, not the generator's: out of every pool, redone by --resume."""
+ROWS, SUMMARY, PARTIAL = "vgi.jsonl", "vgi_summary.json", "vgi.partial.jsonl"
+CACHE = "vgi_judge_cache.sqlite"
+"""The judge's cache, in the output folder (shared by the generators scored there)."""
 
 
 # --- the score ---------------------------------------------------------------------------
@@ -87,35 +102,66 @@ def aggregate(results: list[dict]) -> dict[str, Any]:
     return summary
 
 
-def half_instances(tasks: list[dict]) -> list[dict]:
-    """The half-instance protocol: per task family, every other instance in id order (at least one)."""
-    kept = []
+def _stable_number(text: str) -> int:
+    """A number from a text that is the same in every process (Python's hash() is salted)."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
+
+
+def half_instances(tasks: list[dict], seed: int = 0) -> list[dict]:
+    """The half-instance protocol: half of each task's instances, stratified by level, drawn with ``seed``.
+
+    Per task, the instances are laid out level by level (the levels in a drawn order, the
+    instances within a level shuffled) and every other one is kept from a drawn start. So each
+    (task, level) keeps half its instances, give or take one, and a task with one instance per
+    level keeps one or two levels, each level as often as the others over the seeds.
+    """
     by_family: dict[str, list[dict]] = {}
     for task in tasks:
         by_family.setdefault(task["family"], []).append(task)
-    for family_tasks in by_family.values():
-        ordered = sorted(family_tasks, key=lambda t: (t["level"], t["id"]))
-        kept.extend(ordered[::2])
+    kept = []
+    for family, members in sorted(by_family.items()):
+        rng = np.random.default_rng([seed, _stable_number(family)])
+        levels = sorted({t["level"] for t in members})
+        ordered = []
+        for position in rng.permutation(len(levels)):
+            stratum = sorted((t for t in members if t["level"] == levels[position]), key=lambda t: t["id"])
+            ordered += [stratum[i] for i in rng.permutation(len(stratum))]
+        kept += ordered[int(rng.integers(2)) :: 2]
     return sorted(kept, key=lambda t: t["id"])
 
 
 # --- adaptive sampling and the focus window ----------------------------------------------------
 
 
-def change_energy(frames: np.ndarray | list) -> np.ndarray:
-    """Per frame, how much the picture changes around it.
+def energy_of(frames: Iterable[np.ndarray]) -> np.ndarray:
+    """Per frame, how much the picture changes around it, from 2-D grey frames given one at a time.
 
     The first difference (to either neighbour) measures motion; the second difference
     (the frame against the mean of its neighbours) measures novelty, which is what a
-    one-frame event has and smooth motion has not.
+    one-frame event has and smooth motion has not. Only three frames are held at once.
     """
-    small = np.asarray(frames, dtype=np.float32)[:, ::4, ::4].mean(axis=3)
-    diff = np.abs(np.diff(small, axis=0)).mean(axis=(1, 2))
+    diffs: list[float] = []
+    novelty: list[float] = []
+    before = current = None
+    for frame in frames:
+        frame = np.asarray(frame, dtype=np.float32)
+        if current is not None:
+            diffs.append(float(np.abs(frame - current).mean()))
+            if before is not None:
+                novelty.append(float(np.abs(current - (before + frame) / 2).mean()))
+        before, current = current, frame
+    if current is None:
+        return np.zeros(0)
+    diff = np.asarray(diffs)
     motion = np.maximum(np.concatenate([[0.0], diff]), np.concatenate([diff, [0.0]]))
-    novelty = np.zeros(len(small))
-    if len(small) > 2:
-        novelty[1:-1] = np.abs(small[1:-1] - (small[:-2] + small[2:]) / 2).mean(axis=(1, 2))
-    return motion + 2.0 * novelty
+    second = np.zeros(len(motion))
+    second[1 : 1 + len(novelty)] = novelty
+    return motion + 2.0 * second
+
+
+def change_energy(frames: np.ndarray | list) -> np.ndarray:
+    """energy_of an (n, h, w, 3) stack of RGB frames, each taken grey at a quarter of its size."""
+    return energy_of(np.asarray(frame)[::4, ::4].astype(np.float32).mean(axis=2) for frame in frames)
 
 
 def adaptive_indices(energy: np.ndarray, budget: int, floor: float = 0.1, peak_share: float = 0.25) -> list[int]:
@@ -181,6 +227,9 @@ Completion criteria:
 The {count} images are moments of the video in time order; the last one is the end.
 Answer with JSON only: {{"completeness": "complete" | "partial" | "failed"}}"""
 
+PROMPT_VERSION = "vgi-prompts-1-" + hashlib.sha256((WINDOW_PROMPT + COMPLETENESS_PROMPT).encode()).hexdigest()[:8]
+"""Named in every summary: a change to either prompt is a new version (its answers are not comparable)."""
+
 
 def _json_object(text):
     match = re.search(r"\{.*\}", text or "", re.S)
@@ -204,6 +253,30 @@ def count_events(frame_positions: set[int], sampled: list[int]) -> int:
     return runs
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How the VLM judge picks and groups frames (the protocol's sampling half)."""
+
+    budget: int = BUDGET
+    mode: str = "adaptive"  # adaptive (denser where the video changes) or uniform
+    window: int = WINDOW
+    stride: int = STRIDE
+    max_frames: int = MAX_FRAMES  # frames read from the clip (uniformly) before the budget is chosen from them
+
+    def check(self) -> "Sampling":
+        """The settings, or a VGIError naming the flag and the fix."""
+        if self.mode not in ("adaptive", "uniform"):
+            raise VGIError(f"--sampling {self.mode}: use adaptive or uniform")
+        for flag, value in (("--frame-budget", self.budget), ("--window", self.window), ("--stride", self.stride)):
+            if value < 1:
+                raise VGIError(f"{flag} {value}: give a whole number of at least 1")
+        if self.stride > self.window:
+            raise VGIError(f"--stride {self.stride} is longer than --window {self.window}: windows would skip frames")
+        if self.budget < 2:
+            raise VGIError(f"--frame-budget {self.budget}: give at least 2 (the first and last frames)")
+        return self
+
+
 class VLMProcessJudge:
     """Asks a VLM about windows of adaptively sampled frames; calls go through the bridge's cache."""
 
@@ -211,18 +284,25 @@ class VLMProcessJudge:
 
     def __init__(
         self, vlm: "VLMJudge", budget: int = BUDGET, window: int = WINDOW, stride: int = STRIDE,
-        sampling: str = "adaptive",
+        sampling: str = "adaptive", max_frames: int = MAX_FRAMES,
     ):  # fmt: skip
         self.vlm = vlm  # eval_bridge.judge.VLMJudge: its client, retries, pricing and cache
-        self.budget = budget
-        self.window = window
-        self.stride = stride
-        self.sampling = sampling
+        self.sampling = Sampling(budget, sampling, window, stride, max_frames).check()
 
     @property
     def name(self) -> str:
         """The judge's model, as the summary names it."""
         return self.vlm.model
+
+    def settings(self) -> dict[str, Any]:
+        """The protocol as this judge runs it (the summary's settings; part of each row's fingerprint)."""
+        s, v = self.sampling, self.vlm.settings
+        return {
+            "judge": "vlm", "judge_model": self.vlm.model, "frame_budget": s.budget, "sampling": s.mode,
+            "window": s.window, "stride": s.stride, "max_frames": s.max_frames, "longest_side": v.longest_side,
+            "jpeg_quality": v.jpeg_quality, "detail": v.detail, "max_tokens": v.max_tokens,
+            "prompt_version": PROMPT_VERSION,
+        }  # fmt: skip
 
     def _ask(self, frames, prompt):
         from .cache import cache_key, frames_hash
@@ -233,6 +313,7 @@ class VLMProcessJudge:
             hit = cache.get(key)
             if hit is not None:
                 return hit[0]
+        # JudgeError when the call fails after the client's retries: the caller makes it a judge_error row.
         text, usage = self.vlm._call(frames, prompt)
         usage["cost_usd"] = self.vlm.pricing.cost(usage)
         with self.vlm.counter_lock:
@@ -251,51 +332,67 @@ class VLMProcessJudge:
             )
         return text
 
-    def sample(self, video_path: str | Path) -> tuple[list[int], dict[int, bytes]]:
-        """Frame indices to judge and their JPEGs."""
+    def sample(self, video_path: str | Path) -> tuple[list[int], list[float], dict[int, bytes]]:
+        """Frame indices to judge, their times (s) and their JPEGs (VideoError for a file that does not decode).
+
+        The adaptive sampler reads up to max_frames frames, each converted to grey at the judge's
+        size as it is decoded (never the clip at full resolution), and keeps only their energy.
+        """
         from bvb_addon import video
 
+        s, v = self.sampling, self.vlm.settings
         info = video.probe(video_path)
-        count = max(1, min(info.frame_count, 600))
-        if self.sampling == "uniform":
-            indices = uniform_indices(count, self.budget)
+        count = max(1, min(info.frame_count, s.max_frames))
+        if s.mode == "uniform":
+            indices = uniform_indices(count, s.budget)
         else:
-            frames = video.read_rgb_frames(video_path, count)
-            indices = adaptive_indices(change_energy(frames), self.budget)
+            indices = adaptive_indices(energy_of(video.grey_frames(video_path, count, v.longest_side)), s.budget)
         times = [(i + 0.5) / count * info.duration for i in indices]
-        s = self.vlm.settings
-        jpegs = video.sample_frames(video_path, times, longest_side=s.longest_side, quality=s.jpeg_quality)
-        return indices, dict(zip(indices, jpegs, strict=True))
+        jpegs = video.sample_frames(video_path, times, v.longest_side, v.jpeg_quality, info.keyframes)
+        return indices, times, dict(zip(indices, jpegs, strict=True))
 
     def judge(
         self, task: dict, video_path: str | Path, timeline_path: str | Path | None = None
     ) -> tuple[float, dict[str, int], dict[str, Any]]:
         """(completeness, violations by rule, what the row adds) of one task's video."""
-        indices, jpegs = self.sample(video_path)
+        indices, times, jpegs = self.sample(video_path)
         rules = task["rubric"]
         rule_text = "\n".join(f"- {r['id']}: {r['rule']}" for r in rules)
         flagged: dict[str, set[int]] = {r["id"]: set() for r in rules}
-        for window in focus_windows(indices, self.window, self.stride):
+        windows = []
+        for window in focus_windows(indices, self.sampling.window, self.sampling.stride):
             prompt = WINDOW_PROMPT.format(constraint=task["constraint"], rules=rule_text, count=len(window))
             answer = _json_object(self._ask([jpegs[i] for i in window], prompt)).get("violations") or {}
-            for rule_id, images in answer.items():
+            found: dict[str, list[int]] = {}
+            for rule_id, images in answer.items() if isinstance(answer, dict) else ():
                 if rule_id in flagged and isinstance(images, list):
                     for number in images:
                         if isinstance(number, int) and 1 <= number <= len(window):
                             flagged[rule_id].add(window[number - 1])
+                            found.setdefault(rule_id, []).append(window[number - 1])
+            if found:
+                windows.append({"frames": list(window), "flagged": {k: sorted(set(v)) for k, v in found.items()}})
         violations = {rule_id: count_events(frames, indices) for rule_id, frames in flagged.items()}
-        overview = [indices[i] for i in uniform_indices(len(indices), self.window)]
+        overview = [indices[i] for i in uniform_indices(len(indices), self.sampling.window)]
         criteria = "\n".join(f"- {c}" for c in task.get("completeness") or [])
         prompt = COMPLETENESS_PROMPT.format(constraint=task["constraint"], criteria=criteria, count=len(overview))
         label = str(_json_object(self._ask([jpegs[i] for i in overview], prompt)).get("completeness", "failed"))
         label = label.lower() if label.lower() in COMPLETENESS else "failed"
-        return COMPLETENESS[label], violations, {"sampled_frames": len(indices)}
+        extra = {
+            "sampled_frames": len(indices), "frames": indices, "frame_times": [round(t, 4) for t in times],
+            "windows": windows, "completeness_frames": overview, "completeness_label": label,
+        }  # fmt: skip
+        return COMPLETENESS[label], violations, extra
 
 
 class CheckerJudge:
     """Scores a Blender timeline exactly with the task family's programmatic checker."""
 
     name = "checker"
+
+    def settings(self) -> dict[str, Any]:
+        """The protocol as this judge runs it: the exact checker has no sampling."""
+        return {"judge": "checker", "judge_model": "checker"}
 
     def judge(
         self, task: dict, video_path: str | Path, timeline_path: str | Path | None = None
@@ -308,68 +405,205 @@ class CheckerJudge:
         plan = families.plan_from_row(task)
         data = read_json(timeline_path, "timeline", "export it again with python -m headless.vgi_timelines")
         result = families.check(plan, timeline.Timeline.from_json(data))
-        return result["completeness"], result["violations"], {}
+        label = {1.0: "complete", 0.5: "partial"}.get(result["completeness"], "failed")
+        return result["completeness"], result["violations"], {"completeness_label": label}
+
+
+def settings_of(judge: object) -> dict[str, Any]:
+    """The protocol settings of a judge (ours say them; any other judge object is named only)."""
+    if isinstance(judge, VLMProcessJudge | CheckerJudge):
+        return judge.settings()
+    return {"judge": str(getattr(judge, "name", type(judge).__name__))}
+
+
+# --- scoring one generator's folder ------------------------------------------------------------------
+
+
+def video_of(videos_dir: str | Path, task_id: str) -> Path:
+    """Where a generator's video of an instance is: <folder>/<instance id>.mp4."""
+    return Path(videos_dir) / f"{task_id}.mp4"
+
+
+def fingerprint(task: dict, video: Path, settings: dict) -> str:
+    """What a row is scored on: the video's content, the task's row and the protocol settings."""
+    from .cache import clip_fingerprint
+
+    clip = clip_fingerprint(video) if video.is_file() else ""
+    text = json.dumps([clip, task, settings], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _resumable(out_dir: Path, tasks: list[dict], prints: dict[str, str]) -> dict[str, dict]:
+    """Rows of an earlier pass to keep: scored (no judge fault) on the same video, task and settings."""
+    kept = {}
+    for row in read_vgi_rows(out_dir / ROWS) + read_vgi_rows(out_dir / PARTIAL, strict=False):
+        if row["status"] in FAULTS or row["status"] == "missing":
+            continue
+        if row["id"] in prints and row.get("fingerprint") == prints[row["id"]]:
+            kept[row["id"]] = row
+    return kept
 
 
 def score(
     tasks: list[dict], videos_dir: str | Path, judge: "VLMProcessJudge | CheckerJudge",
     timelines_dir: str | Path | None = None, workers: int = 4, out_dir: str | Path | None = None,
-    progress: Callable[[dict], None] | None = None,
+    progress: Callable[[dict], None] | None = None, resume: bool = False, generator: str = "",
+    subset: dict | None = None,
 ) -> dict:  # fmt: skip
-    """Judge every task's video; write vgi.jsonl and vgi_summary.json to out_dir; return the summary."""
+    """Judge every task's video; write vgi.jsonl and vgi_summary.json to out_dir; return the summary.
+
+    A judge fault (after the client's retries) is a ``judge_error`` row, left out of the pool;
+    ``resume`` keeps the rows already scored on the same inputs and asks only the others.
+    ``subset`` (the half protocol's {"half", "half_seed", "of"}) is recorded in the settings.
+    """
     videos_dir = Path(videos_dir)
-    out_dir = Path(out_dir or videos_dir)
+    if out_dir is None:
+        raise VGIError("VGI scores need an output folder of their own; pass --out DIR")
+    out_dir = Path(out_dir)
+    if out_dir.resolve() == videos_dir.resolve():
+        raise VGIError(f"--out {out_dir} is the videos folder {videos_dir}; give a folder of its own for the scores")
+    generator = generator or videos_dir.name
+    settings = {**settings_of(judge), **(subset or {"half": False})}
+    prints = {task["id"]: fingerprint(task, video_of(videos_dir, task["id"]), settings) for task in tasks}
+    done = _resumable(out_dir, tasks, prints) if resume else {}
+    if not resume:
+        (out_dir / PARTIAL).unlink(missing_ok=True)
+    vlm = judge.vlm if isinstance(judge, VLMProcessJudge) else None
+    calls0, cost0 = (vlm.calls, vlm.cost_usd) if vlm else (0, 0.0)
+    log.info("VGI %s: %d instances, %d kept from an earlier pass", generator, len(tasks), len(done))
 
     def one(task):
-        video_path = videos_dir / f"{task['id']}.mp4"
+        video_path = video_of(videos_dir, task["id"])
         timeline_path = Path(timelines_dir) / f"{task['id']}.json" if timelines_dir else None
         row = {key: task[key] for key in ("id", "family", "domain", "skills", "level")}
+        row.update(generator=generator, judge=judge.name, fingerprint=prints[task["id"]])
         if not video_path.is_file() and not isinstance(judge, CheckerJudge):
             row.update(status="missing", reason=f"no video at {video_path}", violations={})
-            row.update(instance_score(0.0, {}, task["rubric"]))
-            return as_record(VGIRow, row).as_dict()
+            return _finished(row, instance_score(0.0, {}, task["rubric"]))
+        row["video"] = str(video_path)
         try:
             completeness, violations, extra = judge.judge(task, video_path, timeline_path)
-        except (VGIError, ValueError, RuntimeError) as exc:
-            row.update(status="error", reason=str(exc), violations={})
-            row.update(instance_score(0.0, {}, task["rubric"]))
-            return as_record(VGIRow, row).as_dict()
+        except JudgeError as exc:
+            row.update(status="judge_error", reason=one_line(exc), violations={})
+            return _finished(row, instance_score(0.0, {}, task["rubric"]))
+        except VideoError as exc:
+            # The generator's own file: an outcome scoring 0, named so the lab can find it.
+            row.update(status="video_error", reason=f"{video_path}: {one_line(exc)}", violations={})
+            return _finished(row, instance_score(0.0, {}, task["rubric"]))
+        except VGIError as exc:
+            row.update(status="error", reason=one_line(exc), violations={})
+            return _finished(row, instance_score(0.0, {}, task["rubric"]))
         row.update(status="ok", reason="", violations=violations, **extra)
-        row.update(instance_score(completeness, violations, task["rubric"]))
-        return as_record(VGIRow, row).as_dict()
+        return _finished(row, instance_score(completeness, violations, task["rubric"]))
 
+    rows = dict(done)
+    pending = [task for task in tasks if task["id"] not in done]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        rows = []
-        for row in pool.map(one, tasks):
-            rows.append(row)
+        for future in as_completed([pool.submit(one, task) for task in pending]):
+            row = future.result()
+            append_jsonl(out_dir / PARTIAL, [row])
+            rows[row["id"]] = row
             if progress:
                 progress(row)
-    summary = VGISummary(**aggregate(rows), protocol=PROTOCOL, judge=judge.name, instances=len(rows))
-    write_vgi_rows(out_dir / "vgi.jsonl", rows)
-    return write_vgi_summary(out_dir / "vgi_summary.json", summary)
+    ordered = [rows[task["id"]] for task in tasks]
+    summary = summarise(ordered, judge, generator, settings)
+    summary.counts.update(
+        new_judge_calls=(vlm.calls - calls0) if vlm else 0,
+        new_judge_cost_usd=(vlm.cost_usd - cost0) if vlm else 0.0,
+        kept_from_earlier=len(done),
+    )
+    write_vgi_rows(out_dir / ROWS, ordered)
+    written = write_vgi_summary(out_dir / SUMMARY, summary)
+    (out_dir / PARTIAL).unlink(missing_ok=True)
+    return written
+
+
+def _finished(row: dict, scored: dict) -> dict:
+    row.update(scored)
+    return as_record(VGIRow, row).as_dict()
+
+
+def summarise(rows: list[dict], judge: object, generator: str, settings: dict) -> VGISummary:
+    """The summary of one generator's rows: judge faults counted apart and kept out of every pool."""
+    pool = [row for row in rows if row["status"] not in FAULTS]
+    by_status = dict(Counter(row["status"] for row in rows))
+    return VGISummary(
+        **aggregate(pool),
+        protocol=PROTOCOL,
+        judge=str(getattr(judge, "name", "")),
+        instances=len(rows),
+        generator=generator,
+        settings=settings,
+        counts={
+            "instances": len(rows),
+            "scored": len(pool),
+            "judge_errors": len(rows) - len(pool),
+            "missing": by_status.get("missing", 0),
+            "video_errors": by_status.get("video_error", 0),
+            "by_status": by_status,
+        },
+        missing=[row["id"] for row in rows if row["status"] == "missing"],
+        failures={row["id"]: row["reason"] for row in rows if row["status"] not in ("ok", "missing")},
+    )
+
+
+def generator_folders(values: list[str]) -> list[tuple[str, Path]]:
+    """(name, folder) per --videos value (DIR, or NAME=DIR): a folder of <instance id>.mp4 per generator."""
+    from bvb_addon import path_args
+
+    found: list[tuple[str, Path]] = []
+    for value in values:
+        name, _, folder = value.rpartition("=") if "=" in value else ("", "", value)
+        path = path_args.folder("--videos", folder, must_exist=True)
+        assert path is not None  # a value was given
+        name = name or path.resolve().name
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+            raise VGIError(f"--videos {value}: generator name {name!r} must be letters, digits, . _ -; use NAME=DIR")
+        if name in (n for n, _ in found):
+            raise VGIError(f"--videos: two generators named {name}; name them apart with NAME=DIR")
+        found.append((name, path))
+    return found
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """``bvb score vgi``'s parser."""
     from bvb_addon.command_line import sub_parser
 
     p = sub_parser(
         sub,
         "vgi",
-        "VGI process-sensitive scoring of procedure videos",
-        "bvb score vgi --videos data/vgi/videos --tasks data/vgi/tasks.jsonl --judge checker "
-        "--timelines data/vgi/timelines",
+        "VGI process-sensitive scoring of procedure videos, one folder per generator, and their leaderboard",
+        "bvb score vgi --tasks data/vgi/tasks.jsonl --videos genA=out/genA genB=out/genB --out results/vgi "
+        "--judge-base-url https://api.openai.com/v1 --judge-model gpt-4o",
     )
-    p.add_argument("--videos", required=True, help="folder of <task id>.mp4")
-    p.add_argument("--tasks", required=True, help="tasks.jsonl from bvb vgi-tasks")
+    p.add_argument("--tasks", required=True, help="tasks.jsonl: ours (bvb vgi-tasks) or a lab's (docs/guide.md)")
+    p.add_argument(
+        "--videos", dest="generators", nargs="+", required=True, metavar="[NAME=]DIR",
+        help="one folder of <instance id>.mp4 per generator (named by the folder, or NAME)",
+    )  # fmt: skip
+    p.add_argument(
+        "--out", required=True, help="scores folder: OUT/<generator>/vgi.jsonl, the leaderboard, the judge cache"
+    )
     p.add_argument("--judge", choices=("vlm", "checker"), default="vlm", help="a VLM (an API) or the exact checker")
     p.add_argument("--timelines", help="folder of <task id>.json timelines (required with --judge checker)")
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)")
     p.add_argument("--judge-model", help="judge model id (required with --judge vlm)")
     p.add_argument("--judge-api-key-env", default=JudgeOptions.api_key_env, help="variable holding the judge's API key")
-    p.add_argument("--cache", help="judge cache file (default <videos>/vgi_judge_cache.sqlite)")
-    p.add_argument("--half", action="store_true", help="the half-instance protocol")
-    p.add_argument("--workers", type=int, default=4, help="tasks judged at once")
-    p.add_argument("--out", help="folder for vgi.jsonl and vgi_summary.json (default: --videos)")
+    p.add_argument("--cache", help=f"judge cache file (default OUT/{CACHE})")
+    p.add_argument("--retries", type=int, default=JudgeOptions.retries, help="retries on 408/429/5xx and connection errors")
+    p.add_argument(
+        "--retry-base-delay", type=float, default=JudgeOptions.retry_base_delay, help="first backoff in seconds (doubles)"
+    )
+    p.add_argument("--frame-budget", type=int, default=BUDGET, help="frames the VLM judge sees per video")
+    p.add_argument("--sampling", choices=("adaptive", "uniform"), default="adaptive", help="how those frames are picked")
+    p.add_argument("--window", type=int, default=WINDOW, help="frames per focus-window call")
+    p.add_argument("--stride", type=int, default=STRIDE, help="frames between the starts of two focus windows")
+    p.add_argument("--max-frames", type=int, default=MAX_FRAMES, help="frames read to choose the budget from")
+    p.add_argument("--half", action="store_true", help="the half-instance protocol (stratified by task and level)")
+    p.add_argument("--half-seed", type=int, default=0, help="the seed that draws the half")
+    p.add_argument("--resume", action="store_true", help="keep rows already scored on the same inputs; redo faults")
+    p.add_argument("--workers", type=int, default=4, help="videos judged at once")
+    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of the leaderboard's intervals")
     p.add_argument(
         "--price-in", type=float, help="judge input price, USD per million tokens (default: the price sources')"
     )

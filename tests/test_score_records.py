@@ -227,8 +227,9 @@ def test_vgi_scores_are_written_through_their_records(tmp_path):
 
     tasks = [{"id": f"t{i}", "family": "flash", "domain": "events", "skills": ["timing"], "level": 1,
               "rubric": [{"id": "r1", "rule": "no flash"}], "constraint": "c"} for i in range(2)]  # fmt: skip
-    (tmp_path / "t0.mp4").write_bytes(b"\0")  # t1 has no video: missing
-    summary = score(tasks, tmp_path, _OneViolationJudge(), workers=1)
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "gen" / "t0.mp4").write_bytes(b"\0")  # t1 has no video: missing
+    summary = score(tasks, tmp_path / "gen", _OneViolationJudge(), workers=1, out_dir=tmp_path)
     rows = read_vgi_rows(tmp_path / "vgi.jsonl")
     assert [(r["id"], r["status"], r["score"], r.get("sampled_frames")) for r in rows] == [
         ("t0", "ok", 0.5, 3), ("t1", "missing", 0.0, None)]  # fmt: skip

@@ -5,6 +5,7 @@ import io
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import av
@@ -58,10 +59,22 @@ def test_aggregate_by_family_domain_skill_and_level():
 
 
 @pytest.mark.unit
-def test_half_protocol_keeps_every_other_instance_per_family():
-    tasks = [{"id": f"{f}_l{level}", "family": f, "level": level} for f in ("x", "y") for level in (1, 2, 3)]
-    kept = vgi.half_instances(tasks)
-    assert [t["id"] for t in kept] == ["x_l1", "x_l3", "y_l1", "y_l3"]
+def test_half_protocol_is_stratified_by_task_and_level_and_keeps_level_2_too():
+    # Ours: one instance per task and level (7 tasks). The old rule kept levels 1 and 3 of every task, never 2.
+    tasks = [{"id": f"t{f}_l{level}", "family": f"t{f}", "level": level} for f in range(7) for level in (1, 2, 3)]
+    kept = vgi.half_instances(tasks, seed=0)
+    assert kept == vgi.half_instances(tasks, seed=0)  # one seed, one draw
+    assert {t["level"] for t in kept} == {1, 2, 3}
+    per_task = Counter(t["family"] for t in kept)
+    assert set(per_task.values()) <= {1, 2} and len(per_task) == 7
+    assert [t["id"] for t in vgi.half_instances(tasks, seed=1)] != [t["id"] for t in kept]
+    # Over seeds, each level is kept about as often as the others (half the time each).
+    counts = Counter(t["level"] for seed in range(40) for t in vgi.half_instances(tasks, seed))
+    assert all(100 <= counts[level] <= 180 for level in (1, 2, 3)), counts
+    # A lab's file: 4 instances per task and level keep exactly 2 of each (task, level).
+    lab = [{"id": f"{f}_{level}_{i}", "family": f, "level": level} for f in "ab" for level in (1, 2, 3) for i in range(4)]
+    strata = Counter((t["family"], t["level"]) for t in vgi.half_instances(lab, seed=5))
+    assert set(strata.values()) == {2} and len(strata) == 6
 
 
 @pytest.mark.unit
@@ -193,6 +206,7 @@ FLASH_TASK = {
     "constraint": "Slide the bar to the right without any flash.",
     "rubric": [{"id": "flash", "rule": "The picture never flashes red."}],
     "completeness": ["complete: the bar reaches the right", "partial: halfway", "failed: otherwise"],
+    "start_image": "images/flash_1.png",
 }
 
 
@@ -240,6 +254,35 @@ def test_bad_tasks_file_gives_a_one_line_error(tmp_path):
         vgi.read_tasks(path)
     with pytest.raises(vgi.VGIError, match="not found"):
         vgi.read_tasks(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.unit
+def test_a_labs_tasks_file_reads_with_its_names_and_a_missing_field_names_row_and_field(tmp_path, capsys):
+    from eval_bridge.cli import main
+
+    lab = {key: value for key, value in FLASH_TASK.items() if key not in ("family", "start_image")}
+    lab.update(task="flash", image="img/flash_1.png", completeness="complete: the bar reaches the right")
+    path = tmp_path / "lab.jsonl"
+    path.write_text(json.dumps(lab) + "\n")
+    (row,) = vgi.read_tasks(path)
+    assert row["family"] == "flash" and row["start_image"] == "img/flash_1.png"
+    assert row["completeness"] == ["complete: the bar reaches the right"]
+    second = {k: v for k, v in lab.items() if k != "constraint"} | {"id": "flash_2"}
+    path.write_text(json.dumps(lab) + "\n" + json.dumps(second) + "\n")
+    videos = tmp_path / "gen"
+    videos.mkdir()
+    code = main(["vgi", "--tasks", str(path), "--videos", str(videos), "--out", str(tmp_path / "out"), "--judge", "checker"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "line 2 (id flash_2): missing field constraint" in err[0] and "docs/guide.md" in err[0]
+    for bad, words in (({"rubric": [{"id": "a"}]}, "field rubric"), ({"level": "easy"}, "field level"),
+                       ({"skills": "spatial"}, "field skills"), ({"id": "../x"}, "field id")):  # fmt: skip
+        path.write_text(json.dumps(lab | bad) + "\n")
+        with pytest.raises(vgi.VGIError, match=words):
+            vgi.read_tasks(path)
+    path.write_text(json.dumps(lab) + "\n" + json.dumps(lab) + "\n")
+    with pytest.raises(vgi.VGIError, match="also on line 1"):
+        vgi.read_tasks(path)
 
 
 @pytest.fixture(scope="module")

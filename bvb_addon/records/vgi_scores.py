@@ -19,7 +19,9 @@ class VGIRow(Record):
 
     id: str
     status: str
-    """ok, missing (no video) or error (the judge failed)."""
+    """ok; missing (no video: scores 0); video_error (a file that does not decode: scores 0); judge_error (the
+    judge failed after its retries: left out of the pool, asked again by --resume); error (the checker could not
+    judge it: scores 0)."""
     family: str = ""
     domain: str = ""
     skills: list = field(default_factory=list)
@@ -33,6 +35,25 @@ class VGIRow(Record):
     success: bool = False
     sampled_frames: int | None = None
     """Frames the VLM judge sampled (the checker judge samples none)."""
+    generator: str = ""
+    """The generator whose video this is (its folder's name, or the NAME of NAME=DIR)."""
+    video: str = ""
+    """The file judged (empty when there is none)."""
+    judge: str = ""
+    fingerprint: str = ""
+    """What the row was scored on (the video's content, the task, the protocol settings): --resume keeps the row
+    only while it is unchanged."""
+    frames: list | None = None
+    """The frame indices the VLM judge saw (of the frames it sampled from, frame_count at most max_frames)."""
+    frame_times: list | None = None
+    """Their times in seconds (the report extracts the same frames again)."""
+    windows: list | None = None
+    """The focus windows where the judge found violations: [{"frames": [index, ...], "flagged": {rule id: [index,
+    ...]}}]."""
+    completeness_frames: list | None = None
+    """The frame indices the completeness verdict was asked on."""
+    completeness_label: str | None = None
+    """The judge's tier: complete, partial or failed."""
     format: int = VGI_FORMAT
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
@@ -40,7 +61,9 @@ class VGIRow(Record):
     FORMAT = VGI_FORMAT
     WHAT = "VGI row"
     FIX = "delete it and score again with bvb score vgi"
-    OPTIONAL = frozenset({"sampled_frames"})
+    OPTIONAL = frozenset(
+        {"sampled_frames", "frames", "frame_times", "windows", "completeness_frames", "completeness_label"}
+    )
 
 
 @dataclass
@@ -57,6 +80,17 @@ class VGISummary(Record):
     """vgi_v1."""
     judge: str = ""
     instances: int = 0
+    """Rows written, judge faults included; each group's ``instances`` counts its pool (faults left out)."""
+    generator: str = ""
+    settings: dict = field(default_factory=dict)
+    """The protocol as run: judge, judge_model, frame_budget, sampling, window, stride, max_frames, longest_side,
+    jpeg_quality, prompt_version, and the instance subset (half, half_seed, of)."""
+    counts: dict = field(default_factory=dict)
+    """{instances, scored, judge_errors, missing, video_errors, by_status, new_judge_calls, new_judge_cost_usd}."""
+    missing: list = field(default_factory=list)
+    """Ids of the instances without a video (each scored 0)."""
+    failures: dict = field(default_factory=dict)
+    """{id: reason} of every row that is neither ok nor missing."""
     format: int = VGI_FORMAT
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
