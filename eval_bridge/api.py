@@ -98,20 +98,20 @@ class VGIOptions:
     """VGI scoring of generators' procedure videos against their tasks, and the leaderboard over them."""
 
     tasks: Path
-    judge: str = "vlm"  # vlm or checker
     out: Path  # OUT/<generator>/vgi.jsonl, the leaderboard and the judge cache: never a videos folder
     generators: tuple[tuple[str, Path], ...]  # (name, folder of <instance id>.mp4) per generator
+    judge: str = "vlm"  # vlm or checker
     vlm: JudgeOptions = field(default_factory=JudgeOptions)  # the VLM's endpoint, model, key variable, prices, cache
     timelines: Path | None = None
-    half: bool = False
     frame_budget: int = 32
     sampling: str = "adaptive"  # adaptive or uniform
     window: int = 8
     stride: int = 4
     max_frames: int = 600
-    workers: int = 4
+    half: bool = False
     half_seed: int = 0
     resume: bool = False
+    workers: int = 4
     resamples: int = 2000  # bootstrap resamples of the leaderboard's intervals
 
 
@@ -394,12 +394,14 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
     from .vgi import VLMProcessJudge, half_instances, read_tasks, score
 
     tasks = read_tasks(options.tasks)
+    subset = {"half": False}
     if options.half:
         subset = {"half": True, "half_seed": options.half_seed, "of": len(tasks)}
         tasks = half_instances(tasks, options.half_seed)
     if options.judge == "checker" and len(options.generators) > 1:
         raise VGIError("--judge checker scores one run's timelines (--timelines): give one --videos folder")
     judge = make_vgi_judge(options)
+    summaries = {}
     try:
         for name, folder in options.generators:
             summaries[name] = score(
@@ -408,26 +410,24 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
             )  # fmt: skip
     finally:
         _close(judge.vlm if isinstance(judge, VLMProcessJudge) else None)
+    board = vgi_leaderboard.write(options.out, resamples=options.resamples)
+    statuses: Counter[str] = Counter()
+    for summary in summaries.values():
+        statuses.update(summary["counts"]["by_status"])
+    return {"generators": summaries, "leaderboard": board, "counts": {"by_status": dict(statuses)}}
 
 
 def write_leaderboard(options: LeaderboardOptions) -> list[dict[str, Any]]:
     """Rank the runs (and a published reference CSV's rows) by Overall; writes the CSV; returns the rows."""
     from .overall import leaderboard
 
-    subset = {"half": False}
     return leaderboard(
         list(options.runs),
         options.out,
-    summaries = {}
         options.reference,
         resamples=options.resamples,
         seed=options.seed,
         baseline=options.baseline,
-    board = vgi_leaderboard.write(options.out, resamples=options.resamples)
-    statuses: Counter[str] = Counter()
-    for summary in summaries.values():
-        statuses.update(summary["counts"]["by_status"])
-    return {"generators": summaries, "leaderboard": board, "counts": {"by_status": dict(statuses)}}
         rank_all=options.rank_all,
     )
 

@@ -516,6 +516,11 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> a
     """``bvb score vgi``: VGI scores of each generator's videos, and the leaderboard over them."""
     from bvb_addon.progress import bar as progress_bar
 
+    from .vgi import generator_folders
+    from .vgi_leaderboard import BOARD_CSV, format_table
+
+    if args.bootstrap < 10:
+        raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
     vlm = api.JudgeOptions(
         base_url=args.judge_base_url,
         model=args.judge_model,
@@ -523,13 +528,24 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> a
         cache=args.cache,
         price_in=args.price_in,
         price_out=args.price_out,
+        retries=args.retries,
+        retry_base_delay=args.retry_base_delay,
     )
     options = api.VGIOptions(
         tasks=Path(args.tasks),
+        out=Path(args.out),
+        generators=tuple(generator_folders(args.generators)),
         judge=args.judge,
         vlm=vlm,
         timelines=args.timelines,
+        frame_budget=args.frame_budget,
+        sampling=args.sampling,
+        window=args.window,
+        stride=args.stride,
+        max_frames=args.max_frames,
         half=args.half,
+        half_seed=args.half_seed,
+        resume=args.resume,
         workers=args.workers,
         resamples=args.bootstrap,
     )
@@ -576,11 +592,6 @@ FAULT_STAGES = {
 }
 
 
-    from .vgi import generator_folders
-    from .vgi_leaderboard import BOARD_CSV, format_table
-
-    if args.bootstrap < 10:
-        raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
 def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> int:
     """The exit code of a finished command: FAULT_EXIT (and the rerun line) when rows ended in faults."""
     from bvb_addon import outcomes
@@ -588,25 +599,14 @@ def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> in
     stage = FAULT_STAGES.get(args.command)
     if stage is None or not isinstance(result, dict):
         return outcomes.OK_EXIT
-        retries=args.retries,
-        retry_base_delay=args.retry_base_delay,
     name, unit, resumable = stage
     if "faults" in result:  # steps: the scenes that hit a fault, beside the scene count
         rows = list(result["faults"]) + [{"status": "ok"}] * max(0, result.get("scenes", 0) - len(result["faults"]))
     else:
-        out=Path(args.out),
-        generators=tuple(generator_folders(args.generators)),
         rows = [{"status": status} for status, n in result["counts"]["by_status"].items() for _ in range(n)]
     rerun = outcomes.rerun_command("eval_bridge", argv, "--resume" if resumable else None)
     return outcomes.finish(name, rows, rerun, unit)
-        frame_budget=args.frame_budget,
-        sampling=args.sampling,
-        window=args.window,
-        stride=args.stride,
-        max_frames=args.max_frames,
 
-        half_seed=args.half_seed,
-        resume=args.resume,
 
 def _judge_fault_exit(args: argparse.Namespace, argv: list[str]) -> int:
     """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""
