@@ -9,6 +9,7 @@ bvb report ...           python -m eval_bridge report ...
 bvb serve ...            python -m eval_bridge serve ...
 bvb view RUN_OR_DIR...   python -m eval_bridge view ...  (the report, live, on loopback)
 bvb export inspect ...   python -m eval_bridge export inspect ...
+bvb human pack|serve|score  python -m eval_bridge.human.cli ...  (a blinded human study)
 bvb exec ...             python -m headless.exec ...
 bvb demo                 the whole pipeline on a synthetic suite, offline
 bvb completion bash|zsh  a shell completion script: eval "$(bvb completion bash)"
@@ -37,6 +38,7 @@ DELEGATES = {
     "serve": ("eval_bridge.cli", ["serve"], "start the local scoring service"),
     "view": ("eval_bridge.cli", ["view"], "serve the report live on loopback while runs and scorers write"),
     "export": ("eval_bridge.cli", ["export"], "export a run (inspect: an Inspect AI eval log)"),
+    "human": ("eval_bridge.human.cli", [], "judges checked against people: blinded study pages and their scores"),
 }
 SCORE_AXES = SCORE_STAGES
 

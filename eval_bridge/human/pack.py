@@ -1,0 +1,418 @@
+"""``bvb human pack``: a blinded study page and, apart from it, the key that unblinds its answers.
+
+BVB (as the release's eval/human study): each scene's source clip beside K reconstructions (the
+runs' camera renders) under letter codes drawn per scene; a rater ranks them from most to least
+like the source. VGI: each item is one generator's video of one instance, under a code, beside the
+instance's start image, constraint, completion criteria and rules; a rater says complete / partial
+/ failed and counts each rule's violations. Every clip is decoded and encoded again (smaller, and
+with nothing of its file left: no name, no encoder tag, no metadata that could name a model) and
+embedded in the one HTML file, so the page works opened as a file or served by ``bvb human serve``.
+The key (key.json) holds what the page must not: which code is which run or generator.
+"""
+
+import base64
+import io
+import logging
+import random
+import secrets
+import string
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from bvb_addon import video
+from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.dataset import read_split
+from bvb_addon.errors import BVBError
+from bvb_addon.jsonfile import read_json
+from bvb_addon.mp4 import write_mp4
+from bvb_addon.run_dir import RunDir
+from bvb_addon.vgi.suite import read_tasks
+
+from ..html_page import Script, csp, render
+
+log = logging.getLogger(__name__)
+
+PAGE = "study.html"
+KEY = "key.json"
+"""The blinding key: experimenter only, never sent with the page."""
+BVB_INSTRUMENT = "bvb-human-rank-v1"
+"""The release's instrument id: our answers keep its fields (pack_id, rater_id, rankings of scene_id and rank)."""
+VGI_INSTRUMENT = "vgi-human-rate-v1"
+KEY_FORMAT = 1
+ASSETS = Path(__file__).with_name("page")
+CLIP_CRF = 26  # small enough to embed nine scenes of six clips; the raters judge layout and motion, not grain
+
+
+class HumanStudyError(BVBError, ValueError):
+    """Bad input to a human study (a missing run, answers that do not belong to the pack); names the fix."""
+
+
+@dataclass(frozen=True)
+class ClipOptions:
+    """How clips are re-encoded for the page."""
+
+    max_side: int = 480
+    """Longest side in pixels (the release's packs are 480 to 512 wide)."""
+    max_frames: int = 64
+    """At most this many frames, evenly spread over the clip and played over its duration."""
+
+
+@dataclass(frozen=True)
+class BVBPackOptions:
+    """A BVB ranking study: runs (``DIR`` or ``LABEL=DIR``) and the scenes to rank."""
+
+    runs: tuple[str, ...]
+    out: Path
+    scenes: tuple[str, ...] | None = None
+    count: int = 9
+    """Scenes drawn (by ``seed``) among those every run rendered, when ``scenes`` is not given."""
+    seed: int = 0
+    split: Path | None = None
+    """Names each scene's dataset folder (default: the first run's config.json)."""
+    videos: Path | None = None
+    """Source clips, <videos>/<dataset>/<scene>.mp4 (default: the first run's config.json)."""
+    clips: ClipOptions = ClipOptions()
+    language: str = "en"
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class VGIPackOptions:
+    """A VGI rating study: a tasks file and generators' video folders (``LABEL=DIR``)."""
+
+    tasks: Path
+    generators: tuple[str, ...]
+    out: Path
+    rows: tuple[str, ...] = ()
+    """``LABEL=FILE``: a generator's judge rows (default: <its videos>/vgi.jsonl)."""
+    instances: tuple[str, ...] | None = None
+    count: int | None = None
+    """Instances drawn (by ``seed``) when ``instances`` is not given (default: all)."""
+    seed: int = 0
+    clips: ClipOptions = ClipOptions()
+    force: bool = False
+
+
+# --- clips and images ---------------------------------------------------------------------------
+
+
+def _even_size(width: int, height: int, max_side: int) -> tuple[int, int]:
+    scale = min(1.0, max_side / max(width, height))
+    return max(2, int(width * scale) // 2 * 2), max(2, int(height * scale) // 2 * 2)
+
+
+def clip_data_uri(path: Path, clips: ClipOptions) -> str:
+    """The clip, re-encoded smaller (H.264, at most ``max_frames`` over its own duration), as a data: URI."""
+    info = video.probe(path)  # a corrupt or truncated file is a VideoError naming it
+    count = max(1, min(info.frame_count, clips.max_frames))
+    size = _even_size(info.width, info.height, clips.max_side)
+
+    def shrink(rgb: np.ndarray) -> np.ndarray:
+        return np.asarray(Image.fromarray(rgb).resize(size, Image.Resampling.BILINEAR))
+
+    frames = video.read_rgb_frames(path, count, shrink)
+    with tempfile.TemporaryDirectory(prefix="bvb-human-") as tmp:
+        clip = write_mp4(Path(tmp) / "clip.mp4", frames, fps=count / max(info.duration, 1e-6), crf=CLIP_CRF)
+        payload = clip.read_bytes()
+    return "data:video/mp4;base64," + base64.b64encode(payload).decode("ascii")
+
+
+def image_data_uri(path: Path, max_side: int = 960) -> str:
+    """A still (the instance's start image) as a JPEG data: URI, at most ``max_side`` pixels."""
+    try:
+        with Image.open(path) as image:
+            rgb = image.convert("RGB")
+    except OSError as exc:
+        raise HumanStudyError(
+            f"image {path} does not open ({exc}); render the tasks again with bvb vgi-tasks"
+        ) from None
+    rgb.thumbnail((max_side, max_side))
+    buffer = io.BytesIO()
+    rgb.save(buffer, format="JPEG", quality=88)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+# --- the page -----------------------------------------------------------------------------------
+
+
+@cache
+def _asset(name: str) -> str:
+    return (ASSETS / name).read_text(encoding="utf-8")
+
+
+def study_policy(script: Script) -> str:
+    """The report's policy (only the page's own script runs, nothing leaves) plus the embedded clips."""
+    return csp([script]) + "; media-src data: 'self'"
+
+
+def write_page(out: Path, data: dict[str, Any], title: str, instructions: str) -> Path:
+    """study.html: the page template, its one script, and the study's data as a JSON block."""
+    script = Script(_asset("study.js"))
+    html = render(
+        _asset("study.html.j2"),
+        policy=study_policy(script),
+        style=_asset("study.css"),
+        title=title,
+        kind=data["kind"],
+        instructions=instructions,
+        data=data,
+        script=script,
+    )
+    return write_text_atomic(out / PAGE, html)
+
+
+def _prepare_out(out: Path, force: bool) -> None:
+    if (out / KEY).exists() and not force:
+        raise HumanStudyError(
+            f"{out} already holds a study ({KEY}); its answers can only be scored with that key: "
+            "choose another --out, or pass --force to replace it"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _labelled(values: Sequence[str], what: str) -> list[tuple[str, Path]]:
+    """``LABEL=PATH`` or ``PATH`` (labelled by its folder name) pairs; labels must differ."""
+    pairs = []
+    for value in values:
+        label, sep, path = value.partition("=")
+        if not sep:
+            label, path = Path(value).name, value
+        if not label or not path:
+            raise HumanStudyError(f"{what} {value!r}: give DIR or LABEL=DIR")
+        pairs.append((label, Path(path)))
+    labels = [label for label, _ in pairs]
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        raise HumanStudyError(f"{what}s share the label {', '.join(twice)}; name them apart with LABEL=DIR")
+    return pairs
+
+
+def _new_key(kind: str, instrument: str, seed: int) -> dict[str, Any]:
+    return {
+        "format": KEY_FORMAT,
+        "kind": kind,
+        "instrument_id": instrument,
+        # Random, not from the seed: two packs built with one seed must not take each other's answers.
+        "pack_id": f"{kind}-{secrets.token_hex(6)}",
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "seed": seed,
+        "warning": "experimenter only: this file unblinds the study; send only study.html to raters",
+    }
+
+
+# --- BVB: rank reconstructions ------------------------------------------------------------------
+
+
+def _source_clip(videos: Path, datasets: dict[str, str], scene: str) -> Path | None:
+    dataset = datasets.get(scene)
+    if dataset and (videos / dataset / f"{scene}.mp4").is_file():
+        return videos / dataset / f"{scene}.mp4"
+    found = sorted(videos.glob(f"*/{scene}.mp4"))
+    return found[0] if found else None
+
+
+def _sources(options: BVBPackOptions, first_run: Path) -> tuple[Path, dict[str, str]]:
+    config = RunDir(first_run).read_config()
+    videos = options.videos or (Path(config["videos"]) if config.get("videos") else None)
+    if videos is None or not videos.is_dir():
+        raise HumanStudyError(
+            f"source videos root {videos} not found; pass --videos DIR (the folder of <dataset>/<scene>.mp4)"
+        )
+    split = options.split or (Path(config["split"]) if config.get("split") else None)
+    datasets = {q.scene_name: q.dataset for q in read_split(split)} if split and split.is_file() else {}
+    return videos, datasets
+
+
+def pack_bvb(options: BVBPackOptions) -> dict[str, Any]:
+    """Build a BVB ranking study in ``options.out``; returns the key written beside the page."""
+    runs = _labelled(options.runs, "run")
+    if len(runs) < 2:
+        raise HumanStudyError("a ranking study needs at least two runs; pass --runs DIR DIR ...")
+    for label, run in runs:
+        if not run.is_dir():
+            raise HumanStudyError(f"run {run} ({label}) not found; pass run directories (results/<run>)")
+        if not RunDir(run).renders.is_dir():
+            raise HumanStudyError(f"run {run} has no camera_renders/; render it first with bvb render --run {run}")
+    videos, datasets = _sources(options, runs[0][1])
+    rng = random.Random(options.seed)
+
+    def rendered(run: Path, scene: str) -> bool:
+        return RunDir(run).render(scene).is_file()
+
+    if options.scenes:
+        scenes = list(options.scenes)
+        for scene in scenes:
+            for label, run in runs:
+                if not rendered(run, scene):
+                    raise HumanStudyError(
+                        f"run {run} ({label}) has no render of scene {scene} ({RunDir(run).render(scene)}); "
+                        "render it or leave the scene out of --scenes"
+                    )
+            if _source_clip(videos, datasets, scene) is None:
+                raise HumanStudyError(f"no source clip of scene {scene} under {videos}; pass --videos DIR")
+    else:
+        common = sorted(p.stem for p in RunDir(runs[0][1]).renders.glob("*.mp4"))
+        common = [s for s in common if all(rendered(run, s) for _, run in runs[1:])]
+        common = [s for s in common if _source_clip(videos, datasets, s) is not None]
+        if not common:
+            raise HumanStudyError(
+                f"no scene has a render in every run and a source clip under {videos}; "
+                "render the runs (bvb render) or pass --videos DIR"
+            )
+        scenes = sorted(rng.sample(common, min(options.count, len(common))))
+    rng.shuffle(scenes)  # the order raters see: not the scene ids' order
+
+    _prepare_out(options.out, options.force)
+    key = _new_key("bvb", BVB_INSTRUMENT, options.seed)
+    key["models"] = [{"label": label, "run": str(run.resolve())} for label, run in runs]
+    key["scenes"] = {}
+    letters = list(string.ascii_uppercase[: len(runs)])
+    items = []
+    for scene in scenes:
+        codes = letters[:]
+        rng.shuffle(codes)
+        by_code = dict(zip(codes, runs, strict=True))
+        source = _source_clip(videos, datasets, scene)
+        assert source is not None  # checked above
+        dataset = datasets.get(scene) or source.parent.name
+        key["scenes"][scene] = {
+            "dataset": dataset,
+            "source": str(source.resolve()),
+            "codes": {code: label for code, (label, _) in sorted(by_code.items())},
+        }
+        log.info("packing scene %s (%d clips)", scene, len(runs) + 1)
+        items.append(
+            {
+                "scene_id": scene,
+                "source": dataset,
+                "reference": clip_data_uri(source, options.clips),
+                "candidates": [
+                    {"code": code, "video": clip_data_uri(RunDir(run).render(scene), options.clips)}
+                    for code, (_, run) in sorted(by_code.items())
+                ],
+            }
+        )
+    data = {"kind": "bvb", "instrument_id": BVB_INSTRUMENT, "pack_id": key["pack_id"], "items": items}
+    language = options.language if options.language in ("en", "zh") else "en"
+    write_page(options.out, data, "BVB: rank the reconstructions", _asset(f"bvb_rank_{language}.txt"))
+    write_json_atomic(options.out / KEY, key)
+    return key
+
+
+# --- VGI: rate generated videos -----------------------------------------------------------------
+
+VGI_INSTRUCTIONS = (
+    "Each item is a video made by a video generator from the start image and the task under it. "
+    "Watch the whole video. Say whether it completes the task (complete, partial or failed, by the "
+    "completion criteria), and for each rule how many separate times the video breaks it (0 when never). "
+    "Judge what the video shows, not how good it looks."
+)
+
+
+def _task_image(task: dict, tasks_file: Path) -> Path | None:
+    name = task.get("start_image") or task.get("image")
+    if not name:
+        return None
+    path = Path(name)
+    path = path if path.is_absolute() else tasks_file.parent / path
+    if not path.is_file():
+        raise HumanStudyError(f"task {task['id']}: start image {path} not found; fix its start_image field")
+    return path
+
+
+def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
+    """Build a VGI rating study in ``options.out``; returns the key written beside the page."""
+    tasks = {task["id"]: task for task in read_tasks(options.tasks)}
+    generators = _labelled(options.generators, "generator")
+    rows = dict(_labelled(options.rows, "rows")) if options.rows else {}
+    for label, folder in generators:
+        if not folder.is_dir():
+            raise HumanStudyError(f"generator {label}: videos folder {folder} not found; pass --videos LABEL=DIR")
+    unknown = sorted(set(rows) - {label for label, _ in generators})
+    if unknown:
+        raise HumanStudyError(f"--rows names {', '.join(unknown)}, which no --videos LABEL=DIR names")
+    if options.instances:
+        missing = [i for i in options.instances if i not in tasks]
+        if missing:
+            raise HumanStudyError(f"--instances {', '.join(missing)}: not in {options.tasks}; use ids from its rows")
+        chosen = list(options.instances)
+    else:
+        chosen = sorted(tasks)
+    rng = random.Random(options.seed)
+    if options.count is not None and not options.instances:
+        chosen = sorted(rng.sample(chosen, min(options.count, len(chosen))))
+
+    pairs = []
+    for instance in chosen:
+        for label, folder in generators:
+            clip = folder / f"{instance}.mp4"
+            if clip.is_file():
+                pairs.append((instance, label, clip))
+            else:  # a missing video scores 0 by the benchmark; there is nothing for a person to rate
+                log.warning("generator %s has no video of %s (%s): left out of the study", label, instance, clip)
+    if not pairs:
+        raise HumanStudyError("no instance has a video in any --videos folder (<folder>/<instance id>.mp4)")
+    rng.shuffle(pairs)
+
+    _prepare_out(options.out, options.force)
+    key = _new_key("vgi", VGI_INSTRUMENT, options.seed)
+    key["tasks"] = str(options.tasks.resolve())
+    key["generators"] = [
+        {
+            "label": label,
+            "videos": str(folder.resolve()),
+            "rows": str((rows.get(label) or folder / "vgi.jsonl").resolve()),
+        }
+        for label, folder in generators
+    ]
+    instance_codes = {instance: f"T{n:02d}" for n, instance in enumerate(sorted({i for i, _, _ in pairs}), 1)}
+    key["instances"] = {
+        code: {"id": instance, "rules": [rule["id"] for rule in tasks[instance]["rubric"]]}
+        for instance, code in instance_codes.items()
+    }
+    key["items"] = {}
+    instances_data = {}
+    for instance, code in instance_codes.items():
+        task = tasks[instance]
+        image = _task_image(task, options.tasks)
+        instances_data[code] = {
+            "constraint": task["constraint"],
+            "criteria": list(task.get("completeness") or []),
+            "rules": [{"id": rule["id"], "rule": rule["rule"]} for rule in task["rubric"]],
+            "image": image_data_uri(image) if image else None,
+        }
+    items = []
+    for number, (instance, label, clip) in enumerate(pairs, 1):
+        code = f"V{number:02d}"
+        key["items"][code] = {"instance": instance, "generator": label}
+        log.info("packing item %s", code)
+        items.append({"code": code, "instance": instance_codes[instance], "video": clip_data_uri(clip, options.clips)})
+    data = {
+        "kind": "vgi",
+        "instrument_id": VGI_INSTRUMENT,
+        "pack_id": key["pack_id"],
+        "instances": instances_data,
+        "items": items,
+    }
+    write_page(options.out, data, "VGI: rate the generated videos", VGI_INSTRUCTIONS)
+    write_json_atomic(options.out / KEY, key)
+    return key
+
+
+def read_key(pack: Path) -> dict[str, Any]:
+    """A pack's key.json; a HumanStudyError when the folder holds none."""
+    path = pack / KEY if pack.is_dir() else pack
+    if not path.is_file():
+        raise HumanStudyError(f"no study key at {path}; pass the folder bvb human pack wrote (it holds {KEY})")
+    key = read_json(path, "study key", "build the pack again with bvb human pack")
+    if not isinstance(key, dict) or key.get("kind") not in ("bvb", "vgi") or "pack_id" not in key:
+        raise HumanStudyError(f"{path} is not a study key written by bvb human pack; pass the pack's folder")
+    return key

@@ -1,0 +1,109 @@
+"""``bvb human serve``: the study page on loopback, and each rater's answers kept as they are sent.
+
+GET / is the page; POST /answers is one rater's answers (JSON), checked against the pack's key
+as ``bvb human score`` checks them, then written atomically into the answers folder. The
+server shares the report viewer's guards (loopback_http): a request whose Host is not the bound
+address is refused (DNS rebinding), and a POST must be JSON from the page's own origin, so no
+other site's page can post answers through the rater's browser.
+"""
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bvb_addon.atomic import write_json_atomic
+
+from ..html_page import safe_name
+from ..loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
+from .pack import PAGE, HumanStudyError, read_key
+from .score import check_answers
+
+MAX_ANSWERS_BYTES = 4 * 1024 * 1024  # nine scenes or a few hundred ratings are a few kB
+BACKLOG = 16
+
+
+def build_app(pack: Path, answers_dir: Path, allowed: set[str] | None, origin: str) -> Starlette:
+    """The page and the answers endpoint of one pack."""
+    key = read_key(pack)
+
+    async def page(request: Request) -> Response:
+        if not host_allowed(request.headers.get("host", ""), allowed):
+            return PlainTextResponse("this Host is not the study server's address\n", status_code=403)
+        response = OpenFileResponse(open(pack / PAGE, "rb"), pack / PAGE)  # noqa: SIM115 - the response closes it
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    async def answers(request: Request) -> Response:
+        headers = Headers(scope=request.scope)
+        if not host_allowed(headers.get("host", ""), allowed):
+            return JSONResponse({"error": "this Host is not the study server's address"}, status_code=403)
+        if headers.get("origin") not in (None, origin):
+            return JSONResponse({"error": "answers are taken only from the study's own page"}, status_code=403)
+        if headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "send the answers as application/json"}, status_code=415)
+        body = await request.body()
+        if len(body) > MAX_ANSWERS_BYTES:
+            return JSONResponse({"error": "the answers are larger than any study's"}, status_code=413)
+        try:
+            payload: Any = json.loads(body)
+            check_answers(payload, key, "the answers sent")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+        except HumanStudyError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=422)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        name = f"{safe_name(payload.get('rater_id') or 'anonymous', 40)}-{stamp}.json"
+        write_json_atomic(answers_dir / name, payload)
+        return JSONResponse({"saved": name})
+
+    return Starlette(routes=[Route("/", page, methods=["GET"]), Route("/answers", answers, methods=["POST"])])
+
+
+class StudyServer:
+    """The study on http://HOST:PORT/ until ``stop()`` (``with StudyServer(...) as server: server.url``)."""
+
+    def __init__(self, pack: Path, answers_dir: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+        if not is_loopback(host):
+            raise HumanStudyError(f"bvb human serve serves on loopback only; {host} is not (use 127.0.0.1)")
+        if not (pack / PAGE).is_file():
+            raise HumanStudyError(f"no {PAGE} in {pack}; pass the folder bvb human pack wrote")
+        answers_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            sock = listen(host, port, BACKLOG)
+        except OSError as exc:
+            raise HumanStudyError(f"cannot serve on {host}:{port} ({exc.strerror}); pick another --port") from None
+        self.host, self.port = host, sock.getsockname()[1]
+        app = build_app(pack, answers_dir, allowed_hosts(host, self.port), url_of(host, self.port))
+        self.server = ServerThread(app, sock, "bvb human serve", BACKLOG)
+
+    @property
+    def url(self) -> str:
+        return url_of(self.host, self.port) + "/"
+
+    def start(self) -> "StudyServer":
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def run_forever(self) -> None:
+        self.server.run_forever()
+
+    def __enter__(self) -> "StudyServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def answers_folder(pack: Path, answers: Path | None) -> Path:
+    """Where served answers go: --answers, or PACK/answers."""
+    return answers or pack / "answers"
