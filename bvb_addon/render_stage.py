@@ -1,10 +1,12 @@
 """The evaluation render stage (bpy-free): every blends/<scene>.blend of a run to camera_renders/<scene>.mp4.
 
-Each submission is untrusted: it is opened in a sandboxed worker (no scripts, no drivers),
-gated (opens, has a scene camera, holds enough meshes), described as scene_graphs/<scene>.json,
-rendered at N uniformly sampled frames from its camera at the source clip's aspect, and the
-images are encoded with PyAV outside the sandbox into an mp4 written atomically. One row per
-scene goes to render_status.jsonl; a failing scene never stops the batch.
+Each submission is untrusted: it is opened in a sandboxed worker (no scripts, no Python drivers),
+gated (opens, has a scene camera; a mesh count only when asked), rendered from its camera at the
+frames BVB's release samples, described as scene_graphs/<scene>.json, and the images are encoded
+with PyAV outside the sandbox into an mp4 written atomically. The ``bvb`` preset is the release's
+render exactly (docs/protocol.md, "The evaluation render"): 512 x 512, EEVEE, the scene's own
+settings, crf 23 at the scene's whole fps, ``<scene>.error.json`` where the release writes one.
+One row per scene goes to render_status.jsonl; a failing scene never stops the batch.
 """
 
 import logging
@@ -19,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from . import scratch
-from .atomic import write_json_atomic, write_text_atomic
+from .atomic import write_json_atomic
 from .errors import BVBError
 from .jsonfile import read_object_or_none
-from .records import RenderRow, render_status_text
+from .records import RenderRow
+from .records.render_row import RenderStatusFile
 from .run_dir import BLENDS, RunDir, videos_of
-from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size
+from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size, release_render
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,17 @@ STATUSES = ("ok", "missing", "open_failed", "no_camera", "no_mesh", "render_erro
 # the gate's verdicts (missing, open_failed, no_camera, no_mesh) are about the current .blend.
 RENDER_FAILURES = frozenset({"render_error", "timeout", "oom", "crash", "sandbox_error", "encode_error"})
 
+# Our status -> what BVB's batch renderer records for the same scene. Its Blender exits non-zero (it writes
+# <scene>.error.json) when the file does not open, has no camera, or the render fails or dies; a timeout and a
+# failed encode are exceptions it records as "error" without one. It never sees a scene without a .blend.
+RELEASE_STATUS = {
+    "ok": "ok", "open_failed": "render_error", "no_camera": "render_error", "render_error": "render_error",
+    "crash": "render_error", "oom": "render_error", "timeout": "error", "encode_error": "error",
+    "sandbox_error": "error", "no_mesh": None, "missing": None,
+}  # fmt: skip
+# The release keeps this much of Blender's output in <scene>.error.json.
+ERROR_TAIL_CHARS = 4000
+
 
 class RenderStageError(BVBError, ValueError):
     """Bad input to the render stage (one line naming the thing and the fix)."""
@@ -55,14 +69,16 @@ class RenderOptions:
     num_frames: int = 64
     """Frames of each evaluation render, sampled uniformly over the scene's frame range."""
     preset: str = "bvb"
-    """bvb (EEVEE, as BVB renders), fast (Workbench), cycles (Cycles CPU, denoised)."""
-    resolution: int = 512
-    """Longest side of the render, px."""
+    """bvb (BVB's release render: EEVEE, square), fast (Workbench), cycles (Cycles, denoised); the last two are
+    ours, at the source clip's aspect."""
+    resolution: int = release_render.RESOLUTION
+    """bvb: width and height, px (the release's); the other presets: the longest side."""
     workers: int = 1
     resume: bool = False
     scenes: list = field(default_factory=list)
-    min_meshes: int = 1
-    """The gate: a submission with fewer mesh objects is not rendered."""
+    min_meshes: int = 0
+    """A gate of ours: a submission with fewer mesh objects is not rendered (not with the bvb preset: the
+    release renders a camera-only scene)."""
     sandbox: SandboxConfig | None = None
     progress: bool = True
     backend: str = "local"
@@ -71,7 +87,10 @@ class RenderOptions:
 
 
 def uniform_frames(start: int, end: int, count: int) -> list[int]:
-    """count frames spread evenly over [start, end], ends included (integers, may repeat in short ranges)."""
+    """count frames spread evenly over [start, end], ends included (integers, may repeat in short ranges).
+
+    The step previews' spacing; the evaluation render samples as the release (release_render.sample_frames).
+    """
     if count < 1:
         raise RenderStageError(f"--num-frames {count} must be at least 1")
     if end < start:
@@ -134,16 +153,55 @@ def encode_mp4(images: list[Path], dest: str | Path, fps: float) -> Path:
     return write_mp4(dest, images, fps)
 
 
-def mp4_complete(path: str | Path, frames: int) -> bool:
-    """True when path is a readable video of exactly ``frames`` frames."""
+def encode_release_mp4(images: list[Path], dest: str | Path, fps: int) -> Path:
+    """The bvb preset's encode: the release's (libx264 yuv420p crf 23 at a whole fps) through ``bvb_addon.mp4``."""
+    from .mp4 import write_release_mp4
+
+    return write_release_mp4(dest, images, fps)
+
+
+def error_record(blend: Path, frames_dir: Path, row: dict) -> dict:
+    """``<scene>.error.json``: the release's fields (its render's metadata; Blender's output tails), then ours.
+
+    Blender runs in our sandboxed worker, not as the release's one process per scene, so the tails hold
+    the reason our worker gave, which starts with the release's own marker where it has one
+    (``BVB_RENDER_ERROR no_camera``, ``... render_failed``); returncode is what that process would have
+    returned: minus the signal that killed it, else 1.
+    """
+    reason = str(row.get("reason") or "")
+    if row["status"] == "no_camera" and "BVB_RENDER_ERROR" not in reason:
+        reason = f"BVB_RENDER_ERROR no_camera: {reason}"
+    returncode = 1
+    if row["status"] in ("crash", "oom"):
+        import signal
+
+        named = [sig for sig in signal.Signals if sig.name in reason.split()]
+        returncode = -int(named[0]) if named else -int(signal.SIGKILL) if row["status"] == "oom" else 1
+    return {
+        "blend_path": str(blend.resolve()),
+        "frames_dir": str(frames_dir),
+        "num_frames": 0,
+        "returncode": returncode,
+        "ok": False,
+        "stdout_tail": "",
+        "stderr_tail": reason[-ERROR_TAIL_CHARS:],
+        "status": row["status"],
+        "reason": row.get("reason") or "",
+        "preset": row.get("preset") or "",
+    }
+
+
+def mp4_complete(path: str | Path, frames: int | None) -> bool:
+    """True when path is a readable video of exactly ``frames`` frames (None: of at least one)."""
     if not Path(path).is_file():
         return False
     from . import video
 
     try:
-        return video.probe(path).frame_count == frames
+        count = video.probe(path).frame_count
     except (OSError, ValueError):
         return False
+    return count > 0 if frames is None else count == frames
 
 
 def mp4_decodes(path: str | Path, frames: int) -> bool:
@@ -175,6 +233,11 @@ class RenderStage:
             raise RenderStageError(f"--num-frames {options.num_frames} must be at least 1")
         if options.workers < 1:
             raise RenderStageError(f"--workers {options.workers} must be at least 1")
+        if options.preset == "bvb" and options.min_meshes > 0:
+            raise RenderStageError(
+                f"--min-meshes {options.min_meshes} is not part of the bvb preset (BVB's release renders a "
+                "camera-only scene); drop it, or pass --preset fast or cycles"
+            )
         if not self.rd.blends.is_dir():
             raise RenderStageError(f"{self.run_dir} has no {BLENDS}/ folder; pass --run with a run directory")
         from dataclasses import replace
@@ -187,7 +250,8 @@ class RenderStage:
         self.sandbox = replace(config, gpu=True)
         self.level = require_level(config)
         self.status_path = self.rd.render_status
-        self._rows = self._read_rows()
+        # Read now: a newer-format row is refused before any scene renders (RenderStatusFile).
+        self._rows = RenderStatusFile(self.status_path).rows
         self._lock = threading.Lock()
         self._local = threading.local()
         self._workers: list[Worker] = []
@@ -210,8 +274,7 @@ class RenderStage:
         scenes = self.scenes()
         todo, skipped = [], 0
         for scene in scenes:
-            mp4 = self.rd.render(scene)
-            if self.options.resume and mp4_complete(mp4, self.options.num_frames):
+            if self.options.resume and self._complete(scene):
                 skipped += 1
                 continue
             todo.append(scene)
@@ -234,6 +297,24 @@ class RenderStage:
                 bar.close()
             self.close()
         return {"rendered": results, "skipped": skipped}
+
+    def _complete(self, scene: str) -> bool:
+        """--resume's test: the scene's mp4 is whole and was rendered as these options ask.
+
+        With our row: an ok row of the same preset, resolution and sample count, and an mp4 of its frame
+        count. Without one (camera_renders/ of BVB's own harness): a readable mp4, the release's rule.
+        """
+        mp4, row, opts = self.rd.render(scene), self._rows.get(scene), self.options
+        if row is None:
+            return mp4_complete(mp4, None)
+        if row.get("status") != "ok" or row.get("preset") != opts.preset:
+            return False
+        if row.get("resolution") not in (None, opts.resolution):
+            return False
+        # Rows of older harnesses lack num_samples: they always rendered exactly --num-frames frames.
+        if row.get("num_samples", row.get("frames")) != opts.num_frames:
+            return False
+        return mp4_complete(mp4, int(row.get("frames") or 0))
 
     def close(self) -> None:
         """Stop this stage's sandboxed workers and remove their workspaces."""
@@ -278,27 +359,51 @@ class RenderStage:
         return worker
 
     def render_scene(self, scene: str, write_row: bool = True) -> dict:
-        """One scene's render row (a RenderRow's dict), written to render_status.jsonl unless ``write_row`` is off."""
+        """One scene's render row (a RenderRow's dict), written to render_status.jsonl unless ``write_row`` is off.
+
+        Where BVB's release writes ``<scene>.error.json`` (release_status render_error), so does this; an ok
+        render removes the scene's error.json, as the release does.
+        """
         started = time.monotonic()
-        # preset and resolution are part of the run's identity (eval_bridge.identity).
-        row = RenderRow(scene, "ok", preset=self.options.preset, resolution=self.options.resolution).as_dict()
+        opts = self.options
+        # preset, resolution and num_samples are part of the run's identity (eval_bridge.identity).
+        row = RenderRow(scene, "ok", preset=opts.preset, resolution=opts.resolution,
+                        num_samples=opts.num_frames).as_dict()  # fmt: skip
+        frames_dir = self._tmp / "frames" / scene
         try:
-            self._render_scene(scene, row)
+            self._render_scene(scene, row, frames_dir)
         except WorkerError as exc:
             row["status"], row["reason"] = (exc.status if exc.status in STATUSES else "crash"), exc.reason
         except Exception as exc:  # one scene's failure must never stop the batch
             log.exception("render of %s failed", scene)
             row["status"], row["reason"] = "sandbox_error", f"{type(exc).__name__}: {exc}"
+        finally:
+            shutil.rmtree(frames_dir, ignore_errors=True)
+        row["release_status"] = RELEASE_STATUS.get(row["status"], "error")
+        if row["release_status"] is None:
+            del row["release_status"]
         row["seconds"] = round(time.monotonic() - started, 3)
+        try:
+            self._error_file(scene, row, frames_dir)
+        except OSError as exc:
+            log.error("render of %s: %s not written (%s)", scene, self.rd.render_error(scene).name, exc)
         if write_row:
             try:
                 self._write_row(row)
-            except OSError as exc:  # a full disk: the batch goes on, and the row's reason names the fault
+            except (OSError, BVBError) as exc:  # a full disk, a newer row written meanwhile: the batch goes on
                 log.error("render of %s: render_status.jsonl not written (%s)", scene, exc)
                 row["reason"] = f"{row['reason']}; render_status.jsonl not written: {exc}".lstrip("; ")
         return row
 
-    def _render_scene(self, scene, row):
+    def _error_file(self, scene, row, frames_dir):
+        """Write or remove camera_renders/<scene>.error.json where the release does."""
+        path = self.rd.render_error(scene)
+        if row.get("release_status") == "render_error":
+            write_json_atomic(path, error_record(self.rd.blend(scene), frames_dir, row))
+        elif row["status"] == "ok" and path.is_file():
+            path.unlink()
+
+    def _render_scene(self, scene, row, frames_dir):
         opts = self.options
         blend = self.rd.blend(scene)
         if not blend.is_file():
@@ -320,38 +425,50 @@ class RenderStage:
             row["status"] = "no_mesh"
             row["reason"] = f"the scene holds {meshes} mesh objects, fewer than the {opts.min_meshes} required"
             return
-        # Camera poses for every frame of a long range take a while: the render's time limit.
-        graph = worker.scene_graph(timeout=worker.config.render_timeout_s)
-        graph["scene"] = scene
-        write_json_atomic(self.rd.scene_graph(scene), graph)
-        row["warnings"] = rotation_warnings(graph)
-        start, end = graph.get("frame_range") or [1, 1]
-        frames = uniform_frames(int(start), int(end), opts.num_frames)
-        aspect, note = self._aspect(scene, graph)
-        if note:
-            row["aspect_note"] = note
+        start, end = summary.get("frame_range") or [1, 1]
+        frames = release_render.sample_frames(int(start), int(end), opts.num_frames)
+        row["sample_frames"] = frames
+        if opts.preset == "bvb":
+            aspect = 1.0
+        else:
+            aspect, note = self._aspect(scene, summary)
+            if note:
+                row["aspect_note"] = note
         width, height = frame_size(opts.resolution, aspect)
         row["size"] = [width, height]
-        out_dir = self._tmp / "frames" / scene
         if opts.preset == "bvb":
             warning = self._software_gl_warning(worker, (width, height))
             if warning:
                 row["warning"] = warning
-        result = worker.render_frames(frames, opts.resolution, opts.preset, aspect=aspect, out_dir=out_dir)
+        result = worker.render_frames(frames, opts.resolution, opts.preset, aspect=aspect, out_dir=frames_dir)
         row["renderer"] = result.renderer
+        if result.engine:
+            row["engine"] = result.engine
         if result.status != "ok":
             row["status"] = "render_error" if result.status == "error" else result.status
             row["reason"] = result.reason or "the render failed"
             return
-        scene_fps = float(graph.get("fps") or 24.0) or 24.0
-        span_s = max(1, int(end) - int(start) + 1) / scene_fps
+        # The scene graph sets every frame of the timeline in turn: after the render, so that stepping
+        # through frames (a simulation's cache) cannot change what the release's jumps to sampled frames show.
         try:
-            encode_mp4(result.files, self.rd.render(scene), opts.num_frames / span_s)
+            graph = worker.scene_graph(timeout=worker.config.render_timeout_s)
+            graph["scene"] = scene
+            write_json_atomic(self.rd.scene_graph(scene), graph)
+            row["warnings"] = rotation_warnings(graph)
+        except WorkerError as exc:
+            row["warnings"] = [f"scene graph not written: {exc.reason}"]
+        try:
+            if opts.preset == "bvb":
+                row["fps"] = result.fps or release_render.FALLBACK_FPS
+                encode_release_mp4(result.files, self.rd.render(scene), row["fps"])
+            else:
+                # Ours: the mp4 lasts as long as the scene's timeline.
+                scene_fps = float(summary.get("fps") or 24.0) or 24.0
+                row["fps"] = round(len(frames) * scene_fps / max(1, int(end) - int(start) + 1), 6)
+                encode_mp4(result.files, self.rd.render(scene), row["fps"])
         except Exception as exc:  # PyAV raises its own error types
             row["status"], row["reason"] = "encode_error", f"{type(exc).__name__}: {exc}"
             return
-        finally:
-            shutil.rmtree(out_dir, ignore_errors=True)
         row["frames"] = len(result.files)
 
     def _software_gl_warning(self, worker, size):
@@ -383,11 +500,11 @@ class RenderStage:
             log.warning("%s", warning)
         return warning
 
-    def _aspect(self, scene, graph):
+    def _aspect(self, scene, summary):
         size = self._clips.get(scene)
         if size and size[0] > 0 and size[1] > 0:
             return size[0] / size[1], None
-        res = graph.get("resolution") or [1920, 1080]
+        res = summary.get("resolution") or [1920, 1080]
         try:
             aspect = float(res[0]) / float(res[1])
         except (TypeError, ValueError, ZeroDivisionError):
@@ -399,17 +516,16 @@ class RenderStage:
 
     # ---- render_status.jsonl -------------------------------------------------------------
 
-    def _read_rows(self):
-        return {row["scene"]: row for row in self.rd.render_rows()}
-
     def _write_row(self, row):
         with self._lock:
+            # Read again: rows another stage wrote meanwhile stay; every line this one does not own stays as it is.
+            status = RenderStatusFile(self.status_path)
+            self._rows = status.rows
             if keeps_previous(self._rows.get(row["scene"]), row, self.rd.render(row["scene"])):
                 log.warning("render of %s failed (%s: %s); its earlier complete render stays, and so does its row",
                             row["scene"], row["status"], row["reason"])  # fmt: skip
                 return
-            self._rows[row["scene"]] = row
-            write_text_atomic(self.status_path, render_status_text(self._rows))
+            status.put(row)
 
 
 def keeps_previous(previous: dict | None, row: dict, mp4: Path) -> bool:

@@ -11,7 +11,7 @@
       trajectories/<scene>.images/     the observation images the trajectory names
       steps/<scene>/NNN.py, NNN.blend  each executed program and the scene after it
       program/<scene>.py               the python steps joined into one standalone program
-      camera_renders/<scene>.mp4       the evaluation render
+      camera_renders/<scene>.mp4       the evaluation render (<scene>.error.json where BVB writes one)
       scene_graphs/<scene>.json        the rendered scene's objects and camera, per frame
       render_status.jsonl              one row per rendered scene
       timelines/<scene>.json           VGI: the submission's exported timeline
@@ -172,6 +172,10 @@ class RunDir:
 
     def render(self, scene: str) -> Path:
         return self.renders / f"{scene}.mp4"
+
+    def render_error(self, scene: str) -> Path:
+        """BVB's record of a failed render (written by its batch renderer and by the render stage)."""
+        return self.renders / f"{scene}.error.json"
 
     @property
     def scene_graphs(self) -> Path:

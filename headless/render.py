@@ -4,8 +4,9 @@ bvb render --run RUN [--num-frames 64] [--preset bvb|fast|cycles] [--resolution 
                       [--workers N] [--resume] [--scenes ID ...]
 blender -b --python headless/render.py -- --run RUN ...     (a Blender 4.2 binary)
 
-Writes camera_renders/<scene>.mp4, scene_graphs/<scene>.json and render_status.jsonl
-(one row per scene; failures are rows, never a stopped batch).
+Writes camera_renders/<scene>.mp4 (and <scene>.error.json where BVB's release writes one),
+scene_graphs/<scene>.json and render_status.jsonl (one row per scene; failures are rows,
+never a stopped batch). --preset bvb is BVB's release render exactly (docs/protocol.md).
 """
 
 import argparse
@@ -35,23 +36,31 @@ def build_parser() -> argparse.ArgumentParser:
         "Render every blends/<scene>.blend of a run from its camera into camera_renders/<scene>.mp4.",
         [
             "bvb render --run results/run_001 --preset fast --workers 2 --resume",
-            "bvb render --run results/run_001 --preset bvb   (BVB's EEVEE look; minutes per scene without a GPU)",
+            "bvb render --run results/run_001 --preset bvb   (BVB's release render; minutes per scene without a GPU)",
         ],
     )
     parser.add_argument("--run", required=True, help="the run directory (holds blends/)")
     parser.add_argument(
-        "--num-frames", type=int, default=r["num_frames"], help="frames per render, uniform over the frame range"
+        "--num-frames",
+        type=int,
+        default=r["num_frames"],
+        help="frames sampled over the timeline as BVB does (every frame of a shorter one)",
     )
     parser.add_argument("--preset", default=r["preset"], choices=("bvb", "fast", "cycles"),
-                        help="bvb: EEVEE as BVB renders; fast: Workbench for CPU machines; cycles: Cycles CPU, denoised")  # fmt: skip
-    parser.add_argument("--resolution", type=int, default=r["resolution"], help="longest side, px")
+                        help="bvb: BVB's release render (EEVEE, square); ours, at the source's aspect: "
+                        "fast (Workbench, for CPU machines), cycles (Cycles, denoised)")  # fmt: skip
+    parser.add_argument("--resolution", type=int, default=r["resolution"],
+                        help="bvb: width and height, px; the other presets: the longest side")  # fmt: skip
     parser.add_argument(
         "--workers", type=int, default=r["workers"], help="sandboxed Blender workers rendering in parallel"
     )
     parser.add_argument("--resume", action="store_true", help="skip scenes whose mp4 is complete")
     parser.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scenes (default: all)")
     parser.add_argument(
-        "--min-meshes", type=int, default=r["min_meshes"], help="the gate: fewest mesh objects a submission needs"
+        "--min-meshes",
+        type=int,
+        default=r["min_meshes"],
+        help="a gate of ours (not with --preset bvb): fewest mesh objects a submission needs",
     )
     parser.add_argument(
         "--timeout", type=float, default=sb["render_timeout_s"], help="wall-clock limit of one scene's render, s"

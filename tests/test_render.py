@@ -175,16 +175,56 @@ def test_scene_graph_contents(run_dir, rendered):
 def test_gate_and_failures_are_rows(run_dir, rendered):
     _, rows = rendered
     assert rows["nocam"]["status"] == "no_camera"
-    assert rows["empty"]["status"] == "no_mesh" and "0 mesh objects" in rows["empty"]["reason"]
     assert rows["corrupt"]["status"] == "open_failed" and "corrupt.blend" in rows["corrupt"]["reason"]
     assert rows["crashy"]["status"] == "crash" and "SIGSEGV" in rows["crashy"]["reason"]
     future = rows["future"]
     assert future["status"] == "open_failed" and future["reason"].startswith("future.blend was saved by Blender 99.0")
     assert "BLENDER_BIN" in future["reason"] and "Render Camera" in future["reason"] and "\n" not in future["reason"]
-    for scene in ("nocam", "empty", "corrupt", "crashy"):
+    for scene in ("nocam", "corrupt", "crashy"):
         assert not (run_dir / "camera_renders" / f"{scene}.mp4").exists()
         assert set(rows[scene]) >= {"scene", "status", "reason", "frames", "seconds", "preset", "warnings"}
     assert (run_dir / "camera_renders" / "good.mp4").is_file()  # the crash left the good render intact
+
+
+def test_failures_write_the_releases_error_json(run_dir, rendered):
+    """Where BVB's batch renderer records render_error it writes <scene>.error.json, with its fields."""
+    _, rows = rendered
+    renders = run_dir / "camera_renders"
+    for scene in ("nocam", "corrupt", "future", "crashy"):
+        assert rows[scene]["release_status"] == "render_error", rows[scene]
+        record = json.loads((renders / f"{scene}.error.json").read_text())
+        assert list(record)[:7] == ["blend_path", "frames_dir", "num_frames", "returncode", "ok", "stdout_tail",
+                                    "stderr_tail"]  # fmt: skip
+        assert record["ok"] is False and record["num_frames"] == 0
+        assert record["blend_path"] == str((run_dir / "blends" / f"{scene}.blend").resolve())
+        assert record["status"] == rows[scene]["status"] and record["reason"] == rows[scene]["reason"]
+    assert json.loads((renders / "nocam.error.json").read_text())["stderr_tail"].startswith(
+        "BVB_RENDER_ERROR no_camera"
+    )
+    assert json.loads((renders / "crashy.error.json").read_text())["returncode"] == -11  # SIGSEGV, as subprocess says
+    assert json.loads((renders / "corrupt.error.json").read_text())["returncode"] == 1
+    for scene in ("good", "empty", "driver"):
+        assert rows[scene]["release_status"] == "ok" and not (renders / f"{scene}.error.json").exists()
+
+
+def test_a_camera_only_scene_renders(run_dir, rendered):
+    """BVB renders a scene that holds a camera and nothing else: a render, not a failure."""
+    _, rows = rendered
+    assert rows["empty"]["status"] == "ok" and rows["empty"]["frames"] == FRAMES, rows["empty"]
+    assert len(decode(run_dir / "camera_renders" / "empty.mp4")) == FRAMES
+
+
+def test_mesh_gate_is_ours_and_not_bvbs(run_dir, tmp_path):
+    options = RenderOptions(run=run_dir, num_frames=FRAMES, preset="fast", resolution=SIZE, min_meshes=1,
+                            progress=False, scenes=["empty"])  # fmt: skip
+    stage = RenderStage(options)
+    try:
+        row = stage.render_scene("empty", write_row=False)
+    finally:
+        stage.close()
+    assert row["status"] == "no_mesh" and "0 mesh objects" in row["reason"] and "release_status" not in row
+    with pytest.raises(RenderStageError, match="--min-meshes 1 is not part of the bvb preset"):
+        RenderStage(RenderOptions(run=run_dir, preset="bvb", min_meshes=1))
 
 
 def test_driver_and_text_block_do_not_run(run_dir, rendered):
@@ -286,3 +326,51 @@ def test_cycles_preset_renders_the_good_scene(run_dir, tmp_path):
     assert (row["status"], row["preset"], row["frames"]) == ("ok", "cycles", 2), row
     frames = decode(run / "camera_renders" / "good.mp4")
     assert len(frames) == 2 and frames[0].shape[1] == 32
+
+
+def test_rerender_keeps_every_line_it_does_not_own_byte_for_byte(run_dir, rendered, tmp_path):
+    """Issue 32 item 7: re-rendering one scene keeps foreign rows, unknown fields and a torn last line."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("camera_renders", "scene_graphs"))
+    status = run / "render_status.jsonl"
+    lines = status.read_bytes().split(b"\n")[:-1]
+    scenes = [json.loads(line)["scene"] for line in lines]
+    good, nocam = scenes.index("good"), scenes.index("nocam")
+    # Another writer's spacing and key order, and keys this harness does not know.
+    lines[good] = json.dumps({"note": "checked by hand", **json.loads(lines[good])}, separators=(",", ":")).encode()
+    lines[nocam] = json.dumps({**json.loads(lines[nocam]), "reviewer": "ann"}).encode()
+    foreign = [b'{"run": "mini-harness-x-run01", "id": "s9", "status": "skip"}', b"\xff\xfe not utf-8",
+               b'{"scene": "zz", "status": "ok", "frames": "four"}', b'{"scene": "zz", "sta']  # fmt: skip
+    before = b"\n".join(lines + foreign)  # the last line is torn: no newline
+    status.write_bytes(before)
+    options = RenderOptions(run=run, num_frames=FRAMES, preset="fast", resolution=SIZE, progress=False,
+                            scenes=["nocam"])  # fmt: skip
+    assert RenderStage(options).run()["rendered"]["nocam"]["status"] == "no_camera"
+    after = status.read_bytes()
+    assert after.endswith(b'{"scene": "zz", "sta\n')  # kept, now ended by a newline
+    after_lines, before_lines = after.split(b"\n")[:-1], before.split(b"\n")
+    assert len(after_lines) == len(before_lines)
+    for index, (old, new) in enumerate(zip(before_lines, after_lines, strict=True)):
+        if index != nocam:
+            assert new == old, index
+    replaced = json.loads(after_lines[nocam])
+    assert replaced["reviewer"] == "ann" and replaced["status"] == "no_camera"
+    assert replaced["seconds"] != json.loads(before_lines[nocam])["seconds"]  # a new row, not the old one kept
+
+
+def test_a_newer_render_row_is_refused_before_anything_is_written(run_dir, rendered, tmp_path, capsys):
+    from headless import render
+
+    run = tmp_path / "run"
+    (run / "blends").mkdir(parents=True)
+    (run / "blends" / "nocam.blend").write_bytes((run_dir / "blends" / "nocam.blend").read_bytes())
+    status = run / "render_status.jsonl"
+    before = b'{"scene": "a", "status": "ok"}\n{"scene": "b", "status": "ok", "format": 2}\n'
+    status.write_bytes(before)
+    assert render.main(["--run", str(run), "--preset", "fast", "--quiet", "--allow-weak-sandbox"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith(f"render row {status} line 2 is format 2, newer than this harness's 1; "
+                            "update the harness (nothing was written)")  # fmt: skip
+    assert status.read_bytes() == before and not (run / "camera_renders").exists()

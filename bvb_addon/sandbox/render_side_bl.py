@@ -12,10 +12,10 @@ from typing import Any
 
 import bpy
 import compat_bl
+import release_render
 from mathutils import Vector
 
-# Samples chosen for CPU machines; BVB's own renders are EEVEE at 512 px.
-EEVEE_SAMPLES = 16
+# Samples chosen for CPU machines (the harness's own cycles preset).
 CYCLES_SAMPLES = 16
 MAX_GRAPH_FRAMES = 20000
 # Cycles' GPU backends, best first; the first that lists a device here renders.
@@ -32,8 +32,8 @@ class Restore:
         old = getattr(owner, attr)
         if not isinstance(old, str) and hasattr(old, "__len__"):
             old = tuple(old)  # a bpy array is a live view: copy it, or "restoring" writes the new value back
+        setattr(owner, attr, value)  # a refused value (TypeError) leaves nothing to put back
         self.saved.append((owner, attr, old))
-        setattr(owner, attr, value)
 
     def __enter__(self):
         return self
@@ -133,7 +133,7 @@ def cycles_device():
 
 def apply_preset(restore, scene, preset):
     render = scene.render
-    render_engines = {"fast": "BLENDER_WORKBENCH", "bvb": compat_bl.eevee_engine(scene), "cycles": "CYCLES"}
+    render_engines = {"fast": "BLENDER_WORKBENCH", "cycles": "CYCLES"}
     restore.set(render, "engine", render_engines[preset])
     if preset == "fast":
         shading = scene.display.shading
@@ -147,8 +147,6 @@ def apply_preset(restore, scene, preset):
         # Workbench shows a material's viewport colour; agents set the node base colour.
         for material in bpy.data.materials:
             restore.set(material, "diffuse_color", principled_base_color(material))
-    elif preset == "bvb":
-        restore.set(scene.eevee, "taa_render_samples", EEVEE_SAMPLES)
     elif preset == "cycles":
         device, described = cycles_device()
         restore.set(scene.cycles, "device", device)
@@ -165,11 +163,69 @@ def apply_preset(restore, scene, preset):
     return None
 
 
+def rendered_by(cycles):
+    """The reply's renderer fields: Cycles' device, or the GL platform EEVEE and Workbench drew with."""
+    gl = None if cycles else gl_platform()
+    renderer = cycles or (gl_renderer(gl) if gl else "unknown (the GPU backend did not report)")
+    return {"renderer": renderer, "software_gl": bool(gl and is_software_gl(gl))}
+
+
+def render_release(workspace, req):
+    """The bvb preset: BVB's render script, setting exactly what it sets and nothing else (docs/protocol.md).
+
+    The engine (the first id of release_render.ENGINES this Blender takes), a square image, the frame rate
+    as a whole number, PNG RGB; each frame by frame_set and a still render, as the release does. Samples,
+    film, colour management and compositing stay the scene's own. The scene's settings are put back after.
+    """
+    scene = bpy.context.scene
+    render = scene.render
+    side = int(req["longest_side"])
+    prefix = req["prefix"]
+    started = time.perf_counter()
+    with Restore() as restore:
+        engine = None
+        for candidate in release_render.ENGINES:
+            try:
+                restore.set(render, "engine", candidate)
+            except TypeError:  # not an engine of this Blender
+                continue
+            engine = candidate
+            break
+        restore.set(render, "resolution_x", side)
+        restore.set(render, "resolution_y", side)
+        restore.set(render, "resolution_percentage", 100)
+        fps = release_render.integer_fps(render.fps, render.fps_base)
+        restore.set(render, "fps", fps)
+        restore.set(render, "fps_base", 1.0)
+        restore.set(render, "use_file_extension", True)
+        restore.set(render.image_settings, "file_format", "PNG")
+        restore.set(render.image_settings, "color_mode", "RGB")
+        restore.set(render, "filepath", render.filepath)
+        restore.set(scene, "frame_current", scene.frame_current)
+        names = []
+        for index, frame in enumerate(int(f) for f in req["frames"]):
+            scene.frame_set(frame)
+            name = f"{prefix}{index:04d}"
+            render.filepath = os.path.join(workspace, name)  # use_file_extension adds .png
+            result = bpy.ops.render.render(write_still=True)
+            if "FINISHED" not in result:
+                return {"status": "error", "reason": f"BVB_RENDER_ERROR render_failed frame={frame} result={result}"}
+            names.append(name + ".png")
+    if not all(os.path.isfile(os.path.join(workspace, n)) for n in names):
+        return {"status": "error", "reason": "BVB_RENDER_ERROR missing_frames"}
+    return {"status": "ok", "files": names, "duration_s": time.perf_counter() - started, "fps": fps,
+            "engine": engine or "", **rendered_by(None)}  # fmt: skip
+
+
 def render(workspace, req):
     """Render req["frames"] from the scene camera into the workspace; reply with the file names."""
     scene = bpy.context.scene
     if scene.camera is None:
-        return {"status": "error", "reason": "the scene has no camera (set bpy.context.scene.camera)"}
+        # The release's marker for the same refusal (its render script exits with it).
+        return {"status": "error", "reason": "BVB_RENDER_ERROR no_camera: the scene has no camera "
+                "(set bpy.context.scene.camera)"}  # fmt: skip
+    if req["preset"] == "bvb":
+        return render_release(workspace, req)
     frames = [int(f) for f in req["frames"]]
     if req.get("width") and req.get("height"):
         width, height = int(req["width"]), int(req["height"])
@@ -230,11 +286,7 @@ def render(workspace, req):
     missing = [n for n in names if not os.path.isfile(os.path.join(workspace, n))]
     if missing:
         return {"status": "error", "reason": f"the renderer wrote no image for {len(missing)} of {len(names)} frames"}
-    # What really rendered: Cycles' device, or the GL platform EEVEE and Workbench drew with.
-    gl = None if cycles else gl_platform()
-    renderer = cycles or (gl_renderer(gl) if gl else "unknown (the GPU backend did not report)")
-    return {"status": "ok", "files": names, "duration_s": time.perf_counter() - started, "renderer": renderer,
-            "software_gl": bool(gl and is_software_gl(gl))}  # fmt: skip
+    return {"status": "ok", "files": names, "duration_s": time.perf_counter() - started, **rendered_by(cycles)}
 
 
 def world_bounds(obj):

@@ -134,6 +134,8 @@ class RenderReply(_Reply):
     files: list[Annotated[StrictStr, Field(max_length=255)]] = Field(default_factory=list, max_length=100_000)
     renderer: Annotated[StrictStr, Field(max_length=1000)] = ""
     software_gl: StrictBool = False
+    fps: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None  # the bvb preset's whole frame rate
+    engine: Name = ""  # the engine id the bvb preset rendered with
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -80,6 +80,10 @@ class RenderResult:
     """What rendered: the GL vendor and renderer (EEVEE, Workbench) or "Cycles <device>"."""
     software_gl: bool = False
     """The GL renderer is a CPU rasteriser (llvmpipe and the like)."""
+    fps: int | None = None
+    """The bvb preset: the whole frame rate it set, as BVB's render script computes it (release_render)."""
+    engine: str = ""
+    """The bvb preset: the engine id it rendered with."""
 
 
 class GLInfo(TypedDict):
@@ -408,7 +412,8 @@ class Worker:
             return RenderResult(status="sandbox_error", reason=f"image refused: {exc}",
                                 duration_s=time.monotonic() - started)  # fmt: skip
         return RenderResult(status="ok", files=collected, duration_s=time.monotonic() - started,
-                            renderer=_text(reply.renderer, 200), software_gl=reply.software_gl)  # fmt: skip
+                            renderer=_text(reply.renderer, 200), software_gl=reply.software_gl,
+                            fps=reply.fps, engine=reply.engine)  # fmt: skip
 
     # ---- process management --------------------------------------------------------------
 
