@@ -394,9 +394,9 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
     from .vgi import VLMProcessJudge, half_instances, read_tasks, score
 
     tasks = read_tasks(options.tasks)
-    subset = {"half": False}
+    subset: dict[str, Any] = {"half": False, "tasks": str(options.tasks)}
     if options.half:
-        subset = {"half": True, "half_seed": options.half_seed, "of": len(tasks)}
+        subset.update(half=True, half_seed=options.half_seed, of=len(tasks))
         tasks = half_instances(tasks, options.half_seed)
     if options.judge == "checker" and len(options.generators) > 1:
         raise VGIError("--judge checker scores one run's timelines (--timelines): give one --videos folder")

@@ -454,7 +454,7 @@ def score(
 
     A judge fault (after the client's retries) is a ``judge_error`` row, left out of the pool;
     ``resume`` keeps the rows already scored on the same inputs and asks only the others.
-    ``subset`` (the half protocol's {"half", "half_seed", "of"}) is recorded in the settings.
+    ``subset`` (the tasks file, and the half protocol's {"half", "half_seed", "of"}) is recorded in the settings.
     """
     videos_dir = Path(videos_dir)
     if out_dir is None:
@@ -464,7 +464,9 @@ def score(
         raise VGIError(f"--out {out_dir} is the videos folder {videos_dir}; give a folder of its own for the scores")
     generator = generator or videos_dir.name
     settings = {**settings_of(judge), **(subset or {"half": False})}
-    prints = {task["id"]: fingerprint(task, video_of(videos_dir, task["id"]), settings) for task in tasks}
+    # Where the tasks file lies is not what a row was scored on (its rows are).
+    scored_on = {key: value for key, value in settings.items() if key != "tasks"}
+    prints = {task["id"]: fingerprint(task, video_of(videos_dir, task["id"]), scored_on) for task in tasks}
     done = _resumable(out_dir, tasks, prints) if resume else {}
     if not resume:
         (out_dir / PARTIAL).unlink(missing_ok=True)

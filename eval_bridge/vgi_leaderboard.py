@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 BOARD_JSON, BOARD_CSV = "vgi_leaderboard.json", "vgi_leaderboard.csv"
 STABILITY_SEEDS = 50
 """Half draws compared with the full ranking (seeds 0 to 49)."""
-SETTINGS_IGNORED = ("half", "half_seed", "of")
+SETTINGS_IGNORED = ("half", "half_seed", "of", "tasks")
 """Settings that may differ between comparable generators (the subset is checked on its own)."""
 
 
@@ -44,9 +44,8 @@ def generator_dirs(out: str | Path) -> list[Path]:
 
 
 def is_vgi_output(path: str | Path) -> bool:
-    """Whether a folder is a VGI output folder (a leaderboard, or generator folders with summaries)."""
-    path = Path(path)
-    return path.is_dir() and ((path / BOARD_JSON).is_file() or bool(generator_dirs(path)))
+    """Whether a folder is a VGI output folder: bvb score vgi wrote its leaderboard there."""
+    return (Path(path) / BOARD_JSON).is_file()
 
 
 def interval(scores: np.ndarray, resamples: int = noise.RESAMPLES, seed: int = noise.SEED) -> tuple[float, float]:

@@ -100,9 +100,10 @@ class VGISummary(Record):
     FIX = "delete it and score again with bvb score vgi"
 
 
-def read_vgi_rows(path: str | Path) -> list[dict]:
-    """The one reader of VGI's rows: each checked against VGIRow; a line that is not a row is a BadFileError."""
-    return read_rows(VGIRow, path)
+def read_vgi_rows(path: str | Path, strict: bool = True) -> list[dict]:
+    """The one reader of VGI's rows: each checked against VGIRow; a line that is not a row is a BadFileError
+    (strict) or skipped with a warning (the partial file a killed pass appended to)."""
+    return read_rows(VGIRow, path, strict)
 
 
 def write_vgi_rows(path: str | Path, rows: Iterable[VGIRow | dict]) -> Path:

@@ -1,0 +1,158 @@
+"""A lab's VGI flow end to end: two generators' folders, a judge on 127.0.0.1 that faults, resume, board, report."""
+
+import base64
+import io
+import json
+import re
+import threading
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from eval_bridge.cli import main
+from headless.scripted_openai import ScriptedOpenAI
+
+pytestmark = pytest.mark.unit
+
+
+def _task(task_id, family, domain, skills, level):
+    return {
+        "id": task_id, "task": family, "domain": domain, "skills": skills, "level": level,
+        "constraint": f"Slide the bar to the right without a flash ({task_id}).", "image": f"images/{task_id}.png",
+        "rubric": [{"id": "flash", "rule": "The picture never flashes red."}],
+        "completeness": ["complete: the bar reaches the right edge"],
+    }  # fmt: skip
+
+
+TASKS = [
+    _task("move_1", "move", "physical manipulation", ["physics", "spatial"], 1),
+    _task("move_2", "move", "physical manipulation", ["physics", "spatial"], 2),
+    _task("sort_1", "sort", "visual organization", ["attribute grounding"], 1),
+]
+
+
+def clip(path: Path, flash: int | None = None, frames: int = 24, size: int = 48) -> Path:
+    """A grey bar sliding right (H.264, every frame a keyframe); one red frame at ``flash``."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = size, size, "yuv420p"
+        stream.options = {"crf": "10", "g": "1"}
+        for t in range(frames):
+            image = np.full((size, size, 3), 90, np.uint8)
+            image[:, (t * size) // frames :][:, :6] = 200
+            if t == flash:
+                image[:, :] = (230, 20, 20)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+def _red_images(request):
+    parts = [p for p in request["messages"][0]["content"] if p["type"] == "image_url"]
+    red = []
+    for number, part in enumerate(parts, 1):
+        data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+        rgb = next(av.open(io.BytesIO(data)).decode(video=0)).to_ndarray(format="rgb24").astype(int)
+        if rgb[..., 0].mean() > 150 and rgb[..., 1].mean() < 80:
+            red.append(number)
+    return red
+
+
+class FaultyJudge:
+    """Answers like a careful VLM, except for the tasks in ``failing``: HTTP 500, every time."""
+
+    def __init__(self):
+        self.failing: set[str] = set()
+        self.asked: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request):
+        text = [p for p in request["messages"][0]["content"] if p["type"] == "text"][0]["text"]
+        task_id = re.search(r"\((\w+)\)\.", text).group(1)
+        with self.lock:
+            self.asked.append(task_id)
+        if task_id in self.failing:
+            return {"status": 500, "message": "the judge is overloaded"}
+        if "completeness" in text and "violations" not in text:
+            return {"content": '{"completeness": "complete"}'}
+        return {"content": json.dumps({"violations": {"flash": _red_images(request)}})}
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """The tasks file and two generators' folders: alpha has every video; beta one missing and one corrupt."""
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in TASKS))
+    alpha, beta = tmp_path / "alpha", tmp_path / "beta"
+    alpha.mkdir()
+    beta.mkdir()
+    clip(alpha / "move_1.mp4")
+    clip(alpha / "move_2.mp4", flash=15)
+    clip(alpha / "sort_1.mp4")
+    clip(beta / "move_1.mp4", flash=9)
+    whole = clip(tmp_path / "whole.mp4").read_bytes()
+    (beta / "sort_1.mp4").write_bytes(whole[: len(whole) // 3])  # cut short: does not decode
+    return tmp_path
+
+
+def test_two_generators_a_faulting_judge_resume_asks_only_the_faults_then_board_and_report(lab, capsys):
+    out = lab / "scores"
+    judge = FaultyJudge()
+    judge.failing = {"sort_1"}
+    before = {p.name for p in (lab / "alpha").iterdir()} | {p.name for p in (lab / "beta").iterdir()}
+    with ScriptedOpenAI(responder=judge) as server:
+        argv = ["vgi", "--tasks", str(lab / "tasks.jsonl"), "--videos", str(lab / "alpha"), f"gen_b={lab / 'beta'}",
+                "--out", str(out), "--judge-base-url", server.base_url, "--judge-model", "scripted-vlm",
+                "--frame-budget", "8", "--retries", "1", "--retry-base-delay", "0.01", "--workers", "2",
+                "--bootstrap", "200"]  # fmt: skip
+        assert main(argv) == 75
+        printed = capsys.readouterr().out.strip().splitlines()
+        assert printed[-1].startswith("faults: 1 of 6 videos ended in a harness or environment fault (1 judge_error)")
+        assert printed[-1].endswith("--resume")
+        # The faulting call was retried once, then the row became judge_error (no further call for that video).
+        assert judge.asked.count("sort_1") == 2
+        alpha = json.loads((out / "alpha" / "vgi_summary.json").read_text())
+        assert alpha["counts"]["judge_errors"] == 1 and alpha["overall"]["instances"] == 2
+        assert alpha["overall"]["score"] == pytest.approx(75.0)  # (1 + 0.5) / 2: the fault is out of the pool
+        rows = {r["id"]: r for r in map(json.loads, (out / "gen_b" / "vgi.jsonl").read_text().splitlines())}
+        assert rows["move_2"]["status"] == "missing" and rows["move_2"]["score"] == 0.0
+        assert rows["sort_1"]["status"] == "video_error" and str(lab / "beta" / "sort_1.mp4") in rows["sort_1"]["reason"]
+        assert rows["move_1"]["violations"] == {"flash": 1} and rows["move_1"]["windows"]
+        assert any("missing videos (scored 0): move_2" in line for line in printed)
+        # The cache lives in the output folder; the videos folders hold only the generators' videos.
+        assert (out / "vgi_judge_cache.sqlite").is_file()
+        assert {p.name for p in (lab / "alpha").iterdir()} | {p.name for p in (lab / "beta").iterdir()} == before
+
+        judge.failing = set()
+        asked = len(judge.asked)
+        assert main([*argv, "--resume"]) == 0
+        assert judge.asked[asked:] == ["sort_1", "sort_1"]  # its window and its completeness: nothing else
+        assert server.calls >= len(judge.asked)
+    alpha = json.loads((out / "alpha" / "vgi_summary.json").read_text())
+    assert alpha["overall"]["score"] == pytest.approx(100 * 2.5 / 3) and alpha["counts"]["kept_from_earlier"] == 2
+    assert alpha["settings"]["frame_budget"] == 8 and alpha["settings"]["sampling"] == "adaptive"
+    assert alpha["settings"]["prompt_version"].startswith("vgi-prompts-1-")
+
+    board = json.loads((out / "vgi_leaderboard.json").read_text())
+    assert [e["generator"] for e in board["generators"]] == ["alpha", "gen_b"]
+    first = board["generators"][0]
+    assert first["overall"]["ci_low"] <= first["overall"]["score"] <= first["overall"]["ci_high"]
+    assert set(first["by_domain"]) == {"physical manipulation", "visual organization"}
+    assert set(first["by_level"]) == {"1", "2"} and "attribute grounding" in first["by_skill"]
+    assert board["half_vs_full"]["seeds"] == 50 and -1.0 <= board["half_vs_full"]["kendall_tau_mean"] <= 1.0
+    header = (out / "vgi_leaderboard.csv").read_text().splitlines()[0]
+    assert "overall_ci_low" in header and "domain:visual organization" in header and "level:2" in header
+
+    report = lab / "report"
+    assert main(["report", str(out), "--out", str(report)]) == 0
+    index = (report / "vgi" / "index.html").read_text()
+    assert "vgi-leaderboard" in index and "half-vs-full" in index and "Missing videos (scored 0): move_2" in index
+    page = (report / "vgi" / "alpha" / "move_2.html").read_text()
+    assert "Frames the judge saw" in page and "frame flagged" in page and "The picture never flashes red." in page
+    assert re.search(r"<li>frames \d+ to \d+ \(\d+ frames\): flash at \d+</li>", page)
+    frames = sorted((report / "vgi" / "alpha" / "frames").glob("move_2_*.jpg"))
+    assert len(frames) == 8 and all(f.read_bytes()[:2] == b"\xff\xd8" for f in frames)
+    assert "video_error" in (report / "vgi" / "gen_b" / "sort_1.html").read_text()
