@@ -201,14 +201,23 @@ def bwrap_args(
     read_paths: list[str],
     uid: int | None,
     gpu: GpuPaths | None = None,
+    *,
+    inside: str | None = None,
+    env: dict[str, str] | None = None,
+    network: bool = False,
 ) -> list[str]:
     """The bubblewrap prefix: namespaces, dropped capabilities, binds of only what Blender needs.
 
     gpu: a GpuPaths to give the worker the machine's GPU (render workers; agents only on opt-in).
+    inside: where the workspace appears in the sandbox (default: its own host path; a Mini-BVB
+    scene's is /workspace); env: the whole environment (default: worker_env); network: keep the
+    host's network namespace (a Mini-BVB scene with --allow-network only).
     """
     root = os.geteuid() == 0
-    args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+    args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL"]  # fmt: skip
+    if not network:
+        args.insert(2, "--unshare-net")
     if not root:
         args.append("--unshare-user")
     elif uid is not None:
@@ -242,10 +251,11 @@ def bwrap_args(
     if gpu:
         args += gpu_bwrap_args(gpu, created, bound)
     workspace = os.path.realpath(workspace)
-    args += _mkdir_args(workspace, created, bound)
-    args += ["--bind", workspace, workspace]
+    target = inside or workspace
+    args += _mkdir_args(target, created, bound)
+    args += ["--bind", workspace, target]
     args += ["--clearenv"]
-    for key, value in worker_env(workspace).items():
+    for key, value in (worker_env(workspace) if env is None else env).items():
         args += ["--setenv", key, value]
     return args
 
@@ -512,6 +522,58 @@ def memory_cgroup_base() -> tuple[int | str, Path | None]:
 def sweep_stale_memory_cgroups(base: Path) -> None:
     """Remove empty memory groups left by harnesses that died without closing their workers."""
     _sweep_groups(base, "bvb-w")
+
+
+CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
+CPU_PERIOD_US = 100_000
+
+
+class CpuCgroup(Cgroup):
+    """A CPU bandwidth group (CFS quota, what ``docker --cpus`` sets) for one tree, under this process's
+    own cpu cgroup: its processes together get at most ``cpus`` cores' worth of time."""
+
+    def __init__(self, name: str, cpus: float):
+        version, base = cpu_cgroup_base()
+        if base is None:
+            raise OSError(version)
+        _sweep_groups(base, "bvb-w")
+        self.version = version
+        self.path = base / f"bvb-{name}"
+        self.path.mkdir(exist_ok=True)
+        quota = max(1000, int(round(cpus * CPU_PERIOD_US)))
+        if version == 2:
+            (self.path / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}")
+        else:
+            (self.path / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+
+
+def cpu_cgroup_base() -> tuple[int | str, Path | None]:
+    """(cgroup version, this process's own cpu cgroup folder), or (reason, None) where none can be used."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError as exc:
+        return f"cannot read /proc/self/cgroup ({exc.strerror})", None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            base = CGROUP_V1_CPU / path.lstrip("/")
+            return (1, base) if (base / "cpu.cfs_quota_us").is_file() else ("no cgroup v1 cpu folder", None)
+    for line in lines:
+        hierarchy, controllers, path = line.split(":", 2)
+        if hierarchy == "0" and not controllers:
+            mount = next((m for m in CGROUP_V2_MOUNTS if (m / "cgroup.controllers").is_file()), None)
+            if mount is None:
+                return "no cgroup v2 hierarchy mounted", None
+            base = mount / path.lstrip("/")
+            try:
+                delegated = "cpu" in (base / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                delegated = False
+            if not delegated:
+                return f"the cpu controller is not delegated to {base} (enable it in its cgroup.subtree_control)", None
+            return 2, base
+    return "no cpu controller in /proc/self/cgroup", None
 
 
 def memory_cgroup_available() -> str | None:

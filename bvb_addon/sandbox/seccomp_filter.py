@@ -65,13 +65,22 @@ def _act_errno(code):
     return 0x00050000 | (code & 0xFFFF)
 
 
-def install() -> str | None:
-    """Load the filter into this process; returns None, or a one-line reason it could not."""
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+def install(export_fd: int | None = None) -> str | None:
+    """Load the filter into this process; returns None, or a one-line reason it could not.
+
+    export_fd: write the filter's BPF program to this descriptor instead of loading it (for
+    ``bwrap --seccomp FD``, which loads it into the sandbox's first process before exec).
+    """
+    # The soname first: find_library runs ldconfig (or a compiler) in a subprocess, about 150 ms, which
+    # every sandboxed bash block of a Mini-BVB scene would pay.
     try:
-        lib = ctypes.CDLL(name, use_errno=True)
-    except OSError as exc:
-        return f"libseccomp not loadable ({exc}); install the libseccomp2 Debian package"
+        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    except OSError:
+        name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+        except OSError as exc:
+            return f"libseccomp not loadable ({exc}); install the libseccomp2 Debian package"
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
@@ -89,6 +98,8 @@ def install() -> str | None:
     lib.seccomp_load.restype = ctypes.c_int
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_export_bpf.restype = ctypes.c_int
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
         return "seccomp_init failed"
@@ -114,6 +125,11 @@ def install() -> str | None:
         clone3 = lib.seccomp_syscall_resolve_name(b"clone3")
         if clone3 >= 0:
             lib.seccomp_rule_add_array(ctx, _act_errno(errno.ENOSYS), clone3, 0, None)
+        if export_fd is not None:
+            rc = lib.seccomp_export_bpf(ctx, export_fd)
+            if rc < 0:
+                return f"seccomp_export_bpf failed: {os.strerror(-rc)}"
+            return None
         rc = lib.seccomp_load(ctx)
         if rc < 0:
             return f"seccomp_load failed: {os.strerror(-rc)}"

@@ -1,0 +1,491 @@
+"""A Mini-BVB scene's workspace: BVB's per-scene Docker container, rebuilt on the sandbox ladder (bpy-free).
+
+BVB's release (``sandbox/bvb_sandbox/sandbox.py`` of callingforhelp/BVB) starts one container per scene
+with the clip bound read-only at ``/workspace/video/video.mp4``, ``--cpus 2 --memory 4g --network none``,
+and runs each of the agent's bash blocks as ``docker exec NAME bash -lc BLOCK`` with a 300 s timeout. A
+``SceneWorkspace`` gives the agent the same view without Docker: every block runs as ``bash -lc`` in a
+fresh bubblewrap sandbox over the same host folders (``root`` is ``/workspace``, a private folder is
+``/tmp`` and another is ``$HOME``), so files persist between blocks; the system is read-only, the
+environment is cleared, there is no network unless asked, and the block's whole tree shares a CPU
+quota, a memory limit and a process cap (cgroups), with the ladder's uid, rlimits and seccomp layers.
+``blender_run`` and ``blender`` on PATH start Blender in background mode: the configured binary, or
+the bpy module behind ``blender_launcher_bl.py``.
+
+What the agent can see differ from the container (docs/sandbox.md, "The scene workspace"): processes
+a block leaves running end with the block (the container keeps them); the user is an unnamed uid, not
+root; a block past its timeout is killed with its whole tree (the release kills only the docker client).
+"""
+
+import logging
+import os
+import select
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..atomic import replacing
+from ..errors import ArgumentError, MissingFileError
+from . import seccomp_filter
+from .config import SandboxConfig, SandboxUnavailable
+from .gate import require_level
+from .layers import (
+    SANDBOX_DIR,
+    CpuCgroup,
+    MemoryCgroup,
+    PidsCgroup,
+    SandboxLevel,
+    UidLease,
+    blender_binary,
+    bwrap_args,
+    python_runtime,
+    setpriv_args,
+)
+from .worker import _spawn
+
+log = logging.getLogger(__name__)
+
+INSIDE = "/workspace"
+SUBDIRS = ("video", "scratch", "output", "frames")
+VIDEO_INSIDE = f"{INSIDE}/video/video.mp4"
+BIN_INSIDE = "/opt/bvb/bin"
+HOME_INSIDE = "/root"
+LAUNCHER_SCRIPT = SANDBOX_DIR / "blender_launcher_bl.py"
+# The release's Sandbox.exec on subprocess.TimeoutExpired: this text REPLACES stderr (its timeout is a float).
+TIMEOUT_TEXT = "command timed out after {timeout}s"
+# Docker's default PATH, with the launchers first.
+PATH = f"{BIN_INSIDE}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What a block may print that is kept: the head and the tail of each stream. The agent is shown at
+# most the first and last 2,000 characters of each (the release's cut), so the middle is never seen.
+KEEP_BYTES = 4 << 20
+# /etc files a block may read when --allow-network is given (name resolution, TLS roots).
+NETWORK_ETC = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
+
+
+@dataclass
+class BashResult:
+    """One bash block's outcome, as the release's ``ExecResult`` gives it to the agent, plus what we add."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_s: float
+    decode_error: str | None = None
+    """``UnicodeDecodeError: ...`` where the release's ``text=True`` capture would have raised on the output
+    (not UTF-8) and ended the scene with that error; here the output is decoded with replacement characters."""
+    partial_stdout: bytes | None = None
+    """On a timeout, the raw stdout captured before the kill. The release returns these bytes themselves
+    (``TimeoutExpired.stdout`` is bytes even with ``text=True``), so its agent is shown ``str(bytes)``: that is
+    what ``stdout`` holds; the release's own cut of a result over 4,000 characters then raises on bytes."""
+
+
+def decode(data: bytes) -> tuple[str, str | None]:
+    """(text, the release's decode error) as ``subprocess.run(text=True)`` reads a stream under UTF-8:
+    universal newlines (``\\r\\n`` and ``\\r`` become ``\\n``)."""
+    error = None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        error = f"{exc.__class__.__name__}: {exc}"
+        text = data.decode("utf-8", errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), error
+
+
+class _Capture:
+    """Read one pipe to its end in a thread, keeping the first and last KEEP_BYTES."""
+
+    def __init__(self, stream, keep: int = KEEP_BYTES):
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.keep = keep
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream):
+        try:
+            while chunk := stream.read1(1 << 16):
+                room = self.keep - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                if chunk:
+                    self.tail += chunk
+                    if len(self.tail) > self.keep:
+                        cut = len(self.tail) - self.keep
+                        self.dropped += cut
+                        del self.tail[:cut]
+        except (OSError, ValueError):
+            pass
+        finally:
+            stream.close()
+
+    def data(self) -> bytes:
+        if not self.dropped:
+            return bytes(self.head + self.tail)
+        return bytes(self.head) + f"\n[... {self.dropped} bytes not kept ...]\n".encode() + bytes(self.tail)
+
+
+def _memfd(data: bytes) -> int:
+    """An anonymous file holding data, at offset 0, for a child to read (inherited through pass_fds)."""
+    fd = os.memfd_create("bvb-block", 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _wait_exit(proc: subprocess.Popen, limit: float) -> bool:
+    """Whether proc exited within limit seconds. A pidfd wakes at the exit itself: Popen.wait(timeout) polls
+    with sleeps of up to 50 ms, which a short block would pay on top of its own time."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=limit)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + limit
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return proc.poll() is not None
+            if poller.poll(min(left, 3600.0) * 1000):
+                return True
+    finally:
+        os.close(pidfd)
+
+
+class SceneWorkspace:
+    """One scene's sandboxed workspace; ``run_bash`` is the release's ``Sandbox.exec``."""
+
+    def __init__(
+        self, root: Path, video: Path, config: SandboxConfig, *, cpus: float = 2, memory_bytes: int = 4 << 30,
+        allow_network: bool = False, exec_timeout: float = 300.0,
+    ) -> None:  # fmt: skip
+        if not cpus > 0:
+            raise ArgumentError(f"--cpus {cpus} must be positive (BVB's default is 2)")
+        if not memory_bytes > 0:
+            raise ArgumentError(f"--memory {memory_bytes} bytes must be positive (BVB's default is 4g)")
+        if not exec_timeout > 0:
+            raise ArgumentError(f"--exec-timeout {exec_timeout} must be positive seconds (BVB's default is 300)")
+        self.video = Path(video).resolve()
+        if not self.video.is_file():
+            raise MissingFileError(f"video {video}: no such file; give the scene's source clip")
+        self.config = config
+        self.cpus = float(cpus)
+        self.memory_bytes = int(memory_bytes)
+        self.allow_network = allow_network
+        self.exec_timeout = float(exec_timeout)
+        probed = require_level(config)
+        if "bwrap" not in probed.layers:
+            raise SandboxUnavailable(
+                f"{probed.line()}; a Mini-BVB scene workspace needs bubblewrap to show its folders at {INSIDE} "
+                "(apt-get install bubblewrap; a failure is named above)"
+            )
+        self._state: Path | None = None
+        self._lease: UidLease | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._blocks = 0
+        self._root = os.geteuid() == 0
+        try:
+            self.root = Path(root).resolve()
+            self.root.mkdir(parents=True, exist_ok=True)
+            for name in SUBDIRS:
+                (self.root / name).mkdir(exist_ok=True)
+            self._mark_video()
+            self._lease = UidLease(config.uid_base) if ("uid" in probed.layers and self._root) else None
+            self.uid = self._lease.uid if self._lease else os.getuid()
+            if self._lease is not None and not self.video.stat().st_mode & 0o004:
+                raise ArgumentError(
+                    f"video {self.video} is not world-readable; the sandbox's uid must read it (chmod o+r)"
+                )
+            self._state = Path(tempfile.mkdtemp(prefix="bvb-scene-"))
+            for name in ("bin", "tmp", "home"):
+                (self._state / name).mkdir()
+            os.chmod(self._state, 0o755)
+            os.chmod(self._state / "tmp", 0o1777)
+            self._write_launchers()
+            self._own()
+            self.level = self._applied(probed)
+            self._bpf = self._seccomp_program() if "seccomp" in self.level.layers else None
+            self._options = self._bwrap_options()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- public API ----------------------------------------------------------------------
+
+    def run_bash(self, command: str, timeout: float | None = None) -> BashResult:
+        """Run ``bash -lc command`` in /workspace; a BashResult whatever it does (exit 124 past the timeout)."""
+        if not isinstance(command, str):
+            raise TypeError("command must be a str")
+        limit = self.exec_timeout if timeout is None else float(timeout)
+        with self._lock:
+            if self._closed:
+                raise SandboxUnavailable("this scene workspace is closed; start a new SceneWorkspace")
+            return self._run(command, limit)
+
+    def host_path(self, inside: str) -> Path:
+        """The host path of a path inside the sandbox under /workspace (the clip maps to the source video).
+
+        The result is a name, not a safe handle: the agent may have made it a symlink. Copy files out
+        with ``copy_out``, which never follows one.
+        """
+        path = os.path.normpath(inside)
+        if path == VIDEO_INSIDE:
+            return self.video
+        if path != INSIDE and not path.startswith(INSIDE + "/"):
+            raise ArgumentError(f"{inside!r} is not under {INSIDE}; only the workspace is shared with the host")
+        return self.root / os.path.relpath(path, INSIDE)
+
+    def copy_out(self, inside: str, dest: str | Path, max_bytes: int | None = None) -> Path | None:
+        """Copy a regular file of the workspace to ``dest`` atomically, never following a symlink on its
+        way (the agent arranged everything there); None when it is missing, a link or not a plain file."""
+        limit = self.config.max_blend_bytes if max_bytes is None else max_bytes
+        parts = self.host_path(inside).relative_to(self.root).parts
+        if not parts:
+            return None
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.root, flags | os.O_DIRECTORY)
+        try:
+            for part in parts[:-1]:
+                try:
+                    next_fd = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+                except OSError:
+                    return None
+                os.close(fd)
+                fd = next_fd
+            try:
+                file_fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)
+            except OSError:
+                return None
+        finally:
+            os.close(fd)
+        try:
+            info = os.fstat(file_fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                log.warning("not copied out of the workspace: %s (not a regular file, or over %d bytes)", inside, limit)
+                return None
+            dest = Path(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with replacing(dest) as tmp, open(tmp, "wb") as handle:
+                total = 0
+                while chunk := os.read(file_fd, 1 << 20):
+                    total += len(chunk)
+                    if total > limit:
+                        raise ArgumentError(f"{inside} grew past {limit} bytes while it was copied out")
+                    handle.write(chunk)
+            return dest
+        finally:
+            os.close(file_fd)
+
+    def close(self) -> None:
+        """Kill anything left and remove the private /tmp and $HOME (the workspace folder stays)."""
+        with self._lock:
+            self._closed = True
+            if self._lease is not None:
+                self._lease.release()
+                self._lease = None
+            if self._state is not None:
+                shutil.rmtree(self._state, ignore_errors=True)
+                self._state = None
+
+    def __enter__(self) -> "SceneWorkspace":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- set-up ----------------------------------------------------------------------------
+
+    def _mark_video(self):
+        """An empty file where the clip is bound read-only inside (bwrap needs a mount point)."""
+        mark = self.root / "video" / "video.mp4"
+        if mark.is_symlink() or (mark.exists() and not mark.is_file()):
+            raise ArgumentError(f"{mark} is not a plain file; start the scene in an empty workspace folder")
+        if not mark.exists():
+            mark.touch(mode=0o444)
+
+    def _write_launchers(self):
+        """blender_run and blender on PATH inside: the configured binary, or the bpy launcher."""
+        binary = blender_binary(self.config)
+        if binary:
+            binary = os.path.realpath(binary)
+            self._read_paths = [os.path.dirname(binary)]
+            run = [binary, "--background"]
+            plain = [binary]
+        else:
+            argv, self._read_paths = python_runtime(self.config, LAUNCHER_SCRIPT, [])
+            run = [*argv, "--background"]
+            plain = argv
+        for name, argv in (("blender_run", run), ("blender", plain)):
+            path = self._state / "bin" / name
+            path.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
+            os.chmod(path, 0o755)
+
+    def _own(self):
+        """The sandbox uid owns the workspace, its /tmp and $HOME (it writes there, nothing else)."""
+        if self._lease is None:
+            return
+        for top in (self.root, self._state / "tmp", self._state / "home"):
+            os.lchown(top, self.uid, self.uid)
+            for folder, dirs, names in os.walk(top):
+                for name in dirs + names:
+                    os.lchown(os.path.join(folder, name), self.uid, self.uid)
+        os.chmod(self._state / "home", 0o700)
+
+    def _applied(self, probed: SandboxLevel) -> SandboxLevel:
+        """The level a block really gets: the probe's, with the scene's CPU quota, memory and network."""
+        layers = [name for name in probed.layers if not (self.allow_network and name == "seccomp")]
+        missing = dict(probed.missing)
+        if self.allow_network:
+            missing["network"] = "allowed by --allow-network (the host's network namespace)"
+            if "seccomp" in probed.layers:
+                missing["seccomp"] = "off with --allow-network (the filter denies sockets)"
+        try:
+            CpuCgroup(f"w{os.getpid()}_{id(self):x}_probe", self.cpus).remove()
+            layers.insert(layers.index("watchdog"), "cgroup_cpu")
+        except OSError as exc:
+            missing["cgroup_cpu"] = f"cannot create a cpu cgroup ({exc.strerror or exc}); --cpus is not applied"
+        memory = self.memory_bytes if "cgroup_memory" in layers else 0
+        if not memory:
+            missing.setdefault("cgroup_memory", "not available")
+            missing["cgroup_memory"] += (
+                f"; --memory is not applied to the tree (rlimit {self.config.memory_bytes} per process)"
+            )
+        return replace(probed, layers=tuple(layers), missing=missing, memory_max=memory)
+
+    def _seccomp_program(self) -> bytes:
+        """The ladder's seccomp filter (sockets, new namespaces, kernel interfaces denied) as a BPF program."""
+        fd = os.memfd_create("bvb-seccomp", os.MFD_CLOEXEC)
+        try:
+            error = seccomp_filter.install(export_fd=fd)
+            if error:
+                raise SandboxUnavailable(f"the seccomp layer probed as working but cannot be built now: {error}")
+            os.lseek(fd, 0, os.SEEK_SET)
+            program = b""
+            while chunk := os.read(fd, 1 << 16):
+                program += chunk
+            return program
+        finally:
+            os.close(fd)
+
+    def _bwrap_options(self) -> list[str]:
+        """bubblewrap's options for every block (without "bwrap"); they reach it through a descriptor
+        (``--args``), so that the sandbox's pid 1 shows no host path in /proc/1/cmdline."""
+        env = {"PATH": PATH, "HOME": HOME_INSIDE, "LANG": "C.UTF-8"}
+        uid = self.uid if self._lease else None
+        prefix = bwrap_args(self.config, self.root, self._read_paths, uid, None, inside=INSIDE, env=env,
+                            network=self.allow_network)  # fmt: skip
+        binds = ["--ro-bind", str(self.video), VIDEO_INSIDE,
+                 "--bind", str(self._state / "tmp"), "/tmp", "--symlink", "/proc/self/mounts", "/etc/mtab",
+                 "--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/bvb",
+                 "--ro-bind", str(self._state / "bin"), BIN_INSIDE]  # fmt: skip
+        if self.allow_network:
+            for path in NETWORK_ETC:
+                binds += ["--ro-bind-try", path, path]
+        # The per-block private /tmp tmpfs of the worker's prefix is replaced by the scene's own /tmp, and
+        # $HOME is bound first, so that a runtime installed under /root (pyenv) is bound on top of it.
+        tmpfs = prefix.index("--tmpfs")
+        prefix[tmpfs - 4 : tmpfs + 2] = ["--perms", "0755", "--dir", HOME_INSIDE, "--bind", str(self._state / "home"), HOME_INSIDE]  # fmt: skip
+        at = prefix.index("--clearenv")
+        prefix[at:at] = [*binds, "--chdir", INSIDE, "--remount-ro", "/"]
+        return prefix[1:]
+
+    # ---- one block -------------------------------------------------------------------------
+
+    def _run(self, command: str, limit: float) -> BashResult:
+        self._blocks += 1
+        name = f"w{os.getpid()}_{id(self):x}_b{self._blocks}"
+        groups = []
+        started = time.monotonic()
+        try:
+            if "cgroup_pids" in self.level.layers:
+                groups.append(PidsCgroup(name, self.config.max_processes))
+            if "cgroup_memory" in self.level.layers:
+                groups.append(MemoryCgroup(name, self.memory_bytes))
+            if "cgroup_cpu" in self.level.layers:
+                groups.append(CpuCgroup(name, self.cpus))
+            # Fresh descriptors each block: bwrap reads each to its end. The seccomp program is loaded by
+            # bwrap into the block's first process.
+            options = list(self._options)
+            fds: list[int] = []
+            if self._bpf is not None:
+                fds.append(_memfd(self._bpf))
+                at = options.index("--clearenv")
+                options[at:at] = ["--seccomp", str(fds[-1])]
+            fds.append(_memfd(b"".join(arg.encode() + b"\0" for arg in options)))
+            inner = setpriv_args(self.uid) if self._lease is not None else []
+            argv = self._limited(["bwrap", "--args", str(fds[-1]), *inner, "bash", "-lc", command], groups)
+            try:
+                proc = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True, cwd="/", pass_fds=tuple(fds))  # fmt: skip
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        except OSError as exc:
+            for group in groups:
+                group.remove()
+            raise SandboxUnavailable(f"cannot start a bash block in the scene sandbox: {exc}") from exc
+        out, err = _Capture(proc.stdout), _Capture(proc.stderr)
+        try:
+            timed_out = not _wait_exit(proc, limit)
+            code = 124 if timed_out else proc.wait()
+        finally:
+            self._kill(proc, groups)
+        for capture in (out, err):
+            capture.thread.join(timeout=10)
+        duration = time.monotonic() - started
+        stdout_bytes, stderr_bytes = out.data(), err.data()
+        if timed_out:
+            # The release: ExecResult(124, exc.stdout or "", f"command timed out after {timeout}s").
+            partial = stdout_bytes or None
+            return BashResult(returncode=124, stdout=str(partial) if partial else "",
+                              stderr=TIMEOUT_TEXT.format(timeout=limit), timed_out=True, duration_s=duration,
+                              partial_stdout=partial)  # fmt: skip
+        stdout, error = decode(stdout_bytes)
+        stderr, stderr_error = decode(stderr_bytes)
+        return BashResult(returncode=code, stdout=stdout, stderr=stderr, timed_out=False, duration_s=duration,
+                          decode_error=error or stderr_error)  # fmt: skip
+
+    def _limited(self, argv: list[str], groups: list) -> list[str]:
+        """argv behind prlimit (address space, CPU, file size, files, no cores, and processes under the
+        uid), joined to the block's cgroups by a shell that then execs it: no Python between fork and exec."""
+        c = self.config
+        limits = [("as", c.memory_bytes), ("cpu", c.cpu_seconds), ("fsize", c.file_bytes), ("nofile", c.open_files),
+                  ("core", 0)]  # fmt: skip
+        if self._lease is not None:
+            limits.append(("nproc", c.max_processes))
+        prlimit = shutil.which("prlimit")
+        if prlimit is None:
+            raise SandboxUnavailable("prlimit (util-linux) is not installed; a scene workspace needs it for rlimits")
+        argv = [prlimit, *(f"--{name}={value}" for name, value in limits), "--", *argv]
+        if groups:
+            join = 'n=$0; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; n=$((n - 1)); done; exec "$@"'
+            argv = ["/bin/sh", "-c", join, str(len(groups)), *(g.join_path() for g in groups), *argv]
+        return argv
+
+    def _kill(self, proc: subprocess.Popen, groups: list) -> None:
+        """Kill the block's whole tree: its process group, its cgroups' tasks; bwrap's pid namespace ends with it."""
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                proc.kill()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            log.warning("bash block %s did not exit after SIGKILL", proc.pid)
+        for group in groups:
+            group.remove()
