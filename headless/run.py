@@ -9,6 +9,7 @@ import platform
 import signal
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
@@ -35,6 +36,7 @@ EXAMPLES = [
 def build_parser() -> argparse.ArgumentParser:
     """``bvb run``'s parser (defaults from AgentConfig, RunOptions and SandboxConfig)."""
     from bvb_addon.agent.config import AGENTS, REASONING_LEVELS, AgentConfig
+    from bvb_addon.agent.mini_bvb import MiniBVBSettings
     from bvb_addon.agent.runner import RunOptions
     from bvb_addon.command_line import stage_parser
     from bvb_addon.defaults import dataclass_defaults
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     from bvb_addon.sandbox.config import SandboxConfig
 
     a, r, sb = dataclass_defaults(AgentConfig), dataclass_defaults(RunOptions), dataclass_defaults(SandboxConfig)
+    m = dataclass_defaults(MiniBVBSettings)
 
     parser = stage_parser("run", "Run an agent on every scene of a split and write a BVB run directory.", EXAMPLES)
     parser.add_argument("--version", action="store_true", help="print harness, Blender and Python versions")
@@ -59,14 +62,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--tasks", help="VGI tasks.jsonl (required with --mode vgi; --videos is the VGI suite folder)")
     run.add_argument("--videos", help="VSI-Bench-style root holding <dataset>/<scene>.mp4 (required)")
-    run.add_argument("--output", help="run directory to write, e.g. results/<run> (required)")
+    run.add_argument(
+        "--output",
+        help="run directory to write, e.g. results/<run> (required with --harness native; mini-bvb's default is "
+        "BVB's results/mini-harness-<model>[-reasoning-<effort>]-run01)",
+    )
     run.add_argument("--scenes", nargs="+", default=[], metavar="ID", help="only these scene names (default: all)")
     run.add_argument("--limit", type=int, default=r["limit"], metavar="N", help="only the first N scenes (0: all)")
     run.add_argument(
+        "--harness",
+        choices=("mini-bvb", "native"),
+        default=r["harness"],
+        help="mini-bvb: BVB's Stage-1 agent exactly (bash and frames blocks in a scene sandbox; the benchmark's "
+        "protocol); native: ours (python, frames and render actions in a warm Blender worker); never ranked together",
+    )
+    run.add_argument(
         "--shard",
-        default="{}/{}".format(*r["shard"]),
         metavar="i/N",
-        help="run shard i of N (0 <= i < N), split by scene order",
+        help="run shard i of N, split by scene order: 1 <= i <= N under mini-bvb (BVB's, config.shard-i-of-N.json), "
+        "0 <= i < N under native",
+    )
+    run.add_argument(
+        "--skip-scenes", nargs="+", default=[], metavar="ID", help="mini-bvb: leave these scenes out (before --shard)"
     )
     run.add_argument(
         "--workers", type=int, default=r["workers"], metavar="N", help="scenes run at once, each in its own worker"
@@ -95,7 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
     agent = parser.add_argument_group("agent")
     agent.add_argument("--agent", choices=AGENTS, default=a["agent"], help="a model over the API, or an API-free agent")
     agent.add_argument("--model", default=a["model"], help="model id at the provider")
-    agent.add_argument("--reasoning", choices=REASONING_LEVELS, default=a["reasoning"], help="reasoning effort")
+    agent.add_argument(
+        "--reasoning",
+        choices=REASONING_LEVELS,
+        help=f"reasoning effort; mini-bvb sends it as given, only when given; native: default {a['reasoning']}",
+    )
+    agent.add_argument(
+        "--model-timeout",
+        type=float,
+        default=m["model_timeout"],
+        metavar="S",
+        help="mini-bvb: seconds one call may take",
+    )
     agent.add_argument("--base-url", default=a["base_url"], help="OpenAI-compatible endpoint")
     agent.add_argument(
         "--probe-wait",
@@ -164,6 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="the model's context; older images are elided before a prompt that would not fit "
         "(0: from the price source when it knows the model)",
     )
+    mini = parser.add_argument_group("mini-bvb (BVB's run_agent.py options)")
+    mini.add_argument(
+        "--max-turns", type=int, default=m["max_turns"], metavar="N", help="model calls per scene (0: no cap)"
+    )
+    mini.add_argument(
+        "--scene-timeout", type=float, default=m["scene_timeout"], metavar="S", help="seconds per scene (0: off)"
+    )
+    mini.add_argument(
+        "--exec-timeout", type=float, default=m["exec_timeout"], metavar="S", help="seconds per bash block"
+    )
+    mini.add_argument("--cpus", type=float, default=m["cpus"], help="CPUs of a scene's sandbox")
+    mini.add_argument("--memory", default="4g", help="memory of a scene's sandbox (e.g. 4g, 512m)")
+    mini.add_argument("--allow-network", action="store_true", help="give the scene's sandbox the network")
     sandbox = parser.add_argument_group("sandbox")
     sandbox.add_argument(
         "--sandbox-min",
@@ -194,6 +235,13 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
     from bvb_addon.agent.runner import RunError, RunOptions, parse_shard
     from bvb_addon.sandbox.config import SandboxConfig
 
+    if args.harness == "mini-bvb" and not args.output:
+        from bvb_addon.agent.mini_bvb_protocol import run_name
+
+        # BVB's run_model.sh: results/mini-harness-<slug>[-reasoning-<effort>]-run01.
+        args.output = str(
+            Path("results") / run_name(args.model if args.agent == "model" else args.agent, args.reasoning)
+        )
     missing = [
         flag
         for flag, value in (
@@ -207,10 +255,11 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
         parser.error(f"{', '.join(missing)} required (or --version)")
     if args.workers < 1:
         raise RunError("--workers must be at least 1")
+    mini = args.harness == "mini-bvb"
     config = AgentConfig(
         agent=args.agent,
         model=args.model,
-        reasoning=args.reasoning,
+        reasoning=args.reasoning or "none",
         base_url=args.base_url,
         api_key_env=args.api_key_env,
         price_in=args.price_in,
@@ -237,6 +286,25 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
         sandbox["memory_bytes"] = int(args.worker_memory_gb * (1 << 30))
     if args.blender_bin:
         sandbox["blender_bin"] = args.blender_bin
+    from bvb_addon.agent.mini_bvb import MiniBVBSettings
+    from bvb_addon.agent.mini_bvb_run import parse_shard as parse_mini_shard
+
+    if args.skip_scenes and not mini:
+        raise RunError("--skip-scenes is a mini-bvb option; with --harness native use --scenes")
+    settings = MiniBVBSettings(
+        reasoning=args.reasoning,
+        max_turns=args.max_turns,
+        scene_timeout=args.scene_timeout,
+        exec_timeout=args.exec_timeout,
+        cpus=args.cpus,
+        memory_bytes=parse_memory(args.memory),
+        allow_network=args.allow_network,
+        model_timeout=args.model_timeout,
+    )
+    if mini:
+        shard = parse_mini_shard(args.shard) if args.shard else (0, 1)
+    else:
+        shard = parse_shard(args.shard or "0/1")
     options = RunOptions(
         split=args.split,
         videos=args.videos,
@@ -245,7 +313,7 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
         limit=args.limit,
         resume=args.resume or args.retry_failed,
         retry_failed=args.retry_failed,
-        shard=parse_shard(args.shard),
+        shard=shard,
         workers=args.workers,
         sandbox=SandboxConfig(**sandbox),
         progress=not args.quiet,
@@ -255,8 +323,29 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
         ray_address=args.ray_address,
         probe_wait=args.probe_wait,
         budget=args.budget,
+        harness=args.harness,
+        mini_bvb=settings,
+        skip_scenes=args.skip_scenes,
+        shard_given=bool(args.shard),
     )
     return options, config
+
+
+def parse_memory(text: str) -> int:
+    """Docker's --memory form (``4g``, ``512m``, ``1024k``, bytes) in bytes."""
+    from bvb_addon.agent.runner import RunError
+
+    units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    value = str(text).strip().lower()
+    factor = units.get(value[-1:], None)
+    number = value[:-1] if factor else value
+    try:
+        amount = float(number) * (factor or 1)
+    except ValueError:
+        raise RunError(f"--memory {text!r}: give a size like 4g or 512m (BVB's default is 4g)") from None
+    if amount <= 0:
+        raise RunError(f"--memory {text!r}: must be positive, e.g. 4g")
+    return int(amount)
 
 
 def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> NoReturn:

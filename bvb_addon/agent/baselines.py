@@ -14,6 +14,7 @@ from ..sandbox.compat_bl import node_tree, program_source
 from .model import BeforeRetry, ModelError, ModelReply
 
 if TYPE_CHECKING:
+    from .litellm_model import CallInfo
     from .loop import SceneTask
 
 EMPTY_ROOM = """\
@@ -143,6 +144,62 @@ def oracle_agent(task: "SceneTask", videos_root: str | Path) -> ScriptedAgent:
         [
             "I look at the first frame.\n" + fenced("frames", "count=1"),
             "The scene's oracle program.\n" + fenced("python", path.read_text()),
+            "DONE",
+        ]
+    )
+
+
+# -- the same agents under the mini-bvb harness: bash blocks that run blender_run ----------------
+
+RESULT_BLEND = "/workspace/output/result.blend"
+PROGRAM_FILE = "/workspace/scratch/build.py"
+SAVE_RESULT = f"\nimport bpy\nbpy.ops.wm.save_as_mainfile(filepath={RESULT_BLEND!r})\n"
+
+
+class ScriptedChat:
+    """A mini-bvb chat stand-in answering from a fixed list of replies, at zero cost (and "DONE" after them)."""
+
+    def __init__(self, replies: Iterable[str]) -> None:
+        self.replies = list(replies)
+
+    def complete(self, system: str, messages: list[dict]) -> tuple[str, "CallInfo"]:
+        from .litellm_model import CallInfo
+
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        content = self.replies[turn] if turn < len(self.replies) else "DONE"
+        return content, CallInfo(cost=0.0, input_tokens=0, output_tokens=0, cost_source="none")
+
+
+def blender_block(program: str) -> str:
+    """A bash block that writes ``program`` (plus the save of result.blend) and runs it with blender_run."""
+    body = program.rstrip() + "\n" + SAVE_RESULT
+    marker = "BVB_PROGRAM_END"
+    if marker in body:  # a heredoc ends at its marker: one the program never holds
+        raise ValueError(f"the program holds the heredoc marker {marker}")
+    return fenced("bash", f"cat > {PROGRAM_FILE} <<'{marker}'\n{body}{marker}\nblender_run --python {PROGRAM_FILE}")
+
+
+def empty_room_chat(task: "SceneTask") -> ScriptedChat:
+    return ScriptedChat(
+        [
+            "I look at the first frame before building.\n" + fenced("frames", "count=1"),
+            "A generic empty room with a default camera path.\n" + blender_block(empty_room_program(task)),
+            "DONE",
+        ]
+    )
+
+
+def oracle_chat(task: "SceneTask", videos_root: str | Path) -> ScriptedChat:
+    path = oracle_path(videos_root, task.scene)
+    if not path.is_file():
+        raise ModelError(
+            f"no oracle program at {path}; --agent oracle works only on synthetic suites "
+            "(bvb synth) whose --videos folder holds oracle/<scene>.py"
+        )
+    return ScriptedChat(
+        [
+            "I look at the first frame.\n" + fenced("frames", "count=1"),
+            "The scene's oracle program.\n" + blender_block(path.read_text()),
             "DONE",
         ]
     )

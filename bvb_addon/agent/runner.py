@@ -20,6 +20,7 @@ from .budget import Budget, recorded_spend
 from .config import AgentConfig
 from .driver import drive_scene, task_for_clip, unstarted
 from .environment import Environment
+from .mini_bvb import MiniBVBSettings
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
 from .task import SceneTask
@@ -63,6 +64,15 @@ class RunOptions:
     budget_holder: object = None
     """A budget holder shared beyond this run (a campaign's: agent.budget.Budget, or its Ray actor's
     proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
+    harness: str = "mini-bvb"
+    """"mini-bvb": BVB's Stage-1 agent, exactly (bash and frames blocks in a scene workspace; agent.mini_bvb);
+    "native": ours (python, frames and render actions in a warm Blender worker; agent.loop)."""
+    mini_bvb: MiniBVBSettings = field(default_factory=MiniBVBSettings)
+    """The mini-bvb harness's own options (turns, scene timeout, bash timeout, CPUs, memory, network)."""
+    skip_scenes: list = field(default_factory=list)
+    """mini-bvb: scenes left out after --limit, before the shard (BVB's --skip-scenes)."""
+    shard_given: bool = False
+    """mini-bvb: a --shard was given, so config.json is BVB's config.shard-<i>-of-<N>.json."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -172,10 +182,27 @@ class Runner:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise RunError(f"--videos {self.options.videos}: {bad[0]}{more}")
 
+    @property
+    def mini(self) -> bool:
+        """The mini-bvb harness (else native)."""
+        return self.options.harness == "mini-bvb"
+
+    @property
+    def config_path(self) -> Path:
+        """config.json, or a sharded mini-bvb run's config.shard-<i>-of-<N>.json."""
+        if self.mini and self.options.shard_given:
+            from .mini_bvb_run import config_name
+
+            return self.run_dir.root / config_name(tuple(self.options.shard))
+        return self.run_dir.config
+
     def _setup_agent(self):
         """Price, model client and the sandbox check; fails fast, before any scene (unknown price, missing key)."""
         from ..sandbox import SandboxUnavailable
 
+        if self.mini:
+            self._setup_mini()
+            return
         self.price = get_price(self.config)
         # API-free agents get their model per scene (run_scene): it is built from the scene.
         self.model = get_model(self.config, self.price)
@@ -186,6 +213,20 @@ class Runner:
             # Every scene would fail the same way: refuse before the first one.
             raise RunError(str(exc)) from None
 
+    def _setup_mini(self):
+        """mini-bvb: the LiteLLM client and its price (PriceUnknown, exit 2, before any call), the sandbox check."""
+        from ..pricing import ZERO
+        from ..sandbox import SandboxUnavailable
+        from .mini_bvb_run import chat_model
+
+        self.price, self.model = ZERO, None
+        self.chat = chat_model(self.config, self.options.mini_bvb)
+        self.price_record = self.chat.check_price() if self.chat is not None else {"source": "api-free"}
+        try:
+            self._level = get_sandbox_level(self.options.sandbox)
+        except SandboxUnavailable as exc:
+            raise RunError(str(exc)) from None
+
     def _split_scenes(self):
         from .. import dataset
 
@@ -193,6 +234,10 @@ class Runner:
         if not Path(o.split).is_file():
             raise RunError(f"--split {o.split}: no such file; give a split .jsonl (bvb synth makes one)")
         questions = dataset.read_split(o.split)
+        if self.mini:
+            from .mini_bvb_run import select
+
+            return select(dataset.split_scenes(questions), o.scenes, o.limit, o.skip_scenes, o.shard)
         return select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, o.shard)
 
     def _vgi_scenes(self):
@@ -210,8 +255,8 @@ class Runner:
 
     def _write_config(self, scene_count):
         o, c = self.options, self.config
-        rd = self.run_dir
-        previous = read_run_config(rd.config).as_dict() if rd.config.is_file() else None
+        path = self.config_path
+        previous = read_run_config(path).as_dict() if path.is_file() else None
         if previous and not o.resume:
             raise RunError(
                 f"--output {o.output} already holds a run; pass --resume to continue it or pick a new folder"
@@ -235,7 +280,40 @@ class Runner:
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
         )
-        write_run_config(rd.config, config)
+        if previous and previous.get("harness_protocol", "native") != o.harness:
+            raise RunError(
+                f"--output {o.output} was run with --harness {previous.get('harness_protocol', 'native')}; "
+                "resume it with the same --harness or pick a new folder"
+            )
+        if self.mini:
+            config.update(self._mini_config(scene_count))
+        else:
+            config["harness_protocol"] = "native"
+        write_run_config(path, config)
+
+    def _mini_config(self, scene_count):
+        """BVB's config keys and values beside ours, the LiteLLM price record and the harness's options."""
+        from .mini_bvb_run import release_config
+
+        o, c = self.options, self.config
+        settings = o.mini_bvb
+        record = self.price_record
+        return {
+            **release_config(
+                c, settings, scene_count, tuple(o.shard) if o.shard_given else None, o.skip_scenes, now()
+            ),  # fmt: skip
+            "harness_protocol": "mini-bvb",
+            "reasoning_sent": settings.reasoning,
+            "base_url": self.chat.base_url if self.chat is not None else None,
+            "api_key_env": self.chat.api_key_env if self.chat is not None else None,
+            "price_per_million": {
+                "input": record.get("input_per_million", 0.0),
+                "cached_input": record.get("input_per_million", 0.0),
+                "output": record.get("output_per_million", 0.0),
+            },
+            "pricing": record,
+            "mini_bvb": settings.public(),
+        }
 
     def _record(self, scene, meta, progress):
         """One scene ended: its cost into the run's total, the progress line and config.json's summary."""
@@ -247,12 +325,13 @@ class Runner:
         progress.scene_ended(meta)
 
     def _write_summary(self):
-        if not self.run_dir.config.is_file():
+        path = self.config_path
+        if not path.is_file():
             return  # a Ray task on a node: the driver keeps config.json
         counts = {}
         for meta in self.results.values():
             counts[meta["status"]] = counts.get(meta["status"], 0) + 1
-        config = read_run_config(self.run_dir.config).as_dict()
+        config = read_run_config(path).as_dict()
         config["summary"] = {
             "scenes": len(self.results),
             "statuses": dict(sorted(counts.items())),
@@ -268,7 +347,7 @@ class Runner:
                 "unstarted": len(self.unstarted),
             }
         try:
-            write_run_config(self.run_dir.config, config)
+            write_run_config(path, config)
         except OSError as exc:
             # A full disk must not stop the batch: agent_meta is each scene's record, and the
             # exit code and the last line report the scenes that hit the fault.
@@ -307,6 +386,8 @@ class Runner:
             return None
         if self.stop_event.is_set():
             return self._fail(dataset_name, scene, "interrupted", "interrupted", "the run stopped before this scene")
+        if self.mini:
+            return self._run_mini(dataset_name, scene)
         try:
             task = self._task(dataset_name, scene)
         except Exception as exc:
@@ -350,6 +431,28 @@ class Runner:
             log.exception("scene %s: could not run", scene)
             return self._fail(dataset_name, scene, "error", "harness_error", f"{type(exc).__name__}: {exc}")
 
+    def _run_mini(self, dataset_name: str, scene: str) -> dict:
+        """One scene under mini-bvb, from scratch (BVB reruns a scene without a blend whole)."""
+        from .. import dataset
+        from .mini_bvb_run import api_free_chat, run_scene
+
+        try:
+            video = dataset.video_path(self.options.videos, dataset_name, scene)
+            chat = self.chat or api_free_chat(self.config, video, scene, dataset_name, self.options.videos)
+        except ModelError as exc:
+            return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
+        except Exception as exc:
+            return self._fail(dataset_name, scene, "error", "video_error", str(exc))
+        try:
+            return run_scene(
+                chat, self.config, self.options.mini_bvb, self.options.sandbox, self.run_dir, dataset_name, scene,
+                video, stop_event=self.stop_event, budget=self.budget,
+            )  # fmt: skip
+        except Exception as exc:
+            # The loop ends agent and provider faults itself: this is the workspace failing to start.
+            log.exception("scene %s: could not run", scene)
+            return self._fail(dataset_name, scene, "error", "harness_error", f"{type(exc).__name__}: {exc}")
+
     # -- all scenes --------------------------------------------------------------------
 
     def run(self) -> dict[str, dict]:
@@ -361,6 +464,14 @@ class Runner:
         scratch.clean_stale()
         todo = []
         for dataset_name, scene in scenes:
+            if self.mini:
+                # BVB's resume: a scene with a blend is skipped, every other one runs again from scratch.
+                if self.options.resume and self.run_dir.blend(scene).is_file():
+                    self.results[scene] = self._ended(scene) or {"status": "submitted"}
+                    self.cost += float(self.results[scene].get("cost", 0.0))
+                else:
+                    todo.append((dataset_name, scene))
+                continue
             ended = self._ended(scene) if self.options.resume else None
             if ended is not None and ended.get("stop_reason") == "budget":
                 # The run's budget ended it, not the scene: it continues from its trajectory.
@@ -371,7 +482,8 @@ class Runner:
                 self.cost_unconfirmed += float(ended.get("cost_unconfirmed", 0.0))
             else:
                 todo.append((dataset_name, scene))
-        self._check_trajectories(todo)
+        if not self.mini:
+            self._check_trajectories(todo)
         skipped = len(scenes) - len(todo)
         if skipped:
             log.info("resume: %d of %d scenes already ended (submitted, a limit or failed)", skipped, len(scenes))

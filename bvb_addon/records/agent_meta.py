@@ -58,6 +58,51 @@ class AgentMeta(Record):
     WHAT = "scene record"
     FIX = "delete it to run the scene again"
 
+    @classmethod
+    def from_dict(cls, data: object, path: str | Path = "") -> "AgentMeta":
+        """The record of a parsed JSON object; a file of BVB's own harness (only its keys) reads too."""
+        if isinstance(data, dict) and "scene" not in data and "scene_name" in data:
+            data = {**from_release(data), **data}
+        return super().from_dict(data, path)
+
+
+RELEASE_KEYS = (
+    "scene_name", "turns", "commands_run", "frames_seen", "frames_extracted", "done", "stop_reason",
+    "produced_blend", "error", "cost_usd", "input_tokens", "output_tokens", "duration_s", "blend_file",
+    "model", "harness", "reasoning",
+)  # fmt: skip
+"""The keys of BVB's own agent_meta (sandbox/run_agent.py); the mini-bvb harness writes all of them, with the
+release's values, beside ours (turns, frames_seen, stop_reason and model are both)."""
+
+
+def from_release(data: dict) -> dict:
+    """Our fields of a scene record that BVB's harness wrote: status from its end (done: submitted; a provider
+    error: error; else a limit with its blend, or failed without one), cost, tokens and runtime from its keys."""
+    if data.get("done"):
+        status = "submitted"
+    elif data.get("stop_reason") == "error" or (data.get("error") and not data.get("stop_reason")):
+        status = "error"
+    else:
+        status = "limit" if data.get("blend_file") else "failed"
+    scene = str(data["scene_name"])
+    return {
+        "scene": scene,
+        "dataset": "",
+        "agent": "model",
+        "model": str(data.get("model") or ""),
+        "status": status,
+        "stop_reason": str(data.get("stop_reason") or "error"),
+        "reason": str(data.get("error") or data.get("stop_reason") or ""),
+        "cost": float(data.get("cost_usd") or 0.0),
+        "tokens": {
+            "input": int(data.get("input_tokens") or 0),
+            "cached_input": 0,
+            "output": int(data.get("output_tokens") or 0),
+        },  # fmt: skip
+        "runtime": float(data.get("duration_s") or 0.0),
+        "submission": f"blends/{scene}.blend" if data.get("blend_file") else None,
+    }
+
 
 def read_agent_meta(path: str | Path) -> AgentMeta:
     """The one reader: an AgentMeta, or a BadFileError / MissingFileError naming the file."""

@@ -1,0 +1,188 @@
+"""The Mini-BVB model client: LiteLLM, as BVB's Stage-1 harness calls it (docs/protocol.md section 1).
+
+LiteLLM routes by the model's name: ``anthropic/...`` and ``gemini/...`` natively, OpenAI's names,
+``openrouter/...``, and any OpenAI-compatible endpoint with ``base_url``. Each call sends the system
+prompt as a string and every message as text and image parts, with ``reasoning_effort`` only when one
+was given, as given, and no max_tokens or temperature; LiteLLM retries it (``num_retries``).
+
+Cost of a call, as the reference computes it: LiteLLM's ``completion_cost`` of the response, and
+where that is zero, the tokens at LiteLLM's per-token prices of the model (then of its name without
+the provider). Ours: prices given (``price_in``/``price_out``, USD per million tokens) replace both,
+and a model LiteLLM has no price for is refused before any call (the reference counts $0 there).
+LiteLLM's price table is the one it ships (LITELLM_LOCAL_MODEL_COST_MAP), so a price never changes
+under a run; its version is recorded beside the prices.
+"""
+
+import base64
+import logging
+import os
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from ..errors import BVBError
+
+log = logging.getLogger(__name__)
+
+
+class PriceUnknown(BVBError, ValueError):
+    """A model LiteLLM has no price for, and no --price-in/--price-out: refused before any call."""
+
+
+def litellm_version() -> str | None:
+    try:
+        return version("litellm")
+    except PackageNotFoundError:
+        return None
+
+
+def _litellm() -> Any:
+    """The litellm module, with its shipped price table and without its console banners."""
+    # Before the import: LiteLLM would otherwise fetch its price table from the network at import.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def text_part(value: str) -> dict[str, Any]:
+    """The reference's neutral message part for text."""
+    return {"kind": "text", "text": value}
+
+
+def image_part(jpeg: bytes) -> dict[str, Any]:
+    return {"kind": "image", "data": base64.b64encode(jpeg).decode("ascii"), "media_type": "image/jpeg"}
+
+
+def chat_content(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Neutral parts as chat-completions content (images as data URLs)."""
+    out = []
+    for part in parts:
+        if part["kind"] == "text":
+            out.append({"type": "text", "text": part["text"]})
+        else:
+            out.append({"type": "image_url", "image_url": {"url": f"data:{part['media_type']};base64,{part['data']}"}})
+    return out
+
+
+def chat_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What one call sends: the system prompt as a string, then every message whole (images resent)."""
+    return [{"role": "system", "content": system}] + [
+        {"role": m["role"], "content": chat_content(m["parts"])} for m in messages
+    ]
+
+
+@dataclass
+class CallInfo:
+    cost: float
+    input_tokens: int
+    output_tokens: int
+    cost_source: str
+    """litellm (completion_cost), litellm_prices (the per-token fallback), given, or none."""
+
+
+def _usage(usage: Any, name: str) -> int:
+    if usage is None:
+        return 0
+    value = usage.get(name, 0) if isinstance(usage, dict) else getattr(usage, name, 0)
+    return int(value or 0)
+
+
+class LiteLLMModel:
+    """``complete(system, messages) -> (text, CallInfo)``; an exception is the provider's failure."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        reasoning: str | None = None,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        price_in: float | None = None,
+        price_out: float | None = None,
+        timeout: float = 600.0,
+        num_retries: int = 5,
+    ) -> None:
+        self.model = model
+        self.reasoning = reasoning
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.price_in, self.price_out = price_in, price_out
+        self.timeout = timeout
+        self.num_retries = num_retries
+
+    def check_price(self) -> dict[str, Any]:
+        """The price record for config.json; PriceUnknown (exit 2) for a model without one."""
+        if self.price_in is not None and self.price_out is not None:
+            return {"source": "given", "input_per_million": self.price_in, "output_per_million": self.price_out}
+        prices = self._table_prices()
+        if prices is None:
+            raise PriceUnknown(
+                f"--model {self.model}: LiteLLM {litellm_version()} has no price for it; give --price-in and "
+                "--price-out (USD per million tokens), or use a model LiteLLM prices"
+            )
+        return {
+            "source": "litellm",
+            "litellm_version": litellm_version(),
+            "table_key": prices[0],
+            "input_per_million": prices[1] * 1e6,
+            "output_per_million": prices[2] * 1e6,
+        }
+
+    def _table_prices(self) -> tuple[str, float, float] | None:
+        """LiteLLM's per-token prices of the model, then of its name without the provider."""
+        table = _litellm().model_cost
+        for key in (self.model, self.model.split("/")[-1]):
+            price = table.get(key)
+            if not price:
+                continue
+            cost_in = float(price.get("input_cost_per_token") or 0.0)
+            cost_out = float(price.get("output_cost_per_token") or 0.0)
+            if cost_in or cost_out:
+                return key, cost_in, cost_out
+        return None
+
+    def _route(self) -> dict[str, Any]:
+        """Where the call goes: LiteLLM's own routing by name, or an OpenAI-compatible endpoint."""
+        if not self.base_url:
+            return {}
+        route: dict[str, Any] = {"api_base": self.base_url}
+        if "/" not in self.model:
+            route["custom_llm_provider"] = "openai"
+        if self.api_key_env:
+            route["api_key"] = os.environ.get(self.api_key_env) or "none"
+        return route
+
+    def complete(self, system: str, messages: list[dict[str, Any]]) -> tuple[str, CallInfo]:
+        litellm = _litellm()
+        kwargs: dict[str, Any] = self._route()
+        if self.reasoning:
+            kwargs["reasoning_effort"] = self.reasoning
+        response = litellm.completion(
+            model=self.model,
+            messages=chat_messages(system, messages),
+            timeout=self.timeout,
+            num_retries=self.num_retries,
+            **kwargs,
+        )
+        text = response.choices[0].message.content or ""
+        usage = getattr(response, "usage", None)
+        tokens_in, tokens_out = _usage(usage, "prompt_tokens"), _usage(usage, "completion_tokens")
+        return text, CallInfo(*self._cost(litellm, response, tokens_in, tokens_out))
+
+    def _cost(self, litellm: Any, response: Any, tokens_in: int, tokens_out: int) -> tuple[float, int, int, str]:
+        if self.price_in is not None and self.price_out is not None:
+            return (tokens_in * self.price_in + tokens_out * self.price_out) / 1e6, tokens_in, tokens_out, "given"
+        try:
+            cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+        except Exception as exc:  # LiteLLM raises for a model it cannot map; the reference counts 0 then
+            log.debug("litellm.completion_cost: %s", exc)
+            cost = 0.0
+        if cost:
+            return cost, tokens_in, tokens_out, "litellm"
+        if tokens_in or tokens_out:
+            prices = self._table_prices()
+            if prices is not None:
+                return tokens_in * prices[1] + tokens_out * prices[2], tokens_in, tokens_out, "litellm_prices"
+        return 0.0, tokens_in, tokens_out, "none"

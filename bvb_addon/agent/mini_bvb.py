@@ -1,0 +1,433 @@
+"""The Mini-BVB harness: BVB's Stage-1 agent, exactly (docs/protocol.md section 1), in our sandbox.
+
+Per reply, every ```frames block is served first (the images go into the next message), then every
+```bash block runs in order as ``bash -lc`` in the scene's workspace; the next message holds the
+frames, the joined bash results and the budget note. The scene ends on DONE (after a frame was seen,
+with /workspace/output/result.blend there), on the cost limit (checked as spent >= limit before each
+call), --max-turns, --scene-timeout, or a provider failure; result.blend is copied to
+blends/<scene>.blend whatever the reason. What the agent sees is the reference's, byte for byte.
+
+Ours, around it and invisible to the agent: the trajectory saved after every reply and every
+observation, result.blend snapshotted into steps/<scene>/ after each bash block that changed it, the
+ledger and the run's --budget, Ctrl-C, and agent_meta with our keys beside the release's.
+"""
+
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from .. import blend_header
+from ..atomic import write_text_atomic
+from ..backend import stamp_node
+from ..records import AgentMeta, write_agent_meta
+from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
+from ..run_dir import RunDir
+from ..trajectory import TrajectoryWriter
+from . import mini_bvb_frames as frames_mod
+from . import mini_bvb_protocol as protocol
+from .ledger import Ledger, usd
+from .litellm_model import CallInfo, image_part, text_part
+
+log = logging.getLogger(__name__)
+
+RESULT = "/workspace/output/result.blend"
+"""The submission, inside the workspace."""
+MAX_BLEND_BYTES = 2 << 30
+"""A result.blend larger than this is not copied out (the workspace is untrusted)."""
+
+
+@dataclass
+class MiniBVBSettings:
+    """The harness's options beside AgentConfig's model and cost limit (run_agent.py's defaults)."""
+
+    reasoning: str | None = None
+    """``reasoning_effort`` as given, sent only when given (any value, "none" included)."""
+    max_turns: int = 0
+    """Model calls per scene; 0: no cap (the cost limit is the stop)."""
+    scene_timeout: float = 0.0
+    """Seconds per scene, checked before each call; 0: off."""
+    exec_timeout: float = 300.0
+    """Seconds one bash block may run; then exit 124 and its whole process tree killed."""
+    cpus: float = 2.0
+    memory_bytes: int = 4 << 30
+    allow_network: bool = False
+    model_timeout: float = 600.0
+    """Seconds one model call may take (LiteLLM's timeout)."""
+    num_retries: int = 5
+    """LiteLLM's retries of one call."""
+
+    def public(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class BashResultLike(Protocol):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Workspace(Protocol):
+    """A scene's sandbox (bvb_addon.sandbox.workspace.SceneWorkspace)."""
+
+    def run_bash(self, command: str, timeout: float | None = None) -> BashResultLike: ...
+
+    def host_path(self, path: str) -> Path: ...
+
+    def copy_out(self, inside: str, dest: str | Path, max_bytes: int | None = None) -> Path | None: ...
+
+    def close(self) -> None: ...
+
+
+class ChatModel(Protocol):
+    """The LiteLLM client, or an API-free agent: ``complete(system, messages) -> (text, CallInfo)``."""
+
+    def complete(self, system: str, messages: list[dict[str, Any]]) -> tuple[str, CallInfo]: ...
+
+
+class BudgetStop(Exception):
+    """The run's --budget is reached: no further call starts."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class SceneInput:
+    """What the loop needs of a scene: its ids and its clip."""
+
+    scene: str
+    dataset: str | None
+    video: Path
+
+
+class MiniBVBLoop:
+    """One scene under the Mini-BVB protocol; ``run()`` returns its agent_meta dict and never raises for
+    the agent's or the provider's faults."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        workspace: Workspace,
+        scene: SceneInput,
+        run_dir: RunDir,
+        *,
+        model_name: str,
+        agent: str = "model",
+        cost_limit: float = 3.0,
+        settings: MiniBVBSettings | None = None,
+        frames_dir: Path,
+        stop_event: threading.Event | None = None,
+        budget: Any = None,
+    ) -> None:
+        self.model = model
+        self.ws = workspace
+        self.scene = scene
+        self.rd = run_dir
+        self.model_name = model_name
+        self.agent = agent
+        self.cost_limit = cost_limit
+        self.settings = settings or MiniBVBSettings()
+        self.frames_dir = frames_dir
+        self.stop_event = stop_event or threading.Event()
+        self.budget = budget
+        # The reference's counters.
+        self.turns = self.commands_run = self.frames_seen = self.frames_extracted = 0
+        self.cost = 0.0
+        self.in_tokens = self.out_tokens = 0
+        self.done = False
+        self.stop_reason = "max_turns" if self.settings.max_turns else "cost"
+        self.error: str | None = None
+        self.blend_error: str | None = None
+        self._blend_stamp: tuple[int, int, int] | None = None
+
+    # -- the loop (the reference's order of checks and messages) ------------------------
+
+    def run(self) -> dict:
+        start = time.time()
+        s = self.settings
+        self._start()
+        system = protocol.system_prompt()
+        duration = frames_mod.probe_duration(self.scene.video)
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "parts": [text_part(protocol.task_message(
+                self.scene.scene, self.scene.dataset, duration, self.cost_limit))]}
+        ]  # fmt: skip
+        self._sync(system, messages)
+        pending = 0
+        try:
+            while True:
+                self.turns += 1
+                if s.max_turns and self.turns > s.max_turns:
+                    self.turns -= 1
+                    self.stop_reason = "max_turns"
+                    break
+                if s.scene_timeout and time.time() - start > s.scene_timeout:
+                    self.stop_reason = "wall_clock"
+                    break
+                if self.cost >= self.cost_limit:
+                    self.stop_reason = "cost"
+                    break
+                if self.stop_event.is_set():
+                    self.turns -= 1
+                    self.stop_reason = "interrupted"
+                    break
+                # Frames shown last turn are in the context the model now reads.
+                self.frames_seen += pending
+                pending = 0
+                try:
+                    reply = self._call(system, messages)
+                except BudgetStop as exc:
+                    self.turns -= 1
+                    self.stop_reason, self.error = "budget", str(exc)
+                    break
+                except Exception as exc:  # the provider's failure, after LiteLLM's retries: the scene's end
+                    self.error = f"{exc.__class__.__name__}: {exc}"
+                    self.stop_reason = "error"
+                    break
+                messages.append({"role": "assistant", "parts": [text_part(reply)]})
+                self._sync(system, messages)
+                bash_blocks, frame_blocks = protocol.blocks(reply)
+                if not bash_blocks and not frame_blocks:
+                    if protocol.says_done(reply) and self.frames_seen > 0 and self._output_exists():
+                        self.done, self.stop_reason = True, "done"
+                        break
+                    messages.append({"role": "user", "parts": [text_part(protocol.nudge(self.frames_seen))]})
+                    self._step(reply, "nudge", [])
+                    self._sync(system, messages)
+                    continue
+                parts, shown = self._frames(frame_blocks, duration)
+                pending += shown
+                ran = self._bash(bash_blocks)
+                if ran:
+                    parts.append(text_part(protocol.bash_observation(ran)))
+                parts.append(text_part(protocol.budget_note(self.cost, self.cost_limit)))
+                messages.append({"role": "user", "parts": parts})
+                self._step(reply, "blocks", bash_blocks, frames=shown)
+                self._sync(system, messages)
+                if protocol.says_done(reply) and self._output_exists() and self.frames_seen > 0:
+                    self.done, self.stop_reason = True, "done"
+                    break
+        except Exception as exc:  # a harness fault (the sandbox died): the scene's end, named
+            log.exception("scene %s: harness error", self.scene.scene)
+            self.stop_reason, self.error = "harness_error", f"{type(exc).__name__}: {exc}"
+        return self._finish(start)
+
+    def _call(self, system: str, messages: list[dict[str, Any]]) -> str:
+        """One model call under the ledger (its worst case unknown: no max_tokens; the run's budget is
+        checked as the scene's limit is, spent >= limit before the call)."""
+        if self.budget is not None and (self.budget.reached or self.budget.spent >= self.budget.limit):
+            raise BudgetStop(self.budget.reached or f"the run's budget of ${self.budget.limit:.2f} is spent")
+        try:
+            entry = self.ledger.reserve(0.0, 0, self.turns)
+        except Exception as exc:  # BudgetReached
+            raise BudgetStop(str(exc)) from None
+        started = time.monotonic()
+        try:
+            reply, info = self.model.complete(system, messages)
+        except BaseException:
+            self.ledger.settle(entry, 0.0, status="refused")
+            self._save()
+            raise
+        self.cost += float(info.cost or 0.0)
+        self.in_tokens += info.input_tokens
+        self.out_tokens += info.output_tokens
+        usage = {
+            "input_tokens": info.input_tokens,
+            "output_tokens": info.output_tokens,
+            "cost_source": info.cost_source,
+        }
+        self.ledger.settle(entry, float(info.cost or 0.0), usage=usage)
+        t = self.traj
+        t.tokens["input"] = self.in_tokens
+        t.tokens["output"] = self.out_tokens
+        t.model_seconds += time.monotonic() - started
+        t.steps.append(Step(step=self.turns, time=_now(), cost=float(info.cost or 0.0), usage=usage,
+                            model_seconds=round(time.monotonic() - started, 4)))  # fmt: skip
+        return reply
+
+    def _frames(self, blocks: list[str], duration: float) -> tuple[list[dict[str, Any]], int]:
+        parts: list[dict[str, Any]] = []
+        shown = 0
+        for content in blocks:
+            times = frames_mod.request(content, duration)
+            if not times:
+                continue
+            got = frames_mod.extract(self.scene.video, self.frames_dir, times, start_index=self.frames_extracted)
+            self.frames_extracted += len(got)
+            shown += len(got)
+            for frame in got:
+                parts.append(text_part(protocol.frame_label(frame.t)))
+                parts.append(image_part(frame.path.read_bytes()))
+        return parts, shown
+
+    def _bash(self, blocks: list[str]) -> list[str]:
+        results = []
+        for block in blocks:
+            result = self.ws.run_bash(block, timeout=self.settings.exec_timeout)
+            self.commands_run += 1
+            write_text_atomic(self.rd.step_file(self.scene.scene, self.commands_run, ".sh"), block + "\n")
+            self._snapshot_if_changed()
+            results.append(protocol.bash_result(block, result.returncode, result.stdout, result.stderr))
+        return results
+
+    # -- result.blend ------------------------------------------------------------------
+
+    def _output_exists(self) -> bool:
+        """The reference's check, run inside the sandbox (not a bash block of the agent's)."""
+        result = self.ws.run_bash(f"test -f {RESULT} && echo EXISTS || echo MISSING")
+        return "EXISTS" in result.stdout
+
+    def _snapshot_if_changed(self) -> None:
+        """result.blend after a bash block that changed it, kept as steps/<scene>/NNN.blend."""
+        try:
+            # A stat, never a read: the copy below opens nothing through a link.
+            info = os.lstat(self.ws.host_path(RESULT))
+        except OSError:
+            return
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+        if stamp == self._blend_stamp:
+            return
+        self._blend_stamp = stamp
+        target = self.rd.step_file(self.scene.scene, self.commands_run, ".blend")
+        if self.ws.copy_out(RESULT, target, MAX_BLEND_BYTES) is not None:
+            self.traj.snapshot = self.rd.relative(target)
+
+    # -- the trajectory (ours) -----------------------------------------------------------
+
+    def _start(self) -> None:
+        rd, scene = self.rd, self.scene.scene
+        # The reference reruns a scene from scratch: a killed session's files go (its spend is in the
+        # ledger of the run's budget already).
+        for path in (rd.trajectory(scene), rd.trajectory_log(scene)):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(rd.trajectory_images(scene), ignore_errors=True)
+        shutil.rmtree(rd.steps_dir(scene), ignore_errors=True)
+        self.traj = Trajectory(
+            format=TRAJECTORY_FORMAT,
+            scene=scene,
+            task={
+                "scene": scene,
+                "dataset": self.scene.dataset,
+                "video": str(self.scene.video),
+                "harness": protocol.HARNESS,
+            },  # fmt: skip
+            started=_now(),
+            sessions=1,
+        )
+        self.writer = TrajectoryWriter(rd, scene)
+        self.ledger = Ledger(self.traj, math.inf, self._save, self.budget)
+        self._clock = time.monotonic()
+
+    def _sync(self, system: str, messages: list[dict[str, Any]]) -> None:
+        """The trajectory's chat becomes the messages as sent (appended only: the writer saves the new ones)."""
+        from .litellm_model import chat_messages
+
+        sent = chat_messages(system, messages)
+        self.traj.messages.extend(sent[len(self.traj.messages) :])
+        self._save()
+
+    def _step(self, reply: str, kind: str, bash_blocks: list[str], frames: int = 0) -> None:
+        step = self.traj.steps[-1] if self.traj.steps else Step(step=self.turns)
+        step.action = kind
+        step.status = "ok"
+        step.images = frames
+        if bash_blocks:
+            step.code = "\n\n".join(bash_blocks)
+        self.traj.turns = self.turns
+        self.traj.frames_seen = self.frames_seen
+
+    def _save(self, snapshot: bool = False) -> None:
+        self.traj.runtime = time.monotonic() - self._clock
+        self.traj.updated = _now()
+        self.writer.save(self.traj, snapshot=snapshot)
+
+    # -- the end -----------------------------------------------------------------------
+
+    def _finish(self, start: float) -> dict:
+        rd, scene = self.rd, self.scene.scene
+        produced = self._output_exists()
+        blend_file = None
+        if produced:
+            dest = rd.blend(scene)
+            if self.ws.copy_out(RESULT, dest, MAX_BLEND_BYTES) is not None:
+                blend_file = str(dest)
+                if blend_header.saved_by(dest) is None:
+                    self.blend_error = "result.blend is not a .blend file (no Blender header); it scores as a failure"
+            else:
+                self.blend_error = "result.blend not copied: a link, not a regular file, or too large"
+        status = self._status(blend_file)
+        reason = self.error or self.blend_error or self.stop_reason
+        t = self.traj
+        t.turns, t.frames_seen = self.turns, self.frames_seen
+        t.status, t.stop_reason, t.reason, t.finished = status, self.stop_reason, reason, _now()
+        t.submission = rd.relative(rd.blend(scene)) if blend_file else None
+        self.ledger.close_open()
+        self._save(snapshot=True)
+        release = {
+            "scene_name": scene,
+            "turns": self.turns,
+            "commands_run": self.commands_run,
+            "frames_seen": self.frames_seen,
+            "frames_extracted": self.frames_extracted,
+            "done": self.done,
+            "stop_reason": self.stop_reason,
+            "produced_blend": produced,
+            "error": self.error,
+            "cost_usd": round(self.cost, 4),
+            "input_tokens": self.in_tokens,
+            "output_tokens": self.out_tokens,
+            "duration_s": round(time.time() - start, 1),
+            "blend_file": blend_file,
+            "model": self.model_name,
+            "harness": protocol.RELEASE_HARNESS,
+            "reasoning": protocol.recorded_reasoning(self.model_name, self.settings.reasoning),
+        }
+        extra: dict[str, Any] = {k: v for k, v in release.items() if k not in ("turns", "frames_seen", "stop_reason",
+                                                                             "model")}  # fmt: skip
+        extra["harness_protocol"] = protocol.HARNESS
+        if self.blend_error:
+            extra["blend_error"] = self.blend_error
+        meta = AgentMeta(
+            scene=scene,
+            dataset=self.scene.dataset or "",
+            agent=self.agent,
+            model=self.model_name,
+            status=status,
+            stop_reason=self.stop_reason,
+            reason=reason,
+            turns=self.turns,
+            frames_seen=self.frames_seen,
+            cost=usd(self.cost),
+            cost_limit=self.cost_limit,
+            model_calls=sum(1 for e in t.ledger if e.status == "settled"),
+            tokens={"input": self.in_tokens, "cached_input": 0, "output": self.out_tokens},
+            runtime=round(t.runtime, 3),
+            model_seconds=round(t.model_seconds, 3),
+            sessions=1,
+            submission=t.submission,
+            snapshot=t.snapshot,
+            extra=extra,
+        )
+        stamp_node(meta.extra)
+        write_agent_meta(rd.meta(scene), meta)
+        log.info("scene %s: %s (%s) cost $%.4f", scene, status, self.stop_reason, self.cost)
+        return meta.as_dict()
+
+    def _status(self, blend_file: str | None) -> str:
+        """Our status from the reference's end: submitted on DONE, error for a fault, else a limit with a
+        blend or failed without one (interrupted stays interrupted)."""
+        if self.done:
+            return "submitted"
+        if self.stop_reason in ("error", "harness_error"):
+            return "error"
+        if self.stop_reason == "interrupted":
+            return "interrupted"
+        return "limit" if blend_file else "failed"

@@ -1,0 +1,164 @@
+"""The runner's side of the mini-bvb harness (docs/protocol.md section 1): which scenes a run takes, the
+model and its price, one scene in its workspace, and config.json's keys, as BVB's run_agent.py has them.
+
+The runner (agent.runner) keeps what is ours around it: workers, the Ray backend, progress, the run's
+budget, exit codes. bpy-free.
+"""
+
+import logging
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import scratch
+from ..errors import ArgumentError
+from ..run_dir import RunDir
+from . import mini_bvb_protocol as protocol
+from .config import AgentConfig
+from .mini_bvb import MiniBVBLoop, MiniBVBSettings, SceneInput
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URLS = ("https://api.openai.com/v1", "https://api.openai.com/v1/")
+"""An endpoint equal to one of these is LiteLLM's own routing by the model's name (no --base-url)."""
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """BVB's ``--shard i/N`` (1-based) as the runner's 0-based (index, count)."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ArgumentError(f"--shard {text!r} must look like i/N, e.g. 1/4 (mini-bvb shards are 1 to N)") from None
+    if not 1 <= index <= count:
+        raise ArgumentError(f"--shard {text}: must be i/N with 1 <= i <= N (mini-bvb shards are 1 to N)")
+    return index - 1, count
+
+
+def select(
+    scenes: list[tuple[str, str]],
+    names: Sequence[str] = (),
+    limit: int = 0,
+    skip: Sequence[str] = (),
+    shard: tuple[int, int] = (0, 1),
+) -> list[tuple[str, str]]:
+    """run_agent.py's order: the scenes named (in the order given) or all sorted by name, the first
+    ``limit``, without ``skip``, then every N-th from the shard's index."""
+    by_name = {scene: row for row in scenes for scene in [row[1]]}
+    if names:
+        missing = [name for name in names if name not in by_name]
+        if missing:
+            raise ArgumentError(f"--scenes: {', '.join(missing)} not in the split; the split has {len(by_name)} scenes")
+        chosen = [by_name[name] for name in names]
+    else:
+        chosen = [by_name[name] for name in sorted(by_name)]
+    if limit:
+        chosen = chosen[:limit]
+    skipped = set(skip)
+    chosen = [row for row in chosen if row[1] not in skipped]
+    index, count = shard
+    return chosen[index::count]
+
+
+def config_name(shard: tuple[int, int] | None) -> str:
+    """config.json, or BVB's config.shard-<i>-of-<N>.json for a sharded run."""
+    return "config.json" if shard is None else f"config.shard-{shard[0] + 1}-of-{shard[1]}.json"
+
+
+def release_config(
+    config: AgentConfig, settings: MiniBVBSettings, scenes: int, shard: tuple[int, int] | None, skip: Sequence[str],
+    timestamp: str,
+) -> dict[str, Any]:  # fmt: skip
+    """run_agent.py's config keys with its values (our config.json has them beside its own)."""
+    return {
+        "model": config.model,
+        "reasoning": protocol.recorded_reasoning(config.model, settings.reasoning),
+        "harness": protocol.RELEASE_HARNESS,
+        "image": None,
+        "cost_limit": config.cost_limit,
+        "model_timeout": settings.model_timeout,
+        "max_turns": settings.max_turns,
+        "scene_timeout": settings.scene_timeout,
+        "timestamp": timestamp,
+        "num_tasks": scenes,
+        "shard": None if shard is None else f"{shard[0] + 1}/{shard[1]}",
+        "skip_scenes": list(skip),
+    }
+
+
+def chat_model(config: AgentConfig, settings: MiniBVBSettings) -> Any:
+    """The LiteLLM client of a model agent (None for an API-free one)."""
+    if config.agent != "model":
+        return None
+    from .litellm_model import LiteLLMModel
+
+    base_url = config.base_url if config.base_url not in DEFAULT_BASE_URLS else None
+    return LiteLLMModel(
+        config.model,
+        reasoning=settings.reasoning,
+        base_url=base_url,
+        api_key_env=config.api_key_env if base_url else None,
+        price_in=config.price_in,
+        price_out=config.price_out,
+        timeout=settings.model_timeout,
+        num_retries=settings.num_retries,
+    )
+
+
+def api_free_chat(config: AgentConfig, video: Path, scene: str, dataset: str, videos: str | Path) -> Any:
+    """The empty-room or oracle agent of a scene, speaking mini-bvb."""
+    from .baselines import empty_room_chat, oracle_chat
+    from .driver import task_for_clip
+
+    task = task_for_clip(video, scene, dataset)
+    return empty_room_chat(task) if config.agent == "empty-room" else oracle_chat(task, videos)
+
+
+def run_scene(
+    chat: Any,
+    config: AgentConfig,
+    settings: MiniBVBSettings,
+    sandbox_config: Any,
+    run_dir: RunDir,
+    dataset: str,
+    scene: str,
+    video: Path,
+    *,
+    stop_event: threading.Event,
+    budget: Any = None,
+) -> dict:
+    """One scene in a fresh workspace (removed after); its agent_meta dict."""
+    from ..sandbox.config import SandboxConfig
+    from ..sandbox.workspace import SceneWorkspace
+
+    workdir = scratch.make(scene)
+    try:
+        workspace = SceneWorkspace(
+            workdir / "workspace",
+            video,
+            sandbox_config or SandboxConfig(),
+            cpus=settings.cpus,
+            memory_bytes=settings.memory_bytes,
+            allow_network=settings.allow_network,
+            exec_timeout=settings.exec_timeout,
+        )
+        try:
+            loop = MiniBVBLoop(
+                chat,
+                workspace,
+                SceneInput(scene, dataset, video),
+                run_dir,
+                model_name=config.model if config.agent == "model" else config.agent,
+                agent=config.agent,
+                cost_limit=config.cost_limit,
+                settings=settings,
+                frames_dir=workdir / "frames",
+                stop_event=stop_event,
+                budget=budget,
+            )
+            return loop.run()
+        finally:
+            workspace.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
