@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from chromium_support import CHROMIUM
+from tests.chromium_support import CHROMIUM
 
 
 class CDPError(RuntimeError):

@@ -88,7 +88,7 @@ def _check_ratings(answers: dict, key: dict, where: str) -> None:
         raise HumanStudyError(f"{where} holds no ratings of {VGI_INSTRUMENT}; pass the file the page saved")
     for entry in answers["ratings"]:
         code = entry.get("item") if isinstance(entry, dict) else None
-        if code not in key["items"]:
+        if not isinstance(code, str) or code not in key["items"]:
             raise HumanStudyError(f"{where} rates item {code!r}, which this pack does not hold")
         if entry.get("completeness") not in COMPLETENESS:
             raise HumanStudyError(
@@ -200,7 +200,7 @@ def score_bvb(key: dict[str, Any], answers: list[dict[str, Any]]) -> dict[str, A
     models.sort(key=lambda m: (m["mean_rank"] is None, m["mean_rank"] or 0.0))
     pairwise = {a: {b: _mean(wins[(a, b)]) for b in labels if b != a and wins.get((a, b))} for a in labels}
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (scene, label), got in sorted(cell.items()):
         rows.append(
             {"scene_id": scene, "model": label, "raters": len(got), "mean_rank": _mean(got), **metrics[label][scene]}
@@ -248,8 +248,9 @@ def score_vgi(key: dict[str, Any], answers: list[dict[str, Any]]) -> dict[str, A
     for rater in answers:
         for entry in rater["ratings"]:
             people[entry["item"]].append(entry)
-    rows, unjudged = [], []
-    agree = []
+    rows: list[dict[str, Any]] = []
+    unjudged: list[dict[str, Any]] = []
+    agree: list[bool] = []
     for code, ratings in sorted(people.items()):
         item = key["items"][code]
         rules = [{"id": rule} for rule in _rules(key, code)]
