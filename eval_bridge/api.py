@@ -121,7 +121,7 @@ class LeaderboardOptions:
 
     runs: tuple[str | Path, ...]  # run directories, or results folders holding them
     out: Path
-    reference: Path | None = None
+    reference: Path | tuple[str | Path, ...] | None = None  # one published CSV or several (both of BVB's)
     resamples: int = 2000  # bootstrap resamples of the scenes (eval_bridge.noise)
     seed: int = 0
     baseline: Path | None = None  # the run others must match to be comparable (default: the first)
@@ -136,6 +136,7 @@ class ReportOptions:
     out: Path
     videos: Path | None = None
 
+    reference: tuple[str | Path, ...] = ()  # published CSVs: a run beside its configuration's published row
 
 # ---- judges ----------------------------------------------------------------------------------
 
@@ -436,7 +437,7 @@ def write_report(options: ReportOptions) -> Path:
     """The static HTML report of scored runs; returns the path of its index."""
     from .report import build_report
 
-    return build_report(list(options.runs), options.out, options.videos)
+    return build_report(list(options.runs), options.out, options.videos, reference=options.reference)
 
 
 def _check_backend(backend: str) -> None:

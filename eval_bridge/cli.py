@@ -176,7 +176,12 @@ def _add_leaderboard(sub: SubParsers) -> None:
         action="store_true",
         help="rank runs that are not comparable with the baseline too (they stay marked comparable=false)",
     )
-    p.add_argument("--reference", help="published results CSV to rank the runs among (default: none)")
+    p.add_argument(
+        "--reference",
+        action="append",
+        help="published results CSV to rank the runs among, repeatable: BVB's results.csv and "
+        "assets/bvb-results.csv (a configuration in both counts once; default: none)",
+    )
     p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples of the scenes")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (same files and seed: same intervals)")
     p.set_defaults(func=cmd_leaderboard)
@@ -249,6 +254,12 @@ def _add_view(sub: SubParsers) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="RUN_OR_RESULTS_DIR", help="run directories or results folders")
     p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (only loopback is allowed)")
+    p.add_argument(
+        "--reference",
+        action="append",
+        help="published results CSV (repeatable: BVB's results.csv and assets/bvb-results.csv): each run that "
+        "reproduces a published configuration is shown beside its row, with the difference and its interval",
+    )
     p.add_argument("--port", type=int, default=8770, help="port to bind")
     p.add_argument("--out", help="folder for the built pages (default: a temporary folder)")
     p.add_argument("--videos", help="source videos root (default: each run's config.json)")
@@ -445,7 +456,13 @@ def cmd_leaderboard(args: argparse.Namespace, progress: api.Progress | None = No
         raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
     rows = api.write_leaderboard(
         api.LeaderboardOptions(
-            tuple(args.runs), Path(args.out), args.reference, args.bootstrap, args.seed, args.baseline, args.rank_all
+            tuple(args.runs),
+            Path(args.out),
+            tuple(args.reference or ()),
+            args.bootstrap,
+            args.seed,
+            args.baseline,
+            args.rank_all,
         )
     )
     print(format_table(rows))
@@ -462,7 +479,9 @@ def cmd_serve(args: argparse.Namespace, progress: api.Progress | None = None) ->
 
 def cmd_report(args: argparse.Namespace, progress: api.Progress | None = None) -> Path:
     """``bvb report``: the static HTML report."""
-    out = api.write_report(api.ReportOptions(tuple(args.runs), Path(args.out), args.videos))
+    out = api.write_report(
+        api.ReportOptions(tuple(args.runs), Path(args.out), args.videos, tuple(args.reference or ()))
+    )
     print(f"wrote {out or args.out}")
     return out
 
@@ -649,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
             + ([] if out_is_file else [("--out", getattr(args, "out", None))]),
             new_files=[
                 (f"--{name.replace('_', '-')}", getattr(args, name, None))
-                for name in ("split", "cache", "reference", "tasks", "config", "token_file")
+                for name in ("split", "cache", "tasks", "config", "token_file")
             ]
             + ([("--out", args.out)] if out_is_file else []),
         )
@@ -665,3 +684,5 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; rerun with --resume to continue", file=sys.stderr)
         return 130
     return _stage_exit(args, result, argv)
+            # --reference is repeatable (leaderboard, report): each path is checked.
+            + [("--reference", path) for path in getattr(args, "reference", None) or []]

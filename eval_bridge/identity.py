@@ -16,6 +16,8 @@ from typing import Any
 from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, run_blenders
 
+from . import released
+
 # (identity key, what the differs column calls it). Order: the order differs lists them in.
 FIELDS = (
     ("split", "split"),
@@ -88,7 +90,7 @@ def _one(values: Iterable[object]) -> str | None:
 def run_identity(run_dir: str | Path) -> Identity:
     """The run's identity record (KEYS -> value or None), from its config, summaries and render rows."""
     rd = RunDir(run_dir)
-    config = _summary(run_dir, rd.config)
+    config = _summary(run_dir, rd.config) or _shard_config(run_dir)
     dv = _summary(run_dir, rd.dv_summary)
     ls = _summary(run_dir, rd.ls_summary)
     renders = [row for row in rd.render_rows() if isinstance(row, dict) and row.get("status") == "ok"]
@@ -99,11 +101,11 @@ def run_identity(run_dir: str | Path) -> Identity:
     vsi, counts = _object(dv.get("vsi_bench")), _object(dv.get("counts"))
     record = {
         "split": _hash(dv.get("split_sha256")) or _hash(ls.get("split_sha256")),
-        "questions": counts.get("questions"),
+        "questions": counts.get("questions", dv.get("num_qa")),
         "judge": dv.get("judge_model"),
         "protocol": dv.get("protocol"),
         "votes": dv.get("votes"),
-        "judge_frames": dv.get("frames"),
+        "judge_frames": dv.get("frames", dv.get("n_frames")),
         "vsi_prompt": vsi.get("number_post_prompt"),
         "render_preset": _one(row.get("preset") for row in renders),
         "render_resolution": _one(row.get("resolution") for row in renders),
@@ -112,9 +114,46 @@ def run_identity(run_dir: str | Path) -> Identity:
         "checkpoint": _hash(ls.get("checkpoint_sha256")),
         "encoder_frames": ls.get("num_frames"),
         "blender": "; ".join(blenders["made"] + [f"rendered {v}" for v in blenders["rendered"]]) or None,
-        "harness": config.get("harness_version"),
+        "harness": harness(config),
     }
     return {key: _scalar(value) for key, value in record.items()}
+
+
+def _shard_config(run_dir: str | Path) -> dict[str, Any]:
+    """The release's shard configs as one (released.run_config), {} when they disagree or there are none."""
+    try:
+        return released.run_config(run_dir)
+    except released.ReleasedRunError:
+        return {}
+
+
+def harness(config: dict[str, Any]) -> str | None:
+    """The identity's harness: the agent protocol and the code that ran it ("native 0.4.0", "mini-BVB release")."""
+    label = released.harness_label(config)
+    made = "release" if released.made_by_release(config) else config.get("harness_version")
+    return " ".join(str(part) for part in (label, made) if part) or None
+
+
+def ls_rule(summary: Mapping[str, Any]) -> str | None:
+    """How an LS summary's means treat failures: its ``mean_rule``; a file without one that counts errors (the
+    release's) averaged scored scenes only, which matters only when a scene failed; else None (failures as 0)."""
+    if summary.get("mean_rule"):
+        return str(summary["mean_rule"])
+    errors = summary.get("num_error")
+    if isinstance(errors, int) and not isinstance(errors, bool) and errors:
+        return "scored_only"
+    return None
+
+
+def ranking_group(config: Mapping[str, Any], protocol: object, ls_rule: str | None = None) -> str:
+    """The leaderboard group a run is ranked in: its agent protocol and its scoring protocol.
+
+    Runs of different groups never share a ranking (a Mini-BVB run beside a native one, Dual VQA as
+    released beside our stricter rules, LS over scored scenes only beside LS with failures as 0);
+    within a group, ``differences`` marks what else differs.
+    """
+    group = f"{released.harness_label(dict(config)) or '?'} · {protocol or '?'}"
+    return f"{group} · LS {ls_rule}" if ls_rule == "scored_only" else group
 
 
 def differences(identity: Mapping[str, object], baseline: Mapping[str, object]) -> list[str]:

@@ -35,6 +35,7 @@ from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, find_runs, read_jsonl
 from bvb_addon.trajectory import read_trajectory
 
+from . import released
 from .html_page import Markup, Script, csp, fragment, join, render
 from .loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 from .report import ReportMemo
@@ -142,13 +143,19 @@ def run_progress(run_dir: str | Path, now: float | None = None) -> dict[str, Any
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
     now = time.time() if now is None else now
-    config = _read(rd.config) or {}
-    session = (config.get("sessions") or [{}])[-1]
+    try:
+        config = released.run_config(run_dir)  # config.json, or the release's shard configs
+    except released.ReleasedRunError:
+        config = {}
+    sessions = config.get("sessions")
+    session = sessions[-1] if isinstance(sessions, list) and sessions and isinstance(sessions[-1], dict) else {}
     metas = {}
     for path in rd.meta_files():
         meta = _read(path)
         if meta is not None:
-            metas[path.stem] = (meta, path.stat().st_mtime)
+            # Ours or the release's keys (its status mapped from done, blend_file and error).
+            end = released.scene_end(meta, path.stem)
+            metas[path.stem] = ({"status": end.status, "cost": end.cost}, path.stat().st_mtime)
     running = []
     for scene, path in rd.trajectory_files():
         meta = metas.get(scene)
@@ -165,8 +172,11 @@ def run_progress(run_dir: str | Path, now: float | None = None) -> dict[str, Any
     busy = {r["scene"] for r in running}
     done = sorted(s for s, (m, _) in metas.items() if m.get("status") in FINISHED_OK and s not in busy)
     failed = sorted(s for s, (m, _) in metas.items() if m.get("status") not in FINISHED_OK and s not in busy)
-    total = max(int(session.get("scenes") or 0), len(set(metas) | busy))
-    per_scene = (config.get("limits") or {}).get("cost_limit")
+    planned = session.get("scenes") or config.get("num_tasks")
+    total = max(planned if isinstance(planned, int) else 0, len(set(metas) | busy))
+    limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
+    per_scene = limits.get("cost_limit", config.get("cost_limit"))
+    per_scene = per_scene if isinstance(per_scene, int | float) and not isinstance(per_scene, bool) else None
     started = _parse_time(session.get("started"))
     finished_now = [s for s, (_, mtime) in metas.items() if started is None or mtime >= started]
     remaining = max(0, total - len(done) - len(failed))
@@ -174,6 +184,11 @@ def run_progress(run_dir: str | Path, now: float | None = None) -> dict[str, Any
     if started is not None and finished_now and remaining:
         eta = (now - started) / len(finished_now) * remaining
     render = rd.render_rows()
+    # The release's render stage leaves no status rows: camera_renders/<scene>.error.json is its failure.
+    failed_renders = released.render_errors(run_dir) if not render else {}
+    ok_renders = sum(1 for r in render if r.get("status") == "ok") + (
+        len([p for p in rd.renders.glob("*.mp4")]) if not render else 0
+    )
     return {
         "run": run_dir.name,
         "scenes": total,
@@ -183,8 +198,8 @@ def run_progress(run_dir: str | Path, now: float | None = None) -> dict[str, Any
         "cost": cost,
         "cost_limit": per_scene * total if per_scene is not None else None,
         "eta_s": eta,
-        "rendered": sum(1 for r in render if r.get("status") == "ok"),
-        "render_failed": sum(1 for r in render if r.get("status") != "ok"),
+        "rendered": ok_renders,
+        "render_failed": sum(1 for r in render if r.get("status") != "ok") + len(failed_renders),
         "dv_questions": len(read_jsonl(rd.dv_rows)),
         "ls_scenes": len(read_jsonl(rd.ls_rows)),
         "overall": rd.overall.is_file(),

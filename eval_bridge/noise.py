@@ -71,15 +71,19 @@ def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
     source_correct / retained; rows where the judge failed stay out of the pool.
     """
     from .protocol import pooled
+    from .released import row_scene
 
     rd = RunDir(run_dir)
     dv: dict[str, tuple] = {}
     ls: dict[str, float] = {}
+    # Rows name their scene as ours do (scene) or as the release's do (scene_name, LS's id): released.row_scene.
     for row in pooled(read_dv_rows(rd.dv_rows)):
-        kept, seen = dv.get(row["scene"], (0, 0))
-        dv[row["scene"]] = (kept + bool(row.get("retained")), seen + bool(row.get("source_correct")))
+        scene = row_scene(row)
+        kept, seen = dv.get(scene, (0, 0))
+        source = row.get("source_correct", row.get("original_correct"))
+        dv[scene] = (kept + bool(row.get("retained")), seen + bool(source))
     for row in read_ls_rows(rd.ls_rows):
-        ls[row["scene"]] = float(row.get("vision_sim") or 0.0) if row.get("status", "ok") == "ok" else 0.0
+        ls[row_scene(row)] = float(row.get("vision_sim") or 0.0) if row.get("status", "ok") == "ok" else 0.0
     return dv, ls
 
 

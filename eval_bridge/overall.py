@@ -4,13 +4,15 @@ import csv
 import datetime
 import io
 import logging
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from bvb_addon import versions
 from bvb_addon.atomic import write_text_atomic
-from bvb_addon.errors import BVBError
+from bvb_addon.errors import BadFileError, BVBError
 from bvb_addon.money import money
 from bvb_addon.records import (
     DVSummary,
@@ -22,9 +24,9 @@ from bvb_addon.records import (
     read_overall,
     write_overall,
 )
-from bvb_addon.run_dir import RunDir, require_run, run_blenders, runs_in
+from bvb_addon.run_dir import RunDir, read_object, require_run, run_blenders, runs_in
 
-from . import identity, noise
+from . import identity, noise, released
 from .protocol import overall_score, retention
 
 log = logging.getLogger(__name__)
@@ -59,11 +61,13 @@ PUBLISHED_COLUMNS = (
 # run: the run folder (unique; two runs of one model share a name). vsiSource / vsiRender:
 # VSI-Bench's official overall (0-100) of the judge on the sources and the renders, for runs scored
 # with --protocol vsi_official. blender: the Blender the run was made and rendered with.
-# comparable: whether the run is comparable with the baseline run (the first, or --baseline) and used
+# comparable: whether the run is comparable with its group's baseline run (the first, or --baseline) and used
 # the protocol's Blender (docs/protocol.md section 10); differs: in what its identity differs (eval_bridge.identity).
+# group: the agent protocol and scoring protocol it is ranked in (ranks restart in each group: runs of two
+# groups are never ranked together); published: the published CSV a row comes from (blank for a run).
 OWN_COLUMNS = (
     "run", "scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable",
-    "differs",
+    "differs", "group", "published",
 )  # fmt: skip
 # The bootstrap intervals come right after BVB's columns (eval_bridge.noise).
 COLUMNS = PUBLISHED_COLUMNS + noise.CI_COLUMNS + OWN_COLUMNS + noise.NOISE_COLUMNS
@@ -122,8 +126,8 @@ def overall_record(run_dir: str | Path) -> OverallRecord:
         overall=overall_score(dv_pct, ls_pct) if dv_pct is not None and ls_pct is not None else None,
         dual_vqa=dv_pct,
         latent_sim=ls_pct,
-        layout=_percent(ls.layout) if ls is not None else None,
-        motion=_percent(ls.motion) if ls is not None else None,
+        layout=_percent(_ls_part(ls, "layout")) if ls is not None else None,
+        motion=_percent(_ls_part(ls, "motion")) if ls is not None else None,
         missing=missing,
         protocol=dv.protocol if dv is not None else None,
         judge_model=dv.judge_model if dv is not None else None,
@@ -136,6 +140,20 @@ def overall_record(run_dir: str | Path) -> OverallRecord:
     return record
 
 
+def _ls_part(ls: LSSummary, part: str) -> float | None:
+    """The LS summary's layout or motion mean, in the release's names (``layout_sim``) or our first format's."""
+    data = ls.as_dict()
+    value = data.get(f"{part}_sim")
+    value = data.get(part) if value is None else value
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# The release's runs name no provider (litellm model names): the family names the vendor, as its table does.
+MODEL_VENDORS = (("gpt-", "OpenAI"), ("o3", "OpenAI"), ("claude", "Anthropic"), ("gemini", "Google"),
+                 ("grok", "xAI"), ("qwen", "Alibaba"), ("glm", "Zhipu AI"), ("kimi", "Moonshot AI"),
+                 ("minimax", "MiniMax"), ("seed", "ByteDance"))  # fmt: skip
+
+
 def _vendor(config):
     model = str(config.get("model") or "")
     if config.get("vendor"):
@@ -143,7 +161,31 @@ def _vendor(config):
     if "/" in model:
         return model.split("/", 1)[0]
     host = urlparse(str(config.get("base_url") or "")).hostname or ""
-    return next((name for key, name in VENDORS.items() if key in host), "")
+    found = next((name for key, name in VENDORS.items() if key in host), "")
+    if found or host:
+        return found
+    return next((name for prefix, name in MODEL_VENDORS if model.lower().startswith(prefix)), "")
+
+
+def scene_end(path: Path) -> released.SceneEnd:
+    """A scene's end from agent_meta/<scene>.json: ours through its record (a bad one is an error naming it),
+    the release's (its own keys) through eval_bridge.released."""
+    data = read_object(path)
+    if released.is_release_meta(data):
+        return released.scene_end(data, path.stem)
+    meta = read_agent_meta(path)
+    return released.SceneEnd(
+        meta.scene, meta.status, meta.stop_reason, meta.reason, meta.cost, meta.runtime, meta.turns
+    )
+
+
+def _intervals(run_dir: Path, resamples: int, seed: int) -> dict[str, Any]:
+    """The run's bootstrap intervals; none (blank cells, with a warning) when its rows cannot be read as ours."""
+    try:
+        return noise.run_noise(run_dir, resamples, seed)
+    except BadFileError as exc:
+        log.warning("%s: no confidence intervals (%s)", run_dir, exc)
+        return dict.fromkeys(noise.CI_COLUMNS)
 
 
 def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = noise.SEED) -> dict[str, Any]:
@@ -152,19 +194,22 @@ def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = n
     if not run_dir.is_dir():
         raise OverallError(f"run directory {run_dir} does not exist; pass scored run folders")
     rd = RunDir(run_dir)
-    config = rd.read_config()
+    # config.json (checked), else the release's shard configs (config.shard-<i>-of-<N>.json) read as one.
+    config = rd.read_config() if rd.config.is_file() else released.run_config(run_dir)
     dv_summary, ls_summary = summaries(run_dir)
     dv = dv_summary or DVSummary()
     ls = ls_summary or LSSummary()
     overall = read_overall(rd.overall) if rd.overall.is_file() else overall_record(run_dir)
     agent = config.get("agent")
     name = config.get("name") or (config.get("model") if agent in (None, "model") else agent) or run_dir.name
-    metas = [read_agent_meta(p) for p in rd.meta_files()]
+    ends = [scene_end(p) for p in rd.meta_files()]
+    costs = [e.cost for e in ends if e.cost is not None]
+    runtimes = [e.runtime for e in ends if e.runtime is not None]
     row = {
         "name": name,
         "run": str(run_dir),
         "effort": config.get("reasoning") or config.get("effort") or "",
-        "harness": f"bvb-blender {config.get('harness_version', '')}".strip(),
+        "harness": released.harness_label(config),
         "vendor": _vendor(config) if agent in (None, "model") else "",
         "openWeight": "" if config.get("open_weight") is None else str(bool(config["open_weight"])).lower(),
         "overall": overall.overall,
@@ -172,21 +217,25 @@ def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = n
         "latentSim": overall.latent_sim,
         "layout": overall.layout,
         "motion": overall.motion,
-        "costUsd": sum(m.cost for m in metas) if metas else None,
-        "runtimeMin": sum(m.runtime for m in metas) / 60 if metas else None,
+        "costUsd": sum(costs) if costs else None,
+        "runtimeMin": sum(runtimes) / 60 if runtimes else None,
     }
     by_type = dv.by_question_type
     for column in QUESTION_COLUMNS:
         # The three object_rel_direction levels are pooled into one column, like BVB's table.
-        entries = [v for k, v in by_type.items() if k == column or k.startswith(column + "_")]
-        source = sum(e.get("source_correct", 0) for e in entries)
-        both = sum(e.get("both_correct", 0) for e in entries)
-        row[column] = _percent(retention(both, source))
-    failures = ls.counts.get("failed")
+        counts = [released.type_counts(v) for k, v in by_type.items() if k == column or k.startswith(column + "_")]
+        row[column] = _percent(retention(sum(c[1] for c in counts), sum(c[0] for c in counts)))
+    # Our first format counted in ``counts``; the release's names are num_scenes and num_error.
+    ls_data, dv_data = ls.as_dict(), dv.as_dict()
+    ls_counts, dv_counts = ls_data.get("counts") or {}, dv_data.get("counts") or {}
+    failures = ls_counts.get("failed", ls_data.get("num_error"))
     if failures is None:
-        failures = dv.counts.get("scenes_failed")
+        failures = dv_counts.get("scenes_failed")
     row.update(
-        scenes=dv.counts.get("scenes") or ls.counts.get("scenes"),
+        scenes=dv_counts.get("scenes")
+        or ls_counts.get("scenes")
+        or ls_data.get("num_scenes")
+        or dv_data.get("num_scenes"),
         failures=failures,
         judge=dv.judge_model,
         encoder=ls.model,
@@ -195,7 +244,9 @@ def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = n
     vsi = dv.vsi_bench or {}
     row["vsiSource"] = (vsi.get("source") or {}).get("overall")
     row["vsiRender"] = (vsi.get("render") or {}).get("overall")
-    row.update(noise.run_noise(run_dir, resamples, seed))
+    rule = identity.ls_rule(ls_summary.as_dict()) if ls_summary is not None else None
+    row["group"] = identity.ranking_group(config, dv.protocol or None, rule)
+    row.update(_intervals(run_dir, resamples, seed))
     blenders = run_blenders(run_dir)
     comparable, note = versions.comparability(blenders)
     made, rendered = "; ".join(blenders["made"]), "; ".join(blenders["rendered"])
@@ -228,10 +279,17 @@ def _number(value):
 
 
 NUMBER_COLUMNS = ("overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "runtimeMin", *QUESTION_COLUMNS)
+PUBLISHED_PROTOCOL = "dual_vqa_v1"
+"""The scoring protocol of BVB's published table (Dual VQA as its release computes it)."""
 
 
 def read_reference(path: str | Path) -> list[dict]:
-    """Rows of a published results CSV; every row must have a name and an overall."""
+    """Rows of a published results CSV; every row must have a name and an overall.
+
+    BVB publishes two: results.csv (51 configurations, with a ``harness`` column) and assets/bvb-results.csv
+    (47, the paper's, without one: every row of it was made with the Mini-BVB harness). A row's harness
+    is its cell, else ``mini-BVB``; its protocol is the release's Dual VQA.
+    """
     path = Path(path)
     if not path.is_file():
         raise OverallError(f"reference CSV {path} does not exist; pass BVB's published results CSV")
@@ -257,8 +315,47 @@ def read_reference(path: str | Path) -> list[dict]:
                             f"reference CSV {path} line {line}: {key} {row[key]!r} is not a number; "
                             "leave the cell blank or write a number"
                         ) from None
+            row["harness"] = (row.get("harness") or "").strip() or released.MINI_BVB
+            row["protocol"] = row.get("protocol") or PUBLISHED_PROTOCOL
+            row["group"] = identity.ranking_group({"harness": row["harness"]}, row["protocol"])
+            row["published"] = path.name
             row["source"] = "reference"
             rows.append(row)
+    return rows
+
+
+def _config_key(row: dict) -> tuple[str, str, str]:
+    """A configuration as the published tables name it: (name folded to letters and digits, effort, harness).
+
+    "GPT-5.4 Mini" and the litellm name "gpt-5.4-mini" fold alike; a run whose model is named otherwise
+    matches its published row through config.json's ``name`` (the published name) and ``reasoning``.
+    """
+    name = str(row.get("name") or "").rsplit("/", 1)[-1]
+    effort = str(row.get("effort") or "").strip().lower() or "none"
+    return re.sub(r"[^a-z0-9]", "", name.lower()), effort, str(row.get("harness") or "")
+
+
+def read_references(paths: Iterable[str | Path]) -> list[dict]:
+    """The rows of one or more published CSVs, a configuration once: both of BVB's tables hold the paper's 47.
+
+    A configuration in a later file is dropped when its numbers equal the first file's row (noted in its
+    ``published`` cell); when they differ both rows stay, with a warning naming the files.
+    """
+    rows: list[dict] = []
+    seen: dict[tuple[str, str, str], dict] = {}
+    for path in paths:
+        for row in read_reference(path):
+            key = _config_key(row)
+            first = seen.get(key)
+            if first is None:
+                seen[key] = row
+                rows.append(row)
+            elif all(first.get(c) == row.get(c) for c in NUMBER_COLUMNS):
+                first["published"] = f"{first['published']}; {row['published']}"
+            else:
+                log.warning("%s (%s) differs between %s and %s; both rows kept", row["name"], row.get("effort"),
+                            first["published"], row["published"])  # fmt: skip
+                rows.append(row)
     return rows
 
 
@@ -279,16 +376,42 @@ def _rank_key(row):
     return key
 
 
-def leaderboard(
-    run_dirs: list[str | Path], out: str | Path, reference: str | Path | None = None, resamples: int = noise.RESAMPLES,
-    seed: int = noise.SEED, baseline: str | Path | None = None, rank_all: bool = False,
-) -> list[dict]:  # fmt: skip
-    """Rank runs (and published rows) by Overall; write the CSV atomically; return the rows.
+def rank_groups(rows: list[dict], rank_all: bool = False) -> list[dict]:
+    """Rank rows within their group (agent protocol and scoring protocol), groups in order of first appearance.
 
-    Runs named NAME.trial1 ... NAME.trialK also get one row NAME aggregating their trials. A run
-    whose identity differs from the baseline run's (``baseline``, else the first) is marked
-    comparable=false with what differs, and is not ranked unless ``rank_all`` asks for one ranking
-    across groups: its rank is blank and it follows the ranked rows.
+    Ranks restart in each group: runs of two groups are never ranked together, whatever ``rank_all``
+    says. Within a group, rows marked comparable=false follow the ranked rows with a blank rank
+    unless ``rank_all``.
+    """
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(str(row.get("group") or "?"), []).append(row)
+    ordered = []
+    for members in groups.values():
+        members.sort(key=_rank_key)
+        ranked = [r for r in members if rank_all or r.get("comparable") != "false"]
+        apart = [r for r in members if not (rank_all or r.get("comparable") != "false")]
+        for rank, row in enumerate(ranked, 1):
+            row["rank"] = rank
+        for row in apart:
+            row["rank"] = None
+        noise.overlaps(ranked)
+        ordered += ranked + apart
+    return ordered
+
+
+def leaderboard(
+    run_dirs: list[str | Path], out: str | Path, reference: str | Path | Iterable[str | Path] | None = None,
+    resamples: int = noise.RESAMPLES, seed: int = noise.SEED, baseline: str | Path | None = None,
+    rank_all: bool = False,
+) -> list[dict]:  # fmt: skip
+    """Rank runs (and published rows) by Overall within their group; write the CSV atomically; return the rows.
+
+    Runs named NAME.trial1 ... NAME.trialK also get one row NAME aggregating their trials. Each group
+    (``rank_groups``) has a baseline run: ``baseline`` when it is in the group, else the group's first;
+    a run whose identity differs from it is marked comparable=false with what differs, and is not
+    ranked unless ``rank_all`` asks for one ranking across the group: its rank is blank and it follows
+    the ranked rows. ``reference``: one published CSV or several (``read_references``).
     """
     # A results folder stands for the runs in it (the demo's runs/ included); one with none is refused.
     runs: list[Path] = runs_in(run_dirs)
@@ -298,26 +421,21 @@ def leaderboard(
         trial = noise.trial_row(name, [by_dir[str(t)] for t in trials], trials, resamples, seed)
         trial["run"] = str(trials[0]).rsplit(".trial", 1)[0]
         rows.append(trial)
+    base_row = None
     if baseline is not None:
         base = runs_in([baseline])
         if len(base) != 1:
             raise OverallError(f"--baseline {baseline} holds {len(base)} runs; name one run directory")
-        base_identity = identity.run_identity(base[0])
-    else:
-        base_identity = rows[0]["identity"] if rows else {}
-    mark_comparability(rows, base_identity)
+        base_row = by_dir.get(str(base[0])) or run_row(base[0], resamples, seed)
+    for group in dict.fromkeys(str(r.get("group")) for r in rows):
+        members = [r for r in rows if str(r.get("group")) == group]
+        anchor = base_row if base_row is not None and base_row.get("group") == group else members[0]
+        mark_comparability(members, anchor["identity"])
     if reference:
-        rows += read_reference(reference)
+        paths = [reference] if isinstance(reference, str | Path) else list(reference)
+        rows += read_references(paths)
     # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
-    rows.sort(key=_rank_key)
-    ranked = [r for r in rows if rank_all or r.get("comparable") != "false"]
-    apart = [r for r in rows if not (rank_all or r.get("comparable") != "false")]
-    for rank, row in enumerate(ranked, 1):
-        row["rank"] = rank
-    for row in apart:
-        row["rank"] = None
-    rows = ranked + apart
-    noise.overlaps(ranked)
+    rows = rank_groups(rows, rank_all)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -327,10 +445,64 @@ def leaderboard(
     return rows
 
 
+COMPARED = ("overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "runtimeMin")
+"""What a reproduced run is compared on with its published row (the first three have intervals)."""
+
+
+def published_match(row: dict, published: list[dict]) -> dict | None:
+    """The published row of a run's configuration (same folded name, effort and harness), or None.
+
+    A run scored by another protocol than the published one still matches: the comparison names both
+    groups, so a difference the scoring explains is not read as the agent's."""
+    if row.get("source") == "reference":
+        return None
+    key = _config_key(row)
+    return next((p for p in published if _config_key(p) == key), None)
+
+
+def versus_published(row: dict, published: dict) -> list[dict]:
+    """Per metric: the published value, the reproduced one, their difference and its 95% interval.
+
+    The published table has no interval; the difference's is the reproduced run's bootstrap interval
+    less the published value (the published number taken as exact).
+    """
+    lines = []
+    for key in COMPARED:
+        mine, theirs = row.get(key), published.get(key)
+        if not isinstance(mine, int | float) or not isinstance(theirs, int | float):
+            continue
+        low, high = row.get(f"{key}_ci_low"), row.get(f"{key}_ci_high")
+        lines.append({
+            "metric": key, "published": float(theirs), "reproduced": float(mine), "difference": mine - theirs,
+            "difference_ci": (low - theirs, high - theirs) if low is not None and high is not None else None,
+        })  # fmt: skip
+    return lines
+
+
+def format_versus(rows: list[dict]) -> str:
+    """Lines for the terminal: each run that reproduces a published configuration, against that row."""
+    published = [r for r in rows if r.get("source") == "reference"]
+    lines = []
+    for row in rows:
+        match = published_match(row, published)
+        if match is None:
+            continue
+        scored = f"; scored {row.get('group')}, published {match.get('group')}" if row.get("group") != match.get(
+            "group") else ""  # fmt: skip
+        lines.append(f"{row['name']} ({row.get('effort') or 'none'}, {row['run']}) against published {match['name']} "
+                     f"({match.get('effort')}, {match['published']}{scored}):")  # fmt: skip
+        for item in versus_published(row, match):
+            ci = item["difference_ci"]
+            interval = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""
+            lines.append(f"  {item['metric']:<10} published {item['published']:.2f}  reproduced "
+                         f"{item['reproduced']:.2f}  difference {item['difference']:+.2f}{interval}")  # fmt: skip
+    return "\n".join(lines)
+
+
 def format_table(rows: list[dict]) -> str:
     """A plain-text table of the main columns, for the terminal."""
-    columns = ("rank", "name", "run", "effort", "overall", "dualVqa", "latentSim", "layout", "motion", "costUsd",
-               "judge", "differs")  # fmt: skip
+    columns = ("rank", "name", "run", "effort", "harness", "overall", "dualVqa", "latentSim", "layout", "motion",
+               "costUsd", "judge", "group", "differs")  # fmt: skip
 
     def show(column, value):
         if isinstance(value, float):
@@ -345,7 +517,8 @@ def format_table(rows: list[dict]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
     lines += [f"* {r.get('name')}: {r['comparability_note']}" for r in rows if r.get("comparability_note")]
-    return "\n".join(lines)
+    versus = format_versus(rows)
+    return "\n".join([*lines, versus] if versus else lines)
 
 
 __all__ = ["COLUMNS", "compute_overall", "format_table", "leaderboard", "overall_score"]

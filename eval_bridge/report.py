@@ -25,8 +25,9 @@ from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, read_jsonl, run_blenders, runs_in, videos_of
 from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 
+from . import released
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
-from .identity import describe, differences, run_identity
+from .identity import describe, differences, ls_rule, ranking_group, run_identity
 from .protocol import overall_score
 from .report_images import ImageStore
 from .report_manifest import Manifest, data_key, stat_key, write_output
@@ -72,7 +73,11 @@ class RunView:
     ci: dict = field(default_factory=dict)  # eval_bridge.noise: the bootstrap intervals and vote spread
     vsi_bench: dict = field(default_factory=dict)  # VSI-Bench's official aggregate, under vsi_official
     comparability_note: str = ""  # set when another Blender than the protocol's made or rendered it
-    differs: str = ""  # where its identity differs from the first run's (eval_bridge.identity): not ranked with it
+    differs: str = ""  # where its identity differs from its group's first run's (eval_bridge.identity): not ranked
+    effort: str = ""  # the reasoning effort config.json records
+    harness: str = ""  # the agent protocol (eval_bridge.released.harness_label): mini-BVB, native
+    group: str = ""  # agent protocol and scoring protocol: ranks restart per group (identity.ranking_group)
+    published: list = field(default_factory=list)  # overall.versus_published lines against its published row
 
 
 def inside(root: str | Path, path: str | Path) -> bool:
@@ -133,10 +138,17 @@ def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunV
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
     config = _read_json(rd.config, run_dir) or {}
+    if not rd.config.is_file():
+        try:
+            config = released.run_config(run_dir)  # the release's config.shard-<i>-of-<N>.json
+        except released.ReleasedRunError as exc:
+            log.warning("%s", exc)
     name = config.get("name") or config.get("model") or run_dir.name
     if config.get("reasoning") and config.get("reasoning") != "none" and "name" not in config:
         name = f"{name} ({config['reasoning']})"
     view = RunView(name=str(name), path=run_dir)
+    view.effort = str(config.get("reasoning") or config.get("effort") or "")
+    view.harness = released.harness_label(config)
     videos_root = videos_root or videos_of(config)
 
     dv_summary = _read_json(rd.dv_summary, run_dir) or {}
@@ -170,6 +182,7 @@ def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunV
         view.comparability_note = "the Blender versions it records are not readable"
     view.judge = str(dv_summary.get("judge_model") or dv_summary.get("judge") or "")
     view.protocol = str(dv_summary.get("protocol") or "")
+    view.group = ranking_group(config, view.protocol or None, ls_rule(ls_summary))
     vsi_bench = dv_summary.get("vsi_bench")
     view.vsi_bench = vsi_bench if isinstance(vsi_bench, dict) else {}
     by_type = dv_summary.get("by_question_type")
@@ -180,40 +193,38 @@ def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunV
 
     rows = {}
     for meta_path in rd.meta_files():
-        meta = _read_json(meta_path, run_dir) or {}
-        scene = str(meta.get("scene") or meta_path.stem)
-        rows[scene] = SceneRow(
-            scene=scene,
-            status=str(meta.get("status", "unknown")),
-            stop_reason=str(meta.get("stop_reason") or ""),
-            cost=meta.get("cost"),
-            turns=meta.get("turns"),
+        # Ours or the release's keys (eval_bridge.released maps its done / blend_file / error to a status).
+        end = released.scene_end(_read_json(meta_path, run_dir) or {}, meta_path.stem)
+        rows[end.scene] = SceneRow(
+            scene=end.scene, status=end.status, stop_reason=end.stop_reason, cost=end.cost, turns=end.turns
         )
     # A scene still running has a trajectory but no agent_meta yet (bvb view shows it live).
     for scene, _ in rd.trajectory_files():
         rows.setdefault(scene, SceneRow(scene=scene, status="running"))
     datasets = []
     for row in _rows(run_dir, rd.dv_rows):
-        scene = row.get("scene") or row.get("scene_name")
+        scene = released.row_scene(row)  # ours: scene; the release's: scene_name
         if not scene:
             continue
-        scene = str(scene)
         entry = rows.setdefault(scene, SceneRow(scene=scene))
         if isinstance(row.get("dataset"), str) and row["dataset"] not in datasets:
             datasets.append(row["dataset"])
-        if row.get("source_correct"):
+        if row.get("source_correct", row.get("original_correct")):
             entry.dv_correct_source += 1
             entry.dv_retained += 1 if row.get("retained") else 0
     for row in _rows(run_dir, rd.ls_rows):
-        scene = row.get("scene") or row.get("scene_name")
+        scene = released.row_scene(row)  # the release's LS rows name it id
         if scene:
-            scene = str(scene)
             rows.setdefault(scene, SceneRow(scene=scene)).vision_sim = row.get("vision_sim")
     for row in _rows(run_dir, rd.render_status):
         scene = row.get("scene")
         if scene:
             scene = str(scene)
             rows.setdefault(scene, SceneRow(scene=scene)).render_status = str(row.get("status", ""))
+    # The release's render stage leaves camera_renders/<scene>.error.json, not status rows.
+    for scene in released.render_errors(run_dir):
+        entry = rows.setdefault(scene, SceneRow(scene=scene))
+        entry.render_status = entry.render_status or "render_error"
 
     for scene, entry in sorted(rows.items()):
         # A run's own files only: a link out of the run folder is neither read nor copied.
@@ -506,25 +517,42 @@ def _trial_views(runs):
         row.dv, row.ls, row.overall = mean_of([v.dv for v in views]), mean_of([v.ls for v in views]), mean_of(overall)
         row.cost = sum(v.cost for v in views) / len(views)
         row.scenes = views[0].scenes
+        row.group, row.harness, row.effort = views[0].group, views[0].harness, views[0].effort
         row.ci = intervals(paths)
         rows.append(row)
     return rows
 
 
+def _by_group(views):
+    """Views in rank order within their group (groups in order of first appearance), each with its rank or None:
+    ranks restart per group; a view that differs from its group's first run follows its group, unranked."""
+    groups: dict[str, list] = {}
+    for view in views:
+        groups.setdefault(view.group, []).append(view)
+    ordered = []
+    for members in groups.values():
+        members = sorted(members, key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
+        ranked = [v for v in members if not v.differs]
+        ordered += [(rank, v) for rank, v in enumerate(ranked, 1)] + [(None, v) for v in members if v.differs]
+    return ordered
+
+
 def _leaderboard_table(runs):
     # Overall when every run has it; DV alone otherwise (a run without LS has no Overall).
-    ranked = sorted(runs + _trial_views(runs), key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
-    any_differs = any(v.differs for v in ranked)
+    ordered = _by_group(runs + _trial_views(runs))
+    any_differs = any(v.differs for _, v in ordered)
+    many_groups = len({v.group for _, v in ordered}) > 1
     head = Markup(
-        "<tr><th>rank</th><th>run</th>" + ("<th>differs from the first run</th>" if any_differs else "") +
+        "<tr><th>rank</th><th>run</th>" + ("<th>group</th>" if many_groups else "") +
+        ("<th>differs from its group's first run</th>" if any_differs else "") +
         "<th>Overall [95% CI]</th><th>DV [95% CI]</th><th>LS [95% CI]</th>"
         "<th>cost $</th><th>scenes</th><th>failures</th><th>judge votes: DV spread</th></tr>"
     )  # fmt: skip
-    # Runs that differ from the first run in what makes numbers comparable follow, unranked.
-    ranked = [v for v in ranked if not v.differs] + [v for v in ranked if v.differs]
     body = []
     above = None
-    for rank, view in enumerate(ranked, 1):
+    for rank, view in ordered:
+        if rank == 1:
+            above = None  # a new group: its first row overlaps nothing above it
         failures = sum(1 for s in view.scenes if s.status not in ("submitted", "ok", "done"))
         key = "overall" if view.overall is not None else "dualVqa"
         interval = (view.ci.get(f"{key}_ci_low"), view.ci.get(f"{key}_ci_high"))
@@ -537,9 +565,10 @@ def _leaderboard_table(runs):
         spread = f"{votes}: {_fmt(view.ci.get('dualVqa_vote_spread'))}" if votes else "–"
         body.append(
             fragment(
-                "<tr><td>{}{}</td><td>{}{}{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                "<tr><td>{}{}</td><td>{}{}{}</td>{}{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                 "<td>{}</td></tr>",
-                "–" if view.differs else rank, mark, view.name, _folder(view), _not_comparable_mark(view),
+                "–" if rank is None else rank, mark, view.name, _folder(view), _not_comparable_mark(view),
+                fragment("<td class='group'>{}</td>", view.group) if many_groups else "",
                 fragment("<td class='not-comparable'>{}</td>", view.differs) if any_differs else "",
                 _with_ci(view.overall, view.ci, "overall"),
                 _with_ci(view.dv, view.ci, "dualVqa"), _with_ci(view.ls, view.ci, "latentSim"), _fmt(view.cost, 3),
@@ -548,10 +577,54 @@ def _leaderboard_table(runs):
         )  # fmt: skip
     notes = join(
         fragment("<p class='not-comparable'>* {}: {}</p>", v.name, v.comparability_note)
-        for v in ranked
+        for _, v in ordered
         if v.comparability_note
     )
-    return fragment("<table id='leaderboard'>{}{}</table>{}", head, join(body), notes)
+    groups_note = (
+        Markup("<p class='note'>Ranks restart in each group (agent protocol · scoring protocol): runs of two "
+               "groups are never ranked together.</p>")
+        if many_groups else ""
+    )  # fmt: skip
+    return fragment("<table id='leaderboard'>{}{}</table>{}{}", head, join(body), groups_note, notes)
+
+
+def _versus_table(runs):
+    """Each run that reproduces a published configuration beside that row: the difference and its interval."""
+    shown = [v for v in runs if v.published]
+    if not shown:
+        return ""
+    body = []
+    for view in shown:
+        match, lines = view.published
+        scored = "" if match.get("group") == view.group else f"; scored {view.group}, published {match.get('group')}"
+        for item in lines:
+            ci = item["difference_ci"]
+            body.append(fragment(
+                "<tr><td>{}{}</td><td>{} ({}, {}{})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                view.name, _folder(view), match.get("name"), match.get("effort") or "none", match.get("published"),
+                scored, item["metric"], _fmt(item["published"], 2), _fmt(item["reproduced"], 2),
+                f"{item['difference']:+.2f}", f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "–",
+            ))  # fmt: skip
+    return fragment(
+        "<h2>Beside the published table</h2><table id='versus-published'><tr><th>run</th><th>published row</th>"
+        "<th>metric</th><th>published</th><th>reproduced</th><th>difference</th><th>95% CI of the difference</th>"
+        "</tr>{}</table><p class='note'>The published table has no interval: the difference's is the run's "
+        "bootstrap interval less the published value.</p>",
+        join(body),
+    )
+
+
+def _attach_published(runs, reference):
+    """Match each run to its configuration's published row (overall.published_match) and keep the comparison."""
+    from .overall import published_match, read_references, versus_published
+
+    published = read_references(reference)
+    for view in runs:
+        row = {"name": view.name if not view.effort else view.name.removesuffix(f" ({view.effort})"),
+               "effort": view.effort, "harness": view.harness, "group": view.group, "overall": view.overall,
+               "dualVqa": view.dv, "latentSim": view.ls, "costUsd": view.cost, **view.ci}  # fmt: skip
+        match = published_match(row, published)
+        view.published = (match, versus_published(row, match)) if match is not None else []
 
 
 def _folder(view):
@@ -563,10 +636,12 @@ def _folder(view):
 
 
 def _mark_differences(runs):
-    """Set each run's differs (and its note) against the first run's identity, as the leaderboard does."""
+    """Set each run's differs (and its note) against its group's first run's identity, as the leaderboard does."""
     identities = [run_identity(view.path) for view in runs]
+    first = {}
     for view, record in zip(runs, identities, strict=True):
-        view.differs = describe(differences(record, identities[0]))
+        first.setdefault(view.group, record)
+        view.differs = describe(differences(record, first[view.group]))
         if view.differs:
             note = f"differs from the first run in {view.differs}: not comparable, not ranked with it"
             view.comparability_note = "; ".join(n for n in (view.comparability_note, note) if n)
@@ -759,12 +834,14 @@ def build_report(
     videos_root: str | Path | None = None,
     live: tuple[Any, dict[str, Any]] | None = None,
     memo: "ReportMemo | None" = None,
+    reference: Iterable[str | Path] = (),
 ) -> Path:
     """Write out_dir/index.html (and its assets) for the given runs; return the page's path.
 
     ``live`` (from eval_bridge.live): (progress section markup, {"index": scripts, "scene": scripts}),
     the scripts being html_page.Script tuples (their hashes go into the pages' policy). ``memo``
-    (bvb view's): the runs whose fingerprint did not move keep their view and section.
+    (bvb view's): the runs whose fingerprint did not move keep their view and section. ``reference``:
+    published CSVs; a run of a published configuration is shown beside its row.
     """
     live_html, scripts = live if live else ("", {})
     out_dir = Path(out_dir)
@@ -781,6 +858,8 @@ def build_report(
     shared: set[str] = set()
     images = ImageStore(assets / SHARED / "images")
     _mark_differences(runs)
+    if reference:
+        _attach_published(runs, list(reference))
     scatter, bars, steps_plot = _cached_plots(runs, assets)
     steps_html = (
         fragment(
@@ -851,7 +930,7 @@ def build_report(
         policy=csp(page_scripts),
         style=STYLE,
         subtitle=f"{len(runs)} run(s): {', '.join(v.name for v in runs)}",
-        table=_leaderboard_table(runs),
+        table=_leaderboard_table(runs) + _versus_table(runs),
         scatter=scatter,
         bars=bars,
         steps=CI_NOTE + steps_html + vgi_link(vgi_index, out_dir),

@@ -22,7 +22,7 @@ HEADER = (
     "object_rel_direction,route_planning,obj_appearance_order,"
     "dualVqa_ci_low,dualVqa_ci_high,latentSim_ci_low,latentSim_ci_high,overall_ci_low,overall_ci_high,"
     "run,scenes,failures,judge,encoder,protocol,"
-    "vsiSource,vsiRender,blender,comparable,differs,"
+    "vsiSource,vsiRender,blender,comparable,differs,group,published,"
     "ciOverlapsAbove,trials,overall_trial_std,overall_trial_range,dualVqa_trial_std,dualVqa_trial_range,"
     "latentSim_trial_std,latentSim_trial_range,votes,dualVqa_vote_spread,dualVqa_vote_std"
 )
@@ -48,6 +48,7 @@ def _scored_run(root, name, dv, ls, model="gpt-4o", cost=0.5):
                 "reasoning": "high",
                 "base_url": "https://api.openai.com/v1",
                 "harness_version": "0.1.0",
+                "harness": "mini-BVB-harness",
             }
         )
     )
@@ -111,7 +112,7 @@ def test_leaderboard_columns_ranks_merged_direction_and_reference(tmp_path, caps
         writer.writerow(COLUMNS[:21])
         for i, (dv, ls, overall) in enumerate(PUBLISHED, 1):
             writer.writerow(
-                [i, f"published-{i}", "high", "bvb", "X", "false", overall, dv, ls, 90, 80, 1.0, 10] + [""] * 8
+                [i, f"published-{i}", "high", "mini-BVB", "X", "false", overall, dv, ls, 90, 80, 1.0, 10] + [""] * 8
             )
     out = tmp_path / "board.csv"
     assert main(["leaderboard", str(a), str(b), "--out", str(out), "--reference", str(reference)]) == 0
@@ -229,7 +230,6 @@ DIFFERENCES = {
     "split": (lambda r: _edit(r, "dual_vqa_summary.json", split_sha256="b" * 64), "split"),
     "questions": (lambda r: _edit(r, "dual_vqa_summary.json", counts={"questions": 28, "scenes": 1}), "questions"),
     "judge": (lambda r: _edit(r, "dual_vqa_summary.json", judge_model="gpt-4o-mini"), "judge"),
-    "protocol": (lambda r: _edit(r, "dual_vqa_summary.json", protocol="vsi_official"), "protocol"),
     "votes": (lambda r: _edit(r, "dual_vqa_summary.json", votes=3), "votes"),
     "judge_frames": (lambda r: _edit(r, "dual_vqa_summary.json", frames=32), "judge frames"),
     "render": (lambda r: (r / "render_status.jsonl").write_text(json.dumps(
@@ -274,6 +274,16 @@ def test_leaderboard_marks_each_kind_of_difference_and_ranks_only_comparable_run
         row = rows[str(others[kind])]
         assert (row["comparable"], row["differs"], row["rank"]) == ("false", label, ""), kind
     assert list(rows)[:2] == [str(base), str(twin)]  # the better incomparable runs do not rank above
+    # Another scoring protocol is another group: ranked on its own, never with the baseline's group.
+    vsi = _scored_run(tmp_path, "diff_protocol", 90.0, 90.0, model="empty-room")
+    _identical(vsi)
+    _edit(vsi, "dual_vqa_summary.json", protocol="vsi_official")
+    assert main(["leaderboard", *map(str, runs), str(vsi), "--out", str(out), "--rank-all"]) == 0
+    rows = {r["run"]: r for r in csv.DictReader(out.read_text().splitlines())}
+    assert (rows[str(vsi)]["group"], rows[str(vsi)]["rank"], rows[str(vsi)]["comparable"]) == (
+        "mini-BVB · vsi_official", "1", "true"
+    )  # fmt: skip
+    assert rows[str(base)]["group"] == "mini-BVB · dual_vqa_v1" and list(rows)[-1] == str(vsi)
     printed = capsys.readouterr().out
     assert "differs from the baseline run in judge" in printed
     # One ranking across the groups only when asked for, still marked.
@@ -324,12 +334,18 @@ def test_a_results_folder_stands_for_its_runs_and_a_folder_without_runs_is_refus
 def test_the_report_table_marks_a_run_that_differs_and_does_not_rank_it(tmp_path):
     base = _scored_run(tmp_path, "base", 50.0, 50.0, model="empty-room")
     other = _scored_run(tmp_path, "other", 90.0, 90.0, model="empty-room")
-    _edit(other, "dual_vqa_summary.json", protocol="vsi_official", judge_model="gpt-4o-mini")
-    assert main(["report", str(base), str(other), "--out", str(tmp_path / "report")]) == 0
+    _edit(other, "dual_vqa_summary.json", judge_model="gpt-4o-mini")
+    vsi = _scored_run(tmp_path, "vsi", 95.0, 95.0, model="empty-room")
+    _edit(vsi, "dual_vqa_summary.json", protocol="vsi_official")
+    assert main(["report", str(base), str(other), str(vsi), "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
     table = page[page.index("<table id='leaderboard'>") :].split("</table>", 1)[0]
     rows = table.split("<tr>")[2:]
     # Both runs are of "empty-room": their folders tell them apart.
     assert f"empty-room (high) <small title='{base}'>(base)</small>" in rows[0] and rows[0].startswith("<td>1")
     assert f"empty-room (high) <small title='{other}'>(other)" in rows[1] and rows[1].startswith("<td>–")
-    assert "judge, protocol" in rows[1]
+    assert "<td class='not-comparable'>judge</td>" in rows[1]
+    # Another scoring protocol: its own group, ranked 1 there, never above or among the first group's runs.
+    assert f"<small title='{vsi}'>(vsi)" in rows[2] and rows[2].startswith("<td>1")
+    assert "<td class='group'>mini-BVB · vsi_official</td>" in rows[2]
+    assert "never ranked together" in page
