@@ -1,7 +1,7 @@
 """Agreement statistics between people and a benchmark's scores: ranks with ties, Spearman, AUC, pairwise accuracy.
 
 Plain Python (no scipy: it is not a dependency of the harness); each is defined as docs/guide.md
-("Judges checked against people") states it, and the human-study tests check them on literal values.
+("judges checked against people") states it, and the human-study tests check them on literal values.
 """
 
 import math
