@@ -261,12 +261,12 @@ def vgi_world(tmp_path_factory):
             else:
                 row.update(status="ok", violations=judged[1], **instance_score(LEVEL[judged[0]], judged[1], RULES))
             rows.append(row)
-        write_vgi_rows(root / generator / "vgi.jsonl", rows)
+        write_vgi_rows(root / "scores" / generator / "vgi.jsonl", rows)  # where bvb score vgi --out puts them
     return root
 
 
 @needs_chromium
-def test_a_vgi_rating_study_filled_in_chromium_gives_the_judges_auc_and_pairwise_accuracy(vgi_world, tmp_path):
+def test_a_vgi_rating_study_filled_in_chromium_gives_the_judges_auc_and_pairwise_accuracy(vgi_world, tmp_path, capsys):
     from tests.cdp_support import Browser
 
     pack = tmp_path / "study"
@@ -300,7 +300,10 @@ def test_a_vgi_rating_study_filled_in_chromium_gives_the_judges_auc_and_pairwise
     answers = json.loads(Path(done["filePath"]).read_text())
     assert answers["instrument_id"] == "vgi-human-rate-v1" and len(answers["ratings"]) == 6
 
-    assert human(["score", str(pack), done["filePath"], "--out", str(tmp_path / "scored")]) == 0
+    scored = ["score", str(pack), done["filePath"], "--out", str(tmp_path / "scored")]
+    assert human(scored) == 2  # the pack was built before the judge scored: where are its rows?
+    assert "--scores DIR" in capsys.readouterr().err
+    assert human([*scored, "--scores", str(vgi_world / "scores")]) == 0
     result = json.loads((tmp_path / "scored" / "human_scores.json").read_text())
     # Judged videos (t2/B's judge failed: left out): people's scores t1A 1, t1B .5*.75, t2A .75, t3A 1, t3B .5*(2/3);
     # the judge's 1, .75, .5, .5, .5. Successes for people: t1A, t3A.

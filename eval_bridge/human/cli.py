@@ -12,7 +12,8 @@ from .pack import KEY, PAGE, BVBPackOptions, ClipOptions, VGIPackOptions, pack_b
 
 EXAMPLES = """examples:
   bvb human pack bvb --runs gpt=results/r1 claude=results/r2 qwen=results/r3 --out studies/bvb1 --count 9
-  bvb human pack vgi --tasks data/vgi/tasks.jsonl --videos genA=videos/a genB=videos/b --out studies/vgi1
+  bvb human pack vgi --tasks data/vgi/tasks.jsonl --videos genA=videos/a genB=videos/b --scores results/vgi \\
+      --out studies/vgi1
   bvb human serve studies/bvb1                  (raters open the printed URL; answers land in studies/bvb1/answers)
   bvb human score studies/bvb1 studies/bvb1/answers
 Send raters study.html only (or serve it); key.json unblinds the answers and stays with you."""
@@ -79,7 +80,14 @@ def build_parser() -> Parser:
         "--videos", nargs="+", required=True, help="each generator's folder of <instance id>.mp4 (DIR or LABEL=DIR)"
     )
     vgi.add_argument(
-        "--rows", nargs="+", default=[], help="LABEL=FILE: a generator's judge rows (default: <its videos>/vgi.jsonl)"
+        "--scores",
+        help="the folder bvb score vgi --out wrote (judge rows: <scores>/<label>/vgi.jsonl; default: give it to score)",
+    )
+    vgi.add_argument(
+        "--rows",
+        nargs="+",
+        default=[],
+        help="LABEL=FILE: a generator's judge rows kept elsewhere (default: none; --scores)",
     )
     vgi.add_argument("--instances", nargs="+", help="instance ids to rate (default: --count drawn, or all)")
     vgi.add_argument("--count", type=int, help="instances drawn when --instances is not given (default: all)")
@@ -97,6 +105,9 @@ def build_parser() -> Parser:
     score.add_argument("pack", help="the folder bvb human pack wrote (it holds key.json)")
     score.add_argument("answers", nargs="+", help="answer files, or folders of them")
     score.add_argument("--out", help="folder for human_scores.json and human_items.csv (default: PACK/scored)")
+    score.add_argument(
+        "--scores", help="VGI: the folder bvb score vgi --out wrote, if not the one given to pack (default: the key's)"
+    )
     return parser
 
 
@@ -128,6 +139,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
         key = pack_vgi(
             VGIPackOptions(
                 tasks=Path(args.tasks), generators=tuple(args.videos), out=out, rows=tuple(args.rows),
+                scores=Path(args.scores) if args.scores else None,
                 instances=tuple(args.instances) if args.instances else None, count=args.count, seed=args.seed,
                 clips=clips, force=args.force,
             )
@@ -153,7 +165,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from .score import SUMMARY, TABLE, score_study
 
-    result = score_study(Path(args.pack), [Path(a) for a in args.answers], Path(args.out) if args.out else None)
+    result = score_study(
+        Path(args.pack),
+        [Path(a) for a in args.answers],
+        Path(args.out) if args.out else None,
+        Path(args.scores) if args.scores else None,
+    )
     if result["kind"] == "bvb":
         print(f"BVB ranking: {result['raters']} raters, {result['scenes']} scenes")
         print(f"  {'model':24s} {'mean rank':>9s} {'first':>6s} {'win':>6s}")
@@ -188,10 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not argv else 2
     setup_logging(args.verbose, args.quiet)
     if args.action == "pack":
-        path_args.check(folders=[("--out", args.out)], files=[("--tasks", getattr(args, "tasks", None))])
+        path_args.check(
+            folders=[("--out", args.out), ("--scores", getattr(args, "scores", None))],
+            files=[("--tasks", getattr(args, "tasks", None))],
+        )
         return cmd_pack(args)
     if args.action == "serve":
         path_args.check(existing_folders=[("pack", args.pack)], folders=[("--answers", args.answers)])
         return cmd_serve(args)
-    path_args.check(folders=[("--out", args.out)])
+    path_args.check(folders=[("--out", args.out)], existing_folders=[("--scores", args.scores)])
     return cmd_score(args)

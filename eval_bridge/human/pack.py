@@ -91,8 +91,10 @@ class VGIPackOptions:
     tasks: Path
     generators: tuple[str, ...]
     out: Path
+    scores: Path | None = None
+    """The folder ``bvb score vgi --out`` wrote: a generator's judge rows are <scores>/<label>/vgi.jsonl."""
     rows: tuple[str, ...] = ()
-    """``LABEL=FILE``: a generator's judge rows (default: <its videos>/vgi.jsonl)."""
+    """``LABEL=FILE``: a generator's judge rows, where they are elsewhere (before --scores)."""
     instances: tuple[str, ...] | None = None
     count: int | None = None
     """Instances drawn (by ``seed``) when ``instances`` is not given (default: all)."""
@@ -328,6 +330,14 @@ def _task_image(task: dict, tasks_file: Path) -> Path | None:
     return path
 
 
+def judge_rows(label: str, rows: Path | None, scores: Path | None) -> str | None:
+    """Where a generator's judge rows are: its --rows file, else <scores>/<label>/vgi.jsonl; None when neither is known."""
+    from ..vgi import ROWS
+
+    path = rows or (scores / label / ROWS if scores else None)
+    return str(path.resolve()) if path else None
+
+
 def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
     """Build a VGI rating study in ``options.out``; returns the key written beside the page."""
     tasks = {task["id"]: task for task in read_tasks(options.tasks)}
@@ -366,11 +376,7 @@ def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
     key = _new_key("vgi", VGI_INSTRUMENT, options.seed)
     key["tasks"] = str(options.tasks.resolve())
     key["generators"] = [
-        {
-            "label": label,
-            "videos": str(folder.resolve()),
-            "rows": str((rows.get(label) or folder / "vgi.jsonl").resolve()),
-        }
+        {"label": label, "videos": str(folder.resolve()), "rows": judge_rows(label, rows.get(label), options.scores)}
         for label, folder in generators
     ]
     instance_codes = {instance: f"T{n:02d}" for n, instance in enumerate(sorted({i for i, _, _ in pairs}), 1)}

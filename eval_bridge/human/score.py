@@ -23,7 +23,7 @@ from bvb_addon.run_dir import RunDir
 
 from ..protocol import overall_score
 from ..vgi import COMPLETENESS, instance_score
-from .pack import BVB_INSTRUMENT, KEY, VGI_INSTRUMENT, HumanStudyError, read_key
+from .pack import BVB_INSTRUMENT, KEY, VGI_INSTRUMENT, HumanStudyError, judge_rows, read_key
 from .stats import auc, pairwise_accuracy, spearman
 
 log = logging.getLogger(__name__)
@@ -228,22 +228,31 @@ def score_bvb(key: dict[str, Any], answers: list[dict[str, Any]]) -> dict[str, A
 # --- VGI ------------------------------------------------------------------------------------------
 
 
-def _judge_rows(key: dict[str, Any]) -> dict[str, dict[str, dict]]:
+def _judge_rows(key: dict[str, Any], scores: Path | None) -> dict[str, dict[str, dict]]:
     out = {}
     for generator in key["generators"]:
-        path = Path(generator["rows"])
-        if not path.is_file():
+        label = generator["label"]
+        where = judge_rows(label, None, scores) if scores else generator.get("rows")
+        if where is None:
             raise HumanStudyError(
-                f"no judge rows of generator {generator['label']} at {path}; score its videos with "
-                f"bvb score vgi (or build the pack with --rows {generator['label']}=FILE)"
+                f"the pack does not say where generator {label}'s judge rows are; "
+                "pass --scores DIR (the folder bvb score vgi --out wrote)"
             )
-        out[generator["label"]] = {str(row["id"]): row for row in read_vgi_rows(path)}
+        if not Path(where).is_file():
+            raise HumanStudyError(
+                f"no judge rows of generator {label} at {where}; score its videos with "
+                "bvb score vgi --out DIR, then pass --scores DIR"
+            )
+        out[label] = {str(row["id"]): row for row in read_vgi_rows(where)}
     return out
 
 
-def score_vgi(key: dict[str, Any], answers: list[dict[str, Any]]) -> dict[str, Any]:
-    """The judge against people on a VGI rating study: AUC, pairwise accuracy, completeness agreement."""
-    judged = _judge_rows(key)
+def score_vgi(key: dict[str, Any], answers: list[dict[str, Any]], scores: Path | None = None) -> dict[str, Any]:
+    """The judge against people on a VGI rating study: AUC, pairwise accuracy, completeness agreement.
+
+    ``scores``: the folder ``bvb score vgi --out`` wrote (default: where the pack's key says).
+    """
+    judged = _judge_rows(key, scores)
     people: dict[str, list[dict]] = defaultdict(list)
     for rater in answers:
         for entry in rater["ratings"]:
@@ -306,12 +315,17 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def score_study(pack: Path, answers: Sequence[Path], out: Path | None = None) -> dict[str, Any]:
-    """Score the answers to one pack; writes human_scores.json and human_items.csv to ``out`` (default PACK/scored)."""
+def score_study(
+    pack: Path, answers: Sequence[Path], out: Path | None = None, scores: Path | None = None
+) -> dict[str, Any]:
+    """Score the answers to one pack; writes human_scores.json and human_items.csv to ``out`` (default PACK/scored).
+
+    ``scores``: for a VGI pack, the folder of the judge's rows (``bvb score vgi --out``), if not the key's.
+    """
     key = read_key(pack)
     files = answer_files(answers)
     checked = read_answers(files, key)
-    result = score_bvb(key, checked) if key["kind"] == "bvb" else score_vgi(key, checked)
+    result = score_bvb(key, checked) if key["kind"] == "bvb" else score_vgi(key, checked, scores)
     out = out or (pack if pack.is_dir() else pack.parent) / "scored"
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / SUMMARY, result)
