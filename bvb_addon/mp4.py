@@ -30,20 +30,27 @@ def _rgb(image: str | Path | np.ndarray) -> np.ndarray:
     return np.asarray(image)[..., :3]
 
 
-def _yuv(image: str | Path | np.ndarray, scaler: str | None) -> av.VideoFrame:
-    """One frame as the encoder takes it, with odd sizes cropped to even (yuv420p needs it).
-
-    With a ``scaler``, an image file goes from its own pixel format (8 or 16 bit) straight to yuv420p
-    through that swscale filter, as ffmpeg's command line converts it.
-    """
+def _pixels(image: str | Path | np.ndarray, scaler: str | None) -> tuple[np.ndarray, str]:
+    """The image's RGB array and its PyAV format: a 16-bit PNG stays 16-bit when a ``scaler`` converts it,
+    as ffmpeg's command line converts the decoder's own format."""
     if scaler and isinstance(image, (str, Path)):
         with av.open(str(image)) as source:
-            frame = next(source.decode(video=0))
-            if frame.width % 2 == 0 and frame.height % 2 == 0:
-                return frame.reformat(format="yuv420p", interpolation=scaler)
-    rgb = _rgb(image)
-    height, width = rgb.shape[0] // 2 * 2, rgb.shape[1] // 2 * 2
-    frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb[:height, :width]), format="rgb24")
+            decoded = next(source.decode(video=0))
+            if decoded.format.name.startswith(("rgb48", "rgba64")):
+                return decoded.to_ndarray(format="rgb48le"), "rgb48le"
+    return _rgb(image), "rgb24"
+
+
+def _frame(image: str | Path | np.ndarray, scaler: str | None) -> av.VideoFrame:
+    """One frame as the encoder takes it, odd sizes cropped to even (yuv420p needs it); with a ``scaler``,
+    already yuv420p through that swscale filter.
+
+    The pixels go through an array: a frame decoded from a PNG carries colour tags that make swscale
+    convert it otherwise than ffmpeg's command line does (up to 16 levels apart).
+    """
+    pixels, fmt = _pixels(image, scaler)
+    height, width = pixels.shape[0] // 2 * 2, pixels.shape[1] // 2 * 2
+    frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels[:height, :width]), format=fmt)
     return frame.reformat(format="yuv420p", interpolation=scaler) if scaler else frame
 
 
@@ -77,7 +84,7 @@ def write_mp4(
             stream.codec_context.thread_count = 0  # as many as x264 picks for the machine, as ffmpeg's command line
         size = None
         for index, image in enumerate(frames):
-            frame = _yuv(image, scaler)
+            frame = _frame(image, scaler)
             if size is None:
                 size = (frame.height, frame.width)
                 stream.height, stream.width = size

@@ -42,10 +42,10 @@ Summary = dict[str, Any]
 class EncoderOptions:
     """The frozen V-JEPA 2 family encoder of Latent Similarity."""
 
-    model: str | None = None  # a local folder or hub id
+    model: str | None = None  # a local snapshot folder, or a hub id in the local hub cache; None: the release's
     device: str = "auto"
     dtype: str = "auto"
-    trust_remote_code: bool = False
+    trust_remote_code: bool = True  # the release loads its encoder with the snapshot's own code
     num_frames: int = 64
     encoder_repo: str | None = None  # V-JEPA 2.1: a local vjepa2 checkout whose hub entry point ``model`` names
     checkpoint: str | None = None  # V-JEPA 2.1: the entry point's local .pt release checkpoint
@@ -80,6 +80,7 @@ class LSOptions:
     backend: str = "local"
     ray_address: str | None = None
     scenes_per_task: int = 8
+    shard: tuple[int, int] | None = None  # (i, N): the release's shard i of N, in files of its own
 
 
 @dataclass(frozen=True)
@@ -320,18 +321,22 @@ def judge_error_reason(summary: Summary) -> str:
 
 
 def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = True) -> Summary:
-    """Latent Similarity of a run: writes vision_sim.jsonl and vision_sim_summary.json; returns the summary."""
+    """Latent Similarity of a run: writes vision_sim.jsonl and vision_sim_summary.json; returns the summary.
+
+    With ``shard`` (i, N) it writes the shard's own files, holding no run lock (the N shards run at once,
+    one per GPU); the shard that finds all N summaries written merges them under the lock.
+    """
     from bvb_addon.dataset import read_split
 
-    from .ls import WEIGHTS_HINT, EncoderSpec, LSError, run_ls
+    from .ls import DEFAULT_ENCODER, EncoderSpec, check_files, merge_ls_shards, run_ls, shards_done
+    from .runlock import RunBusy
 
     encoder = options.encoder
-    if not encoder.model:
-        raise LSError(f"ls needs V-JEPA 2 weights: {WEIGHTS_HINT} (or set BVB_VJEPA_MODEL)")
     _check_backend(options.backend)
     questions = read_split(options.split)
+    check_files(options.run, options.shard)
     spec = EncoderSpec(
-        encoder.model,
+        encoder.model or DEFAULT_ENCODER,
         encoder.device,
         encoder.dtype,
         encoder.trust_remote_code,
@@ -339,9 +344,9 @@ def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = 
         encoder.encoder_repo,
         encoder.checkpoint,
     )
-    with _holding(options.run, "eval_bridge ls", lock):
+    with _holding(options.run, "eval_bridge ls", lock and options.shard is None):
         # Locally the encoder loads here, before any scene; on Ray each task loads its own.
-        return run_ls(
+        summary = run_ls(
             options.run,
             questions,
             options.videos,
@@ -353,7 +358,15 @@ def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = 
             ray_address=options.ray_address,
             scenes_per_task=options.scenes_per_task,
             split_path=options.split,
+            shard=options.shard,
         )
+    if options.shard is not None and shards_done(options.run, options.shard[1]):
+        try:
+            with _holding(options.run, "eval_bridge ls merge", lock):
+                merge_ls_shards(options.run, options.shard[1])
+        except RunBusy as exc:  # another shard is merging the same files this moment
+            log.warning("LS shards not merged here (%s); the other process merges them", exc)
+    return summary
 
 
 def score_overall(run: str | Path) -> Summary:
