@@ -123,9 +123,11 @@ def _add_ls(sub: SubParsers) -> None:
     p.add_argument(
         "--encoder",
         default=os.environ.get("BVB_VJEPA_MODEL"),
-        help="the LS encoder: V-JEPA 2 weights (a local folder or hub id, through transformers), or V-JEPA 2.1 as "
+        help="the LS encoder: a local snapshot folder loaded with transformers' AutoModel and its own remote code "
+        "(default: $BVB_VJEPA_MODEL, else the release's apiantonio/vjepa2.1-vit-gigantic-384 from the local hub "
+        "cache; nothing is downloaded), or V-JEPA 2.1 as "
         "released: a torch-hub entry point of Meta's vjepa2 repository, e.g. vjepa2_1_vit_large_384, with "
-        "--encoder-repo and --checkpoint (384 px, ImageNet normalisation) (default: $BVB_VJEPA_MODEL)",
+        "--encoder-repo and --checkpoint (384 px, ImageNet normalisation)",
     )
     add_alias(p, "--model", "--encoder", "encoder")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -133,7 +135,14 @@ def _add_ls(sub: SubParsers) -> None:
         "--dtype", choices=("auto", "bfloat16", "float16", "float32"), default="auto", help="the encoder's dtype"
     )
     p.add_argument("--num-frames", type=int, default=64, help="frames per clip, uniformly sampled")
-    p.add_argument("--trust-remote-code", action="store_true", help="for community V-JEPA 2.1 ports")
+    p.add_argument(
+        "--trust-remote-code", action="store_true", help="kept for old command lines: the snapshot's code always runs"
+    )
+    p.add_argument(
+        "--shard",
+        help="score the release's shard i/N (scenes in name order, every N-th) into vision_sim.shard-i-of-N.jsonl; "
+        "the last shard to finish merges all N into vision_sim.jsonl",
+    )
     p.add_argument(
         "--encoder-repo",
         help="local checkout of facebookresearch/vjepa2 holding hubconf.py (default: torch hub's cache of it)",
@@ -399,7 +408,7 @@ def cmd_ls(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
         args.encoder,
         args.device,
         args.dtype,
-        args.trust_remote_code,
+        True,  # the release's load runs the snapshot's code; --trust-remote-code stays for old command lines
         args.num_frames,
         args.encoder_repo,
         args.checkpoint,
@@ -414,21 +423,30 @@ def cmd_ls(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
         backend=args.backend,
         ray_address=args.ray_address,
         scenes_per_task=args.scenes_per_task,
+        shard=_ls_shard(args.shard),
     )
     summary = api.score_ls(options, progress=progress)
-    counts = summary["counts"]
     print(
-        f"LS {100 * summary['vision_sim']:.2f} (layout {100 * summary['layout']:.2f}, motion {100 * summary['motion']:.2f}; "
-        f"failures as 0); scored-only {_pct(summary['vision_sim_scored'])}; "
-        f"{counts['scored']} of {counts['scenes']} scenes scored; encoder {summary['model']}"
+        f"LS {_pct(summary['vision_sim'])} (layout {_pct(summary['layout_sim'])}, motion {_pct(summary['motion_sim'])}; "
+        f"failures as 0); scored-only {_pct((summary.get('scored_only') or {}).get('vision_sim'))}; "
+        f"{summary['num_ok']} of {summary['num_scenes']} scenes scored; encoder {summary.get('encoder') or summary['model']}"
         + (
             f" (checkpoint {summary['checkpoint']}, sha256 {summary['checkpoint_sha256'][:12]})"
             if summary.get("checkpoint_sha256")
             else ""
         )  # fmt: skip
     )
-    print(f"wrote {RunDir(args.run).ls_rows} and {RunDir(args.run).ls_summary.name}")
+    print(f"wrote {RunDir(args.run).ls_rows} and {RunDir(args.run).ls_summary.name}" if options.shard is None
+          else f"wrote the LS shard {options.shard[0]} of {options.shard[1]} in {args.run}")  # fmt: skip
     return summary
+
+
+def _ls_shard(value: str | None) -> tuple[int, int] | None:
+    if not value:
+        return None
+    from .ls import parse_shard
+
+    return parse_shard(value)
 
 
 def _pct(value: float | None) -> str:
@@ -622,7 +640,8 @@ def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> in
     if "faults" in result:  # steps: the scenes that hit a fault, beside the scene count
         rows = list(result["faults"]) + [{"status": "ok"}] * max(0, result.get("scenes", 0) - len(result["faults"]))
     else:
-        rows = [{"status": status} for status, n in result["counts"]["by_status"].items() for _ in range(n)]
+        by_status = result["by_status"] if "by_status" in result else result["counts"]["by_status"]  # LS's, DV's
+        rows = [{"status": status} for status, n in by_status.items() for _ in range(n)]
     rerun = outcomes.rerun_command("eval_bridge", argv, "--resume" if resumable else None)
     return outcomes.finish(name, rows, rerun, unit)
 

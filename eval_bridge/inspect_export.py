@@ -133,7 +133,7 @@ def _sample(
         scores["latent_sim"] = {
             "value": _score_value(ls_row.get("vision_sim")) or 0.0,
             "explanation": f"vision_sim ({ls_row.get('status', 'ok')})",
-            "metadata": {k: ls_row.get(k) for k in ("layout", "motion", "status", "reason")},
+            "metadata": {k: ls_row.get(k) for k in ("layout_sim", "motion_sim", "status", "error")},
         }
     last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
     first_user = next((m for m in messages if m["role"] == "user"), None)
@@ -183,7 +183,7 @@ def export_inspect(run_dir: str | Path, out: str | Path) -> int:
     dv_by_scene: dict[str, list[dict[str, Any]]] = {}
     for row in read_dv_rows(rd.dv_rows):
         dv_by_scene.setdefault(row["scene"], []).append(row)
-    ls_by_scene = {row["scene"]: row for row in read_ls_rows(rd.ls_rows)}
+    ls_by_scene = {row["id"]: row for row in read_ls_rows(rd.ls_rows)}
     scenes = sorted({scene for scene, _ in rd.trajectory_files()} | {p.stem for p in rd.meta_files()})
     if not scenes:
         raise ExportError(f"{run_dir} has no {TRAJECTORIES}/ or {AGENT_META}/; run the agent first (bvb run)")

@@ -1,39 +1,46 @@
-"""Latent Similarity: a frozen V-JEPA 2 encoder embeds the source and the render in one batch.
+"""Latent Similarity as BVB's release computes it (``eval/vjepa_sim_metric.py``; docs/protocol.md).
 
-motion = cosine of the two clips' mean tokens; layout = mean over spatial positions of the
-cosine between the time-pooled patch maps (tokens reshaped T/tubelet x h x w x D);
-vision_sim = (layout + motion) / 2. Failures count as 0.
-
-Frames are prepared by ``preprocess`` (numpy, the model's own preprocessor_config.json values).
+A frozen V-JEPA 2.1 encoder (default ``apiantonio/vjepa2.1-vit-gigantic-384``, loaded with transformers'
+AutoModel and the snapshot's own remote code from a local folder) embeds the source and the render in one
+batch: 64 frames of each clip at the release's indices (eval_bridge.ls_video), the snapshot's video
+processor's steps in numpy (eval_bridge.preprocess), ``skip_predictor=True``, the last hidden state.
+motion = cosine of the two clips' mean tokens; layout = mean over spatial positions of the cosine between
+the time-pooled patch maps (tokens as T/2 x h x w x D); vision_sim = (layout + motion) / 2. A failed scene
+is a row with ``vision_sim: null``; the summary's means count it 0 (the release's README and the paper) and
+its ``scored_only`` block holds the means over scored scenes (what the release's stored code writes).
 """
 
 import datetime
+import hashlib
 import logging
-import math
+import re
+import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from bvb_addon.dataset import Question
 from bvb_addon.errors import BVBError
 from bvb_addon.jsonfile import read_json
 from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
-from bvb_addon.records import LSRow, LSSummary, read_ls_rows, write_ls_rows, write_ls_summary
+from bvb_addon.records import LSRow, LSSummary, read_ls_summary, write_ls_rows, write_ls_summary
 from bvb_addon.records.fields import as_record
+from bvb_addon.records.vision_sim import FAILURES_AS_ZERO, read_ls_lines
 from bvb_addon.run_dir import RunDir, require_run
 
 from .files import agent_meta
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
 __all__ = [
+    "DEFAULT_ENCODER",
     "Encoder",
     "EncoderSpec",
     "LSError",
     "Preprocessing",
+    "merge_ls_shards",
     "preprocess",
     "preprocessing_from",
     "run_ls",
@@ -42,11 +49,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+DEFAULT_ENCODER = "apiantonio/vjepa2.1-vit-gigantic-384"
+"""The release's encoder (its --model default): V-JEPA 2.1 ViT-G at 384 px, a transformers port with remote code."""
 PREPROCESSOR_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
+WEIGHTS_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 WEIGHTS_HINT = (
-    "pass --encoder with a local folder holding config.json, model.safetensors and preprocessor_config.json "
-    "(a download of facebook/vjepa2-vitl-fpc64-256, e.g. `huggingface-cli download facebook/vjepa2-vitl-fpc64-256 "
-    "--local-dir vjepa2`), or a hub id where the hub is reachable"
+    f"pass --encoder DIR (or set BVB_VJEPA_MODEL) with a local snapshot of {DEFAULT_ENCODER} (config.json, its "
+    f"modeling code, weights, preprocessor config), e.g. `huggingface-cli download {DEFAULT_ENCODER} --local-dir "
+    "DIR`; LS downloads nothing"
 )
 
 
@@ -61,28 +71,96 @@ def _preprocessing(config, model_crop):
         raise LSError(str(exc)) from None
 
 
-def _cos(a, b, axis=-1):
-    num = np.sum(a * b, axis=axis)
-    den = np.linalg.norm(a, axis=axis) * np.linalg.norm(b, axis=axis)
-    return num / np.maximum(den, 1e-12)
+def token_grid(num_tokens: int, num_frames: int) -> tuple[int, int, int]:
+    """The release's (T', h, w) of a clip's tokens: T' = frames // 2 (its tubelet), a square h = w from the
+    rest; (T', N, 1) when no square fits, where layout falls back to motion."""
+    temporal = max(1, num_frames // 2)
+    side = int(round((num_tokens // temporal) ** 0.5))
+    if side * side * temporal != num_tokens:
+        return temporal, num_tokens, 1
+    return temporal, side, side
 
 
-def similarities(tokens_a: np.ndarray, tokens_b: np.ndarray, grid: tuple[int, int, int]) -> tuple[float, float, float]:
-    """(layout, motion, vision_sim) of two (N, D) token sets on a (T', h, w) grid."""
-    t, h, w = grid
-    a = np.asarray(tokens_a, np.float64).reshape(t, h, w, -1)
-    b = np.asarray(tokens_b, np.float64).reshape(t, h, w, -1)
-    motion = float(_cos(a.reshape(-1, a.shape[-1]).mean(0), b.reshape(-1, b.shape[-1]).mean(0)))
-    layout = float(_cos(a.mean(0), b.mean(0)).mean())
-    return layout, motion, (layout + motion) / 2
+def similarities(tokens_a: Any, tokens_b: Any, num_frames: int) -> tuple[float, float, float]:
+    """(layout, motion, vision_sim) of two (N, D) torch token sets, computed as the release does: the means
+    in the tokens' own dtype (bfloat16 on a GPU), the cosines in float32."""
+    import torch.nn.functional as F
+
+    def cosine(a, b):
+        return float((F.normalize(a.flatten().float(), dim=0) * F.normalize(b.flatten().float(), dim=0)).sum())
+
+    motion = cosine(tokens_a.mean(dim=0), tokens_b.mean(dim=0))
+    t, h, w = token_grid(tokens_a.shape[0], num_frames)
+    if h > 1 and w > 1:
+        map_a = tokens_a.reshape(t, h, w, -1).mean(dim=0).reshape(h * w, -1)
+        map_b = tokens_b.reshape(t, h, w, -1).mean(dim=0).reshape(h * w, -1)
+        pairs = F.cosine_similarity(F.normalize(map_a.float(), dim=1), F.normalize(map_b.float(), dim=1), dim=1)
+        layout = float(pairs.mean())
+    else:
+        layout = motion
+    return layout, motion, float(0.5 * (layout + motion))
+
+
+_HUB_CACHE = re.compile(r"models--(?P<owner>[^/]+?)--(?P<name>[^/]+)/snapshots/[^/]+/?$")
+
+
+def resolve_snapshot(model: str | Path) -> tuple[Path, str | None]:
+    """The local snapshot folder ``model`` names, and its hub id when known; never downloads.
+
+    A folder is taken as it is (a hub cache folder names its id); an ``owner/name`` id that is no folder
+    here is looked up in the local hub cache only.
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        found = _HUB_CACHE.search(path.resolve().as_posix())
+        return path, f"{found['owner']}/{found['name']}" if found else None
+    if path.exists():
+        raise LSError(f"--encoder {model} is a file; {WEIGHTS_HINT}")
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", str(model)):
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(str(model), local_files_only=True)), str(model)
+        except Exception:  # noqa: BLE001 - not in the cache (or no hub client): the same answer, what to pass
+            pass
+    raise LSError(f"--encoder {model}: no such folder, and no local snapshot of it; {WEIGHTS_HINT}")
+
+
+def _file_digest(path: Path) -> str:
+    """A weights file's SHA-256: the hub cache's blob name when the file links to one (no hashing), else hashed."""
+    from .identity import file_sha256
+
+    target = path.resolve()
+    if path.is_symlink() and re.fullmatch(r"[0-9a-f]{64}", target.name):
+        return target.name
+    digest = file_sha256(target)
+    if digest is None:
+        raise LSError(f"--encoder: {path} could not be read to hash it; check the file and rerun")
+    return digest
+
+
+@lru_cache(maxsize=8)
+def _snapshot_digest(folder: str, stamp: tuple) -> str:
+    files = sorted({p for pattern in WEIGHTS_FILES for p in Path(folder).glob(pattern)})
+    lines = "".join(f"{p.name} {_file_digest(p)}\n" for p in files)
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def snapshot_digest(folder: Path) -> str:
+    """One SHA-256 for a snapshot's weights: of its weight files' names and digests, in name order."""
+    files = sorted({p for pattern in WEIGHTS_FILES for p in folder.glob(pattern)})
+    if not files:
+        raise LSError(f"--encoder {folder} holds no weights ({', '.join(WEIGHTS_FILES)}); {WEIGHTS_HINT}")
+    stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    return _snapshot_digest(str(folder.resolve()), stamp)
 
 
 class Encoder:
-    """A frozen V-JEPA 2 family encoder and its preprocessing."""
+    """A frozen V-JEPA 2 family encoder from a local snapshot folder (AutoModel, remote code) and its preprocessing."""
 
     def __init__(
-        self, model: str | Path, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
-        num_frames: int = 64,
+        self, model: str | Path = DEFAULT_ENCODER, device: str = "auto", dtype: str = "auto",
+        trust_remote_code: bool = True, num_frames: int = 64,
     ):  # fmt: skip
         try:
             import torch
@@ -93,93 +171,80 @@ class Encoder:
                 "(or pip install 'bvb[ls]'; torch's CPU build is about 200 MB)"
             ) from None
         self.torch = torch
-        self.model_id = str(model)
-        self.device, self.dtype_name = device_and_dtype(torch, device, dtype)
-        device, dtype = self.device, self.dtype_name
-        local = Path(model)
-        if local.exists() and not (local / "config.json").is_file():
+        folder, hub_id = resolve_snapshot(model)
+        if not (folder / "config.json").is_file():
             raise LSError(f"--encoder {model}: the folder has no config.json; {WEIGHTS_HINT}")
+        self.device, self.dtype_name = device_and_dtype(torch, device, dtype)
         try:
-            if trust_remote_code:
-                net = transformers.AutoModel.from_pretrained(model, trust_remote_code=True, dtype=getattr(torch, dtype))
-            else:
-                net = transformers.VJEPA2Model.from_pretrained(model, dtype=getattr(torch, dtype))
-        except (OSError, ValueError) as exc:
-            reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-            raise LSError(f"cannot load V-JEPA 2 weights from {model!r} ({reason}); {WEIGHTS_HINT}") from None
-        self.model = net.to(device).eval()
+            # The release's load: AutoModel with the snapshot's own code, in the compute dtype; offline.
+            net = transformers.AutoModel.from_pretrained(
+                str(folder), trust_remote_code=trust_remote_code, dtype=getattr(torch, self.dtype_name),
+                local_files_only=True,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the snapshot's own code runs here: any failure is that folder's
+            raise LSError(f"cannot load the encoder from {folder} ({one_line(exc)[:200]}); {WEIGHTS_HINT}") from None
+        self.model = net.to(self.device).eval()
+        self.folder = folder
+        self.encoder = hub_id or (str(model) if not Path(model).expanduser().exists() else folder.name)
+        self.given = str(model)
+        self.checkpoint_sha256 = snapshot_digest(folder)
+        # One id per encoder and weights: rows scored with other weights are never resumed as these.
+        self.model_id = f"{self.encoder}@{self.checkpoint_sha256[:12]}"
         config = net.config
-        patch = config.patch_size if isinstance(config.patch_size, int) else config.patch_size[0]
-        self.patch, self.tubelet = int(patch), int(getattr(config, "tubelet_size", 2))
         self.num_frames = int(num_frames)
-        if self.num_frames % self.tubelet:
-            raise LSError(f"--num-frames {num_frames} must be a multiple of the model's tubelet size {self.tubelet}")
-        self.prep = _preprocessing(self._preprocessor_config(model), getattr(config, "crop_size", None))
-        self.grid = (
-            self.num_frames // self.tubelet,
-            self.prep.crop_hw[0] // self.patch,
-            self.prep.crop_hw[1] // self.patch,
-        )
+        self.patch = int(_first_int(getattr(config, "patch_size", 16)))
+        self.tubelet = int(getattr(config, "tubelet_size", 2))
+        self.prep = _preprocessing(self._preprocessor_config(folder), getattr(config, "crop_size", None))
 
-    def _preprocessor_config(self, model):
-        local = Path(model)
+    def _preprocessor_config(self, folder: Path) -> dict:
         for name in PREPROCESSOR_FILES:
-            if (local / name).is_file():
-                return read_json(local / name, "preprocessor config", "fix it or pass another --encoder")
-        if not local.exists():
-            try:
-                from huggingface_hub import hf_hub_download
-
-                for name in PREPROCESSOR_FILES:
-                    try:
-                        return read_json(hf_hub_download(model, name), "preprocessor config")
-                    except Exception:  # noqa: BLE001 - absent file or offline: try the next, then defaults
-                        continue
-            except ImportError:
-                pass
-        log.warning("no preprocessor config for %s: using V-JEPA 2's defaults for its crop size", model)
+            if (folder / name).is_file():
+                return read_json(folder / name, "preprocessor config", "fix it or pass another --encoder")
+        log.warning("no preprocessor config in %s: using V-JEPA 2's defaults for its crop size", folder)
         return {}
 
-    def tokens(self, clip_a: np.ndarray, clip_b: np.ndarray) -> np.ndarray:
-        """Last hidden states (2, N, D) as float32 numpy, both clips in one batch."""
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """The token grid the encoder's crop and patches give (the summary's record; scoring infers it as the release)."""
+        return self.num_frames // self.tubelet, self.prep.crop_hw[0] // self.patch, self.prep.crop_hw[1] // self.patch
+
+    def tokens(self, clip_a: Any, clip_b: Any) -> Any:
+        """Last hidden states (2, N, D), a torch tensor in the encoder's dtype, both clips in one batch."""
+        import numpy as np
+
         torch = self.torch
         batch = np.stack([preprocess(clip_a, self.prep), preprocess(clip_b, self.prep)])
         pixels = torch.from_numpy(batch).to(self.device, dtype=getattr(torch, self.dtype_name))
         with torch.inference_mode():
-            hidden = self._forward(pixels).float().cpu().numpy()
-        expected = math.prod(self.grid)
-        if hidden.shape[1] != expected:
-            raise LSError(
-                f"encoder returned {hidden.shape[1]} tokens, expected {expected} for grid {self.grid}; "
-                "check --num-frames against the model's tubelet and patch sizes"
-            )
-        return hidden
+            return self._forward(pixels)
 
     def _forward(self, pixels):
-        """Last hidden states of a (B, T, C, H, W) batch: transformers' V-JEPA 2, without its predictor."""
-        if type(self.model).__name__ == "VJEPA2Model":
-            return self.model(pixel_values_videos=pixels, skip_predictor=True).last_hidden_state
-        return self.model(pixel_values_videos=pixels).last_hidden_state
+        """The release's call: (B, T, C, H, W) in, the encoder's last hidden state out, the predictor skipped."""
+        return self.model(pixel_values_videos=pixels, skip_predictor=True).last_hidden_state
 
-    def resize_frame(self, rgb: np.ndarray) -> np.ndarray:
-        """One decoded frame at the encoder's resize size: read_rgb_frames applies it as it decodes,
-        so a clip's 64 frames are held at that size, never at the clip's."""
+    def resize_frame(self, rgb: Any) -> Any:
+        """One decoded frame at the encoder's resize size, applied as frames are decoded (the same pixels as
+        resizing the clip afterwards)."""
         return resize_frame(rgb, self.prep)
 
-    def score(self, clip_a: np.ndarray, clip_b: np.ndarray) -> tuple[float, float, float]:
-        """(layout, motion, vision_sim) of two clips."""
+    def score(self, clip_a: Any, clip_b: Any) -> tuple[float, float, float]:
+        """(layout, motion, vision_sim) of two clips of num_frames frames."""
         hidden = self.tokens(clip_a, clip_b)
-        return similarities(hidden[0], hidden[1], self.grid)
+        return similarities(hidden[0], hidden[1], len(clip_a))
 
     def info(self) -> dict[str, Any]:
         """What the summary records about the encoder."""
         return {
-            "model": self.model_id,
+            "model": self.encoder if self.encoder != self.folder.name else self.given,
             "num_frames": self.num_frames,
             "device": self.device,
             "dtype": self.dtype_name,
             "grid": list(self.grid),
             "preprocessing": asdict(self.prep),
+            "encoder": self.encoder,
+            "loader": "transformers AutoModel (the snapshot's remote code)",
+            "checkpoint": str(self.folder),
+            "checkpoint_sha256": self.checkpoint_sha256,
         }
 
 
@@ -187,10 +252,10 @@ class Encoder:
 class EncoderSpec:
     """How to build an Encoder, without loading it: what a Ray task receives."""
 
-    model: str
+    model: str = DEFAULT_ENCODER
     device: str = "auto"
     dtype: str = "auto"
-    trust_remote_code: bool = False
+    trust_remote_code: bool = True
     num_frames: int = 64
     encoder_repo: str | None = None
     """With ``checkpoint``: ``model`` is a torch-hub entry point of this local vjepa2 checkout (V-JEPA 2.1)."""
@@ -198,8 +263,12 @@ class EncoderSpec:
 
     @property
     def model_id(self) -> str:
-        """The encoder's id, as its rows name it."""
-        return str(self.model)
+        """The encoder's id, as its rows name it (for a snapshot: its id and weights' digest, read, not loaded)."""
+        if self.checkpoint or self.encoder_repo:
+            return str(self.model)
+        folder, hub_id = resolve_snapshot(self.model)
+        name = hub_id or (str(self.model) if not Path(self.model).expanduser().exists() else folder.name)
+        return f"{name}@{snapshot_digest(folder)[:12]}"
 
     def build(self) -> "Encoder":
         """The encoder this spec names, loaded."""
@@ -298,7 +367,6 @@ class HubEncoder(Encoder):
             raise LSError(f"--num-frames {num_frames} must be a multiple of the model's tubelet size {self.tubelet}")
         crop = int(self.entry.rsplit("_", 1)[-1]) if self.entry.rsplit("_", 1)[-1].isdigit() else 384
         self.prep = release_preprocessing(crop)
-        self.grid = (self.num_frames // self.tubelet, crop // self.patch, crop // self.patch)
 
     def _forward(self, pixels):
         """The hub encoder takes (B, C, T, H, W) and returns its tokens (B, N, D)."""
@@ -308,7 +376,12 @@ class HubEncoder(Encoder):
     def info(self) -> dict[str, Any]:
         """The encoder's info with the release checkpoint it was loaded from."""
         return {
-            **super().info(),
+            "model": self.model_id,
+            "num_frames": self.num_frames,
+            "device": self.device,
+            "dtype": self.dtype_name,
+            "grid": list(self.grid),
+            "preprocessing": asdict(self.prep),
             "encoder": self.entry,
             "loader": "torch.hub (local vjepa2 checkout)",
             "encoder_repo": str(self.repo),
@@ -347,31 +420,104 @@ def _failure(run_dir, scene):
     return None
 
 
-def _stats(values):
-    values = np.asarray(values, np.float64)
-    if not values.size:
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    """The release's mean and population spread (0.0 for one value, None for none)."""
+    if not values:
         return None, None
-    return float(values.mean()), float(values.std())
+    return float(statistics.fmean(values)), float(statistics.pstdev(values)) if len(values) > 1 else 0.0
+
+
+def _means(rows: list[dict], failures_as_zero: bool) -> dict[str, float | None]:
+    """vision_sim, layout_sim, motion_sim and their _std over scored rows, or over all with a failure as 0."""
+    out: dict[str, float | None] = {}
+    for key in ("vision_sim", "layout_sim", "motion_sim"):
+        if failures_as_zero:
+            values = [float(r[key]) if _scored(r) and r.get(key) is not None else 0.0 for r in rows]
+        else:
+            values = [float(r[key]) for r in rows if _scored(r) and r.get(key) is not None]
+        out[key], out[f"{key}_std"] = _mean_std(values)
+    return out
+
+
+def _scored(row: dict) -> bool:
+    return row.get("status") == "ok" and row.get("vision_sim") is not None
 
 
 def summarise(rows: list[dict], encoder_info: dict) -> LSSummary:
-    """Means and stds with failures as 0, the scored-only means beside them, counts by status (0-1 fractions)."""
-    summary: dict[str, Any] = {}
-    ok = [r for r in rows if r["status"] == "ok"]
-    for key in ("vision_sim", "layout", "motion"):
-        mean, std = _stats([r[key] if r["status"] == "ok" else 0.0 for r in rows])
-        summary[key], summary[f"{key}_std"] = mean, std
-        summary[f"{key}_scored"] = _stats([r[key] for r in ok])[0]
-    statuses: dict[str, int] = {}
+    """The release's summary fields with failures as 0 (its README), the stored code's scored-only means
+    beside them under ``scored_only``, the failures and the encoder."""
+    by_status: dict[str, int] = {}
     for r in rows:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    summary["counts"] = {"scenes": len(rows), "scored": len(ok), "failed": len(rows) - len(ok), "by_status": statuses}
-    summary["failures"] = {
-        r["scene"]: {"status": r["status"], "reason": r["reason"]} for r in rows if r["status"] != "ok"
+        by_status[str(r.get("status"))] = by_status.get(str(r.get("status")), 0) + 1
+    num_ok = sum(1 for r in rows if _scored(r))
+    summary: dict[str, Any] = {
+        "num_scenes": len(rows),
+        "num_ok": num_ok,
+        "num_error": sum(1 for r in rows if r.get("status") != "ok"),
+        **_means(rows, failures_as_zero=True),
+        "by_status": dict(sorted(by_status.items())),
+        "scored_only": {"num_ok": num_ok, **_means(rows, failures_as_zero=False)},
+        "mean_rule": FAILURES_AS_ZERO,
+        "failures": {r["id"]: {"status": r["status"], "error": r.get("error") or ""} for r in rows if not _scored(r)},
     }
     summary.update(encoder_info)
     summary["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return as_record(LSSummary, summary)
+
+
+SHARD = re.compile(r"^(?P<stem>.+)\.shard-(?P<index>\d+)-of-(?P<count>\d+)(?P<suffix>\.jsonl?)$")
+
+
+def shard_path(path: Path, shard: tuple[int, int] | None) -> Path:
+    """``vision_sim.jsonl`` -> ``vision_sim.shard-i-of-N.jsonl`` (the release's names; the summary's alike)."""
+    if shard is None:
+        return path
+    return path.with_name(f"{path.stem}.shard-{shard[0]}-of-{shard[1]}{path.suffix}")
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """``i/N`` with 1 <= i <= N, as the release's --shard takes it."""
+    try:
+        index, count = (int(part) for part in value.split("/", 1))
+    except ValueError:
+        raise LSError(f"--shard {value!r} must look like i/N, e.g. 1/8") from None
+    if index < 1 or count < 1 or index > count:
+        raise LSError(f"--shard {value!r} must satisfy 1 <= i <= N")
+    return index, count
+
+
+def _shard_scenes(scenes: list[str], shard: tuple[int, int] | None) -> set[str]:
+    """The release's shard of the scenes: in name order, every N-th from the i-th."""
+    ordered = sorted(scenes)
+    if shard is None:
+        return set(ordered)
+    return {scene for position, scene in enumerate(ordered) if position % shard[1] == shard[0] - 1}
+
+
+def _previous(path: Path) -> dict[str, tuple[str, dict]]:
+    """The rows file's lines by scene id; two lines of one scene are refused (keeping either would lose the other)."""
+    by_id: dict[str, tuple[str, dict]] = {}
+    for number, (line, row) in enumerate(read_ls_lines(path), 1):
+        if row["id"] in by_id:
+            raise LSError(f"{path} has two rows for scene {row['id']!r} (row {number}); delete one and rerun")
+        by_id[row["id"]] = (line, row)
+    return by_id
+
+
+def check_files(run_dir: str | Path, shard: tuple[int, int] | None = None) -> None:
+    """Refuse, before an encoder loads (minutes for ViT-G), a rows or summary file the run would not rewrite:
+    a torn line, a row that is not one, two rows of a scene, a newer format."""
+    rd = RunDir(run_dir)
+    _previous(shard_path(rd.ls_rows, shard))
+    _summary_extra(shard_path(rd.ls_summary, shard))
+
+
+def _summary_extra(path: Path) -> dict:
+    """The keys of the summary there now that this harness does not know (a newer format is refused)."""
+    return read_ls_summary(path).extra if path.is_file() else {}
+
+
+ROW_FIELDS = frozenset(f.name for f in fields(LSRow))
 
 
 def run_ls(
@@ -387,17 +533,22 @@ def run_ls(
     ray_address: str | None = None,
     scenes_per_task: int = 8,
     split_path: str | Path | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> dict:
-    """Score every scene of the split; rows are rewritten atomically after each scene, so a kill loses one.
+    """Score every scene of the split (or of its ``shard`` i/N); rows are rewritten atomically after each
+    scene, so a kill loses one. Lines of scenes this call does not score are kept as they were.
 
     encoder: an Encoder, or an EncoderSpec (built here for local, inside each task on Ray).
     backend="ray": batches of scenes_per_task scenes are Ray tasks (a GPU each where the cluster has one).
+    shard: writes vision_sim.shard-i-of-N.jsonl and its summary instead (merge_ls_shards joins them).
     """
     from bvb_addon.dataset import split_scenes, video_path
-    from bvb_addon.video import check_video, read_rgb_frames
+    from bvb_addon.video import check_video
 
     run_dir = Path(run_dir)
     require_run(run_dir)
+    rd = RunDir(run_dir)
+    rows_path, summary_path = shard_path(rd.ls_rows, shard), shard_path(rd.ls_summary, shard)
     pairs = split_scenes(questions)
     wanted = set(scenes) if scenes else None
     if wanted:
@@ -406,33 +557,46 @@ def run_ls(
             raise LSError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
     if backend not in ("local", "ray"):
         raise LSError(f"--backend {backend!r}: use local or ray")
+    mine = _shard_scenes([s for _, s in pairs], shard)
+    pairs = [(d, s) for d, s in pairs if s in mine]
+    # Refused before anything is written: a torn or newer rows file, a newer summary.
+    previous = _previous(rows_path)
+    summary_extra = _summary_extra(summary_path)
     # A missing, empty or non-video source is bad input (exit 2, named) before any scene, not a fault per scene.
     sources = {
         pair: check_video(video_path(videos_root, *pair)) for pair in pairs if wanted is None or pair[1] in wanted
     }
-    previous = {r["scene"]: r for r in read_ls_rows(RunDir(run_dir).ls_rows)}
-    rows = {}
     order = [s for _, s in pairs]
-    for scene, row in previous.items():
-        keep_other = wanted is not None and scene not in wanted
-        done = resume and row.get("status") == "ok" and row.get("model") == encoder.model_id
-        done = done and row.get("num_frames") == encoder.num_frames
-        # Scored on the clips there now: a re-rendered or replaced clip is embedded again.
-        done = done and _same_clips(row, run_dir, sources)
+    kept: dict[str, tuple[str, dict]] = {}
+    for scene, (line, row) in previous.items():
+        keep_other = scene in mine and wanted is not None and scene not in wanted
+        done = resume and scene in mine and _resumable(row, encoder, run_dir, sources)
         if keep_other or done:
-            rows[scene] = row
-    todo = [(d, s) for d, s in pairs if (wanted is None or s in wanted) and s not in rows]
+            kept[scene] = (line, row)
+    foreign = [line for scene, (line, _) in previous.items() if scene not in mine]
+    new: dict[str, dict] = {}
+    todo = [(d, s) for d, s in pairs if (wanted is None or s in wanted) and s not in kept]
     bar = progress_bar(total=len(todo), desc="LS", unit="scene", leave=False)
-    done = [0]
+    done_count = [0]
+
+    def carried(row: dict) -> dict:
+        """A new row with the keys it does not know of the row it replaces (the release's render_cached ...)."""
+        old = previous.get(row["id"])
+        return {**row, **{k: v for k, v in old[1].items() if k not in ROW_FIELDS}} if old else row
+
+    def write():
+        # Split order, a kept scene's line as it was; then the foreign lines as they were.
+        items = [new[s] if s in new else kept[s][0] for s in order if s in new or s in kept]
+        write_ls_rows(rows_path, [*items, *foreign])
 
     def finished(new_rows):
         for row in new_rows:
-            rows[row["scene"]] = row
-        write_ls_rows(RunDir(run_dir).ls_rows, [rows[s] for s in order if s in rows])
+            new[row["id"]] = carried(row)
+        write()
         bar.update(len(new_rows))
-        done[0] += len(new_rows)
+        done_count[0] += len(new_rows)
         if progress:
-            progress(done[0], len(todo))
+            progress(done_count[0], len(todo))
 
     try:
         if backend == "ray":
@@ -440,23 +604,86 @@ def run_ls(
             failed = [scene_row(encoder, run_dir, d, s, None) for d, s in todo if _failure(run_dir, s)]
             if failed:
                 finished(failed)
-            jobs = [(d, s, str(sources[(d, s)])) for d, s in todo if s not in rows]
+            jobs = [(d, s, str(sources[(d, s)])) for d, s in todo if s not in new]
             info = _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished)
         else:
             local = encoder.build() if isinstance(encoder, EncoderSpec) else encoder
             info = local.info()
             for dataset, scene in todo:
-                finished([scene_row(local, run_dir, dataset, scene, sources[(dataset, scene)], read_rgb_frames)])
+                finished([scene_row(local, run_dir, dataset, scene, sources[(dataset, scene)])])
     finally:
         bar.close()
-    final = [rows[s] for s in order if s in rows]
-    write_ls_rows(RunDir(run_dir).ls_rows, final)
+    write()
+    final = [new[s] if s in new else kept[s][1] for s in order if s in new or s in kept]
     summary = summarise(final, info)
+    summary.extra = {**summary_extra, **summary.extra}
+    summary.foreign_rows = len(foreign) or None
     if split_path:
         from .identity import file_sha256
 
         summary.split, summary.split_sha256 = str(split_path), file_sha256(split_path)
-    return write_ls_summary(RunDir(run_dir).ls_summary, summary)
+    return write_ls_summary(summary_path, summary)
+
+
+def shards_done(run_dir: str | Path, count: int) -> bool:
+    """Whether every shard of ``count`` has written its summary (each writes it last)."""
+    rd = RunDir(run_dir)
+    return all(shard_path(rd.ls_summary, (i, count)).is_file() for i in range(1, count + 1))
+
+
+def _resumable(row: dict, encoder: "Encoder | EncoderSpec", run_dir: Path, sources: dict) -> bool:
+    """A row --resume keeps: scored by this encoder on this many frames at the release's indices, on the clips
+    there now (a re-rendered or replaced clip is embedded again)."""
+    if row.get("status") != "ok" or row.get("model") != encoder.model_id or row.get("num_frames") != encoder.num_frames:
+        return False
+    return row.get("source_frames") is not None and _same_clips(row, run_dir, sources)
+
+
+def merge_ls_shards(run_dir: str | Path, shard_count: int | None = None) -> dict:
+    """Merge ``vision_sim.shard-i-of-N.jsonl`` into vision_sim.jsonl and its summary, with the release's checks:
+    every shard 1..N present, one N, no scene in two shards. Rows by scene id (the release's order), each line
+    as its shard holds it; the encoder's fields from shard 1's summary; shard files are kept."""
+    rd = RunDir(run_dir)
+    found: list[tuple[int, int, Path]] = []
+    for path in sorted(rd.root.glob(f"{rd.ls_rows.stem}.shard-*-of-*{rd.ls_rows.suffix}")):
+        match = SHARD.match(path.name)
+        if match and match["stem"] == rd.ls_rows.stem and match["suffix"] == rd.ls_rows.suffix:
+            index, count = int(match["index"]), int(match["count"])
+            if shard_count is None or count == shard_count:
+                found.append((index, count, path))
+    if not found:
+        raise LSError(
+            f"no {rd.ls_rows.stem}.shard-*-of-N{rd.ls_rows.suffix} files in {rd.root}; score with --shard i/N"
+        )
+    counts = sorted({count for _, count, _ in found})
+    if len(counts) != 1:
+        raise LSError(f"mixed shard counts in {rd.root}: {counts}; pass the N to merge")
+    count = counts[0]
+    by_index = {index: path for index, _, path in found}
+    missing = [i for i in range(1, count + 1) if i not in by_index]
+    if missing:
+        raise LSError(f"missing shards of {count} in {rd.root}: {missing}; score them with --shard i/{count}")
+    merged: dict[str, tuple[str, dict]] = {}
+    for index in range(1, count + 1):
+        for line, row in read_ls_lines(by_index[index]):
+            if row["id"] in merged:
+                raise LSError(f"scene {row['id']!r} is in two shards (again in {by_index[index].name}); rescore one")
+            merged[row["id"]] = (line, row)
+    ids = sorted(merged)
+    foreign = [line for scene, (line, _) in _previous(rd.ls_rows).items() if scene not in merged]
+    write_ls_rows(rd.ls_rows, [*(merged[i][0] for i in ids), *foreign])
+    first = shard_path(rd.ls_summary, (1, count))
+    info = {}
+    if first.is_file():
+        meta = read_ls_summary(first).as_dict()
+        keys = ("model", "device", "num_frames", "dtype", "grid", "preprocessing", "encoder", "loader",
+                "encoder_repo", "checkpoint", "checkpoint_key", "checkpoint_sha256", "split", "split_sha256")  # fmt: skip
+        info = {k: meta[k] for k in keys if meta.get(k) is not None}
+    summary = summarise([merged[i][1] for i in ids], info)
+    summary.extra = _summary_extra(rd.ls_summary)
+    summary.foreign_rows = len(foreign) or None
+    log.info("merged %d LS shards (%d scenes) into %s", count, len(ids), rd.ls_rows)
+    return write_ls_summary(rd.ls_summary, summary)
 
 
 def clip_fingerprints(run_dir: str | Path, scene: str, source: str | Path | None) -> tuple[str | None, str | None]:
@@ -473,10 +700,10 @@ def clip_fingerprints(run_dir: str | Path, scene: str, source: str | Path | None
 
 
 def _same_clips(row, run_dir, sources):
-    source = sources.get((row.get("dataset"), row.get("scene")))
+    source = sources.get((row.get("dataset"), row.get("id")))
     if source is None:
         return False
-    now = clip_fingerprints(run_dir, row["scene"], source)
+    now = clip_fingerprints(run_dir, row["id"], source)
     return (row.get("source_fingerprint"), row.get("render_fingerprint")) == now
 
 
@@ -490,7 +717,7 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
             spec = EncoderSpec(encoder.entry, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames,
                                encoder_repo=str(encoder.repo), checkpoint=str(encoder.checkpoint))  # fmt: skip
         else:
-            spec = EncoderSpec(encoder.model_id, encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
+            spec = EncoderSpec(str(encoder.folder), encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
     info = None
     if jobs:
         from bvb_addon.backend import ClusterFault, task_retries
@@ -507,10 +734,11 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
                 reason = f"Ray task {lost}: {one_line(error)}"
                 finished(
                     [
-                        LSRow(scene, "model_error", dataset, spec.model_id, spec.num_frames, reason).as_dict()
+                        LSRow(scene, "model_error", error=reason, dataset=dataset, model=spec.model_id,
+                              num_frames=spec.num_frames).as_dict()
                         for dataset, scene, _ in batch
                     ]
-                )
+                )  # fmt: skip
                 continue
             info = info or result["info"]
             finished(result["rows"])
@@ -538,39 +766,39 @@ def score_batch(item: tuple[EncoderSpec, str | Path, list[tuple[str, str, str]]]
 
 
 def scene_row(
-    encoder: "Encoder | EncoderSpec", run_dir: str | Path, dataset: str, scene: str, source: str | Path | None,
-    read_rgb_frames: Callable | None = None,
-) -> dict:  # fmt: skip
+    encoder: "Encoder | EncoderSpec", run_dir: str | Path, dataset: str, scene: str, source: str | Path | None
+) -> dict:
     """One scene's row (an LSRow's dict): its failure, or the encoder's scores of source against render."""
     run_dir = Path(run_dir)
-    row = LSRow(scene, "ok", dataset, str(encoder.model_id), encoder.num_frames)
+    row = LSRow(scene, "ok", dataset=dataset, model=str(encoder.model_id), num_frames=encoder.num_frames)
     failure = _failure(run_dir, scene)
     if failure:
-        row.status, row.reason = failure
+        row.status, row.error = failure
         return row.as_dict()
-    if read_rgb_frames is None:
-        from bvb_addon.video import read_rgb_frames
     row.source_fingerprint, row.render_fingerprint = clip_fingerprints(run_dir, scene, source)
-    return replace(row, **_score_scene(encoder, read_rgb_frames, source, run_dir, scene)).as_dict()
+    return replace(row, **_score_scene(encoder, source, run_dir, scene)).as_dict()
 
 
-def _score_scene(encoder, read_rgb_frames, source, run_dir, scene):
+def _score_scene(encoder, source, run_dir, scene):
+    """The row's scores and the frames they saw, or its failure (vision_sim null) with the error."""
     from bvb_addon.video import VideoError
 
+    from .ls_video import read_sampled_frames
+
     try:
-        clip_a = read_rgb_frames(source, encoder.num_frames, resize=encoder.resize_frame)
+        clip_a = read_sampled_frames(source, encoder.num_frames, resize=encoder.resize_frame)
     except VideoError as exc:
-        return {"status": "source_error", "reason": str(exc), "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
+        return {"status": "source_error", "error": str(exc)}
+    seen = {"source_frames": list(clip_a.indices), "source_frame_count": clip_a.total}
     try:
-        clip_b = read_rgb_frames(RunDir(run_dir).render(scene), encoder.num_frames,
-                                 resize=encoder.resize_frame)  # fmt: skip
+        clip_b = read_sampled_frames(RunDir(run_dir).render(scene), encoder.num_frames, resize=encoder.resize_frame)
     except VideoError as exc:
-        return {"status": "render_error", "reason": str(exc), "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
+        return {"status": "render_error", "error": str(exc), **seen}
+    seen.update(render_frames=list(clip_b.indices), render_frame_count=clip_b.total)
     try:
-        layout, motion, vision = encoder.score(clip_a, clip_b)
+        layout, motion, vision = encoder.score(clip_a.frames, clip_b.frames)
     except (RuntimeError, ValueError) as exc:
         if isinstance(exc, LSError):
             raise
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        return {"status": "model_error", "reason": reason, "vision_sim": 0.0, "layout": 0.0, "motion": 0.0}
-    return {"status": "ok", "reason": "", "vision_sim": vision, "layout": layout, "motion": motion}
+        return {"status": "model_error", "error": one_line(exc)[:300], **seen}
+    return {"status": "ok", "vision_sim": vision, "layout_sim": layout, "motion_sim": motion, **seen}

@@ -313,7 +313,7 @@ def ls_counts(rd: RunDir, scenes: list[str]) -> dict[str, int]:
     """{done, running, failed, left} scenes of a run's LS stage (its rows are written when it ends)."""
     if not rd.ls_summary.is_file():
         return {"done": 0, "running": 0, "failed": 0, "left": len(scenes)}
-    status = {row["scene"]: row["status"] for row in read_ls_rows(rd.ls_rows)}
+    status = {row["id"]: row["status"] for row in read_ls_rows(rd.ls_rows)}
     failed = sum(1 for scene in scenes if status.get(scene, "ok") in LS_FAULTS)
     return {"done": len(scenes) - failed, "running": 0, "failed": failed, "left": 0}
 

@@ -79,14 +79,14 @@ def test_ls_scores_with_v_jepa_2_1_and_records_encoder_and_checkpoint(hub, tmp_p
     argv = ["ls", "--run", str(run), "--split", str(split), "--videos", str(tmp_path / "videos"), "--encoder", ENTRY,
             "--encoder-repo", str(repo), "--checkpoint", str(checkpoint), "--num-frames", "4", "--device", "cpu"]  # fmt: skip
     assert main(argv) == 0
-    rows = {r["scene"]: r for r in map(json.loads, (run / "vision_sim.jsonl").read_text().splitlines())}
+    rows = {r["id"]: r for r in map(json.loads, (run / "vision_sim.jsonl").read_text().splitlines())}
     assert rows["same"]["status"] == "ok" and rows["same"]["vision_sim"] == pytest.approx(1.0, abs=1e-5)
     assert rows["other"]["vision_sim"] < rows["same"]["vision_sim"]
     summary = json.loads((run / "vision_sim_summary.json").read_text())
     sha = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
     assert (summary["encoder"], summary["checkpoint_sha256"]) == (ENTRY, sha)
     assert summary["preprocessing"]["crop_hw"] == [384, 384] and summary["num_frames"] == 4
-    assert f"encoder {ENTRY}@{sha[:12]}" in capsys.readouterr().out
+    assert f"encoder {ENTRY} (checkpoint {checkpoint}, sha256 {sha[:12]})" in capsys.readouterr().out
     # The leaderboard shows which encoder and checkpoint scored the run.
     assert main(["overall", "--run", str(run)]) in (0,)
     identity = json.loads((run / "overall.json").read_text())["identity"]
@@ -98,7 +98,7 @@ def test_ls_scores_with_v_jepa_2_1_and_records_encoder_and_checkpoint(hub, tmp_p
     assert main([*argv, "--resume"]) == 0 and (run / "vision_sim.jsonl").read_text() == kept
     shutil.copy(videos / "other.mp4", run / "camera_renders" / "other.mp4")  # "other" re-rendered exactly
     assert main([*argv, "--resume"]) == 0
-    rows = {r["scene"]: r for r in map(json.loads, (run / "vision_sim.jsonl").read_text().splitlines())}
+    rows = {r["id"]: r for r in map(json.loads, (run / "vision_sim.jsonl").read_text().splitlines())}
     assert rows["other"]["vision_sim"] == pytest.approx(1.0, abs=1e-5)
     assert main(["ls", *argv[1:9], "--num-frames", "4"]) == 2  # --encoder without --checkpoint
     assert "needs --checkpoint" in capsys.readouterr().err

@@ -1,75 +1,109 @@
 """vision_sim.jsonl and vision_sim_summary.json: Latent Similarity's row per scene and the run's summary
-(docs/contracts.md, Eval bridge outputs).
+(docs/contracts.md, Eval bridge outputs), in the field names of BVB's release (``eval/vjepa_sim_metric.py``:
+``id``, ``status``, ``vision_sim``, ``layout_sim``, ``motion_sim``, ``error``; ``num_scenes``, ``num_ok``,
+``num_error``, ``vision_sim_std``, ``by_status``, ``scored_only`` ...), ours beside them.
 
 Written by ``eval_bridge.ls`` only (each file whole and atomically, the rows after every scene); read by
-its --resume, Overall and the leaderboard.
+its --resume, Overall and the leaderboard. A row of another scene, or of a scene this run does not score,
+is kept as the line it was (read_ls_lines gives the text with each row).
 """
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .fields import Record, read_record, read_rows, write_record, write_rows
+from ..atomic import write_text_atomic
+from ..errors import BadFileError
+from ..jsonfile import NOT_JSON
+from .fields import Record, read_record, rows_text, write_record
 
-LS_FORMAT = 1
-"""The format of LS's rows and summary; files written before it had a version read as version 1."""
+LS_FORMAT = 2
+"""The format of LS's rows and summary: 2 takes the release's field names (1: scene, layout, motion,
+reason); files without a version (the release's own) read as version 1."""
+
+FAILURES_AS_ZERO = "failures_as_zero"
+"""The summary's means over every scene, a failure counted 0: the release's README and the paper."""
+SCORED_ONLY = "scored_only"
+"""The means over scored scenes only: what the release's stored code writes as its vision_sim."""
 
 
 @dataclass
 class LSRow(Record):
-    """One scene: the encoder's similarities of source and render (0 for a failure), or why it failed."""
+    """One scene: the encoder's similarities of source and render, or (``vision_sim`` null) why it failed."""
 
-    scene: str
+    id: str
+    """The scene (the release's name for it)."""
     status: str
     """ok, no_render, render_failed, render_error, source_error or model_error."""
+    vision_sim: float | None = None
+    layout_sim: float | None = None
+    motion_sim: float | None = None
+    error: str | None = None
+    """Why a scene failed (the release's field); absent on a scored row."""
     dataset: str = ""
     model: str = ""
-    """The encoder's id (``ENTRY@<sha256[:12]>`` for a V-JEPA 2.1 release checkpoint)."""
+    """The encoder's id: ``ID@<sha256[:12]>`` of its weights (a snapshot folder or a V-JEPA 2.1 .pt checkpoint)."""
     num_frames: int = 0
-    reason: str = ""
-    vision_sim: float = 0.0
-    layout: float = 0.0
-    motion: float = 0.0
+    source_frames: list | None = None
+    """The source clip's frame indices the encoder saw (0-based over its decoded frames)."""
+    render_frames: list | None = None
+    source_frame_count: int | None = None
+    """How many frames the source decoded to (what the indices were taken over)."""
+    render_frame_count: int | None = None
     source_fingerprint: str | None = None
     """The clips the row was scored on (eval_bridge.cache): --resume keeps a row only while both are unchanged."""
     render_fingerprint: str | None = None
     format: int = LS_FORMAT
     extra: dict = field(default_factory=dict)
-    """Keys this harness does not know (``node`` on a Ray cluster), kept as they are."""
+    """Keys this harness does not know (``submission_path``, ``render_cached`` of the release, ``node`` on a
+    Ray cluster), kept as they are."""
 
     FORMAT = LS_FORMAT
     WHAT = "LS row"
     FIX = "delete it (or the line) and score again with bvb score ls --resume"
+    OPTIONAL = frozenset(
+        {"error", "source_frames", "render_frames", "source_frame_count", "render_frame_count"}
+    )  # fmt: skip
 
 
 @dataclass
 class LSSummary(Record):
-    """The run's LS: means with failures as 0 (0-1), their spread, the scored-only means, counts, the encoder."""
+    """The run's LS in the release's fields (0-1); ``mean_rule`` says which rule the top-level means follow."""
 
+    num_scenes: int | None = None
+    num_ok: int | None = None
+    num_error: int | None = None
     vision_sim: float | None = None
     vision_sim_std: float | None = None
-    vision_sim_scored: float | None = None
-    layout: float | None = None
-    layout_std: float | None = None
-    layout_scored: float | None = None
-    motion: float | None = None
-    motion_std: float | None = None
-    motion_scored: float | None = None
-    counts: dict = field(default_factory=dict)
-    failures: dict = field(default_factory=dict)
+    layout_sim: float | None = None
+    layout_sim_std: float | None = None
+    motion_sim: float | None = None
+    motion_sim_std: float | None = None
+    by_status: dict = field(default_factory=dict)
+    scored_only: dict | None = None
+    """The same means and spreads over scored scenes only (the release's README: a diagnostic)."""
+    mean_rule: str | None = None
+    """failures_as_zero (ours, the README's) or scored_only; absent in the release's files, whose stored code
+    averages scored scenes only."""
     model: str = ""
-    num_frames: int | None = None
     device: str | None = None
+    num_frames: int | None = None
     dtype: str | None = None
     grid: list | None = None
     preprocessing: dict | None = None
+    failures: dict = field(default_factory=dict)
+    foreign_rows: int | None = None
+    """Lines of vision_sim.jsonl kept as they were (scenes outside the split), not in these numbers."""
     encoder: str | None = None
-    """With V-JEPA 2.1 loaded as released: its entry point, loader, checkout and checkpoint."""
+    """Which encoder: the snapshot's hub id (or folder name), or a V-JEPA 2.1 torch-hub entry point."""
     loader: str | None = None
     encoder_repo: str | None = None
     checkpoint: str | None = None
     checkpoint_key: str | None = None
     checkpoint_sha256: str | None = None
+    """The weights' SHA-256 (of the .pt, or of the snapshot's weight files' digests in name order)."""
     split: str | None = None
     split_sha256: str | None = None
     created: str | None = None
@@ -80,18 +114,61 @@ class LSSummary(Record):
     FORMAT = LS_FORMAT
     WHAT = "LS summary"
     FIX = "delete it and score again with bvb score ls"
-    OPTIONAL = frozenset({"encoder", "loader", "encoder_repo", "checkpoint", "checkpoint_key", "checkpoint_sha256"})
+    OPTIONAL = frozenset(
+        {"scored_only", "mean_rule", "foreign_rows", "encoder", "loader", "encoder_repo", "checkpoint",
+         "checkpoint_key", "checkpoint_sha256", "num_scenes", "num_ok", "num_error"}
+    )  # fmt: skip
+
+
+# Format 1 (this harness before the release's names): its key -> the release's.
+_RENAMED = {"scene": "id", "layout": "layout_sim", "motion": "motion_sim"}
+
+
+def _upgrade(data: Any) -> Any:
+    """A format-1 row of ours in format 2's names (a failure's 0s become nulls, its reason the error)."""
+    if not isinstance(data, dict) or "id" in data or "scene" not in data or data.get("format", 1) != 1:
+        return data
+    row = {_RENAMED.get(key, key): value for key, value in data.items() if key not in ("reason", "format")}
+    if data.get("status", "ok") != "ok":
+        row.update(vision_sim=None, layout_sim=None, motion_sim=None, error=str(data.get("reason") or ""))
+    return row
+
+
+def read_ls_lines(path: str | Path) -> list[tuple[str, dict]]:
+    """Each row of vision_sim.jsonl with the line it was read from (without its newline), so a row the
+    harness does not rewrite goes back byte for byte. A line that is not a row, or a newer format, is a
+    BadFileError naming the file and line (the harness writes the file whole: such a line is someone
+    else's, and refusing loses nothing)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            data = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            data = NOT_JSON
+        if data is NOT_JSON:
+            raise BadFileError(f"{LSRow.WHAT} {where} is not JSON (a torn or hand-edited line); {LSRow.FIX}")
+        out.append((line, LSRow.from_dict(_upgrade(data), where).as_dict()))
+    return out
 
 
 def read_ls_rows(path: str | Path) -> list[dict]:
-    """The one reader of LS's rows: each checked against LSRow, its defaults filled in; a line that is not a
-    row is a BadFileError naming the file and line (the file is only ever written whole)."""
-    return read_rows(LSRow, path)
+    """The one reader of LS's rows: each checked against LSRow (format 1 rows in format 2's names), its
+    defaults filled in; a line that is not a row is a BadFileError naming the file and line."""
+    return [row for _, row in read_ls_lines(path)]
 
 
-def write_ls_rows(path: str | Path, rows: Iterable[LSRow | dict]) -> Path:
-    """The one writer of vision_sim.jsonl (atomic), each row checked against LSRow."""
-    return write_rows(LSRow, path, rows)
+def write_ls_rows(path: str | Path, rows: Iterable[LSRow | dict | str]) -> Path:
+    """The one writer of vision_sim.jsonl (atomic): each row checked against LSRow; a str is a line kept
+    as it was read (read_ls_lines), written back as it is."""
+    text = "".join(item + "\n" if isinstance(item, str) else rows_text(LSRow, [item], str(path)) for item in rows)
+    return write_text_atomic(path, text)
 
 
 def read_ls_summary(path: str | Path) -> LSSummary:
