@@ -186,6 +186,9 @@ def test_a_bvb_ranking_study_filled_in_chromium_scores_as_computed_by_hand(bvb_w
     sent = list((pack / "answers").glob("r02-*.json"))
     assert len(sent) == 1
 
+    # r01 saved twice (an earlier, half-done save left in the folder): the latest save counts, once.
+    stale = {**answers, "saved_at": "2020-01-01T00:00:00.000Z", "rankings": answers["rankings"][:1], "complete": False}
+    (pack / "answers" / "r01-early.json").write_text(json.dumps(stale))
     assert human(["score", str(pack), str(saved), str(pack / "answers")]) == 0
     result = json.loads((pack / "scored" / "human_scores.json").read_text())
     assert result["raters"] == 2 and result["scenes"] == 3

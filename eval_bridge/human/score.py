@@ -113,15 +113,29 @@ def _rules(key: dict, code: str) -> list[str]:
 
 
 def read_answers(files: Sequence[Path], key: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every file's answers, checked against the key; the file name kept under ``_file``."""
-    out = []
+    """Every rater's answers, checked against the key; the file name kept under ``_file``.
+
+    The page lets a rater save (and send) as often as they like, so a rater id met twice counts
+    once: its latest save (``saved_at``), the others named in a warning.
+    """
+    latest: dict[str, dict[str, Any]] = {}
+    anonymous = []
     for path in files:
         try:
             answers = read_json(path, "answers file", "ask its rater to save it again")
         except BadFileError as exc:
             raise HumanStudyError(str(exc)) from None
-        out.append({**check_answers(answers, key, str(path)), "_file": path.name})
-    return out
+        entry = {**check_answers(answers, key, str(path)), "_file": path.name}
+        rater = str(entry.get("rater_id") or "")
+        if not rater:
+            anonymous.append(entry)
+            continue
+        kept = latest.get(rater)
+        if kept is not None:
+            older, entry = sorted((kept, entry), key=lambda a: str(a.get("saved_at") or ""))
+            log.warning("rater %s saved twice: %s counts, %s (older) does not", rater, entry["_file"], older["_file"])
+        latest[rater] = entry
+    return [*latest.values(), *anonymous]
 
 
 # --- BVB ------------------------------------------------------------------------------------------
