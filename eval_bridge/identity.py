@@ -109,7 +109,8 @@ def run_identity(run_dir: str | Path) -> Identity:
         "vsi_prompt": vsi.get("number_post_prompt"),
         "render_preset": _one(row.get("preset") for row in renders),
         "render_resolution": _one(row.get("resolution") for row in renders),
-        "render_frames": _one(row.get("frames") for row in renders),
+        # Frames asked for: a short timeline renders fewer (every frame), so "frames" varies by scene.
+        "render_frames": _one(row.get("num_samples", row.get("frames")) for row in renders),
         "encoder": ls.get("encoder") or ls.get("model"),
         "checkpoint": _hash(ls.get("checkpoint_sha256")),
         "encoder_frames": ls.get("num_frames"),
