@@ -845,6 +845,8 @@ def build_report(
     """
     live_html, scripts = live if live else ("", {})
     out_dir = Path(out_dir)
+    # Read first: a manifest that is torn or of a newer format is refused before anything is written.
+    manifest = memo.manifest_of(out_dir) if memo is not None else Manifest(out_dir)
     from .vgi_report import link as vgi_link, split_outputs, write_pages
 
     run_dirs, vgi_outputs = split_outputs(list(run_dirs))
@@ -854,7 +856,6 @@ def build_report(
     assets = out_dir / "assets"
     assets.mkdir(parents=True, exist_ok=True)
     runs = [_load(run_dir, videos_root, memo) for run_dir in runs_in(run_dirs)]
-    manifest = memo.manifest_of(out_dir) if memo is not None else Manifest(out_dir)
     shared: set[str] = set()
     images = ImageStore(assets / SHARED / "images")
     _mark_differences(runs)

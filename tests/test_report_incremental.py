@@ -101,7 +101,8 @@ def test_a_hostile_manifest_names_nothing_outside_the_report(three_scenes, tmp_p
     (out / MANIFEST).write_text(json.dumps(manifest))
     report.build_report([three_scenes], out)
     assert canary.read_text() == "keep"
-    assert "gone/x" not in json.loads((out / MANIFEST).read_text())["scenes"]
+    # An entry the harness did not write (no stamps): kept as it is, its files never touched.
+    assert json.loads((out / MANIFEST).read_text())["scenes"]["gone/x"] == manifest["scenes"]["gone/x"]
 
 
 def test_a_new_harness_rebuilds_every_page(three_scenes, tmp_path, monkeypatch):
@@ -197,12 +198,14 @@ def test_an_older_reports_files_that_no_page_names_go_after_an_upgrade(three_sce
     kept.write_text("not the report's")
     manifest = json.loads((out / MANIFEST).read_text())
     manifest["format"] = 1
+    for entry in manifest["scenes"].values():
+        del entry["stamps"]  # format 1 had none
     manifest["scenes"]["run0_run/scene_a"]["files"].append("scenes/run0_run_scene_a_files/001_0.jpg")
     (out / MANIFEST).write_text(json.dumps(manifest))
     report.build_report([three_scenes], out)
     assert not old.exists() and kept.is_file()
     assert (out / "scenes" / "run0_run_scene_a.html").is_file()  # named by the new manifest too: kept
-    assert json.loads((out / MANIFEST).read_text())["format"] == 2
+    assert json.loads((out / MANIFEST).read_text())["format"] == 3
 
 
 def test_a_large_report_puts_each_runs_scenes_on_a_page_of_its_own(three_scenes, tmp_path, monkeypatch):

@@ -1,0 +1,93 @@
+"""Never destroy: each file a stage of ours rewrites keeps what it does not understand, or refuses with one
+line naming the file before it writes anything. Per file: a foreign entry or line, an unknown field, a newer
+format and a torn file, each through the stage that rewrites it."""
+
+import json
+
+import pytest
+
+from bvb_addon.errors import BadFileError
+from eval_bridge import report
+from eval_bridge.cli import main
+from eval_bridge.report_manifest import MANIFEST
+from tests import released_support as rs
+
+pytestmark = pytest.mark.unit
+
+
+def _snapshot(folder):
+    """Every file under a folder: its bytes and mtime."""
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# -- report/report_manifest.json, rewritten by bvb report (and bvb view) ---------------------------------------
+
+
+def _leave(run, scene):
+    """The scene leaves the run: nothing of it is left for the report to show."""
+    (run / "agent_meta" / f"{scene}.json").unlink()
+    (run / "camera_renders" / f"{scene}.mp4").unlink()
+    for name in ("dual_vqa.jsonl", "vision_sim.jsonl"):
+        (run / name).unlink()
+
+
+@pytest.fixture
+def built(tmp_path):
+    run = rs.make_released_run(tmp_path / "results")
+    out = tmp_path / "report"
+    report.build_report([run], out)
+    return run, out
+
+
+def test_report_rebuild_keeps_an_entry_it_does_not_know_and_its_files(built):
+    run, out = built
+    manifest = json.loads((out / MANIFEST).read_text())
+    (out / "notes").mkdir()
+    (out / "notes" / "mine.txt").write_text("a person's notes")
+    foreign = {"files": ["notes/mine.txt"], "by": "hand"}
+    manifest["scenes"]["notes/mine"] = foreign
+    # An entry of ours with a field this harness does not write is not ours any more: its files stay too.
+    ours = next(k for k in manifest["scenes"] if k.endswith(rs.DONE_SCENE))
+    manifest["scenes"][ours]["reviewed_by"] = "someone"
+    manifest["comment"] = "kept"
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    named = [out / name for name in manifest["scenes"][ours]["files"]]
+    # The scene leaves the report: its known files would go, but its entry is no longer one it knows.
+    _leave(run, rs.DONE_SCENE)
+    report.build_report([run], out)
+    assert (out / "notes" / "mine.txt").read_text() == "a person's notes"
+    assert all(path.is_file() for path in named)
+    after = json.loads((out / MANIFEST).read_text())
+    assert after["scenes"]["notes/mine"] == foreign and after["scenes"][ours]["reviewed_by"] == "someone"
+    assert after["comment"] == "kept"
+
+
+def test_report_rebuild_removes_only_files_still_as_it_wrote_them(built):
+    run, out = built
+    manifest = json.loads((out / MANIFEST).read_text())
+    entry = next(v for k, v in manifest["scenes"].items() if k.endswith(rs.DONE_SCENE))
+    edited, untouched = out / entry["files"][0], [out / name for name in entry["files"][1:]]
+    edited.write_bytes(b"changed by a person after the build")
+    _leave(run, rs.DONE_SCENE)
+    report.build_report([run], out)
+    assert edited.read_bytes() == b"changed by a person after the build"
+    assert untouched and not any(path.exists() for path in untouched)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"format": 99, "scenes": {}}', "is format 99, newer than this harness's"),
+        ('{"format": 3, "scenes": {"run0_x/s": {"key"', "is not JSON (torn?)"),
+    ],
+)
+def test_report_refuses_a_newer_or_torn_manifest_before_writing(built, capsys, text, message):
+    run, out = built
+    (out / MANIFEST).write_text(text)
+    before = _snapshot(out)
+    with pytest.raises(BadFileError, match="report manifest"):
+        report.build_report([run], out)
+    assert main(["report", str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(out / MANIFEST) in err[0] and message in err[0]
+    assert _snapshot(out) == before
