@@ -136,9 +136,9 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
         name="Preset",
         description="Render preset of the evaluation render",
         items=(
-            ("bvb", "BVB (EEVEE)", "As BVB renders: EEVEE"),
-            ("fast", "Fast (Workbench)", "Workbench: seconds per scene"),
-            ("cycles", "Cycles", "Cycles on the CPU, denoised"),
+            ("bvb", "BVB (EEVEE)", "BVB's release render: EEVEE, 512 x 512, the scene's own settings"),
+            ("fast", "Fast (Workbench)", "Ours: Workbench at the source's aspect, seconds per scene"),
+            ("cycles", "Cycles", "Ours: Cycles, denoised, at the source's aspect"),
         ),
         default="bvb",
     )
