@@ -65,6 +65,9 @@ FINAL = ("submitted", "limit", "failed")
 """Agent statuses that end a scene for good; any other (error, interrupted) is a fault to retry."""
 RENDER_FINAL = ("ok", "no_submission", "no_camera", "too_few_meshes", "gate")
 STATE = "campaign.json"
+STATE_FORMAT = 1
+"""campaign.json's format; a file without one is format 1. Keys it does not know are kept when it is rewritten."""
+STATE_FIX = "restore it from a backup, or delete it to start the campaign's bookkeeping afresh (its runs stay)"
 
 
 class CampaignError(BVBError, ValueError):
@@ -333,10 +336,25 @@ def stage_counts(campaign: Campaign, rd: RunDir, stage: str, scenes: list[str]) 
 
 
 def _read_state(campaign: Campaign) -> dict[str, Any]:
-    try:
-        return read_json(campaign.state_path)
-    except (OSError, ValueError):
+    """campaign.json as written ({} before the first session); a torn, foreign or newer one is a CampaignError
+    naming it: never reset (its sessions and start would be lost), refused before anything is written."""
+    path = campaign.state_path
+    if not path.exists():
         return {}
+    try:
+        state = read_json(path, "campaign state", STATE_FIX)
+    except BVBError as exc:
+        raise CampaignError(str(exc)) from None
+    except OSError as exc:
+        raise CampaignError(f"campaign state {path} cannot be read ({exc}); {STATE_FIX}") from None
+    if not isinstance(state, dict):
+        raise CampaignError(f"campaign state {path} is not a JSON object; {STATE_FIX}")
+    version = state.get("format", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version > STATE_FORMAT:
+        raise CampaignError(
+            f"campaign state {path} is format {version!r}, newer than this harness's {STATE_FORMAT}; update the harness"
+        )
+    return state
 
 
 def _alive(pid: Any) -> bool:
@@ -447,7 +465,8 @@ class CampaignRunner:
         """(run, dv or ls): why that scorer stopped on a fault in this session."""
 
     def _save_state(self, **changes):
-        self.state.update(changes)
+        # Every key read stays (a newer harness's, a person's note): only these change.
+        self.state.update(changes, format=STATE_FORMAT)
         write_json_atomic(self.c.state_path, self.state)
 
     def _stage(self, run, stage):

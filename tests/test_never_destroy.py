@@ -91,3 +91,46 @@ def test_report_refuses_a_newer_or_torn_manifest_before_writing(built, capsys, t
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(out / MANIFEST) in err[0] and message in err[0]
     assert _snapshot(out) == before
+
+
+# -- results/campaign.json, rewritten by bvb campaign -----------------------------------------------------------
+
+
+def _campaign(tmp_path):
+    from headless import campaign
+
+    path = tmp_path / "c.toml"
+    path.write_text('results = "results"\nsplit = "split.jsonl"\nvideos = "videos"\nbudget = 1\n'
+                    '[[config]]\nname = "m"\nargs = ["--model", "m"]\n')  # fmt: skip
+    (tmp_path / "split.jsonl").write_text("")
+    (tmp_path / "results").mkdir()
+    return campaign, campaign.load(path)
+
+
+def test_campaign_state_keeps_keys_it_does_not_know_when_a_session_rewrites_it(tmp_path):
+    campaign, loaded = _campaign(tmp_path)
+    state = {"sessions": 3, "started": "2026-01-01T00:00:00+00:00", "note": "a person's", "future": {"x": [1]}}
+    loaded.state_path.write_text(json.dumps(state))
+    runner = campaign.CampaignRunner(loaded, log=lambda line: None)
+    runner._stage("m", "agent")  # what every stage of a session does first
+    after = json.loads(loaded.state_path.read_text())
+    assert {k: after[k] for k in state} == state
+    assert after["current"]["stage"] == "agent" and after["format"] == 1
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"sessions": 4, "started": "2026-01-01T00:0', "is not valid JSON"),
+        ('{"format": 7, "sessions": 4}', "is format 7, newer than this harness's 1"),
+        ('["not", "an", "object"]', "is not a JSON object"),
+    ],
+)
+def test_campaign_refuses_a_torn_or_newer_state_and_never_resets_it(tmp_path, capsys, text, message):
+    campaign, loaded = _campaign(tmp_path)
+    loaded.state_path.write_text(text)
+    for argv in ([str(loaded.path)], ["status", str(loaded.path)]):
+        assert campaign.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(loaded.state_path) in err[0] and message in err[0], err
+    assert loaded.state_path.read_text() == text
