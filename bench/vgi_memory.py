@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"+{b['peak_mb']:.0f} MB ({b['seconds']:.1f} s): {per_frame:.1f} MB a frame, "
                 f"{old_mb:.0f} MB at {frames} frames (extrapolated)"
             )
-        print(f"new is {'within' if new['peak_mb'] <= GOAL_MB else 'OVER'} the goal of {GOAL_MB} MB a worker; old {how}")
+        print(
+            f"new is {'within' if new['peak_mb'] <= GOAL_MB else 'OVER'} the goal of {GOAL_MB} MB a worker; old {how}"
+        )
         print(
             f"new_peak_mb={new['peak_mb']:.0f} old_peak_mb={old_mb:.0f} ratio={old_mb / max(new['peak_mb'], 1):.1f} "
             f"goal_mb={GOAL_MB} frames={frames}"

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-SCORE_STAGES = ("dv", "ls", "overall", "vgi", "steps")
+SCORE_STAGES = ("dv", "ls", "overall", "vgi", "vgi-filter", "steps")
 """The eval bridge's subcommands that ``bvb score`` runs; its others are stages of their own."""
 
 OWN_LOGGERS = ("bvb_addon", "headless", "eval_bridge", "__main__")

@@ -254,6 +254,12 @@ def _add_report(sub: SubParsers) -> None:
     p.add_argument("runs", nargs="+", help="run directories, or results folders holding them")
     p.add_argument("--out", required=True, help="folder for index.html and its pages")
     p.add_argument("--videos", help="source videos root (default: each run's config.json)")
+    p.add_argument(
+        "--reference",
+        action="append",
+        help="published results CSV (repeatable: BVB's results.csv and assets/bvb-results.csv): each run that "
+        "reproduces a published configuration is shown beside its row, with the difference and its interval",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -263,12 +269,6 @@ def _add_view(sub: SubParsers) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="RUN_OR_RESULTS_DIR", help="run directories or results folders")
     p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (only loopback is allowed)")
-    p.add_argument(
-        "--reference",
-        action="append",
-        help="published results CSV (repeatable: BVB's results.csv and assets/bvb-results.csv): each run that "
-        "reproduces a published configuration is shown beside its row, with the difference and its interval",
-    )
     p.add_argument("--port", type=int, default=8770, help="port to bind")
     p.add_argument("--out", help="folder for the built pages (default: a temporary folder)")
     p.add_argument("--videos", help="source videos root (default: each run's config.json)")
@@ -295,6 +295,12 @@ def _add_vgi(sub: SubParsers) -> None:
     add_parser(sub).set_defaults(func=cmd_vgi)
 
 
+def _add_vgi_filter(sub: SubParsers) -> None:
+    from .vgi_filter import add_parser
+
+    add_parser(sub).set_defaults(func=cmd_vgi_filter)
+
+
 def _add_steps(sub: SubParsers) -> None:
     from .steps import add_parser
 
@@ -317,6 +323,7 @@ def build_parser() -> Parser:
         _add_serve,
         _add_report,
         _add_vgi,
+        _add_vgi_filter,
         _add_steps,
         _add_view,
         _add_export,
@@ -620,6 +627,21 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> a
     return result
 
 
+def cmd_vgi_filter(args: argparse.Namespace, progress: api.Progress | None = None) -> dict:
+    """``bvb score vgi-filter``: the pre-generation filter over generators' easiest-level scores."""
+    from .vgi_filter import FILTER_JSON, KEPT_TXT, write
+
+    result = write(args.results, args.level, args.tasks, args.kept_tasks)
+    print(
+        f"VGI filter on level {result['level']} over {len(result['generators'])} generators: kept "
+        f"{len(result['kept'])} of {len(result['kept']) + len(result['dropped'])} tasks"
+    )
+    for task, reason in result["dropped"].items():
+        print(f"  dropped {task}: {reason}")
+    print(f"wrote {Path(args.results) / FILTER_JSON} and {KEPT_TXT}" + (f" and {args.kept_tasks}" if args.kept_tasks else ""))
+    return result
+
+
 # Per command: (outcomes stage, unit of its rows, whether it takes --resume). Others end 0 when they succeed.
 FAULT_STAGES = {
     "dv": ("dv", "questions", True),
@@ -689,6 +711,8 @@ def main(argv: list[str] | None = None) -> int:
                 (f"--{name.replace('_', '-')}", getattr(args, name, None))
                 for name in ("split", "cache", "tasks", "config", "token_file")
             ]
+            # --reference is repeatable (leaderboard, report): each path is checked.
+            + [("--reference", path) for path in getattr(args, "reference", None) or []]
             + ([("--out", args.out)] if out_is_file else []),
         )
         result = args.func(args)
@@ -703,5 +727,3 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; rerun with --resume to continue", file=sys.stderr)
         return 130
     return _stage_exit(args, result, argv)
-            # --reference is repeatable (leaderboard, report): each path is checked.
-            + [("--reference", path) for path in getattr(args, "reference", None) or []]

@@ -592,12 +592,19 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--judge-model", help="judge model id (required with --judge vlm)")
     p.add_argument("--judge-api-key-env", default=JudgeOptions.api_key_env, help="variable holding the judge's API key")
     p.add_argument("--cache", help=f"judge cache file (default OUT/{CACHE})")
-    p.add_argument("--retries", type=int, default=JudgeOptions.retries, help="retries on 408/429/5xx and connection errors")
     p.add_argument(
-        "--retry-base-delay", type=float, default=JudgeOptions.retry_base_delay, help="first backoff in seconds (doubles)"
+        "--retries", type=int, default=JudgeOptions.retries, help="retries on 408/429/5xx and connection errors"
+    )
+    p.add_argument(
+        "--retry-base-delay",
+        type=float,
+        default=JudgeOptions.retry_base_delay,
+        help="first backoff in seconds (doubles)",
     )
     p.add_argument("--frame-budget", type=int, default=BUDGET, help="frames the VLM judge sees per video")
-    p.add_argument("--sampling", choices=("adaptive", "uniform"), default="adaptive", help="how those frames are picked")
+    p.add_argument(
+        "--sampling", choices=("adaptive", "uniform"), default="adaptive", help="how those frames are picked"
+    )
     p.add_argument("--window", type=int, default=WINDOW, help="frames per focus-window call")
     p.add_argument("--stride", type=int, default=STRIDE, help="frames between the starts of two focus windows")
     p.add_argument("--max-frames", type=int, default=MAX_FRAMES, help="frames read to choose the budget from")

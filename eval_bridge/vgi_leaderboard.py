@@ -40,6 +40,8 @@ SETTINGS_IGNORED = ("half", "half_seed", "of", "tasks")
 def generator_dirs(out: str | Path) -> list[Path]:
     """The generators' folders in a VGI output folder (those holding a summary), by name."""
     out = Path(out)
+    if not out.is_dir():
+        raise VGIError(f"{out} is not a folder; give the --out folder of bvb score vgi")
     return sorted(child for child in out.iterdir() if child.is_dir() and (child / SUMMARY).is_file())
 
 
@@ -118,7 +120,8 @@ def _ranks(values: list[float]) -> np.ndarray:
 
 
 def kendall_tau(a: list[float], b: list[float]) -> float:
-    """Kendall's tau-b between two score lists (ties in either count as neither concordant nor discordant)."""
+    """Kendall's tau-b between two score lists (a pair tied in either is neither concordant nor discordant; 1.0
+    when no pair is ordered in one of them: nothing to disagree on)."""
     concordant = discordant = ties_a = ties_b = 0
     for i in range(len(a)):
         for j in range(i + 1, len(a)):
@@ -220,7 +223,10 @@ def build(out: str | Path, resamples: int = noise.RESAMPLES, seed: int = noise.S
 def table_rows(board: dict[str, Any]) -> list[dict[str, Any]]:
     """The CSV's rows: one per generator, overall then every domain, skill tag and level."""
     rows = []
-    keys = {name: sorted({k for e in board["generators"] for k in e[name]}) for name in ("by_domain", "by_skill", "by_level")}
+    keys = {
+        name: sorted({k for e in board["generators"] for k in e[name]})
+        for name in ("by_domain", "by_skill", "by_level")
+    }
     for entry in board["generators"]:
         row: dict[str, Any] = {
             "rank": entry["rank"], "generator": entry["generator"], "overall": round(entry["overall"]["score"], 2),
@@ -268,7 +274,9 @@ def format_table(board: dict[str, Any]) -> str:
         ci = f"[{o['ci_low']:.1f}, {o['ci_high']:.1f}]"
         lines.append(
             f"{entry['rank']:>2} {entry['generator'][:20]:20s} {o['score']:7.1f} {ci:>15} {o['success']:7.1f}  "
-            + "  ".join(f"{entry['by_domain'][d]['score']:12.1f}" if d in entry["by_domain"] else f"{'-':>12}" for d in domains)
+            + "  ".join(
+                f"{entry['by_domain'][d]['score']:12.1f}" if d in entry["by_domain"] else f"{'-':>12}" for d in domains
+            )
             + mark
         )
     stability = board.get("half_vs_full")

@@ -19,7 +19,7 @@ from bvb_addon.records import read_vgi_rows
 
 from .html_page import Markup, csp, fragment, join, page_url, render, safe_name
 from .vgi import ROWS, read_tasks
-from .vgi_leaderboard import build, generator_dirs, is_vgi_output
+from .vgi_leaderboard import build, is_vgi_output
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,10 @@ def _cell(block: dict | None) -> Markup:
     if not block:
         return fragment("<td>-</td>")
     return fragment(
-        "<td>{} <span class='ci'>[{}, {}]</span></td>", _fmt(block["score"]), _fmt(block["ci_low"]), _fmt(block["ci_high"])
+        "<td>{} <span class='ci'>[{}, {}]</span></td>",
+        _fmt(block["score"]),
+        _fmt(block["ci_low"]),
+        _fmt(block["ci_high"]),
     )
 
 
@@ -75,14 +78,20 @@ def _group_table(board: dict, name: str, title: str) -> Markup:
         fragment("<tr><td>{}</td>{}</tr>", e["generator"], join([_cell(e[name].get(k)) for k in keys]))
         for e in board["generators"]
     ]
-    return fragment("<h3>{}</h3><table class='vgi-{}'><tr><th>generator</th>{}</tr>{}</table>", title, name, head, join(rows))
+    return fragment(
+        "<h3>{}</h3><table class='vgi-{}'><tr><th>generator</th>{}</tr>{}</table>", title, name, head, join(rows)
+    )
 
 
 def _leaderboard(board: dict) -> Markup:
     rows = []
     for e in board["generators"]:
         c = e["counts"]
-        note = fragment(" <span class='not-comparable'>* {}</span>", e["comparability_note"]) if not e["comparable"] else ""
+        note = (
+            fragment(" <span class='not-comparable'>* {}</span>", e["comparability_note"])
+            if not e["comparable"]
+            else ""
+        )
         rows.append(fragment(
             "<tr><td>{}</td><td><a href='#gen-{}'>{}</a>{}</td>{}<td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             e["rank"], safe_name(e["generator"]), e["generator"], note, _cell(e["overall"]), _fmt(e["overall"]["success"]),
@@ -137,7 +146,10 @@ def _thumbnails(row: dict, dest: Path) -> dict[int, str]:
     if not frames or not clip or not Path(clip).is_file():
         return {}
     names = {index: f"{safe_name(row['id'])}_{index}.jpg" for index in frames}
-    if all((dest / name).is_file() and (dest / name).stat().st_mtime >= Path(clip).stat().st_mtime for name in names.values()):
+    if all(
+        (dest / name).is_file() and (dest / name).stat().st_mtime >= Path(clip).stat().st_mtime
+        for name in names.values()
+    ):
         return names
     try:
         jpegs = video.sample_frames(clip, times, longest_side=THUMB_SIDE, quality=80)
@@ -170,8 +182,12 @@ def _instance_page(row: dict, task: dict | None, generator: str, dest: Path) -> 
     frames = join(
         fragment(
             "<div class='frame{}{}'><img src='{}' alt='frame {}' loading='lazy'>frame {} · {} s{}</div>",
-            " flagged" if index in flagged_by_frame else "", " overview" if index in overview else "",
-            page_url("frames", thumbs[index]) if index in thumbs else "", index, index, _fmt(time, 2),
+            " flagged" if index in flagged_by_frame else "",
+            " overview" if index in overview else "",
+            page_url("frames", thumbs[index]) if index in thumbs else "",
+            index,
+            index,
+            _fmt(time, 2),
             fragment(" · <b>{}</b>", ", ".join(flagged_by_frame[index])) if index in flagged_by_frame else "",
         )  # fmt: skip
         for index, time in zip(row.get("frames") or [], row.get("frame_times") or [], strict=False)
@@ -198,7 +214,9 @@ def _instance_page(row: dict, task: dict | None, generator: str, dest: Path) -> 
         _fmt(row["score"], 3), " (success)" if row["success"] else "", rule_rows, len(row.get("frames") or []),
         frames, windows or fragment("<li>none</li>"),
     )  # fmt: skip
-    return render(PAGE, policy=csp(()), style=STYLE, title=f"{generator} {row['id']}: VGI", kind="vgi-instance", body=body)
+    return render(
+        PAGE, policy=csp(()), style=STYLE, title=f"{generator} {row['id']}: VGI", kind="vgi-instance", body=body
+    )
 
 
 def _generator_section(entry: dict, out_dir: Path, tasks: dict[str, dict]) -> Markup:
@@ -219,7 +237,11 @@ def _generator_section(entry: dict, out_dir: Path, tasks: dict[str, dict]) -> Ma
             "status-ok" if row["status"] == "ok" else "status-bad", row["status"], _fmt(row["score"], 3),
             row.get("completeness_label") or "-", total,
         ))  # fmt: skip
-    missing = fragment("<p class='status-bad'>Missing videos (scored 0): {}</p>", ", ".join(entry["missing"])) if entry["missing"] else ""
+    missing = (
+        fragment("<p class='status-bad'>Missing videos (scored 0): {}</p>", ", ".join(entry["missing"]))
+        if entry["missing"]
+        else ""
+    )
     return fragment(
         "<h2 id='gen-{}'>{}</h2>{}<table class='instances'><tr><th>instance</th><th>task</th><th>level</th><th>status</th>"
         "<th>score</th><th>completeness</th><th>violation events</th></tr>{}</table>",

@@ -72,7 +72,9 @@ def test_half_protocol_is_stratified_by_task_and_level_and_keeps_level_2_too():
     counts = Counter(t["level"] for seed in range(40) for t in vgi.half_instances(tasks, seed))
     assert all(100 <= counts[level] <= 180 for level in (1, 2, 3)), counts
     # A lab's file: 4 instances per task and level keep exactly 2 of each (task, level).
-    lab = [{"id": f"{f}_{level}_{i}", "family": f, "level": level} for f in "ab" for level in (1, 2, 3) for i in range(4)]
+    lab = [
+        {"id": f"{f}_{level}_{i}", "family": f, "level": level} for f in "ab" for level in (1, 2, 3) for i in range(4)
+    ]
     strata = Counter((t["family"], t["level"]) for t in vgi.half_instances(lab, seed=5))
     assert set(strata.values()) == {2} and len(strata) == 6
 
@@ -271,7 +273,9 @@ def test_a_labs_tasks_file_reads_with_its_names_and_a_missing_field_names_row_an
     path.write_text(json.dumps(lab) + "\n" + json.dumps(second) + "\n")
     videos = tmp_path / "gen"
     videos.mkdir()
-    code = main(["vgi", "--tasks", str(path), "--videos", str(videos), "--out", str(tmp_path / "out"), "--judge", "checker"])
+    code = main(
+        ["vgi", "--tasks", str(path), "--videos", str(videos), "--out", str(tmp_path / "out"), "--judge", "checker"]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert "line 2 (id flash_2): missing field constraint" in err[0] and "docs/guide.md" in err[0]

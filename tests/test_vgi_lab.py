@@ -119,7 +119,9 @@ def test_two_generators_a_faulting_judge_resume_asks_only_the_faults_then_board_
         assert alpha["overall"]["score"] == pytest.approx(75.0)  # (1 + 0.5) / 2: the fault is out of the pool
         rows = {r["id"]: r for r in map(json.loads, (out / "gen_b" / "vgi.jsonl").read_text().splitlines())}
         assert rows["move_2"]["status"] == "missing" and rows["move_2"]["score"] == 0.0
-        assert rows["sort_1"]["status"] == "video_error" and str(lab / "beta" / "sort_1.mp4") in rows["sort_1"]["reason"]
+        assert (
+            rows["sort_1"]["status"] == "video_error" and str(lab / "beta" / "sort_1.mp4") in rows["sort_1"]["reason"]
+        )
         assert rows["move_1"]["violations"] == {"flash": 1} and rows["move_1"]["windows"]
         assert any("missing videos (scored 0): move_2" in line for line in printed)
         # The cache lives in the output folder; the videos folders hold only the generators' videos.
@@ -156,3 +158,80 @@ def test_two_generators_a_faulting_judge_resume_asks_only_the_faults_then_board_
     frames = sorted((report / "vgi" / "alpha" / "frames").glob("move_2_*.jpg"))
     assert len(frames) == 8 and all(f.read_bytes()[:2] == b"\xff\xd8" for f in frames)
     assert "video_error" in (report / "vgi" / "gen_b" / "sort_1.html").read_text()
+
+
+def _write_generator(out, name, verdicts):
+    """A generator's folder as bvb score vgi writes it, from {id: (family, level, status, success)}."""
+    from bvb_addon.records import VGIRow, VGISummary, write_vgi_rows, write_vgi_summary
+
+    rows = [VGIRow(i, status, family, "visual organization", ["spatial"], level, score=float(success),
+                   success=success, generator=name) for i, (family, level, status, success) in verdicts.items()]  # fmt: skip
+    write_vgi_rows(out / name / "vgi.jsonl", rows)
+    write_vgi_summary(out / name / "vgi_summary.json", VGISummary(generator=name, protocol="vgi_v1"))
+
+
+def test_the_pre_generation_filter_keeps_tasks_solved_by_one_and_failed_by_another(tmp_path, capsys):
+    out = tmp_path / "easy"
+    ok, fail, missing, fault = ("ok", True), ("ok", False), ("missing", False), ("judge_error", False)
+    table = {  # id: (task, level, verdict per generator a, b, c)
+        "easy_1": ("easy", 1, ok, ok, ok),
+        "hard_1": ("hard", 1, fail, fail, ("video_error", False)),
+        "split_1": ("split", 1, ok, fail, missing),
+        "split_2": ("split", 2, fail, fail, fail),  # level 2 is not looked at
+        "mixed_1": ("mixed", 1, ok, ok, ok),
+        "mixed_2": ("mixed", 1, fail, fail, fail),
+        "none_1": ("none", 1, missing, fault, missing),
+    }
+    for k, name in enumerate("abc"):
+        _write_generator(out, name, {i: (t, lvl, *v[k]) for i, (t, lvl, *v) in table.items()})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            json.dumps(_task(i, t, "visual organization", ["spatial"], lvl)) + "\n" for i, (t, lvl, *_) in table.items()
+        )
+    )
+    assert (
+        main(["vgi-filter", "--results", str(out), "--tasks", str(tasks), "--kept-tasks", str(tmp_path / "kept.jsonl")])
+        == 0
+    )
+    result = json.loads((out / "vgi_filter.json").read_text())
+    assert result["level"] == 1 and result["generators"] == ["a", "b", "c"]
+    assert result["kept"] == ["split"] and (out / "vgi_filter_kept.txt").read_text() == "split\n"
+    assert result["samples"]["split"]["split_1"] == {"solved_by": ["a"], "failed_by": ["b"]}
+    reasons = result["dropped"]
+    assert reasons["easy"].startswith("solved by every generator with a verdict (a, b, c) on level 1: too easy")
+    assert reasons["hard"].startswith("failed by every generator with a verdict (a, b, c)")  # unreadable is a failure
+    assert reasons["mixed"].startswith("no level-1 instance both solved and failed")
+    assert reasons["none"].startswith("no verdict on level 1")
+    kept_rows = [json.loads(line) for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in kept_rows] == ["split_1", "split_2"]  # every level of a kept task
+    assert "dropped easy: solved by every generator" in capsys.readouterr().out
+    # One generator cannot tell tasks apart.
+    assert main(["vgi-filter", "--results", str(tmp_path / "none")]) == 2
+
+
+def test_rank_agreement_figures_match_values_worked_by_hand():
+    from eval_bridge.vgi_leaderboard import half_vs_full, kendall_tau, spearman_rho
+
+    # (1,2,3,4) against (1,3,2,4): 6 pairs, 5 concordant, 1 discordant: tau = 4/6; rho = 1 - 6*2/(4*15) = 0.8.
+    assert kendall_tau([4, 3, 2, 1], [4, 2, 3, 1]) == pytest.approx(4 / 6)
+    assert spearman_rho([4, 3, 2, 1], [4, 2, 3, 1]) == pytest.approx(0.8)
+    assert kendall_tau([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    # tau-b with a tie in the second list: C=2, D=0, ties_b=1: 2 / sqrt(3 * 2).
+    assert kendall_tau([3, 2, 1], [2, 1, 1]) == pytest.approx(2 / np.sqrt(6))
+
+    def rows(scores):
+        return [{"id": f"t{f}_l{lvl}", "family": f"t{f}", "level": lvl, "status": "ok", "score": s}
+                for (f, lvl), s in scores.items()]  # fmt: skip
+
+    grid = [(f, lvl) for f in range(6) for lvl in (1, 2, 3)]
+    # Generators far apart on every instance: any half ranks them as the full set does.
+    far = half_vs_full({"a": rows(dict.fromkeys(grid, 0.9)), "b": rows(dict.fromkeys(grid, 0.5)),
+                        "c": rows(dict.fromkeys(grid, 0.1))}, seeds=10)  # fmt: skip
+    assert far["kendall_tau_mean"] == 1.0 and far["same_ranking"] == 1.0 and far["same_leader"] == 1.0
+    # Two generators close overall but strong on different levels: some halves put the other one first.
+    level_1 = {k: float(k[1] == 1) for k in grid}
+    level_3 = {k: {1: 0.0, 2: 0.1, 3: 1.0}[k[1]] for k in grid}
+    close = half_vs_full({"a": rows(level_1), "b": rows(level_3)}, seeds=30)
+    assert close["full"] == {"a": pytest.approx(100 / 3), "b": pytest.approx(110 / 3)}
+    assert close["kendall_tau_min"] == -1.0 and 0 < close["same_leader"] < 1

@@ -37,10 +37,10 @@ def _problem(row: dict) -> str | None:
         return f"field level {row['level']!r} is not a whole number from 1 (the easiest)"
     rubric = row["rubric"]
     if not isinstance(rubric, list) or not rubric:
-        return "field rubric is not a non-empty list of {\"id\", \"rule\"}"
+        return 'field rubric is not a non-empty list of {"id", "rule"}'
     for rule in rubric:
         if not isinstance(rule, dict) or not isinstance(rule.get("id"), str) or not isinstance(rule.get("rule"), str):
-            return f"field rubric holds {json.dumps(rule)[:60]}, not {{\"id\": text, \"rule\": text}}"
+            return f'field rubric holds {json.dumps(rule)[:60]}, not {{"id": text, "rule": text}}'
     ids = [rule["id"] for rule in rubric]
     if len(set(ids)) != len(ids):
         return f"field rubric repeats a rule id ({', '.join(sorted({i for i in ids if ids.count(i) > 1}))})"
