@@ -45,7 +45,7 @@ ROWS = [
            source_correct=True, source_fingerprint="abc"),
      {"node": {"ip": "10.0.0.2", "node_id": "n1"}}),
     (LSRow, read_ls_rows, write_ls_rows, "vision_sim.jsonl",
-     LSRow("s1", "ok", "synthetic", "vjepa2-tiny", 4, vision_sim=0.5, layout=0.4, motion=0.6),
+     LSRow("s1", "ok", 0.5, 0.4, 0.6, dataset="synthetic", model="vjepa2-tiny", num_frames=4, source_frames=[0, 1]),
      {"node": {"ip": "10.0.0.3"}}),
     (VGIRow, read_vgi_rows, write_vgi_rows, "vgi.jsonl",
      VGIRow("flash_l1_s0", "ok", "flash", "events", ["timing"], 1, violations={"r1": 2}, completeness=1.0,
@@ -74,7 +74,7 @@ def test_rows_round_trip_with_their_format_and_unknown_keys(tmp_path, cls, read,
     write(path, [record, record.as_dict()])
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines[0] == lines[1] == record.as_dict()
-    assert lines[0]["format"] == cls.FORMAT == 1 and all(lines[0][key] == value for key, value in unknown.items())
+    assert lines[0]["format"] == cls.FORMAT and all(lines[0][key] == value for key, value in unknown.items())
     assert read(path) == lines
     assert [cls.from_dict(row) for row in read(path)] == [record, record]
 
@@ -88,7 +88,7 @@ def test_an_old_row_without_a_version_reads_with_its_defaults(tmp_path, cls, rea
     path.write_text(json.dumps(old) + "\n")
     (row,) = read(path)
     assert row["format"] == 1 and {k: row[k] for k in required} == old
-    assert cls.from_dict(row) == cls(**old)
+    assert cls.from_dict(row) == cls(**old, format=1)
 
 
 @pytest.mark.parametrize("cls, read, write, name, record, unknown", ROWS, ids=[r[3] for r in ROWS])
@@ -96,7 +96,7 @@ def test_a_corrupt_rows_file_names_its_file_and_line(tmp_path, cls, read, write,
     path = tmp_path / name
     good = json.dumps(record.as_dict())
     for bad, message in [("{'id': 1}", "line 2 is not JSON"), ("[1, 2]", "line 2 is not a JSON object"),
-                         ("{}", "line 2 has no "), (json.dumps({**record.as_dict(), "format": 2}), "newer than")]:  # fmt: skip
+                         ("{}", "line 2 has no "), (json.dumps({**record.as_dict(), "format": cls.FORMAT + 1}), "newer than")]:  # fmt: skip
         path.write_text(f"{good}\n{bad}\n")
         with pytest.raises(BadFileError, match=message) as caught:
             read(path)
@@ -122,7 +122,7 @@ def test_summaries_round_trip_keep_unknown_keys_and_read_old_files(
     path = tmp_path / name
     record.extra = {"added_by_hand": True}
     written = write(path, record)
-    assert json.loads(path.read_text()) == written and written["format"] == 1 and written["added_by_hand"]
+    assert json.loads(path.read_text()) == written and written["format"] == cls.FORMAT and written["added_by_hand"]
     assert read(path) == record
     old = {k: v for k, v in written.items() if k in (wrong_field, "created")}
     path.write_text(json.dumps(old))
@@ -149,7 +149,7 @@ def test_a_row_the_harness_built_wrong_is_a_bug_not_bad_input(tmp_path):
         write_ls_rows(tmp_path / "vision_sim.jsonl", [{"scene": "s", "status": "ok", "vision_sim": "high"}])
     assert not isinstance(caught.value, BadFileError)
     assert not (tmp_path / "vision_sim.jsonl").exists()
-    assert as_record(LSRow, {"scene": "s", "status": "ok"}) == LSRow("s", "ok")
+    assert as_record(LSRow, {"id": "s", "status": "ok"}) == LSRow("s", "ok")
 
 
 def test_optional_fields_are_written_only_when_set(tmp_path):
@@ -164,7 +164,7 @@ def _scored_run(tmp_path):
     (run / "blends").mkdir(parents=True)
     write_run_config(run / "config.json", {"agent": "model", "model": "gpt-4o"})
     write_dv_summary(run / "dual_vqa_summary.json", DVSummary(retention_rate=0.5, protocol="dual_vqa_v1"))
-    write_ls_summary(run / "vision_sim_summary.json", LSSummary(vision_sim=0.5, layout=0.4, motion=0.6, model="m"))
+    write_ls_summary(run / "vision_sim_summary.json", LSSummary(vision_sim=0.5, layout_sim=0.4, motion_sim=0.6, model="m"))
     return run
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..atomic import write_text_atomic
 from ..errors import BadFileError
-from ..jsonfile import NOT_JSON
-from .fields import Record, read_record, rows_text, write_record
+from ..jsonfile import NOT_JSON, read_json
+from .fields import Record, rows_text, write_record
 
 LS_FORMAT = 2
 """The format of LS's rows and summary: 2 takes the release's field names (1: scene, layout, motion,
@@ -125,9 +125,12 @@ _RENAMED = {"scene": "id", "layout": "layout_sim", "motion": "motion_sim"}
 
 
 def _upgrade(data: Any) -> Any:
-    """A format-1 row of ours in format 2's names (a failure's 0s become nulls, its reason the error)."""
-    if not isinstance(data, dict) or "id" in data or "scene" not in data or data.get("format", 1) != 1:
+    """A row without a version as format 1 (the release's rows); a format-1 row of ours in format 2's names
+    (a failure's 0s become nulls, its reason the error)."""
+    if not isinstance(data, dict):
         return data
+    if "id" in data or "scene" not in data or data.get("format", 1) != 1:
+        return data if "format" in data else {**data, "format": 1}
     row = {_RENAMED.get(key, key): value for key, value in data.items() if key not in ("reason", "format")}
     if data.get("status", "ok") != "ok":
         row.update(vision_sim=None, layout_sim=None, motion_sim=None, error=str(data.get("reason") or ""))
@@ -172,8 +175,12 @@ def write_ls_rows(path: str | Path, rows: Iterable[LSRow | dict | str]) -> Path:
 
 
 def read_ls_summary(path: str | Path) -> LSSummary:
-    """The one reader: an LSSummary, or a BadFileError / MissingFileError naming the file."""
-    return read_record(LSSummary, path)
+    """The one reader: an LSSummary (a file without a version, the release's, is format 1), or a
+    BadFileError / MissingFileError naming the file."""
+    data = read_json(path, LSSummary.WHAT, LSSummary.FIX)
+    if isinstance(data, dict) and "format" not in data:
+        data = {**data, "format": 1}
+    return LSSummary.from_dict(data, path)
 
 
 def write_ls_summary(path: str | Path, summary: LSSummary) -> dict:
