@@ -233,8 +233,9 @@ def test_blender_exit_codes(ws):
     assert failing.stdout.splitlines()[-1] == "rc=3" and "Blender quit" not in failing.stdout
     assert "ZeroDivisionError: division by zero" in failing.stderr
     assert failing.stderr.endswith("\nError: script failed, expr: '1/0', exiting.\n")
-    ignored = ws.run_bash("blender_run --python-expr '1/0'; echo rc=$?")
+    ignored = ws.run_bash("blender_run -E NOPE --python-expr '1/0'; echo rc=$?")
     assert ignored.stdout.splitlines()[-2:] == ["Blender quit", "rc=0"]
+    assert 'Error: -E NOPE: bpy_struct: item.attr = val: enum "NOPE" not found' in ignored.stderr
     assert 'File "<string>", line 1, in <module>' in ignored.stderr  # no frame of the launcher
     assert "blender_launcher" not in ignored.stderr
     exits = ws.run_bash("blender_run --python-expr 'import sys; sys.exit(5)'; echo rc=$?")

@@ -159,12 +159,86 @@ def frame_list(value: str, scene) -> list[int]:
 
 
 def render(bpy, scene, frames: list[int] | None) -> None:
+    """-a: the animation; -f: each frame as a one-frame animation, so the file gets its frame number in its
+    name from the output path as Blender's -f writes it (``-o //r_ -f 1`` -> ``r_0001.png``)."""
     if frames is None:
         bpy.ops.render.render(animation=True, scene=scene.name)
         return
-    for frame in frames:
-        scene.frame_set(frame)
-        bpy.ops.render.render(write_still=True, scene=scene.name)
+    start, end = scene.frame_start, scene.frame_end
+    try:
+        for frame in frames:
+            scene.frame_start = scene.frame_end = frame
+            bpy.ops.render.render(animation=True, scene=scene.name)
+    finally:
+        scene.frame_start, scene.frame_end = start, end
+
+
+# Options that take a value and act on it (handled by Launcher.apply).
+WITH_VALUE = {
+    "-P", "--python", "--python-expr", "--python-text", "--python-exit-code", "--addons", "-E", "--engine",
+    "-o", "--render-output", "-F", "--render-format", "-x", "--use-extension", "-s", "--frame-start",
+    "-e", "--frame-end", "-j", "--frame-jump", "-S", "--scene", "-f", "--render-frame",
+}  # fmt: skip
+
+
+class Launcher:
+    """The state Blender's final argument pass carries: the exit code for scripts, the chosen scene."""
+
+    def __init__(self, bpy):
+        self.bpy = bpy
+        self.exit_code = 0
+        self.scene_name = None  # -S: without a window the context's scene cannot change, so renders name it
+
+    def scene(self):
+        return self.bpy.data.scenes.get(self.scene_name) if self.scene_name else self.bpy.context.scene
+
+    def apply(self, arg: str, value: str | None) -> None:
+        """One option with its value (None for -a and a file name); Quit ends the run."""
+        bpy, scene = self.bpy, self.scene()
+        if arg == "--python-exit-code":
+            code = int(value) if value.isdigit() else -1
+            if not 0 <= code <= 255:
+                sys.stderr.write(f"\nError: expected an exit code in [0..255] after '{arg}'\n")
+                return
+            self.exit_code = code
+        elif arg in ("-P", "--python"):
+            run_python("file", value, self.exit_code, bpy)
+        elif arg == "--python-expr":
+            run_python("expr", value, self.exit_code, bpy)
+        elif arg == "--python-text":
+            run_python("text", value, self.exit_code, bpy)
+        elif arg == "--addons":
+            import addon_utils
+
+            for name in filter(None, value.split(",")):
+                addon_utils.enable(name, default_set=True)
+        elif arg in ("-E", "--engine"):
+            scene.render.engine = value
+        elif arg in ("-S", "--scene"):
+            if bpy.data.scenes.get(value) is None:
+                sys.stderr.write(f"\nError: no scene found with name '{value}'\n")
+            else:
+                self.scene_name = value
+        elif arg in ("-o", "--render-output"):
+            scene.render.filepath = value
+        elif arg in ("-F", "--render-format"):
+            scene.render.image_settings.file_format = value
+        elif arg in ("-x", "--use-extension"):
+            scene.render.use_file_extension = value not in ("0", "false", "False")
+        elif arg in ("-s", "--frame-start"):
+            scene.frame_start = int(value)
+        elif arg in ("-e", "--frame-end"):
+            scene.frame_end = int(value)
+        elif arg in ("-j", "--frame-jump"):
+            scene.frame_step = int(value)
+        elif arg in ("-f", "--render-frame"):
+            render(bpy, scene, frame_list(value, scene))
+        elif arg in ("-a", "--render-anim"):
+            render(bpy, scene, None)
+        elif arg == "--python-console":
+            sys.stderr.write("\nError: --python-console needs an interactive terminal; none in background mode\n")
+        else:
+            load_blend(arg, bpy)
 
 
 def main(args: list[str]) -> int:
@@ -182,82 +256,33 @@ def main(args: list[str]) -> int:
     import bpy
 
     print(banner(bpy), flush=True)
-    exit_code = 0
-    scene_name = None  # -S: without a window the context's scene cannot change, so renders name it
+    launcher = Launcher(bpy)
     index = 0
     try:
         while index < len(args):
             arg = args[index]
-            value = args[index + 1] if index + 1 < len(args) else None
             index += 1
             if arg == "--":
                 break
-            if arg in NO_VALUE or arg.startswith("--debug") and arg != "--debug-value":
+            if arg in NO_VALUE or (arg.startswith("--debug") and arg != "--debug-value"):
                 continue
             if arg in ONE_VALUE or arg in ("-p", "--window-geometry"):
                 index += 4 if arg in ("-p", "--window-geometry") else 1
                 continue
-            needs_value = {"-P", "--python", "--python-expr", "--python-text", "--python-exit-code", "--addons",
-                           "-E", "--engine", "-o", "--render-output", "-F", "--render-format", "-x",
-                           "--use-extension", "-s", "--frame-start", "-e", "--frame-end", "-j", "--frame-jump",
-                           "-S", "--scene", "-f", "--render-frame"}  # fmt: skip
-            if arg in needs_value and value is None:
-                sys.stderr.write(f"\nError: {arg} requires an argument\n")
-                continue
-            if arg in needs_value:
-                index += 1
-            scene = bpy.data.scenes.get(scene_name) if scene_name else bpy.context.scene
-            if arg == "--python-exit-code":
-                try:
-                    exit_code = int(value)
-                except ValueError:
-                    sys.stderr.write(f"\nError: expected an exit code in [0..255] after '{arg}'\n")
+            value = None
+            if arg in WITH_VALUE:
+                if index >= len(args):
+                    sys.stderr.write(f"\nError: {arg} requires an argument\n")
                     continue
-                if not 0 <= exit_code <= 255:
-                    sys.stderr.write(f"\nError: expected an exit code in [0..255] after '{arg}'\n")
-                    exit_code = 0
-            elif arg in ("-P", "--python"):
-                run_python("file", value, exit_code, bpy)
-            elif arg == "--python-expr":
-                run_python("expr", value, exit_code, bpy)
-            elif arg == "--python-text":
-                run_python("text", value, exit_code, bpy)
-            elif arg == "--python-console":
-                sys.stderr.write("\nError: --python-console needs an interactive terminal; none in background mode\n")
-            elif arg == "--addons":
-                import addon_utils
-
-                for name in value.split(","):
-                    if name:
-                        addon_utils.enable(name, default_set=True)
-            elif arg in ("-E", "--engine"):
-                scene.render.engine = value
-            elif arg in ("-S", "--scene"):
-                if bpy.data.scenes.get(value) is None:
-                    sys.stderr.write(f"\nError: no scene found with name '{value}'\n")
-                else:
-                    scene_name = value
-            elif arg in ("-o", "--render-output"):
-                scene.render.filepath = value
-            elif arg in ("-F", "--render-format"):
-                scene.render.image_settings.file_format = value
-            elif arg in ("-x", "--use-extension"):
-                scene.render.use_file_extension = value not in ("0", "false", "False")
-            elif arg in ("-s", "--frame-start"):
-                scene.frame_start = int(value)
-            elif arg in ("-e", "--frame-end"):
-                scene.frame_end = int(value)
-            elif arg in ("-j", "--frame-jump"):
-                scene.frame_step = int(value)
-            elif arg in ("-f", "--render-frame"):
-                render(bpy, scene, frame_list(value, scene))
-            elif arg in ("-a", "--render-anim"):
-                render(bpy, scene, None)
-            else:
-                load_blend(arg, bpy)
+                value = args[index]
+                index += 1
+            try:
+                launcher.apply(arg, value)
+            except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as exc:
+                # A bad value for a setting (an unknown engine, a frame that is not a number): Blender says
+                # so and goes on with the next argument.
+                sys.stderr.write(f"\nError: {arg} {value if value is not None else ''}: {exc}\n")
     except Quit as stop:
-        sys.stdout.flush()
-        sys.stderr.flush()
         return stop.code
     print("\nBlender quit", flush=True)
     return 0
