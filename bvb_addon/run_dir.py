@@ -8,6 +8,8 @@
       agent_meta/<scene>.json          turns, frames_seen, cost, runtime, status, stop_reason
       trajectories/<scene>.traj.json   every message and observation: a compacted snapshot
       trajectories/<scene>.traj.jsonl  the saves since that snapshot, appended (bvb_addon.trajectory)
+      trajectories/<scene>.traj.kept.jsonl  lines of the step log that were not saves (a killed save's torn
+                                       tail, a line another program wrote), moved here byte for byte
       trajectories/<scene>.images/     the observation images the trajectory names
       steps/<scene>/NNN.py, NNN.blend  each executed program and the scene after it
       program/<scene>.py               the python steps joined into one standalone program
@@ -68,6 +70,7 @@ BLEND_SUFFIX = ".blend"
 BACKUP_SUFFIX = ".blend.agent"
 TRAJECTORY_SUFFIX = ".traj.json"
 TRAJECTORY_LOG_SUFFIX = ".traj.jsonl"
+TRAJECTORY_KEPT_SUFFIX = ".traj.kept.jsonl"
 TRAJECTORY_IMAGES_SUFFIX = ".images"
 STEP_DIGITS = 3
 _STEP = re.compile(r"^(\d+)\.py$")
@@ -77,7 +80,7 @@ NAMES = (
     CONFIG, BLENDS, AGENT_META, TRAJECTORIES, STEPS, PROGRAM, CAMERA_RENDERS, SCENE_GRAPHS, TIMELINES,
     RENDER_STATUS, DV_ROWS, DV_PARTIAL, DV_SUMMARY, LS_ROWS, LS_SUMMARY, STEPS_ANSWERS, STEPS_ANALYSIS, OVERALL,
     SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX, TRAJECTORY_LOG_SUFFIX,
-    TRAJECTORY_IMAGES_SUFFIX,
+    TRAJECTORY_KEPT_SUFFIX, TRAJECTORY_IMAGES_SUFFIX,
 )  # fmt: skip
 
 
@@ -147,6 +150,10 @@ class RunDir:
 
     def trajectory_log(self, scene: str) -> Path:
         return self.trajectories / f"{scene}{TRAJECTORY_LOG_SUFFIX}"
+
+    def trajectory_kept(self, scene: str) -> Path:
+        """Where the step log's lines that were not saves are kept when a snapshot empties the log."""
+        return self.trajectories / f"{scene}{TRAJECTORY_KEPT_SUFFIX}"
 
     def trajectory_images(self, scene: str) -> Path:
         return self.trajectories / f"{scene}{TRAJECTORY_IMAGES_SUFFIX}"

@@ -14,7 +14,9 @@ steps, so the trajectory is kept as three things (names from ``RunDir``):
 Every ``SNAPSHOT_EVERY`` saves, at the first save of a session and when the scene ends, the
 snapshot is rewritten and the log emptied. A kill mid-append leaves a torn last line, which the
 reader skips (that save is lost, exactly as a kill before an atomic rewrite lost it: the ledger
-then has no entry for a call not yet sent). ``load_trajectory`` rebuilds the record the loop had
+then has no entry for a call not yet sent). Emptying the log never drops a line: whatever in it is
+not a save the new snapshot holds (that torn tail, a line another program wrote, saves after one
+the reader stopped at) is first appended byte for byte to ``<scene>.traj.kept.jsonl``. ``load_trajectory`` rebuilds the record the loop had
 at its last complete save, images as data URLs again; ``read_trajectory`` is the same as a JSON
 object, for the readers that take one (the report, the step page, the live view, the exports).
 
@@ -135,10 +137,39 @@ class TrajectoryWriter:
         self.bytes_written += len(text.encode())
         # The snapshot holds every save so far: an old log is skipped by seq even if the reset is lost.
         if self._snapshot_seq is not None or self.log_path.exists():
+            self._keep_foreign_lines()
             write_bytes_atomic(self.log_path, b"")
         self._snapshot_seq = self.seq
         self._lists = {name: [_dumps(item) for item in state.get(name) or []] for name in LISTS}
         self._values = {key: _dumps(value) for key, value in state.items() if key not in LISTS and key != "messages"}
+
+    def _keep_foreign_lines(self) -> None:
+        """Append the step log's lines that are not saves the snapshot holds (seq below this save's) to the kept
+        file, byte for byte (a torn tail gets a newline), before the log is emptied."""
+        try:
+            data = self.log_path.read_bytes()
+        except FileNotFoundError:
+            return
+        kept = []
+        for raw in data.splitlines(keepends=True):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:  # torn, or not UTF-8
+                record = None
+            seq = record.get("seq") if isinstance(record, dict) else None
+            if isinstance(seq, int) and not isinstance(seq, bool) and seq < self.seq:
+                continue  # a save the new snapshot holds
+            kept.append(raw if raw.endswith(b"\n") else raw + b"\n")
+        if not kept:
+            return
+        target = self.rd.trajectory_kept(self.scene)
+        with open(target, "ab") as handle:
+            handle.write(b"".join(kept))
+            handle.flush()
+            os.fsync(handle.fileno())  # on disk before the log that held them is emptied
+        log.warning("%s: %d line(s) that are not saves kept in %s", self.log_path, len(kept), target)
 
     def _append(self, state: dict[str, Any], first_new: int, new: list[dict]) -> None:
         record: dict[str, Any] = {"seq": self.seq}
@@ -234,7 +265,8 @@ def _replay(path: Path, state: dict[str, Any]) -> None:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                log.warning("%s line %d is torn (a killed save); skipped", log_path, number)
+                log.warning("%s line %d is torn (a killed save); skipped (the next snapshot keeps it aside)",
+                            log_path, number)  # fmt: skip
                 continue
             if not isinstance(record, dict) or not isinstance(record.get("seq"), int):
                 log.warning("%s line %d is not a save; stopped there", log_path, number)

@@ -134,3 +134,50 @@ def test_campaign_refuses_a_torn_or_newer_state_and_never_resets_it(tmp_path, ca
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(loaded.state_path) in err[0] and message in err[0], err
     assert loaded.state_path.read_text() == text
+
+
+# -- trajectories/<scene>.traj.jsonl, rewritten (emptied) by the next session's snapshot ------------------------
+
+
+def _trajectory(tmp_path):
+    from bvb_addon import trajectory
+    from bvb_addon.records.trajectory import Step, Trajectory
+    from bvb_addon.run_dir import RunDir
+
+    rd = RunDir(tmp_path / "run")
+    writer = trajectory.TrajectoryWriter(rd, "s", snapshot_every=1000)
+    state = Trajectory(format=trajectory.FORMAT, messages=[{"role": "user", "content": "hi"}])
+    writer.save(state)
+    for i in range(3):
+        state.messages.append({"role": "assistant", "content": f"reply {i}"})
+        state.steps.append(Step(step=i + 1))
+        writer.save(state)
+    return trajectory, rd
+
+
+def test_a_resumed_scene_keeps_the_step_logs_foreign_and_torn_lines_byte_for_byte(tmp_path):
+    trajectory, rd = _trajectory(tmp_path)
+    log_path = rd.trajectory_log("s")
+    # An unknown field in a save is part of the state; a foreign line, and a kill's torn tail, are not saves.
+    lines = log_path.read_bytes().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    last["set"] = {**last.get("set", {}), "reviewer_note": "looked at by a person"}
+    foreign = b'{"note": "written by another tool", "at": 3}\n'
+    torn = b'{"seq": 5, "messages": [4, [{"role": "assis'
+    log_path.write_bytes(b"".join(lines[:-1]) + json.dumps(last).encode() + b"\n" + foreign + torn)
+    resumed = trajectory.load_trajectory(rd.trajectory("s"))
+    assert resumed.extra["reviewer_note"] == "looked at by a person"
+    trajectory.TrajectoryWriter(rd, "s").save(resumed)  # the next session's first save: a snapshot
+    assert log_path.read_bytes() == b""
+    assert rd.trajectory_kept("s").read_bytes() == foreign + torn + b"\n"
+    assert trajectory.read_trajectory(rd.trajectory("s"))["reviewer_note"] == "looked at by a person"
+
+
+def test_a_newer_trajectory_format_is_refused_before_anything_is_written(tmp_path):
+    trajectory, rd = _trajectory(tmp_path)
+    path = rd.trajectory("s")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": "bvb-trajectory-9"}))
+    before = _snapshot(rd.trajectories)
+    with pytest.raises(BadFileError, match="bvb-trajectory-9"):
+        trajectory.load_trajectory(path)
+    assert _snapshot(rd.trajectories) == before

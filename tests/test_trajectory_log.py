@@ -81,12 +81,13 @@ def test_a_torn_last_line_is_skipped_and_the_resume_goes_on_from_the_save_before
     with open(rd.trajectory_log("s"), "a") as handle:
         handle.write('{"seq": 99, "set": {"cost": 1')
     assert read_trajectory(rd.trajectory("s")) == good
-    # The next session's first save is a snapshot: the torn line is gone and nothing before it.
+    # The next session's first save is a snapshot: the torn line moves aside (kept), nothing before it is lost.
     resumed = trajectory.load_trajectory(rd.trajectory("s"))
     again = TrajectoryWriter(rd, "s")
     resumed.cost = 9.0
     again.save(resumed)
     assert rd.trajectory_log("s").read_bytes() == b""
+    assert rd.trajectory_kept("s").read_bytes() == b'{"seq": 99, "set": {"cost": 1\n'
     assert read_trajectory(rd.trajectory("s")) == {**good, "cost": 9.0, "seq": resumed.seq}
 
 
