@@ -301,3 +301,26 @@ def test_bad_input_is_one_clear_line(tmp_path, clip):
     closed.close()
     with pytest.raises(SandboxUnavailable, match="closed"):
         closed.run_bash("true")
+
+
+def test_what_a_container_offers_is_there(ws):
+    result = ok(ws.run_bash(
+        "whoami; hostname; python3 -c 'from multiprocessing import Pool; print(Pool(2).map(abs, [-1, -2]))'"
+    ))  # fmt: skip
+    assert result.stdout.split() == ["agent", ws.hostname, "[1,", "2]"]
+
+
+def test_close_from_another_thread_kills_a_running_block(tmp_path, clip):
+    workspace = SceneWorkspace(tmp_path / "ws", clip, CONFIG)
+    results = []
+    thread = threading.Thread(target=lambda: results.append(workspace.run_bash("echo up; sleep 300")))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while workspace._running is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    started = time.monotonic()
+    workspace.close()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and time.monotonic() - started < 10
+    assert results[0].returncode != 0 and not results[0].timed_out

@@ -18,6 +18,7 @@ root; a block past its timeout is killed with its whole tree (the release kills 
 
 import logging
 import os
+import secrets
 import select
 import shlex
 import shutil
@@ -64,7 +65,8 @@ PATH = f"{BIN_INSIDE}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 # most the first and last 2,000 characters of each (the release's cut), so the middle is never seen.
 KEEP_BYTES = 4 << 20
 # /etc files a block may read when --allow-network is given (name resolution, TLS roots).
-NETWORK_ETC = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
+NETWORK_ETC = ("/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
+SHM_BYTES = 64 << 20  # Docker's default /dev/shm
 
 
 @dataclass
@@ -193,6 +195,7 @@ class SceneWorkspace:
                 "(apt-get install bubblewrap; a failure is named above)"
             )
         self._state: Path | None = None
+        self._running: tuple[subprocess.Popen, list] | None = None
         self._lease: UidLease | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -216,6 +219,7 @@ class SceneWorkspace:
             os.chmod(self._state, 0o755)
             os.chmod(self._state / "tmp", 0o1777)
             self._write_launchers()
+            self._write_etc()
             self._own()
             self.level = self._applied(probed)
             self._bpf = self._seccomp_program() if "seccomp" in self.level.layers else None
@@ -291,9 +295,13 @@ class SceneWorkspace:
             os.close(file_fd)
 
     def close(self) -> None:
-        """Kill anything left and remove the private /tmp and $HOME (the workspace folder stays)."""
+        """Kill a block still running (from any thread), then remove the private /tmp and $HOME (the
+        workspace folder stays) and release the uid."""
+        self._closed = True
+        running = self._running
+        if running is not None:
+            self._kill(*running)
         with self._lock:
-            self._closed = True
             if self._lease is not None:
                 self._lease.release()
                 self._lease = None
@@ -333,6 +341,23 @@ class SceneWorkspace:
             path = self._state / "bin" / name
             path.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
             os.chmod(path, 0o755)
+
+    def _write_etc(self):
+        """The few /etc files a container has that tools read: who the user is (``whoami``, Python's
+        ``pwd``), the host name, localhost. The user is named, not root: it is not uid 0."""
+        etc = self._state / "etc"
+        etc.mkdir()
+        self.hostname = secrets.token_hex(6)  # Docker names a container's host by its id
+        (etc / "passwd").write_text(
+            f"root:x:0:0:root:/root:/bin/bash\nagent:x:{self.uid}:{self.uid}:agent:{HOME_INSIDE}:/bin/bash\n"
+        )
+        (etc / "group").write_text(f"root:x:0:\nagent:x:{self.uid}:\n")
+        (etc / "hostname").write_text(f"{self.hostname}\n")
+        (etc / "hosts").write_text(
+            f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{self.hostname}\n"
+        )
+        for path in etc.iterdir():
+            path.chmod(0o644)
 
     def _own(self):
         """The sandbox uid owns the workspace, its /tmp and $HOME (it writes there, nothing else)."""
@@ -388,7 +413,9 @@ class SceneWorkspace:
         uid = self.uid if self._lease else None
         prefix = bwrap_args(self.config, self.root, self._read_paths, uid, None, inside=INSIDE, env=env,
                             network=self.allow_network)  # fmt: skip
-        binds = ["--ro-bind", str(self.video), VIDEO_INSIDE,
+        etc = [arg for name in ("passwd", "group", "hostname", "hosts")
+               for arg in ("--ro-bind", str(self._state / "etc" / name), f"/etc/{name}")]  # fmt: skip
+        binds = [*etc, "--hostname", self.hostname, "--ro-bind", str(self.video), VIDEO_INSIDE,
                  "--bind", str(self._state / "tmp"), "/tmp", "--symlink", "/proc/self/mounts", "/etc/mtab",
                  "--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/bvb",
                  "--ro-bind", str(self._state / "bin"), BIN_INSIDE]  # fmt: skip
@@ -398,7 +425,9 @@ class SceneWorkspace:
         # The per-block private /tmp tmpfs of the worker's prefix is replaced by the scene's own /tmp, and
         # $HOME is bound first, so that a runtime installed under /root (pyenv) is bound on top of it.
         tmpfs = prefix.index("--tmpfs")
-        prefix[tmpfs - 4 : tmpfs + 2] = ["--perms", "0755", "--dir", HOME_INSIDE, "--bind", str(self._state / "home"), HOME_INSIDE]  # fmt: skip
+        # /dev/shm writable, as Docker's (Python's multiprocessing needs it for its semaphores).
+        home = ["--perms", "0755", "--dir", HOME_INSIDE, "--bind", str(self._state / "home"), HOME_INSIDE]
+        prefix[tmpfs - 4 : tmpfs + 2] = ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm", *home]
         at = prefix.index("--clearenv")
         prefix[at:at] = [*binds, "--chdir", INSIDE, "--remount-ro", "/"]
         return prefix[1:]
@@ -439,10 +468,12 @@ class SceneWorkspace:
                 group.remove()
             raise SandboxUnavailable(f"cannot start a bash block in the scene sandbox: {exc}") from exc
         out, err = _Capture(proc.stdout), _Capture(proc.stderr)
+        self._running = (proc, groups)
         try:
             timed_out = not _wait_exit(proc, limit)
             code = 124 if timed_out else proc.wait()
         finally:
+            self._running = None
             self._kill(proc, groups)
         for capture in (out, err):
             capture.thread.join(timeout=10)
