@@ -205,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     mini.add_argument("--cpus", type=float, default=m["cpus"], help="CPUs of a scene's sandbox")
     mini.add_argument("--memory", default="4g", help="memory of a scene's sandbox (e.g. 4g, 512m)")
     mini.add_argument("--allow-network", action="store_true", help="give the scene's sandbox the network")
+    mini.add_argument(
+        "--model-retries", type=int, default=m["num_retries"], metavar="N", help="LiteLLM's retries of one call"
+    )
     sandbox = parser.add_argument_group("sandbox")
     sandbox.add_argument(
         "--sandbox-min",
@@ -300,6 +303,7 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
         memory_bytes=parse_memory(args.memory),
         allow_network=args.allow_network,
         model_timeout=args.model_timeout,
+        num_retries=args.model_retries,
     )
     if mini:
         shard = parse_mini_shard(args.shard) if args.shard else (0, 1)

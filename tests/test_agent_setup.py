@@ -38,7 +38,9 @@ def test_one_gate_refuses_below_the_minimum_with_one_line_everywhere(tmp_path):
         RenderStage(RenderOptions(run=tmp_path / "run", sandbox=weak, progress=False))
     refusals.append(str(render.value))
     suite = make_suite(tmp_path / "suite", frames=4)
-    options = RunOptions(split=suite / "split.jsonl", videos=suite, output=tmp_path / "out", sandbox=weak)
+    options = RunOptions(
+        split=suite / "split.jsonl", videos=suite, output=tmp_path / "out", sandbox=weak, harness="native"
+    )
     with pytest.raises(RunError) as runner:
         Runner(options, AgentConfig(agent="empty-room")).prepare_remote()  # what each Ray node runs
     refusals.append(str(runner.value))
@@ -62,7 +64,8 @@ def test_one_default_model_and_the_command_line_takes_the_dataclass_defaults():
         config.step_timeout,
         config.frame_longest_side,
     )
-    assert args.shard == "0/1" and args.workers == 1
+    # --shard's meaning is the harness's (1-based under mini-bvb, 0-based under native): none given, all scenes.
+    assert args.shard is None and args.workers == 1 and args.harness == "mini-bvb"
 
 
 @pytest.mark.blender
@@ -70,7 +73,12 @@ def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
     suite = make_suite(tmp_path / "suite", frames=4)
     sandbox = SandboxConfig(min_level="rlimits", allow_below_minimum=True)
     options = RunOptions(
-        split=suite / "split.jsonl", videos=suite, output=tmp_path / "headless", sandbox=sandbox, progress=False
+        split=suite / "split.jsonl",
+        videos=suite,
+        output=tmp_path / "headless",
+        sandbox=sandbox,
+        progress=False,
+        harness="native",
     )
     results = Runner(options, AgentConfig(agent="empty-room")).run()
     assert results["synth_easy_000"]["status"] == "submitted"

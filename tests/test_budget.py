@@ -157,7 +157,7 @@ def run_in_process(server, suite, output, workers, budget, resume=False):
     )  # fmt: skip
     options = RunOptions(
         split=suite / "split.jsonl", videos=suite, output=output, workers=workers, resume=resume, budget=budget,
-        sandbox=sandbox_config(step_timeout_s=20.0), progress=False,
+        sandbox=sandbox_config(step_timeout_s=20.0), progress=False, harness="native",
     )  # fmt: skip
     return Runner(options, config).run()
 
@@ -204,7 +204,7 @@ def test_the_budget_holds_across_four_workers_and_resume_continues(tmp_path):
                 "--api-key-env", "BVB_TEST_KEY", "--price-in", "0", "--price-out", "1000", "--max-tokens", "50"]  # fmt: skip
         # Not a terminal, and a line for every change: the progress shows the spend after every call.
         out = subprocess.run(
-            [sys.executable, "-m", "headless.run", "--sandbox-min", "rlimits", "--allow-weak-sandbox", *args],
+            [sys.executable, "-m", "headless.run", "--harness", "native", "--sandbox-min", "rlimits", "--allow-weak-sandbox", *args],
             cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "BVB_PROGRESS_INTERVAL": "0"},
         )  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]

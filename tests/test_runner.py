@@ -62,7 +62,7 @@ def run_in_process(server, suite, output, scenes=(), workers=1, step_timeout=20.
         step_timeout=step_timeout, **settings,
     )  # fmt: skip
     options = RunOptions(
-        split=suite / "split.jsonl", videos=suite, output=output, scenes=list(scenes), workers=workers,
+        split=suite / "split.jsonl", videos=suite, output=output, scenes=list(scenes), workers=workers, harness="native",
         sandbox=sandbox_config(step_timeout_s=step_timeout), progress=False,
     )  # fmt: skip
     return Runner(options, config).run()
@@ -70,7 +70,8 @@ def run_in_process(server, suite, output, scenes=(), workers=1, step_timeout=20.
 
 def cli(*args, **kwargs):
     return subprocess.run(
-        [sys.executable, "-m", "headless.run", "--quiet", "--sandbox-min", "rlimits", "--allow-weak-sandbox", *args],
+        [sys.executable, "-m", "headless.run", "--quiet", "--harness", "native", "--sandbox-min", "rlimits",
+         "--allow-weak-sandbox", *args],
         cwd=REPO, capture_output=True, text=True, timeout=300, **kwargs,
     )  # fmt: skip
 
@@ -185,7 +186,8 @@ def test_killed_mid_scene_then_resume_finishes_with_the_remaining_budget(suite, 
             "--scenes", "synth_easy_002", "--model", "scripted", "--api-key-env", "BVB_TEST_KEY",
             "--price-in", "0", "--price-out", "1000", "--max-tokens", "50", "--cost-limit", "0.17"]  # fmt: skip
     with ScriptedOpenAI(responder=responder) as server:
-        command = [sys.executable, "-m", "headless.run", "--quiet", "--sandbox-min", "rlimits", "--allow-weak-sandbox"]
+        command = [sys.executable, "-m", "headless.run", "--quiet", "--harness", "native", "--sandbox-min", "rlimits",
+                   "--allow-weak-sandbox"]  # fmt: skip
         first = subprocess.Popen(
             command + args + ["--base-url", server.base_url], cwd=REPO, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -222,7 +224,8 @@ def test_ctrl_c_finishes_the_step_marks_the_scene_interrupted_and_resume_complet
             "--scenes", "synth_easy_000", "--model", "scripted", "--api-key-env", "BVB_TEST_KEY",
             "--price-in", "1", "--price-out", "1"]  # fmt: skip
     with ScriptedOpenAI(responder=lambda body: replies[turn_of(body)]) as server:
-        command = [sys.executable, "-m", "headless.run", "--sandbox-min", "rlimits", "--allow-weak-sandbox"]
+        command = [sys.executable, "-m", "headless.run", "--harness", "native", "--sandbox-min", "rlimits",
+                   "--allow-weak-sandbox"]  # fmt: skip
         proc = subprocess.Popen(
             command + args + ["--base-url", server.base_url], cwd=REPO, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -328,8 +331,9 @@ def test_one_scene_failing_never_stops_the_run(suite, tmp_path):
             max_retries=2, retry_base_delay=0.01,
         )  # fmt: skip
         options = RunOptions(
-            split=split, videos=suite, output=tmp_path / "run", sandbox=sandbox_config(), progress=False
-        )
+            split=split, videos=suite, output=tmp_path / "run", sandbox=sandbox_config(), progress=False,
+            harness="native",
+        )  # fmt: skip
         results = Runner(options, config).run()
     assert results["synth_easy_001"]["status"] == "submitted"
     failed = results["synth_easy_000"]
@@ -359,7 +363,7 @@ def test_a_missing_or_unreadable_clip_is_refused_before_any_scene_naming_the_fil
 def test_oracle_agent_on_the_synthetic_suite_submits_the_oracle_scene(synth_suite, tmp_path):
     options = RunOptions(
         split=synth_suite / "split.jsonl", videos=synth_suite, output=tmp_path / "run", scenes=["synth_easy_000"],
-        sandbox=sandbox_config(), progress=False,
+        sandbox=sandbox_config(), progress=False, harness="native",
     )  # fmt: skip
     results = Runner(options, AgentConfig(agent="oracle")).run()
     meta = results["synth_easy_000"]
@@ -394,8 +398,9 @@ def test_a_sandbox_below_the_minimum_is_refused_before_any_scene(tmp_path):
     suite = make_suite(tmp_path / "suite", frames=4)
     weak = SandboxConfig(min_level="bwrap", use_bwrap=False, use_uid=False)
     options = RunOptions(
-        split=suite / "split.jsonl", videos=suite, output=tmp_path / "run", sandbox=weak, progress=False
-    )
+        split=suite / "split.jsonl", videos=suite, output=tmp_path / "run", sandbox=weak, progress=False,
+        harness="native",
+    )  # fmt: skip
     with pytest.raises(RunError, match="below the required level 'bwrap'.*--allow-weak-sandbox"):
         Runner(options, AgentConfig(agent="empty-room")).run()
     assert not (tmp_path / "run").exists()
@@ -445,7 +450,7 @@ def test_resume_keeps_an_ended_scene_ended_and_retry_failed_reopens_it_on_purpos
                                  price_in=0.0, price_out=1.0, retry_base_delay=0.01)  # fmt: skip
             options = RunOptions(split=suite / "split.jsonl", videos=suite, output=run, scenes=["synth_easy_000"],
                                  resume=True, retry_failed=retry_failed, sandbox=sandbox_config(),
-                                 progress=False)  # fmt: skip
+                                 progress=False, harness="native")  # fmt: skip
             return Runner(options, config).run()["synth_easy_000"], server.calls
 
     # Before: --resume continued the failed scene and it became submitted.

@@ -286,9 +286,8 @@ class Runner:
                 "resume it with the same --harness or pick a new folder"
             )
         if self.mini:
+            # A run without harness_protocol is native (ours, and every run made before mini-bvb).
             config.update(self._mini_config(scene_count))
-        else:
-            config["harness_protocol"] = "native"
         write_run_config(path, config)
 
     def _mini_config(self, scene_count):

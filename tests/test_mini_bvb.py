@@ -1,0 +1,252 @@
+"""The mini-bvb harness end to end: `bvb run` (in process) through LiteLLM to the scripted chat-completions
+server, the real scene workspace (bubblewrap) and real Blender 4.2 (bpy behind blender_run).
+
+What the server receives is compared with an expectation written from BVB's Stage-1 agent's rules
+(bvb_sandbox/agents/bash_agent.py of callingforhelp/BVB): the texts below are literal, the images are
+the JPEGs of the reference's own per-frame ffmpeg command.
+"""
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from bvb_addon.agent import mini_bvb_frames as mf
+from bvb_addon.agent.mini_bvb_protocol import system_prompt
+from headless import run
+from headless.scripted_openai import ScriptedOpenAI
+from tests.runner_support import make_suite
+
+pytestmark = pytest.mark.blender
+
+SCENE = "synth_easy_000"
+BUILD = """\
+cat > /workspace/scratch/build.py <<'EOF'
+import bpy
+bpy.ops.mesh.primitive_cube_add(size=1)
+bpy.ops.wm.save_as_mainfile(filepath="/workspace/output/result.blend")
+EOF
+blender_run --python /workspace/scratch/build.py > /workspace/scratch/blender.log 2>&1; echo blender=$?"""
+# A block that outlives its timeout (4 s), leaving a child that would write a canary at 4.5 s if it survived.
+SLOW = "(sleep 4.5; touch /workspace/scratch/survivor) & sleep 30"
+
+REPLIES = [
+    # 1: no block before any frame: the first nudge.
+    "I will build the room first.",
+    # 2: a frames request over the cap (70 asked, 60 shown), then two bash blocks run in order after it.
+    "Frames and a look around.\n```frames\ncount=70\n```\n```bash\necho one; echo err >&2\n```\n"
+    "```bash\nls /workspace; exit 3\n```",
+    # 3: a block that times out (exit 124, its child gone).
+    f"```bash\n{SLOW}\n```",
+    # 4: DONE before result.blend exists: the second nudge.
+    "DONE",
+    # 5: timestamps (clamped and rounded), the survivor check, and the build, with DONE after frames seen.
+    f"```frames\n0, 0.5, 99\n```\n```bash\nsleep 1; ls /workspace/scratch\n```\n```bash\n{BUILD}\n```\nDONE",
+]
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    return make_suite(tmp_path_factory.mktemp("suite"), scenes=(SCENE,))
+
+
+def bvb_run(server, suite, output, *extra):
+    argv = [
+        "--quiet", "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(output),
+        "--model", "scripted-model", "--base-url", server.base_url, "--api-key-env", "BVB_TEST_KEY",
+        "--price-in", "1000", "--price-out", "0", *extra,
+    ]  # fmt: skip
+    return run.main(argv)
+
+
+def reference_jpegs(clip, times, tmp_path):
+    """The images as the reference makes them: one ffmpeg process per frame."""
+    frames = mf.extract_per_frame(Path(clip), tmp_path / "reference-frames", times)
+    assert [f.t for f in frames] == times
+    return [base64.b64encode(f.path.read_bytes()).decode("ascii") for f in frames]
+
+
+def text(value):
+    return {"type": "text", "text": value}
+
+
+def image(b64):
+    return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64}"}}
+
+
+def user(*parts):
+    return {"role": "user", "content": list(parts)}
+
+
+def assistant(reply):
+    return {"role": "assistant", "content": [text(reply)]}
+
+
+def frame_parts(times, jpegs):
+    parts = []
+    for t, b64 in zip(times, jpegs, strict=True):
+        parts += [text(f"[frame t={t:.2f}s]"), image(b64)]
+    return parts
+
+
+def test_a_scripted_conversation_sees_exactly_what_bvbs_agent_shows(suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    clip = suite / "synthetic" / f"{SCENE}.mp4"
+    out = tmp_path / "run"
+    # Each call costs $0.10 (100 prompt tokens at $1000 per million); the limit of $0.45 is passed after
+    # the fifth call, so the sixth check (spent >= limit) stops the scene before a sixth call.
+    with ScriptedOpenAI(REPLIES) as server:
+        code = bvb_run(server, suite, out, "--cost-limit", "0.45", "--exec-timeout", "4")
+    assert code == 0
+    assert server.calls == 5
+    # No max_tokens, no temperature, no reasoning_effort (none given): the model and the messages only.
+    assert all(set(body) == {"model", "messages"} for body in server.requests)
+    assert all(body["model"] == "scripted-model" for body in server.requests)
+
+    # The expectation, from the reference's rules.
+    duration = 2.0  # 16 frames at 8 fps, as ffprobe reports the container
+    cap_times = [round(min(i * duration / 69, duration - 0.05), 3) for i in range(60)]
+    assert cap_times[:3] == [0.0, 0.029, 0.058] and cap_times[-1] == 1.71
+    # 99 is clamped to duration - 0.05 = 1.95, past the last frame (1.875 s): ffmpeg writes nothing there,
+    # and the reference shows the other two.
+    ts_times = [0.0, 0.5]
+    cap_jpegs = reference_jpegs(clip, cap_times, tmp_path)
+    ts_jpegs = reference_jpegs(clip, ts_times, tmp_path)
+    assert mf.extract_per_frame(clip, tmp_path / "past-the-end", [1.95]) == []
+    task = (
+        f"Scene: {SCENE} (synthetic). Video duration 2.0s. No frames shown yet \u2014 request frames with a "
+        "```frames block (e.g. `count=12`, or timestamps `0 5 12 30`). You have a cost budget of $0.45 for this "
+        "scene; spend it as you see fit but save result.blend before it runs out. Then reconstruct the scene and "
+        "say DONE."
+    )
+    nudge_frames = (
+        "You have not viewed any frames yet. Request frames with a ```frames block before building or finishing."
+    )
+    nudge_blocks = (
+        "No ```bash or ```frames block found, or you said DONE before /workspace/output/result.blend existed. "
+        "Build/save the scene with bash, then say DONE."
+    )
+    turn2 = (
+        "$ echo one; echo err >&2\n[exit 0]\none\n\nerr\n"
+        "\n\n"
+        "$ ls /workspace; exit 3\n[exit 3]\nframes\noutput\nscratch\nvideo\n\n"
+    )
+    turn3 = f"$ {SLOW}\n[exit 124]\n\ncommand timed out after 4.0s"
+    turn5 = f"$ sleep 1; ls /workspace/scratch\n[exit 0]\n\n\n\n$ {BUILD}\n[exit 0]\nblender=0\n\n"
+    low = " You are LOW on budget: save result.blend now and say DONE."
+    expected = [
+        {"role": "system", "content": system_prompt()},
+        user(text(task)),
+        assistant(REPLIES[0]),
+        user(text(nudge_frames)),
+        assistant(REPLIES[1]),
+        user(*frame_parts(cap_times, cap_jpegs), text(turn2), text("[budget] spent $0.200 of $0.45 ($0.250 left).")),
+        assistant(REPLIES[2]),
+        user(text(turn3), text("[budget] spent $0.300 of $0.45 ($0.150 left).")),
+        assistant(REPLIES[3]),
+        user(text(nudge_blocks)),
+        assistant(REPLIES[4]),
+    ]
+    for call, body in enumerate(server.requests):
+        assert body["messages"] == expected[: len(body["messages"])], f"call {call + 1}"
+    assert [len(body["messages"]) for body in server.requests] == [2, 4, 6, 8, 10]
+    # The last reply's observation, which no call carried (the scene ended): in the trajectory.
+    last = user(
+        *frame_parts(ts_times, ts_jpegs), text(turn5), text(f"[budget] spent $0.500 of $0.45 ($-0.050 left).{low}")
+    )
+
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    release = {k: meta[k] for k in ("scene_name", "turns", "commands_run", "frames_seen", "frames_extracted", "done",
+                                    "stop_reason", "produced_blend", "error", "cost_usd", "input_tokens",
+                                    "output_tokens", "blend_file", "model", "harness", "reasoning")}  # fmt: skip
+    # DONE in reply 5 came with blocks; the frames of reply 2 had been seen, result.blend existed: done.
+    assert release == {
+        "scene_name": SCENE, "turns": 5, "commands_run": 5, "frames_seen": 60, "frames_extracted": 62,
+        "done": True, "stop_reason": "done", "produced_blend": True, "error": None, "cost_usd": 0.5,
+        "input_tokens": 500, "output_tokens": 100, "blend_file": str(out / "blends" / f"{SCENE}.blend"),
+        "model": "scripted-model", "harness": "mini-BVB-harness", "reasoning": "none",
+    }  # fmt: skip
+    assert meta["status"] == "submitted" and isinstance(meta["duration_s"], float)
+    assert (out / "blends" / f"{SCENE}.blend").read_bytes()[:7] == b"BLENDER"
+    # Ours beside it: the trajectory holds every message (images on disk), and the scene after the block
+    # that saved it (block 5 of the scene) is a step snapshot.
+    from bvb_addon.trajectory import read_trajectory
+
+    trajectory = read_trajectory(out / "trajectories" / f"{SCENE}.traj.json")
+    # Its empty listing of /workspace/scratch, over 1 s after the timeout: the timed-out block's child was
+    # killed with it and never wrote its canary.
+    assert trajectory["messages"] == expected + [last]
+    assert sorted(p.name for p in (out / "steps" / SCENE).iterdir()) == [
+        "001.sh", "002.sh", "003.sh", "004.sh", "005.blend", "005.sh",
+    ]  # fmt: skip
+    config = json.loads((out / "config.json").read_text())
+    assert config["harness"] == "mini-BVB-harness" and config["harness_protocol"] == "mini-bvb"
+    assert {k: config[k] for k in ("cost_limit", "max_turns", "scene_timeout", "num_tasks", "shard", "skip_scenes")} == {
+        "cost_limit": 0.45, "max_turns": 0, "scene_timeout": 0.0, "num_tasks": 1, "shard": None, "skip_scenes": [],
+    }  # fmt: skip
+    assert config["pricing"]["source"] == "given"
+
+
+def test_a_cost_stop_still_copies_the_blend_and_counts_turns_as_bvb(suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    replies = ["```frames\ncount=1\n```", f"```bash\n{BUILD}\n```", "```bash\necho more\n```"]
+    out = tmp_path / "run"
+    with ScriptedOpenAI(replies) as server:
+        code = bvb_run(server, suite, out, "--cost-limit", "0.2")
+    assert code == 0 and server.calls == 2
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    # BVB's count: the turn whose cost check stopped the scene is counted.
+    assert (meta["stop_reason"], meta["turns"], meta["done"], meta["status"]) == ("cost", 3, False, "limit")
+    assert meta["blend_file"] == str(out / "blends" / f"{SCENE}.blend") and meta["produced_blend"] is True
+    last = server.requests[-1]["messages"][-1]["content"]
+    assert last[-1] == text("[budget] spent $0.100 of $0.20 ($0.100 left).")
+
+
+def test_a_provider_failure_mid_scene_is_an_error_with_its_text_and_exit_75(suite, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    refusal = {"status": 400, "message": "the scripted provider refuses"}
+    out = tmp_path / "run"
+    # LiteLLM's retries (--model-retries, 5 by default as BVB's) would get the same refusal.
+    with ScriptedOpenAI(["```frames\ncount=1\n```"], default=refusal) as server:
+        code = bvb_run(server, suite, out, "--model-retries", "0")
+    assert code == 75 and server.calls == 2
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    assert (meta["stop_reason"], meta["status"], meta["turns"], meta["blend_file"]) == ("error", "error", 2, None)
+    assert meta["error"].startswith("BadRequestError: ") and "the scripted provider refuses" in meta["error"]
+    assert "rerun: " in capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_an_unknown_model_or_price_is_refused_before_any_call(suite, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    with ScriptedOpenAI(["DONE"]) as server:
+        argv = ["--quiet", "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output",
+                str(tmp_path / "run"), "--model", "no-such-model-anywhere", "--base-url", server.base_url]  # fmt: skip
+        code = run.main(argv)
+    assert code == 2 and server.calls == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no-such-model-anywhere" in err[0] and "--price-in" in err[0]
+    assert not (tmp_path / "run" / "agent_meta").exists()
+
+
+def test_a_result_blend_that_is_not_a_blend_is_named(suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    replies = ["```frames\n1\n```", "```bash\necho not a blend > /workspace/output/result.blend\n```\nDONE"]
+    out = tmp_path / "run"
+    with ScriptedOpenAI(replies) as server:
+        assert bvb_run(server, suite, out) == 0
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    assert meta["done"] is True and meta["blend_file"]
+    assert meta["blend_error"] == "result.blend is not a .blend file (no Blender header); it scores as a failure"
+
+
+def test_api_free_agents_speak_mini_bvb_and_resume_skips_scenes_with_a_blend(suite, tmp_path):
+    out = tmp_path / "run"
+    args = ["--quiet", "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(out)]
+    assert run.main([*args, "--agent", "oracle", "--shard", "1/1"]) == 0
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    assert (meta["status"], meta["commands_run"], meta["frames_seen"], meta["turns"]) == ("submitted", 1, 1, 3)
+    assert (out / "config.shard-1-of-1.json").is_file() and not (out / "config.json").exists()
+    before = (out / "blends" / f"{SCENE}.blend").stat().st_mtime_ns
+    assert run.main([*args, "--agent", "oracle", "--shard", "1/1", "--resume"]) == 0
+    assert (out / "blends" / f"{SCENE}.blend").stat().st_mtime_ns == before
