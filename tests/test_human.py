@@ -394,3 +394,41 @@ def test_the_study_server_keeps_only_its_own_pages_answers(bvb_world, tmp_path):
         status, reply = post(server.url, body, Origin=server.url.rstrip("/"))
         assert status == 200
     assert [p.name for p in (tmp_path / "answers").iterdir()] == [reply["saved"]]
+
+
+def test_forms_give_each_rater_their_own_draw_and_take_only_their_own_scenes(bvb_world, tmp_path, capsys):
+    from eval_bridge.human.serve import StudyServer
+
+    _, runs = bvb_world
+    pack = tmp_path / "study"
+    key = pack_bvb(runs, pack, "--forms", "3", "--per-form", "2", "--max-frames", "2")
+    forms = key["forms"]
+    assert [form["page"] for form in forms.values()] == ["study-r01.html", "study-r02.html", "study-r03.html"]
+    assert not (pack / "study.html").exists()
+    for form_id, form in forms.items():
+        assert len(form["scenes"]) == 2 and form_id.startswith(key["pack_id"] + "-r")
+        data = (pack / form["page"]).read_text()
+        assert form_id in data and all((f'"scene_id": "{s}"' in data) == (s in form["scenes"]) for s in SCENES)
+    form_id, form = next(iter(forms.items()))
+    elsewhere = next(s for s in SCENES if s not in form["scenes"])
+    stray = tmp_path / "stray.json"
+    stray.write_text(json.dumps({"instrument_id": "bvb-human-rank-v1", "pack_id": form_id,
+                                 "rankings": [{"scene_id": elsewhere, "rank": ["A", "B", "C"]}]}))  # fmt: skip
+    assert human(["score", str(pack), str(stray)]) == 2
+    assert f"ranks scene '{elsewhere}', which its page ({form_id}) does not hold" in one_error_line(capsys)
+    assert (
+        human(
+            ["pack", "bvb", "--runs", str(runs["a"]), str(runs["b"]), "--per-form", "5", "--out", str(tmp_path / "q")]
+        )
+        == 2
+    )
+    assert "--per-form 5 is more than the 3 scenes" in one_error_line(capsys)
+    with StudyServer(pack, tmp_path / "answers") as server:
+        with urllib.request.urlopen(server.url, timeout=10) as index:
+            listed = index.read().decode()
+        assert all(f'href="{f["page"]}"' in listed for f in forms.values())
+        with urllib.request.urlopen(server.url + "study-r02.html", timeout=10) as page:
+            assert list(forms)[1] in page.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(server.url + "key.json", timeout=10)
+        assert missing.value.code == 404  # the key is never served

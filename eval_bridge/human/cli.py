@@ -8,7 +8,7 @@ from typing import Any
 from bvb_addon import errors, path_args
 from bvb_addon.command_line import Parser, add_log_flags, setup_logging
 
-from .pack import KEY, PAGE, BVBPackOptions, ClipOptions, VGIPackOptions, pack_bvb, pack_vgi
+from .pack import KEY, BVBPackOptions, ClipOptions, VGIPackOptions, forms_of, pack_bvb, pack_vgi
 
 EXAMPLES = """examples:
   bvb human pack bvb --runs gpt=results/r1 claude=results/r2 qwen=results/r3 --out studies/bvb1 --count 9
@@ -67,6 +67,10 @@ def build_parser() -> Parser:
         "--videos", help="source videos root, <root>/<dataset>/<scene>.mp4 (default: the first run's config.json)"
     )
     bvb.add_argument(
+        "--forms", type=int, default=1, help="pages for different raters, each its own draw of --per-form scenes"
+    )
+    bvb.add_argument("--per-form", type=int, help="scenes on each form (default: every scene drawn)")
+    bvb.add_argument(
         "--language", choices=("en", "zh"), default="en", help="language of the release's rater instructions"
     )
     _clip_args(bvb)
@@ -124,6 +128,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
     _positive("--count", args.count)
     _positive("--max-side", args.max_side)
     _positive("--max-frames", args.max_frames)
+    _positive("--forms", getattr(args, "forms", None))
+    _positive("--per-form", getattr(args, "per_form", None))
     clips = ClipOptions(args.max_side, args.max_frames)
     out = Path(args.out)
     if args.kind == "bvb":
@@ -131,7 +137,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
             BVBPackOptions(
                 runs=tuple(args.runs), out=out, scenes=tuple(args.scenes) if args.scenes else None, count=args.count,
                 seed=args.seed, split=Path(args.split) if args.split else None,
-                videos=Path(args.videos) if args.videos else None, clips=clips, language=args.language, force=args.force,
+                videos=Path(args.videos) if args.videos else None, clips=clips, language=args.language, forms=args.forms,
+                per_form=args.per_form, force=args.force,
             )
         )  # fmt: skip
         what = f"{len(key['scenes'])} scenes x {len(key['models'])} reconstructions"
@@ -145,9 +152,13 @@ def cmd_pack(args: argparse.Namespace) -> int:
             )
         )  # fmt: skip
         what = f"{len(key['items'])} videos of {len(key['instances'])} instances"
-    size = (out / PAGE).stat().st_size / 2**20
-    print(f"wrote {out / PAGE} ({what}, {size:.1f} MB; pack {key['pack_id']})")
-    print(f"wrote {out / KEY}: the blinding key; keep it, send raters {PAGE} only (or run bvb human serve {out})")
+    forms = forms_of(key)
+    for form_id, form in forms.items():
+        size = (out / form["page"]).stat().st_size / 2**20
+        shown = f"{len(form['scenes'])} of the scenes, " if len(forms) > 1 else ""
+        print(f"wrote {out / form['page']} ({shown}{what}, {size:.1f} MB; pack {form_id})")
+    pages = "its page" if len(forms) == 1 else "each rater their own form"
+    print(f"wrote {out / KEY}: the blinding key; keep it, send {pages} only (or run bvb human serve {out})")
     return 0
 
 
@@ -157,7 +168,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     pack = Path(args.pack)
     answers = answers_folder(pack, Path(args.answers) if args.answers else None)
     server = StudyServer(pack, answers, args.host, args.port)
-    print(f"serving {pack / PAGE} at {server.url}; answers go to {answers} (Ctrl-C stops)", flush=True)
+    print(f"serving the study in {pack} at {server.url}; answers go to {answers} (Ctrl-C stops)", flush=True)
     server.run_forever()
     return 0
 

@@ -81,6 +81,10 @@ class BVBPackOptions:
     """Source clips, <videos>/<dataset>/<scene>.mp4 (default: the first run's config.json)."""
     clips: ClipOptions = ClipOptions()
     language: str = "en"
+    forms: int = 1
+    """Pages for different raters, each with its own draw of ``per_form`` scenes (the release's 16 forms of 9 of 24)."""
+    per_form: int | None = None
+    """Scenes on each form (default: all the drawn scenes); drawn evenly across the scenes' datasets."""
     force: bool = False
 
 
@@ -155,8 +159,8 @@ def study_policy(script: Script) -> str:
     return csp([script]) + "; media-src data: 'self'"
 
 
-def write_page(out: Path, data: dict[str, Any], title: str, instructions: str) -> Path:
-    """study.html: the page template, its one script, and the study's data as a JSON block."""
+def write_page(out: Path, data: dict[str, Any], title: str, instructions: str, name: str = PAGE) -> Path:
+    """A study page (study.html): the page template, its one script, and the study's data as a JSON block."""
     script = Script(_asset("study.js"))
     html = render(
         _asset("study.html.j2"),
@@ -168,7 +172,7 @@ def write_page(out: Path, data: dict[str, Any], title: str, instructions: str) -
         data=data,
         script=script,
     )
-    return write_text_atomic(out / PAGE, html)
+    return write_text_atomic(out / name, html)
 
 
 def _prepare_out(out: Path, force: bool) -> None:
@@ -271,6 +275,10 @@ def pack_bvb(options: BVBPackOptions) -> dict[str, Any]:
             )
         scenes = sorted(rng.sample(common, min(options.count, len(common))))
     rng.shuffle(scenes)  # the order raters see: not the scene ids' order
+    if options.per_form is not None and options.per_form > len(scenes):
+        raise HumanStudyError(
+            f"--per-form {options.per_form} is more than the {len(scenes)} scenes drawn; raise --count"
+        )
 
     _prepare_out(options.out, options.force)
     key = _new_key("bvb", BVB_INSTRUMENT, options.seed)
@@ -302,11 +310,46 @@ def pack_bvb(options: BVBPackOptions) -> dict[str, Any]:
                 ],
             }
         )
-    data = {"kind": "bvb", "instrument_id": BVB_INSTRUMENT, "pack_id": key["pack_id"], "items": items}
     language = options.language if options.language in ("en", "zh") else "en"
-    write_page(options.out, data, "BVB: rank the reconstructions", _asset(f"bvb_rank_{language}.txt"))
+    key["forms"] = {}
+    for form, chosen in enumerate(_forms(key["scenes"], scenes, options, rng), 1):
+        form_id, page = (
+            (key["pack_id"], PAGE)
+            if options.forms == 1
+            else (f"{key['pack_id']}-r{form:02d}", f"study-r{form:02d}.html")
+        )
+        key["forms"][form_id] = {"page": page, "scenes": chosen}
+        data = {
+            "kind": "bvb",
+            "instrument_id": BVB_INSTRUMENT,
+            "pack_id": form_id,
+            "items": [item for item in items if item["scene_id"] in chosen],
+        }
+        write_page(options.out, data, "BVB: rank the reconstructions", _asset(f"bvb_rank_{language}.txt"), page)
     write_json_atomic(options.out / KEY, key)
     return key
+
+
+def _forms(
+    scenes_key: dict[str, dict], scenes: list[str], options: BVBPackOptions, rng: random.Random
+) -> list[list[str]]:
+    """Each form's scenes, in the pack's order: ``per_form`` drawn evenly across datasets (all, with one form)."""
+    per_form = min(options.per_form or len(scenes), len(scenes))  # pack_bvb refused more
+    if per_form == len(scenes):
+        return [list(scenes)] * options.forms
+    by_dataset: dict[str, list[str]] = {}
+    for scene in scenes:
+        by_dataset.setdefault(scenes_key[scene]["dataset"], []).append(scene)
+    forms = []
+    for _ in range(options.forms):
+        pools = {name: rng.sample(group, len(group)) for name, group in sorted(by_dataset.items())}
+        chosen: list[str] = []
+        while len(chosen) < per_form:  # one from each dataset in turn, a random dataset order each round
+            for name in rng.sample(sorted(pools), len(pools)):
+                if pools[name] and len(chosen) < per_form:
+                    chosen.append(pools[name].pop())
+        forms.append([scene for scene in scenes if scene in chosen])
+    return forms
 
 
 # --- VGI: rate generated videos -----------------------------------------------------------------
@@ -411,6 +454,13 @@ def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
     write_page(options.out, data, "VGI: rate the generated videos", VGI_INSTRUCTIONS)
     write_json_atomic(options.out / KEY, key)
     return key
+
+
+def forms_of(key: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{pack id of a page: {page, scenes or items}}: every page a rater may have been sent."""
+    if "forms" in key:
+        return key["forms"]
+    return {key["pack_id"]: {"page": PAGE}}
 
 
 def read_key(pack: Path) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from bvb_addon.run_dir import RunDir
 
 from ..protocol import overall_score
 from ..vgi import COMPLETENESS, instance_score
-from .pack import BVB_INSTRUMENT, KEY, VGI_INSTRUMENT, HumanStudyError, judge_rows, read_key
+from .pack import BVB_INSTRUMENT, KEY, VGI_INSTRUMENT, HumanStudyError, forms_of, judge_rows, read_key
 from .stats import auc, pairwise_accuracy, spearman
 
 log = logging.getLogger(__name__)
@@ -56,25 +56,26 @@ def check_answers(answers: Any, key: dict[str, Any], where: str) -> dict[str, An
     """``answers`` when they are one rater's answers to this pack; a HumanStudyError naming ``where`` otherwise."""
     if not isinstance(answers, dict):
         raise HumanStudyError(f"{where} is not a rater's answers (a JSON object); pass the file the page saved")
-    if answers.get("pack_id") != key["pack_id"]:
+    forms = forms_of(key)
+    if answers.get("pack_id") not in forms:
         raise HumanStudyError(
-            f"{where} answers pack {answers.get('pack_id')!r}, not this pack ({key['pack_id']}); "
+            f"{where} answers pack {answers.get('pack_id')!r}, not this pack ({', '.join(forms)}); "
             "score it with the key of the pack its rater was sent"
         )
     if key["kind"] == "bvb":
-        _check_rankings(answers, key, where)
+        _check_rankings(answers, key, where, forms[answers["pack_id"]].get("scenes") or list(key["scenes"]))
     else:
         _check_ratings(answers, key, where)
     return answers
 
 
-def _check_rankings(answers: dict, key: dict, where: str) -> None:
+def _check_rankings(answers: dict, key: dict, where: str, shown: list[str]) -> None:
     if answers.get("instrument_id") != BVB_INSTRUMENT or not isinstance(answers.get("rankings"), list):
         raise HumanStudyError(f"{where} holds no rankings of {BVB_INSTRUMENT}; pass the file the page saved")
     for entry in answers["rankings"]:
         scene = entry.get("scene_id") if isinstance(entry, dict) else None
-        if scene not in key["scenes"]:
-            raise HumanStudyError(f"{where} ranks scene {scene!r}, which this pack does not hold")
+        if scene not in shown:
+            raise HumanStudyError(f"{where} ranks scene {scene!r}, which its page ({answers['pack_id']}) does not hold")
         codes = key["scenes"][scene]["codes"]
         rank = entry.get("rank")
         if not isinstance(rank, list) or sorted(map(str, rank)) != sorted(codes):

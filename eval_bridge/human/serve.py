@@ -15,16 +15,24 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bvb_addon.atomic import write_json_atomic
 
-from ..html_page import safe_name
+from ..html_page import render, safe_name
 from ..loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
-from .pack import PAGE, HumanStudyError, read_key
+from .pack import PAGE, HumanStudyError, forms_of, read_key
 from .score import check_answers
 
+FORMS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<title>Study forms</title></head><body>
+<p>This study has a form for each rater; open the one you were given.</p>
+<ul>{% for page in pages %}<li><a href="{{ page }}">{{ page }}</a></li>{% endfor %}</ul>
+</body></html>
+"""
 MAX_ANSWERS_BYTES = 4 * 1024 * 1024  # nine scenes or a few hundred ratings are a few kB
 BACKLOG = 16
 
@@ -32,11 +40,17 @@ BACKLOG = 16
 def build_app(pack: Path, answers_dir: Path, allowed: set[str] | None, origin: str) -> Starlette:
     """The page and the answers endpoint of one pack."""
     key = read_key(pack)
+    pages = sorted(form["page"] for form in forms_of(key).values())
 
     async def page(request: Request) -> Response:
         if not host_allowed(request.headers.get("host", ""), allowed):
             return PlainTextResponse("this Host is not the study server's address\n", status_code=403)
-        response = OpenFileResponse(open(pack / PAGE, "rb"), pack / PAGE)  # noqa: SIM115 - the response closes it
+        name = request.path_params.get("name") or (pages[0] if len(pages) == 1 else None)
+        if name is None:  # several forms: each rater is given the address of their own
+            return HTMLResponse(render(FORMS_PAGE, pages=pages), headers={"Cache-Control": "no-store"})
+        if name not in pages:
+            return PlainTextResponse("no such page in this study\n", status_code=404)
+        response = OpenFileResponse(open(pack / name, "rb"), pack / name)  # noqa: SIM115 - the response closes it
         response.headers["Cache-Control"] = "no-store"
         return response
 
@@ -63,7 +77,13 @@ def build_app(pack: Path, answers_dir: Path, allowed: set[str] | None, origin: s
         write_json_atomic(answers_dir / name, payload)
         return JSONResponse({"saved": name})
 
-    return Starlette(routes=[Route("/", page, methods=["GET"]), Route("/answers", answers, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/", page, methods=["GET"]),
+            Route("/answers", answers, methods=["POST"]),
+            Route("/{name}", page, methods=["GET"]),
+        ]
+    )
 
 
 class StudyServer:
@@ -72,7 +92,7 @@ class StudyServer:
     def __init__(self, pack: Path, answers_dir: Path, host: str = "127.0.0.1", port: int = 0) -> None:
         if not is_loopback(host):
             raise HumanStudyError(f"bvb human serve serves on loopback only; {host} is not (use 127.0.0.1)")
-        if not (pack / PAGE).is_file():
+        if not (pack / PAGE).is_file() and not any(pack.glob("study-r*.html")):
             raise HumanStudyError(f"no {PAGE} in {pack}; pass the folder bvb human pack wrote")
         answers_dir.mkdir(parents=True, exist_ok=True)
         try:
