@@ -378,11 +378,14 @@ class SceneWorkspace:
             missing["network"] = "allowed by --allow-network (the host's network namespace)"
             if "seccomp" in probed.layers:
                 missing["seccomp"] = "off with --allow-network (the filter denies sockets)"
-        try:
-            CpuCgroup(f"w{os.getpid()}_{id(self):x}_probe", self.cpus).remove()
-            layers.insert(layers.index("watchdog"), "cgroup_cpu")
-        except OSError as exc:
-            missing["cgroup_cpu"] = f"cannot create a cpu cgroup ({exc.strerror or exc}); --cpus is not applied"
+        if not self.config.use_cgroup:
+            missing["cgroup_cpu"] = "disabled by configuration; --cpus is not applied"
+        else:
+            try:
+                CpuCgroup(f"w{os.getpid()}_{id(self):x}_probe", self.cpus).remove()
+                layers.insert(layers.index("watchdog"), "cgroup_cpu")
+            except OSError as exc:
+                missing["cgroup_cpu"] = f"cannot create a cpu cgroup ({exc.strerror or exc}); --cpus is not applied"
         memory = self.memory_bytes if "cgroup_memory" in layers else 0
         if not memory:
             missing.setdefault("cgroup_memory", "not available")
