@@ -48,7 +48,7 @@ def _add_judge_args(p: argparse.ArgumentParser) -> None:
     """The judge options shared by dv and steps (judge_options reads them)."""
     p.add_argument("--judge", choices=("vlm", "geometry"), default="vlm", help="vlm (an API) or geometry (offline)")
     p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)")
-    p.add_argument("--judge-model", help="judge model id, e.g. gpt-4o (required with --judge vlm)")
+    p.add_argument("--judge-model", help=f"judge model id (default {_J.model}, the release's judge)")
     p.add_argument("--judge-api-key-env", default=_J.api_key_env, help="variable holding the judge's API key")
     p.add_argument("--protocol", choices=PROTOCOLS, default=_J.protocol, help="DV's rules (docs/protocol.md)")
     p.add_argument(
@@ -337,7 +337,7 @@ def judge_options(args: argparse.Namespace) -> api.JudgeOptions:
     return api.JudgeOptions(
         kind=args.judge,
         base_url=args.judge_base_url,
-        model=args.judge_model,
+        model=args.judge_model or _J.model,
         api_key_env=args.judge_api_key_env,
         protocol=args.protocol,
         cache=args.cache,
@@ -535,7 +535,14 @@ def cmd_export(args: argparse.Namespace, progress: api.Progress | None = None) -
 
 
 def cmd_steps(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
-    """``bvb score steps``: the self-correction analysis of a run's step snapshots."""
+    """``bvb score steps``: the self-correction analysis of a run's step snapshots, or of generators' steps."""
+    if args.generator_steps:
+        return _vgi_steps(args)
+    missing = [flag for flag in ("run", "split", "videos") if not getattr(args, flag)]
+    if missing:
+        raise ArgumentError(
+            f"bvb score steps needs --{', --'.join(missing)} (a BVB run), or --generator-steps with --tasks and --out"
+        )
     options = api.StepsOptions(
         run=Path(args.run),
         split=Path(args.split),
@@ -553,6 +560,36 @@ def cmd_steps(args: argparse.Namespace, progress: api.Progress | None = None) ->
         f"mean lock-in step {result['mean_lock_in_step']:.2f}"
     )
     print(f"wrote {RunDir(args.run).steps_analysis}")
+    return result
+
+
+def _vgi_steps(args: argparse.Namespace) -> api.Summary:
+    """``bvb score steps --generator-steps``: VGI's three figures along each generator's denoising steps."""
+    from .vgi import generator_folders
+
+    if args.run or not args.tasks or not args.out or args.judge != "vlm":
+        raise ArgumentError(
+            "--generator-steps takes --tasks FILE and --out DIR and the VLM judge (--judge-base-url, --judge-model), "
+            "not --run or --judge geometry"
+        )
+    vlm = api.JudgeOptions(
+        base_url=args.judge_base_url, model=args.judge_model, api_key_env=args.judge_api_key_env, cache=args.cache,
+        price_in=args.price_in, price_out=args.price_out, retries=args.retries, retry_base_delay=args.retry_base_delay,
+    )  # fmt: skip
+    options = api.VGIStepsOptions(
+        Path(args.tasks), Path(args.out), tuple(generator_folders(args.generator_steps, "--generator-steps")), vlm,
+        args.frame_budget, args.sampling, tuple(args.step_range) if args.step_range else None, args.workers,
+    )  # fmt: skip
+    result = api.score_vgi_steps(options)
+    for name, analysis in result["generators"].items():
+        span = f" (steps {analysis['step_range'][0]}-{analysis['step_range'][1]})" if analysis["step_range"] else ""
+        print(
+            f"steps {name}{span}: {analysis['questions']} instances over steps {analysis['steps'][:1]}..{analysis['steps'][-1:]}; "
+            f"wrong->correct {100 * analysis['wrong_to_correct_rate']:.1f}%, "
+            f"wrong->another wrong {100 * analysis['wrong_to_other_wrong_rate']:.1f}%, "
+            f"stable over the second half {100 * analysis['stability_second_half']:.1f}%; judge {analysis['judge']}"
+        )
+        print(f"wrote {Path(args.out) / name / 'steps_analysis.json'}")
     return result
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bvb_addon import backend
 from bvb_addon.dataset import Question
-from bvb_addon.errors import ArgumentError
+from bvb_addon.errors import ArgumentError, BadFileError
 from bvb_addon.money import money
 from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
@@ -77,48 +77,84 @@ class _Memo:
         return value
 
 
-def _row_key(row):
-    # The source clip's fingerprint is part of the key: another clip at the same path is asked again
-    # (rows written before it existed have none, so they are never reused).
-    return (
-        row.get("judge_model"),
-        row.get("protocol"),
-        row.get("id"),
-        row.get("question_sha"),
-        row.get("source_fingerprint"),
-    )
+BANK_FORMAT = 1
+"""The source-answer bank's row format: the release's keys (qa_id, answer, correct, model, n_frames, protocol, ...)
+with ours beside; a row of a newer format is refused, not read."""
+
+
+def bank_row_view(row: object) -> dict | None:
+    """A bank row as this harness reads it (the release's keys, or an older harness's), or None for a foreign row.
+
+    The release keys a row by ``qa_id`` and names the judge ``model``; rows this harness wrote before the
+    release's format say ``id`` and ``judge_model``. Either is read; neither is ever rewritten.
+    """
+    if not isinstance(row, dict):
+        return None
+    qa_id = row.get("qa_id", row.get("id"))
+    answers = row.get("answers")
+    if answers is None and "answer" in row:
+        answers = [row["answer"]]
+    if qa_id is None or not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        return None
+    return {
+        "qa_id": str(qa_id),
+        "model": row.get("model", row.get("judge_model")),
+        "protocol": row.get("protocol"),
+        "view": row.get("view", "original"),
+        "n_frames": row.get("n_frames"),
+        "question_sha": row.get("question_sha"),
+        "source_fingerprint": row.get("source_fingerprint"),
+        "answers": answers,
+        "costs_usd": row.get("costs_usd") or [0.0] * len(answers),
+    }
+
+
+class BankFormatError(BadFileError):
+    """A source-answer bank this harness must not extend (a row of a newer format)."""
 
 
 class _Shared:
-    """The shared source answers, one row per judge, protocol and question.
+    """The shared source answers (``_dual_vqa_shared/original_answers.jsonl``), in the release's row format.
 
-    Every process scoring a run of the results folder reads the file once and then only what
-    others appended since; rows are added under a file lock after reading those, so a row another
-    process stored first is taken, not written twice.
+    One row per question and judge, keyed by ``qa_id`` as the release keys it, with our keys beside (every vote's
+    answer, the question's hash, the source clip's fingerprint). The file is only ever appended to: rows this
+    harness does not recognise (another tool's, a torn line) stay byte for byte, and a row of a newer format
+    stops the run before anything is written. Every process scoring a run of the results folder reads the file
+    once and then only what others appended since; rows are added under a file lock after reading those, so a
+    row another process stored first is taken, not written twice.
     """
 
     def __init__(self, path, judge):
         self.path = Path(path)
         self.judge = judge
         self._lock = threading.Lock()
-        self._rows = {}
+        self._rows = {}  # (model, protocol, qa_id) -> [bank_row_view, ...]
         self._seen = (None, 0)  # (inode, bytes read) of the file
+        self._lines = 0  # lines read, for messages naming one
         # None: put() stores rows in the file. A list: put() collects rows there for the driver to write
         # (a Ray task's copy: one writer per file, whatever storage the run directory is on).
         self.deferred = None
-        self._merge_duplicates()
+        with self._lock, file_lock(self._lock_path):
+            self._read_new()
 
     @property
     def _lock_path(self):
         return self.path.with_name(self.path.name + ".lock")
 
-    def _keep(self, row):
-        key = _row_key(row)
-        if len(row.get("answers", [])) > len(self._rows.get(key, {}).get("answers", [])):
-            self._rows[key] = row
+    def _keep(self, raw, line_number):
+        if isinstance(raw, dict) and isinstance(raw.get("format"), int) and raw["format"] > BANK_FORMAT:
+            raise BankFormatError(
+                f"{self.path} line {line_number} is bank format {raw['format']}, newer than this harness's "
+                f"{BANK_FORMAT}; update the harness (nothing was written)"
+            )
+        view = bank_row_view(raw)
+        if view is None:
+            return False
+        self._rows.setdefault((view["model"], view["protocol"], view["qa_id"]), []).append(view)
+        return True
 
     def _read_new(self):
-        """Rows appended since the last read (the whole file again after another process rewrote it)."""
+        """Rows appended since the last read (the whole file again after another process replaced it)."""
         try:
             handle = open(self.path, "rb")
         except FileNotFoundError:
@@ -126,95 +162,132 @@ class _Shared:
             return
         with handle:
             inode = os.fstat(handle.fileno()).st_ino
-            offset = self._seen[1] if self._seen[0] == inode else 0
-            handle.seek(offset)
+            if self._seen[0] != inode:
+                self._rows, self._seen, self._lines = {}, (inode, 0), 0
+            handle.seek(self._seen[1])
             data = handle.read()
         end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        foreign = 0
         for line in data[:end].splitlines():
+            self._lines += 1
+            if not line.strip():
+                continue
             try:
-                self._keep(json.loads(line))
-            except (ValueError, AttributeError):
-                log.warning("%s: a line that is not a JSON row (an interrupted write?); skipped", self.path)
-        self._seen = (inode, offset + end)
+                raw = json.loads(line)
+            except ValueError:
+                raw = None
+            if not self._keep(raw, self._lines):
+                foreign += 1
+        if foreign:
+            log.warning("%s: %d line(s) this harness does not read as source answers; kept as they are", self.path, foreign)
+        self._seen = (inode, self._seen[1] + end)
 
-    def _merge_duplicates(self):
-        """Read the file; rewrite it with one row per key when earlier runs left duplicates."""
-        with self._lock, file_lock(self._lock_path):
-            self._read_new()
-            lines = sum(1 for line in open(self.path, "rb") if line.strip()) if self.path.exists() else 0
-            if lines > len(self._rows):
-                write_jsonl_atomic(self.path, list(self._rows.values()))
-                self._seen = (os.stat(self.path).st_ino, os.stat(self.path).st_size)
-
-    def _key(self, question, fingerprint):
+    def _match(self, question, votes, fingerprint):
         sha = question_sha(question, self.judge.protocol, _prompt_kind(self.judge))
-        return (self.judge.model, self.judge.protocol, question.id, sha, fingerprint)
+        frames = _n_frames(self.judge)
+        best = None
+        for row in self._rows.get((self.judge.model, self.judge.protocol, question.id), []):
+            if row["view"] != "original" or len(row["answers"]) < votes:
+                continue
+            # The release's rows carry no hash or fingerprint: its bank is keyed by qa_id alone.
+            if row["question_sha"] not in (None, sha) or row["source_fingerprint"] not in (None, fingerprint):
+                continue
+            if row["n_frames"] is not None and frames is not None and row["n_frames"] != frames:
+                continue
+            if best is None or len(row["answers"]) > len(best["answers"]):
+                best = row
+        return best
 
     def get(self, question, votes, fingerprint):
-        key = self._key(question, fingerprint)
         with self._lock:
-            row = self._rows.get(key)
-        if row and len(row["answers"]) >= votes:
-            return row
-        return None
+            return self._match(question, votes, fingerprint)
 
     def task_copy(self, judge, questions):
         """A picklable copy holding only these questions' rows, collecting new rows instead of writing them."""
         copy = object.__new__(_Shared)
         ids = {question.id for question in questions}
         with self._lock:
-            rows = {key: row for key, row in self._rows.items() if key[2] in ids}
+            rows = {key: list(value) for key, value in self._rows.items() if key[2] in ids}
         copy.__setstate__({"path": self.path, "judge": judge, "_rows": rows, "_seen": (None, 0), "deferred": []})
         return copy
 
-    def store(self, rows):
-        """Add rows to the file, except those another process stored first; returns the rows kept, by key."""
-        kept = {}
+    def store(self, entries):
+        """Append (question, fingerprint, row) entries, except those another process stored first; returns
+        the rows now answering each entry, in order."""
+        kept = []
         with self._lock, file_lock(self._lock_path):
             self._read_new()
             fresh = []
-            for row in rows:
-                key = _row_key(row)
-                have = self._rows.get(key)
-                if have is None or len(have.get("answers", [])) < len(row["answers"]):
-                    self._rows[key] = row
+            for question, fingerprint, row in entries:
+                votes = len(row["answers"])
+                have = self._match(question, votes, fingerprint)
+                if have is None:
+                    self._keep(row, 0)
                     fresh.append(row)
-                kept[key] = self._rows[key]
+                    have = self._match(question, votes, fingerprint)
+                kept.append(have)
             if fresh:
                 append_jsonl(self.path, fresh)
                 self._seen = (os.stat(self.path).st_ino, os.stat(self.path).st_size)
+                self._lines += len(fresh)
         return kept
 
-    def absorb(self, rows):
-        """Rows a Ray task collected: stored like a local run's."""
-        self.store(rows)
+    def absorb(self, entries):
+        """Entries a Ray task collected: stored like a local run's."""
+        self.store(entries)
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}
 
     def __setstate__(self, state):
+        state.setdefault("_lines", 0)
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def put(self, question, digest, answers, fingerprint):
+        texts = [a.text for a in answers]
+        correct, quirk = _verdict(self.judge.protocol, question, texts)
         row = {
-            "judge_model": self.judge.model,
+            # The release's keys (dual_vqa_scoring.make_answer_row) ...
+            "qa_id": question.id,
+            "scene_name": question.scene_name,
+            "question_type": question.question_type,
+            "view": "original",
+            "answer": texts[0],
+            "correct": correct,
+            "model": self.judge.model,
+            "n_frames": _n_frames(self.judge),
             "protocol": self.judge.protocol,
-            "id": question.id,
+            # ... and ours beside them.
+            "quirk": quirk,
+            "answers": texts,
+            "costs_usd": [a.cost_usd for a in answers],
             "dataset": question.dataset,
-            "scene": question.scene_name,
             "question_sha": question_sha(question, self.judge.protocol, _prompt_kind(self.judge)),
             "source_fingerprint": fingerprint,
             "frames_hash": digest,
-            "answers": [a.text for a in answers],
-            "costs_usd": [a.cost_usd for a in answers],
+            "format": BANK_FORMAT,
         }
         if self.deferred is not None:
             with self._lock:
-                self._rows[_row_key(row)] = row
-                self.deferred.append(row)
-            return row
-        return self.store([row])[_row_key(row)]
+                self._keep(row, 0)
+                self.deferred.append((question, fingerprint, row))
+                return self._match(question, len(texts), fingerprint)
+        return self.store([(question, fingerprint, row)])[0]
+
+
+def _n_frames(judge):
+    """The frames a judge sees per clip (None for the geometry judge, which reads the scene graph)."""
+    return judge.settings.frames if isinstance(judge, VLMJudge) else None
+
+
+def _verdict(protocol, question, answers):
+    """(correct, quirk) of a side's votes: the majority's verdict, and the first quirk that decided a vote."""
+    graded = [
+        rules.score(protocol, question.question_type, a, question.options, question.ground_truth) for a in answers
+    ]
+    quirks = [rules.quirk(protocol, question.question_type, a, question.options, question.ground_truth) for a in answers]
+    return rules.is_correct(majority(graded)), next((q for q in quirks if q), None)
 
 
 def source_fingerprint(judge: "Judge", source_file: str | Path) -> str:
@@ -350,8 +423,11 @@ class DualVQA:
                 sources[(q.dataset, q.scene_name)] = self.judge.source_path(self.videos_root, q.dataset, q.scene_name)
         partial = self.rd.dv_partial
         done = {}
+        # Strict: a line of the partial file that is not a row (another tool's, a cut-off write) stops the stage
+        # here, naming it, before the file is extended or deleted.
+        partial_rows = read_dv_rows(partial)
         if self.resume:
-            for row in read_dv_rows(self.rd.dv_rows) + read_dv_rows(partial, strict=False):
+            for row in read_dv_rows(self.rd.dv_rows) + partial_rows:
                 if self._matches(row) and row.get("status") not in RETRY_STATUSES and self._same_clips(row, sources):
                     done[row["id"]] = row
         else:
@@ -467,6 +543,9 @@ class DualVQA:
             protocol=self.judge.protocol,
             judge_model=self.judge.model,
             votes=self.votes,
+            qa_id=question.id,
+            scene_name=scene,
+            n_frames=_n_frames(self.judge),
         )
         # What the row was scored on: --resume keeps it only while both clips are unchanged.
         try:
@@ -486,6 +565,7 @@ class DualVQA:
             _drain(render)
             return _with_status(row, "judge_error", one_line(exc))
         row.source_answers, row.source_answer, row.source_score = texts, texts[0], self._grade(question, texts)
+        row.source_quirk = _verdict(self.judge.protocol, question, texts)[1]
         row.cost_usd += cost
         if render is None:  # a failure the render stage or the files told: no render to ask about
             row.status, row.reason = failure
@@ -499,10 +579,14 @@ class DualVQA:
             else:
                 row.render_answers, row.render_answer = texts, texts[0]
                 row.render_score = self._grade(question, texts)
+                row.render_quirk = _verdict(self.judge.protocol, question, texts)[1]
                 row.cost_usd += cost
         row.source_correct = rules.is_correct(row.source_score)
         row.render_correct = rules.is_correct(row.render_score)
         row.retained = row.source_correct and row.render_correct
+        row.original_correct, row.rendered_correct, row.rendered_answer = (
+            row.source_correct, row.render_correct, row.render_answer
+        )
         return row.as_dict()
 
     def _grade(self, question, answers):
@@ -542,7 +626,8 @@ def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
     overall = rules.rates(pool)
     by_type = {}
     for qtype in dict.fromkeys(r["question_type"] for r in pool):
-        by_type[qtype] = rules.rates([r for r in pool if r["question_type"] == qtype])
+        group = [r for r in pool if r["question_type"] == qtype]
+        by_type[qtype] = {**release_counts(group, per_type=True), **rules.rates(group)}
     scenes = list(dict.fromkeys(r["scene"] for r in rows))
     failed = {}
     for r in rows:
@@ -583,7 +668,75 @@ def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
         # Calls this run waited for because another process sharing the cache was making them.
         claim_waits=getattr(cache, "claim_waits", 0),
         failures=failed,
+        **release_counts(pool),
+        num_qa=len(rows),
+        num_error=sum(1 for r in rows if r["status"] != "ok"),
+        n_frames=_n_frames(judge),
+        num_scenes=len({r["scene"] for r in rows if r["status"] == "ok"}),
+        release_joinable=release_summary(rows),
+        quirks={side: dict(Counter(r[f"{side}_quirk"] for r in pool if r.get(f"{side}_quirk"))) for side in ("source", "render")},
+        opencv=_opencv_version(judge),
         # The protocol's own numbers (vsi_official: VSI-Bench's, comparable with its tables); retention above is ours.
         vsi_bench=rules.aggregate(judge.protocol, pool, _prompt_kind(judge)),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
+
+
+def _original(row: dict) -> bool | None:
+    """The release's original_correct of a row (rows of older harnesses have only source_correct)."""
+    if "original_correct" in row and row["original_correct"] is not None:
+        return bool(row["original_correct"])
+    if row.get("status") in rules.JUDGE_FAULTS:
+        return None
+    return bool(row.get("source_correct"))
+
+
+def release_counts(pool: list[dict], per_type: bool = False) -> dict:
+    """The release's counts over our pool (failures in it as not retained); by question type its n_ keys."""
+    ok = [r for r in pool if r.get("status") == "ok"]
+    joinable = [r for r in ok if _original(r) is not None]
+    original = sum(1 for r in pool if _original(r))
+    retained = sum(1 for r in pool if r.get("retained"))
+    rendered = sum(1 for r in pool if r.get("render_correct"))
+    if per_type:
+        return {
+            "n": len(pool),
+            "n_joinable": len(joinable),
+            "n_original_correct": original,
+            "n_retained": retained,
+            "retention_rate": rules.retention(retained, original),
+            "rendered_accuracy": rendered / len(pool) if pool else None,
+        }
+    return {
+        "num_ok": len(ok),
+        "num_joinable": len(joinable),
+        "num_original_correct": original,
+        "num_retained": retained,
+        "num_rendered_correct": rendered,
+    }
+
+
+def release_summary(rows: list[dict]) -> dict:
+    """What the release's own summary code gives for these rows: ok rows only, retention over joinable ones."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    joinable = [r for r in ok if _original(r) is not None]
+    original = sum(1 for r in joinable if _original(r))
+    retained = sum(1 for r in joinable if r.get("retained"))
+    rendered = sum(1 for r in ok if r.get("render_correct"))
+    return {
+        "num_joinable": len(joinable),
+        "num_original_correct": original,
+        "num_retained": retained,
+        "retention_rate": rules.retention(retained, original),
+        "rendered_accuracy": rendered / len(ok) if ok else None,
+        "original_accuracy": original / len(joinable) if joinable else None,
+    }
+
+
+def _opencv_version(judge: "Judge") -> str | None:
+    settings = judge.settings if isinstance(judge, VLMJudge) else None
+    if settings is None or settings.frame_method != "release":
+        return None
+    from .judge_frames import opencv_version
+
+    return opencv_version()

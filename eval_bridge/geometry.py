@@ -20,7 +20,7 @@ from bvb_addon.run_dir import RunDir
 
 from .judge import Answer
 from .protocol import GEOMETRY_PROTOCOL
-from .protocols.dual_vqa_v1 import normalise, option_letter, option_text
+from .protocols.dual_vqa_strict import normalise, option_letter, option_text
 from .scene_geometry import SceneGeometry, box_distance, category_of, from_gt, from_scene_graph
 
 log = logging.getLogger(__name__)

@@ -29,14 +29,31 @@ _STRIPES = [threading.Lock() for _ in range(4096)]
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """What the judge sees and how it answers (docs/protocol.md section 5)."""
+    """What the judge sees and how it answers (docs/protocol.md section 5); a DV protocol's own by ``of``."""
 
     frames: int = 16
     longest_side: int = 384
     jpeg_quality: int = 80
     detail: str = "low"
-    temperature: float = 0.0
+    temperature: float | None = 0.0
+    """None: no temperature is sent (the release's dual_vqa_v1); vsi_official sends 0."""
     max_tokens: int = protocols.DUAL_VQA_MAX_TOKENS
+    text_first: bool = False
+    """The text part before the frames (dual_vqa_v1's message) or after them (vsi_official's, VGI's)."""
+    frame_method: str = "bin_centres"
+    """release: OpenCV's seek per index, resize and JPEG (eval_bridge.judge_frames); bin_centres: PyAV at the
+    centres of equal time bins (bvb_addon.video.sample_uniform)."""
+
+    @classmethod
+    def of(cls, protocol: str) -> "JudgeSettings":
+        """The protocol's own request: its token cap, temperature, message order and frames."""
+        temperature, text_first, frame_method = protocols.request_shape(protocol)
+        return cls(
+            temperature=temperature,
+            max_tokens=protocols.max_tokens(protocol),
+            text_first=text_first,
+            frame_method=frame_method,
+        )
 
 
 class JudgeError(BVBError, RuntimeError):
@@ -128,7 +145,7 @@ class VLMJudge:
         self.prompt_kind = prompt_kind_of(base_url) if prompt_kind in (None, "auto") else prompt_kind
         protocols.vsi_number_post_prompt(self.prompt_kind)
         self.cache = cache
-        self.settings = settings or JudgeSettings(max_tokens=protocols.max_tokens(protocol))
+        self.settings = settings or JudgeSettings.of(self.protocol)
         self.pricing = pricing or Pricing(model)
         self.retries = retries
         self.backoff_s = backoff_s
@@ -196,11 +213,16 @@ class VLMJudge:
         return self.load_media(video)
 
     def load_media(self, video: str | Path) -> Media:
-        """Sample the judge's frames from a clip (bvb_addon.video.VideoError if unreadable)."""
-        from bvb_addon.video import sample_uniform
-
+        """Sample the judge's frames from a clip, the protocol's way (VideoError naming the clip if unreadable)."""
         s = self.settings
-        frames = sample_uniform(video, s.frames, longest_side=s.longest_side, quality=s.jpeg_quality)
+        if s.frame_method == "release":
+            from .judge_frames import release_frames
+
+            frames = release_frames(video, s.frames, s.longest_side, s.jpeg_quality).jpegs
+        else:
+            from bvb_addon.video import sample_uniform
+
+            frames = sample_uniform(video, s.frames, longest_side=s.longest_side, quality=s.jpeg_quality)
         return Media(frames=frames, digest=frames_hash(frames))
 
     def step_media(self, graph: dict | None, preview: list[bytes] | None) -> Media | None:
@@ -275,23 +297,23 @@ class VLMJudge:
 
     def _messages(self, frames: list[bytes], prompt: str) -> list[dict[str, Any]]:
         detail = self.settings.detail
-        parts: list[dict[str, Any]] = [
+        images: list[dict[str, Any]] = [
             {
                 "type": "image_url",
                 "image_url": {"url": "data:image/jpeg;base64," + base64.b64encode(f).decode(), "detail": detail},
             }
             for f in frames
         ]
-        parts.append({"type": "text", "text": prompt})
+        text = {"type": "text", "text": prompt}
+        parts = [text, *images] if self.settings.text_first else [*images, text]
         return [{"role": "user", "content": parts}]
 
     def _call(self, frames: list[bytes], prompt: str) -> tuple[str, dict[str, float]]:
-        request = {
-            "model": self.model,
-            "messages": self._messages(frames, prompt),
-            "temperature": self.settings.temperature,
-            self.max_tokens_field: self.settings.max_tokens,
-        }
+        # The release's request: model, one user message, the token cap; a temperature only where the protocol sends one.
+        request: dict[str, Any] = {"model": self.model, "messages": self._messages(frames, prompt)}
+        if self.settings.temperature is not None:
+            request["temperature"] = self.settings.temperature
+        request[self.max_tokens_field] = self.settings.max_tokens
         try:
             answer = self.client.complete(request)
         except ClientError as exc:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from bvb_addon.errors import ArgumentError
 
 from .protocol import PROTOCOLS
+from .protocols.dual_vqa_v1 import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     ProtocolName = str
@@ -37,7 +38,7 @@ class JudgeOptions:
 
     kind: str = "vlm"  # vlm or geometry
     base_url: str | None = None
-    model: str | None = None
+    model: str | None = DEFAULT_MODEL  # the release's judge (dual_vqa_v1)
     api_key_env: str = "OPENAI_API_KEY"  # the variable's name; its value is read here, never sent anywhere else
     protocol: ProtocolName = "dual_vqa_v1"
     cache: str | None = None  # judge cache file (default <shared>/judge_cache.sqlite)

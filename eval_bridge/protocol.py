@@ -2,8 +2,10 @@
 per-answer score), the one correctness rule, retention, pooling and Overall.
 
 Each protocol is a module of ``eval_bridge/protocols/`` behind its registry:
-- ``dual_vqa_v1``: BVB's rules; every answer scores 0 or 1.
-- ``geometry_v1``: the offline geometry judge's answers, read with dual_vqa_v1's rules.
+- ``dual_vqa_v1``: BVB's release exactly (its judge request and its ``semantic_correct``, quirks included and
+  flagged); every answer scores 0 or 1.
+- ``dual_vqa_strict``: dual_vqa_v1's request with our stricter answer rules; never ranked with dual_vqa_v1.
+- ``geometry_v1``: the offline geometry judge's answers, read with dual_vqa_strict's rules.
 - ``vsi_official``: VSI-Bench's official lmms-eval task (thinking-in-space,
   ``lmms_eval/tasks/vsibench``): its prompt, its first-token answer rule and its MRA, so a
   question's score is the official per-question value (0 or 1 for multiple choice, a multiple
@@ -75,6 +77,22 @@ def score(
     if answer is None:
         return 0.0
     return rules.score(question_type, answer, options, ground_truth)
+
+
+def quirk(
+    protocol: str, question_type: str, answer: str | None, options: list[str] | None, ground_truth: object
+) -> str | None:
+    """The release quirk that decided this answer under the protocol (dual_vqa_v1's ``QUIRKS``), or None."""
+    rules = protocols.get(protocol, geometry=True)
+    if answer is None or not hasattr(rules, "quirk"):
+        return None
+    return rules.quirk(question_type, answer, options, ground_truth)
+
+
+def request_shape(protocol: str) -> tuple[float | None, bool, str]:
+    """(temperature or None for none sent, whether the text comes before the frames, the frame method)."""
+    rules = protocols.get(protocol, geometry=True)
+    return getattr(rules, "TEMPERATURE", 0.0), getattr(rules, "TEXT_FIRST", False), getattr(rules, "FRAMES", "bin_centres")
 
 
 def is_correct(value: float) -> bool:

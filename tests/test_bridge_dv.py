@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from bvb_addon.video import sample_uniform
+from eval_bridge.judge_frames import release_frames
 from eval_bridge.cli import main
 from headless.scripted_openai import ScriptedOpenAI
 
@@ -77,9 +78,57 @@ def _clip(path, level, size=(64, 48), frames=8):
             container.mux(packet)
 
 
-def _first_frame_key(path):
-    frame = sample_uniform(path, 16, longest_side=384, quality=80)[0]
+RELEASE_TEXT = (
+    "You are answering a spatial video question from egocentric indoor video. Use only the provided frames. "
+    "Reply with the shortest possible answer (a number, a short phrase, or a single letter A/B/C/D). "
+    "No explanation.\n\nQuestion: "
+)
+# dual_vqa_scoring.summarize_dual_vqa_rows's keys, read off the release.
+RELEASE_SUMMARY_FIELDS = (
+    "protocol", "num_qa", "num_ok", "num_error", "num_joinable", "num_original_correct", "num_retained",
+    "num_rendered_correct", "retention_rate", "rendered_accuracy", "original_accuracy", "by_question_type",
+    "judge_model", "n_frames", "num_scenes", "source",
+)  # fmt: skip
+
+
+def _opencv_seek_jpegs(path, n=16):
+    """The release's sampling written out here from its behaviour: OpenCV count, seek per index, resize, JPEG 80."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) or 1
+    out = []
+    for i in range(n):
+        cap.set(cv2.CAP_PROP_POS_FRAMES, int(i * (total - 1) / (n - 1)))
+        ok, frame = cap.read()
+        h, w = frame.shape[:2]
+        scale = 384 / max(h, w)
+        if scale < 1:
+            frame = cv2.resize(frame, (int(w * scale), int(h * scale)))
+        out.append(cv2.imencode(".jpg", frame, [int(cv2.IMWRITE_JPEG_QUALITY), 80])[1].tobytes())
+    cap.release()
+    return out
+
+
+def _url_key(frame):
     return hashlib.sha256(("data:image/jpeg;base64," + base64.b64encode(frame).decode()).encode()).hexdigest()
+
+
+def _first_frame_keys(path):
+    """The first frame's key as each protocol samples it: the release's OpenCV frames and vsi_official's bin centres."""
+    return [_url_key(release_frames(path).jpegs[0]), _url_key(sample_uniform(path, 16, longest_side=384, quality=80)[0])]
+
+
+def _parts(body):
+    """(first image's URL, text part) of a judge request, whichever order the protocol sends them in."""
+    content = body["messages"][0]["content"]
+    image = next(p["image_url"]["url"] for p in content if p["type"] == "image_url")
+    return image, next(p["text"] for p in content if p["type"] == "text")
+
+
+def _question_of(text):
+    """The question in dual_vqa_v1's text (after the release's instruction), else the whole text (vsi_official)."""
+    return text.split("\n\nQuestion: ", 1)[1] if text.startswith("You are answering") else text
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +140,8 @@ def assets(tmp_path_factory):
         size = (480, 320) if (side, scene) == ("source", "s1") else (64, 48)
         path = root / ("videos/arkitscenes" if side == "source" else "renders") / f"{scene}.mp4"
         _clip(path, level, size)
-        labels[_first_frame_key(path)] = (side, scene)
+        for key in _first_frame_keys(path):
+            labels[key] = (side, scene)
     split = root / "split.jsonl"
     rows = [
         {
@@ -139,10 +189,9 @@ class Judge:
         self.delay = delay
 
     def __call__(self, body):
-        content = body["messages"][0]["content"]
-        key = hashlib.sha256(content[0]["image_url"]["url"].encode()).hexdigest()
-        label = self.labels[key]
-        text = content[-1]["text"]
+        url, text = _parts(body)
+        label = self.labels[hashlib.sha256(url.encode()).hexdigest()]
+        text = _question_of(text)
         with self.lock:
             index = self.counts[(label, text)]
             self.counts[(label, text)] += 1
@@ -195,26 +244,51 @@ def test_pooled_retention_by_type_failures_request_shape_and_cost(assets, tmp_pa
     ]  # fmt: skip
     assert rows["q6"]["status"] == "no_render" and rows["q6"]["source_correct"] and rows["q6"]["render_answer"] is None
     assert rows["q2"]["source_answer"] == "B" and rows["q2"]["render_answer"] == "C"
-    # The request: 16 low-detail JPEG frames at most 384 px, the question text only, temperature 0, 32 tokens.
-    labels = assets[1]
-
-    def side(b):
-        return labels[hashlib.sha256(b["messages"][0]["content"][0]["image_url"]["url"].encode()).hexdigest()]
-
+    # The release's request, exactly (eval/dual_vqa_metric.py, ask_vlm): model, one user message whose first
+    # part is the instruction and the question, then 16 low-detail JPEG data URLs; no temperature; 32
+    # completion tokens under max_completion_tokens.
+    labels, root = assets[1], assets[0]
     body = next(
         b
         for b in requests
-        if b["messages"][0]["content"][-1]["text"] == "Which is closest to the bed?" and side(b) == ("source", "s1")
+        if _parts(b)[1].endswith("Question: Which is closest to the bed?")
+        and labels[hashlib.sha256(_parts(b)[0].encode()).hexdigest()] == ("source", "s1")
     )
+    assert list(body) == ["model", "messages", "max_completion_tokens"]
+    assert body["model"] == "gpt-4o" and body["max_completion_tokens"] == 32
+    assert len(body["messages"]) == 1 and body["messages"][0]["role"] == "user"
     content = body["messages"][0]["content"]
-    images = [p for p in content if p["type"] == "image_url"]
-    assert len(images) == 16 and all(p["image_url"]["detail"] == "low" for p in images)
-    assert content[-1] == {"type": "text", "text": "Which is closest to the bed?"}
-    assert body["temperature"] == 0 and body["max_completion_tokens"] == 32
-    jpeg = base64.b64decode(images[0]["image_url"]["url"].split(",", 1)[1])
+    assert content[0] == {"type": "text", "text": RELEASE_TEXT + "Which is closest to the bed?"}
+    assert len(content) == 17 and [p["type"] for p in content[1:]] == ["image_url"] * 16
+    assert all(set(p["image_url"]) == {"url", "detail"} and p["image_url"]["detail"] == "low" for p in content[1:])
+    # The JPEGs are the release's: OpenCV's frame count 8 gives indices int(i * 7 / 15), each seeked and read,
+    # cv2.resize to 384 x 256 (480 x 320 x 0.8), cv2.imencode quality 80, base64 in a data URL.
+    source = root / "videos" / "arkitscenes" / "s1.mp4"
+    taken = release_frames(source)
+    assert taken.total == 8 and taken.indices == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7]
+    assert [p["image_url"]["url"] for p in content[1:]] == [
+        "data:image/jpeg;base64," + base64.b64encode(jpeg).decode() for jpeg in _opencv_seek_jpegs(source)
+    ]
+    jpeg = base64.b64decode(content[1]["image_url"]["url"].split(",", 1)[1])
     sof = jpeg.index(b"\xff\xc0")
     height, width = int.from_bytes(jpeg[sof + 5 : sof + 7], "big"), int.from_bytes(jpeg[sof + 7 : sof + 9], "big")
     assert (width, height) == (384, 256)
+    rows = _rows(run)
+    assert rows["q2"]["qa_id"] == "q2" and rows["q2"]["rendered_answer"] == "C" and rows["q2"]["n_frames"] == 16
+    assert (rows["q2"]["original_correct"], rows["q2"]["rendered_correct"], rows["q2"]["retained"]) == (True, False, False)
+    assert rows["q6"]["original_correct"] is True and rows["q6"]["status"] == "no_render"
+    # The release's summary fields, over the paper's pool (the failed scene's source-correct q6 stays in it),
+    # and the release's own joinable-only figures beside.
+    for name in RELEASE_SUMMARY_FIELDS:
+        assert name in summary, name
+    assert (summary["num_qa"], summary["num_ok"], summary["num_error"], summary["num_joinable"]) == (7, 5, 2, 5)
+    assert (summary["num_original_correct"], summary["num_retained"], summary["num_rendered_correct"]) == (5, 3, 4)
+    assert (summary["n_frames"], summary["num_scenes"], summary["pool"]) == (16, 2, "all_questions")
+    assert summary["release_joinable"]["num_original_correct"] == 4
+    assert summary["release_joinable"]["retention_rate"] == pytest.approx(3 / 4)
+    assert set(by_type["object_counting"]) >= {"n", "n_joinable", "n_original_correct", "n_retained", "retention_rate", "rendered_accuracy"}
+    assert (by_type["object_counting"]["n"], by_type["object_counting"]["n_joinable"]) == (2, 1)
+    assert summary["temperature"] is None and summary["opencv"]
     shared = (tmp_path / "results" / "_dual_vqa_shared" / "original_answers.jsonl").read_text().splitlines()
     assert len(shared) == 7
 
@@ -236,17 +310,89 @@ def test_rerun_and_second_run_make_no_new_calls(assets, tmp_path):
     assert summary["new_judge_calls"] == 0 and summary["retention_rate"] == pytest.approx(0.6)
 
 
-def test_duplicate_source_rows_left_by_older_runs_are_merged_by_id(assets, tmp_path):
+def test_duplicate_source_rows_left_by_older_runs_are_read_and_the_file_is_never_rewritten(assets, tmp_path):
     results = tmp_path / "results"
     shared = results / "_dual_vqa_shared" / "original_answers.jsonl"
     with ScriptedOpenAI(responder=Judge(assets[1])) as server:
         assert _dv(_make_run(assets, results), assets, server) == 0
         rows = shared.read_text().splitlines()
         shared.write_text("\n".join(rows + rows[:3]) + "\n")  # what two unsynchronised writers used to leave
+        before = shared.read_bytes()
         assert _dv(_make_run(assets, results, "run2"), assets, server) == 0
         assert server.calls == 12
-    ids = [json.loads(line)["id"] for line in shared.read_text().splitlines()]
-    assert sorted(ids) == [f"q{i}" for i in range(1, 8)]
+    assert shared.read_bytes() == before
+    first = json.loads(rows[0])
+    # The release's row keys (dual_vqa_scoring.make_answer_row), ours beside.
+    assert list(first)[:9] == ["qa_id", "scene_name", "question_type", "view", "answer", "correct", "model", "n_frames", "protocol"]
+    assert (first["view"], first["model"], first["n_frames"], first["protocol"]) == ("original", "gpt-4o", 16, "dual_vqa_v1")
+
+
+def _release_bank_row(qa_id, scene, qtype, answer, correct, model="gpt-4o"):
+    """A row as the release's ensure_originals writes it (make_answer_row with its usage and video extras)."""
+    return {
+        "qa_id": qa_id, "scene_name": scene, "question_type": qtype, "view": "original", "answer": answer,
+        "correct": correct, "model": model, "n_frames": 16, "protocol": "dual_vqa_v1",
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 3, "total_tokens": 1203}, "video": f"VSI-Bench/x/{scene}.mp4",
+    }  # fmt: skip
+
+
+def test_the_release_s_answer_bank_keeps_every_row_byte_for_byte_and_its_answers_are_used(assets, tmp_path):
+    """The headline data loss: bvb score dv rewrote the release's original_answers.jsonl to 0 bytes."""
+    results = tmp_path / "results"
+    shared = results / "_dual_vqa_shared" / "original_answers.jsonl"
+    shared.parent.mkdir(parents=True)
+    release_rows = [
+        # The release's answer for q1 (its judge said "7": wrong), and one of another judge for q2.
+        _release_bank_row("q1", "s1", "object_counting", "7", False),
+        _release_bank_row("q2", "s1", "object_rel_distance", "B", True, model="gpt-5.4-mini"),
+    ]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in release_rows)
+    foreign = '{"note": "a line another tool wrote", "answers": 3}\n'
+    shared.write_bytes((text + foreign).encode())
+    run = _make_run(assets, results)
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(run, assets, server) == 0
+        # q1's source answer came from the release's bank: 6 source calls, 5 render calls.
+        assert server.calls == 11
+    data = shared.read_bytes()
+    assert data.startswith((text + foreign).encode())
+    added = [json.loads(line) for line in data[len(text + foreign) :].decode().splitlines()]
+    assert sorted(r["qa_id"] for r in added) == ["q2", "q3", "q4", "q5", "q6", "q7"]
+    rows = _rows(run)
+    assert rows["q1"]["source_answer"] == "7" and rows["q1"]["original_correct"] is False
+
+
+@pytest.mark.parametrize(
+    "tail, message",
+    [
+        ('{"qa_id": "q1", "answer": "3", "model": "gpt-4o", "protocol": "dual_vqa_v1", "format": 2}\n', "newer than"),
+        ('{"qa_id": "q1", "answer": "3", "model": "gpt-4o", "protocol": "dual_vqa_v1", "brand_new": 1}\n', None),
+        ('{"qa_id": "q9", "answ', None),  # a torn last line: kept as it is, our rows start on a fresh line
+    ],
+    ids=["newer_format", "unknown_field", "torn_line"],
+)
+def test_the_answer_bank_refuses_a_newer_format_before_writing_and_keeps_unknown_fields_and_torn_lines(
+    assets, tmp_path, capsys, tail, message
+):
+    results = tmp_path / "results"
+    shared = results / "_dual_vqa_shared" / "original_answers.jsonl"
+    shared.parent.mkdir(parents=True)
+    shared.write_text(tail)
+    run = _make_run(assets, results)
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        code = _dv(run, assets, server)
+        calls = server.calls
+    if message:
+        assert code == 2 and calls == 0 and shared.read_text() == tail
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(shared) in err[0] and message in err[0] and "update the harness" in err[0]
+        assert not (run / "dual_vqa.jsonl").exists()
+        return
+    assert code == 0 and shared.read_text().startswith(tail)
+    if tail.endswith("\n"):
+        assert calls == 11  # the row with an unknown field is read and used
+    else:
+        assert shared.read_text()[len(tail)] == "\n" and calls == 12
 
 
 def test_votes_take_the_majority_and_ties_are_wrong(assets, tmp_path):
@@ -471,7 +617,7 @@ def test_replies_without_an_answer_are_judge_errors_never_cached_and_asked_again
     shared = tmp_path / "results" / "_dual_vqa_shared"
     cached = sqlite3.connect(shared / "judge_cache.sqlite").execute("SELECT answer FROM answers").fetchall()
     assert len(cached) == 12 - 3 and all(answer.strip() for (answer,) in cached)
-    assert "q2" not in {json.loads(line)["id"] for line in (shared / "original_answers.jsonl").read_text().splitlines()}
+    assert "q2" not in {json.loads(line)["qa_id"] for line in (shared / "original_answers.jsonl").read_text().splitlines()}
 
     healthy = Judge(labels)
     with ScriptedOpenAI(responder=healthy) as server:
@@ -498,9 +644,9 @@ class _OverlapJudge(Judge):
         self.received, self.slow, self.gate = 0, None, threading.Event()
 
     def __call__(self, body):
-        content = body["messages"][0]["content"]
-        label = self.labels[hashlib.sha256(content[0]["image_url"]["url"].encode()).hexdigest()]
-        question = (label, content[-1]["text"])
+        url, text = _parts(body)
+        label = self.labels[hashlib.sha256(url.encode()).hexdigest()]
+        question = (label, _question_of(text))
         with self.lock:
             self.received += 1
             if self.received >= self.GATE_REQUESTS:
@@ -522,7 +668,8 @@ def test_two_concurrent_dv_processes_on_one_split_ask_each_source_question_once(
     for scene, level in (("s1", 60), ("s2", 110)):
         clip = run2 / "camera_renders" / f"{scene}.mp4"
         _clip(clip, level)
-        labels[_first_frame_key(clip)] = ("render2", scene)
+        for key in _first_frame_keys(clip):
+            labels[key] = ("render2", scene)
     for _, scene, _, text, _, _, _, render in QUESTIONS:
         overrides[(("render2", scene), text)] = render
     judge = _OverlapJudge(labels, overrides, delay=0.5)
@@ -548,7 +695,7 @@ def test_two_concurrent_dv_processes_on_one_split_ask_each_source_question_once(
     shared = [
         json.loads(line) for line in (results / "_dual_vqa_shared" / "original_answers.jsonl").read_text().splitlines()
     ]
-    assert sorted(row["id"] for row in shared) == [f"q{i}" for i in range(1, 8)]
+    assert sorted(row["qa_id"] for row in shared) == [f"q{i}" for i in range(1, 8)]
 
 
 def test_a_changed_source_clip_is_asked_again_not_answered_from_the_shared_answers(assets, tmp_path):

@@ -8,14 +8,14 @@ import pytest
 from bvb_addon.dataset import Question
 from eval_bridge import protocol
 from eval_bridge.protocol import score
-from eval_bridge.protocols.dual_vqa_v1 import normalise, parse_number
+from eval_bridge.protocols.dual_vqa_strict import normalise, parse_number
 from eval_bridge.protocols.vsi_official import mean_relative_accuracy
 
 pytestmark = pytest.mark.unit
 
 OPTIONS = ["A. table", "B. sofa", "C. trash can", "D. ceiling light"]
 
-# (question_type, answer, ground_truth, correct under dual_vqa_v1)
+# (question_type, answer, ground_truth, correct under dual_vqa_strict, our stricter rules)
 DUAL_VQA_CASES = [
     # numbers: first number, thousands commas removed, sign kept, units around it
     ("object_size_estimation", "About 1,250 cm.", "1200", True),
@@ -79,7 +79,7 @@ DUAL_VQA_CASES = [
 
 @pytest.mark.parametrize("qtype,answer,truth,expected", DUAL_VQA_CASES)
 def test_dual_vqa_v1_rules(qtype, answer, truth, expected):
-    assert score("dual_vqa_v1", qtype, answer, OPTIONS, truth) == float(expected)
+    assert score("dual_vqa_strict", qtype, answer, OPTIONS, truth) == float(expected)
 
 
 def test_normalise_strips_letter_and_deletes_punctuation():
@@ -96,15 +96,15 @@ def test_parse_number_keeps_sign_and_drops_thousands_commas():
 
 
 def test_count_3_5_for_3_is_wrong():
-    assert score("dual_vqa_v1", "object_counting", "3.5", None, "3") == 0.0
-    assert score("dual_vqa_v1", "object_counting", "3.4", None, "3") == 1.0
+    assert score("dual_vqa_strict", "object_counting", "3.5", None, "3") == 0.0
+    assert score("dual_vqa_strict", "object_counting", "3.4", None, "3") == 1.0
 
 
 def test_relative_error_of_exactly_20_percent_is_right():
     # 0.3 / 1.5 is 0.20000000000000004 in floats; the bound is inclusive all the same.
-    assert score("dual_vqa_v1", "object_size_estimation", "1.8", None, "1.5") == 1.0
-    assert score("dual_vqa_v1", "object_abs_distance", "0", None, "0") == 1.0
-    assert score("dual_vqa_v1", "object_abs_distance", "0.001", None, "0") == 0.0
+    assert score("dual_vqa_strict", "object_size_estimation", "1.8", None, "1.5") == 1.0
+    assert score("dual_vqa_strict", "object_abs_distance", "0", None, "0") == 1.0
+    assert score("dual_vqa_strict", "object_abs_distance", "0.001", None, "0") == 0.0
 
 
 CHAIRS = ["A. office chair", "B. sofa", "C. lamp", "D. bed"]
@@ -113,10 +113,10 @@ CHAIRS = ["A. office chair", "B. sofa", "C. lamp", "D. bed"]
 def test_an_office_chair_hyphen_is_not_office_chair():
     # Deleted, not spaced: "an officechair" neither contains "office chair" nor reaches 0.88
     # similarity (2 x 11 matching characters / 26 = 0.846). A hyphen read as a space would make it right.
-    assert score("dual_vqa_v1", "object_rel_distance", "an office-chair", CHAIRS, "A") == 0.0
-    assert score("dual_vqa_v1", "object_rel_distance", "an office chair", CHAIRS, "A") == 1.0
+    assert score("dual_vqa_strict", "object_rel_distance", "an office-chair", CHAIRS, "A") == 0.0
+    assert score("dual_vqa_strict", "object_rel_distance", "an office chair", CHAIRS, "A") == 1.0
     # Without the article the deleted hyphen is close enough: 2 x 11 / 23 = 0.957.
-    assert score("dual_vqa_v1", "object_rel_distance", "office-chair", CHAIRS, "A") == 1.0
+    assert score("dual_vqa_strict", "object_rel_distance", "office-chair", CHAIRS, "A") == 1.0
 
 
 # (pred, truth, official MRA). The thresholds 1 - linspace(.5, .95, 10) in floats are 0.5,
@@ -199,7 +199,13 @@ def test_vsi_official_prompts_as_the_official_task():
     assert protocol.prompt_for(number, "vsi_official") == (
         "These are frames of a video.\nHow many chairs?\nPlease answer the question using a single word or phrase."
     )
-    assert protocol.prompt_for(choice, "dual_vqa_v1") == "Which is closest?"
+    # The release's text, byte for byte (eval/dual_vqa_metric.py, ask_vlm); no options are added to it.
+    assert protocol.prompt_for(choice, "dual_vqa_v1") == (
+        "You are answering a spatial video question from egocentric indoor video. Use only the provided frames. "
+        "Reply with the shortest possible answer (a number, a short phrase, or a single letter A/B/C/D). "
+        "No explanation.\n\nQuestion: Which is closest?"
+    )
+    assert protocol.prompt_for(choice, "dual_vqa_strict") == protocol.prompt_for(choice, "dual_vqa_v1")
     assert (protocol.max_tokens("vsi_official"), protocol.max_tokens("dual_vqa_v1")) == (16, 32)
 
 

@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 
 from eval_bridge.cli import main  # noqa: E402
 from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
-from tests.test_bridge_dv import Judge, _make_run, assets  # noqa: E402, F401 - assets is a fixture
+from tests.test_bridge_dv import Judge, _make_run, _parts, _question_of, assets  # noqa: E402, F401 - assets is a fixture
 from tests.test_bridge_ls import NUM_FRAMES, _clip, model_dir  # noqa: E402, F401 - model_dir is a fixture
 
 pytestmark = pytest.mark.unit
@@ -169,7 +169,7 @@ class KillingJudge(Judge):
         self._fired = False
 
     def __call__(self, body):
-        if body["messages"][0]["content"][-1]["text"] == "Which is closest to the bed?":
+        if _question_of(_parts(body)[1]) == "Which is closest to the bed?":
             with self._once:
                 if not self._fired:
                     self._fired = True
@@ -250,10 +250,10 @@ def test_ls_on_ray_equals_local(ls_run, model_dir, local_ray, tmp_path):
     assert main([*base, "--run", str(runs["local"])]) == 0
     assert main([*base, "--run", str(runs["ray"]), "--backend", "ray", "--scenes-per-task", "1"]) == 0
     local_rows, ray_rows = _rows(runs["local"] / "vision_sim.jsonl"), _rows(runs["ray"] / "vision_sim.jsonl")
-    assert [r["scene"] for r in ray_rows] == ["same", "other", "missing"]
+    assert [r["id"] for r in ray_rows] == ["same", "other", "missing"]
     assert [r["status"] for r in ray_rows] == ["ok", "ok", "no_render"]
     # Same weights, same frames, same float32 CPU maths: the rows are the same, bit for bit.
     assert ray_rows == local_rows
     assert ray_rows[0]["vision_sim"] == pytest.approx(1.0, abs=1e-6)
     assert _summary(runs["ray"] / "vision_sim_summary.json") == _summary(runs["local"] / "vision_sim_summary.json")
-    assert _summary(runs["ray"] / "vision_sim_summary.json")["counts"]["by_status"] == {"ok": 2, "no_render": 1}
+    assert _summary(runs["ray"] / "vision_sim_summary.json")["by_status"] == {"ok": 2, "no_render": 1}

@@ -15,13 +15,13 @@ NUMBER = Question("q1", "synthetic", "s", "object_counting", "How many chairs?",
 
 
 def test_the_registry_holds_one_module_per_protocol():
-    assert set(protocols.REGISTRY) == {"dual_vqa_v1", "geometry_v1", "vsi_official"}
+    assert set(protocols.REGISTRY) == {"dual_vqa_v1", "dual_vqa_strict", "geometry_v1", "vsi_official"}
     for name, module in protocols.REGISTRY.items():
         assert module.NAME == name and module.__name__ == f"eval_bridge.protocols.{name}"
         assert isinstance(module.MAX_TOKENS, int) and callable(module.prompt) and callable(module.score)
     # The typed names a judge's options take are the registry's VLM protocols.
     assert protocols.PROTOCOLS == protocol.PROTOCOLS == typing.get_args(ProtocolName)
-    with pytest.raises(ArgumentError, match="unknown protocol 'geometry_v1': use one of dual_vqa_v1, vsi_official"):
+    with pytest.raises(ArgumentError, match="unknown protocol 'geometry_v1': use one of dual_vqa_strict, dual_vqa_v1, vsi_official"):
         protocols.get("geometry_v1")
     assert protocols.get("geometry_v1", geometry=True).VLM is False
 

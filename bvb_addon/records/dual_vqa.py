@@ -2,8 +2,10 @@
 (docs/contracts.md, Eval bridge outputs).
 
 Written by ``eval_bridge.dv`` only (each file whole and atomically); read by its --resume, Overall and the
-leaderboard. dual_vqa.partial.jsonl (rows appended as questions finish) is read leniently: a killed
-writer's fragment is skipped with a warning.
+leaderboard. Rows and summary carry the release's field names (``qa_id``, ``retention_rate``,
+``num_original_correct``, ``num_joinable`` ...) beside ours. dual_vqa.partial.jsonl (rows appended as
+questions finish) is read strictly: a line that is not a row (a killed writer's fragment, another tool's
+line) stops the stage with one line naming it, before anything is written or deleted.
 """
 
 from collections.abc import Iterable
@@ -50,6 +52,17 @@ class DVRow(Record):
     """The clips the row was scored on (eval_bridge.cache): --resume keeps a row only while both are unchanged;
     rows of older harnesses have none, so they are asked again."""
     render_fingerprint: str | None = None
+    source_quirk: str | None = None
+    """The release quirk that decided the source verdict (dual_vqa_v1's QUIRKS: empty_answer, ...), or null."""
+    render_quirk: str | None = None
+    # The release's names (dual_vqa_scoring.make_dual_vqa_row) beside ours: a reader of the release's rows reads ours.
+    qa_id: str = ""
+    scene_name: str = ""
+    rendered_answer: str | None = None
+    rendered_correct: bool = False
+    original_correct: bool | None = None
+    """Null where the source was not answered (a judge fault), as the release leaves a question without a bank row."""
+    n_frames: int | None = None
     format: int = DV_FORMAT
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (``node`` on a Ray cluster), kept as they are."""
@@ -86,6 +99,32 @@ class DVSummary(Record):
     cache_hits: int = 0
     claim_waits: int = 0
     failures: dict = field(default_factory=dict)
+    # The release's summary fields (dual_vqa_scoring.summarize_dual_vqa_rows), over our pool: every question of the
+    # run's scenes, failures as not retained (the paper's rule), judge faults left out.
+    num_qa: int = 0
+    num_ok: int = 0
+    """Rows answered on both clips (status ok)."""
+    num_error: int = 0
+    """Rows not ok: failures (no render, render errors) and judge faults."""
+    num_joinable: int = 0
+    """The release's pool: ok rows with a source answer (what its own summary divides by)."""
+    num_original_correct: int = 0
+    """Source-correct questions of the pool: retention's denominator."""
+    num_retained: int = 0
+    num_rendered_correct: int = 0
+    n_frames: int | None = None
+    num_scenes: int = 0
+    """Scenes with an ok row, as the release counts them (``counts.scenes`` has every scene)."""
+    source: str = "bvb-harness"
+    pool: str = "all_questions"
+    """all_questions: failures stay in the pool as not retained (the paper); the release's own code pools
+    joinable rows only, given in ``release_joinable``."""
+    release_joinable: dict = field(default_factory=dict)
+    """What the release's summary code reports for these rows (ok rows only): retention_rate, accuracies, counts."""
+    quirks: dict = field(default_factory=dict)
+    """{"source": {quirk: n}, "render": {quirk: n}}: verdicts a release quirk decided (dual_vqa_v1)."""
+    opencv: str | None = None
+    """The OpenCV that took the judge's frames (its decode, resize and JPEG make the bytes sent)."""
     vsi_bench: dict | None = None
     """The protocol's own aggregate (vsi_official: VSI-Bench's official numbers), null where it has none."""
     split: str | None = None

@@ -1,4 +1,9 @@
-"""dual_vqa_v1: BVB's rules; every answer scores 0 or 1 (docs/protocol.md sections 5 and 6).
+"""dual_vqa_strict: our stricter reading of BVB's answer rules; every answer scores 0 or 1 (docs/protocol.md).
+
+The judge's request is dual_vqa_v1's (the release's message, frames and sampling); only the verdicts
+differ, where the release's ``semantic_correct`` has quirks: an empty, blank or "?" answer is wrong (not
+correct), "I'd" holds no letter D, the 20% bound is inclusive in decimal terms (1.8 for 1.5 is right),
+".5" is 0.5, and punctuation is deleted, not spaced. Never ranked with dual_vqa_v1.
 
 A number is right within 20% relative error (a count within 0.5); a multiple choice by the first
 standalone letter of a short answer, else by the option's text.
@@ -9,7 +14,9 @@ import re
 
 from bvb_addon.dataset import NUMERIC_TYPES, Question
 
-NAME = "dual_vqa_v1"
+from . import dual_vqa_v1
+
+NAME = "dual_vqa_strict"
 VLM = True
 """A VLM judge speaks it (``--protocol``)."""
 
@@ -18,7 +25,7 @@ LETTER_MAX_LENGTH = 40
 TEXT_SIMILARITY = 0.88
 REL_ERROR_MAX = 0.2
 COUNT_TOLERANCE = 0.5
-DUAL_VQA_MAX_TOKENS = 32
+DUAL_VQA_MAX_TOKENS = dual_vqa_v1.DUAL_VQA_MAX_TOKENS
 
 # Commas between digits are thousands separators ("1,250" -> 1250).
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d)")
@@ -83,7 +90,7 @@ def correct_option_text(options: list[str] | None, ground_truth: object) -> str 
 
 
 def numeric_correct(question_type: str, answer: object, ground_truth: object) -> bool:
-    """dual_vqa_v1 numbers: a count within 0.5 (strictly), others within 20% relative error (inclusive)."""
+    """dual_vqa_strict numbers: a count within 0.5 (strictly), others within 20% relative error (inclusive)."""
     pred = parse_number(answer)
     truth = parse_number(ground_truth)
     if pred is None or truth is None:
@@ -96,7 +103,7 @@ def numeric_correct(question_type: str, answer: object, ground_truth: object) ->
 
 
 def choice_correct(answer: str | None, options: list[str] | None, ground_truth: object) -> bool:
-    """dual_vqa_v1 multiple choice: a short answer's letter, else the option text."""
+    """dual_vqa_strict multiple choice: a short answer's letter, else the option text."""
     truth_letter = str(ground_truth).strip().upper()
     letter = first_letter(answer)
     if letter is not None:
@@ -111,11 +118,15 @@ def choice_correct(answer: str | None, options: list[str] | None, ground_truth: 
 
 
 MAX_TOKENS = DUAL_VQA_MAX_TOKENS
+# The request is dual_vqa_v1's: same text, frames and sampling.
+TEMPERATURE = dual_vqa_v1.TEMPERATURE
+TEXT_FIRST = dual_vqa_v1.TEXT_FIRST
+FRAMES = dual_vqa_v1.FRAMES
 
 
 def prompt(question: Question, kind: str = "local") -> str:
-    """The text after the frames: the question itself (``kind``, the judge's model kind, changes nothing)."""
-    return question.question
+    """dual_vqa_v1's text part (``kind``, the judge's model kind, changes nothing)."""
+    return dual_vqa_v1.prompt(question, kind)
 
 
 def score(question_type: str, answer: str, options: list[str] | None, ground_truth: object) -> float:

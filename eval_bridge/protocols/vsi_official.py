@@ -104,6 +104,11 @@ def vsi_number_post_prompt(kind: str) -> str:
 
 
 MAX_TOKENS = VSI_MAX_TOKENS
+TEMPERATURE = 0.0
+TEXT_FIRST = False
+"""The frames first, then VSI-Bench's prompt."""
+FRAMES = "bin_centres"
+"""Frames at the centres of equal time bins (bvb_addon.video.sample_uniform)."""
 
 
 def prompt(question: Question, kind: str = "local") -> str:
