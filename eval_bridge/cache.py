@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from bvb_addon.errors import BadFileError
+
 CachedAnswer = tuple[str, float]
 """(answer text, cost_usd) of a call made before."""
 
@@ -82,6 +84,15 @@ def cache_key(judge_model: str, protocol: str, frames_digest: str, prompt: str, 
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+CACHE_FORMAT = 1
+"""The judge cache's format (SQLite's user_version); a newer file is refused, never written to."""
+_ANSWER_COLUMNS = (
+    "key", "judge_model", "protocol", "frames_hash", "prompt", "vote_index", "answer", "cost_usd",
+    "prompt_tokens", "completion_tokens", "created",
+)  # fmt: skip
+_CLAIM_COLUMNS = ("key", "host", "pid", "created")
+
+
 class JudgeCache:
     """Thread-safe, process-safe (SQLite WAL) store of judge answers. Each put commits at once.
 
@@ -95,6 +106,42 @@ class JudgeCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise BadFileError(
+                f"judge cache {self.path} is not a usable SQLite database ({exc}); move it aside (or pass --cache "
+                "with another file) and rerun: its answers are asked again"
+            ) from None
+        except BadFileError:
+            self._db.close()
+            raise
+        self._db.commit()
+        self.hits = 0
+        self.misses = 0
+        self.claim_waits = 0
+        self._host = socket.gethostname()
+
+    def _open(self) -> None:
+        """Check the file before writing to it: our format or older, our tables with at least our columns.
+
+        Columns or tables this harness does not know are left as they are (inserts name their columns).
+        """
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > CACHE_FORMAT:
+            raise BadFileError(
+                f"judge cache {self.path} is format {version}, newer than this harness's {CACHE_FORMAT}; update the "
+                "harness (or pass --cache with another file); nothing was written"
+            )
+        for table, columns in (("answers", _ANSWER_COLUMNS), ("claims", _CLAIM_COLUMNS)):
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            missing = [c for c in columns if c not in have]
+            if have and missing:
+                raise BadFileError(
+                    f"judge cache {self.path}: table {table} lacks column(s) {', '.join(missing)}; it was written "
+                    "by another tool: move it aside (or pass --cache with another file) and rerun"
+                )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, judge_model TEXT, protocol TEXT,"
@@ -104,11 +151,8 @@ class JudgeCache:
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, host TEXT, pid INTEGER, created REAL)"
         )
-        self._db.commit()
-        self.hits = 0
-        self.misses = 0
-        self.claim_waits = 0
-        self._host = socket.gethostname()
+        if version == 0:
+            self._db.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
 
     def get(self, key: str) -> CachedAnswer | None:
         """(answer, cost_usd) of an earlier call, or None."""
@@ -135,7 +179,7 @@ class JudgeCache:
         """Store one call's answer and usage (cost_usd, prompt_tokens, completion_tokens), committed at once."""
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO answers ({', '.join(_ANSWER_COLUMNS)}) VALUES ({', '.join('?' * len(_ANSWER_COLUMNS))})",
                 (
                     key,
                     judge_model,
@@ -178,7 +222,8 @@ class JudgeCache:
                 return self._count(hit)
             with self._lock:
                 cursor = self._db.execute(
-                    "INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?)", (key, self._host, os.getpid(), time.time())
+                    "INSERT OR IGNORE INTO claims (key, host, pid, created) VALUES (?, ?, ?, ?)",
+                    (key, self._host, os.getpid(), time.time()),
                 )
                 self._db.commit()
                 owner = None

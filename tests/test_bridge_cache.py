@@ -94,3 +94,40 @@ def test_a_claim_from_another_host_expires_after_its_lease(tmp_path):
     waiter.join(5)
     assert not waiter.is_alive()
     cache.close()
+
+
+def test_a_cache_with_an_unknown_column_keeps_it_and_answers(tmp_path):
+    path = tmp_path / "c.sqlite"
+    JudgeCache(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE answers ADD COLUMN reviewer TEXT")
+        db.execute("INSERT INTO answers (key, answer, cost_usd, reviewer) VALUES ('old', 'B', 0.1, 'ana')")
+    cache = JudgeCache(path)
+    cache.put("new", answer="3", **FIELDS)
+    assert cache.get("old") == ("B", 0.1) and cache.get("new") == ("3", 0.5)
+    cache.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT reviewer FROM answers WHERE key = 'old'").fetchone() == ("ana",)
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda p: p.write_bytes(b"not a database, a text file someone saved here\n" * 40), "not a usable SQLite"),
+        (lambda p: sqlite3.connect(p).execute("PRAGMA user_version = 7").connection.commit(), "newer than"),
+        (lambda p: sqlite3.connect(p).execute("CREATE TABLE answers (key TEXT, text TEXT)").connection.commit(),
+         "lacks column(s)"),
+    ],
+    ids=["not_a_database", "newer_format", "foreign_table"],
+)
+def test_a_cache_this_harness_cannot_use_is_one_line_naming_it_and_is_left_untouched(tmp_path, make, words):
+    from bvb_addon.errors import BadFileError
+
+    path = tmp_path / "c.sqlite"
+    make(path)
+    before = path.read_bytes()
+    with pytest.raises(BadFileError) as error:
+        JudgeCache(path)
+    message = str(error.value)
+    assert "\n" not in message and str(path) in message and words in message
+    assert path.read_bytes() == before
