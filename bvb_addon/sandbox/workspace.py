@@ -37,6 +37,7 @@ from .config import SandboxConfig, SandboxUnavailable
 from .gate import require_level
 from .layers import (
     SANDBOX_DIR,
+    Cgroup,
     CpuCgroup,
     MemoryCgroup,
     PidsCgroup,
@@ -194,8 +195,9 @@ class SceneWorkspace:
                 f"{probed.line()}; a Mini-BVB scene workspace needs bubblewrap to show its folders at {INSIDE} "
                 "(apt-get install bubblewrap; a failure is named above)"
             )
-        self._state: Path | None = None
-        self._running: tuple[subprocess.Popen, list] | None = None
+        # The scene's own /tmp, $HOME, launchers and /etc files, outside the workspace; removed by close().
+        self._state = Path(tempfile.mkdtemp(prefix="bvb-scene-"))
+        self._running: tuple[subprocess.Popen, list[Cgroup]] | None = None
         self._lease: UidLease | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -213,7 +215,6 @@ class SceneWorkspace:
                 raise ArgumentError(
                     f"video {self.video} is not world-readable; the sandbox's uid must read it (chmod o+r)"
                 )
-            self._state = Path(tempfile.mkdtemp(prefix="bvb-scene-"))
             for name in ("bin", "tmp", "home"):
                 (self._state / name).mkdir()
             os.chmod(self._state, 0o755)
@@ -305,9 +306,7 @@ class SceneWorkspace:
             if self._lease is not None:
                 self._lease.release()
                 self._lease = None
-            if self._state is not None:
-                shutil.rmtree(self._state, ignore_errors=True)
-                self._state = None
+            shutil.rmtree(self._state, ignore_errors=True)
 
     def __enter__(self) -> "SceneWorkspace":
         return self
@@ -440,7 +439,7 @@ class SceneWorkspace:
     def _run(self, command: str, limit: float) -> BashResult:
         self._blocks += 1
         name = f"w{os.getpid()}_{id(self):x}_b{self._blocks}"
-        groups = []
+        groups: list[Cgroup] = []
         started = time.monotonic()
         try:
             if "cgroup_pids" in self.level.layers:
@@ -493,7 +492,7 @@ class SceneWorkspace:
         return BashResult(returncode=code, stdout=stdout, stderr=stderr, timed_out=False, duration_s=duration,
                           decode_error=error or stderr_error)  # fmt: skip
 
-    def _limited(self, argv: list[str], groups: list) -> list[str]:
+    def _limited(self, argv: list[str], groups: list[Cgroup]) -> list[str]:
         """argv behind prlimit (address space, CPU, file size, files, no cores, and processes under the
         uid), joined to the block's cgroups by a shell that then execs it: no Python between fork and exec."""
         c = self.config
@@ -510,7 +509,7 @@ class SceneWorkspace:
             argv = ["/bin/sh", "-c", join, str(len(groups)), *(g.join_path() for g in groups), *argv]
         return argv
 
-    def _kill(self, proc: subprocess.Popen, groups: list) -> None:
+    def _kill(self, proc: subprocess.Popen, groups: list[Cgroup]) -> None:
         """Kill the block's whole tree: its process group, its cgroups' tasks; bwrap's pid namespace ends with it."""
         if proc.poll() is None:
             try:
