@@ -8,7 +8,9 @@ from typing import Any
 from bvb_addon import errors, path_args
 from bvb_addon.command_line import Parser, add_log_flags, setup_logging
 
-from .pack import KEY, BVBPackOptions, ClipOptions, VGIPackOptions, forms_of, pack_bvb, pack_vgi
+from .key import KEY, forms_of
+from .media import ClipOptions
+from .pack import BVBPackOptions, VGIPackOptions, pack_bvb, pack_vgi
 
 EXAMPLES = """examples:
   bvb human pack bvb --runs gpt=results/r1 claude=results/r2 qwen=results/r3 --out studies/bvb1 --count 9

@@ -6,63 +6,31 @@ like the source. VGI: each item is one generator's video of one instance, under 
 instance's start image, constraint, completion criteria and rules; a rater says complete / partial
 / failed and counts each rule's violations. Every clip is decoded and encoded again (smaller, and
 with nothing of its file left: no name, no encoder tag, no metadata that could name a model) and
-embedded in the one HTML file, so the page works opened as a file or served by ``bvb human serve``.
-The key (key.json) holds what the page must not: which code is which run or generator.
+embedded in the one HTML file (media.py), so the page works opened as a file or served by ``bvb human
+serve``. The key (key.py) holds what the page must not: which code is which run or generator.
 """
 
-import base64
-import io
 import logging
 import random
-import secrets
 import string
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from PIL import Image
-
-from bvb_addon import video
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.dataset import read_split
-from bvb_addon.errors import BVBError
-from bvb_addon.jsonfile import read_json
-from bvb_addon.mp4 import write_mp4
 from bvb_addon.run_dir import RunDir
 from bvb_addon.vgi.suite import read_tasks
 
 from ..html_page import Script, csp, render
+from .key import BVB_INSTRUMENT, KEY, PAGE, VGI_INSTRUMENT, HumanStudyError, judge_rows, new_key
+from .media import ClipOptions, clip_data_uri, image_data_uri
 
 log = logging.getLogger(__name__)
 
-PAGE = "study.html"
-KEY = "key.json"
-"""The blinding key: experimenter only, never sent with the page."""
-BVB_INSTRUMENT = "bvb-human-rank-v1"
-"""The release's instrument id: our answers keep its fields (pack_id, rater_id, rankings of scene_id and rank)."""
-VGI_INSTRUMENT = "vgi-human-rate-v1"
-KEY_FORMAT = 1
 ASSETS = Path(__file__).with_name("page")
-CLIP_CRF = 26  # small enough to embed nine scenes of six clips; the raters judge layout and motion, not grain
-
-
-class HumanStudyError(BVBError, ValueError):
-    """Bad input to a human study (a missing run, answers that do not belong to the pack); names the fix."""
-
-
-@dataclass(frozen=True)
-class ClipOptions:
-    """How clips are re-encoded for the page."""
-
-    max_side: int = 480
-    """Longest side in pixels (the release's packs are 480 to 512 wide)."""
-    max_frames: int = 64
-    """At most this many frames, evenly spread over the clip and played over its duration."""
 
 
 @dataclass(frozen=True)
@@ -105,45 +73,6 @@ class VGIPackOptions:
     seed: int = 0
     clips: ClipOptions = ClipOptions()
     force: bool = False
-
-
-# --- clips and images ---------------------------------------------------------------------------
-
-
-def _even_size(width: int, height: int, max_side: int) -> tuple[int, int]:
-    scale = min(1.0, max_side / max(width, height))
-    return max(2, int(width * scale) // 2 * 2), max(2, int(height * scale) // 2 * 2)
-
-
-def clip_data_uri(path: Path, clips: ClipOptions) -> str:
-    """The clip, re-encoded smaller (H.264, at most ``max_frames`` over its own duration), as a data: URI."""
-    info = video.probe(path)  # a corrupt or truncated file is a VideoError naming it
-    count = max(1, min(info.frame_count, clips.max_frames))
-    size = _even_size(info.width, info.height, clips.max_side)
-
-    def shrink(rgb: np.ndarray) -> np.ndarray:
-        return np.asarray(Image.fromarray(rgb).resize(size, Image.Resampling.BILINEAR))
-
-    frames = video.read_rgb_frames(path, count, shrink)
-    with tempfile.TemporaryDirectory(prefix="bvb-human-") as tmp:
-        clip = write_mp4(Path(tmp) / "clip.mp4", frames, fps=count / max(info.duration, 1e-6), crf=CLIP_CRF)
-        payload = clip.read_bytes()
-    return "data:video/mp4;base64," + base64.b64encode(payload).decode("ascii")
-
-
-def image_data_uri(path: Path, max_side: int = 960) -> str:
-    """A still (the instance's start image) as a JPEG data: URI, at most ``max_side`` pixels."""
-    try:
-        with Image.open(path) as image:
-            rgb = image.convert("RGB")
-    except OSError as exc:
-        raise HumanStudyError(
-            f"image {path} does not open ({exc}); render the tasks again with bvb vgi-tasks"
-        ) from None
-    rgb.thumbnail((max_side, max_side))
-    buffer = io.BytesIO()
-    rgb.save(buffer, format="JPEG", quality=88)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 # --- the page -----------------------------------------------------------------------------------
@@ -199,19 +128,6 @@ def _labelled(values: Sequence[str], what: str) -> list[tuple[str, Path]]:
     if twice:
         raise HumanStudyError(f"{what}s share the label {', '.join(twice)}; name them apart with LABEL=DIR")
     return pairs
-
-
-def _new_key(kind: str, instrument: str, seed: int) -> dict[str, Any]:
-    return {
-        "format": KEY_FORMAT,
-        "kind": kind,
-        "instrument_id": instrument,
-        # Random, not from the seed: two packs built with one seed must not take each other's answers.
-        "pack_id": f"{kind}-{secrets.token_hex(6)}",
-        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "seed": seed,
-        "warning": "experimenter only: this file unblinds the study; send only study.html to raters",
-    }
 
 
 # --- BVB: rank reconstructions ------------------------------------------------------------------
@@ -281,7 +197,7 @@ def pack_bvb(options: BVBPackOptions) -> dict[str, Any]:
         )
 
     _prepare_out(options.out, options.force)
-    key = _new_key("bvb", BVB_INSTRUMENT, options.seed)
+    key = new_key("bvb", BVB_INSTRUMENT, options.seed)
     key["models"] = [{"label": label, "run": str(run.resolve())} for label, run in runs]
     key["scenes"] = {}
     letters = list(string.ascii_uppercase[: len(runs)])
@@ -373,14 +289,6 @@ def _task_image(task: dict, tasks_file: Path) -> Path | None:
     return path
 
 
-def judge_rows(label: str, rows: Path | None, scores: Path | None) -> str | None:
-    """Where a generator's judge rows are: its --rows file, else <scores>/<label>/vgi.jsonl; None when neither is known."""
-    from ..vgi import ROWS
-
-    path = rows or (scores / label / ROWS if scores else None)
-    return str(path.resolve()) if path else None
-
-
 def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
     """Build a VGI rating study in ``options.out``; returns the key written beside the page."""
     tasks = {task["id"]: task for task in read_tasks(options.tasks)}
@@ -416,7 +324,7 @@ def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
     rng.shuffle(pairs)
 
     _prepare_out(options.out, options.force)
-    key = _new_key("vgi", VGI_INSTRUMENT, options.seed)
+    key = new_key("vgi", VGI_INSTRUMENT, options.seed)
     key["tasks"] = str(options.tasks.resolve())
     key["generators"] = [
         {"label": label, "videos": str(folder.resolve()), "rows": judge_rows(label, rows.get(label), options.scores)}
@@ -453,22 +361,4 @@ def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
     }
     write_page(options.out, data, "VGI: rate the generated videos", VGI_INSTRUCTIONS)
     write_json_atomic(options.out / KEY, key)
-    return key
-
-
-def forms_of(key: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """{pack id of a page: {page, scenes or items}}: every page a rater may have been sent."""
-    if "forms" in key:
-        return key["forms"]
-    return {key["pack_id"]: {"page": PAGE}}
-
-
-def read_key(pack: Path) -> dict[str, Any]:
-    """A pack's key.json; a HumanStudyError when the folder holds none."""
-    path = pack / KEY if pack.is_dir() else pack
-    if not path.is_file():
-        raise HumanStudyError(f"no study key at {path}; pass the folder bvb human pack wrote (it holds {KEY})")
-    key = read_json(path, "study key", "build the pack again with bvb human pack")
-    if not isinstance(key, dict) or key.get("kind") not in ("bvb", "vgi") or "pack_id" not in key:
-        raise HumanStudyError(f"{path} is not a study key written by bvb human pack; pass the pack's folder")
     return key

@@ -23,7 +23,7 @@ from bvb_addon.run_dir import RunDir
 
 from ..protocol import overall_score
 from ..vgi import COMPLETENESS, instance_score
-from .pack import BVB_INSTRUMENT, KEY, VGI_INSTRUMENT, HumanStudyError, forms_of, judge_rows, read_key
+from .key import BVB_INSTRUMENT, KEY, VGI_INSTRUMENT, HumanStudyError, forms_of, judge_rows, read_key
 from .stats import auc, pairwise_accuracy, spearman
 
 log = logging.getLogger(__name__)

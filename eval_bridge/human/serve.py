@@ -22,7 +22,7 @@ from bvb_addon.atomic import write_json_atomic
 
 from ..html_page import render, safe_name
 from ..loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
-from .pack import PAGE, HumanStudyError, forms_of, read_key
+from .key import PAGE, HumanStudyError, forms_of, read_key
 from .score import check_answers
 
 FORMS_PAGE = """<!doctype html>
