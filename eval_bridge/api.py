@@ -117,6 +117,20 @@ class VGIOptions:
 
 
 @dataclass(frozen=True)
+class VGIStepsOptions:
+    """Self-correction along generators' denoising steps: <instance id>/<step>.mp4 per generator, VGI's judge."""
+
+    tasks: Path
+    out: Path  # OUT/<generator>/steps_analysis.json and the judge cache
+    generators: tuple[tuple[str, Path], ...]  # (name, folder of <instance id>/<step>.mp4)
+    vlm: JudgeOptions = field(default_factory=JudgeOptions)
+    frame_budget: int = 32
+    sampling: str = "adaptive"
+    step_range: tuple[int, int] | None = None  # only steps A to B
+    workers: int = 4
+
+
+@dataclass(frozen=True)
 class LeaderboardOptions:
     """The leaderboard CSV of scored runs (and a published reference's rows)."""
 
@@ -136,8 +150,8 @@ class ReportOptions:
     runs: tuple[str | Path, ...]
     out: Path
     videos: Path | None = None
-
     reference: tuple[str | Path, ...] = ()  # published CSVs: a run beside its configuration's published row
+
 
 # ---- judges ----------------------------------------------------------------------------------
 
@@ -429,6 +443,34 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
     for summary in summaries.values():
         statuses.update(summary["counts"]["by_status"])
     return {"generators": summaries, "leaderboard": board, "counts": {"by_status": dict(statuses)}}
+
+
+def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], None] | None = None) -> Summary:
+    """Every denoising step of every generator judged; each generator's analysis written; returns them all.
+
+    {"generators": {name: analysis}, "scenes": instances in all, "faults": [instances with a judge fault]}.
+    """
+    from .vgi import VLMProcessJudge, read_tasks
+    from .vgi_steps import score_steps
+
+    tasks = read_tasks(options.tasks)
+    judge = make_vgi_judge(
+        VGIOptions(options.tasks, options.out, options.generators, "vlm", options.vlm, frame_budget=options.frame_budget,
+                   sampling=options.sampling)
+    )  # fmt: skip
+    assert isinstance(judge, VLMProcessJudge)  # "vlm" asked for
+    results = {}
+    try:
+        for name, folder in options.generators:
+            results[name] = score_steps(tasks, folder, judge, Path(options.out) / name, name, options.workers,
+                                        options.step_range, progress)  # fmt: skip
+    finally:
+        _close(judge.vlm)
+    return {
+        "generators": results,
+        "scenes": sum(result["scenes"] for result in results.values()),
+        "faults": [fault for result in results.values() for fault in result["faults"]],
+    }
 
 
 def write_leaderboard(options: LeaderboardOptions) -> list[dict[str, Any]]:

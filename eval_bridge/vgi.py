@@ -549,20 +549,20 @@ def summarise(rows: list[dict], judge: object, generator: str, settings: dict) -
     )
 
 
-def generator_folders(values: list[str]) -> list[tuple[str, Path]]:
-    """(name, folder) per --videos value (DIR, or NAME=DIR): a folder of <instance id>.mp4 per generator."""
+def generator_folders(values: list[str], flag: str = "--videos") -> list[tuple[str, Path]]:
+    """(name, folder) per value of ``flag`` (DIR, or NAME=DIR): one folder per generator."""
     from bvb_addon import path_args
 
     found: list[tuple[str, Path]] = []
     for value in values:
-        name, _, folder = value.rpartition("=") if "=" in value else ("", "", value)
-        path = path_args.folder("--videos", folder, must_exist=True)
+        name, _, folder = value.partition("=") if "=" in value else ("", "", value)
+        path = path_args.folder(flag, folder, must_exist=True)
         assert path is not None  # a value was given
         name = name or path.resolve().name
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-            raise VGIError(f"--videos {value}: generator name {name!r} must be letters, digits, . _ -; use NAME=DIR")
+            raise VGIError(f"{flag} {value}: generator name {name!r} must be letters, digits, . _ -; use NAME=DIR")
         if name in (n for n, _ in found):
-            raise VGIError(f"--videos: two generators named {name}; name them apart with NAME=DIR")
+            raise VGIError(f"{flag}: two generators named {name}; name them apart with NAME=DIR")
         found.append((name, path))
     return found
 

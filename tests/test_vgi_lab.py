@@ -33,16 +33,17 @@ TASKS = [
 ]
 
 
-def clip(path: Path, flash: int | None = None, frames: int = 24, size: int = 48) -> Path:
-    """A grey bar sliding right (H.264, every frame a keyframe); one red frame at ``flash``."""
+def clip(path: Path, flash: int | tuple[int, ...] = (), frames: int = 24, size: int = 48, grey: int = 90) -> Path:
+    """A bar sliding right on a grey ground (H.264, every frame a keyframe); red frames at ``flash``."""
+    flashes = (flash,) if isinstance(flash, int) else flash
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=8)
         stream.width, stream.height, stream.pix_fmt = size, size, "yuv420p"
         stream.options = {"crf": "10", "g": "1"}
         for t in range(frames):
-            image = np.full((size, size, 3), 90, np.uint8)
+            image = np.full((size, size, 3), grey, np.uint8)
             image[:, (t * size) // frames :][:, :6] = 200
-            if t == flash:
+            if t in flashes:
                 image[:, :] = (230, 20, 20)
             for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
                 container.mux(packet)
@@ -235,3 +236,54 @@ def test_rank_agreement_figures_match_values_worked_by_hand():
     close = half_vs_full({"a": rows(level_1), "b": rows(level_3)}, seeds=30)
     assert close["full"] == {"a": pytest.approx(100 / 3), "b": pytest.approx(110 / 3)}
     assert close["kendall_tau_min"] == -1.0 and 0 < close["same_leader"] < 1
+
+
+def _light(request):
+    """Whether the request's first image is light grey (the step video the judge below faults on)."""
+    part = next(p for p in request["messages"][0]["content"] if p["type"] == "image_url")
+    data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+    return next(av.open(io.BytesIO(data)).decode(video=0)).to_ndarray(format="rgb24").mean() > 200
+
+
+def test_denoising_steps_of_a_generator_give_the_three_figures_and_a_faulted_step_is_left_out(tmp_path, capsys):
+    # move_1: wrong (a flash) at steps 1-2, then right: one wrong->correct. move_2: two flashes at step 1, one from
+    # step 2 on: one wrong->another wrong; its step 4 is light grey and the judge fails on it (left out, exit 75).
+    steps = tmp_path / "wan"
+    for instance, flashes in (("move_1", {1: 12, 2: 12}), ("move_2", {1: (5, 15)})):
+        (steps / instance).mkdir(parents=True)
+        for step in range(1, 7):
+            grey = 240 if (instance, step) == ("move_2", 4) else 90
+            clip(steps / instance / f"{step:03d}.mp4", flashes.get(step, () if instance == "move_1" else 12), grey=grey)
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in TASKS))
+    judge = FaultyJudge()
+
+    def responder(request):
+        return {"status": 500, "message": "bad gateway"} if _light(request) else judge(request)
+
+    with ScriptedOpenAI(responder=responder) as server:
+        argv = ["steps", "--generator-steps", str(steps), "--tasks", str(tmp_path / "tasks.jsonl"),
+                "--out", str(tmp_path / "out"), "--judge-base-url", server.base_url, "--judge-model", "scripted-vlm",
+                "--frame-budget", "8", "--retries", "0", "--probe-wait", "0"]  # fmt: skip
+        assert main(argv) == 75
+        printed = capsys.readouterr().out.strip().splitlines()
+        assert printed[-1].startswith("faults: 1 of 2 scenes ended in a harness or environment fault (1 judge_error)")
+        analysis = json.loads((tmp_path / "out" / "wan" / "steps_analysis.json").read_text())
+        # From-wrong transitions: move_1 steps 1, 2; move_2 its 4 judged steps before the last: 6.
+        assert analysis["counts"]["wrong_to_correct"] == 1 and analysis["counts"]["wrong_to_other_wrong"] == 1
+        assert analysis["wrong_to_correct_rate"] == pytest.approx(1 / 6)
+        assert analysis["wrong_to_other_wrong_rate"] == pytest.approx(1 / 6)
+        assert analysis["stability_second_half"] == 1.0 and analysis["per_question"]["move_2"]["steps"] == 5
+        answers = [
+            json.loads(line) for line in (tmp_path / "out" / "wan" / "steps_answers.jsonl").read_text().splitlines()
+        ]
+        assert [(a["id"], a["step"]) for a in answers if a["status"] == "judge_error"] == [("move_2", 4)]
+        assert "steps wan: 2 instances" in printed[0] and "wrong->another wrong 16.7%" in printed[0]
+
+        # The paper's window: only steps 2 to 6.
+        assert main([*argv, "--step-range", "2", "6"]) == 75
+        window = json.loads((tmp_path / "out" / "wan" / "steps_analysis.json").read_text())
+        assert window["step_range"] == [2, 6] and window["steps"] == [2, 3, 4, 5, 6]
+        assert window["counts"]["wrong_to_other_wrong"] == 0 and window["wrong_to_correct_rate"] == pytest.approx(1 / 4)
+    # Mixing the two modes is one clear line.
+    assert main(["steps", "--generator-steps", str(steps), "--run", str(tmp_path)]) == 2
+    assert "--generator-steps takes --tasks" in capsys.readouterr().err
