@@ -24,7 +24,7 @@ from bvb_addon.records import (
     read_overall,
     write_overall,
 )
-from bvb_addon.run_dir import RunDir, read_object, require_run, run_blenders, runs_in
+from bvb_addon.run_dir import RunDir, require_run, run_blenders, runs_in
 
 from . import identity, noise, released
 from .protocol import overall_score, retention
@@ -168,15 +168,9 @@ def _vendor(config):
 
 
 def scene_end(path: Path) -> released.SceneEnd:
-    """A scene's end from agent_meta/<scene>.json: ours through its record (a bad one is an error naming it),
-    the release's (its own keys) through eval_bridge.released."""
-    data = read_object(path)
-    if released.is_release_meta(data):
-        return released.scene_end(data, path.stem)
-    meta = read_agent_meta(path)
-    return released.SceneEnd(
-        meta.scene, meta.status, meta.stop_reason, meta.reason, meta.cost, meta.runtime, meta.turns
-    )
+    """A scene's end from agent_meta/<scene>.json through its record (ours or the release's keys; a bad one is
+    an error naming it)."""
+    return released.of_record(read_agent_meta(path), path.stem)
 
 
 def _intervals(run_dir: Path, resamples: int, seed: int) -> dict[str, Any]:

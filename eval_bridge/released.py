@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bvb_addon.errors import BVBError
+from bvb_addon.errors import BadFileError, BVBError
 from bvb_addon.jsonfile import read_object_or_none
+from bvb_addon.records import AgentMeta
 from bvb_addon.run_dir import RunDir
 
 RELEASE_HARNESS = "mini-BVB-harness"
@@ -28,13 +29,6 @@ NATIVE = "native"
 _CONFIG_SHARD = re.compile(r"^config\.shard-(\d+)-of-(\d+)\.json$")
 _ERROR_SUFFIX = ".error.json"
 
-RELEASE_META_KEYS = (
-    "scene_name", "turns", "commands_run", "frames_seen", "frames_extracted", "done", "stop_reason",
-    "produced_blend", "error", "cost_usd", "input_tokens", "output_tokens", "duration_s", "blend_file", "model",
-    "harness", "reasoning",
-)  # fmt: skip
-"""agent_meta's keys as the release writes them (bash_agent.run_bash_agent's result, then run_agent.py's)."""
-
 
 class ReleasedRunError(BVBError, ValueError):
     """A released run's files that disagree; the message names them and the fix."""
@@ -46,6 +40,9 @@ def harness_label(config: dict[str, Any]) -> str:
     The release's runs and ours under the Mini-BVB protocol read ``mini-BVB`` (the published
     table's word); our own loop reads ``native``; a config.json that names something else keeps it.
     """
+    protocol = _protocol(config)
+    if protocol:
+        return protocol
     harness = config.get("harness")
     if isinstance(harness, str) and harness.strip():
         folded = harness.strip().lower()
@@ -53,6 +50,14 @@ def harness_label(config: dict[str, Any]) -> str:
             return MINI_BVB
         return harness.strip()
     return NATIVE if config.get("harness_version") or config.get("agent") else ""
+
+
+def _protocol(config: dict[str, Any]) -> str | None:
+    """Our config.json's ``harness_protocol`` (mini-bvb or native) as the table names it, None when absent."""
+    value = config.get("harness_protocol")
+    if value == "mini-bvb":
+        return MINI_BVB
+    return str(value) if isinstance(value, str) and value else None
 
 
 def made_by_release(config: dict[str, Any]) -> bool:
@@ -121,46 +126,38 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def is_release_meta(meta: dict[str, Any]) -> bool:
-    """Whether an agent_meta object is in the release's keys (its scene as ``scene_name``, none of our ``status``)."""
-    return "scene_name" in meta and "status" not in meta
+def of_record(meta: AgentMeta, scene: str = "") -> SceneEnd:
+    """A scene's end from its agent_meta record (the record reads the release's keys too: records.agent_meta)."""
+    return SceneEnd(
+        scene=meta.scene or scene,
+        status=meta.status,
+        stop_reason=meta.stop_reason,
+        reason=meta.reason,
+        cost=_number(meta.cost),
+        runtime=_number(meta.runtime),
+        turns=meta.turns if isinstance(meta.turns, int) and not isinstance(meta.turns, bool) else None,
+    )
 
 
 def scene_end(meta: dict[str, Any], scene: str) -> SceneEnd:
-    """A scene's end from its agent_meta object; ``scene``: the file's name, used when the object names none.
+    """A scene's end from an agent_meta object, for pages that show what there is; ``scene``: the file's name.
 
-    The release records no status: a copied result.blend (``blend_file``) is a submission (``limit`` when
-    the model did not say DONE: the cost or turn limit stopped it, as our status says), an exception is
-    ``error``, anything else ``failed``.
+    Ours and the release's keys read through the record (which maps the release's done / blend_file / error
+    to a status); an object that is not a record shows its scene with status ``unknown``.
     """
-    if not is_release_meta(meta):
+    try:
+        return of_record(AgentMeta.from_dict(meta), scene)
+    except BadFileError:
         turns = meta.get("turns")
         return SceneEnd(
-            scene=str(meta.get("scene") or scene),
+            scene=str(meta.get("scene") or meta.get("scene_name") or scene),
             status=str(meta.get("status") or "unknown"),
             stop_reason=str(meta.get("stop_reason") or ""),
-            reason=str(meta.get("reason") or ""),
-            cost=_number(meta.get("cost")),
-            runtime=_number(meta.get("runtime")),
+            reason=str(meta.get("reason") or meta.get("error") or ""),
+            cost=_number(meta.get("cost", meta.get("cost_usd"))),
+            runtime=_number(meta.get("runtime", meta.get("duration_s"))),
             turns=turns if isinstance(turns, int) and not isinstance(turns, bool) else None,
         )
-    submitted = meta.get("blend_file") if "blend_file" in meta else meta.get("produced_blend")
-    if submitted:
-        status = "submitted" if meta.get("done") else "limit"
-    elif meta.get("error"):
-        status = "error"
-    else:
-        status = "failed"
-    turns = meta.get("turns")
-    return SceneEnd(
-        scene=str(meta.get("scene_name") or scene),
-        status=status,
-        stop_reason=str(meta.get("stop_reason") or ("error" if meta.get("error") else "")),
-        reason=str(meta.get("error") or ""),
-        cost=_number(meta.get("cost_usd")),
-        runtime=_number(meta.get("duration_s")),
-        turns=turns if isinstance(turns, int) and not isinstance(turns, bool) else None,
-    )
 
 
 def scene_ends(run_dir: str | Path) -> list[SceneEnd]:

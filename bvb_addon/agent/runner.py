@@ -288,6 +288,9 @@ class Runner:
         if self.mini:
             # A run without harness_protocol is native (ours, and every run made before mini-bvb).
             config.update(self._mini_config(scene_count))
+        if previous:
+            # Keys this harness does not write (name, open_weight a person added; a newer harness's) stay.
+            config.update({key: value for key, value in previous.items() if key not in config})
         write_run_config(path, config)
 
     def _mini_config(self, scene_count):

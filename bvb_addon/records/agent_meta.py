@@ -2,12 +2,12 @@
 whose loop never started, and marked by the add-on when a person saves an edit); read by --resume, the
 report, the scorers and the add-on."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..atomic import write_json_atomic
 from ..errors import BadFileError
-from ..jsonfile import read_json
+from ..jsonfile import read_json, read_object_or_none
 from .fields import Record, read_record, write_record
 
 AGENT_META_FORMAT = 1
@@ -110,7 +110,12 @@ def read_agent_meta(path: str | Path) -> AgentMeta:
 
 
 def write_agent_meta(path: str | Path, meta: AgentMeta) -> dict:
-    """The one writer (atomic); returns the dict written."""
+    """The one writer (atomic); returns the dict written. A record already there keeps the keys this record does
+    not know (a person's human_edits, a newer harness's) when a continued scene rewrites it."""
+    previous = read_object_or_none(path)
+    if previous:
+        known = {f.name for f in fields(AgentMeta)} | set(RELEASE_KEYS)  # keys the writer sets when it has them
+        meta.extra = {**{k: v for k, v in previous.items() if k not in known}, **meta.extra}
     return write_record(path, meta)
 
 
