@@ -789,3 +789,25 @@ def test_resume_reads_an_older_harness_s_rows_and_names_a_corrupt_rows_file(asse
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"error: Dual VQA row {run / 'dual_vqa.jsonl'} line 2 is not JSON"), line
     assert "bvb score dv --resume" in line
+
+
+@pytest.mark.parametrize(
+    "tail",
+    ['{"note": "another tool\'s line"}\n', '{"id": "q3", "scene": "s1", "quest'],
+    ids=["foreign_row", "torn_last_line"],
+)
+def test_a_partial_file_line_that_is_not_a_row_stops_the_stage_before_anything_is_written(assets, tmp_path, capsys, tail):
+    # Before: such a line was skipped with a warning and the partial file deleted at the end (the line lost).
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(run, assets, server) == 0
+        rows = (run / "dual_vqa.jsonl").read_text().splitlines()
+        partial = run / "dual_vqa.partial.jsonl"
+        partial.write_text("\n".join(rows[:2]) + "\n" + tail)
+        before = {p.name: p.read_bytes() for p in (partial, run / "dual_vqa.jsonl", run / "dual_vqa_summary.json")}
+        capsys.readouterr()
+        for extra in (("--resume",), ()):
+            assert _dv(run, assets, server, *extra) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and str(partial) in err[0] and "line 3" in err[0]
+        assert {p.name: p.read_bytes() for p in (partial, run / "dual_vqa.jsonl", run / "dual_vqa_summary.json")} == before
