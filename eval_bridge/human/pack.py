@@ -21,6 +21,7 @@ from typing import Any
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.dataset import read_split
+from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import RunDir
 from bvb_addon.vgi.suite import read_tasks
 
@@ -202,6 +203,13 @@ def pack_bvb(options: BVBPackOptions) -> dict[str, Any]:
     key["scenes"] = {}
     letters = list(string.ascii_uppercase[: len(runs)])
     items = []
+    bar = progress_bar(len(scenes) * (len(runs) + 1), desc="human pack", unit="clip")
+
+    def shrunk(path: Path) -> str:
+        uri = clip_data_uri(path, options.clips)
+        bar.update()
+        return uri
+
     for scene in scenes:
         codes = letters[:]
         rng.shuffle(codes)
@@ -214,18 +222,18 @@ def pack_bvb(options: BVBPackOptions) -> dict[str, Any]:
             "source": str(source.resolve()),
             "codes": {code: label for code, (label, _) in sorted(by_code.items())},
         }
-        log.info("packing scene %s (%d clips)", scene, len(runs) + 1)
         items.append(
             {
                 "scene_id": scene,
                 "source": dataset,
-                "reference": clip_data_uri(source, options.clips),
+                "reference": shrunk(source),
                 "candidates": [
-                    {"code": code, "video": clip_data_uri(RunDir(run).render(scene), options.clips)}
+                    {"code": code, "video": shrunk(RunDir(run).render(scene))}
                     for code, (_, run) in sorted(by_code.items())
                 ],
             }
         )
+    bar.close()
     language = options.language if options.language in ("en", "zh") else "en"
     key["forms"] = {}
     for form, chosen in enumerate(_forms(key["scenes"], scenes, options, rng), 1):
@@ -347,11 +355,13 @@ def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
             "image": image_data_uri(image) if image else None,
         }
     items = []
+    bar = progress_bar(len(pairs), desc="human pack", unit="clip")
     for number, (instance, label, clip) in enumerate(pairs, 1):
         code = f"V{number:02d}"
         key["items"][code] = {"instance": instance, "generator": label}
-        log.info("packing item %s", code)
         items.append({"code": code, "instance": instance_codes[instance], "video": clip_data_uri(clip, options.clips)})
+        bar.update()
+    bar.close()
     data = {
         "kind": "vgi",
         "instrument_id": VGI_INSTRUMENT,
