@@ -191,7 +191,7 @@ def headless_run(root, tmp_path_factory):
     replies = [FRAMES, py(ORACLE.format(frames=16)), "DONE"]
     with ScriptedOpenAI(replies) as server:
         argv = ["-b", "--python", str(REPO / "headless" / "run.py"), "--", "--split", str(suite / "split.jsonl"),
-                "--videos", str(suite), "--output", str(work / "run"), "--quiet", "--model", "gpt-4o",
+                "--videos", str(suite), "--output", str(work / "run"), "--quiet", "--harness", "native", "--model", "gpt-4o",
                 "--base-url", server.base_url, "--api-key-env", "BVB_TEST_KEY", "--max-tokens", "50"]  # fmt: skip
         proc = blender(root, argv, binds=[work], env={"BVB_TEST_KEY": "sk-test"})
         calls = server.calls

@@ -39,7 +39,7 @@ retries = 1
 workers = 2
 split = "{suite / "split.jsonl"}"
 videos = "{suite}"
-run_args = ["--sandbox-min", "rlimits", "--allow-weak-sandbox", "--api-key-env", "BVB_TEST_KEY",
+run_args = ["--harness", "native", "--sandbox-min", "rlimits", "--allow-weak-sandbox", "--api-key-env", "BVB_TEST_KEY",
             "--price-in", "{agent_prices[0]}", "--price-out", "{agent_prices[1]}", "--base-url", "{agent_url}",
             "--max-tokens", "200"]
 
@@ -233,7 +233,7 @@ def test_a_campaign_that_names_an_encoder_scores_ls_into_its_leaderboard_and_rep
         run = loaded.results / name
         assert report["runs"][name]["stages"]["ls"] == {"done": len(SCENES), "running": 0, "failed": 0, "left": 0}
         rows = [json.loads(line) for line in (run / "vision_sim.jsonl").read_text().splitlines()]
-        assert sorted(r["scene"] for r in rows) == list(SCENES) and all(r["status"] == "ok" for r in rows)
+        assert sorted(r["id"] for r in rows) == list(SCENES) and all(r["status"] == "ok" for r in rows)
         summary = json.loads((run / "vision_sim_summary.json").read_text())
         overall = json.loads((run / "overall.json").read_text())
         assert overall["latent_sim"] == pytest.approx(summary["vision_sim"] * 100, abs=0.01)

@@ -114,7 +114,8 @@ def _alongside(cluster, argv, local):
 
 
 def _run_args(suite, out, base_url):
-    return ["--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(out), "--model", "scripted",
+    return ["--harness", "native", "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(out),
+            "--model", "scripted",
             "--base-url", base_url, "--api-key-env", "BVB_TEST_KEY", *PRICES, *SANDBOX]  # fmt: skip
 
 

@@ -1,0 +1,134 @@
+"""mini-bvb's pure rules against facts of BVB's Stage-1 agent and runner (callingforhelp/BVB:
+bvb_sandbox/agents/bash_agent.py, sandbox/run_agent.py, sandbox/run_model.sh), written as literal
+expectations; and its one-pass frames against the reference's per-frame ffmpeg command, byte for byte."""
+
+import filecmp
+import json
+import subprocess
+
+import pytest
+
+from bvb_addon.agent import mini_bvb_frames as mf
+from bvb_addon.agent import mini_bvb_protocol as protocol
+from bvb_addon.agent.mini_bvb_run import config_name, parse_shard, select
+from bvb_addon.errors import ArgumentError
+from bvb_addon.records import read_agent_meta
+
+pytestmark = pytest.mark.unit
+
+
+def test_frame_requests_resolve_clamp_round_and_cap_as_the_reference():
+    # count spreads over [start, end] with both ends; one frame is the middle; clamped to duration - 0.05.
+    assert mf.request("count=5", 10.0) == [0.0, 2.5, 5.0, 7.5, 9.95]
+    assert mf.request("count=1", 10.0) == [5.0]
+    assert mf.request("count=3 start=2 end=4", 10.0) == [2.0, 3.0, 4.0]
+    assert mf.request("COUNT = 2 end=1", 10.0) == [0.0, 1.0]
+    assert mf.request("count=0", 10.0) == [] and mf.request("count=4.9", 9.0) == [0.0, 3.0, 6.0, 8.95]
+    # Timestamps: any numbers, negative ones to 0, rounded to the millisecond; text around them ignored.
+    assert mf.request("0, 4.5, 12, 30", 20.0) == [0.0, 4.5, 12.0, 19.95]
+    assert mf.request("t=-3 and 1.23456s", 20.0) == [0.0, 1.235]
+    assert mf.request("no numbers", 20.0) == []
+    # Without a duration (ffprobe found none) count spreads over [start, count] seconds and nothing clamps above.
+    assert mf.request("count=3", 0.0) == [0.0, 1.5, 3.0]
+    # At most 60 a block: the first 60 of those asked.
+    times = mf.request("count=100", 99.0)
+    assert len(times) == 60 and times[:2] == [0.0, 1.0] and times[-1] == 59.0
+
+
+def test_texts_truncation_and_the_budget_note_are_the_references():
+    assert protocol.truncate("x" * 4000) == "x" * 4000
+    cut = protocol.truncate("a" * 2000 + "b" * 2001)
+    assert cut == "a" * 2000 + "\n...[truncated]...\n" + "b" * 2000
+    assert protocol.budget_note(0.0, 3.0) == "[budget] spent $0.000 of $3.00 ($3.000 left)."
+    assert protocol.budget_note(2.25, 3.0) == (
+        "[budget] spent $2.250 of $3.00 ($0.750 left). You are LOW on budget: save result.blend now and say DONE."
+    )
+    assert protocol.bash_result("ls", 2, "", "no such file\n") == "$ ls\n[exit 2]\n\nno such file\n"
+    assert protocol.bash_observation(["a" * 5000, "b" * 5000]) == "a" * 4000 + "\n...[truncated]...\n" + "b" * 4000
+    assert protocol.frame_label(12.345) == "[frame t=12.35s]" and protocol.frame_label(0.004) == "[frame t=0.00s]"
+    assert protocol.task_message("scene0011_00", None, 61.06, 3.0).startswith(
+        "Scene: scene0011_00 (None). Video duration 61.1s. No frames shown yet \u2014 request frames"
+    )
+    assert protocol.system_prompt().startswith("You are a video-understanding agent evaluated on reconstructing\n")
+    assert protocol.system_prompt().endswith(
+        "  and set bpy.context.scene.frame_start / frame_end to span the motion.\n"
+    )
+
+
+def test_blocks_are_found_as_the_reference_finds_them():
+    reply = (
+        "```bash\n  \n```\n```bash \necho 1\n```\ntext ```frames\ncount=2\n``` ```bash\necho 2```\n```python\nx\n```"
+    )
+    assert protocol.blocks(reply) == (["echo 1", "echo 2"], ["count=2"])
+    assert protocol.blocks("```bash echo inline```") == ([], [])  # the fence word must end its line
+    assert protocol.says_done("I am DONE.") and not protocol.says_done("done")
+
+
+def test_run_names_reasoning_labels_shards_and_scene_order_are_bvbs():
+    assert protocol.run_name("gpt-5.5", None) == "mini-harness-gpt-5.5-reasoning-medium-run01"
+    assert protocol.run_name("anthropic/claude-sonnet-4.6", None) == "mini-harness-claude-sonnet-4.6-run01"
+    assert protocol.run_name("openrouter/qwen/qwen3:vl", "high") == "mini-harness-qwen3-vl-reasoning-high-run01"
+    assert protocol.run_name("gemini/gemini-3.1-pro", "none") == "mini-harness-gemini-3.1-pro-run01"
+    assert protocol.recorded_reasoning("openai/GPT-6-Astra", None) == "medium"
+    assert protocol.recorded_reasoning("gpt-4o", None) == "none" and protocol.recorded_reasoning("x", "low") == "low"
+    scenes = [("scannet", "scene2"), ("arkitscenes", "41069025"), ("scannet", "scene1"), ("scannetpp", "a0")]
+    # Sorted by name, then --limit, then --skip-scenes, then every N-th from i (1-based).
+    assert select(scenes) == [scenes[1], scenes[3], scenes[2], scenes[0]]
+    assert select(scenes, limit=3, skip=["a0"]) == [scenes[1], scenes[2]]
+    assert select(scenes, shard=parse_shard("2/2")) == [scenes[3], scenes[0]]
+    assert select(scenes, names=["scene2", "a0"]) == [scenes[0], scenes[3]]
+    assert config_name(parse_shard("3/4")) == "config.shard-3-of-4.json" and config_name(None) == "config.json"
+    for bad in ("0/4", "5/4", "a/b"):
+        with pytest.raises(ArgumentError, match="--shard"):
+            parse_shard(bad)
+
+
+def test_an_agent_meta_with_only_the_releases_keys_reads(tmp_path):
+    base = {
+        "scene_name": "41069025", "turns": 9, "commands_run": 14, "frames_seen": 24, "frames_extracted": 24,
+        "done": False, "stop_reason": "cost", "produced_blend": True, "error": None, "cost_usd": 3.0123,
+        "input_tokens": 912345, "output_tokens": 23456, "duration_s": 812.4,
+        "blend_file": "results/mini-harness-gpt-5.5-reasoning-medium-run01/blends/41069025.blend",
+        "model": "gpt-5.5", "harness": "mini-BVB-harness", "reasoning": "medium",
+    }  # fmt: skip
+    path = tmp_path / "41069025.json"
+    path.write_text(json.dumps(base))
+    meta = read_agent_meta(path)
+    assert (meta.scene, meta.status, meta.stop_reason, meta.cost, meta.turns) == (
+        "41069025",
+        "limit",
+        "cost",
+        3.0123,
+        9,
+    )
+    assert meta.submission == "blends/41069025.blend" and meta.tokens["input"] == 912345
+    assert {k: meta.as_dict()[k] for k in base} == base  # every key of theirs kept, as it was
+    for changes, status in (({"done": True, "stop_reason": "done"}, "submitted"),
+                            ({"stop_reason": "error", "error": "RateLimitError: x", "blend_file": None}, "error"),
+                            ({"blend_file": None, "produced_blend": False}, "failed")):  # fmt: skip
+        path.write_text(json.dumps({**base, **changes}))
+        assert read_agent_meta(path).status == status
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    """A 4 s clip with B-frames and a keyframe every 24 frames (at 25 fps), 320x240."""
+    path = tmp_path_factory.mktemp("clip") / "clip.mp4"
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-t", "4", "-c:v", "libx264",
+         "-g", "24", "-bf", "2", "-pix_fmt", "yuv420p", str(path)],
+        check=True,
+    )  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(
+    "block", ["count=12", "0 0.04 0.039 0.041 1 1 2.5 3.95 99 -1", "count=7 start=1 end=1.2", "count=1"]
+)
+def test_one_pass_frames_are_the_per_frame_commands_bytes(clip, tmp_path, block):
+    times = mf.request(block, mf.probe_duration(clip))
+    fast = mf.extract(clip, tmp_path / "fast", times, start_index=7)
+    slow = mf.extract_per_frame(clip, tmp_path / "slow", times, start_index=7)
+    assert [(f.t, f.path.name) for f in fast] == [(f.t, f.path.name) for f in slow]
+    assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
+    assert len(fast) == len(times)  # 3.95 (99 clamped) still has a frame: the last is at 3.96 s
