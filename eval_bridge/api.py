@@ -419,7 +419,7 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
     from bvb_addon.vgi.suite import VGIError
 
     from . import vgi_leaderboard
-    from .vgi import VLMProcessJudge, half_instances, read_tasks, score
+    from .vgi import VLMProcessJudge, check_out, half_instances, read_tasks, score
 
     tasks = read_tasks(options.tasks)
     subset: dict[str, Any] = {"half": False, "tasks": str(options.tasks)}
@@ -428,6 +428,7 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
         tasks = half_instances(tasks, options.half_seed)
     if options.judge == "checker" and len(options.generators) > 1:
         raise VGIError("--judge checker scores one run's timelines (--timelines): give one --videos folder")
+    check_out(options.out, [folder for _, folder in options.generators])
     judge = make_vgi_judge(options)
     summaries = {}
     try:
@@ -450,10 +451,11 @@ def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], Non
 
     {"generators": {name: analysis}, "scenes": instances in all, "faults": [instances with a judge fault]}.
     """
-    from .vgi import VLMProcessJudge, read_tasks
+    from .vgi import VLMProcessJudge, check_out, read_tasks
     from .vgi_steps import score_steps
 
     tasks = read_tasks(options.tasks)
+    check_out(options.out, [folder for _, folder in options.generators])
     judge = make_vgi_judge(
         VGIOptions(options.tasks, options.out, options.generators, "vlm", options.vlm, frame_budget=options.frame_budget,
                    sampling=options.sampling)

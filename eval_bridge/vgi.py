@@ -549,6 +549,16 @@ def summarise(rows: list[dict], judge: object, generator: str, settings: dict) -
     )
 
 
+def check_out(out: str | Path, folders: Iterable[Path]) -> None:
+    """A VGIError when the output folder is, or is inside, a generator's videos folder (those are the lab's)."""
+    out = Path(out).resolve()
+    for folder in folders:
+        if out == Path(folder).resolve() or Path(folder).resolve() in out.parents:
+            raise VGIError(
+                f"--out {out} is the videos folder {folder} or inside it; give the scores a folder of their own"
+            )
+
+
 def generator_folders(values: list[str], flag: str = "--videos") -> list[tuple[str, Path]]:
     """(name, folder) per value of ``flag`` (DIR, or NAME=DIR): one folder per generator."""
     from bvb_addon import path_args

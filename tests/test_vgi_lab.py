@@ -287,3 +287,30 @@ def test_denoising_steps_of_a_generator_give_the_three_figures_and_a_faulted_ste
     # Mixing the two modes is one clear line.
     assert main(["steps", "--generator-steps", str(steps), "--run", str(tmp_path)]) == 2
     assert "--generator-steps takes --tasks" in capsys.readouterr().err
+
+
+def test_half_protocol_and_output_folder_rules_on_the_command_line(lab, capsys):
+    from eval_bridge.vgi import half_instances, read_tasks
+
+    with ScriptedOpenAI(responder=FaultyJudge()) as server:
+        base = ["vgi", "--tasks", str(lab / "tasks.jsonl"), "--videos", str(lab / "alpha"), "--judge-base-url",
+                server.base_url, "--judge-model", "scripted-vlm", "--frame-budget", "8", "--bootstrap", "50"]  # fmt: skip
+        # Scores, and the judge's cache, never go into a generator's videos folder.
+        assert main([*base, "--out", str(lab / "alpha")]) == 2
+        assert "is the videos folder" in capsys.readouterr().err
+        assert main([*base, "--out", str(lab / "alpha" / "scores")]) == 2
+        assert "or inside it" in capsys.readouterr().err
+        assert main([*base, "--out", str(lab / "o"), "--cache", str(lab / "alpha" / "c.sqlite")]) == 2
+        assert "in the videos folder" in capsys.readouterr().err
+        assert main([*base, "--out", str(lab / "half"), "--half", "--half-seed", "3", "--sampling", "uniform"]) == 0
+    summary = json.loads((lab / "half" / "alpha" / "vgi_summary.json").read_text())
+    expected = [t["id"] for t in half_instances(read_tasks(lab / "tasks.jsonl"), 3)]
+    assert [
+        r["id"] for r in map(json.loads, (lab / "half" / "alpha" / "vgi.jsonl").read_text().splitlines())
+    ] == expected
+    settings = summary["settings"]
+    assert settings["half"] is True and settings["half_seed"] == 3 and settings["of"] == 3
+    assert settings["sampling"] == "uniform" and settings["window"] == 8 and settings["stride"] == 4
+    assert "half (seed 3," in capsys.readouterr().out
+    assert json.loads((lab / "half" / "vgi_leaderboard.json").read_text())["half_vs_full"] is None
+    assert sorted(p.name for p in (lab / "alpha").iterdir()) == ["move_1.mp4", "move_2.mp4", "sort_1.mp4"]
