@@ -162,6 +162,13 @@ def test_a_bvb_ranking_study_filled_in_chromium_scores_as_computed_by_hand(bvb_w
         page = browser.open((pack / "study.html").as_uri())
         assert page.wait_attribute("body", "data-videos-loaded", "12/12") == "12/12"  # 3 scenes x (source + 3)
         assert page.evaluate("document.getElementById('submit').hidden") is True  # no server behind a file
+        page.click('section[data-item="s1"] .play-all')  # the scene's four clips play together, from the start
+        assert page.wait_attribute("body", "data-videos-loaded", "12/12") == "12/12"
+        assert (
+            page.evaluate("""Array.from(document.querySelectorAll('section[data-item="s1"] video'))
+            .filter(v => !v.paused).length""")
+            == 4
+        )
         fill_ranking(page, key, "r01")
         assert page.attribute("body", "data-answered") == "3/3"
         page.evaluate("location.reload()")

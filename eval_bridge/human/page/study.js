@@ -83,6 +83,15 @@
       media.appendChild(figure);
     });
     box.appendChild(media);
+    var together = el("button", { type: "button", "class": "play-all" }, "Play all from the start");
+    together.addEventListener("click", function () {
+      media.querySelectorAll("video").forEach(function (v) {
+        v.currentTime = 0;
+        var playing = v.play();
+        if (playing) { playing.catch(function () { /* a browser that refuses: the clip keeps its own play button */ }); }
+      });
+    });
+    box.appendChild(together);
     box.appendChild(el("p", { "class": "note" }, "1 is the most like the source clip; give each rank once."));
     box.appendChild(check);
     box._answered = function () {
