@@ -247,6 +247,7 @@ VGI = {
     ("t3", "B"): (("partial", {"r1": 0, "r2": 2}), ("partial", {"r1": 0, "r2": 0})),
 }
 LEVEL = {"complete": 1.0, "partial": 0.5, "failed": 0.0}
+HOSTILE = " </script><b id=x>bold</b><script>document.title='owned'</script>"  # a lab's text, shown as text
 
 
 @pytest.fixture(scope="session")
@@ -257,7 +258,7 @@ def vgi_world(tmp_path_factory):
     for n, instance in enumerate(("t1", "t2", "t3")):
         Image.new("RGB", (64, 36), (40 * n, 120, 200)).save(root / "images" / f"{instance}.png")
         tasks.append({"id": instance, "family": "stack", "domain": "household", "skills": ["order"], "level": 1,
-                      "constraint": f"put cup {n} on the shelf", "rubric": RULES,
+                      "constraint": f"put cup {n} on the shelf{HOSTILE if n == 1 else ''}", "rubric": RULES,
                       "completeness": ["the cup is on the shelf"], "start_image": f"images/{instance}.png"})  # fmt: skip
     (root / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
     for generator in ("A", "B"):
@@ -296,6 +297,10 @@ def test_a_vgi_rating_study_filled_in_chromium_gives_the_judges_auc_and_pairwise
         assert page.evaluate("document.images.length") == 6 and page.evaluate(
             "Array.from(document.images).every(i => i.naturalWidth > 0)"
         )
+        assert (
+            page.evaluate("document.querySelectorAll('b').length") == 0 and page.evaluate("document.title") != "owned"
+        )
+        assert page.evaluate("document.body.textContent").count("<b id=x>bold</b>") == 2  # t2 by both generators
         page.type("#rater", "v01")
         for code, item in key["items"].items():
             completeness, violations = VGI[(item["instance"], item["generator"])][0]
