@@ -324,3 +324,11 @@ def test_close_from_another_thread_kills_a_running_block(tmp_path, clip):
     thread.join(timeout=10)
     assert not thread.is_alive() and time.monotonic() - started < 10
     assert results[0].returncode != 0 and not results[0].timed_out
+
+
+def test_a_flood_keeps_its_head_and_tail(ws):
+    result = ok(ws.run_bash("echo first; head -c 12000000 /dev/zero | tr '\\0' 'x'; echo; echo last"))
+    kept = 4 << 20
+    assert result.stdout.startswith("first\nxxx") and result.stdout.endswith("xxx\nlast\n")
+    assert len(result.stdout) < 2 * kept + 100
+    assert "bytes not kept ...]" in result.stdout
