@@ -12,6 +12,7 @@ serve``. The key (key.py) holds what the page must not: which code is which run 
 
 import logging
 import random
+import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .media import ClipOptions, clip_data_uri, image_data_uri
 log = logging.getLogger(__name__)
 
 ASSETS = Path(__file__).with_name("page")
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ def _labelled(values: Sequence[str], what: str) -> list[tuple[str, Path]]:
             label, path = Path(value).name, value
         if not label or not path:
             raise HumanStudyError(f"{what} {value!r}: give DIR or LABEL=DIR")
+        if not LABEL.fullmatch(label):  # a label names a folder of scores and a column of tables
+            raise HumanStudyError(f"{what} label {label!r}: use letters, digits, . _ - (LABEL=DIR)")
         pairs.append((label, Path(path)))
     labels = [label for label, _ in pairs]
     twice = sorted({label for label in labels if labels.count(label) > 1})
@@ -330,6 +334,7 @@ def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
     if not pairs:
         raise HumanStudyError("no instance has a video in any --videos folder (<folder>/<instance id>.mp4)")
     rng.shuffle(pairs)
+    images = {instance: _task_image(tasks[instance], options.tasks) for instance, _, _ in pairs}
 
     _prepare_out(options.out, options.force)
     key = new_key("vgi", VGI_INSTRUMENT, options.seed)
@@ -347,7 +352,7 @@ def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
     instances_data = {}
     for instance, code in instance_codes.items():
         task = tasks[instance]
-        image = _task_image(task, options.tasks)
+        image = images[instance]
         instances_data[code] = {
             "constraint": task["constraint"],
             "criteria": list(task.get("completeness") or []),
