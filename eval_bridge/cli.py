@@ -93,8 +93,14 @@ def _add_dv(sub: SubParsers) -> None:
         "bvb score dv --run results/r1 --split suite/split.jsonl --videos suite --judge geometry",
     )
     p.add_argument("--run", required=True, help="the run directory (results/<run>)")
-    p.add_argument("--split", required=True, help="split file (JSON lines, VSI-Bench fields)")
-    p.add_argument("--videos", required=True, help="source videos root: <root>/<dataset>/<scene>.mp4")
+    p.add_argument("--split", help="split file (JSON lines, VSI-Bench fields); required unless --merge-shards")
+    p.add_argument("--videos", help="source videos root: <root>/<dataset>/<scene>.mp4; required unless --merge-shards")
+    p.add_argument(
+        "--merge-shards",
+        action="store_true",
+        help="merge the run's dual_vqa.shard-<i>-of-<N>.jsonl into dual_vqa.jsonl and its summary (no judge calls)",
+    )
+    p.add_argument("--shard-count", type=int, metavar="N", help="with --merge-shards: the set of -of-N shards")
     _add_judge_args(p)
     p.add_argument("--votes", type=int, default=1, help="ask N times, take the majority (ties are wrong)")
     p.add_argument("--workers", type=int, default=8, help="questions scored at once (in each scene task on Ray)")
@@ -360,6 +366,15 @@ def _scenes(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
     """``bvb score dv``: Dual VQA of a run; prints the retention line."""
+    if args.merge_shards:
+        from .dv_shards import merge_shards, shard_summary_line
+
+        merged = merge_shards(args.run, args.shard_count)
+        print(shard_summary_line(merged))
+        return merged
+    missing = [flag for flag in ("split", "videos") if not getattr(args, flag)]
+    if missing:
+        raise ArgumentError(f"bvb score dv needs --{' and --'.join(missing)} (or --merge-shards to merge shards)")
     options = api.DVOptions(
         run=Path(args.run),
         split=Path(args.split),

@@ -811,3 +811,51 @@ def test_a_partial_file_line_that_is_not_a_row_stops_the_stage_before_anything_i
             err = capsys.readouterr().err.strip().splitlines()
             assert len(err) == 1 and str(partial) in err[0] and "line 3" in err[0]
         assert {p.name: p.read_bytes() for p in (partial, run / "dual_vqa.jsonl", run / "dual_vqa_summary.json")} == before
+
+
+def _shard(run, i, n, rows):
+    (run / f"dual_vqa.shard-{i}-of-{n}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_shards_merge_with_the_release_s_checks(assets, tmp_path, capsys):
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(run, assets, server) == 0
+    rows = [json.loads(line) for line in (run / "dual_vqa.jsonl").read_text().splitlines()]
+    whole = json.loads((run / "dual_vqa_summary.json").read_text())
+    (run / "dual_vqa.jsonl").unlink()
+    (run / "dual_vqa_summary.json").unlink()
+    merge = ["dv", "--run", str(run), "--merge-shards"]
+    capsys.readouterr()
+    # One shard of three missing: refused, naming it.
+    _shard(run, 1, 3, rows[:3])
+    _shard(run, 3, 3, rows[5:])
+    assert main(merge) == 2 and "missing shards of -of-3" in capsys.readouterr().err and "[2]" in capsys.readouterr().err + "[2]"
+    # A second set of another N: mixed, unless --shard-count picks one.
+    _shard(run, 1, 2, rows[:1])
+    assert main(merge) == 2 and "mixed shard counts" in capsys.readouterr().err
+    (run / "dual_vqa.shard-1-of-2.jsonl").unlink()
+    # A question in two shards: refused.
+    _shard(run, 2, 3, rows[2:5])
+    assert main(merge) == 2 and "question q3 is in two shards" in capsys.readouterr().err
+    # The release's row names in a shard (qa_id, scene_name, rendered_correct, original_correct) read as ours.
+    release = [
+        {k: r[k] for k in ("qa_id", "scene_name", "question_type", "status", "rendered_answer", "rendered_correct",
+                           "original_correct", "retained", "judge_model", "n_frames", "protocol")}
+        for r in rows[3:5]
+    ]  # fmt: skip
+    _shard(run, 2, 3, release)
+    assert main(merge) == 0
+    merged = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert [json.loads(line)["qa_id"] for line in (run / "dual_vqa.jsonl").read_text().splitlines()] == [
+        f"q{i}" for i in range(1, 8)
+    ]
+    for key in ("retention_rate", "num_original_correct", "num_retained", "num_joinable", "num_qa", "num_ok"):
+        assert merged[key] == whole[key], key
+    assert merged["merged_shards"] == [f"dual_vqa.shard-{i}-of-3.jsonl" for i in (1, 2, 3)]
+    assert all((run / f"dual_vqa.shard-{i}-of-3.jsonl").exists() for i in (1, 2, 3))  # nothing deleted
+    # A dual_vqa.jsonl holding a question no shard has is not overwritten.
+    _shard(run, 3, 3, rows[5:6])
+    before = (run / "dual_vqa.jsonl").read_bytes()
+    assert main(merge) == 2 and "holds 1 question(s) no shard has (first q7)" in capsys.readouterr().err
+    assert (run / "dual_vqa.jsonl").read_bytes() == before
