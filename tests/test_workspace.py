@@ -133,7 +133,7 @@ def test_environment_has_no_key_and_no_host_path(ws):
     env = ok(ws.run_bash("env -0")).stdout
     assert SECRET not in env and KEY not in env
     names = {entry.split("=", 1)[0] for entry in env.split("\0") if entry}
-    assert {"PATH", "HOME", "LANG"} <= names <= {"PATH", "HOME", "LANG", "PWD", "SHLVL", "_"}
+    assert {"PATH", "HOME", "HOSTNAME", "LANG"} <= names <= {"PATH", "HOME", "HOSTNAME", "LANG", "PWD", "SHLVL", "_"}
     seen = ok(ws.run_bash("cat /proc/1/cmdline; echo; id -u")).stdout
     assert str(ws.root) not in env + seen  # not in the environment, not in pid 1's command line
     if os.geteuid() == 0:

@@ -411,7 +411,8 @@ class SceneWorkspace:
     def _bwrap_options(self) -> list[str]:
         """bubblewrap's options for every block (without "bwrap"); they reach it through a descriptor
         (``--args``), so that the sandbox's pid 1 shows no host path in /proc/1/cmdline."""
-        env = {"PATH": PATH, "HOME": HOME_INSIDE, "LANG": "C.UTF-8"}
+        # What docker exec's process gets: the image's PATH, HOME, and HOSTNAME (the container's id).
+        env = {"PATH": PATH, "HOSTNAME": self.hostname, "HOME": HOME_INSIDE, "LANG": "C.UTF-8"}
         uid = self.uid if self._lease else None
         prefix = bwrap_args(self.config, self.root, self._read_paths, uid, None, inside=INSIDE, env=env,
                             network=self.allow_network)  # fmt: skip
