@@ -271,6 +271,9 @@ def format_table(board: dict[str, Any]) -> str:
     for entry in board["generators"]:
         o = entry["overall"]
         mark = "" if entry["comparable"] else " *"
+        if not o["instances"]:  # every video a judge fault: nothing scored yet, not a score of 0
+            lines.append(f"{entry['rank']:>2} {entry['generator'][:20]:20s} {'n/a':>7}  (no video judged yet){mark}")
+            continue
         ci = f"[{o['ci_low']:.1f}, {o['ci_high']:.1f}]"
         lines.append(
             f"{entry['rank']:>2} {entry['generator'][:20]:20s} {o['score']:7.1f} {ci:>15} {o['success']:7.1f}  "

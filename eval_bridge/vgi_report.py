@@ -61,8 +61,8 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def _cell(block: dict | None) -> Markup:
-    if not block:
-        return fragment("<td>-</td>")
+    if not block or not block["instances"]:
+        return fragment("<td>n/a</td>")
     return fragment(
         "<td>{} <span class='ci'>[{}, {}]</span></td>",
         _fmt(block["score"]),

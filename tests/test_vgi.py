@@ -323,11 +323,11 @@ def test_checker_scores_blender_oracles_perfect_end_to_end(vgi_suite, tmp_path):
     from eval_bridge import cli
 
     code = cli.main(
-        ["vgi", "--videos", str(vgi_suite / "videos"), "--tasks", str(vgi_suite / "tasks.jsonl"),
+        ["vgi", "--videos", f"oracle={vgi_suite / 'videos'}", "--tasks", str(vgi_suite / "tasks.jsonl"),
          "--judge", "checker", "--timelines", str(vgi_suite / "timelines"), "--out", str(tmp_path)]
     )  # fmt: skip
     assert code == 0
-    summary = json.loads((tmp_path / "vgi_summary.json").read_text())
+    summary = json.loads((tmp_path / "oracle" / "vgi_summary.json").read_text())
     assert summary["protocol"] == "vgi_v1" and summary["judge"] == "checker"
     assert summary["overall"] == {"score": 100.0, "success": 100.0, "instances": 2}
     assert set(summary["by_domain"]) == {"physical manipulation", "spatiotemporal dynamics"}
@@ -351,10 +351,10 @@ def test_runner_vgi_mode_oracle_then_sandboxed_timelines_score_perfect(vgi_suite
     assert json.loads((out / "config.json").read_text())["mode"] == "vgi"
     assert vgi_timelines.main(["--run", str(out)]) == 0
     assert cli.main(
-        ["vgi", "--videos", str(vgi_suite / "videos"), "--tasks", str(vgi_suite / "tasks.jsonl"),
-         "--judge", "checker", "--timelines", str(out / "timelines"), "--out", str(out)]
+        ["vgi", "--videos", f"oracle={vgi_suite / 'videos'}", "--tasks", str(vgi_suite / "tasks.jsonl"),
+         "--judge", "checker", "--timelines", str(out / "timelines"), "--out", str(out / "checker")]
     ) == 0  # fmt: skip
-    summary = json.loads((out / "vgi_summary.json").read_text())
+    summary = json.loads((out / "checker" / "oracle" / "vgi_summary.json").read_text())
     assert summary["overall"]["score"] == 100.0
 
     # The render stage makes the procedure videos; the VLM judge scores them through the focus windows.
@@ -370,7 +370,7 @@ def test_runner_vgi_mode_oracle_then_sandboxed_timelines_score_perfect(vgi_suite
              "--price-out", "0", "--out", str(out / "vlm")]
         ) == 0  # fmt: skip
         assert server.calls >= 2 * len(rows)  # focus windows plus one completeness call per task
-    vlm = json.loads((out / "vlm" / "vgi_summary.json").read_text())
+    vlm = json.loads((out / "vlm" / "camera_renders" / "vgi_summary.json").read_text())
     assert vlm["judge"] == "scripted-judge" and vlm["overall"]["score"] == 100.0
 
 
