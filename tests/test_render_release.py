@@ -199,3 +199,20 @@ def test_bvb_no_camera_is_a_render_error_with_error_json(bvb_render):
     assert record["ok"] is False and record["returncode"] == 1
     assert record["stderr_tail"].startswith("BVB_RENDER_ERROR no_camera")
     assert not (run / "camera_renders" / "nocam.mp4").exists()
+
+
+@pytest.mark.blender
+def test_bvb_rows_name_the_renderer_and_warn_on_software_gl(bvb_render):
+    from bvb_addon.sandbox.layers import gpu_paths
+
+    bpy = pytest.importorskip("bpy")
+    _, rows = bvb_render
+    row = rows["tiny"]
+    assert row["blender"] == bpy.app.version_string and row["renderer"] and "unknown" not in row["renderer"]
+    if gpu_paths():
+        return  # GPU device nodes: EEVEE is not on software GL here
+    assert any(name in row["renderer"].lower() for name in ("llvmpipe", "softpipe", "swrast")), row["renderer"]
+    assert (
+        row["warning"].startswith("EEVEE (--preset bvb) is about to render on software GL")
+        and "--preset fast" in row["warning"]
+    )

@@ -1,5 +1,6 @@
 """Render rows name what rendered (GL renderer or Cycles device) and the Blender version; EEVEE about
-to run on software GL is warned about once, and its rows carry the warning. Real bpy, tiny renders.
+to run on software GL is warned about once (its rows carry the warning: tests/test_render_release.py,
+the one EEVEE render). Real bpy, tiny renders.
 
 On this project's CPU machines EEVEE and Workbench report Mesa's llvmpipe; on a machine with
 GPU device nodes the software expectations are skipped.
@@ -94,15 +95,3 @@ def test_software_gl_is_warned_about_once_per_stage_whatever_the_workers(run_dir
     # 30 s of start plus 64 frames at 16 s (1054 s): the measured software-GL figures, at 512 x 384.
     assert "llvmpipe" in first and "roughly 18 min per scene (64 frames at 512x384 px)" in first
     assert "--preset fast" in first
-
-
-@pytest.mark.skipif(not NO_GPU, reason="this machine has GPU device nodes: EEVEE is not on software GL")
-def test_eevee_rows_on_software_gl_carry_the_warning_and_the_renderer(run_dir, caplog):
-    """The real bvb preset (EEVEE), 2 frames at 32 px: minutes on llvmpipe, mostly shader compiles."""
-    with caplog.at_level(logging.WARNING, logger="bvb_addon.render_stage"):
-        row = render(run_dir, "bvb")["a"]
-    logged = [r.getMessage() for r in caplog.records if "software GL" in r.getMessage()]
-    assert row["status"] == "ok", row["reason"]
-    assert logged == [row["warning"]]
-    assert any(name in row["renderer"].lower() for name in SOFTWARE), row["renderer"]
-    assert row["blender"] == bpy.app.version_string
