@@ -31,6 +31,10 @@ class BadFileError(BVBError, ValueError):
     """A file the harness reads that does not parse; the message names the file and the fix."""
 
 
+class NewerFormatError(BadFileError):
+    """A file written by a newer harness (its format is above ours): refused, never merged or rewritten."""
+
+
 class MissingFileError(BVBError, FileNotFoundError):
     """A file the harness needs that is not there; the message names the file and the fix."""
 

@@ -181,3 +181,24 @@ def test_a_newer_trajectory_format_is_refused_before_anything_is_written(tmp_pat
     with pytest.raises(BadFileError, match="bvb-trajectory-9"):
         trajectory.load_trajectory(path)
     assert _snapshot(rd.trajectories) == before
+
+
+# -- agent_meta/<scene>.json, rewritten when a scene ends (its one writer) --------------------------------------
+
+
+def test_the_scene_record_writer_keeps_unknown_keys_and_refuses_a_newer_record(tmp_path):
+    from bvb_addon.errors import NewerFormatError
+    from bvb_addon.records import AgentMeta, write_agent_meta
+
+    path = tmp_path / "agent_meta" / "s.json"
+    meta = AgentMeta("s", "synthetic", "model", "m", "failed", "done", "")
+    write_agent_meta(path, meta)
+    edits = [{"time": "t", "tool": "blender"}]
+    path.write_text(json.dumps({**json.loads(path.read_text()), "human_edits": edits, "x": {"y": 1}}))
+    written = write_agent_meta(path, AgentMeta("s", "synthetic", "model", "m", "submitted", "done", "", sessions=2))
+    assert (written["status"], written["human_edits"], written["x"]) == ("submitted", edits, {"y": 1})
+    newer = json.dumps({**written, "format": 2})
+    path.write_text(newer)
+    with pytest.raises(NewerFormatError, match=f"{path} is format 2, newer"):
+        write_agent_meta(path, meta)
+    assert path.read_text() == newer

@@ -72,3 +72,18 @@ def test_resume_refuses_a_newer_or_torn_config_before_writing(suite, tmp_path, m
         _resume(suite, run, ["DONE"])
     assert str(run / "config.json") in str(caught.value) and "\n" not in str(caught.value)
     assert (run / "config.json").read_text() == text and sorted(p.name for p in run.iterdir()) == ["config.json"]
+
+
+def test_resume_refuses_a_scene_record_of_a_newer_format_and_leaves_it(suite, tmp_path, monkeypatch):
+    from bvb_addon.errors import NewerFormatError
+    from tests.runner_support import py
+
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    run = tmp_path / "run"
+    _resume(suite, run, ["```frames\ncount=2\n```", py("raise ValueError('no room today')"), "DONE"])
+    meta_path = run / "agent_meta" / "synth_easy_000.json"
+    newer = json.dumps({**json.loads(meta_path.read_text()), "format": 9, "status": "error"})
+    meta_path.write_text(newer)
+    with pytest.raises(NewerFormatError, match="is format 9, newer"):
+        _resume(suite, run, ["DONE"], retry_failed=True)
+    assert meta_path.read_text() == newer

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import backend, scratch
 from ..atomic import remove_stale_temps
-from ..errors import BVBError
+from ..errors import BVBError, NewerFormatError
 from ..money import money
 from ..records import read_agent_meta, read_run_config, write_run_config
 from ..run_dir import RunDir
@@ -546,6 +546,8 @@ class Runner:
             try:
                 meta = read_agent_meta(meta_path).as_dict()
             except (OSError, ValueError):
+            except NewerFormatError:
+                raise  # a newer harness's record: refused, not continued over
                 meta = None  # half-written by a kill: the scene is continued from its trajectory
         if self.run_dir.has_submission(scene):
             return meta or {"status": "submitted"}

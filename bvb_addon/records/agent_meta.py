@@ -114,6 +114,7 @@ def write_agent_meta(path: str | Path, meta: AgentMeta) -> dict:
     not know (a person's human_edits, a newer harness's) when a continued scene rewrites it."""
     previous = read_object_or_none(path)
     if previous:
+        AgentMeta.check_format(previous, path)  # a newer harness's record is refused, not overwritten
         known = {f.name for f in fields(AgentMeta)} | set(RELEASE_KEYS)  # keys the writer sets when it has them
         meta.extra = {**{k: v for k, v in previous.items() if k not in known}, **meta.extra}
     return write_record(path, meta)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..atomic import write_json_atomic, write_text_atomic
-from ..errors import BadFileError
+from ..errors import BadFileError, NewerFormatError
 from ..jsonfile import NOT_JSON, json_lines, read_json
 
 log = logging.getLogger(__name__)
@@ -121,12 +121,18 @@ class Record:
     def from_dict(cls: type[R], data: object, path: str | Path = "") -> R:
         """The record of a parsed JSON object; a BadFileError naming ``path`` when it is not one."""
         record = from_json(cls, data, path, cls.WHAT, cls.FIX)
-        version = getattr(record, "format", cls.FORMAT)
-        if version > cls.FORMAT:
-            raise BadFileError(
+        cls.check_format({"format": getattr(record, "format", cls.FORMAT)}, path)
+        return record
+
+    @classmethod
+    def check_format(cls, data: object, path: str | Path = "") -> None:
+        """A NewerFormatError naming ``path`` when a parsed file is of a newer format than this harness's (a writer
+        checks the file it would replace: a newer harness's file is refused, never rewritten)."""
+        version = data.get("format", 1) if isinstance(data, dict) else 1
+        if isinstance(version, int) and not isinstance(version, bool) and version > cls.FORMAT:
+            raise NewerFormatError(
                 f"{cls.WHAT} {path} is format {version}, newer than this harness's {cls.FORMAT}; update the harness"
             )
-        return record
 
 
 def read_record(cls: type[R], path: str | Path) -> R:
