@@ -93,6 +93,27 @@ def test_adaptive_sampling_is_denser_where_the_video_changes():
 
 
 @pytest.mark.unit
+def test_streamed_energy_is_the_stack_formula_and_sampling_reads_small_grey_frames(tmp_path):
+    from bvb_addon import video
+
+    # energy_of holds three frames at a time; it gives what the whole-stack formula gives.
+    rng = np.random.default_rng(1)
+    frames = rng.integers(0, 255, size=(9, 16, 20, 3)).astype(np.uint8)
+    small = frames.astype(np.float32)[:, ::4, ::4].mean(axis=3)
+    diff = np.abs(np.diff(small, axis=0)).mean(axis=(1, 2))
+    motion = np.maximum(np.concatenate([[0.0], diff]), np.concatenate([diff, [0.0]]))
+    novelty = np.zeros(9)
+    novelty[1:-1] = np.abs(small[1:-1] - (small[:-2] + small[2:]) / 2).mean(axis=(1, 2))
+    assert np.allclose(vgi.change_energy(frames), motion + 2 * novelty)
+    assert list(vgi.energy_of([])) == [] and list(vgi.energy_of([small[0]])) == [0.0]
+    # The sampler's frames come decoded grey at the judge's size, one at a time.
+    _flash_video(tmp_path / "clip.mp4", frames=20, flash=7, size=64)
+    grey = list(video.grey_frames(tmp_path / "clip.mp4", 20, longest_side=32))
+    assert len(grey) == 20 and grey[0].shape == (32, 32) and grey[0].dtype == np.uint8
+    assert int(np.argmax(vgi.energy_of(grey))) == 7
+
+
+@pytest.mark.unit
 def test_focus_windows_overlap_and_cover_every_sampled_frame():
     indices = list(range(0, 40, 2))
     windows = vgi.focus_windows(indices, size=8, stride=4)
