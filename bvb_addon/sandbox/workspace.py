@@ -11,11 +11,13 @@ quota, a memory limit and a process cap (cgroups), with the ladder's uid, rlimit
 ``blender_run`` and ``blender`` on PATH start Blender in background mode: the configured binary, or
 the bpy module behind ``blender_launcher_bl.py``.
 
-What the agent can see differ from the container (docs/sandbox.md, "The scene workspace"): processes
-a block leaves running end with the block (the container keeps them); the user is an unnamed uid, not
-root; a block past its timeout is killed with its whole tree (the release kills only the docker client).
+What the agent can see differs from the container (docs/sandbox.md, "The scene workspace"): processes
+a block leaves running end with the block (the container keeps them); the user is a dedicated uid named
+``agent``, not root; a block past its timeout is killed with its whole tree (the release kills only the
+docker client).
 """
 
+import collections
 import logging
 import os
 import secrets
@@ -105,7 +107,8 @@ class _Capture:
 
     def __init__(self, stream, keep: int = KEEP_BYTES):
         self.head = bytearray()
-        self.tail = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_bytes = 0
         self.dropped = 0
         self.keep = keep
         self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
@@ -119,20 +122,24 @@ class _Capture:
                     self.head += chunk[:room]
                     chunk = chunk[room:]
                 if chunk:
-                    self.tail += chunk
-                    if len(self.tail) > self.keep:
-                        cut = len(self.tail) - self.keep
-                        self.dropped += cut
-                        del self.tail[:cut]
+                    self.tail.append(chunk)
+                    self.tail_bytes += len(chunk)
+                    # Whole chunks leave the front: a flood costs no copying of what is kept.
+                    while self.tail_bytes - len(self.tail[0]) >= self.keep:
+                        self.tail_bytes -= len(self.tail[0])
+                        self.dropped += len(self.tail.popleft())
         except (OSError, ValueError):
             pass
         finally:
             stream.close()
 
     def data(self) -> bytes:
-        if not self.dropped:
-            return bytes(self.head + self.tail)
-        return bytes(self.head) + f"\n[... {self.dropped} bytes not kept ...]\n".encode() + bytes(self.tail)
+        tail = b"".join(self.tail)
+        extra = max(0, len(tail) - self.keep)  # the front chunk may reach back past the last KEEP_BYTES
+        if not self.dropped and not extra:
+            return bytes(self.head) + tail
+        dropped = self.dropped + extra
+        return bytes(self.head) + f"\n[... {dropped} bytes not kept ...]\n".encode() + tail[extra:]
 
 
 def _memfd(data: bytes) -> int:
