@@ -101,6 +101,12 @@ def _add_dv(sub: SubParsers) -> None:
         help="merge the run's dual_vqa.shard-<i>-of-<N>.jsonl into dual_vqa.jsonl and its summary (no judge calls)",
     )
     p.add_argument("--shard-count", type=int, metavar="N", help="with --merge-shards: the set of -of-N shards")
+    p.add_argument(
+        "--text-only",
+        action="store_true",
+        help="the chance floor: ask every question of --split with no frames (the release's text-only prompt); "
+        "answers go to _dual_vqa_shared/text_only_answers.jsonl",
+    )
     _add_judge_args(p)
     p.add_argument("--votes", type=int, default=1, help="ask N times, take the majority (ties are wrong)")
     p.add_argument("--workers", type=int, default=8, help="questions scored at once (in each scene task on Ray)")
@@ -360,6 +366,28 @@ def judge_options(args: argparse.Namespace) -> api.JudgeOptions:
     )
 
 
+def _text_only(args: argparse.Namespace) -> dict:
+    """``bvb score dv --text-only``: the release's chance floor, every question asked with no frames."""
+    from bvb_addon.dataset import read_split
+
+    from .dv import score_text_only, shared_dir
+
+    if not args.split:
+        raise ArgumentError("bvb score dv --text-only needs --split (the questions to ask)")
+    judge = api.make_judge(judge_options(args), args.run)
+    try:
+        result = score_text_only(read_split(args.split), judge, args.shared or shared_dir(args.run), args.workers)
+    finally:
+        api._close(judge)
+    accuracy = "n/a" if result["accuracy"] is None else f"{100 * result['accuracy']:.2f}%"
+    print(
+        f"text-only (chance floor): {result['correct']} of {result['questions']} correct, {accuracy}; "
+        f"judge {result['judge_model']} ({result['protocol']}); {result['new_judge_calls']} new calls; "
+        f"answers in {result['path']}"
+    )
+    return result
+
+
 def _scenes(args: argparse.Namespace) -> tuple[str, ...] | None:
     return tuple(args.scenes) if args.scenes else None
 
@@ -372,6 +400,8 @@ def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
         merged = merge_shards(args.run, args.shard_count)
         print(shard_summary_line(merged))
         return merged
+    if args.text_only:
+        return _text_only(args)
     missing = [flag for flag in ("split", "videos") if not getattr(args, flag)]
     if missing:
         raise ArgumentError(f"bvb score dv needs --{' and --'.join(missing)} (or --merge-shards to merge shards)")

@@ -26,7 +26,7 @@ from bvb_addon.records import DVRow, DVSummary, read_dv_rows, write_dv_rows, wri
 from bvb_addon.run_dir import RunDir, require_run
 
 from . import protocol as rules
-from .cache import clip_fingerprint
+from .cache import clip_fingerprint, frames_hash
 from .files import agent_meta, append_jsonl, file_lock, write_jsonl_atomic
 from .identity import file_sha256
 from .judge import Judge, VLMJudge
@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 # Rows with these statuses are redone on --resume: the judge, not the reconstruction, failed.
 RETRY_STATUSES = rules.JUDGE_FAULTS
+TEXT_ONLY_ANSWERS = "text_only_answers.jsonl"
+"""The release's text-only bank, beside original_answers.jsonl in _dual_vqa_shared."""
 
 
 def shared_dir(run_dir: str | Path) -> Path:
@@ -124,9 +126,11 @@ class _Shared:
     row another process stored first is taken, not written twice.
     """
 
-    def __init__(self, path, judge):
+    def __init__(self, path, judge, view="original"):
         self.path = Path(path)
         self.judge = judge
+        # original: answers on the source clips; text_only: answers with no frames (--text-only's bank).
+        self.view = view
         self._lock = threading.Lock()
         self._rows = {}  # (model, protocol, qa_id) -> [bank_row_view, ...]
         self._seen = (None, 0)  # (inode, bytes read) of the file
@@ -182,12 +186,20 @@ class _Shared:
             log.warning("%s: %d line(s) this harness does not read as source answers; kept as they are", self.path, foreign)
         self._seen = (inode, self._seen[1] + end)
 
+    def _sha(self, question):
+        if self.view == "text_only":
+            return text_only_sha(question, self.judge.protocol)
+        return question_sha(question, self.judge.protocol, _prompt_kind(self.judge))
+
+    def _frames(self):
+        return None if self.view == "text_only" else _n_frames(self.judge)
+
     def _match(self, question, votes, fingerprint):
-        sha = question_sha(question, self.judge.protocol, _prompt_kind(self.judge))
-        frames = _n_frames(self.judge)
+        sha = self._sha(question)
+        frames = self._frames()
         best = None
         for row in self._rows.get((self.judge.model, self.judge.protocol, question.id), []):
-            if row["view"] != "original" or len(row["answers"]) < votes:
+            if row["view"] != self.view or len(row["answers"]) < votes:
                 continue
             # The release's rows carry no hash or fingerprint: its bank is keyed by qa_id alone.
             if row["question_sha"] not in (None, sha) or row["source_fingerprint"] not in (None, fingerprint):
@@ -208,7 +220,9 @@ class _Shared:
         ids = {question.id for question in questions}
         with self._lock:
             rows = {key: list(value) for key, value in self._rows.items() if key[2] in ids}
-        copy.__setstate__({"path": self.path, "judge": judge, "_rows": rows, "_seen": (None, 0), "deferred": []})
+        copy.__setstate__(
+            {"path": self.path, "judge": judge, "view": self.view, "_rows": rows, "_seen": (None, 0), "deferred": []}
+        )
         return copy
 
     def store(self, entries):
@@ -252,18 +266,18 @@ class _Shared:
             "qa_id": question.id,
             "scene_name": question.scene_name,
             "question_type": question.question_type,
-            "view": "original",
+            "view": self.view,
             "answer": texts[0],
             "correct": correct,
             "model": self.judge.model,
-            "n_frames": _n_frames(self.judge),
+            "n_frames": self._frames(),
             "protocol": self.judge.protocol,
             # ... and ours beside them.
             "quirk": quirk,
             "answers": texts,
             "costs_usd": [a.cost_usd for a in answers],
             "dataset": question.dataset,
-            "question_sha": question_sha(question, self.judge.protocol, _prompt_kind(self.judge)),
+            "question_sha": self._sha(question),
             "source_fingerprint": fingerprint,
             "frames_hash": digest,
             "format": BANK_FORMAT,
@@ -274,6 +288,63 @@ class _Shared:
                 self.deferred.append((question, fingerprint, row))
                 return self._match(question, len(texts), fingerprint)
         return self.store([(question, fingerprint, row)])[0]
+
+
+def text_only_sha(question: Question, protocol: str) -> str:
+    """The hash of what --text-only asked: the release's text-only instruction, options, truth and protocol."""
+    from .protocols.dual_vqa_v1 import instruction
+
+    text = "\n".join(
+        [instruction(question.question, frames=False), *(question.options or []), str(question.ground_truth), protocol]
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+TEXT_ONLY_PROTOCOLS = ("dual_vqa_v1", "dual_vqa_strict")
+
+
+def score_text_only(
+    questions: Iterable[Question], judge: "Judge", shared: str | Path, workers: int = 8
+) -> dict:
+    """--text-only (the chance floor): every question asked with no frames, answers kept in the shared bank
+    ``text_only_answers.jsonl`` (the release's file and row format, view text_only); returns the accuracy."""
+    if not isinstance(judge, VLMJudge) or judge.protocol not in TEXT_ONLY_PROTOCOLS:
+        raise ArgumentError("--text-only asks a VLM judge under dual_vqa_v1 (or dual_vqa_strict); drop --judge geometry")
+    questions = list(questions)
+    bank = _Shared(Path(shared) / TEXT_ONLY_ANSWERS, judge, view="text_only")
+    empty = frames_hash([])
+    pending = [q for q in questions if bank.get(q, 1, None) is None]
+
+    def ask(question):
+        return bank.put(question, empty, [judge.ask_text(question)], None)
+
+    bar = progress_bar(total=len(questions), initial=len(questions) - len(pending), desc="text-only", unit="q", leave=False)
+    try:
+        for _question, _row, error in backend.map_unordered(ask, pending, workers=workers):
+            if error is not None:
+                raise error
+            bar.update(1)
+    finally:
+        bar.close()
+    by_type: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for question in questions:
+        answer = bank.get(question, 1, None)["answers"][0]
+        correct, _ = _verdict(judge.protocol, question, [answer])
+        by_type[question.question_type][0] += int(correct)
+        by_type[question.question_type][1] += 1
+    right = sum(c for c, _ in by_type.values())
+    return {
+        "path": str(bank.path),
+        "questions": len(questions),
+        "correct": right,
+        "accuracy": right / len(questions) if questions else None,
+        "by_question_type": {t: {"n": n, "correct": c, "accuracy": c / n} for t, (c, n) in sorted(by_type.items())},
+        "protocol": judge.protocol,
+        "judge_model": judge.model,
+        "new_judge_calls": judge.calls,
+        "new_judge_cost_usd": judge.cost_usd,
+        "by_status": {"ok": len(questions)},
+    }
 
 
 def _n_frames(judge):

@@ -238,6 +238,18 @@ class VLMJudge:
         with _STRIPES[int(key[:8], 16) % len(_STRIPES)]:
             return self._cached(self.cache, media, prompt, key, vote_index)
 
+    def ask_text(self, question: Question, vote_index: int = 0) -> Answer:
+        """One vote with no frames: the release's --text-only message (dual_vqa_v1's text-only instruction)."""
+        from .protocols.dual_vqa_v1 import instruction
+
+        prompt = instruction(question.question, frames=False)
+        media = Media(frames=[], digest=frames_hash([]))
+        key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
+        if self.cache is None:
+            return self._fresh(media, prompt, key, vote_index)
+        with _STRIPES[int(key[:8], 16) % len(_STRIPES)]:
+            return self._cached(self.cache, media, prompt, key, vote_index)
+
     def _cached(self, cache: AnswerStore, media: Media, prompt: str, key: str, vote_index: int) -> Answer:
         # Another process scoring the same split may be making this very call: claim() waits for its
         # answer. (The Ray cache proxy has no claims: a Ray run has one driver and one cache actor.)

@@ -859,3 +859,38 @@ def test_shards_merge_with_the_release_s_checks(assets, tmp_path, capsys):
     before = (run / "dual_vqa.jsonl").read_bytes()
     assert main(merge) == 2 and "holds 1 question(s) no shard has (first q7)" in capsys.readouterr().err
     assert (run / "dual_vqa.jsonl").read_bytes() == before
+
+
+def test_text_only_asks_with_no_frames_into_the_release_s_bank_and_keeps_it(assets, tmp_path, capsys):
+    root, _ = assets
+    run = _make_run(assets, tmp_path / "results")
+    bank = tmp_path / "results" / "_dual_vqa_shared" / "text_only_answers.jsonl"
+    bank.parent.mkdir(parents=True)
+    # A row the release left for q1 (its text-only answer "2": wrong), kept and used.
+    theirs = {"qa_id": "q1", "scene_name": "s1", "question_type": "object_counting", "view": "text_only",
+              "answer": "2", "correct": False, "model": "gpt-4o", "n_frames": None, "protocol": "dual_vqa_v1",
+              "usage": {"prompt_tokens": 80}}  # fmt: skip
+    bank.write_text(json.dumps(theirs, ensure_ascii=False) + "\n")
+    argv = ["dv", "--run", str(run), "--split", str(root / "split.jsonl"), "--text-only", "--judge-model", "gpt-4o"]
+    with ScriptedOpenAI(default="B") as server:
+        assert main([*argv, "--judge-base-url", server.base_url, "--retry-base-delay", "0.01"]) == 0
+        bodies = list(server.requests)
+    assert len(bodies) == 6  # q1 came from the bank
+    body = next(b for b in bodies if b["messages"][0]["content"][0]["text"].endswith("Question: Which is closest to the bed?"))
+    assert list(body) == ["model", "messages", "max_completion_tokens"] and body["max_completion_tokens"] == 32
+    assert body["messages"][0]["content"] == [
+        {
+            "type": "text",
+            "text": "You are answering a spatial video question about an egocentric indoor scene, but you are NOT "
+            "given any video frames. Answer from the question text alone (and any options it contains). Reply with "
+            "the shortest possible answer (a number, a short phrase, or a single letter A/B/C/D). No explanation."
+            "\n\nQuestion: Which is closest to the bed?",
+        }
+    ]
+    lines = bank.read_text().splitlines()
+    assert json.loads(lines[0]) == theirs and len(lines) == 7
+    row = json.loads(lines[1])
+    assert (row["view"], row["n_frames"], row["answer"]) == ("text_only", None, "B")
+    # "B" is right for q2 (B) only; q5's truth is A; numbers read no number in "B".
+    out = capsys.readouterr().out
+    assert "text-only (chance floor): 1 of 7 correct, 14.29%" in out
