@@ -545,9 +545,9 @@ class Runner:
         if meta_path.is_file():
             try:
                 meta = read_agent_meta(meta_path).as_dict()
-            except (OSError, ValueError):
             except NewerFormatError:
                 raise  # a newer harness's record: refused, not continued over
+            except (OSError, ValueError):
                 meta = None  # half-written by a kill: the scene is continued from its trajectory
         if self.run_dir.has_submission(scene):
             return meta or {"status": "submitted"}
