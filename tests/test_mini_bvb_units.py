@@ -78,6 +78,10 @@ def test_run_names_reasoning_labels_shards_and_scene_order_are_bvbs():
     assert select(scenes, shard=parse_shard("2/2")) == [scenes[3], scenes[0]]
     assert select(scenes, names=["scene2", "a0"]) == [scenes[0], scenes[3]]
     assert config_name(parse_shard("3/4")) == "config.shard-3-of-4.json" and config_name(None) == "config.json"
+    # A run's protocol: ours names it, BVB's own config.json says mini-BVB-harness, an older run is native.
+    assert protocol.protocol_of({"harness": "mini-BVB-harness", "model": "gpt-5.5"}) == "mini-bvb"
+    assert protocol.protocol_of({"harness_protocol": "mini-bvb"}) == "mini-bvb"
+    assert protocol.protocol_of({"agent": "model"}) == "native"
     for bad in ("0/4", "5/4", "a/b"):
         with pytest.raises(ArgumentError, match="--shard"):
             parse_shard(bad)

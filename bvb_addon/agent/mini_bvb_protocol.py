@@ -35,6 +35,15 @@ def text(name: str) -> str:
     return (PROMPTS_DIR / f"{name}.txt").read_bytes().decode("utf-8")
 
 
+def protocol_of(config: dict) -> str:
+    """A run's harness protocol from its config.json: ours names it; BVB's own run says mini-BVB-harness; a run
+    that names none is native (every run made before mini-bvb)."""
+    named = config.get("harness_protocol")
+    if named:
+        return str(named)
+    return HARNESS if config.get("harness") == RELEASE_HARNESS else "native"
+
+
 def system_prompt() -> str:
     return text("system")
 

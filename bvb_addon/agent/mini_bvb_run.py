@@ -21,6 +21,9 @@ from .mini_bvb import MiniBVBLoop, MiniBVBSettings, SceneInput
 
 log = logging.getLogger(__name__)
 
+PROVIDER_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY")
+"""The key variables LiteLLM reads for the providers BVB's runs used (a Ray task gets those that are set)."""
+
 DEFAULT_BASE_URLS = ("https://api.openai.com/v1", "https://api.openai.com/v1/")
 """An endpoint equal to one of these is LiteLLM's own routing by the model's name (no --base-url)."""
 

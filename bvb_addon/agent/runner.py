@@ -21,6 +21,7 @@ from .config import AgentConfig
 from .driver import drive_scene, task_for_clip, unstarted
 from .environment import Environment
 from .mini_bvb import MiniBVBSettings
+from .mini_bvb_protocol import protocol_of
 from .model import ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
 from .task import SceneTask
@@ -261,7 +262,7 @@ class Runner:
             raise RunError(
                 f"--output {o.output} already holds a run; pass --resume to continue it or pick a new folder"
             )
-        if previous and (previous.get("agent"), previous.get("model")) != (c.agent, c.model):
+        if previous and (previous.get("agent") or "model", previous.get("model")) != (c.agent, c.model):
             raise RunError(
                 f"--output {o.output} was run with agent {previous.get('agent')} model {previous.get('model')}; "
                 "resume it with the same --agent/--model or pick a new folder"
@@ -280,9 +281,9 @@ class Runner:
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
         )
-        if previous and previous.get("harness_protocol", "native") != o.harness:
+        if previous and protocol_of(previous) != o.harness:
             raise RunError(
-                f"--output {o.output} was run with --harness {previous.get('harness_protocol', 'native')}; "
+                f"--output {o.output} was run with --harness {protocol_of(previous)}; "
                 "resume it with the same --harness or pick a new folder"
             )
         if self.mini:
@@ -561,8 +562,13 @@ class Runner:
         import os
 
         payloads = [(self.options, self.config, dataset_name, scene) for dataset_name, scene in todo]
-        key_env = self.config.api_key_env
-        env_vars = {key_env: os.environ[key_env]} if self.config.agent == "model" and os.environ.get(key_env) else None
+        names = [self.config.api_key_env]
+        if self.mini:
+            from .mini_bvb_run import PROVIDER_KEY_ENVS
+
+            names += PROVIDER_KEY_ENVS  # LiteLLM reads the key of the model's provider by its own name
+        keys = {name: os.environ[name] for name in names if self.config.agent == "model" and os.environ.get(name)}
+        env_vars = keys or None
         results = backend.map_unordered(
             ray_scene,
             payloads,
