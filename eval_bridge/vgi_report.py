@@ -36,6 +36,7 @@ th:first-child, td:first-child { text-align: left; }
 .frame { font-size: 11px; color: #555; border: 3px solid transparent; }
 .frame.flagged { border-color: #d22; } .frame.overview { outline: 1px dashed #27c; }
 .frame img { display: block; height: 120px; }
+#rules td:nth-child(2) { text-align: left; }
 """)
 
 PAGE = """<!doctype html>
