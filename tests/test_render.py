@@ -3,6 +3,7 @@
 import json
 import math
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -374,3 +375,25 @@ def test_a_newer_render_row_is_refused_before_anything_is_written(run_dir, rende
     assert err[-1].endswith(f"render row {status} line 2 is format 2, newer than this harness's 1; "
                             "update the harness (nothing was written)")  # fmt: skip
     assert status.read_bytes() == before and not (run / "camera_renders").exists()
+
+
+def test_resume_takes_a_released_runs_render_as_done(run_dir, rendered, tmp_path):
+    """BVB's harness leaves camera_renders/<scene>.mp4 and no render_status.jsonl: --resume skips the scene,
+    as the release's --resume does, and a different preset or frame count re-renders one of ours."""
+    run = tmp_path / "run"
+    (run / "blends").mkdir(parents=True)
+    (run / "camera_renders").mkdir()
+    (run / "blends" / "good.blend").write_bytes((run_dir / "blends" / "good.blend").read_bytes())
+    (run / "camera_renders" / "good.mp4").write_bytes((run_dir / "camera_renders" / "good.mp4").read_bytes())
+    options = RenderOptions(run=run, num_frames=FRAMES, preset="fast", resolution=SIZE, resume=True, progress=False)
+    assert RenderStage(options).run() == {"rendered": {}, "skipped": 1}
+    assert not (run / "render_status.jsonl").exists()
+
+    def complete(**changes):
+        stage = RenderStage(replace(options, run=run_dir, **changes))
+        try:
+            return stage._complete("good")
+        finally:
+            stage.close()
+
+    assert complete() and not complete(num_frames=FRAMES + 1) and not complete(preset="cycles")
