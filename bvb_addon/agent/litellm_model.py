@@ -113,7 +113,10 @@ class LiteLLMModel:
         self.num_retries = num_retries
 
     def check_price(self) -> dict[str, Any]:
-        """The price record for config.json; PriceUnknown (exit 2) for a model without one."""
+        """The price record for config.json; PriceUnknown (exit 2) for a model without one.
+
+        Imports LiteLLM (seconds): before the first scene, so that no scene's time counts it."""
+        _litellm()
         if self.price_in is not None and self.price_out is not None:
             return {"source": "given", "input_per_million": self.price_in, "output_per_million": self.price_out}
         prices = self._table_prices()
