@@ -70,6 +70,7 @@ KEEP_BYTES = 4 << 20
 # /etc files a block may read when --allow-network is given (name resolution, TLS roots).
 NETWORK_ETC = ("/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
 SHM_BYTES = 64 << 20  # Docker's default /dev/shm
+STATE_PREFIX = "bvb-scene-"
 
 
 @dataclass
@@ -142,6 +143,17 @@ class _Capture:
         return bytes(self.head) + f"\n[... {dropped} bytes not kept ...]\n".encode() + tail[extra:]
 
 
+def sweep_stale_state() -> None:
+    """Remove the state folders (private /tmp, $HOME) of workspaces whose harness process is gone."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
+        try:
+            owner = int(folder.name[len(STATE_PREFIX) :].split("-")[0])
+        except ValueError:
+            continue
+        if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _memfd(data: bytes) -> int:
     """An anonymous file holding data, at offset 0, for a child to read (inherited through pass_fds)."""
     fd = os.memfd_create("bvb-block", 0)
@@ -202,8 +214,10 @@ class SceneWorkspace:
                 f"{probed.line()}; a Mini-BVB scene workspace needs bubblewrap to show its folders at {INSIDE} "
                 "(apt-get install bubblewrap; a failure is named above)"
             )
-        # The scene's own /tmp, $HOME, launchers and /etc files, outside the workspace; removed by close().
-        self._state = Path(tempfile.mkdtemp(prefix="bvb-scene-"))
+        # The scene's own /tmp, $HOME, launchers and /etc files, outside the workspace; removed by close(),
+        # or by a later workspace when this process died without closing it.
+        sweep_stale_state()
+        self._state = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
         self._running: tuple[subprocess.Popen, list[Cgroup]] | None = None
         self._lease: UidLease | None = None
         self._closed = False
