@@ -422,7 +422,7 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
     from .vgi import VLMProcessJudge, check_out, half_instances, read_tasks, score
 
     tasks = read_tasks(options.tasks)
-    subset: dict[str, Any] = {"half": False, "tasks": str(options.tasks)}
+    subset: dict[str, Any] = {"half": False, "tasks": str(Path(options.tasks).resolve())}  # the report reads it
     if options.half:
         subset.update(half=True, half_seed=options.half_seed, of=len(tasks))
         tasks = half_instances(tasks, options.half_seed)

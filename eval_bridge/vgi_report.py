@@ -13,9 +13,10 @@ import logging
 from pathlib import Path
 
 from bvb_addon import video
-from bvb_addon.atomic import write_bytes_atomic, write_text_atomic
+from bvb_addon.atomic import copy_atomic, write_bytes_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.records import read_vgi_rows
+from bvb_addon.vgi.suite import start_image
 
 from .html_page import Markup, csp, fragment, join, page_url, render, safe_name
 from .vgi import ROWS, read_tasks
@@ -163,8 +164,23 @@ def _thumbnails(row: dict, dest: Path) -> dict[int, str]:
     return names
 
 
-def _instance_page(row: dict, task: dict | None, generator: str, dest: Path) -> str:
+def _start_image(task: dict | None, tasks_file: str | None, dest: Path) -> str | None:
+    """The instance's start image copied beside the frames (its file name), or None when there is none."""
+    if not task or not tasks_file:
+        return None
+    source = start_image(tasks_file, task)
+    if source.suffix.lower() not in (".png", ".jpg", ".jpeg", ".webp") or not source.is_file():
+        return None
+    name = f"{safe_name(task['id'])}_start{source.suffix.lower()}"
+    if not (dest / name).is_file() or (dest / name).stat().st_mtime < source.stat().st_mtime:
+        dest.mkdir(parents=True, exist_ok=True)
+        copy_atomic(source, dest / name)
+    return name
+
+
+def _instance_page(row: dict, task: dict | None, generator: str, dest: Path, tasks_file: str | None = None) -> str:
     thumbs = _thumbnails(row, dest / "frames")
+    start = _start_image(task, tasks_file, dest / "frames")
     rules = (task or {}).get("rubric") or [{"id": rule_id, "rule": ""} for rule_id in row["violations"]]
     flagged_by_frame: dict[int, list[str]] = {}
     for window in row.get("windows") or []:
@@ -201,7 +217,7 @@ def _instance_page(row: dict, task: dict | None, generator: str, dest: Path) -> 
     status_class = "status-ok" if row["status"] == "ok" else "status-bad"
     body = fragment(
         "<p><a href='../index.html'>← VGI report</a></p><h1>{} · {}</h1>"
-        "<p>{} · {} · level {} · skills {}</p><p>{}</p>"
+        "<p>{} · {} · level {} · skills {}</p><p>{}</p>{}"
         "<p>status <span class='{}' id='status'>{}</span> {}</p>"
         "<p id='verdict'>completeness <b>{}</b> ({}) × rubric score {} = score <b>{}</b>{}</p>"
         "<h2>Verdict per rule</h2><table id='rules'><tr><th>rule</th><th>text</th><th>violation events</th>"
@@ -210,7 +226,11 @@ def _instance_page(row: dict, task: dict | None, generator: str, dest: Path) -> 
         "completeness.</p><div class='frames' id='frames'>{}</div>"
         "<h2>Focus windows with violations</h2><ul id='windows'>{}</ul>",
         generator, row["id"], row["family"], row["domain"], row["level"], ", ".join(row["skills"]),
-        (task or {}).get("constraint", ""), status_class, row["status"], row.get("reason", ""),
+        (task or {}).get("constraint", ""),
+        fragment("<p><img id='start-image' src='{}' alt='start image' height='160'></p>", page_url("frames", start))
+        if start
+        else "",
+        status_class, row["status"], row.get("reason", ""),
         row.get("completeness_label") or "-", _fmt(row["completeness"], 2), _fmt(row["rubric_score"], 3),
         _fmt(row["score"], 3), " (success)" if row["success"] else "", rule_rows, len(row.get("frames") or []),
         frames, windows or fragment("<li>none</li>"),
@@ -220,14 +240,14 @@ def _instance_page(row: dict, task: dict | None, generator: str, dest: Path) -> 
     )
 
 
-def _generator_section(entry: dict, out_dir: Path, tasks: dict[str, dict]) -> Markup:
+def _generator_section(entry: dict, out_dir: Path, tasks: dict[str, dict], tasks_file: str | None) -> Markup:
     name = entry["generator"]
     folder = out_dir / safe_name(name)
     rows = read_vgi_rows(Path(entry["folder"]) / ROWS)
     lines = []
     for row in rows:
         page = f"{safe_name(row['id'])}.html"
-        text = _instance_page(row, tasks.get(row["id"]), name, folder)
+        text = _instance_page(row, tasks.get(row["id"]), name, folder, tasks_file)
         folder.mkdir(parents=True, exist_ok=True)
         write_text_atomic(folder / page, text)
         total = sum(row["violations"].values())
@@ -259,12 +279,13 @@ def write_pages(outputs: list[Path], report_dir: str | Path) -> Path | None:
     parts = []
     for output in outputs:
         board = build(output)
-        tasks = _tasks_of(board["generators"][0]["settings"]) if board["generators"] else {}
+        settings = board["generators"][0]["settings"] if board["generators"] else {}
+        tasks = _tasks_of(settings)
         parts.append(fragment(
             "<h2>{}</h2>{}{}{}{}{}{}{}", output, _leaderboard(board), _stability(board),
             _group_table(board, "by_domain", "By domain"), _group_table(board, "by_skill", "By skill tag"),
             _group_table(board, "by_level", "By level"), _settings(board),
-            join(_generator_section(entry, out_dir, tasks) for entry in board["generators"]),
+            join(_generator_section(entry, out_dir, tasks, settings.get("tasks")) for entry in board["generators"]),
         ))  # fmt: skip
     body = fragment(
         "<h1>VGI report</h1><p class='note'>Scores are the mean instance score × 100 over each generator's pool (judge "

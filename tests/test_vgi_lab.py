@@ -11,6 +11,7 @@ import av
 import numpy as np
 import pytest
 
+from bvb_addon import video
 from eval_bridge.cli import main
 from headless.scripted_openai import ScriptedOpenAI
 
@@ -96,6 +97,8 @@ def lab(tmp_path):
     clip(beta / "move_1.mp4", flash=9)
     whole = clip(tmp_path / "whole.mp4").read_bytes()
     (beta / "sort_1.mp4").write_bytes(whole[: len(whole) // 3])  # cut short: does not decode
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "move_2.png").write_bytes(video.encode_png(np.full((27, 48, 3), 90, np.uint8)))
     return tmp_path
 
 
@@ -159,6 +162,7 @@ def test_two_generators_a_faulting_judge_resume_asks_only_the_faults_then_board_
     frames = sorted((report / "vgi" / "alpha" / "frames").glob("move_2_*.jpg"))
     assert len(frames) == 8 and all(f.read_bytes()[:2] == b"\xff\xd8" for f in frames)
     assert "video_error" in (report / "vgi" / "gen_b" / "sort_1.html").read_text()
+    assert "id='start-image'" in page and (report / "vgi" / "alpha" / "frames" / "move_2_start.png").is_file()
 
 
 def _write_generator(out, name, verdicts):
