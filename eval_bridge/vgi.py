@@ -473,6 +473,12 @@ def score(
     vlm = judge.vlm if isinstance(judge, VLMProcessJudge) else None
     calls0, cost0 = (vlm.calls, vlm.cost_usd) if vlm else (0, 0.0)
     log.info("VGI %s: %d instances, %d kept from an earlier pass", generator, len(tasks), len(done))
+    ids = {task["id"] for task in tasks}
+    strays = sorted(path.name for path in videos_dir.glob("*.mp4") if path.stem not in ids)
+    if strays and not isinstance(judge, CheckerJudge) and not settings.get("half"):
+        # Often a misnamed file: its instance is then a missing row, so say which files went unread.
+        log.warning("VGI %s: %d videos name no instance of the tasks file: %s%s", generator, len(strays),
+                    ", ".join(strays[:5]), " ..." if len(strays) > 5 else "")  # fmt: skip
 
     def one(task):
         video_path = video_of(videos_dir, task["id"])

@@ -95,6 +95,7 @@ def lab(tmp_path):
     clip(alpha / "move_2.mp4", flash=15)
     clip(alpha / "sort_1.mp4")
     clip(beta / "move_1.mp4", flash=9)
+    clip(beta / "move-2.mp4")  # misnamed: move_2 stays missing, and the file is named in a warning
     whole = clip(tmp_path / "whole.mp4").read_bytes()
     (beta / "sort_1.mp4").write_bytes(whole[: len(whole) // 3])  # cut short: does not decode
     (tmp_path / "images").mkdir()
@@ -102,7 +103,7 @@ def lab(tmp_path):
     return tmp_path
 
 
-def test_two_generators_a_faulting_judge_resume_asks_only_the_faults_then_board_and_report(lab, capsys):
+def test_two_generators_a_faulting_judge_resume_asks_only_the_faults_then_board_and_report(lab, capsys, caplog):
     out = lab / "scores"
     judge = FaultyJudge()
     judge.failing = {"sort_1"}
@@ -128,6 +129,7 @@ def test_two_generators_a_faulting_judge_resume_asks_only_the_faults_then_board_
         )
         assert rows["move_1"]["violations"] == {"flash": 1} and rows["move_1"]["windows"]
         assert any("missing videos (scored 0): move_2" in line for line in printed)
+        assert "VGI gen_b: 1 videos name no instance of the tasks file: move-2.mp4" in caplog.text
         # The cache lives in the output folder; the videos folders hold only the generators' videos.
         assert (out / "vgi_judge_cache.sqlite").is_file()
         assert {p.name for p in (lab / "alpha").iterdir()} | {p.name for p in (lab / "beta").iterdir()} == before
