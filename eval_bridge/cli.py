@@ -642,7 +642,7 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> a
     """``bvb score vgi``: VGI scores of each generator's videos, and the leaderboard over them."""
     from bvb_addon.progress import bar as progress_bar
 
-    from .vgi import generator_folders
+    from .vgi import generator_folders, half_instances, read_tasks
     from .vgi_leaderboard import BOARD_CSV, format_table
 
     if args.bootstrap < 10:
@@ -675,11 +675,13 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> a
         workers=args.workers,
         resamples=args.bootstrap,
     )
+    tasks = read_tasks(options.tasks)
+    total = len(half_instances(tasks, args.half_seed) if args.half else tasks) * len(options.generators)
     bars: list = []  # made at the first video, so that bad input is the only line on stderr
 
     def advance(_row: dict) -> None:
         if not bars:
-            bars.append(progress_bar(desc="vgi", unit="video"))
+            bars.append(progress_bar(total=total, desc="vgi", unit="video"))
         bars[0].update()
 
     try:
