@@ -452,7 +452,7 @@ def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], Non
     {"generators": {name: analysis}, "scenes": instances in all, "faults": [instances with a judge fault]}.
     """
     from .vgi import VLMProcessJudge, check_out, read_tasks
-    from .vgi_steps import score_steps
+    from .vgi_steps import score_generator_steps
 
     tasks = read_tasks(options.tasks)
     check_out(options.out, [folder for _, folder in options.generators])
@@ -464,8 +464,9 @@ def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], Non
     results = {}
     try:
         for name, folder in options.generators:
-            results[name] = score_steps(tasks, folder, judge, Path(options.out) / name, name, options.workers,
-                                        options.step_range, progress)  # fmt: skip
+            results[name] = score_generator_steps(
+                tasks, folder, judge, Path(options.out) / name, name, options.workers, options.step_range, progress
+            )
     finally:
         _close(judge.vlm)
     return {

@@ -55,7 +55,7 @@ def verdict(completeness_label: str, violations: dict[str, int]) -> str:
     return json.dumps([completeness_label, sorted(violations.items())])
 
 
-def score_steps(
+def score_generator_steps(
     tasks: list[dict], folder: str | Path, judge: VLMProcessJudge, out_dir: str | Path, generator: str,
     workers: int = 4, step_range: tuple[int, int] | None = None,
     progress: Callable[[str, int], None] | None = None,
