@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard",
         metavar="i/N",
         help="run shard i of N, split by scene order: 1 <= i <= N under mini-bvb (BVB's, config.shard-i-of-N.json), "
-        "0 <= i < N under native",
+        "0 <= i < N under native (default: all scenes)",
     )
     run.add_argument(
         "--skip-scenes", nargs="+", default=[], metavar="ID", help="mini-bvb: leave these scenes out (before --shard)"
