@@ -320,3 +320,23 @@ def test_half_protocol_and_output_folder_rules_on_the_command_line(lab, capsys):
     assert "half (seed 3," in capsys.readouterr().out
     assert json.loads((lab / "half" / "vgi_leaderboard.json").read_text())["half_vs_full"] is None
     assert sorted(p.name for p in (lab / "alpha").iterdir()) == ["move_1.mp4", "move_2.mp4", "sort_1.mp4"]
+
+
+def test_a_killed_pass_resumes_from_its_partial_rows(lab):
+    judge = FaultyJudge()
+    with ScriptedOpenAI(responder=judge) as server:
+        argv = ["vgi", "--tasks", str(lab / "tasks.jsonl"), "--videos", str(lab / "alpha"), "--out", str(lab / "o"),
+                "--judge-base-url", server.base_url, "--judge-model", "scripted-vlm", "--frame-budget", "8",
+                "--cache", str(lab / "elsewhere.sqlite"), "--bootstrap", "50"]  # fmt: skip
+        assert main(argv) == 0
+        folder = lab / "o" / "alpha"
+        rows = (folder / "vgi.jsonl").read_text().splitlines()
+        # As a pass killed after its first video: that row in the partial file (and a torn line), no final files.
+        (folder / "vgi.partial.jsonl").write_text(rows[0] + "\n" + rows[1][:40])
+        (folder / "vgi.jsonl").unlink()
+        (lab / "elsewhere.sqlite").unlink()  # no cache to answer from: every call asked is a new one
+        asked = len(judge.asked)
+        assert main([*argv, "--resume"]) == 0
+        first = json.loads(rows[0])["id"]
+        assert first not in judge.asked[asked:] and len(judge.asked[asked:]) == 4  # two videos, two calls each
+    assert (folder / "vgi.jsonl").read_text().splitlines() == rows and not (folder / "vgi.partial.jsonl").exists()
