@@ -1,6 +1,7 @@
 """The bridge's dv and ls on a real local Ray instance (2 CPUs) against the same runs scored locally."""
 
-# The fixtures `assets` and `model_dir` are imported from the local tests, so runs are built alike.
+# The fixture `assets` is imported from the local tests, so runs are built alike; the encoder is transformers' own
+# V-JEPA 2 (a remote-code snapshot would have Ray's workers copy its code into the hub's modules cache).
 # ruff: noqa: F811
 
 import json
@@ -21,7 +22,8 @@ pytest.importorskip("torch")
 from eval_bridge.cli import main  # noqa: E402
 from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.test_bridge_dv import Judge, _make_run, _parts, _question_of, assets  # noqa: E402, F401 - assets is a fixture
-from tests.test_bridge_ls import NUM_FRAMES, _clip, model_dir  # noqa: E402, F401 - model_dir is a fixture
+from tests.test_bridge_ls import NUM_FRAMES, _clip  # noqa: E402
+from tests.vjepa_support import build_tiny_vjepa2  # noqa: E402
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent
@@ -220,6 +222,11 @@ def test_a_scene_task_lost_past_its_retries_exits_75_and_the_resume_finishes(
     assert summary["counts"]["by_status"] == {"ok": 5, "no_render": 2}
     assert summary["retention_rate"] == pytest.approx(0.6)
     assert len(_rows(run / "dual_vqa.jsonl")) == 7  # each question once
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return build_tiny_vjepa2(tmp_path_factory.mktemp("vjepa2_tiny"), NUM_FRAMES)
 
 
 @pytest.fixture(scope="module")

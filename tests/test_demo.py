@@ -78,7 +78,7 @@ def test_ls_and_overall_are_scored_when_an_encoder_is_given(demo, encoder):
     for agent in ("empty-room", "oracle"):
         run = demo / "runs" / agent
         summary = json.loads((run / "vision_sim_summary.json").read_text())
-        assert summary["counts"]["scored"] == len(SCENES)
+        assert summary["num_ok"] == len(SCENES)
         overall = json.loads((run / "overall.json").read_text())
         assert overall["overall"] is not None
 
