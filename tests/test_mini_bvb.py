@@ -252,3 +252,18 @@ def test_api_free_agents_speak_mini_bvb_and_resume_skips_scenes_with_a_blend(sui
     before = (out / "blends" / f"{SCENE}.blend").stat().st_mtime_ns
     assert run.main([*args, "--agent", "oracle", "--shard", "1/1", "--resume"]) == 0
     assert (out / "blends" / f"{SCENE}.blend").stat().st_mtime_ns == before
+
+
+def test_the_runs_budget_is_checked_as_the_cost_limit_and_leaves_later_scenes_unstarted(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    two = make_suite(tmp_path / "suite", scenes=("synth_a", "synth_b"))
+    replies = ["```frames\ncount=1\n```", "```bash\necho hi\n```", "DONE"]
+    out = tmp_path / "run"
+    with ScriptedOpenAI(default="```bash\necho again\n```", replies=replies) as server:
+        code = bvb_run(server, two, out, "--budget", "0.15")
+    # $0.10 a call: the second call starts at $0.10 spent, the third finds $0.20 >= $0.15 and none starts.
+    assert code == 0 and server.calls == 2
+    meta = json.loads((out / "agent_meta" / "synth_a.json").read_text())
+    assert (meta["stop_reason"], meta["turns"], meta["cost_usd"], meta["status"]) == ("budget", 2, 0.2, "failed")
+    assert not (out / "agent_meta" / "synth_b.json").exists()
+    assert "budget reached, 1 scene(s) not started" in capsys.readouterr().out

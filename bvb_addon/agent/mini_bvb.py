@@ -32,7 +32,7 @@ from ..run_dir import RunDir
 from ..trajectory import TrajectoryWriter
 from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
-from .ledger import Ledger, usd
+from .ledger import CostLimit, Ledger, usd
 from .litellm_model import CallInfo, image_part, text_part
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 RESULT = "/workspace/output/result.blend"
 """The submission, inside the workspace."""
 MAX_BLEND_BYTES = 2 << 30
+BUDGET_PROBE_USD = 1e-9
+"""What a call reserves against the run's --budget: none of its cost is known before, and a budget that is
+spent (spent + this > budget) is marked reached, so that no further scene starts."""
 """A result.blend larger than this is not copied out (the workspace is untrusted)."""
 
 
@@ -221,13 +224,11 @@ class MiniBVBLoop:
         return self._finish(start)
 
     def _call(self, system: str, messages: list[dict[str, Any]]) -> str:
-        """One model call under the ledger (its worst case unknown: no max_tokens; the run's budget is
-        checked as the scene's limit is, spent >= limit before the call)."""
-        if self.budget is not None and (self.budget.reached or self.budget.spent >= self.budget.limit):
-            raise BudgetStop(self.budget.reached or f"the run's budget of ${self.budget.limit:.2f} is spent")
+        """One model call under the ledger. Its worst case is unknown (no max_tokens), so the run's budget is
+        checked as the scene's limit is: a call starts while spent < budget (the smallest reservation)."""
         try:
-            entry = self.ledger.reserve(0.0, 0, self.turns)
-        except Exception as exc:  # BudgetReached
+            entry = self.ledger.reserve(BUDGET_PROBE_USD, 0, self.turns)
+        except CostLimit as exc:  # BudgetReached: no call starts anywhere in the run any more
             raise BudgetStop(str(exc)) from None
         started = time.monotonic()
         try:
