@@ -174,8 +174,8 @@ def run_progress(run_dir: str | Path, now: float | None = None) -> dict[str, Any
     failed = sorted(s for s, (m, _) in metas.items() if m.get("status") not in FINISHED_OK and s not in busy)
     planned = session.get("scenes") or config.get("num_tasks")
     total = max(planned if isinstance(planned, int) else 0, len(set(metas) | busy))
-    limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
-    per_scene = limits.get("cost_limit", config.get("cost_limit"))
+    limits = config.get("limits")
+    per_scene = (limits if isinstance(limits, dict) else {}).get("cost_limit", config.get("cost_limit"))
     per_scene = per_scene if isinstance(per_scene, int | float) and not isinstance(per_scene, bool) else None
     started = _parse_time(session.get("started"))
     finished_now = [s for s, (_, mtime) in metas.items() if started is None or mtime >= started]

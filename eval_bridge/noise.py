@@ -78,12 +78,12 @@ def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
     ls: dict[str, float] = {}
     # Rows name their scene as ours do (scene) or as the release's do (scene_name, LS's id): released.row_scene.
     for row in pooled(read_dv_rows(rd.dv_rows)):
-        scene = row_scene(row)
+        scene = row_scene(row) or ""
         kept, seen = dv.get(scene, (0, 0))
         source = row.get("source_correct", row.get("original_correct"))
         dv[scene] = (kept + bool(row.get("retained")), seen + bool(source))
     for row in read_ls_rows(rd.ls_rows):
-        ls[row_scene(row)] = float(row.get("vision_sim") or 0.0) if row.get("status", "ok") == "ok" else 0.0
+        ls[row_scene(row) or ""] = float(row.get("vision_sim") or 0.0) if row.get("status", "ok") == "ok" else 0.0
     return dv, ls
 
 

@@ -218,7 +218,7 @@ def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = n
     for column in QUESTION_COLUMNS:
         # The three object_rel_direction levels are pooled into one column, like BVB's table.
         counts = [released.type_counts(v) for k, v in by_type.items() if k == column or k.startswith(column + "_")]
-        row[column] = _percent(retention(sum(c[1] for c in counts), sum(c[0] for c in counts)))
+        row[column] = _percent(retention(int(sum(c[1] for c in counts)), int(sum(c[0] for c in counts))))
     # Our first format counted in ``counts``; the release's names are num_scenes and num_error.
     ls_data, dv_data = ls.as_dict(), dv.as_dict()
     ls_counts, dv_counts = ls_data.get("counts") or {}, dv_data.get("counts") or {}

@@ -85,8 +85,11 @@ def run_config(run_dir: str | Path) -> dict[str, Any]:
     naming two of the files); ``num_tasks`` is their sum and ``shards`` lists the files.
     """
     files = config_files(run_dir)
-    configs = [(path, read_object_or_none(path)) for path in files]
-    configs = [(path, data) for path, data in configs if isinstance(data, dict)]
+    configs: list[tuple[Path, dict[str, Any]]] = []
+    for path in files:
+        data = read_object_or_none(path)
+        if data is not None:
+            configs.append((path, data))
     if not configs:
         return {}
     if len(files) == 1 and files[0].name == RunDir(run_dir).config.name:

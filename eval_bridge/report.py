@@ -203,19 +203,19 @@ def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunV
         rows.setdefault(scene, SceneRow(scene=scene, status="running"))
     datasets = []
     for row in _rows(run_dir, rd.dv_rows):
-        scene = released.row_scene(row)  # ours: scene; the release's: scene_name
-        if not scene:
+        asked = released.row_scene(row)  # ours: scene; the release's: scene_name
+        if not asked:
             continue
-        entry = rows.setdefault(scene, SceneRow(scene=scene))
+        entry = rows.setdefault(asked, SceneRow(scene=asked))
         if isinstance(row.get("dataset"), str) and row["dataset"] not in datasets:
             datasets.append(row["dataset"])
         if row.get("source_correct", row.get("original_correct")):
             entry.dv_correct_source += 1
             entry.dv_retained += 1 if row.get("retained") else 0
     for row in _rows(run_dir, rd.ls_rows):
-        scene = released.row_scene(row)  # the release's LS rows name it id
-        if scene:
-            rows.setdefault(scene, SceneRow(scene=scene)).vision_sim = row.get("vision_sim")
+        scored = released.row_scene(row)  # the release's LS rows name it id
+        if scored:
+            rows.setdefault(scored, SceneRow(scene=scored)).vision_sim = row.get("vision_sim")
     for row in _rows(run_dir, rd.render_status):
         scene = row.get("scene")
         if scene:
@@ -523,13 +523,13 @@ def _trial_views(runs):
     return rows
 
 
-def _by_group(views):
+def _by_group(views: list[RunView]) -> list[tuple[int | None, RunView]]:
     """Views in rank order within their group (groups in order of first appearance), each with its rank or None:
     ranks restart per group; a view that differs from its group's first run follows its group, unranked."""
     groups: dict[str, list] = {}
     for view in views:
         groups.setdefault(view.group, []).append(view)
-    ordered = []
+    ordered: list[tuple[int | None, RunView]] = []
     for members in groups.values():
         members = sorted(members, key=lambda v: (-(v.overall or 0.0), -(v.dv or 0.0)))
         ranked = [v for v in members if not v.differs]
