@@ -847,7 +847,8 @@ def build_report(
     out_dir = Path(out_dir)
     # Read first: a manifest that is torn or of a newer format is refused before anything is written.
     manifest = memo.manifest_of(out_dir) if memo is not None else Manifest(out_dir)
-    from .vgi_report import link as vgi_link, split_outputs, write_pages
+    from .vgi_report import link as vgi_link
+    from .vgi_report import split_outputs, write_pages
 
     run_dirs, vgi_outputs = split_outputs(list(run_dirs))
     vgi_index = write_pages(vgi_outputs, out_dir)
