@@ -207,7 +207,8 @@ def render_release(workspace, req):
             scene.frame_set(frame)
             name = f"{prefix}{index:04d}"
             render.filepath = os.path.join(workspace, name)  # use_file_extension adds .png
-            result = bpy.ops.render.render(write_still=True)
+            # The operator returns its state set ({"FINISHED"}); the stubs type it as None.
+            result: Any = bpy.ops.render.render(write_still=True)
             if "FINISHED" not in result:
                 return {"status": "error", "reason": f"BVB_RENDER_ERROR render_failed frame={frame} result={result}"}
             names.append(name + ".png")
