@@ -285,6 +285,11 @@ def _add_view(sub: SubParsers) -> None:
     p.add_argument("--out", help="folder for the built pages (default: a temporary folder)")
     p.add_argument("--videos", help="source videos root (default: each run's config.json)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between checks for new files")
+    p.add_argument(
+        "--reference",
+        action="append",
+        help="published results CSV (repeatable), as for bvb report: a run beside its published row",
+    )
     p.set_defaults(func=cmd_view)
 
 
@@ -562,7 +567,9 @@ def cmd_view(args: argparse.Namespace, progress: api.Progress | None = None) -> 
 
     from .live import ViewServer
 
-    server = ViewServer(args.paths, args.out, args.host, args.port, args.videos, args.interval).start()
+    server = ViewServer(
+        args.paths, args.out, args.host, args.port, args.videos, args.interval, tuple(args.reference or ())
+    ).start()
     print(f"serving the live report of {', '.join(args.paths)} at {server.url} (read-only; Ctrl-C stops)", flush=True)
     try:
         while True:

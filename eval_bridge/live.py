@@ -252,8 +252,10 @@ class LiveReport:
         videos_root: str | Path | None = None,
         interval: float = 1.0,
         poll_ms: int = 1500,
+        reference: Iterable[str | Path] = (),
     ) -> None:
         self.paths = list(paths)
+        self.reference = tuple(reference)  # published CSVs: a run of a published configuration beside its row
         self.out_dir = Path(out_dir)
         self.videos_root = videos_root
         self.interval = interval
@@ -288,7 +290,8 @@ class LiveReport:
         script = {"index": (live_script("", self.poll_ms),), "scene": (live_script("../", self.poll_ms),)}
         if runs:
             self._memo.marks = marks
-            build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script), memo=self._memo)
+            build_report(runs, self.out_dir, self.videos_root, live=(progress_html(progress), script), memo=self._memo,
+                         reference=self.reference)  # fmt: skip
         else:
             page = render(
                 EMPTY_PAGE,
@@ -403,6 +406,7 @@ class ViewServer:
         port: int = 0,
         videos_root: str | Path | None = None,
         interval: float = 1.0,
+        reference: Iterable[str | Path] = (),
     ) -> None:
         check_loopback(host)
         resolve_runs(paths)  # bad paths fail before a folder is made or a port taken
@@ -416,7 +420,7 @@ class ViewServer:
             self._cleanup()
             raise ViewError(f"cannot serve on {host}:{port} ({exc.strerror}); pick another port with --port") from None
         self.host, self.port = host, sock.getsockname()[1]
-        self.live = LiveReport(paths, out_dir, videos_root, interval)
+        self.live = LiveReport(paths, out_dir, videos_root, interval, reference=reference)
         self.live.out_dir.mkdir(parents=True, exist_ok=True)
         self.server = ServerThread(
             build_app(self.live.out_dir, allowed_hosts(host, self.port)), sock, "bvb view", VIEW_BACKLOG

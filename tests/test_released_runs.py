@@ -209,3 +209,15 @@ def test_view_rebuilds_a_released_run_beside_ours(tmp_path):
     # 3 scenes, 2 with a blend (done), the sandbox error failed; one render, one render failure.
     assert row.startswith(f"<td>{theirs.name}</td><td>3</td><td>2</td><td>–</td><td>1</td>")
     assert "<td>1/1</td>" in row
+
+
+def test_view_shows_a_run_beside_its_published_row(tmp_path):
+    from eval_bridge.live import LiveReport
+
+    results = tmp_path / "results"
+    _ours(results)
+    table, paper = rs.published_csvs(tmp_path / "published")
+    live = LiveReport([results], tmp_path / "view", reference=[table, paper])
+    assert live.refresh()
+    versus = (tmp_path / "view" / "index.html").read_text().split("<table id='versus-published'>", 1)[1]
+    assert "<td>overall</td><td>56.51</td><td>62.11</td><td>+5.60</td>" in versus.split("</table>", 1)[0]
