@@ -306,9 +306,15 @@ def test_shards_score_apart_and_merge_with_the_releases_checks(scored, model_dir
     assert main(_argv(root, run, split, model_dir, "--shard", "1/2")) == 0
     assert set(_rows(run / "vision_sim.shard-1-of-2.jsonl")) == {"missing", "same"}
     assert not (run / "vision_sim.jsonl").exists()
+    # What the merge rewrites keeps what it does not know: a foreign row's line, a summary's unknown key.
+    foreign = '{"id": "elsewhere", "status": "error", "vision_sim": null}'
+    (run / "vision_sim.jsonl").write_text(foreign + "\n")
+    (run / "vision_sim_summary.json").write_text('{"vision_sim": 0.1, "added_by_hand": true}')
     assert main(_argv(root, run, split, model_dir, "--shard", "2/2")) == 0
     merged = _rows(run / "vision_sim.jsonl")
-    assert list(merged) == ["missing", "other", "same"]  # the release's merge: by scene id
+    assert list(merged) == ["missing", "other", "same", "elsewhere"]  # the release's merge: by scene id
+    assert (run / "vision_sim.jsonl").read_text().splitlines()[-1] == foreign
+    assert json.loads((run / "vision_sim_summary.json").read_text())["added_by_hand"] is True
     assert merged["other"]["vision_sim"] == pytest.approx(rows["other"]["vision_sim"], abs=1e-6)
     again = json.loads((run / "vision_sim_summary.json").read_text())
     assert again["vision_sim"] == pytest.approx(summary["vision_sim"], abs=1e-6)
@@ -367,3 +373,34 @@ def test_the_default_id_is_found_in_the_local_hub_cache_only(model_dir, tmp_path
     assert encoder.info()["model"] == DEFAULT_ENCODER and encoder.encoder == DEFAULT_ENCODER
     expected = hashlib.sha256(f"model.safetensors {digest}\n".encode()).hexdigest()
     assert encoder.checkpoint_sha256 == expected and encoder.model_id == f"{DEFAULT_ENCODER}@{expected[:12]}"
+
+
+def test_a_clip_whose_packets_miscount_its_frames_is_decoded_again_at_the_true_count(tmp_path, monkeypatch):
+    import eval_bridge.ls_video as ls_video
+
+    path = tmp_path / "clip.mp4"
+    _clip(path, seed=5, frames=11)
+    every = read_every_frame(path)
+    monkeypatch.setattr(ls_video, "count_packets", lambda _path: 5)  # a header-level guess that is wrong
+    sampled = read_sampled_frames(path, NUM_FRAMES)
+    assert (sampled.total, sampled.indices) == (11, (0, 3, 7, 10))
+    assert all(np.array_equal(sampled.frames[k], every[i]) for k, i in enumerate(sampled.indices))
+
+
+def test_means_are_taken_in_the_encoders_dtype_and_cosines_in_float32():
+    from eval_bridge.ls import similarities, token_grid
+
+    # The release's grid: T/2 tubelets, a square of patches; no square -> layout is motion.
+    assert token_grid(32 * 24 * 24, 64) == (32, 24, 24) and token_grid(32 * 6, 64) == (32, 192, 1)
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(2 * 2 * 2, 16, generator=generator).to(torch.bfloat16)
+    b = (a.float() + 0.3 * torch.randn(8, 16, generator=generator)).to(torch.bfloat16)
+    layout, motion, vision = similarities(a, b, 4)
+    # By hand: the mean of the bfloat16 tokens rounded to bfloat16 (a bfloat16 mean's result), then float64 cosines.
+    ma, mb = a.double().mean(0).to(torch.bfloat16).double(), b.double().mean(0).to(torch.bfloat16).double()
+    assert motion == pytest.approx(float(ma @ mb / (ma.norm() * mb.norm())), abs=1e-6)
+    pa = a.double().reshape(2, 2, 2, 16).mean(0).to(torch.bfloat16).double().reshape(4, 16)
+    pb = b.double().reshape(2, 2, 2, 16).mean(0).to(torch.bfloat16).double().reshape(4, 16)
+    expected = float(((pa * pb).sum(1) / (pa.norm(dim=1) * pb.norm(dim=1))).mean())
+    assert layout == pytest.approx(expected, abs=1e-6) and vision == pytest.approx((layout + motion) / 2)
+    assert similarities(a[:6], b[:6], 4)[0] == similarities(a[:6], b[:6], 4)[1]  # 6 tokens: no square grid
