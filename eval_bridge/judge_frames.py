@@ -11,7 +11,6 @@ OpenCV (its headless wheel, the release's) is imported here only, when frames ar
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,43 +121,71 @@ def release_frames(
     return JudgeFrames(jpegs=jpegs, indices=kept, total=total)
 
 
-def decode_frames(video: str | Path, indices: Sequence[int], workers: int = 2) -> list[Any]:
-    """The frames at these indices decoded by PyAV, each from its keyframe, in parallel (None where absent).
+def decode_frames(video: str | Path, indices: Sequence[int], workers: int = 1) -> list[Any]:
+    """The frames at these indices decoded by PyAV, each from the keyframe before it (None where absent).
 
     The same BGR pixels as OpenCV's seek and read on the clips measured (bench/judge_frames.py): a frame's
-    decode starts at the keyframe before it and skips the frames nothing refers to on the way. An
-    alternative to ``_seek_read`` for ``release_frames(read=...)``; the bench says when it is worth it.
+    decode starts at the keyframe before it and skips the frames nothing refers to on the way. With
+    ``workers`` > 1 the indices are split into that many runs, each decoded in a process of its own (PyAV
+    holds the GIL while it decodes). An index PyAV cannot place (a variable frame rate) is read the
+    release's way. An alternative to ``_seek_read`` for ``release_frames(read=...)``; the bench says when
+    it is worth it.
     """
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        return list(pool.map(lambda index: _decode_one(video, index), indices))
+    indices = list(indices)
+    workers = max(1, min(workers, len(indices)))
+    if workers == 1:
+        frames = _decode_run(str(video), indices)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        size = -(-len(indices) // workers)
+        runs = [indices[i : i + size] for i in range(0, len(indices), size)]
+        # spawn: the caller may be a threaded scorer, where a forked child could inherit a held lock.
+        with ProcessPoolExecutor(len(runs), mp_context=multiprocessing.get_context("spawn")) as pool:
+            frames = [frame for run in pool.map(_decode_run, [str(video)] * len(runs), runs) for frame in run]
+    missing = [i for i, frame in enumerate(frames) if frame is None]
+    if missing:
+        for i, frame in zip(missing, _seek_read(video, [indices[i] for i in missing]), strict=True):
+            frames[i] = frame
+    return frames
 
 
-def _decode_one(video: str | Path, index: int) -> Any:
+def _decode_run(video: str, indices: Sequence[int]) -> list[Any]:
+    """One container decoding these indices in turn (a repeated index reuses its frame)."""
     import av
 
-    with av.open(str(video)) as container:
+    out: list[Any] = []
+    last: tuple[int, Any] | None = None
+    with av.open(video) as container:
         stream = container.streams.video[0]
-        stream.thread_count = 1  # parallel over frames, not inside one decode
+        stream.thread_count = 1  # parallel over runs of frames, not inside one decode
         rate, base = stream.average_rate, stream.time_base
         if not rate or not base:
-            return None
+            return [None] * len(indices)
         start = stream.start_time or 0
 
         def position(pts: int) -> int:
             return int(round((pts - start) * base * rate))
 
-        container.seek(start + int(round(index / rate / base)), stream=stream, backward=True)
-        codec = stream.codec_context
-        codec.skip_frame = "NONREF"
-        for packet in container.demux(stream):
-            if packet.pts is not None and position(packet.pts) >= index:
-                codec.skip_frame = "DEFAULT"  # from here on a frame may be the one wanted
-            for frame in packet.decode():
-                if frame.pts is None:
-                    continue
-                at = position(frame.pts)
-                if at == index:
-                    return frame.to_ndarray(format="bgr24")
-                if at > index:
-                    return None
-    return None
+        for index in indices:
+            if last is not None and last[0] == index:
+                out.append(last[1])
+                continue
+            container.seek(start + int(round(index / rate / base)), stream=stream, backward=True)
+            codec = stream.codec_context
+            codec.skip_frame = "NONREF"
+            found = None
+            for packet in container.demux(stream):
+                if packet.pts is not None and position(packet.pts) >= index:
+                    codec.skip_frame = "DEFAULT"  # from here on a frame may be the one wanted
+                decoded = [f for f in packet.decode() if f.pts is not None]
+                hit = next((f for f in decoded if position(f.pts) == index), None)
+                if hit is not None:
+                    found = hit.to_ndarray(format="bgr24")
+                if hit is not None or any(position(f.pts) > index for f in decoded):
+                    break
+            codec.skip_frame = "DEFAULT"
+            last = (index, found)
+            out.append(found)
+    return out
