@@ -3,6 +3,7 @@ leaderboard with both published tables, the report and bvb view."""
 
 import csv
 import json
+import re
 
 import pytest
 
@@ -183,9 +184,15 @@ def test_report_shows_a_released_run_beside_ours_and_the_published_row(tmp_path)
     board = page[page.index("<table id='leaderboard'>") :].split("</table>", 1)[0]
     assert "<td class='group'>mini-BVB · dual_vqa_v1 · LS scored_only</td>" in board
     # The release's scenes, with the statuses its agent_meta implies and its render failure.
-    section = page[page.index(str(theirs)) :]
-    for scene in rs.SCENES:
-        assert scene in section
+    section = page[page.index(f"<p>{theirs}") :]
+    table = section[section.index("<table") : section.index("</table>")]
+    cells = {
+        scene: re.sub(r"<[^>]+>", "|", table.split(f">{scene}</td>", 1)[1].split("</tr>", 1)[0]) for scene in rs.SCENES
+    }
+    assert [c for c in cells[rs.COST_SCENE].split("|") if c][:5] == ["limit", "cost", "31", "3.0107", "–"]
+    assert cells[rs.COST_SCENE].rstrip("|").endswith("render_error")
+    assert [c for c in cells[rs.ERROR_SCENE].split("|") if c][:2] == ["error", "error"]
+    assert [c for c in cells[rs.DONE_SCENE].split("|") if c][:6] == ["submitted", "done", "9", "0.0421", "1/2", "0.710"]
     versus = page[page.index("<table id='versus-published'>") :].split("</table>", 1)[0]
     lines = [line for line in versus.split("<tr>")[2:] if line.startswith("<td>gpt-5.4-mini")]
     overall_line = next(line for line in lines if f"title='{mine}'" in line and "<td>overall</td>" in line)
