@@ -150,7 +150,7 @@ class _EncoderEntry(BaseModel):
     model: str
     device: str = "auto"
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    trust_remote_code: bool = False
+    trust_remote_code: bool = True  # the release's load runs the snapshot's own code
     num_frames: int = Field(64, ge=2)
     encoder_repo: str | None = None  # V-JEPA 2.1: local vjepa2 checkout (model is then its hub entry point)
     checkpoint: str | None = None
