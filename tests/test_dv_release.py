@@ -182,3 +182,40 @@ def test_failures_stay_in_the_pool_and_the_release_s_joinable_figures_are_given_
     by_type = release_counts(pool, per_type=True)
     assert by_type["retention_rate"] == 0.25 and (by_type["n"], by_type["n_joinable"]) == (5, 3)
     json.dumps(by_type)
+
+
+@pytest.fixture(scope="module")
+def index_clip(tmp_path_factory):
+    """12 s at 10 fps, 640 x 480, a keyframe every 25 frames, B-frames on; each frame draws its own index."""
+    from tests.clip_support import index_frames, write_clip
+
+    path = tmp_path_factory.mktemp("judge_frames") / "clip.mp4"
+    write_clip(path, 640, 480, 10, 12, 25, index_frames(640, 480))
+    return path
+
+
+def test_the_judge_s_frames_are_the_release_s_frames_and_pyav_s_decode_gives_the_same_bytes(index_clip):
+    from eval_bridge.judge_frames import _seek_read, decode_frames, release_frames
+    from tests.clip_support import read_index
+
+    taken = release_frames(index_clip)
+    # OpenCV counts 120 frames: int(i * 119 / 15).
+    assert taken.total == 120 and taken.indices == [0, 7, 15, 23, 31, 39, 47, 55, 63, 71, 79, 87, 95, 103, 111, 119]
+    # The seek lands on the frame the index names (the frame draws its own number).
+    assert [read_index(frame[:, :, ::-1]) for frame in _seek_read(index_clip, taken.indices)] == taken.indices
+    # 640 x 480 shrinks to 384 x 288 (scale 0.6), JPEG quality 80.
+    jpeg = taken.jpegs[5]
+    sof = jpeg.index(b"\xff\xc0")
+    assert (int.from_bytes(jpeg[sof + 7 : sof + 9], "big"), int.from_bytes(jpeg[sof + 5 : sof + 7], "big")) == (384, 288)
+    ours = release_frames(index_clip, read=lambda video, wanted: decode_frames(video, wanted, 1))
+    assert ours.jpegs == taken.jpegs
+
+
+def test_a_clip_opencv_cannot_open_is_one_line_naming_it(tmp_path):
+    from bvb_addon.errors import VideoError
+    from eval_bridge.judge_frames import release_frames
+
+    bad = tmp_path / "render.mp4"
+    bad.write_bytes(b"not a video" * 100)
+    with pytest.raises(VideoError, match=f"video {bad}: OpenCV cannot open it; re-download or re-encode it"):
+        release_frames(bad)
