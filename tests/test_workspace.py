@@ -167,9 +167,9 @@ def test_timeout_kills_the_whole_tree_as_the_release_reports_it(ws):
     # A grandchild holding the pipe, a setsid daemon, and a heartbeat: all must be gone after the kill.
     beat = ws.root / "scratch" / "beat"
     command = (
-        "echo start; (sleep 300; echo late) & "
+        "echo start; (sleep 301; echo late) & "
         "setsid sh -c 'while true; do date +%s%N > /workspace/scratch/beat; sleep 0.05; done' & "
-        "sleep 300"
+        "sleep 301"
     )
     started = time.monotonic()
     result = ws.run_bash(command, timeout=2)
@@ -180,8 +180,7 @@ def test_timeout_kills_the_whole_tree_as_the_release_reports_it(ws):
     last = beat.read_text()
     time.sleep(0.3)
     assert beat.read_text() == last, "a process of the timed-out block is still running"
-    if ws._lease is not None:
-        assert not uid_in_use(ws.uid)
+    assert "sleep 301" not in ok(ws.run_bash("ps -eo args")).stdout
     silent = ws.run_bash("sleep 300", timeout=1.0)
     assert (silent.returncode, silent.stdout, silent.stderr) == (124, "", "command timed out after 1.0s")
     default = SceneWorkspace.__init__.__kwdefaults__["exec_timeout"]
@@ -199,9 +198,42 @@ def test_exit_codes_streams_and_decoding(ws):
     assert decode("é\r\n".encode()) == ("é\n", None)
 
 
-def test_processes_left_running_end_with_the_block(ws):
-    ok(ws.run_bash("nohup sleep 300 > /dev/null 2>&1 & echo $! > scratch/bg"))
-    assert ok(ws.run_bash("ps -eo comm= | grep -c sleep || true")).stdout == "0\n"
+def test_what_a_block_leaves_running_lives_on_as_in_the_container_until_close(tmp_path, clip):
+    workspace = SceneWorkspace(tmp_path / "ws", clip, CONFIG)
+    if not workspace.shared_pids:
+        workspace.close()
+        pytest.skip("no pids cgroup or dedicated uid here: each block has its own pid namespace")
+    beat = workspace.root / "scratch" / "beat"
+    try:
+        ok(
+            workspace.run_bash(
+                "nohup sh -c 'while true; do date +%s%N > scratch/beat; sleep 0.05; done' > /dev/null 2>&1 &"
+            )
+        )
+        listed = ok(workspace.run_bash("ps -eo user,args")).stdout
+        assert "agent    sh -c while true" in listed  # the next block sees it, as in the container
+        denied = workspace.run_bash("kill -9 1 2")  # the namespace's holder is out of the agent's reach
+        assert denied.stderr.count("Operation not permitted") == 2
+        assert "while true" in ok(workspace.run_bash("ps -eo args")).stdout
+    finally:
+        workspace.close()
+    deadline = time.monotonic() + 5  # SIGKILLed processes may take a moment to be reaped on a loaded machine
+    while uid_in_use(workspace.uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not uid_in_use(workspace.uid), "close() left a process of the scene running"
+    last = beat.read_text()
+    time.sleep(0.3)
+    assert beat.read_text() == last
+
+
+def test_a_block_waits_for_what_holds_its_output_as_docker_exec_does(ws):
+    if not ws.shared_pids:
+        pytest.skip("no pids cgroup or dedicated uid here: a block's pid namespace ends with its bash")
+    waited = ok(ws.run_bash("(sleep 1; echo late) & echo early"))
+    assert waited.stdout == "early\nlate\n" and waited.duration_s >= 1
+    held = ws.run_bash("(sleep 302; echo late) & echo early", timeout=1.5)
+    assert (held.returncode, held.stdout, held.stderr) == (124, "b'early\\n'", "command timed out after 1.5s")
+    assert "sleep 302" not in ok(ws.run_bash("ps -eo args")).stdout
 
 
 def test_blender_run_saves_a_blend_that_opens(ws, tmp_path):

@@ -11,13 +11,15 @@ quota, a memory limit and a process cap (cgroups), with the ladder's uid, rlimit
 ``blender_run`` and ``blender`` on PATH start Blender in background mode: the configured binary, or
 the bpy module behind ``blender_launcher_bl.py``.
 
-What the agent can see differs from the container (docs/sandbox.md, "The scene workspace"): processes
-a block leaves running end with the block (the container keeps them); the user is a dedicated uid named
-``agent``, not root; a block past its timeout is killed with its whole tree (the release kills only the
-docker client).
+As with ``docker exec``, blocks share the scene's one pid namespace (where a pids cgroup and the dedicated
+uid make that safe): what a block leaves running lives on into later blocks, and a block returns when its
+output is closed. What the agent can see differs from the container (docs/sandbox.md, "The scene
+workspace"): a block past its timeout is killed with its whole tree (the release kills only the docker
+client); limits are per block's tree, not per scene; the user is a dedicated uid named ``agent``.
 """
 
 import collections
+import json
 import logging
 import os
 import secrets
@@ -143,6 +145,19 @@ class _Capture:
         return bytes(self.head) + f"\n[... {dropped} bytes not kept ...]\n".encode() + tail[extra:]
 
 
+def _remove_if_empty(group: Cgroup) -> bool:
+    """Remove a cgroup that no process is in any more; whether it is gone."""
+    try:
+        if (group.path / "cgroup.procs").read_text().split():
+            return False
+        group.path.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 def sweep_stale_state() -> None:
     """Remove the state folders (private /tmp, $HOME) of workspaces whose harness process is gone."""
     for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
@@ -219,6 +234,9 @@ class SceneWorkspace:
         sweep_stale_state()
         self._state = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
         self._running: tuple[subprocess.Popen, list[Cgroup]] | None = None
+        self._holder: subprocess.Popen | None = None
+        self._pidns: int | None = None
+        self._lingering: list[Cgroup] = []
         self._lease: UidLease | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -246,6 +264,9 @@ class SceneWorkspace:
             self.level = self._applied(probed)
             self._bpf = self._seccomp_program() if "seccomp" in self.level.layers else None
             self._options = self._bwrap_options()
+            # The container's process model needs a block's tree to be found without its own pid
+            # namespace (a pids cgroup) and the holder to be out of the agent's reach (another uid).
+            self.shared_pids = "cgroup_pids" in self.level.layers and self._lease is not None
         except BaseException:
             self.close()
             raise
@@ -324,6 +345,10 @@ class SceneWorkspace:
         if running is not None:
             self._kill(*running)
         with self._lock:
+            for group in self._lingering:
+                group.remove()
+            self._lingering = []
+            self._stop_holder()
             if self._lease is not None:
                 self._lease.release()
                 self._lease = None
@@ -461,6 +486,7 @@ class SceneWorkspace:
     def _run(self, command: str, limit: float) -> BashResult:
         self._blocks += 1
         name = f"w{os.getpid()}_{id(self):x}_b{self._blocks}"
+        self._lingering = [group for group in self._lingering if not _remove_if_empty(group)]
         groups: list[Cgroup] = []
         started = time.monotonic()
         try:
@@ -474,6 +500,12 @@ class SceneWorkspace:
             # bwrap into the block's first process.
             options = list(self._options)
             fds: list[int] = []
+            if self.shared_pids:
+                # The scene's one pid namespace, held by a process of its own: what a block leaves running
+                # lives on into the next block, as in the container that docker exec enters.
+                options[options.index("--unshare-pid")] = "--pidns"
+                options.insert(options.index("--pidns") + 1, str(self._scene_pidns()))
+                fds.append(-1)  # placeholder: the namespace descriptor is the workspace's, not closed here
             if self._bpf is not None:
                 fds.append(_memfd(self._bpf))
                 at = options.index("--clearenv")
@@ -481,24 +513,36 @@ class SceneWorkspace:
             fds.append(_memfd(b"".join(arg.encode() + b"\0" for arg in options)))
             inner = setpriv_args(self.uid) if self._lease is not None else []
             argv = self._limited(["bwrap", "--args", str(fds[-1]), *inner, "bash", "-lc", command], groups)
+            passed = tuple(self._pidns if fd == -1 else fd for fd in fds)
             try:
                 proc = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              start_new_session=True, cwd="/", pass_fds=tuple(fds))  # fmt: skip
+                              start_new_session=True, cwd="/", pass_fds=passed)  # fmt: skip
             finally:
                 for fd in fds:
-                    os.close(fd)
+                    if fd != -1:
+                        os.close(fd)
         except OSError as exc:
             for group in groups:
                 group.remove()
             raise SandboxUnavailable(f"cannot start a bash block in the scene sandbox: {exc}") from exc
         out, err = _Capture(proc.stdout), _Capture(proc.stderr)
         self._running = (proc, groups)
+        deadline = started + limit
         try:
             timed_out = not _wait_exit(proc, limit)
+            if not timed_out and self.shared_pids:
+                # docker exec returns when the streams close: a process the block started in the background
+                # that still holds them keeps the block waiting, up to the same timeout.
+                for capture in (out, err):
+                    capture.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+                timed_out = any(capture.thread.is_alive() for capture in (out, err))
             code = 124 if timed_out else proc.wait()
         finally:
             self._running = None
-            self._kill(proc, groups)
+            if timed_out or not self.shared_pids:
+                self._kill(proc, groups)
+            else:
+                self._linger(groups)
         for capture in (out, err):
             capture.thread.join(timeout=10)
         duration = time.monotonic() - started
@@ -513,6 +557,69 @@ class SceneWorkspace:
         stderr, stderr_error = decode(stderr_bytes)
         return BashResult(returncode=code, stdout=stdout, stderr=stderr, timed_out=False, duration_s=duration,
                           decode_error=error or stderr_error)  # fmt: skip
+
+    def _linger(self, groups: list[Cgroup]) -> None:
+        """After a block that ended well: its groups go when empty, else stay with what it left running."""
+        self._lingering += [group for group in groups if not _remove_if_empty(group)]
+
+    def _scene_pidns(self) -> int:
+        """A descriptor of the scene's pid namespace, (re)starting its holder: a ``sleep`` as root with no
+        capability, which the agent's uid cannot signal, under bwrap's reaping pid 1."""
+        if self._holder is not None and self._holder.poll() is None and self._pidns is not None:
+            return self._pidns
+        if self._holder is not None:
+            log.warning(
+                "the scene's pid namespace holder exited (%s); processes left running are gone", self._holder.returncode
+            )
+        self._stop_holder()
+        system = ["--ro-bind", "/usr", "/usr"]
+        for name in ("lib", "lib64", "bin"):
+            host = Path("/") / name
+            if host.is_symlink():
+                system += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                system += ["--ro-bind", str(host), str(host)]
+        argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL", *system, "--info-fd", "INFO", "sleep", "infinity"]  # fmt: skip
+        read, write = os.pipe()
+        argv[argv.index("INFO")] = str(write)
+        try:
+            self._holder = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  start_new_session=True, cwd="/", pass_fds=(write,))  # fmt: skip
+        except OSError as exc:
+            os.close(read)
+            raise SandboxUnavailable(f"cannot start the scene's pid namespace: {exc}") from exc
+        finally:
+            os.close(write)
+        info = b""
+        with os.fdopen(read, "rb") as handle:
+            while b"}" not in info and (chunk := handle.read1(4096)):
+                info += chunk
+        try:
+            child = json.loads(info)["child-pid"]
+            self._pidns = os.open(f"/proc/{child}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except (ValueError, KeyError, OSError) as exc:
+            stream, ended = self._holder.stderr, self._holder.poll() is not None
+            error = stream.read().decode(errors="replace").strip() if (stream is not None and ended) else exc
+            self._stop_holder()
+            raise SandboxUnavailable(f"cannot start the scene's pid namespace: {error}") from None
+        return self._pidns
+
+    def _stop_holder(self) -> None:
+        """End the scene's pid namespace: its pid 1 goes, and the kernel kills every process left in it."""
+        holder, self._holder = self._holder, None
+        if holder is not None:
+            if holder.poll() is None:
+                try:
+                    os.killpg(holder.pid, 9)
+                except OSError:
+                    holder.kill()
+            holder.wait()
+            if holder.stderr is not None:
+                holder.stderr.close()
+        if self._pidns is not None:
+            os.close(self._pidns)
+            self._pidns = None
 
     def _limited(self, argv: list[str], groups: list[Cgroup]) -> list[str]:
         """argv behind prlimit (address space, CPU, file size, files, no cores, and processes under the
