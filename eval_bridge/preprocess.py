@@ -56,7 +56,9 @@ def _hw(value: object, name: str) -> tuple[int, int]:
 def preprocessing_from(config: Mapping[str, Any], model_crop: int | None = None) -> Preprocessing:
     """Preprocessing from a preprocessor_config.json dict, the way the model's processor reads it."""
     crop_hw = _hw(config.get("crop_size", model_crop or 256), "crop_size")
-    kind = " ".join(str(config.get(k, "")) for k in ("video_processor_type", "image_processor_type", "processor_class"))
+    # A remote-code processor (the release's V-JEPA 2.1 snapshot) may name its class only in auto_map.
+    names = ("video_processor_type", "image_processor_type", "processor_class", "auto_map")
+    kind = " ".join(str(config.get(k, "")) for k in names)
     size = config.get("size") or {}
     shortest, resize_hw = None, None
     if "VJEPA2" in kind or not size:

@@ -404,3 +404,13 @@ def test_means_are_taken_in_the_encoders_dtype_and_cosines_in_float32():
     expected = float(((pa * pb).sum(1) / (pa.norm(dim=1) * pb.norm(dim=1))).mean())
     assert layout == pytest.approx(expected, abs=1e-6) and vision == pytest.approx((layout + motion) / 2)
     assert similarities(a[:6], b[:6], 4)[0] == similarities(a[:6], b[:6], 4)[1]  # 6 tokens: no square grid
+
+
+def test_a_remote_code_processor_named_only_in_auto_map_derives_its_resize_from_the_crop():
+    from eval_bridge.ls import preprocessing_from
+
+    config = {"auto_map": {"AutoVideoProcessor": "video_processing_vjepa21.VJEPA21VideoProcessor"},
+              "crop_size": 384, "size": {"shortest_edge": 999}}  # fmt: skip
+    prep = preprocessing_from(config)
+    # VJEPA2's and VJEPA21's processors set the resize to int(crop * 256 / 224), whatever "size" says.
+    assert (prep.shortest_edge, prep.crop_hw) == (438, (384, 384))
