@@ -202,3 +202,20 @@ def test_the_scene_record_writer_keeps_unknown_keys_and_refuses_a_newer_record(t
     with pytest.raises(NewerFormatError, match=f"{path} is format 2, newer"):
         write_agent_meta(path, meta)
     assert path.read_text() == newer
+
+
+def test_the_scene_record_writer_keeps_a_torn_record_aside(tmp_path):
+    from bvb_addon.records import AgentMeta, write_agent_meta
+    from bvb_addon.run_dir import RunDir
+
+    path = tmp_path / "agent_meta" / "s.json"
+    path.parent.mkdir()
+    torn = b'{"scene_name": "s", "turns": 4, "cost_usd": 0.3'  # the release writes without a rename: a kill tears it
+    path.write_bytes(torn)
+    write_agent_meta(path, AgentMeta("s", "synthetic", "model", "m", "submitted", "done", ""))
+    path.write_bytes(b"[1, 2")
+    write_agent_meta(path, AgentMeta("s", "synthetic", "model", "m", "submitted", "done", ""))
+    assert (tmp_path / "agent_meta" / "s.json.unreadable").read_bytes() == torn
+    assert (tmp_path / "agent_meta" / "s.json.unreadable.1").read_bytes() == b"[1, 2"
+    assert json.loads(path.read_text())["status"] == "submitted"
+    assert [p.name for p in RunDir(tmp_path).meta_files()] == ["s.json"]  # readers see only the record

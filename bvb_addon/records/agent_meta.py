@@ -5,7 +5,7 @@ report, the scorers and the add-on."""
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..atomic import write_json_atomic
+from ..atomic import write_bytes_atomic, write_json_atomic
 from ..errors import BadFileError
 from ..jsonfile import read_json, read_object_or_none
 from .fields import Record, read_record, write_record
@@ -109,10 +109,24 @@ def read_agent_meta(path: str | Path) -> AgentMeta:
     return read_record(AgentMeta, path)
 
 
+UNREADABLE_SUFFIX = ".unreadable"
+"""A record that does not parse (torn by a writer that was not atomic, the release's for one) is kept beside
+the new one under this suffix, byte for byte, before the new one replaces it."""
+
+
 def write_agent_meta(path: str | Path, meta: AgentMeta) -> dict:
     """The one writer (atomic); returns the dict written. A record already there keeps the keys this record does
-    not know (a person's human_edits, a newer harness's) when a continued scene rewrites it."""
+    not know (a person's human_edits, a newer harness's) when a continued scene rewrites it; one that does not
+    parse is first kept as ``<scene>.json.unreadable`` (numbered when that is taken)."""
+    path = Path(path)
     previous = read_object_or_none(path)
+    if previous is None and path.is_file():
+        aside = path.with_name(path.name + UNREADABLE_SUFFIX)
+        number = 0
+        while aside.exists():
+            number += 1
+            aside = path.with_name(f"{path.name}{UNREADABLE_SUFFIX}.{number}")
+        write_bytes_atomic(aside, path.read_bytes())
     if previous:
         AgentMeta.check_format(previous, path)  # a newer harness's record is refused, not overwritten
         known = {f.name for f in fields(AgentMeta)} | set(RELEASE_KEYS)  # keys the writer sets when it has them
