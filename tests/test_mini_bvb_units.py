@@ -127,7 +127,7 @@ def clip(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "block", ["count=12", "0 0.04 0.039 0.041 1 1 2.5 3.95 99 -1", "count=7 start=1 end=1.2", "count=1"]
+    "block", ["count=12", "0 0.04 0.039 0.041 1 1 2.5 3.95 99 -1", "count=7 start=1 end=1.2", "count=1", "0.2 3.9 3.91"]
 )
 def test_one_pass_frames_are_the_per_frame_commands_bytes(clip, tmp_path, block):
     times = mf.request(block, mf.probe_duration(clip))
@@ -136,3 +136,10 @@ def test_one_pass_frames_are_the_per_frame_commands_bytes(clip, tmp_path, block)
     assert [(f.t, f.path.name) for f in fast] == [(f.t, f.path.name) for f in slow]
     assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
     assert len(fast) == len(times)  # 3.95 (99 clamped) still has a frame: the last is at 3.96 s
+
+
+def test_frames_far_apart_are_taken_in_runs_each_with_its_own_seek(clip):
+    # Keyframes every 24 frames (0.96 s): 3.9 s is past the keyframe at 3.84 s, over 2 s after 0.2 s.
+    probe = mf._probe_frames(clip)
+    frame_of = {t: min(f for f in probe.frames if f >= t) for t in (0.2, 1.0, 3.9, 3.91)}
+    assert mf._runs([0.2, 1.0, 3.9, 3.91], frame_of, probe.keyframes) == [[0.2, 1.0], [3.9, 3.91]]

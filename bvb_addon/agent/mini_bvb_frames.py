@@ -4,11 +4,14 @@ The times are BVB's Stage-1 agent's: timestamps, or ``count=N [start=S] [end=E]`
 with both ends (one frame: the middle), each clamped to [0, duration - 0.05] and rounded to the
 millisecond, at most 60 a block. Each image is, pixel for pixel and byte for byte, the JPEG that
 ``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` writes (the reference runs one such
-process per frame). Here one ffmpeg process decodes the clip once for the whole block and keeps,
-for each time T, the first frame at or after T, which is the frame that input seeking to T
-decodes; tests/test_mini_bvb_frames.py checks the bytes against the per-frame command and
-bench/frames_block.py measures the gain. A block whose single pass fails falls back to the
-per-frame command. bpy-free.
+process per frame). Here one ffmpeg process takes a whole run of the block's frames: it seeks as the
+reference does to the run's first time, decodes on, and keeps for each time T the first frame at or
+after T, which is the frame that input seeking to T decodes; a run ends where seeking again is cheaper
+than decoding on (a keyframe more than SEEK_GAP_S past the last frame taken). Dense requests take one
+process, sparse ones one per frame as the reference. tests/test_mini_bvb_units.py checks the bytes
+against the per-frame command and bench/frames_block.py measures the gain. A run that fails, or writes
+another count of frames than the clip's frame times predict, sends the block to the per-frame command.
+bpy-free.
 """
 
 import json
@@ -110,28 +113,75 @@ def extract_per_frame(video: Path, out_dir: Path, times: list[float], start_inde
     return frames
 
 
-def _select_expression(times: list[float]) -> str:
+def _select_expression(times: list[float], offset: str = "") -> str:
     """select's test for "the first frame at or after one of ``times``" (prev_t is NAN on the first frame)."""
-    terms = [f"gte(t\\,{t:.3f})*(isnan(prev_t)+lt(prev_t\\,{t:.3f}))" for t in times]
+    terms = [f"gte(t\\,{t:.3f}{offset})*(isnan(prev_t)+lt(prev_t\\,{t:.3f}{offset}))" for t in times]
     return "+".join(terms)
 
 
-def _frame_times(video: Path, out_dir: Path, times: list[float]) -> list[Path] | None:
-    """One decoding pass writing the frame for each distinct time, in time order; None if it failed."""
-    work = out_dir / ".block"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    # -ss 0 keeps the reference's time origin (input seeking counts from the container's start).
+@dataclass(frozen=True)
+class _Clip:
+    """The clip's frame and keyframe times from its container's start, and that start (a demux, no decoding)."""
+
+    frames: list[float]
+    keyframes: list[float]
+    start_time: float
+
+
+def _probe_frames(video: Path) -> _Clip | None:
     result = subprocess.run(
-        ["ffmpeg", "-y", "-ss", "0", "-i", str(video), "-vf",
-         f"select='{_select_expression(times)}',scale={SCALE_WIDTH}:-1",
-         "-fps_mode", "passthrough", "-q:v", str(JPEG_QSCALE), "-f", "image2", str(work / "%04d.jpg")],
+        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+         "packet=pts_time,flags:format=start_time", "-of", "json", str(video)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:
-        log.warning("frames: one-pass extraction failed (%s); one process per frame", result.stderr[-300:])
         return None
-    return sorted(work.glob("*.jpg"))
+    try:
+        data = json.loads(result.stdout)
+        start = float(data.get("format", {}).get("start_time", 0.0) or 0.0)
+        packets = [p for p in data.get("packets", []) if "pts_time" in p]
+        frames = sorted(float(p["pts_time"]) - start for p in packets)
+        keys = sorted(float(p["pts_time"]) - start for p in packets if "K" in p.get("flags", ""))
+    except (ValueError, KeyError, TypeError):
+        return None
+    return _Clip(frames, keys, start)
+
+
+SEEK_GAP_S = 2.0
+"""A block's frames are taken in runs: the next run starts with a seek (its own ffmpeg process) when the
+keyframe before its first frame is this many seconds past the last frame taken; closer frames are decoded
+on to (cheaper than a process and a seek)."""
+
+
+def _runs(wanted: list[float], frame_of: dict[float, float], keyframes: list[float]) -> list[list[float]]:
+    runs: list[list[float]] = []
+    for t in wanted:
+        if runs:
+            key = max((k for k in keyframes if k <= frame_of[t] + 1e-9), default=0.0)
+            if key - frame_of[runs[-1][-1]] <= SEEK_GAP_S:
+                runs[-1].append(t)
+                continue
+        runs.append([t])
+    return runs
+
+
+def _run_frames(video: Path, work: Path, index: int, times: list[float], count: int, seek: bool) -> list[Path] | None:
+    """One ffmpeg process writing the frames of a run in time order (``count`` distinct ones); None if it failed.
+
+    With ``seek`` it starts as the reference's command does for the run's first time (input seeking, accurate,
+    original timestamps kept so select compares the times the reference seeks to); else it decodes from the
+    start (-ss 0 keeps the reference's time origin, the container's start)."""
+    position = ["-ss", f"{times[0]:.3f}", "-copyts"] if seek else ["-ss", "0"]
+    result = subprocess.run(
+        ["ffmpeg", "-y", *position, "-i", str(video), "-vf", f"select='{_select_expression(times)}',"
+         f"scale={SCALE_WIDTH}:-1", "-fps_mode", "passthrough", "-frames:v", str(count), "-q:v", str(JPEG_QSCALE),
+         "-f", "image2", str(work / f"{index:03d}-%04d.jpg")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        log.warning("frames: extraction of a run failed (%s); one process per frame", result.stderr[-300:])
+        return None
+    return sorted(work.glob(f"{index:03d}-*.jpg"))
 
 
 def extract(video: str | Path, out_dir: str | Path, times: list[float], start_index: int = 0) -> list[Frame]:
@@ -141,62 +191,39 @@ def extract(video: str | Path, out_dir: str | Path, times: list[float], start_in
     if not times:
         return []
     times = [max(0.0, t) for t in times]
-    # ffmpeg's -ss takes the time as the reference formats it (milliseconds).
+    clip = _probe_frames(video)
+    if clip is None:
+        return extract_per_frame(video, out_dir, times, start_index)
+    # ffmpeg's -ss takes a time as the reference formats it (milliseconds); each time gets the first frame
+    # at or after it (what accurate input seeking decodes), and a time past the last frame gets none.
     distinct = sorted({round(t, 3) for t in times})
-    outputs = _frame_times(video, out_dir, distinct)
-    if outputs is None or len(outputs) > len(distinct):
-        return extract_per_frame(video, out_dir, times, start_index)
-    # Two times before the same frame share it; a time with no frame at or after it has none, and
-    # such times are the last ones.
-    by_time = _assign(video, distinct, outputs)
-    if by_time is None:
-        return extract_per_frame(video, out_dir, times, start_index)
+    frame_of = {}
+    for t in distinct:
+        later = [f for f in clip.frames if f >= t - 1e-9]
+        if later:
+            frame_of[t] = later[0]
+    wanted = [t for t in distinct if t in frame_of]
+    # Seeking keeps the original timestamps, which count from the container's start only when it is 0.
+    runs = _runs(wanted, frame_of, clip.keyframes) if clip.start_time == 0 else [wanted]
+    work = out_dir / ".block"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    path_of: dict[float, Path] = {}
+    for index, run in enumerate(r for r in runs if r):
+        run_frames = sorted({frame_of[t] for t in run})
+        written = _run_frames(video, work, index, run, len(run_frames), seek=clip.start_time == 0)
+        if written is None or len(written) != len(run_frames):
+            shutil.rmtree(work, ignore_errors=True)
+            return extract_per_frame(video, out_dir, times, start_index)
+        path_of.update(zip(run_frames, written, strict=True))
     frames = []
     for offset, t in enumerate(times):
-        source = by_time.get(round(t, 3))
+        source = path_of.get(frame_of.get(round(t, 3), -1.0))
         if source is None:
             continue
         # The reference's name: the scene's count of frames before this block, plus the place in it.
         dest = out_dir / frame_name(start_index + offset, t)
         shutil.copyfile(source, dest)
         frames.append(Frame(t, dest))
-    shutil.rmtree(out_dir / ".block", ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     return frames
-
-
-def _assign(video: Path, distinct: list[float], outputs: list[Path]) -> dict[float, Path] | None:
-    """Which written frame each distinct time got, from the clip's frame times; None when they disagree."""
-    pts = _video_frame_times(video)
-    if pts is None:
-        return None
-    chosen: list[float] = []
-    by_time: dict[float, float] = {}
-    for t in distinct:
-        later = [p for p in pts if p >= t - 1e-9]
-        if not later:
-            continue
-        by_time[t] = later[0]
-        if not chosen or chosen[-1] != later[0]:
-            chosen.append(later[0])
-    if len(chosen) != len(outputs):
-        return None
-    path_of = dict(zip(chosen, outputs, strict=True))
-    return {t: path_of[p] for t, p in by_time.items()}
-
-
-def _video_frame_times(video: Path) -> list[float] | None:
-    """The first video stream's frame times from the container's start, sorted (a demux, no decoding):
-    the clock that -ss and select's t both count on."""
-    result = subprocess.run(
-        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time:format=start_time",
-         "-of", "json", str(video)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if result.returncode != 0:
-        return None
-    try:
-        data = json.loads(result.stdout)
-        start = float(data.get("format", {}).get("start_time", 0.0) or 0.0)
-        return sorted(float(packet["pts_time"]) - start for packet in data.get("packets", []) if "pts_time" in packet)
-    except (ValueError, KeyError, TypeError):
-        return None
