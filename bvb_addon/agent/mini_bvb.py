@@ -146,8 +146,11 @@ class MiniBVBLoop:
         self.cost = 0.0
         self.in_tokens = self.out_tokens = 0
         self.done = False
-        self.stop_reason = "max_turns" if self.settings.max_turns else "cost"
+        self.stop_reason = ""
         self.error: str | None = None
+        """The release's ``error``: the provider's failure (or a harness fault), as "Class: message"."""
+        self.note: str | None = None
+        """Why ours stopped the scene (the run's budget), for agent_meta's ``reason``."""
         self.blend_error: str | None = None
         self._blend_stamp: tuple[int, int, int] | None = None
 
@@ -189,7 +192,7 @@ class MiniBVBLoop:
                     reply = self._call(system, messages)
                 except BudgetStop as exc:
                     self.turns -= 1
-                    self.stop_reason, self.error = "budget", str(exc)
+                    self.stop_reason, self.note = "budget", str(exc)
                     break
                 except Exception as exc:  # the provider's failure, after LiteLLM's retries: the scene's end
                     self.error = f"{exc.__class__.__name__}: {exc}"
@@ -365,7 +368,7 @@ class MiniBVBLoop:
             else:
                 self.blend_error = "result.blend not copied: a link, not a regular file, or too large"
         status = self._status(blend_file)
-        reason = self.error or self.blend_error or self.stop_reason
+        reason = self.error or self.blend_error or self.note or self.stop_reason
         t = self.traj
         t.turns, t.frames_seen = self.turns, self.frames_seen
         t.status, t.stop_reason, t.reason, t.finished = status, self.stop_reason, reason, _now()
