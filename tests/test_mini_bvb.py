@@ -195,9 +195,13 @@ def test_a_cost_stop_still_copies_the_blend_and_counts_turns_as_bvb(suite, tmp_p
     replies = ["```frames\ncount=1\n```", f"```bash\n{BUILD}\n```", "```bash\necho more\n```"]
     out = tmp_path / "run"
     with ScriptedOpenAI(replies) as server:
-        code = bvb_run(server, suite, out, "--cost-limit", "0.2")
+        code = bvb_run(server, suite, out, "--cost-limit", "0.2", "--reasoning", "high")
     assert code == 0 and server.calls == 2
+    # The effort given is sent as given, and recorded.
+    assert all(body.get("reasoning_effort") == "high" and set(body) == {"model", "messages", "reasoning_effort"}
+               for body in server.requests)  # fmt: skip
     meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    assert meta["reasoning"] == "high"
     # BVB's count: the turn whose cost check stopped the scene is counted.
     assert (meta["stop_reason"], meta["turns"], meta["done"], meta["status"]) == ("cost", 3, False, "limit")
     assert meta["blend_file"] == str(out / "blends" / f"{SCENE}.blend") and meta["produced_blend"] is True

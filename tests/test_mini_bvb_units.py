@@ -143,3 +143,18 @@ def test_frames_far_apart_are_taken_in_runs_each_with_its_own_seek(clip):
     probe = mf._probe_frames(clip)
     frame_of = {t: min(f for f in probe.frames if f >= t) for t in (0.2, 1.0, 3.9, 3.91)}
     assert mf._runs([0.2, 1.0, 3.9, 3.91], frame_of, probe.keyframes) == [[0.2, 1.0], [3.9, 3.91]]
+
+
+def test_a_config_json_that_bvbs_harness_wrote_reads(tmp_path):
+    from bvb_addon.records import read_run_config
+
+    written = {
+        "model": "gpt-5.5", "reasoning": "medium", "harness": "mini-BVB-harness", "image": "bvb-sandbox:latest",
+        "cost_limit": 3.0, "model_timeout": 600.0, "max_turns": 0, "scene_timeout": 0.0,
+        "timestamp": "2026-05-01T10:00:00", "num_tasks": 72, "shard": "1/4", "skip_scenes": [],
+    }  # fmt: skip
+    path = tmp_path / "config.shard-1-of-4.json"
+    path.write_text(json.dumps(written))
+    config = read_run_config(path).as_dict()
+    assert {k: config[k] for k in written} == written
+    assert protocol.protocol_of(config) == "mini-bvb"
