@@ -293,33 +293,29 @@ def test_copy_out_never_follows_a_link(ws, canary, tmp_path):
     assert canary.read_text() == SECRET
 
 
-def test_cpu_quota_applies_to_the_block(ws):
+def test_cpu_quota_binds_the_scene_as_docker_cpus_does(ws):
     if "cgroup_cpu" not in ws.level.layers:
         pytest.skip(ws.level.missing.get("cgroup_cpu"))
-    seen = []
-
-    def look():
-        deadline = time.monotonic() + 5
-        while not seen and time.monotonic() < deadline:
-            seen.extend(
-                p.read_text().strip() for p in CGROUP_V1_CPU.glob(f"**/bvb-w{os.getpid()}_*_b*/cpu.cfs_quota_us")
-            )
-            time.sleep(0.02)
-
-    watcher = threading.Thread(target=look)
-    watcher.start()
-    ok(ws.run_bash("sleep 1"))
-    watcher.join()
-    assert seen and seen[0] == "200000"
+    ok(ws.run_bash("true"))
+    quotas = [p.read_text().strip() for p in CGROUP_V1_CPU.glob(f"**/bvb-{ws._scene_name}/cpu.cfs_quota_us")]
+    assert quotas == ["200000"]  # 2 CPUs' worth of each 100 ms period, for every block's tree together
 
 
 def test_memory_limit_kills_the_tree_past_it(tmp_path, clip):
     if "cgroup_memory" not in LEVEL.layers:
         pytest.skip(LEVEL.missing.get("cgroup_memory"))
-    with SceneWorkspace(tmp_path / "ws", clip, CONFIG, memory_bytes=128 << 20) as small:
-        assert small.level.memory_max == 128 << 20
-        result = small.run_bash("python3 -c 'b = bytearray(400 << 20); print(len(b))'; echo rc=$?")
-    assert result.stdout.splitlines()[-1] == "rc=137"
+    hog = "import sys, time\nb = bytearray(int(sys.argv[1]) << 20)\nb[::4096] = b'x' * len(b[::4096])\ntime.sleep(float(sys.argv[2]))\n"
+    with SceneWorkspace(tmp_path / "ws", clip, CONFIG, memory_bytes=160 << 20) as small:
+        assert small.level.memory_max == 160 << 20
+        (small.root / "scratch" / "hog.py").write_text(hog)
+        alone = small.run_bash("python3 scratch/hog.py 400 0; echo rc=$?")
+        assert alone.stdout.splitlines()[-1] == "rc=137"
+        if small.shared_pids:
+            # The limit is the scene's, as a container's: one process left running and one new one share it.
+            ok(small.run_bash("nohup python3 scratch/hog.py 100 60 > /dev/null 2>&1 & sleep 1"))
+            second = small.run_bash("python3 scratch/hog.py 100 0; echo rc=$?")
+            left = ok(small.run_bash("ps -eo args")).stdout
+            assert second.stdout.splitlines()[-1] == "rc=137" or "hog.py 100 60" not in left
 
 
 def test_bad_input_is_one_clear_line(tmp_path, clip):

@@ -6,8 +6,8 @@ and runs each of the agent's bash blocks as ``docker exec NAME bash -lc BLOCK`` 
 ``SceneWorkspace`` gives the agent the same view without Docker: every block runs as ``bash -lc`` in a
 fresh bubblewrap sandbox over the same host folders (``root`` is ``/workspace``, a private folder is
 ``/tmp`` and another is ``$HOME``), so files persist between blocks; the system is read-only, the
-environment is cleared, there is no network unless asked, and the block's whole tree shares a CPU
-quota, a memory limit and a process cap (cgroups), with the ladder's uid, rlimits and seccomp layers.
+environment is cleared, there is no network unless asked, and every block's tree shares the scene's CPU
+quota, memory limit and process cap (nested cgroups), with the ladder's uid, rlimits and seccomp layers.
 ``blender_run`` and ``blender`` on PATH start Blender in background mode: the configured binary, or
 the bpy module behind ``blender_launcher_bl.py``.
 
@@ -15,7 +15,7 @@ As with ``docker exec``, blocks share the scene's one pid namespace (where a pid
 uid make that safe): what a block leaves running lives on into later blocks, and a block returns when its
 output is closed. What the agent can see differs from the container (docs/sandbox.md, "The scene
 workspace"): a block past its timeout is killed with its whole tree (the release kills only the docker
-client); limits are per block's tree, not per scene; the user is a dedicated uid named ``agent``.
+client); the user is a dedicated uid named ``agent``.
 """
 
 import collections
@@ -237,6 +237,8 @@ class SceneWorkspace:
         self._holder: subprocess.Popen | None = None
         self._pidns: int | None = None
         self._lingering: list[Cgroup] = []
+        self._scene_groups: list[Cgroup] = []
+        self._scene_name = f"w{os.getpid()}_{id(self):x}_scene"
         self._lease: UidLease | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -345,9 +347,9 @@ class SceneWorkspace:
         if running is not None:
             self._kill(*running)
         with self._lock:
-            for group in self._lingering:
+            for group in self._lingering + self._scene_groups:  # children first: a group with children stays
                 group.remove()
-            self._lingering = []
+            self._lingering, self._scene_groups = [], []
             self._stop_holder()
             if self._lease is not None:
                 self._lease.release()
@@ -485,27 +487,26 @@ class SceneWorkspace:
 
     def _run(self, command: str, limit: float) -> BashResult:
         self._blocks += 1
-        name = f"w{os.getpid()}_{id(self):x}_b{self._blocks}"
         self._lingering = [group for group in self._lingering if not _remove_if_empty(group)]
         groups: list[Cgroup] = []
         started = time.monotonic()
         try:
-            if "cgroup_pids" in self.level.layers:
-                groups.append(PidsCgroup(name, self.config.max_processes))
-            if "cgroup_memory" in self.level.layers:
-                groups.append(MemoryCgroup(name, self.memory_bytes))
-            if "cgroup_cpu" in self.level.layers:
-                groups.append(CpuCgroup(name, self.cpus))
+            if not self._scene_groups:
+                self._scene_groups = self._make_groups(self._scene_name)
+            # Each block's groups sit inside the scene's, whose limits bind them all together, as a
+            # container's do: a block's tree can be killed alone, what blocks leave running shares the limits.
+            groups = self._make_groups(f"{self._scene_name}/b{self._blocks}")
             # Fresh descriptors each block: bwrap reads each to its end. The seccomp program is loaded by
             # bwrap into the block's first process.
             options = list(self._options)
-            fds: list[int] = []
+            fds: list[int] = []  # this block's own descriptors, closed once it has started
+            passed: list[int] = []
             if self.shared_pids:
                 # The scene's one pid namespace, held by a process of its own: what a block leaves running
                 # lives on into the next block, as in the container that docker exec enters.
-                options[options.index("--unshare-pid")] = "--pidns"
-                options.insert(options.index("--pidns") + 1, str(self._scene_pidns()))
-                fds.append(-1)  # placeholder: the namespace descriptor is the workspace's, not closed here
+                pidns = self._scene_pidns()
+                options[options.index("--unshare-pid") : options.index("--unshare-pid") + 1] = ["--pidns", str(pidns)]
+                passed.append(pidns)
             if self._bpf is not None:
                 fds.append(_memfd(self._bpf))
                 at = options.index("--clearenv")
@@ -513,14 +514,12 @@ class SceneWorkspace:
             fds.append(_memfd(b"".join(arg.encode() + b"\0" for arg in options)))
             inner = setpriv_args(self.uid) if self._lease is not None else []
             argv = self._limited(["bwrap", "--args", str(fds[-1]), *inner, "bash", "-lc", command], groups)
-            passed = tuple(self._pidns if fd == -1 else fd for fd in fds)
             try:
                 proc = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              start_new_session=True, cwd="/", pass_fds=passed)  # fmt: skip
+                              start_new_session=True, cwd="/", pass_fds=(*passed, *fds))  # fmt: skip
             finally:
                 for fd in fds:
-                    if fd != -1:
-                        os.close(fd)
+                    os.close(fd)
         except OSError as exc:
             for group in groups:
                 group.remove()
@@ -557,6 +556,22 @@ class SceneWorkspace:
         stderr, stderr_error = decode(stderr_bytes)
         return BashResult(returncode=code, stdout=stdout, stderr=stderr, timed_out=False, duration_s=duration,
                           decode_error=error or stderr_error)  # fmt: skip
+
+    def _make_groups(self, name: str) -> list[Cgroup]:
+        """The pids, memory and cpu groups (those the level has) under one name."""
+        groups: list[Cgroup] = []
+        try:
+            if "cgroup_pids" in self.level.layers:
+                groups.append(PidsCgroup(name, self.config.max_processes))
+            if "cgroup_memory" in self.level.layers:
+                groups.append(MemoryCgroup(name, self.memory_bytes))
+            if "cgroup_cpu" in self.level.layers:
+                groups.append(CpuCgroup(name, self.cpus))
+        except OSError:
+            for group in groups:
+                group.remove()
+            raise
+        return groups
 
     def _linger(self, groups: list[Cgroup]) -> None:
         """After a block that ended well: its groups go when empty, else stay with what it left running."""
