@@ -40,6 +40,7 @@ from . import seccomp_filter
 from .config import SandboxConfig, SandboxUnavailable
 from .gate import require_level
 from .layers import (
+    CGROUP_V1_PIDS,
     SANDBOX_DIR,
     Cgroup,
     CpuCgroup,
@@ -49,6 +50,8 @@ from .layers import (
     UidLease,
     blender_binary,
     bwrap_args,
+    cpu_cgroup_base,
+    memory_cgroup_base,
     python_runtime,
     setpriv_args,
 )
@@ -159,7 +162,8 @@ def _remove_if_empty(group: Cgroup) -> bool:
 
 
 def sweep_stale_state() -> None:
-    """Remove the state folders (private /tmp, $HOME) of workspaces whose harness process is gone."""
+    """Remove what workspaces whose harness process is gone left: state folders (private /tmp, $HOME)
+    and their scenes' empty cgroups."""
     for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
         try:
             owner = int(folder.name[len(STATE_PREFIX) :].split("-")[0])
@@ -167,6 +171,21 @@ def sweep_stale_state() -> None:
             continue
         if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
             shutil.rmtree(folder, ignore_errors=True)
+    # A scene's cgroups hold its blocks' groups, which the ladder's own sweep (flat groups) cannot remove.
+    bases = [CGROUP_V1_PIDS / "bvb"] + [base for _, base in (memory_cgroup_base(), cpu_cgroup_base()) if base]
+    for base in bases:
+        for scene in base.glob("*w*_*_scene"):
+            try:
+                owner = int(scene.name.split("w", 1)[1].split("_")[0])
+            except (ValueError, IndexError):
+                continue
+            if owner == os.getpid() or Path(f"/proc/{owner}").exists():
+                continue
+            for group in [*scene.glob("b*/"), scene]:
+                try:
+                    group.rmdir()  # only an empty group goes: a process still in one keeps it
+                except OSError:
+                    pass
 
 
 def _memfd(data: bytes) -> int:
