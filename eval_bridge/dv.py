@@ -366,6 +366,9 @@ def source_fingerprint(judge: "Judge", source_file: str | Path) -> str:
     # Only the VLM samples frames; the geometry judge reads the scene graph.
     settings = judge.settings if isinstance(judge, VLMJudge) else None
     sampling = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()
+    if settings and settings.frame_method == "release":
+        # Rows scored on the earlier bin-centre frames (same sizes) are not this clip's answers any more.
+        sampling += ("release-opencv",)
     return clip_fingerprint(source_file, *sampling)
 
 
