@@ -270,7 +270,8 @@ def _add_report(sub: SubParsers) -> None:
         "--reference",
         action="append",
         help="published results CSV (repeatable: BVB's results.csv and assets/bvb-results.csv): each run that "
-        "reproduces a published configuration is shown beside its row, with the difference and its interval",
+        "reproduces a published configuration is shown beside its row, with the difference and its interval "
+        "(default: none)",
     )
     p.set_defaults(func=cmd_report)
 
@@ -288,7 +289,7 @@ def _add_view(sub: SubParsers) -> None:
     p.add_argument(
         "--reference",
         action="append",
-        help="published results CSV (repeatable), as for bvb report: a run beside its published row",
+        help="published results CSV (repeatable), as for bvb report: a run beside its published row (default: none)",
     )
     p.set_defaults(func=cmd_view)
 
