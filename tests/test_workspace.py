@@ -16,8 +16,9 @@ import pytest
 
 from bvb_addon.errors import ArgumentError, MissingFileError
 from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, probe_layers
+from bvb_addon.sandbox.block_result import decode
 from bvb_addon.sandbox.layers import CGROUP_V1_CPU, uid_in_use
-from bvb_addon.sandbox.workspace import BashResult, SceneWorkspace, decode
+from bvb_addon.sandbox.workspace import BashResult, SceneWorkspace
 
 SECRET = "bvb-workspace-canary-51c2"
 KEY = "BVB_TEST_WORKSPACE_API_KEY"

@@ -18,12 +18,10 @@ workspace"): a block past its timeout is killed with its whole tree (the release
 client); the user is a dedicated uid named ``agent``.
 """
 
-import collections
 import json
 import logging
 import os
 import secrets
-import select
 import shlex
 import shutil
 import stat
@@ -31,12 +29,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import replacing
 from ..errors import ArgumentError, MissingFileError
 from . import seccomp_filter
+from .block_result import BashResult, Capture, bash_result, memfd, wait_exit
 from .config import SandboxConfig, SandboxUnavailable
 from .gate import require_level
 from .layers import (
@@ -65,87 +64,12 @@ VIDEO_INSIDE = f"{INSIDE}/video/video.mp4"
 BIN_INSIDE = "/opt/bvb/bin"
 HOME_INSIDE = "/root"
 LAUNCHER_SCRIPT = SANDBOX_DIR / "blender_launcher_bl.py"
-# The release's Sandbox.exec on subprocess.TimeoutExpired: this text REPLACES stderr (its timeout is a float).
-TIMEOUT_TEXT = "command timed out after {timeout}s"
 # Docker's default PATH, with the launchers first.
 PATH = f"{BIN_INSIDE}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# What a block may print that is kept: the head and the tail of each stream. The agent is shown at
-# most the first and last 2,000 characters of each (the release's cut), so the middle is never seen.
-KEEP_BYTES = 4 << 20
 # /etc files a block may read when --allow-network is given (name resolution, TLS roots).
 NETWORK_ETC = ("/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
 SHM_BYTES = 64 << 20  # Docker's default /dev/shm
 STATE_PREFIX = "bvb-scene-"
-
-
-@dataclass
-class BashResult:
-    """One bash block's outcome, as the release's ``ExecResult`` gives it to the agent, plus what we add."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-    timed_out: bool
-    duration_s: float
-    decode_error: str | None = None
-    """``UnicodeDecodeError: ...`` where the release's ``text=True`` capture would have raised on the output
-    (not UTF-8) and ended the scene with that error; here the output is decoded with replacement characters."""
-    partial_stdout: bytes | None = None
-    """On a timeout, the raw stdout captured before the kill. The release returns these bytes themselves
-    (``TimeoutExpired.stdout`` is bytes even with ``text=True``), so its agent is shown ``str(bytes)``: that is
-    what ``stdout`` holds; the release's own cut of a result over 4,000 characters then raises on bytes."""
-
-
-def decode(data: bytes) -> tuple[str, str | None]:
-    """(text, the release's decode error) as ``subprocess.run(text=True)`` reads a stream under UTF-8:
-    universal newlines (``\\r\\n`` and ``\\r`` become ``\\n``)."""
-    error = None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        error = f"{exc.__class__.__name__}: {exc}"
-        text = data.decode("utf-8", errors="replace")
-    return text.replace("\r\n", "\n").replace("\r", "\n"), error
-
-
-class _Capture:
-    """Read one pipe to its end in a thread, keeping the first and last KEEP_BYTES."""
-
-    def __init__(self, stream, keep: int = KEEP_BYTES):
-        self.head = bytearray()
-        self.tail: collections.deque[bytes] = collections.deque()
-        self.tail_bytes = 0
-        self.dropped = 0
-        self.keep = keep
-        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _read(self, stream):
-        try:
-            while chunk := stream.read1(1 << 16):
-                room = self.keep - len(self.head)
-                if room > 0:
-                    self.head += chunk[:room]
-                    chunk = chunk[room:]
-                if chunk:
-                    self.tail.append(chunk)
-                    self.tail_bytes += len(chunk)
-                    # Whole chunks leave the front: a flood costs no copying of what is kept.
-                    while self.tail_bytes - len(self.tail[0]) >= self.keep:
-                        self.tail_bytes -= len(self.tail[0])
-                        self.dropped += len(self.tail.popleft())
-        except (OSError, ValueError):
-            pass
-        finally:
-            stream.close()
-
-    def data(self) -> bytes:
-        tail = b"".join(self.tail)
-        extra = max(0, len(tail) - self.keep)  # the front chunk may reach back past the last KEEP_BYTES
-        if not self.dropped and not extra:
-            return bytes(self.head) + tail
-        dropped = self.dropped + extra
-        return bytes(self.head) + f"\n[... {dropped} bytes not kept ...]\n".encode() + tail[extra:]
 
 
 def _remove_if_empty(group: Cgroup) -> bool:
@@ -186,39 +110,6 @@ def sweep_stale_state() -> None:
                     group.rmdir()  # only an empty group goes: a process still in one keeps it
                 except OSError:
                     pass
-
-
-def _memfd(data: bytes) -> int:
-    """An anonymous file holding data, at offset 0, for a child to read (inherited through pass_fds)."""
-    fd = os.memfd_create("bvb-block", 0)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
-def _wait_exit(proc: subprocess.Popen, limit: float) -> bool:
-    """Whether proc exited within limit seconds. A pidfd wakes at the exit itself: Popen.wait(timeout) polls
-    with sleeps of up to 50 ms, which a short block would pay on top of its own time."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        try:
-            proc.wait(timeout=limit)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        deadline = time.monotonic() + limit
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return proc.poll() is not None
-            if poller.poll(min(left, 3600.0) * 1000):
-                return True
-    finally:
-        os.close(pidfd)
 
 
 class SceneWorkspace:
@@ -527,10 +418,10 @@ class SceneWorkspace:
                 options[options.index("--unshare-pid") : options.index("--unshare-pid") + 1] = ["--pidns", str(pidns)]
                 passed.append(pidns)
             if self._bpf is not None:
-                fds.append(_memfd(self._bpf))
+                fds.append(memfd(self._bpf))
                 at = options.index("--clearenv")
                 options[at:at] = ["--seccomp", str(fds[-1])]
-            fds.append(_memfd(b"".join(arg.encode() + b"\0" for arg in options)))
+            fds.append(memfd(b"".join(arg.encode() + b"\0" for arg in options)))
             inner = setpriv_args(self.uid) if self._lease is not None else []
             argv = self._limited(["bwrap", "--args", str(fds[-1]), *inner, "bash", "-lc", command], groups)
             try:
@@ -543,11 +434,12 @@ class SceneWorkspace:
             for group in groups:
                 group.remove()
             raise SandboxUnavailable(f"cannot start a bash block in the scene sandbox: {exc}") from exc
-        out, err = _Capture(proc.stdout), _Capture(proc.stderr)
+        out, err = Capture(proc.stdout), Capture(proc.stderr)
         self._running = (proc, groups)
         deadline = started + limit
+        timed_out = True  # until known: whatever stops this wait kills the block's tree
         try:
-            timed_out = not _wait_exit(proc, limit)
+            timed_out = not wait_exit(proc, limit)
             if not timed_out and self.shared_pids:
                 # docker exec returns when the streams close: a process the block started in the background
                 # that still holds them keeps the block waiting, up to the same timeout.
@@ -563,18 +455,7 @@ class SceneWorkspace:
                 self._linger(groups)
         for capture in (out, err):
             capture.thread.join(timeout=10)
-        duration = time.monotonic() - started
-        stdout_bytes, stderr_bytes = out.data(), err.data()
-        if timed_out:
-            # The release: ExecResult(124, exc.stdout or "", f"command timed out after {timeout}s").
-            partial = stdout_bytes or None
-            return BashResult(returncode=124, stdout=str(partial) if partial else "",
-                              stderr=TIMEOUT_TEXT.format(timeout=limit), timed_out=True, duration_s=duration,
-                              partial_stdout=partial)  # fmt: skip
-        stdout, error = decode(stdout_bytes)
-        stderr, stderr_error = decode(stderr_bytes)
-        return BashResult(returncode=code, stdout=stdout, stderr=stderr, timed_out=False, duration_s=duration,
-                          decode_error=error or stderr_error)  # fmt: skip
+        return bash_result(code, timed_out, limit, out.data(), err.data(), time.monotonic() - started)
 
     def _make_groups(self, name: str) -> list[Cgroup]:
         """The pids, memory and cpu groups (those the level has) under one name."""
