@@ -79,7 +79,7 @@ def test_dv_on_ray_writes_the_same_rows_and_summary_as_local(assets, local_ray, 
     assert summary == local
     assert summary["new_judge_calls"] == 12 and summary["retention_rate"] == pytest.approx(0.6)
     shared = "_dual_vqa_shared/original_answers.jsonl"
-    key = "id"
+    key = "qa_id"
     ray_shared = sorted(_rows(tmp_path / "ray" / shared), key=lambda r: r[key])
     assert ray_shared == sorted(_rows(tmp_path / "local" / shared), key=lambda r: r[key])
     assert not (ray_run / "dual_vqa.partial.jsonl").exists()
