@@ -50,6 +50,8 @@ from .layers import (
     blender_binary,
     bwrap_args,
     cpu_cgroup_base,
+    gpu_groups,
+    gpu_paths,
     memory_cgroup_base,
     python_runtime,
     setpriv_args,
@@ -372,7 +374,9 @@ class SceneWorkspace:
         # What docker exec's process gets: the image's PATH, HOME, and HOSTNAME (the container's id).
         env = {"PATH": PATH, "HOSTNAME": self.hostname, "HOME": HOME_INSIDE, "LANG": "C.UTF-8"}
         uid = self.uid if self._lease else None
-        prefix = bwrap_args(self.config, self.root, self._read_paths, uid, None, inside=INSIDE, env=env,
+        # The release's container has no GPU; SandboxConfig.gpu (run --agent-gpu) opts in, as for workers.
+        self._gpu = gpu_paths() if self.config.gpu else None
+        prefix = bwrap_args(self.config, self.root, self._read_paths, uid, self._gpu, inside=INSIDE, env=env,
                             network=self.allow_network)  # fmt: skip
         etc = [arg for name in ("passwd", "group", "hostname", "hosts")
                for arg in ("--ro-bind", str(self._state / "etc" / name), f"/etc/{name}")]  # fmt: skip
@@ -422,7 +426,8 @@ class SceneWorkspace:
                 at = options.index("--clearenv")
                 options[at:at] = ["--seccomp", str(fds[-1])]
             fds.append(memfd(b"".join(arg.encode() + b"\0" for arg in options)))
-            inner = setpriv_args(self.uid) if self._lease is not None else []
+            groups_kept = gpu_groups(self._gpu) if self._gpu else ()
+            inner = setpriv_args(self.uid, groups_kept) if self._lease is not None else []
             argv = self._limited(["bwrap", "--args", str(fds[-1]), *inner, "bash", "-lc", command], groups)
             try:
                 proc = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
