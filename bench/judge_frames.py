@@ -57,8 +57,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from bench.frame_sampling import make_clip
-    from eval_bridge.judge_frames import _seek_read, decode_frames, frame_count, frame_indices, opencv_version
-    from eval_bridge.judge_frames import release_frames
+    from eval_bridge.judge_frames import (
+        _seek_read,
+        decode_frames,
+        frame_count,
+        frame_indices,
+        opencv_version,
+        release_frames,
+    )
 
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bvb-judge-frames-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -74,12 +80,16 @@ def main(argv=None):
         release_s, theirs = _best(lambda: release_frames(clip), args.repeat)
         ours_s, ours = _best(lambda: release_frames(clip, read=ours_read), args.repeat)
         identical = theirs.jpegs == ours.jpegs and theirs.indices == ours.indices
-        print(f"release (OpenCV seek per frame): {release_s:.2f} s; ours (PyAV, {args.workers} threads): {ours_s:.2f} s")
+        print(
+            f"release (OpenCV seek per frame): {release_s:.2f} s; ours (PyAV, {args.workers} threads): {ours_s:.2f} s"
+        )
         if not identical:
             frames_theirs, frames_ours = _seek_read(clip, indices), decode_frames(clip, indices, args.workers)
             for index, a, b in zip(indices, frames_theirs, frames_ours, strict=True):
                 if a is None or b is None:
-                    print(f"frame {index}: release {'none' if a is None else 'read'}, ours {'none' if b is None else 'read'}")
+                    print(
+                        f"frame {index}: release {'none' if a is None else 'read'}, ours {'none' if b is None else 'read'}"
+                    )
                 elif a.shape != b.shape or (a != b).any():
                     print(f"frame {index}: PSNR {_psnr(a, b):.1f} dB")
         print(

@@ -27,7 +27,7 @@ from bvb_addon.run_dir import RunDir, require_run
 
 from . import protocol as rules
 from .cache import clip_fingerprint, frames_hash
-from .files import agent_meta, append_jsonl, file_lock, write_jsonl_atomic
+from .files import agent_meta, append_jsonl, file_lock
 from .identity import file_sha256
 from .judge import Judge, VLMJudge
 
@@ -183,7 +183,9 @@ class _Shared:
             if not self._keep(raw, self._lines):
                 foreign += 1
         if foreign:
-            log.warning("%s: %d line(s) this harness does not read as source answers; kept as they are", self.path, foreign)
+            log.warning(
+                "%s: %d line(s) this harness does not read as source answers; kept as they are", self.path, foreign
+            )
         self._seen = (inode, self._seen[1] + end)
 
     def _sha(self, question):
@@ -303,13 +305,13 @@ def text_only_sha(question: Question, protocol: str) -> str:
 TEXT_ONLY_PROTOCOLS = ("dual_vqa_v1", "dual_vqa_strict")
 
 
-def score_text_only(
-    questions: Iterable[Question], judge: "Judge", shared: str | Path, workers: int = 8
-) -> dict:
+def score_text_only(questions: Iterable[Question], judge: "Judge", shared: str | Path, workers: int = 8) -> dict:
     """--text-only (the chance floor): every question asked with no frames, answers kept in the shared bank
     ``text_only_answers.jsonl`` (the release's file and row format, view text_only); returns the accuracy."""
     if not isinstance(judge, VLMJudge) or judge.protocol not in TEXT_ONLY_PROTOCOLS:
-        raise ArgumentError("--text-only asks a VLM judge under dual_vqa_v1 (or dual_vqa_strict); drop --judge geometry")
+        raise ArgumentError(
+            "--text-only asks a VLM judge under dual_vqa_v1 (or dual_vqa_strict); drop --judge geometry"
+        )
     questions = list(questions)
     bank = _Shared(Path(shared) / TEXT_ONLY_ANSWERS, judge, view="text_only")
     empty = frames_hash([])
@@ -318,7 +320,9 @@ def score_text_only(
     def ask(question):
         return bank.put(question, empty, [judge.ask_text(question)], None)
 
-    bar = progress_bar(total=len(questions), initial=len(questions) - len(pending), desc="text-only", unit="q", leave=False)
+    bar = progress_bar(
+        total=len(questions), initial=len(questions) - len(pending), desc="text-only", unit="q", leave=False
+    )
     try:
         for _question, _row, error in backend.map_unordered(ask, pending, workers=workers):
             if error is not None:
@@ -357,7 +361,9 @@ def _verdict(protocol, question, answers):
     graded = [
         rules.score(protocol, question.question_type, a, question.options, question.ground_truth) for a in answers
     ]
-    quirks = [rules.quirk(protocol, question.question_type, a, question.options, question.ground_truth) for a in answers]
+    quirks = [
+        rules.quirk(protocol, question.question_type, a, question.options, question.ground_truth) for a in answers
+    ]
     return rules.is_correct(majority(graded)), next((q for q in quirks if q), None)
 
 
@@ -365,7 +371,7 @@ def source_fingerprint(judge: "Judge", source_file: str | Path) -> str:
     """The source clip's content fingerprint with the judge's sampling settings (eval_bridge.cache)."""
     # Only the VLM samples frames; the geometry judge reads the scene graph.
     settings = judge.settings if isinstance(judge, VLMJudge) else None
-    sampling = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()
+    sampling: tuple[object, ...] = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()
     if settings and settings.frame_method == "release":
         # Rows scored on the earlier bin-centre frames (same sizes) are not this clip's answers any more.
         sampling += ("release-opencv",)
@@ -659,7 +665,9 @@ class DualVQA:
         row.render_correct = rules.is_correct(row.render_score)
         row.retained = row.source_correct and row.render_correct
         row.original_correct, row.rendered_correct, row.rendered_answer = (
-            row.source_correct, row.render_correct, row.render_answer
+            row.source_correct,
+            row.render_correct,
+            row.render_answer,
         )
         return row.as_dict()
 
@@ -748,7 +756,10 @@ def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
         n_frames=_n_frames(judge),
         num_scenes=len({r["scene"] for r in rows if r["status"] == "ok"}),
         release_joinable=release_summary(rows),
-        quirks={side: dict(Counter(r[f"{side}_quirk"] for r in pool if r.get(f"{side}_quirk"))) for side in ("source", "render")},
+        quirks={
+            side: dict(Counter(r[f"{side}_quirk"] for r in pool if r.get(f"{side}_quirk")))
+            for side in ("source", "render")
+        },
         opencv=_opencv_version(judge),
         # The protocol's own numbers (vsi_official: VSI-Bench's, comparable with its tables); retention above is ours.
         vsi_bench=rules.aggregate(judge.protocol, pool, _prompt_kind(judge)),

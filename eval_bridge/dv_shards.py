@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bvb_addon.errors import ArgumentError, BadFileError
-from bvb_addon.records import read_dv_rows, write_dv_rows, write_dv_summary
 from bvb_addon.jsonfile import NOT_JSON, json_lines
+from bvb_addon.records import read_dv_rows, write_dv_rows, write_dv_summary
 from bvb_addon.run_dir import RunDir
 
 from . import protocol as rules

@@ -179,11 +179,11 @@ def _decode_run(video: str, indices: Sequence[int]) -> list[Any]:
             for packet in container.demux(stream):
                 if packet.pts is not None and position(packet.pts) >= index:
                     codec.skip_frame = "DEFAULT"  # from here on a frame may be the one wanted
-                decoded = [f for f in packet.decode() if f.pts is not None]
-                hit = next((f for f in decoded if position(f.pts) == index), None)
+                decoded = [(position(f.pts), f) for f in packet.decode() if f.pts is not None]
+                hit = next((f for at, f in decoded if at == index), None)
                 if hit is not None:
                     found = hit.to_ndarray(format="bgr24")
-                if hit is not None or any(position(f.pts) > index for f in decoded):
+                if hit is not None or any(at > index for at, _ in decoded):
                     break
             codec.skip_frame = "DEFAULT"
             last = (index, found)

@@ -92,7 +92,11 @@ def quirk(
 def request_shape(protocol: str) -> tuple[float | None, bool, str]:
     """(temperature or None for none sent, whether the text comes before the frames, the frame method)."""
     rules = protocols.get(protocol, geometry=True)
-    return getattr(rules, "TEMPERATURE", 0.0), getattr(rules, "TEXT_FIRST", False), getattr(rules, "FRAMES", "bin_centres")
+    return (
+        getattr(rules, "TEMPERATURE", 0.0),
+        getattr(rules, "TEXT_FIRST", False),
+        getattr(rules, "FRAMES", "bin_centres"),
+    )
 
 
 def is_correct(value: float) -> bool:

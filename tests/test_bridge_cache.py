@@ -115,8 +115,10 @@ def test_a_cache_with_an_unknown_column_keeps_it_and_answers(tmp_path):
     [
         (lambda p: p.write_bytes(b"not a database, a text file someone saved here\n" * 40), "not a usable SQLite"),
         (lambda p: sqlite3.connect(p).execute("PRAGMA user_version = 7").connection.commit(), "newer than"),
-        (lambda p: sqlite3.connect(p).execute("CREATE TABLE answers (key TEXT, text TEXT)").connection.commit(),
-         "lacks column(s)"),
+        (
+            lambda p: sqlite3.connect(p).execute("CREATE TABLE answers (key TEXT, text TEXT)").connection.commit(),
+            "lacks column(s)",
+        ),
     ],
     ids=["not_a_database", "newer_format", "foreign_table"],
 )

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from bvb_addon.video import sample_uniform
-from eval_bridge.judge_frames import release_frames
 from eval_bridge.cli import main
+from eval_bridge.judge_frames import release_frames
 from headless.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
@@ -116,7 +116,10 @@ def _url_key(frame):
 
 def _first_frame_keys(path):
     """The first frame's key as each protocol samples it: the release's OpenCV frames and vsi_official's bin centres."""
-    return [_url_key(release_frames(path).jpegs[0]), _url_key(sample_uniform(path, 16, longest_side=384, quality=80)[0])]
+    return [
+        _url_key(release_frames(path).jpegs[0]),
+        _url_key(sample_uniform(path, 16, longest_side=384, quality=80)[0]),
+    ]
 
 
 def _parts(body):
@@ -275,7 +278,11 @@ def test_pooled_retention_by_type_failures_request_shape_and_cost(assets, tmp_pa
     assert (width, height) == (384, 256)
     rows = _rows(run)
     assert rows["q2"]["qa_id"] == "q2" and rows["q2"]["rendered_answer"] == "C" and rows["q2"]["n_frames"] == 16
-    assert (rows["q2"]["original_correct"], rows["q2"]["rendered_correct"], rows["q2"]["retained"]) == (True, False, False)
+    assert (rows["q2"]["original_correct"], rows["q2"]["rendered_correct"], rows["q2"]["retained"]) == (
+        True,
+        False,
+        False,
+    )
     assert rows["q6"]["original_correct"] is True and rows["q6"]["status"] == "no_render"
     # The release's summary fields, over the paper's pool (the failed scene's source-correct q6 stays in it),
     # and the release's own joinable-only figures beside.
@@ -286,7 +293,14 @@ def test_pooled_retention_by_type_failures_request_shape_and_cost(assets, tmp_pa
     assert (summary["n_frames"], summary["num_scenes"], summary["pool"]) == (16, 2, "all_questions")
     assert summary["release_joinable"]["num_original_correct"] == 4
     assert summary["release_joinable"]["retention_rate"] == pytest.approx(3 / 4)
-    assert set(by_type["object_counting"]) >= {"n", "n_joinable", "n_original_correct", "n_retained", "retention_rate", "rendered_accuracy"}
+    assert set(by_type["object_counting"]) >= {
+        "n",
+        "n_joinable",
+        "n_original_correct",
+        "n_retained",
+        "retention_rate",
+        "rendered_accuracy",
+    }
     assert (by_type["object_counting"]["n"], by_type["object_counting"]["n_joinable"]) == (2, 1)
     assert summary["temperature"] is None and summary["opencv"]
     shared = (tmp_path / "results" / "_dual_vqa_shared" / "original_answers.jsonl").read_text().splitlines()
@@ -323,8 +337,23 @@ def test_duplicate_source_rows_left_by_older_runs_are_read_and_the_file_is_never
     assert shared.read_bytes() == before
     first = json.loads(rows[0])
     # The release's row keys (dual_vqa_scoring.make_answer_row), ours beside.
-    assert list(first)[:9] == ["qa_id", "scene_name", "question_type", "view", "answer", "correct", "model", "n_frames", "protocol"]
-    assert (first["view"], first["model"], first["n_frames"], first["protocol"]) == ("original", "gpt-4o", 16, "dual_vqa_v1")
+    assert list(first)[:9] == [
+        "qa_id",
+        "scene_name",
+        "question_type",
+        "view",
+        "answer",
+        "correct",
+        "model",
+        "n_frames",
+        "protocol",
+    ]
+    assert (first["view"], first["model"], first["n_frames"], first["protocol"]) == (
+        "original",
+        "gpt-4o",
+        16,
+        "dual_vqa_v1",
+    )
 
 
 def _release_bank_row(qa_id, scene, qtype, answer, correct, model="gpt-4o"):
@@ -617,7 +646,9 @@ def test_replies_without_an_answer_are_judge_errors_never_cached_and_asked_again
     shared = tmp_path / "results" / "_dual_vqa_shared"
     cached = sqlite3.connect(shared / "judge_cache.sqlite").execute("SELECT answer FROM answers").fetchall()
     assert len(cached) == 12 - 3 and all(answer.strip() for (answer,) in cached)
-    assert "q2" not in {json.loads(line)["qa_id"] for line in (shared / "original_answers.jsonl").read_text().splitlines()}
+    assert "q2" not in {
+        json.loads(line)["qa_id"] for line in (shared / "original_answers.jsonl").read_text().splitlines()
+    }
 
     healthy = Judge(labels)
     with ScriptedOpenAI(responder=healthy) as server:
@@ -796,7 +827,9 @@ def test_resume_reads_an_older_harness_s_rows_and_names_a_corrupt_rows_file(asse
     ['{"note": "another tool\'s line"}\n', '{"id": "q3", "scene": "s1", "quest'],
     ids=["foreign_row", "torn_last_line"],
 )
-def test_a_partial_file_line_that_is_not_a_row_stops_the_stage_before_anything_is_written(assets, tmp_path, capsys, tail):
+def test_a_partial_file_line_that_is_not_a_row_stops_the_stage_before_anything_is_written(
+    assets, tmp_path, capsys, tail
+):
     # Before: such a line was skipped with a warning and the partial file deleted at the end (the line lost).
     run = _make_run(assets, tmp_path / "results")
     with ScriptedOpenAI(responder=Judge(assets[1])) as server:
@@ -810,7 +843,9 @@ def test_a_partial_file_line_that_is_not_a_row_stops_the_stage_before_anything_i
             assert _dv(run, assets, server, *extra) == 2
             err = capsys.readouterr().err.strip().splitlines()
             assert len(err) == 1 and str(partial) in err[0] and "line 3" in err[0]
-        assert {p.name: p.read_bytes() for p in (partial, run / "dual_vqa.jsonl", run / "dual_vqa_summary.json")} == before
+        assert {
+            p.name: p.read_bytes() for p in (partial, run / "dual_vqa.jsonl", run / "dual_vqa_summary.json")
+        } == before
 
 
 def _shard(run, i, n, rows):
@@ -830,7 +865,11 @@ def test_shards_merge_with_the_release_s_checks(assets, tmp_path, capsys):
     # One shard of three missing: refused, naming it.
     _shard(run, 1, 3, rows[:3])
     _shard(run, 3, 3, rows[5:])
-    assert main(merge) == 2 and "missing shards of -of-3" in capsys.readouterr().err and "[2]" in capsys.readouterr().err + "[2]"
+    assert (
+        main(merge) == 2
+        and "missing shards of -of-3" in capsys.readouterr().err
+        and "[2]" in capsys.readouterr().err + "[2]"
+    )
     # A second set of another N: mixed, unless --shard-count picks one.
     _shard(run, 1, 2, rows[:1])
     assert main(merge) == 2 and "mixed shard counts" in capsys.readouterr().err
@@ -876,7 +915,9 @@ def test_text_only_asks_with_no_frames_into_the_release_s_bank_and_keeps_it(asse
         assert main([*argv, "--judge-base-url", server.base_url, "--retry-base-delay", "0.01"]) == 0
         bodies = list(server.requests)
     assert len(bodies) == 6  # q1 came from the bank
-    body = next(b for b in bodies if b["messages"][0]["content"][0]["text"].endswith("Question: Which is closest to the bed?"))
+    body = next(
+        b for b in bodies if b["messages"][0]["content"][0]["text"].endswith("Question: Which is closest to the bed?")
+    )
     assert list(body) == ["model", "messages", "max_completion_tokens"] and body["max_completion_tokens"] == 32
     assert body["messages"][0]["content"] == [
         {

@@ -113,7 +113,12 @@ def test_the_release_s_verdict_and_the_quirk_that_decided_it(qtype, answer, opti
 def test_the_table_covers_every_quirk_and_strict_rules_differ_where_quirks_decide():
     assert {case[5] for case in VERDICTS} - {None} == set(dual_vqa_v1.QUIRKS)
     # dual_vqa_strict (ours) reads these the other way; it is a protocol of its own name.
-    for qtype, answer, truth in [(MC, "", "B"), (MC, "?", "B"), (MC, "I'd say sofa", "B"), ("object_size_estimation", "1.8", "1.5")]:
+    for qtype, answer, truth in [
+        (MC, "", "B"),
+        (MC, "?", "B"),
+        (MC, "I'd say sofa", "B"),
+        ("object_size_estimation", "1.8", "1.5"),
+    ]:
         assert protocol.score("dual_vqa_strict", qtype, answer, OPTIONS, truth) != protocol.score(
             "dual_vqa_v1", qtype, answer, OPTIONS, truth
         )
@@ -206,7 +211,10 @@ def test_the_judge_s_frames_are_the_release_s_frames_and_pyav_s_decode_gives_the
     # 640 x 480 shrinks to 384 x 288 (scale 0.6), JPEG quality 80.
     jpeg = taken.jpegs[5]
     sof = jpeg.index(b"\xff\xc0")
-    assert (int.from_bytes(jpeg[sof + 7 : sof + 9], "big"), int.from_bytes(jpeg[sof + 5 : sof + 7], "big")) == (384, 288)
+    assert (int.from_bytes(jpeg[sof + 7 : sof + 9], "big"), int.from_bytes(jpeg[sof + 5 : sof + 7], "big")) == (
+        384,
+        288,
+    )
     ours = release_frames(index_clip, read=lambda video, wanted: decode_frames(video, wanted, 1))
     assert ours.jpegs == taken.jpegs
 

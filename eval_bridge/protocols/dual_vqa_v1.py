@@ -59,14 +59,14 @@ _JOINING_COMMA = re.compile(r"\d,(?!\d{3}(?!\d))\d")
 
 QUIRKS = {
     "empty_answer": "an empty, blank or punctuation-only answer to a multiple choice counts as correct",
-    "contraction_letter": "the letter came from a contraction or possessive (\"I'd\" reads as D)",
-    "article_a": "the article \"a\" in a short answer reads as option A",
+    "contraction_letter": 'the letter came from a contraction or possessive ("I\'d" reads as D)',
+    "article_a": 'the article "a" in a short answer reads as option A',
     "long_answer": "an answer of 40 or more characters is judged by option text, its letter ignored",
-    "partial_text": "the answer's text is only part of the option's text (\"bed\" for \"bedside table\")",
+    "partial_text": 'the answer\'s text is only part of the option\'s text ("bed" for "bedside table")',
     "fuzzy_text": "the answer's text is within difflib ratio 0.88 of the option's text, not equal to it",
     "float_boundary": "floating point decides the 20% bound against the exact decimal reading (1.8 for 1.5 is wrong)",
-    "leading_dot": "\".5\" reads as 5",
-    "joining_comma": "a comma between digits is deleted (\"1,5\" reads as 15)",
+    "leading_dot": '".5" reads as 5',
+    "joining_comma": 'a comma between digits is deleted ("1,5" reads as 15)',
     "no_options": "a multiple-choice question without options (the release's code fails on it)",
 }
 """Every quirk a row may name, and what it means (docs/protocol.md lists them)."""
