@@ -436,6 +436,16 @@ def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
         f"({summary['new_judge_calls']} new calls, ${summary['new_judge_cost_usd']:.4f}; "
         f"{summary['cache_hits']} cache hits)"
     )
+    joinable = summary.get("release_joinable") or {}
+    if joinable:
+        # The release's own code pools only the questions of rendered scenes (failures left out).
+        release_rate = joinable.get("retention_rate")
+        release_dv = "n/a" if release_rate is None else f"{100 * release_rate:.2f}"
+        quirks = sum(n for side in (summary.get("quirks") or {}).values() for n in side.values())
+        print(
+            f"release's pool: {summary['num_joinable']} joinable questions, DV {release_dv} over them; "
+            f"{quirks} verdicts decided by a release quirk (summary: quirks)"
+        )
     if summary.get("vsi_bench"):
         vsi = summary["vsi_bench"]
         print(

@@ -824,8 +824,12 @@ def test_resume_reads_an_older_harness_s_rows_and_names_a_corrupt_rows_file(asse
 
 @pytest.mark.parametrize(
     "tail",
-    ['{"note": "another tool\'s line"}\n', '{"id": "q3", "scene": "s1", "quest'],
-    ids=["foreign_row", "torn_last_line"],
+    [
+        '{"note": "another tool\'s line"}\n',
+        '{"id": "q3", "scene": "s1", "quest',
+        '{"id": "q3", "scene": "s1", "question_type": "object_size_estimation", "format": 9}\n',
+    ],
+    ids=["foreign_row", "torn_last_line", "newer_format"],
 )
 def test_a_partial_file_line_that_is_not_a_row_stops_the_stage_before_anything_is_written(
     assets, tmp_path, capsys, tail
@@ -935,3 +939,18 @@ def test_text_only_asks_with_no_frames_into_the_release_s_bank_and_keeps_it(asse
     # "B" is right for q2 (B) only; q5's truth is A; numbers read no number in "B".
     out = capsys.readouterr().out
     assert "text-only (chance floor): 1 of 7 correct, 14.29%" in out
+
+
+def test_a_partial_row_s_unknown_field_is_kept_into_the_rows_file(assets, tmp_path, capsys):
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(run, assets, server) == 0
+        rows = [json.loads(line) for line in (run / "dual_vqa.jsonl").read_text().splitlines()]
+        rows[0]["reviewer_note"] = "checked by hand"
+        (run / "dual_vqa.partial.jsonl").write_text(json.dumps(rows[0]) + "\n")
+        (run / "dual_vqa.jsonl").unlink()
+        assert _dv(run, assets, server, "--resume") == 0
+        assert server.calls == 12  # every call came from the cache
+    assert _rows(run)["q1"]["reviewer_note"] == "checked by hand"
+    out = capsys.readouterr().out
+    assert "release's pool: 5 joinable questions, DV 75.00 over them" in out
