@@ -954,3 +954,26 @@ def test_a_partial_row_s_unknown_field_is_kept_into_the_rows_file(assets, tmp_pa
     assert _rows(run)["q1"]["reviewer_note"] == "checked by hand"
     out = capsys.readouterr().out
     assert "release's pool: 5 joinable questions, DV 75.00 over them" in out
+
+
+def test_a_verdict_a_release_quirk_decided_is_flagged_in_its_row_and_counted(assets, tmp_path):
+    # q2's render answer "?" is correct under dual_vqa_v1 (the release's empty-answer quirk), wrong under ours.
+    overrides = {(("render", "s1"), "Which is closest to the bed?"): "?"}
+    results = {}
+    for protocol in ("dual_vqa_v1", "dual_vqa_strict"):
+        run = _make_run(assets, tmp_path / protocol)
+        with ScriptedOpenAI(responder=Judge(assets[1], overrides)) as server:
+            assert _dv(run, assets, server, "--protocol", protocol) == 0
+        results[protocol] = (_rows(run)["q2"], json.loads((run / "dual_vqa_summary.json").read_text()))
+    row, summary = results["dual_vqa_v1"]
+    assert (row["render_answer"], row["render_correct"], row["retained"], row["render_quirk"]) == (
+        "?",
+        True,
+        True,
+        "empty_answer",
+    )
+    assert row["source_quirk"] is None and summary["quirks"] == {"source": {}, "render": {"empty_answer": 1}}
+    assert summary["retention_rate"] == pytest.approx(4 / 5)
+    row, summary = results["dual_vqa_strict"]
+    assert (row["render_correct"], row["render_quirk"], summary["protocol"]) == (False, None, "dual_vqa_strict")
+    assert summary["retention_rate"] == pytest.approx(3 / 5)

@@ -29,7 +29,7 @@ class DVRow(Record):
     question: str = ""
     ground_truth: str | int | float | None = None
     protocol: str = ""
-    """dual_vqa_v1, vsi_official or geometry_v1."""
+    """dual_vqa_v1, dual_vqa_strict, vsi_official or geometry_v1."""
     judge_model: str = ""
     votes: int = 1
     source_answer: str | None = None
