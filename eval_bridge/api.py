@@ -65,6 +65,7 @@ class DVOptions:
     scenes: tuple[str, ...] | None = None  # None: every scene of the split
     backend: str = "local"  # local or ray
     ray_address: str | None = None
+    shard: tuple[int, int] | None = None  # (i, N): the release's i-th of N scene shards, written to *.shard-i-of-N.*
 
 
 @dataclass(frozen=True)
@@ -311,6 +312,7 @@ def score_dv(options: DVOptions, progress: Progress | None = None, lock: bool = 
                 backend=options.backend,
                 ray_address=options.ray_address,
                 probe_wait=options.judge.probe_wait if options.judge.kind == "vlm" else 0,
+                shard=options.shard,
             ).run()
         finally:
             _close(judge)

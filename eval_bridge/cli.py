@@ -102,6 +102,11 @@ def _add_dv(sub: SubParsers) -> None:
     )
     p.add_argument("--shard-count", type=int, metavar="N", help="with --merge-shards: the set of -of-N shards")
     p.add_argument(
+        "--shard",
+        metavar="i/N",
+        help="score the i-th of N scene shards (scenes in name order, every N-th) into dual_vqa.shard-i-of-N.jsonl",
+    )
+    p.add_argument(
         "--text-only",
         action="store_true",
         help="the chance floor: ask every question of --split with no frames (the release's text-only prompt); "
@@ -400,6 +405,8 @@ def _scenes(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
     """``bvb score dv``: Dual VQA of a run; prints the retention line."""
+    from .dv import parse_shard, shard_path
+
     if args.merge_shards:
         from .dv_shards import merge_shards, shard_summary_line
 
@@ -422,6 +429,7 @@ def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
         scenes=_scenes(args),
         backend=args.backend,
         ray_address=args.ray_address,
+        shard=parse_shard(args.shard) if args.shard else None,
     )
     summary = api.score_dv(options, progress=progress)
     counts = summary["counts"]
@@ -451,7 +459,9 @@ def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
         print(
             f"VSI-Bench official overall: source {vsi['source']['overall']:.2f}, render {vsi['render']['overall']:.2f}"
         )
-    print(f"wrote {RunDir(args.run).dv_rows} and {RunDir(args.run).dv_summary.name}")
+    shard = parse_shard(args.shard) if args.shard else None
+    rd = RunDir(args.run)
+    print(f"wrote {shard_path(rd.dv_rows, shard)} and {shard_path(rd.dv_summary, shard).name}")
     failed = counts["by_status"].get("judge_error", 0)
     if failed:
         reason = api.judge_error_reason(summary)

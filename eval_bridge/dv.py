@@ -351,6 +351,30 @@ def score_text_only(questions: Iterable[Question], judge: "Judge", shared: str |
     }
 
 
+def shard_path(path: Path, shard: tuple[int, int] | None) -> Path:
+    """``dual_vqa.jsonl`` -> ``dual_vqa.shard-i-of-N.jsonl`` (the release's shard names; the summary's alike)."""
+    if shard is None:
+        return path
+    return path.with_name(f"{path.stem}.shard-{shard[0]}-of-{shard[1]}{path.suffix}")
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """``i/N`` with 1 <= i <= N (an ArgumentError naming the flag otherwise)."""
+    try:
+        index, count = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise ArgumentError(f"--shard {value!r} must look like i/N, e.g. 1/8") from None
+    if not 1 <= index <= count:
+        raise ArgumentError(f"--shard {value!r} must satisfy 1 <= i <= N")
+    return index, count
+
+
+def shard_scenes(scenes: Iterable[str], shard: tuple[int, int]) -> set[str]:
+    """The release's shard of the scenes: in name order, every N-th from the i-th."""
+    ordered = sorted(set(scenes))
+    return {scene for position, scene in enumerate(ordered) if position % shard[1] == shard[0] - 1}
+
+
 def _n_frames(judge):
     """The frames a judge sees per clip (None for the geometry judge, which reads the scene graph)."""
     return judge.settings.frames if isinstance(judge, VLMJudge) else None
@@ -426,6 +450,7 @@ class DualVQA:
         backend: str = "local",
         ray_address: str | None = None,
         probe_wait: float = 0,
+        shard: tuple[int, int] | None = None,
     ):
         if votes < 1:
             raise ArgumentError(f"--votes must be at least 1, got {votes}")
@@ -441,6 +466,15 @@ class DualVQA:
             if unknown:
                 raise ArgumentError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
         self.questions = [q for q in self.all_questions if wanted is None or q.scene_name in wanted]
+        # --shard i/N: the release's split of the scenes (name order, every N-th from the i-th), written to
+        # dual_vqa.shard-i-of-N.jsonl and its summary for --merge-shards to join.
+        self.shard = shard
+        if shard is not None:
+            mine = shard_scenes([q.scene_name for q in self.questions], shard)
+            self.questions = [q for q in self.questions if q.scene_name in mine]
+        self.rows_path = shard_path(self.rd.dv_rows, shard)
+        self.summary_path = shard_path(self.rd.dv_summary, shard)
+        self.partial_path = shard_path(self.rd.dv_partial, shard)
         self.videos_root = Path(videos_root)
         self.judge = judge
         self.votes = votes
@@ -501,13 +535,13 @@ class DualVQA:
         for q in self.questions:
             if (q.dataset, q.scene_name) not in sources:
                 sources[(q.dataset, q.scene_name)] = self.judge.source_path(self.videos_root, q.dataset, q.scene_name)
-        partial = self.rd.dv_partial
+        partial = self.partial_path
         done = {}
         # Strict: a line of the partial file that is not a row (another tool's, a cut-off write) stops the stage
         # here, naming it, before the file is extended or deleted.
         partial_rows = read_dv_rows(partial)
         if self.resume:
-            for row in read_dv_rows(self.rd.dv_rows) + partial_rows:
+            for row in read_dv_rows(self.rows_path) + partial_rows:
                 if self._matches(row) and row.get("status") not in RETRY_STATUSES and self._same_clips(row, sources):
                     done[row["id"]] = row
         else:
@@ -553,16 +587,16 @@ class DualVQA:
         ordered = [rows[q.id] for q in self.questions]
         if self.scenes:
             # Re-scoring some scenes replaces their rows and keeps every other scene's.
-            kept = [r for r in read_dv_rows(self.rd.dv_rows) if r["scene"] not in self.scenes]
+            kept = [r for r in read_dv_rows(self.rows_path) if r["scene"] not in self.scenes]
             order = {q.id: i for i, q in enumerate(self.all_questions)}
             ordered = sorted(kept + ordered, key=lambda r: order.get(r.get("id"), len(order)))
-        write_dv_rows(self.rd.dv_rows, ordered)
+        write_dv_rows(self.rows_path, ordered)
         summary = summarise(ordered, self.judge, self.votes)
         summary.split = str(self.split_path) if self.split_path else None
         # The split's content, for the run's identity: the same path may hold another split later.
         summary.split_sha256 = file_sha256(self.split_path) if self.split_path else None
         summary.videos = str(self.videos_root)
-        written = write_dv_summary(self.rd.dv_summary, summary)
+        written = write_dv_summary(self.summary_path, summary)
         partial.unlink(missing_ok=True)
         return written
 

@@ -977,3 +977,36 @@ def test_a_verdict_a_release_quirk_decided_is_flagged_in_its_row_and_counted(ass
     row, summary = results["dual_vqa_strict"]
     assert (row["render_correct"], row["render_quirk"], summary["protocol"]) == (False, None, "dual_vqa_strict")
     assert summary["retention_rate"] == pytest.approx(3 / 5)
+
+
+def test_two_scored_shards_merge_into_the_whole_run_s_rows_and_figures(assets, tmp_path, capsys):
+    whole = _make_run(assets, tmp_path / "whole")
+    sharded = _make_run(assets, tmp_path / "sharded")
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(whole, assets, server) == 0
+        for shard in ("1/2", "2/2"):
+            assert _dv(sharded, assets, server, "--shard", shard) == 0
+        assert _dv(sharded, assets, server, "--shard", "3/2") == 2
+    # The release's split of the scenes: name order, every 2nd from the i-th (s1, s3 | s2).
+    first = [json.loads(line) for line in (sharded / "dual_vqa.shard-1-of-2.jsonl").read_text().splitlines()]
+    assert {r["scene"] for r in first} == {"s1", "s3"}
+    assert (sharded / "dual_vqa_summary.shard-2-of-2.json").is_file() and not (sharded / "dual_vqa.jsonl").exists()
+    assert main(["dv", "--run", str(sharded), "--merge-shards"]) == 0
+    a, b = _rows(whole), _rows(sharded)
+    assert list(a) == list(b) == [f"q{i}" for i in range(1, 8)]
+    for qa_id in a:
+        for key in ("source_answer", "render_answer", "retained", "status", "original_correct", "rendered_correct"):
+            assert a[qa_id][key] == b[qa_id][key], (qa_id, key)
+    x = json.loads((whole / "dual_vqa_summary.json").read_text())
+    y = json.loads((sharded / "dual_vqa_summary.json").read_text())
+    for key in (
+        "retention_rate",
+        "num_qa",
+        "num_ok",
+        "num_error",
+        "num_joinable",
+        "num_original_correct",
+        "num_retained",
+    ):
+        assert x[key] == y[key], key
+    assert "--shard '3/2' must satisfy 1 <= i <= N" in capsys.readouterr().err
