@@ -100,11 +100,12 @@ def _add_dv(sub: SubParsers) -> None:
         action="store_true",
         help="merge the run's dual_vqa.shard-<i>-of-<N>.jsonl into dual_vqa.jsonl and its summary (no judge calls)",
     )
-    p.add_argument("--shard-count", type=int, metavar="N", help="with --merge-shards: the set of -of-N shards")
+    p.add_argument("--shard-count", type=int, metavar="N", help="with --merge-shards: the set of -of-N shards (default: the one N the run holds)")
     p.add_argument(
         "--shard",
         metavar="i/N",
-        help="score the i-th of N scene shards (scenes in name order, every N-th) into dual_vqa.shard-i-of-N.jsonl",
+        help="score the i-th of N scene shards (scenes in name order, every N-th) into dual_vqa.shard-i-of-N.jsonl "
+        "(default: every scene, into dual_vqa.jsonl)",
     )
     p.add_argument(
         "--text-only",
