@@ -100,7 +100,12 @@ def _add_dv(sub: SubParsers) -> None:
         action="store_true",
         help="merge the run's dual_vqa.shard-<i>-of-<N>.jsonl into dual_vqa.jsonl and its summary (no judge calls)",
     )
-    p.add_argument("--shard-count", type=int, metavar="N", help="with --merge-shards: the set of -of-N shards (default: the one N the run holds)")
+    p.add_argument(
+        "--shard-count",
+        type=int,
+        metavar="N",
+        help="with --merge-shards: the set of -of-N shards (default: the one N the run holds)",
+    )
     p.add_argument(
         "--shard",
         metavar="i/N",
