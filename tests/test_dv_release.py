@@ -227,3 +227,23 @@ def test_a_clip_opencv_cannot_open_is_one_line_naming_it(tmp_path):
     bad.write_bytes(b"not a video" * 100)
     with pytest.raises(VideoError, match=f"video {bad}: OpenCV cannot open it; re-download or re-encode it"):
         release_frames(bad)
+
+
+def test_bank_rows_of_the_release_and_of_older_harnesses_read_alike_and_foreign_rows_do_not():
+    from eval_bridge.dv import bank_row_view
+
+    release = {"qa_id": "7", "scene_name": "s", "question_type": MC, "view": "original", "answer": "B",
+               "correct": True, "model": "gpt-5.4-mini", "n_frames": 16, "protocol": "dual_vqa_v1"}  # fmt: skip
+    older = {"judge_model": "gpt-5.4-mini", "protocol": "dual_vqa_v1", "id": "7", "question_sha": "abc",
+             "source_fingerprint": "f", "answers": ["B", "C"], "costs_usd": [0.1, 0.2]}  # fmt: skip
+    a, b = bank_row_view(release), bank_row_view(older)
+    assert (a["qa_id"], a["model"], a["answers"], a["n_frames"], a["question_sha"]) == (
+        "7",
+        "gpt-5.4-mini",
+        ["B"],
+        16,
+        None,
+    )
+    assert (b["qa_id"], b["model"], b["answers"], b["source_fingerprint"]) == ("7", "gpt-5.4-mini", ["B", "C"], "f")
+    for foreign in ({"note": "x"}, {"qa_id": "7"}, {"qa_id": "7", "answer": 3}, ["qa_id"], None):
+        assert bank_row_view(foreign) is None
