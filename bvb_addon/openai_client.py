@@ -160,7 +160,7 @@ class OpenAIClient:
     def __init__(
         self, base_url: str, api_key: str, timeout: float = 600.0, policy: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep, cap: AbstractContextManager | None = None, label: str = "model",
-        cut_ok: bool = False,
+        cut_ok: bool = False, any_reply: bool = False,
     ) -> None:  # fmt: skip
         import openai
 
@@ -170,6 +170,9 @@ class OpenAIClient:
         self.label = label
         # Whether an empty reply cut at max_tokens is an answer (the agent is told it was cut) or a fault.
         self.cut_ok = cut_ok
+        # Whether every reply with a choice is an answer, its content or "" (BVB's release reads its judge so:
+        # an empty or filtered reply is the answer ""); only a reply without choices is then a fault.
+        self.any_reply = any_reply
         # A context manager held around each HTTP request only (a concurrency cap), or None.
         self.cap = cap
         self._sleep = sleep
@@ -192,6 +195,8 @@ class OpenAIClient:
             message = error.get("message") if isinstance(error, dict) else str(error)
             raise _Fault("empty reply", message or "the reply had no choices", usage_dict(response.usage))
         choice = response.choices[0]
+        if self.any_reply:
+            return
         if choice.finish_reason == "content_filter":
             raise _Fault(
                 "content filter", "the reply was stopped by the provider's content filter", usage_dict(response.usage)

@@ -41,6 +41,8 @@ class JudgeSettings:
     text_first: bool = False
     """The text part before the frames (dual_vqa_v1's message) or after them (vsi_official's, VGI's)."""
     frame_method: str = "bin_centres"
+    empty_is_answer: bool = False
+    """An empty or filtered reply is the answer "" (dual_vqa_v1, as the release), not a judge fault."""
     """release: OpenCV's seek per index, resize and JPEG (eval_bridge.judge_frames); bin_centres: PyAV at the
     centres of equal time bins (bvb_addon.video.sample_uniform)."""
 
@@ -53,6 +55,7 @@ class JudgeSettings:
             max_tokens=protocols.max_tokens(protocol),
             text_first=text_first,
             frame_method=frame_method,
+            empty_is_answer=protocols.empty_is_answer(protocol),
         )
 
 
@@ -166,7 +169,13 @@ class VLMJudge:
             max_retries=self.retries, time_limit=max(300.0, 60.0 * (self.retries + 1)), base_delay=self.backoff_s
         )
         self.client = OpenAIClient(
-            self.base_url, self._key, self.timeout_s, policy, cap=self.cap, label=f"judge {self.model}"
+            self.base_url,
+            self._key,
+            self.timeout_s,
+            policy,
+            cap=self.cap,
+            label=f"judge {self.model}",
+            any_reply=self.settings.empty_is_answer,
         )
         self.counter_lock = threading.Lock()
         self.calls = 0

@@ -99,6 +99,11 @@ def request_shape(protocol: str) -> tuple[float | None, bool, str]:
     )
 
 
+def empty_is_answer(protocol: str) -> bool:
+    """Whether an empty or filtered judge reply is the answer "" (dual_vqa_v1, as the release) or a judge fault."""
+    return bool(getattr(protocols.get(protocol, geometry=True), "EMPTY_IS_ANSWER", False))
+
+
 def is_correct(value: float) -> bool:
     """The one correctness rule: only a full score counts as correct."""
     return value >= FULL_SCORE

@@ -618,18 +618,27 @@ NO_CHOICES = {"raw": {"id": "chatcmpl-x", "object": "chat.completion", "created"
 
 
 def test_replies_without_an_answer_are_judge_errors_never_cached_and_asked_again_on_resume(assets, tmp_path):
+    """vsi_official (ours): a reply without choices, with empty content or cut by a content filter is a fault."""
     root, labels = assets
     run = _make_run(assets, tmp_path / "results")
     # Every try of these three calls gets a reply without an answer: no choices, empty content,
     # and an answer that a content filter cut.
+    q = {text: (text, options) for _, _, _, text, options, *_ in QUESTIONS}
     faults = {
-        (("source", "s1"), "Which is closest to the bed?"): NO_CHOICES,
-        (("render", "s2"), "How far apart are the bed and the door?"): {"content": ""},
-        (("render", "s2"), "Which order do they appear in?"): {"content": "A", "finish_reason": "content_filter"},
+        (("source", "s1"), _vsi_prompt(*q["Which is closest to the bed?"])): NO_CHOICES,
+        (("render", "s2"), _vsi_prompt(*q["How far apart are the bed and the door?"])): {"content": ""},
+        (("render", "s2"), _vsi_prompt(*q["Which order do they appear in?"])): {
+            "content": "A",
+            "finish_reason": "content_filter",
+        },
     }
-    judge = Judge(labels, faults)
+    answers = {}
+    for _, scene, _, text, options, _, source, render in QUESTIONS:
+        answers[(("source", scene), _vsi_prompt(text, options))] = source
+        answers[(("render", scene), _vsi_prompt(text, options))] = render
+    judge = Judge(labels, {**answers, **faults})
     with ScriptedOpenAI(responder=judge) as server:
-        assert _dv(run, assets, server, "--retries", "2") == 75  # judge faults: --resume must redo them
+        assert _dv(run, assets, server, "--retries", "2", "--protocol", "vsi_official") == 75  # --resume redoes them
         # Retried like a 5xx: three tries each.
         assert [judge.counts[key] for key in faults] == [3, 3, 3]
     rows = _rows(run)
@@ -650,14 +659,39 @@ def test_replies_without_an_answer_are_judge_errors_never_cached_and_asked_again
         json.loads(line)["qa_id"] for line in (shared / "original_answers.jsonl").read_text().splitlines()
     }
 
-    healthy = Judge(labels)
+    healthy = Judge(labels, answers)
     with ScriptedOpenAI(responder=healthy) as server:
-        assert _dv(run, assets, server, "--resume") == 0
+        assert _dv(run, assets, server, "--resume", "--protocol", "vsi_official") == 0
         asked = sorted((label, text) for (label, text), n in healthy.counts.items() for _ in range(n))
     # Exactly the three faulted calls are asked again; q2's render answer and all others come from the cache.
     assert asked == sorted(faults)
     summary = json.loads((run / "dual_vqa_summary.json").read_text())
-    assert summary["counts"]["judge_errors"] == 0 and summary["retention_rate"] == pytest.approx(3 / 5)
+    assert summary["counts"]["judge_errors"] == 0
+
+
+def test_under_dual_vqa_v1_an_empty_or_filtered_reply_is_the_answer_the_release_reads(assets, tmp_path):
+    """The release strips ``content or ""``: only a reply without choices is a fault (retried, then an error)."""
+    root, labels = assets
+    run = _make_run(assets, tmp_path / "results")
+    faults = {
+        (("source", "s1"), "Which is closest to the bed?"): NO_CHOICES,
+        (("render", "s2"), "How far apart are the bed and the door?"): {"content": ""},
+        (("render", "s2"), "Which order do they appear in?"): {"content": "", "finish_reason": "content_filter"},
+        (("render", "s1"), "Which is closest to the bed?"): {"content": "", "finish_reason": "length"},
+    }
+    judge = Judge(labels, faults)
+    with ScriptedOpenAI(responder=judge) as server:
+        assert _dv(run, assets, server, "--retries", "2") == 75  # the reply without choices: --resume redoes it
+        assert [judge.counts[key] for key in faults] == [3, 1, 1, 1]
+    rows = _rows(run)
+    assert rows["q2"]["status"] == "judge_error" and "no choices" in rows["q2"]["reason"]
+    # q4 (a number): "" reads no number, wrong. q5 (multiple choice): "" is in every option's text, right.
+    assert (rows["q4"]["render_answer"], rows["q4"]["render_correct"], rows["q4"]["render_quirk"]) == ("", False, None)
+    assert (rows["q5"]["render_answer"], rows["q5"]["retained"], rows["q5"]["render_quirk"]) == (
+        "",
+        True,
+        "empty_answer",
+    )
 
 
 class _OverlapJudge(Judge):

@@ -122,6 +122,7 @@ MAX_TOKENS = DUAL_VQA_MAX_TOKENS
 TEMPERATURE = dual_vqa_v1.TEMPERATURE
 TEXT_FIRST = dual_vqa_v1.TEXT_FIRST
 FRAMES = dual_vqa_v1.FRAMES
+EMPTY_IS_ANSWER = dual_vqa_v1.EMPTY_IS_ANSWER  # the same pool as dual_vqa_v1: an empty reply is an answer, wrong here
 
 
 def prompt(question: Question, kind: str = "local") -> str:

@@ -36,6 +36,9 @@ TEMPERATURE = None
 """The release sends no temperature: the model's default."""
 TEXT_FIRST = True
 """The instruction text is the message's first part, the frames follow."""
+EMPTY_IS_ANSWER = True
+"""A reply with a choice is an answer, its content or "" (the release strips ``content or ""``); only a reply
+without choices is a judge fault. An empty answer to a multiple choice is then correct (``empty_answer``)."""
 FRAMES = "release"
 """The release's frames: indices int(i * (total - 1) / 15) of OpenCV's frame count, OpenCV's resize and JPEG."""
 DEFAULT_MODEL = "gpt-5.4-mini"
