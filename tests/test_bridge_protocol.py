@@ -1,4 +1,5 @@
-"""The scoring protocols (docs/protocol.md section 5): dual_vqa_v1's rules, VSI-Bench's official scoring, the one
+"""The scoring protocols (docs/protocol.md section 5): dual_vqa_strict's rules (our stricter reading; the release's
+are in test_dv_release.py), VSI-Bench's official scoring, the one
 correctness rule, retention and Overall. Every case is derived by hand from the stated rules."""
 
 import json
