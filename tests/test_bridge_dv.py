@@ -1044,3 +1044,18 @@ def test_two_scored_shards_merge_into_the_whole_run_s_rows_and_figures(assets, t
     ):
         assert x[key] == y[key], key
     assert "--shard '3/2' must satisfy 1 <= i <= N" in capsys.readouterr().err
+
+
+def test_a_judge_cache_that_is_not_a_database_stops_dv_with_one_line_and_is_left_as_it_is(assets, tmp_path, capsys):
+    # Before: a traceback marked as a harness bug.
+    run = _make_run(assets, tmp_path / "results")
+    cache = tmp_path / "results" / "_dual_vqa_shared" / "judge_cache.sqlite"
+    cache.parent.mkdir(parents=True)
+    cache.write_text("q1,3\nq2,B\n" * 200)
+    before = cache.read_bytes()
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert _dv(run, assets, server) == 2
+        assert server.calls == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(cache) in err[0] and "not a usable SQLite database" in err[0] and "bug" not in err[0]
+    assert cache.read_bytes() == before and not (run / "dual_vqa.jsonl").exists()
