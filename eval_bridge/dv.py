@@ -703,6 +703,8 @@ class DualVQA:
             row.render_correct,
             row.render_answer,
         )
+        if row.status != "ok":
+            row.error = row.reason  # the release's name for why a row is not ok
         return row.as_dict()
 
     def _grade(self, question, answers):
@@ -716,7 +718,7 @@ class DualVQA:
 
 def _with_status(row: DVRow, status: str, reason: str) -> dict:
     """A row that stopped before grading: its status and reason, nothing answered."""
-    row.status, row.reason = status, reason
+    row.status, row.reason, row.error = status, reason, reason
     return row.as_dict()
 
 

@@ -284,6 +284,8 @@ def test_pooled_retention_by_type_failures_request_shape_and_cost(assets, tmp_pa
         False,
     )
     assert rows["q6"]["original_correct"] is True and rows["q6"]["status"] == "no_render"
+    assert rows["q6"]["error"] == rows["q6"]["reason"] and "model_error" in rows["q6"]["error"]
+    assert rows["q2"]["error"] is None
     # The release's summary fields, over the paper's pool (the failed scene's source-correct q6 stays in it),
     # and the release's own joinable-only figures beside.
     for name in RELEASE_SUMMARY_FIELDS:

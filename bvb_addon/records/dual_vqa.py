@@ -63,6 +63,8 @@ class DVRow(Record):
     original_correct: bool | None = None
     """Null where the source was not answered (a judge fault), as the release leaves a question without a bank row."""
     n_frames: int | None = None
+    error: str | None = None
+    """The release's name for ``reason`` on a row that is not ok (null on ok rows, as the release publishes them)."""
     format: int = DV_FORMAT
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (``node`` on a Ray cluster), kept as they are."""
