@@ -138,11 +138,24 @@ def test_one_pass_frames_are_the_per_frame_commands_bytes(clip, tmp_path, block)
     assert len(fast) == len(times)  # 3.95 (99 clamped) still has a frame: the last is at 3.96 s
 
 
-def test_frames_far_apart_are_taken_in_runs_each_with_its_own_seek(clip):
-    # Keyframes every 24 frames (0.96 s): 3.9 s is past the keyframe at 3.84 s, over 2 s after 0.2 s.
-    probe = mf._probe_frames(clip)
-    frame_of = {t: min(f for f in probe.frames if f >= t) for t in (0.2, 1.0, 3.9, 3.91)}
-    assert mf._runs([0.2, 1.0, 3.9, 3.91], frame_of, probe.keyframes) == [[0.2, 1.0], [3.9, 3.91]]
+def test_frames_far_apart_are_taken_in_runs_each_with_its_own_seek():
+    # 1920x1440 at 30 fps: a seek is worth 1 s of decoding; keyframes every 2 s.
+    frames = [i / 30 for i in range(300)]
+    clip = mf._Clip(frames, [0.0, 2.0, 4.0, 6.0, 8.0], 0.0, 1920 * 1440, 30.0)
+    wanted = [0.5, 1.0, 2.1, 5.5, 5.6]
+    frame_of = {t: min(f for f in frames if f >= t - 1e-9) for t in wanted}
+    assert mf._runs(wanted, frame_of, clip) == [[0.5, 1.0, 2.1], [5.5, 5.6]]
+
+
+def test_runs_in_several_processes_write_the_per_frame_commands_bytes(clip, tmp_path, monkeypatch):
+    # Every keyframe crossed starts a run, three runs to a process: inputs of their own, each seeking.
+    monkeypatch.setattr(mf, "SEEK_COST_S", 0.0)
+    monkeypatch.setattr(mf, "RUNS_PER_PROCESS", 3)
+    times = mf.request("0.1 0.5 1.2 1.3 2.0 2.9 3.5 3.9", mf.probe_duration(clip))
+    fast = mf.extract(clip, tmp_path / "fast", times)
+    slow = mf.extract_per_frame(clip, tmp_path / "slow", times)
+    assert len(fast) == len(slow) == 8
+    assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
 
 
 def test_a_config_json_that_bvbs_harness_wrote_reads(tmp_path):

@@ -4,13 +4,15 @@ The times are BVB's Stage-1 agent's: timestamps, or ``count=N [start=S] [end=E]`
 with both ends (one frame: the middle), each clamped to [0, duration - 0.05] and rounded to the
 millisecond, at most 60 a block. Each image is, pixel for pixel and byte for byte, the JPEG that
 ``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` writes (the reference runs one such
-process per frame). Here one ffmpeg process takes a whole run of the block's frames: it seeks as the
-reference does to the run's first time, decodes on, and keeps for each time T the first frame at or
-after T, which is the frame that input seeking to T decodes; a run ends where seeking again is cheaper
-than decoding on (a keyframe more than SEEK_GAP_S past the last frame taken). Dense requests take one
-process, sparse ones one per frame as the reference. tests/test_mini_bvb_units.py checks the bytes
-against the per-frame command and bench/frames_block.py measures the gain. A run that fails, or writes
-another count of frames than the clip's frame times predict, sends the block to the per-frame command.
+process per frame). Here a block is taken in runs: a run seeks as the reference does to its first
+time and decodes on, keeping for each time T the first frame at or after T, which is the frame that
+input seeking to T decodes; the next run starts where seeking again costs less than decoding on to
+the next frame's keyframe (SEEK_COST_S against the clip's size). Up to RUNS_PER_PROCESS runs share one
+ffmpeg process, each as an input of its own. So a dense block is one process decoding each frame once,
+and a sparse one decodes no more than the reference with a few processes for its dozens.
+tests/test_mini_bvb_units.py checks the bytes against the per-frame command and bench/frames_block.py
+measures the gain. A run that fails, or writes another count of frames than the clip's frame times
+predict, sends the block to the per-frame command.
 bpy-free.
 """
 
@@ -121,17 +123,20 @@ def _select_expression(times: list[float], offset: str = "") -> str:
 
 @dataclass(frozen=True)
 class _Clip:
-    """The clip's frame and keyframe times from its container's start, and that start (a demux, no decoding)."""
+    """The clip's frame and keyframe times from its container's start, that start, and its frame size and rate
+    (a demux, no decoding)."""
 
     frames: list[float]
     keyframes: list[float]
     start_time: float
+    pixels: int
+    fps: float
 
 
 def _probe_frames(video: Path) -> _Clip | None:
     result = subprocess.run(
         ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
-         "packet=pts_time,flags:format=start_time", "-of", "json", str(video)],
+         "packet=pts_time,flags:format=start_time:stream=width,height,avg_frame_rate", "-of", "json", str(video)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:
@@ -139,49 +144,63 @@ def _probe_frames(video: Path) -> _Clip | None:
     try:
         data = json.loads(result.stdout)
         start = float(data.get("format", {}).get("start_time", 0.0) or 0.0)
+        stream = (data.get("streams") or [{}])[0]
+        num, _, den = str(stream.get("avg_frame_rate", "0/1")).partition("/")
+        fps = float(num) / float(den or 1) if float(den or 1) else 0.0
         packets = [p for p in data.get("packets", []) if "pts_time" in p]
         frames = sorted(float(p["pts_time"]) - start for p in packets)
         keys = sorted(float(p["pts_time"]) - start for p in packets if "K" in p.get("flags", ""))
-    except (ValueError, KeyError, TypeError):
+        pixels = int(stream.get("width", 0)) * int(stream.get("height", 0))
+    except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
-    return _Clip(frames, keys, start)
+    return _Clip(frames, keys, start, pixels, fps or 30.0)
 
 
-SEEK_GAP_S = 2.0
-"""A block's frames are taken in runs: the next run starts with a seek (its own ffmpeg process) when the
-keyframe before its first frame is this many seconds past the last frame taken; closer frames are decoded
-on to (cheaper than a process and a seek)."""
+SEEK_COST_S = 0.1
+"""What starting a run costs beside its decoding (its input opened and a seek, its decoder started)."""
+DECODE_PIXELS_PER_S = 300 * 1920 * 1440
+"""H.264 decoding speed here (1920x1440 at about 300 frames a second with 2 threads), to weigh decoding on
+against seeking."""
+RUNS_PER_PROCESS = 8
+"""Runs one ffmpeg process takes as inputs of its own (each with its decoder, so memory grows with them)."""
 
 
-def _runs(wanted: list[float], frame_of: dict[float, float], keyframes: list[float]) -> list[list[float]]:
+def _runs(wanted: list[float], frame_of: dict[float, float], clip: _Clip) -> list[list[float]]:
+    """The block's times in runs: the next run starts with a seek of its own when decoding on from the last
+    frame taken to the keyframe before its frame would cost more than a seek does."""
+    gap = SEEK_COST_S * DECODE_PIXELS_PER_S / max(1, clip.pixels) / clip.fps
     runs: list[list[float]] = []
     for t in wanted:
         if runs:
-            key = max((k for k in keyframes if k <= frame_of[t] + 1e-9), default=0.0)
-            if key - frame_of[runs[-1][-1]] <= SEEK_GAP_S:
+            key = max((k for k in clip.keyframes if k <= frame_of[t] + 1e-9), default=0.0)
+            if key - frame_of[runs[-1][-1]] <= gap:
                 runs[-1].append(t)
                 continue
         runs.append([t])
     return runs
 
 
-def _run_frames(video: Path, work: Path, index: int, times: list[float], count: int, seek: bool) -> list[Path] | None:
-    """One ffmpeg process writing the frames of a run in time order (``count`` distinct ones); None if it failed.
+def _run_batch(
+    video: Path, work: Path, batch: int, runs: list[tuple[list[float], int]], seek: bool
+) -> list[list[Path]] | None:
+    """One ffmpeg process writing the frames of some runs (an input and an output each), each run's in time order
+    (``count`` distinct ones); None if it failed.
 
-    With ``seek`` it starts as the reference's command does for the run's first time (input seeking, accurate,
-    original timestamps kept so select compares the times the reference seeks to); else it decodes from the
-    start (-ss 0 keeps the reference's time origin, the container's start)."""
-    position = ["-ss", f"{times[0]:.3f}", "-copyts"] if seek else ["-ss", "0"]
-    result = subprocess.run(
-        ["ffmpeg", "-y", *position, "-i", str(video), "-vf", f"select='{_select_expression(times)}',"
-         f"scale={SCALE_WIDTH}:-1", "-fps_mode", "passthrough", "-frames:v", str(count), "-q:v", str(JPEG_QSCALE),
-         "-f", "image2", str(work / f"{index:03d}-%04d.jpg")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    With ``seek`` each input starts as the reference's command does for its run's first time (input seeking,
+    accurate; original timestamps kept, so select compares the times the reference seeks to); else the one run
+    decodes from the start (-ss 0 keeps the reference's time origin, the container's start)."""
+    command = ["ffmpeg", "-y", "-v", "error"] + (["-copyts"] if seek else [])
+    for times, _ in runs:
+        command += ["-ss", f"{times[0]:.3f}" if seek else "0", "-i", str(video)]
+    for index, (times, count) in enumerate(runs):
+        command += ["-map", f"{index}:v:0", "-vf", f"select='{_select_expression(times)}',scale={SCALE_WIDTH}:-1",
+                    "-fps_mode", "passthrough", "-frames:v", str(count), "-q:v", str(JPEG_QSCALE), "-f", "image2",
+                    str(work / f"{batch:03d}-{index:02d}-%04d.jpg")]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         log.warning("frames: extraction of a run failed (%s); one process per frame", result.stderr[-300:])
         return None
-    return sorted(work.glob(f"{index:03d}-*.jpg"))
+    return [sorted(work.glob(f"{batch:03d}-{index:02d}-*.jpg")) for index in range(len(runs))]
 
 
 def extract(video: str | Path, out_dir: str | Path, times: list[float], start_index: int = 0) -> list[Frame]:
@@ -204,18 +223,21 @@ def extract(video: str | Path, out_dir: str | Path, times: list[float], start_in
             frame_of[t] = later[0]
     wanted = [t for t in distinct if t in frame_of]
     # Seeking keeps the original timestamps, which count from the container's start only when it is 0.
-    runs = _runs(wanted, frame_of, clip.keyframes) if clip.start_time == 0 else [wanted]
+    seek = clip.start_time == 0
+    runs = [r for r in (_runs(wanted, frame_of, clip) if seek else [wanted]) if r]
     work = out_dir / ".block"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     path_of: dict[float, Path] = {}
-    for index, run in enumerate(r for r in runs if r):
-        run_frames = sorted({frame_of[t] for t in run})
-        written = _run_frames(video, work, index, run, len(run_frames), seek=clip.start_time == 0)
-        if written is None or len(written) != len(run_frames):
+    for batch, first in enumerate(range(0, len(runs), RUNS_PER_PROCESS)):
+        frames_of = [sorted({frame_of[t] for t in run}) for run in runs[first : first + RUNS_PER_PROCESS]]
+        planned = [(run, len(fs)) for run, fs in zip(runs[first : first + RUNS_PER_PROCESS], frames_of, strict=True)]
+        written = _run_batch(video, work, batch, planned, seek)
+        if written is None or [len(w) for w in written] != [len(fs) for fs in frames_of]:
             shutil.rmtree(work, ignore_errors=True)
             return extract_per_frame(video, out_dir, times, start_index)
-        path_of.update(zip(run_frames, written, strict=True))
+        for fs, ws in zip(frames_of, written, strict=True):
+            path_of.update(zip(fs, ws, strict=True))
     frames = []
     for offset, t in enumerate(times):
         source = path_of.get(frame_of.get(round(t, 3), -1.0))
