@@ -73,7 +73,8 @@ TRAJECTORY_LOG_SUFFIX = ".traj.jsonl"
 TRAJECTORY_KEPT_SUFFIX = ".traj.kept.jsonl"
 TRAJECTORY_IMAGES_SUFFIX = ".images"
 STEP_DIGITS = 3
-_STEP = re.compile(r"^(\d+)\.py$")
+_STEP = re.compile(r"^(\d+)\.(py|sh)$")
+"""A step's program: bpy code (native), or a bash block (mini-bvb)."""
 
 # Every name above, for the structural test that keeps them out of other modules.
 NAMES = (
@@ -287,9 +288,10 @@ class RunDir:
         return sorted(found)
 
     def step_programs(self, scene: str) -> list[tuple[int, Path, Path | None]]:
-        """(number, program, snapshot or None) of the scene's executed programs, in order."""
+        """(number, program, snapshot or None) of the scene's executed programs (python steps, or mini-bvb's bash
+        blocks), in order."""
         found: list[tuple[int, Path, Path | None]] = []
-        for path in self.steps_dir(scene).glob("*.py"):
+        for path in self.steps_dir(scene).glob("*.*"):
             match = _STEP.match(path.name)
             if match:
                 blend = path.with_suffix(BLEND_SUFFIX)

@@ -55,7 +55,7 @@ def test_scenes_steps_and_readers(tmp_path):
     rd.blend("a").write_bytes(b"")
     rd.backup("a").write_bytes(b"")  # the agent's version beside a hand edit: not a scene of its own
     rd.steps_dir("b").mkdir(parents=True)
-    for name in ("002.py", "001.py", "001.blend", "notes.py"):
+    for name in ("002.py", "001.py", "001.blend", "notes.py", "003.sh", "003.blend", "004.txt"):
         (rd.steps_dir("b") / name).write_text("x = 1\n")
     rd.metas.mkdir()
     rd.meta("c").write_text(json.dumps({"status": "submitted"}))
@@ -66,6 +66,7 @@ def test_scenes_steps_and_readers(tmp_path):
     assert [(n, p.name, b and b.name) for n, p, b in rd.step_programs("b")] == [
         (1, "001.py", "001.blend"),
         (2, "002.py", None),
+        (3, "003.sh", "003.blend"),  # a mini-bvb bash block and the result.blend it changed
     ]
     assert rd.trajectory_files() == [("d", rd.trajectory("d"))]
     assert rd.read_meta("c") == {"status": "submitted"} and rd.read_meta("zz") == {}

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import scratch
 from ..errors import ArgumentError
-from ..run_dir import RunDir
+from ..run_dir import CONFIG, RunDir
 from . import mini_bvb_protocol as protocol
 from .config import AgentConfig
 from .mini_bvb import MiniBVBLoop, MiniBVBSettings, SceneInput
@@ -66,7 +66,10 @@ def select(
 
 def config_name(shard: tuple[int, int] | None) -> str:
     """config.json, or BVB's config.shard-<i>-of-<N>.json for a sharded run."""
-    return "config.json" if shard is None else f"config.shard-{shard[0] + 1}-of-{shard[1]}.json"
+    if shard is None:
+        return CONFIG
+    stem, suffix = CONFIG.rsplit(".", 1)
+    return f"{stem}.shard-{shard[0] + 1}-of-{shard[1]}.{suffix}"
 
 
 def release_config(

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..atomic import write_bytes_atomic, write_json_atomic
 from ..errors import BadFileError
 from ..jsonfile import read_json, read_object_or_none
+from ..run_dir import BLEND_SUFFIX, BLENDS
 from .fields import Record, read_record, write_record
 
 AGENT_META_FORMAT = 1
@@ -100,7 +101,7 @@ def from_release(data: dict) -> dict:
             "output": int(data.get("output_tokens") or 0),
         },  # fmt: skip
         "runtime": float(data.get("duration_s") or 0.0),
-        "submission": f"blends/{scene}.blend" if data.get("blend_file") else None,
+        "submission": f"{BLENDS}/{scene}{BLEND_SUFFIX}" if data.get("blend_file") else None,
     }
 
 
