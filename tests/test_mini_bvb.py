@@ -271,3 +271,20 @@ def test_the_runs_budget_is_checked_as_the_cost_limit_and_leaves_later_scenes_un
     assert (meta["stop_reason"], meta["turns"], meta["cost_usd"], meta["status"]) == ("budget", 2, 0.2, "failed")
     assert not (out / "agent_meta" / "synth_b.json").exists()
     assert "budget reached, 1 scene(s) not started" in capsys.readouterr().out
+
+
+def test_a_scene_that_cannot_start_is_an_error_with_bvbs_keys(tmp_path, capsys):
+    bare = make_suite(tmp_path / "suite", scenes=(SCENE,))
+    (bare / "oracle" / f"{SCENE}.py").unlink()  # the oracle agent has nothing to submit
+    out = tmp_path / "run"
+    code = run.main(["--quiet", "--split", str(bare / "split.jsonl"), "--videos", str(bare), "--output", str(out),
+                     "--agent", "oracle"])  # fmt: skip
+    assert code == 75 and "rerun: " in capsys.readouterr().out
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    assert (meta["status"], meta["stop_reason"], meta["blend_file"], meta["harness"]) == (
+        "error",
+        "agent_error",
+        None,
+        "mini-BVB-harness",
+    )
+    assert meta["scene_name"] == SCENE and "no oracle program" in meta["error"] and meta["model"] == "oracle"

@@ -93,6 +93,19 @@ def release_config(
     }
 
 
+def failed_release_keys(config: AgentConfig, settings: MiniBVBSettings, scene: str, error: str) -> dict[str, Any]:
+    """BVB's agent_meta keys of a scene whose sandbox or task failed before its loop (run_agent.py's except;
+    ``model`` is a field of ours too)."""
+    return {
+        "scene_name": scene,
+        "error": error,
+        "blend_file": None,
+        "harness": protocol.RELEASE_HARNESS,
+        "reasoning": protocol.recorded_reasoning(config.model, settings.reasoning),
+        "harness_protocol": protocol.HARNESS,
+    }
+
+
 def chat_model(config: AgentConfig, settings: MiniBVBSettings) -> Any:
     """The LiteLLM client of a model agent (None for an API-free one)."""
     if config.agent != "model":

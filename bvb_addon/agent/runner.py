@@ -443,9 +443,9 @@ class Runner:
             video = dataset.video_path(self.options.videos, dataset_name, scene)
             chat = self.chat or api_free_chat(self.config, video, scene, dataset_name, self.options.videos)
         except ModelError as exc:
-            return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
+            return self._fail_mini(dataset_name, scene, "agent_error", str(exc))
         except Exception as exc:
-            return self._fail(dataset_name, scene, "error", "video_error", str(exc))
+            return self._fail_mini(dataset_name, scene, "video_error", str(exc))
         try:
             return run_scene(
                 chat, self.config, self.options.mini_bvb, self.options.sandbox, self.run_dir, dataset_name, scene,
@@ -454,7 +454,23 @@ class Runner:
         except Exception as exc:
             # The loop ends agent and provider faults itself: this is the workspace failing to start.
             log.exception("scene %s: could not run", scene)
-            return self._fail(dataset_name, scene, "error", "harness_error", f"{type(exc).__name__}: {exc}")
+            return self._fail_mini(dataset_name, scene, "harness_error", f"{type(exc).__name__}: {exc}")
+
+    def _fail_mini(self, dataset_name: str, scene: str, stop_reason: str, reason: str) -> dict:
+        """A mini-bvb scene that could not run: an error, with BVB's keys as its run_agent.py writes them then."""
+        from ..records import read_agent_meta, write_agent_meta
+        from .mini_bvb_run import failed_release_keys
+
+        self._fail(dataset_name, scene, "error", stop_reason, reason)
+        path = self.run_dir.meta(scene)
+        try:
+            meta = read_agent_meta(path)
+            meta.extra.update(failed_release_keys(self.config, self.options.mini_bvb, scene, reason))
+            return write_agent_meta(path, meta)
+        except (OSError, ValueError) as exc:
+            log.error("scene %s: could not add BVB's keys to its agent_meta (%s)", scene, exc)
+            return {"scene": scene, "dataset": dataset_name, "status": "error", "stop_reason": stop_reason,
+                    "reason": reason}  # fmt: skip
 
     # -- all scenes --------------------------------------------------------------------
 
