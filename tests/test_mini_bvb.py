@@ -9,6 +9,11 @@ against it).
 
 import base64
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +22,7 @@ from bvb_addon.agent import mini_bvb_frames as mf
 from bvb_addon.agent.mini_bvb_protocol import system_prompt
 from headless import run
 from headless.scripted_openai import ScriptedOpenAI
-from tests.runner_support import make_suite
+from tests.runner_support import make_suite, turn_of
 
 pytestmark = pytest.mark.blender
 
@@ -288,3 +293,37 @@ def test_a_scene_that_cannot_start_is_an_error_with_bvbs_keys(tmp_path, capsys):
         "mini-BVB-harness",
     )
     assert meta["scene_name"] == SCENE and "no oracle program" in meta["error"] and meta["model"] == "oracle"
+
+
+def test_ctrl_c_ends_the_scene_after_its_turn_without_a_blend_and_resume_runs_it_again(suite, tmp_path):
+    replies = ["```frames\ncount=1\n```", {"content": f"```bash\n{BUILD}\n```", "delay": 1.5}, "DONE"]
+    out = tmp_path / "run"
+    args = ["-m", "headless.run", "--quiet", "--split", str(suite / "split.jsonl"), "--videos", str(suite),
+            "--output", str(out), "--model", "scripted-model", "--api-key-env", "BVB_TEST_KEY", "--price-in", "1",
+            "--price-out", "1"]  # fmt: skip
+    env = {**os.environ, "BVB_TEST_KEY": "sk-test"}
+    with ScriptedOpenAI(responder=lambda body: replies[turn_of(body)]) as server:
+        command = [sys.executable, *args, "--base-url", server.base_url]
+        cwd = Path(__file__).resolve().parent.parent
+        proc = subprocess.Popen(command, cwd=cwd, start_new_session=True, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while server.calls < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C, while the second reply is on its way
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 130, stderr[-3000:]
+        meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+        # The reply in flight was acted on (the build ran); then the scene stopped, leaving no blend.
+        assert (meta["status"], meta["stop_reason"], meta["turns"], meta["commands_run"]) == (
+            "interrupted",
+            "interrupted",
+            2,
+            1,
+        )
+        assert meta["produced_blend"] is True and meta["blend_file"] is None
+        assert not (out / "blends" / f"{SCENE}.blend").exists()
+        resumed = subprocess.run([*command, "--resume"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    assert (meta["status"], meta["turns"], meta["done"]) == ("submitted", 3, True)

@@ -359,7 +359,8 @@ class MiniBVBLoop:
         rd, scene = self.rd, self.scene.scene
         produced = self._output_exists()
         blend_file = None
-        if produced:
+        # An interrupted scene leaves no blend, as a killed BVB run does: --resume runs it again.
+        if produced and self.stop_reason != "interrupted":
             dest = rd.blend(scene)
             if self.ws.copy_out(RESULT, dest, MAX_BLEND_BYTES) is not None:
                 blend_file = str(dest)
