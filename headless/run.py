@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("mini-bvb", "native"),
         default=r["harness"],
         help="mini-bvb: BVB's Stage-1 agent exactly (bash and frames blocks in a scene sandbox; the benchmark's "
-        "protocol); native: ours (python, frames and render actions in a warm Blender worker); never ranked together",
+        "protocol); native: ours (python, frames and render actions in a warm Blender worker; always with --mode vgi); "
+        "never ranked together",
     )
     run.add_argument(
         "--shard",
@@ -238,7 +239,7 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
     from bvb_addon.agent.runner import RunError, RunOptions, parse_shard
     from bvb_addon.sandbox.config import SandboxConfig
 
-    if args.harness == "mini-bvb" and not args.output:
+    if args.harness == "mini-bvb" and args.mode != "vgi" and not args.output:
         from bvb_addon.agent.mini_bvb_protocol import run_name
 
         # BVB's run_model.sh: results/mini-harness-<slug>[-reasoning-<effort>]-run01.
@@ -258,7 +259,7 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
         parser.error(f"{', '.join(missing)} required (or --version)")
     if args.workers < 1:
         raise RunError("--workers must be at least 1")
-    mini = args.harness == "mini-bvb"
+    mini = args.harness == "mini-bvb" and args.mode != "vgi"  # VGI's procedure tasks are native's (Runner.harness)
     config = AgentConfig(
         agent=args.agent,
         model=args.model,

@@ -184,9 +184,14 @@ class Runner:
             raise RunError(f"--videos {self.options.videos}: {bad[0]}{more}")
 
     @property
+    def harness(self) -> str:
+        """The harness protocol this run uses: --harness, except VGI's procedure tasks, which are ours (native)."""
+        return "native" if self.options.mode == "vgi" else self.options.harness
+
+    @property
     def mini(self) -> bool:
         """The mini-bvb harness (else native)."""
-        return self.options.harness == "mini-bvb"
+        return self.harness == "mini-bvb"
 
     @property
     def config_path(self) -> Path:
@@ -281,7 +286,7 @@ class Runner:
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
         )
-        if previous and protocol_of(previous) != o.harness:
+        if previous and protocol_of(previous) != self.harness:
             raise RunError(
                 f"--output {o.output} was run with --harness {protocol_of(previous)}; "
                 "resume it with the same --harness or pick a new folder"
