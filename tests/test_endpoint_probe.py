@@ -126,7 +126,7 @@ def _run(suite, tmp_path, base_url, *extra):
     argv = [sys.executable, "-m", "headless.run", "--quiet", "--split", str(suite / "split.jsonl"),
             "--videos", str(suite), "--output", str(tmp_path / "agent_run"), "--model", "scripted",
             "--api-key-env", "BVB_TEST_KEY", "--price-in", "1", "--price-out", "1", "--base-url", base_url,
-            "--sandbox-min", "rlimits", "--allow-weak-sandbox", *extra]  # fmt: skip
+            "--sandbox-min", "rlimits", "--allow-weak-sandbox", "--harness", "native", *extra]  # fmt: skip
     started = time.monotonic()
     out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "BVB_TEST_KEY": "sk-test"})  # fmt: skip

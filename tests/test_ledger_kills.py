@@ -52,9 +52,10 @@ def test_sigkill_with_a_reply_in_flight_never_records_less_than_the_bill_nor_mor
         return {"content": f"Looking again (turn {turn_of(body)}).\n{FRAMES}", "usage": usage}
 
     run = tmp_path / "run"
-    args = ["--quiet", "--sandbox-min", "rlimits", "--allow-weak-sandbox", "--split", str(suite / "split.jsonl"),
-            "--videos", str(suite), "--output", str(run), "--model", "scripted", "--api-key-env", "BVB_TEST_KEY",
-            "--price-in", "10", "--price-out", "1000", "--max-tokens", "50", "--cost-limit", str(LIMIT)]  # fmt: skip
+    args = ["--quiet", "--harness", "native", "--sandbox-min", "rlimits", "--allow-weak-sandbox",
+            "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(run), "--model", "scripted",
+            "--api-key-env", "BVB_TEST_KEY", "--price-in", "10", "--price-out", "1000", "--max-tokens", "50",
+            "--cost-limit", str(LIMIT)]  # fmt: skip
     command = [sys.executable, "-m", "headless.run"]
     with ScriptedOpenAI(responder=responder) as server:
         args += ["--base-url", server.base_url]
@@ -101,8 +102,9 @@ def test_sigkill_with_a_reply_in_flight_never_records_less_than_the_bill_nor_mor
 
 def test_config_json_records_the_price_source_and_an_unknown_model_fails_before_any_call(tmp_path):
     suite = make_suite(tmp_path / "suite")
-    base = ["--quiet", "--sandbox-min", "rlimits", "--allow-weak-sandbox", "--split", str(suite / "split.jsonl"),
-            "--videos", str(suite), "--api-key-env", "BVB_TEST_KEY", "--cost-limit", "0.0001"]  # fmt: skip
+    base = ["--quiet", "--harness", "native", "--sandbox-min", "rlimits", "--allow-weak-sandbox",
+            "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--api-key-env", "BVB_TEST_KEY",
+            "--cost-limit", "0.0001"]  # fmt: skip
     command = [sys.executable, "-m", "headless.run"]
     with ScriptedOpenAI(default=FRAMES) as server:
         base += ["--base-url", server.base_url]

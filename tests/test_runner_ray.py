@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.blender
 
 SCENES = ("synth_easy_000", "synth_easy_001")
-COMMON = ["--sandbox-min", "rlimits", "--allow-weak-sandbox", "--quiet"]
+COMMON = ["--harness", "native", "--sandbox-min", "rlimits", "--allow-weak-sandbox", "--quiet"]
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ REPO = Path(__file__).resolve().parent.parent
 def test_trials_write_one_run_directory_each(tmp_path):
     suite = make_suite(tmp_path / "suite", scenes=("synth_easy_000",), frames=8)
     result = subprocess.run(
-        [sys.executable, "-m", "headless.run", "--quiet", "--sandbox-min", "rlimits", "--allow-weak-sandbox",
-         "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(tmp_path / "results/floor"),
-         "--agent", "empty-room", "--trials", "2"],
+        [sys.executable, "-m", "headless.run", "--quiet", "--harness", "native", "--sandbox-min", "rlimits",
+         "--allow-weak-sandbox", "--split", str(suite / "split.jsonl"), "--videos", str(suite),
+         "--output", str(tmp_path / "results/floor"), "--agent", "empty-room", "--trials", "2"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
