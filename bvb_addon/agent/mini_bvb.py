@@ -206,7 +206,7 @@ class MiniBVBLoop:
                         self.done, self.stop_reason = True, "done"
                         break
                     messages.append({"role": "user", "parts": [text_part(protocol.nudge(self.frames_seen))]})
-                    self._step(reply, "nudge", [])
+                    self._step("nudge", [])
                     self._sync(system, messages)
                     continue
                 parts, shown = self._frames(frame_blocks, duration)
@@ -216,7 +216,7 @@ class MiniBVBLoop:
                     parts.append(text_part(protocol.bash_observation(ran)))
                 parts.append(text_part(protocol.budget_note(self.cost, self.cost_limit)))
                 messages.append({"role": "user", "parts": parts})
-                self._step(reply, "blocks", bash_blocks, frames=shown)
+                self._step("blocks", bash_blocks, frames=shown)
                 self._sync(system, messages)
                 if protocol.says_done(reply) and self._output_exists() and self.frames_seen > 0:
                     self.done, self.stop_reason = True, "done"
@@ -322,7 +322,7 @@ class MiniBVBLoop:
                 "dataset": self.scene.dataset,
                 "video": str(self.scene.video),
                 "harness": protocol.HARNESS,
-            },  # fmt: skip
+            },
             started=_now(),
             sessions=1,
         )
@@ -338,7 +338,8 @@ class MiniBVBLoop:
         self.traj.messages.extend(sent[len(self.traj.messages) :])
         self._save()
 
-    def _step(self, reply: str, kind: str, bash_blocks: list[str], frames: int = 0) -> None:
+    def _step(self, kind: str, bash_blocks: list[str], frames: int = 0) -> None:
+        """The turn's step record: what the reply asked for (blocks or a nudge)."""
         step = self.traj.steps[-1] if self.traj.steps else Step(step=self.turns)
         step.action = kind
         step.status = "ok"
@@ -395,8 +396,9 @@ class MiniBVBLoop:
             "harness": protocol.RELEASE_HARNESS,
             "reasoning": protocol.recorded_reasoning(self.model_name, self.settings.reasoning),
         }
-        extra: dict[str, Any] = {k: v for k, v in release.items() if k not in ("turns", "frames_seen", "stop_reason",
-                                                                             "model")}  # fmt: skip
+        # turns, frames_seen, stop_reason and model are fields of ours with the same values.
+        shared = ("turns", "frames_seen", "stop_reason", "model")
+        extra: dict[str, Any] = {k: v for k, v in release.items() if k not in shared}
         extra["harness_protocol"] = protocol.HARNESS
         if self.blend_error:
             extra["blend_error"] = self.blend_error
