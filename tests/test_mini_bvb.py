@@ -327,3 +327,19 @@ def test_ctrl_c_ends_the_scene_after_its_turn_without_a_blend_and_resume_runs_it
         assert resumed.returncode == 0, resumed.stderr[-3000:]
     meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
     assert (meta["status"], meta["turns"], meta["done"]) == ("submitted", 3, True)
+
+
+def test_the_ray_backend_runs_mini_bvb_scenes_as_local_threads_do(local_ray, tmp_path):
+    two = make_suite(tmp_path / "suite", scenes=("synth_a", "synth_b"))
+    outcomes = []
+    for backend in ("local", "ray"):
+        out = tmp_path / backend
+        args = ["--quiet", "--split", str(two / "split.jsonl"), "--videos", str(two), "--output", str(out),
+                "--agent", "empty-room", "--backend", backend]  # fmt: skip
+        assert run.main(args) == 0
+        metas = {p.stem: json.loads(p.read_text()) for p in sorted((out / "agent_meta").glob("*.json"))}
+        files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "config.json")
+        keys = ("status", "stop_reason", "turns", "commands_run", "frames_seen", "done", "harness")
+        outcomes.append(({s: tuple(m[k] for k in keys) for s, m in metas.items()}, files))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0]["synth_a"] == ("submitted", "done", 3, 1, 1, True, "mini-BVB-harness")
