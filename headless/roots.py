@@ -399,7 +399,11 @@ def prune() -> list[Path]:
     removed = []
     for path in sorted(roots_dir().glob("*-*")):
         name = path.name.removesuffix(".partial")
-        if path in current or not re.fullmatch(r"[a-z]+-[0-9a-f]{12}", name) or not path.is_dir():
+        # A current recipe's .partial may be a build under way (5.2 and 5.2-bin built at once):
+        # only that recipe's own next build removes it, never another tier's prune.
+        if path.with_name(name) in current:
+            continue
+        if not re.fullmatch(r"[a-z]+-[0-9a-f]{12}", name) or not path.is_dir():
             continue
         remove_root_dir(path)
         removed.append(path)

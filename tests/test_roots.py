@@ -105,8 +105,13 @@ def test_prune_removes_only_the_roots_of_older_recipes(tmp_path, monkeypatch):
     current = roots.root_path(roots.recipes()["sid"])
     old = tmp_path / "sid-0123456789ab"
     failed = tmp_path / "trixie-aaaaaaaaaaaa.partial"
+    # The other tier's root being built right now (./bvb test-blender 5.2 and 5.2-bin at once).
+    building = roots.root_path(roots.recipes()["trixie"]).with_name(
+        roots.root_path(roots.recipes()["trixie"]).name + ".partial"
+    )
     other = tmp_path / "not-a-root"
-    for folder in (current, old, failed, other):
+    for folder in (current, old, failed, building, other):
         (folder / "etc").mkdir(parents=True)
     assert roots.prune() == sorted([old, failed])
     assert current.is_dir() and other.is_dir() and not old.exists() and not failed.exists()
+    assert building.is_dir()
