@@ -23,7 +23,7 @@ def _fenced(kind, body):
 
 @pytest.fixture(scope="module")
 def stepped_run(synth_suite, tmp_path_factory):
-    """A scripted agent's run: step 2 builds an empty room, step 3 the exact scene, then DONE."""
+    """A scripted native run (python actions, not the default mini-bvb): an empty room, then the exact scene."""
     from bvb_addon import video
 
     info = video.probe(synth_suite / "synthetic" / f"{SCENE}.mp4")
@@ -40,7 +40,7 @@ def stepped_run(synth_suite, tmp_path_factory):
         code = run.main(
             ["--split", str(synth_suite / "split.jsonl"), "--videos", str(synth_suite), "--output", str(out),
              "--scenes", SCENE, "--model", "scripted", "--base-url", server.base_url, "--price-in", "0",
-             "--price-out", "0", "--api-key-env", "BVB_TEST_KEY", "--quiet"]
+             "--price-out", "0", "--api-key-env", "BVB_TEST_KEY", "--quiet", "--harness", "native"]
         )  # fmt: skip
     assert code == 0
     return out
