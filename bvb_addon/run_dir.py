@@ -39,7 +39,7 @@ from .jsonfile import read_json, read_json_or_none, read_jsonl, read_object_or_n
 from .versions import Blenders
 
 if TYPE_CHECKING:
-    from .records import RunConfig
+    from .records.run_config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +332,7 @@ class RunDir:
 
     def run_config(self, data: dict | None = None) -> "RunConfig":
         """config.json as its typed record (``records.RunConfig``); an empty one when the file is missing."""
-        from .records import RunConfig
+        from .records.run_config import RunConfig
 
         if data is None:
             data = read_object(self.config)
@@ -355,7 +355,7 @@ class RunDir:
 
     def render_rows(self) -> list[dict]:
         """The render stage's status rows (render_status.jsonl, ``records.RenderRow``), torn lines skipped."""
-        from .records import read_render_rows
+        from .records.render_row import read_render_rows
 
         return read_render_rows(self.render_status)
 

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 from bvb_addon import errors
 from bvb_addon.command_line import Parser, add_alias, sub_parser
 from bvb_addon.errors import ArgumentError
-from bvb_addon.run_dir import JUDGE_CACHE, SHARED, RunDir
+from bvb_addon.run_dir import JUDGE_CACHE, SHARED, STEPS_ANALYSIS, RunDir
 
 from . import api
 from .judge_options import JudgeOptions as _J
@@ -164,7 +164,7 @@ def _add_ls(sub: SubParsers) -> None:
     p.add_argument(
         "--shard",
         help="score the release's shard i/N (scenes in name order, every N-th) into vision_sim.shard-i-of-N.jsonl; "
-        "the last shard to finish merges all N into vision_sim.jsonl",
+        "the last shard to finish merges all N into vision_sim.jsonl (default: every scene, into vision_sim.jsonl)",
     )
     p.add_argument(
         "--encoder-repo",
@@ -668,7 +668,7 @@ def _vgi_steps(args: argparse.Namespace) -> api.Summary:
             f"wrong->another wrong {100 * analysis['wrong_to_other_wrong_rate']:.1f}%, "
             f"stable over the second half {100 * analysis['stability_second_half']:.1f}%; judge {analysis['judge']}"
         )
-        print(f"wrote {Path(args.out) / name / 'steps_analysis.json'}")
+        print(f"wrote {Path(args.out) / name / STEPS_ANALYSIS}")
     return result
 
 

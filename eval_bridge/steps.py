@@ -199,18 +199,18 @@ def add_parser(
         "  bvb score steps --generator-steps wan=steps/wan --tasks tasks.jsonl --out results/vgi_steps "
         "--judge-base-url URL --judge-model M --step-range 4 10",
     )
-    p.add_argument("--run", help="the run directory (results/<run>); with --split and --videos")
-    p.add_argument("--split", help="split file (JSON lines, VSI-Bench fields)")
-    p.add_argument("--videos", help="source videos root: <root>/<dataset>/<scene>.mp4")
+    p.add_argument("--run", help="the run directory (results/<run>); with --split and --videos (default: none, then --generator-steps)")
+    p.add_argument("--split", help="split file (JSON lines, VSI-Bench fields); required with --run (default: none)")
+    p.add_argument("--videos", help="source videos root: <root>/<dataset>/<scene>.mp4; required with --run (default: none)")
     p.add_argument("--scenes", nargs="+", help="only these scenes (default: all)")
     make_judge_args(p)
     vgi = p.add_argument_group("a video generator's denoising steps (instead of --run; the VLM judge of bvb score vgi)")
     vgi.add_argument(
         "--generator-steps", nargs="+", metavar="[NAME=]DIR",
-        help="per generator, a folder of <instance id>/<step>.mp4 (named by the folder, or NAME)",
+        help="per generator, a folder of <instance id>/<step>.mp4 (named by the folder, or NAME; default: none, then --run)",
     )  # fmt: skip
-    vgi.add_argument("--tasks", help="the VGI tasks file of those instances")
-    vgi.add_argument("--out", help="folder for <generator>/steps_analysis.json and the judge's cache")
+    vgi.add_argument("--tasks", help="the VGI tasks file of those instances; required with --generator-steps (default: none)")
+    vgi.add_argument("--out", help="folder for <generator>/steps_analysis.json and the judge's cache; required with --generator-steps (default: none)")
     vgi.add_argument("--step-range", nargs=2, type=int, metavar=("A", "B"), help="only steps A to B (default: all)")
     vgi.add_argument("--frame-budget", type=int, default=32, help="frames the judge sees per video")
     vgi.add_argument("--sampling", choices=("adaptive", "uniform"), default="adaptive", help="how they are picked")

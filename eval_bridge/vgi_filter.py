@@ -104,6 +104,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--results", required=True, help="a bvb score vgi output folder holding two or more generators")
     p.add_argument("--level", type=int, help="the level to judge tasks on (default: the lowest level in the rows)")
-    p.add_argument("--tasks", help="a tasks file to filter (with --kept-tasks)")
-    p.add_argument("--kept-tasks", help="where to write the tasks file's rows of the kept tasks")
+    p.add_argument("--tasks", help="a tasks file to filter (with --kept-tasks; default: none, only the kept list is written)")
+    p.add_argument("--kept-tasks", help="where to write the tasks file's rows of the kept tasks (default: none, not written)")
     return p

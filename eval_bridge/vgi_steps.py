@@ -26,6 +26,7 @@ from typing import Any
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import VideoError
 from bvb_addon.outcomes import one_line
+from bvb_addon.run_dir import STEPS_ANALYSIS, STEPS_ANSWERS
 
 from .judge import JudgeError
 from .steps_analysis import StepAnswer, analyze
@@ -33,7 +34,7 @@ from .vgi import VGIError, VLMProcessJudge, instance_score
 
 log = logging.getLogger(__name__)
 
-ANSWERS, ANALYSIS = "steps_answers.jsonl", "steps_analysis.json"
+ANSWERS, ANALYSIS = STEPS_ANSWERS, STEPS_ANALYSIS
 
 
 def step_videos(folder: str | Path, task_id: str) -> list[tuple[int, Path]]:
@@ -93,7 +94,7 @@ def score_generator_steps(
     for row in rows:  # pool.map keeps the jobs' order: instance by instance, steps in order
         if row["answer"] is not None:
             sequences.setdefault(row["id"], []).append(StepAnswer(row["answer"], bool(row["correct"])))
-    faults = {}
+    faults: dict[str, dict] = {}
     for row in rows:
         if row["status"] == "judge_error":
             faults.setdefault(row["id"], {"scene": row["id"], "status": "judge_error", "reason": row["reason"]})

@@ -78,6 +78,7 @@ def exit_status(exc: SystemExit) -> int:
 
 def run_python(kind: str, what: str, exit_code: int, bpy) -> None:
     """Run a script file, an expression or a text block as Blender does; Quit on sys.exit or a set exit code."""
+    source: str | bytes
     if kind == "file":
         filename = os.path.abspath(what)
         try:

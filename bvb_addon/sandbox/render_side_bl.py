@@ -222,9 +222,8 @@ def render(workspace, req):
     """Render req["frames"] from the scene camera into the workspace; reply with the file names."""
     scene = bpy.context.scene
     if scene.camera is None:
-        # The release's marker for the same refusal (its render script exits with it).
-        return {"status": "error", "reason": "BVB_RENDER_ERROR no_camera: the scene has no camera "
-                "(set bpy.context.scene.camera)"}  # fmt: skip
+        # No release marker here: this text reaches the native agent; error.json adds the marker itself.
+        return {"status": "error", "reason": "the scene has no camera (set bpy.context.scene.camera)"}
     if req["preset"] == "bvb":
         return render_release(workspace, req)
     frames = [int(f) for f in req["frames"]]

@@ -50,7 +50,7 @@ COUNT_TOLERANCE = 0.5
 ZERO_TOLERANCE = 1e-6
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
-"""The release's instruction texts, byte for byte (prompts/NOTICE.md names the source and its licence)."""
+"""The release's instruction texts, byte for byte (prompts/NOTICE.txt names the source and its licence)."""
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _LETTER = re.compile(r"(?:^|\b)(?:option\s*)?([A-Da-d])(?:\b|$)")
