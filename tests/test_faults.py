@@ -20,7 +20,7 @@ import pytest
 
 from bvb_addon import outcomes, scratch
 from headless.scripted_openai import ScriptedOpenAI
-from tests.runner_support import make_suite, py, turn_of
+from tests.runner_support import make_suite, turn_of
 
 pytestmark = pytest.mark.blender
 
@@ -206,7 +206,9 @@ def test_a_render_or_timeline_export_failing_on_a_full_disk_keeps_the_valid_row_
 
 def test_a_run_on_a_full_disk_exits_75_and_resume_finishes_it(tmp_path):
     suite = make_suite(tmp_path / "suite", scenes=("synth_easy_000", "synth_easy_001"))
-    with small_disk(tmp_path / "disk", "4m") as disk:
+    # Room for both scenes once the filler goes: a mini-bvb scene keeps its ~1 MB result.blend twice (the
+    # submission and the step snapshot), so 4 MB held only one of the two.
+    with small_disk(tmp_path / "disk", "8m") as disk:
         run = disk / "run"
         args = ["--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(run),
                 "--agent", "empty-room", "--quiet", *WEAK]  # fmt: skip
@@ -230,13 +232,16 @@ def test_resume_after_sigkill_removes_the_killed_runs_scratch_folder_and_only_it
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp)}
     release = threading.Event()
-    room = "import bpy\nbpy.ops.mesh.primitive_cube_add()"
+    # mini-bvb (bvb run's default): a look at one frame, then a bash block that saves result.blend, and DONE.
+    build = ("cat > /workspace/scratch/build.py <<'EOF'\nimport bpy\nbpy.ops.mesh.primitive_cube_add()\n"
+             "bpy.ops.wm.save_as_mainfile(filepath='/workspace/output/result.blend')\nEOF\n"
+             "blender_run --python /workspace/scratch/build.py > /workspace/scratch/blender.log 2>&1")  # fmt: skip
 
     def responder(body):
         if not release.is_set():
             release.wait(60)  # the first run is killed while it waits for its first reply
             return {"status": 503}
-        return ["```frames\ncount=1\n```", py(room), "DONE"][turn_of(body)]
+        return ["```frames\ncount=1\n```", f"```bash\n{build}\n```\nDONE"][turn_of(body)]
 
     run = tmp_path / "run"
     with ScriptedOpenAI(responder=responder) as server:
@@ -253,6 +258,9 @@ def test_resume_after_sigkill_removes_the_killed_runs_scratch_folder_and_only_it
         first.wait(30)
         left = list(tmp.glob("bvb-synth_easy_000-*"))
         assert len(left) == 1 and (left[0] / scratch.MARKER).is_file()
+        # The killed run's scene workspace state (its private /tmp and $HOME) is named for its process.
+        state = list(tmp.glob(f"bvb-scene-{first.pid}-*"))
+        assert len(state) == 1, sorted(p.name for p in tmp.iterdir())
         # Not the runner's: no marker, or a marker of a process that still runs (this one).
         stranger = tmp / "bvb-synth_easy_000-stranger"
         stranger.mkdir()
@@ -261,7 +269,10 @@ def test_resume_after_sigkill_removes_the_killed_runs_scratch_folder_and_only_it
         resumed = subprocess.run([sys.executable, "-m", "headless.run", *args, "--resume"], cwd=REPO, env=env,
                                  capture_output=True, text=True, timeout=300)  # fmt: skip
         assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert not left[0].exists()
+    assert not left[0].exists() and not state[0].exists()
     assert stranger.is_dir() and live.is_dir()
     assert sorted(p.name for p in tmp.glob("bvb-synth_easy_000-*")) == sorted([stranger.name, live.name])
-    assert json.loads((run / "agent_meta" / "synth_easy_000.json").read_text())["status"] == "submitted"
+    assert not list(tmp.glob("bvb-scene-*")), "the resumed run's own workspace state goes with its scene"
+    meta = json.loads((run / "agent_meta" / "synth_easy_000.json").read_text())
+    assert meta["status"] == "submitted" and meta["harness_protocol"] == "mini-bvb", meta
+    assert (run / "blends" / "synth_easy_000.blend").is_file()
