@@ -309,11 +309,12 @@ def load_trajectory(path: str | os.PathLike[str], inline: bool = True) -> Trajec
 
 def read_trajectory(path: str | os.PathLike[str], inline: bool = True) -> Any:
     """The same reader's trajectory as a JSON object, for the readers that take one and show what there is
-    (the report, the step page, the live view, the exports, the add-on's text view, the budget's spend).
+    (the report, the step page, the live view, the exports, the add-on's text view).
 
     A file that is not JSON is a BadFileError as for ``load_trajectory``; one that parses but is not of the
     record's shape (made by hand, or hostile) comes back as it is, with a warning naming it and what is wrong:
-    those readers check what they show, and the loop and the runner refuse it through ``load_trajectory``.
+    those readers check what they show, and the loop, the runner and the budget's spend refuse it through
+    ``load_trajectory``.
     """
     path = Path(path)
     state = _state(path, inline)

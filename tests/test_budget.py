@@ -121,11 +121,28 @@ def test_recorded_spend_counts_open_reservations_at_their_worst_case(tmp_path):
 
     folder = tmp_path / "trajectories"
     folder.mkdir()
-    ledger = [{"status": "settled", "reserved": 0.05, "cost": 0.02}, {"status": "reserved", "reserved": 0.07}]
+    entry = {"call": 1, "turn": 1, "attempt_worst": 0.05}
+    ledger = [{**entry, "status": "settled", "reserved": 0.05, "cost": 0.02},
+              {**entry, "call": 2, "status": "reserved", "reserved": 0.07}]  # fmt: skip
     (folder / "a.traj.json").write_text(json.dumps({"cost": 0.02, "ledger": ledger}))
     (folder / "b.traj.json").write_text(json.dumps({"cost": 0.5, "ledger": []}))
     assert recorded_spend(folder) == pytest.approx(0.59)
     assert recorded_spend(tmp_path / "none") == 0.0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("state", [{"cost": "a lot"}, {"ledger": [{"status": "reserved", "reserved": "all"}]}, []])
+def test_a_trajectory_whose_spend_does_not_read_is_named_not_counted_as_nothing(tmp_path, state):
+    import json
+
+    from bvb_addon.errors import BadFileError
+
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    (folder / "a.traj.json").write_text(json.dumps({"cost": 0.5, "ledger": []}))
+    (folder / "b.traj.json").write_text(json.dumps(state))
+    with pytest.raises(BadFileError, match=f"^trajectory .*{folder / 'b.traj.json'}.*move it away"):
+        recorded_spend(folder)
 
 
 # -- a whole run: real sandboxed workers, the scripted provider ----------------------------

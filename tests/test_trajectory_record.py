@@ -146,23 +146,28 @@ def test_the_contract_lists_the_record_s_keys():
         assert set(re.findall(r'"(\w+)":', top)) == field_names(record), name
 
 
-def test_a_corrupt_trajectory_on_resume_names_itself_and_exits_2(tmp_path):
+@pytest.mark.parametrize("harness", ["mini-bvb", "native"])
+def test_a_corrupt_trajectory_on_resume_names_itself_and_exits_2(tmp_path, harness):
+    """Native would continue the scene from it; mini-bvb reruns the scene from scratch, but the run's recorded
+    spend is read from every trajectory, so either way the file is named, and left as it was."""
     from tests.runner_support import make_suite
 
     suite = make_suite(tmp_path / "suite", frames=4)
     run = tmp_path / "run"
     args = [sys.executable, "-m", "headless.run", "--quiet", "--split", str(suite / "split.jsonl"), "--videos",
-            str(suite), "--output", str(run), "--agent", "empty-room", "--sandbox-min", "rlimits",
-            "--allow-weak-sandbox", "--resume"]  # fmt: skip
+            str(suite), "--output", str(run), "--agent", "empty-room", "--harness", harness, "--sandbox-min",
+            "rlimits", "--allow-weak-sandbox", "--resume"]  # fmt: skip
     path = run / "trajectories" / "synth_easy_000.traj.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"format": TRAJECTORY_FORMAT, "steps": "many"}))
+    corrupt = json.dumps({"format": TRAJECTORY_FORMAT, "steps": "many"})
+    path.write_text(corrupt)
     result = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == outcomes.USAGE_EXIT, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: trajectory {path}: 'steps' is str") and "move it away" in line, line
     assert not (run / "agent_meta").exists(), "no scene ran"
+    assert path.read_text() == corrupt
 
 
 def test_a_human_edit_goes_through_the_agent_meta_record(tmp_path):

@@ -22,9 +22,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import MissingFileError
 from ..money import money
 from ..run_dir import TRAJECTORY_SUFFIX
-from ..trajectory import read_trajectory
+from ..trajectory import load_trajectory
 from .ledger import CostLimit
 
 
@@ -136,7 +137,9 @@ def recorded_spend(trajectories: str | Path) -> float:
     """USD the trajectories under a folder already recorded, open reservations at their worst case.
 
     A reservation left open by a killed session counts as spent: its scene's Ledger turns it
-    into an unconfirmed cost when the scene resumes.
+    into an unconfirmed cost when the scene resumes. A trajectory that does not read as the record
+    is a BadFileError naming it and the fix: its spend unknown, a budget could not hold, and a
+    mini-bvb scene (rerun from scratch, its old files removed) would not stop on it otherwise.
     """
     total = 0.0
     folder = Path(trajectories)
@@ -145,9 +148,9 @@ def recorded_spend(trajectories: str | Path) -> float:
     for path in sorted(folder.glob(f"*{TRAJECTORY_SUFFIX}")):
         try:
             # Snapshot plus step log: the spend of the scene's last save.
-            state = read_trajectory(path, inline=False)
-        except (OSError, ValueError):
-            continue  # an unreadable trajectory fails its own scene, with its own reason
-        total += float(state.get("cost", 0.0))
-        total += sum(float(e.get("reserved", 0.0)) for e in state.get("ledger", []) if e.get("status") == "reserved")
+            trajectory = load_trajectory(path, inline=False)
+        except MissingFileError:
+            continue  # removed since the listing (a scene of another process starting over)
+        total += trajectory.cost
+        total += sum(entry.reserved for entry in trajectory.ledger if entry.status == "reserved")
     return total
