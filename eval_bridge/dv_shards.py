@@ -16,6 +16,7 @@ from pathlib import Path
 from bvb_addon.errors import ArgumentError, BadFileError
 from bvb_addon.jsonfile import NOT_JSON, json_lines
 from bvb_addon.records import read_dv_rows, write_dv_rows, write_dv_summary
+from bvb_addon.records.dual_vqa import from_release  # the one reading of the release's rows
 from bvb_addon.run_dir import RunDir
 
 from . import protocol as rules
@@ -44,28 +45,6 @@ def shard_files(run_dir: str | Path, shard_count: int | None = None) -> list[Pat
     if missing:
         raise ArgumentError(f"missing shards of -of-{count} in {run_dir}: {missing}; score them, then merge")
     return [by_index[i] for i in range(1, count + 1)]
-
-
-def from_release(row: dict) -> dict:
-    """A row with our names filled in from the release's where ours are absent (its own keys kept as they are)."""
-    ours = dict(row)
-    renames = {
-        "id": "qa_id",
-        "scene": "scene_name",
-        "render_answer": "rendered_answer",
-        "render_correct": "rendered_correct",
-        "source_correct": "original_correct",
-        "reason": "error",
-    }
-    for mine, theirs in renames.items():
-        if mine not in ours and theirs in row:
-            ours[mine] = row[theirs]
-    if ours.get("source_correct") is None:
-        ours["source_correct"] = False
-    if ours.get("retained") is None:
-        ours["retained"] = False
-    ours.setdefault("status", "ok")
-    return ours
 
 
 def read_shard(path: Path) -> list[dict]:

@@ -5,7 +5,8 @@ questions), ``resamples`` times, with ``numpy.random.default_rng(seed).integers(
 over the scenes in sorted order, so the same files and seed give the same interval. Each
 resample recomputes DV as the summary pools it (retained over source-correct questions,
 judge faults left out, 0-100), LS as
-the mean per-scene vision_sim (failures 0) over the drawn scenes that LS scored, and Overall
+the mean per-scene vision_sim (failures 0; a summary that averaged scored scenes only, as the release's
+does, leaves its failures out, as the run's LS did) over the drawn scenes that LS scored, and Overall
 from the two; the interval is the 2.5th and 97.5th percentile.
 
 Trials: K runs of the same configuration are named ``NAME.trial1`` ... ``NAME.trialK``
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bvb_addon.records import read_dv_rows, read_dv_summary, read_ls_rows
+from bvb_addon.records import read_dv_rows, read_dv_summary, read_ls_rows, read_ls_summary
 from bvb_addon.run_dir import RunDir, read_json
 
 log = logging.getLogger(__name__)
@@ -68,12 +69,16 @@ def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
     """Per scene: (retained, source-correct) question counts and its vision_sim (absent: LS did not score it).
 
     The one correctness rule of eval_bridge.protocol: a question counts when its row says
-    source_correct / retained; rows where the judge failed stay out of the pool.
+    source_correct / retained; rows where the judge failed stay out of the pool. The release's rows are
+    read with their own verdicts (records.dual_vqa.from_release), never judged again. A failed LS scene
+    counts 0, or is left out where the run's LS summary averaged scored scenes only (identity.ls_rule).
     """
+    from .identity import ls_rule
     from .protocol import pooled
     from .released import row_scene
 
     rd = RunDir(run_dir)
+    scored_only = rd.ls_summary.is_file() and ls_rule(read_ls_summary(rd.ls_summary).as_dict()) == "scored_only"
     dv: dict[str, tuple] = {}
     ls: dict[str, float] = {}
     # Rows name their scene as ours do (scene) or as the release's do (scene_name, LS's id): released.row_scene.
@@ -83,7 +88,10 @@ def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
         source = row.get("source_correct", row.get("original_correct"))
         dv[scene] = (kept + bool(row.get("retained")), seen + bool(source))
     for row in read_ls_rows(rd.ls_rows):
-        ls[row_scene(row) or ""] = float(row.get("vision_sim") or 0.0) if row.get("status", "ok") == "ok" else 0.0
+        if row.get("status", "ok") == "ok":
+            ls[row_scene(row) or ""] = float(row.get("vision_sim") or 0.0)
+        elif not scored_only:
+            ls[row_scene(row) or ""] = 0.0
     return dv, ls
 
 

@@ -3,6 +3,7 @@ leaderboard with both published tables, the report and bvb view."""
 
 import csv
 import json
+import math
 import re
 
 import pytest
@@ -228,3 +229,38 @@ def test_view_shows_a_run_beside_its_published_row(tmp_path):
     assert live.refresh()
     versus = (tmp_path / "view" / "index.html").read_text().split("<table id='versus-published'>", 1)[1]
     assert "<td>overall</td><td>56.51</td><td>62.11</td><td>+5.60</td>" in versus.split("</table>", 1)[0]
+
+
+def test_a_released_dv_row_reads_as_ours_with_its_own_verdicts_and_keys(tmp_path):
+    from bvb_addon.records import DVRow, read_dv_rows, write_dv_rows
+
+    path = tmp_path / "dual_vqa.jsonl"
+    rows = [{**rs.DV_ROWS[0], "usage": {"total_tokens": 9}}, rs.DV_ROWS[2]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ok, error = read_dv_rows(path)
+    assert (ok["id"], ok["scene"], ok["render_answer"], ok["status"]) == ("101", rs.DONE_SCENE, "3", "ok")
+    assert (ok["render_correct"], ok["source_correct"], ok["retained"]) == (True, True, True)
+    # Keys DVRow does not know stay in its extra (and the row read back carries them).
+    assert DVRow.from_dict(rows[0]).extra == {"usage": {"total_tokens": 9}} and ok["usage"] == {"total_tokens": 9}
+    # Its 'error' row (a render-side ask that raised): a judge fault of ours, out of the pool, asked again.
+    assert (error["id"], error["status"], error["reason"]) == ("103", "judge_error", rs.DV_ROWS[2]["error"])
+    # Ours are written as they were: an id of our own is never overwritten by qa_id's.
+    write_dv_rows(path, [{**ok, "id": "ours-101"}])
+    assert json.loads(path.read_text())["id"] == "ours-101"
+
+
+def test_a_released_run_gets_intervals_from_its_own_verdicts(tmp_path):
+    results = tmp_path / "results"
+    theirs = rs.make_released_run(results)
+    row = next(r for r in _board(tmp_path, theirs) if r["run"] == str(theirs))
+    # By hand from the fixture's rows: ok rows only (its 'error' row is out of its pool), retained over source-correct.
+    pool = [r for r in rs.DV_ROWS if r["status"] == "ok"]
+    dv = 100 * sum(bool(r["retained"]) for r in pool) / sum(bool(r["original_correct"]) for r in pool)
+    assert float(row["dualVqa"]) == pytest.approx(dv) == pytest.approx(50.0)
+    low, high = float(row["dualVqa_ci_low"]), float(row["dualVqa_ci_high"])
+    assert math.isfinite(low) and math.isfinite(high) and low <= dv <= high
+    # Its LS averaged scored scenes only (its summary counts an error): the interval does the same.
+    low, high = float(row["latentSim_ci_low"]), float(row["latentSim_ci_high"])
+    ls = float(row["latentSim"])
+    assert ls == pytest.approx(71.0) and low <= ls <= high
+    assert row["overall_ci_low"] and row["overall_ci_high"]

@@ -6,6 +6,9 @@ leaderboard. Rows and summary carry the release's field names (``qa_id``, ``rete
 ``num_original_correct``, ``num_joinable`` ...) beside ours. dual_vqa.partial.jsonl (rows appended as
 questions finish) is read strictly: a line that is not a row (a killed writer's fragment, another tool's
 line) stops the stage with one line naming it, before anything is written or deleted.
+
+A row the release wrote (``qa_id`` and no ``id``: its ``eval/dual_vqa_metric.py``) reads as a DVRow with ours
+filled in from its names (``from_release``); a row of ours is read and written as it is.
 """
 
 from collections.abc import Iterable
@@ -72,6 +75,45 @@ class DVRow(Record):
     FORMAT = DV_FORMAT
     WHAT = "Dual VQA row"
     FIX = "delete it (or the line) and score again with bvb score dv --resume"
+
+    @classmethod
+    def from_dict(cls, data: object, path: str | Path = "") -> "DVRow":
+        """The row of a parsed JSON object, ours or the release's (read with our names filled in)."""
+        if isinstance(data, dict) and "id" not in data and "qa_id" in data:
+            data = from_release(data)
+        return super().from_dict(data, path)
+
+
+RELEASE_NAMES = {
+    "id": "qa_id",
+    "scene": "scene_name",
+    "render_answer": "rendered_answer",
+    "render_correct": "rendered_correct",
+    "source_correct": "original_correct",
+    "reason": "error",
+}
+"""Our field: the release's (dual_vqa_scoring.make_dual_vqa_row and score_run's error row)."""
+RELEASE_STATUSES = {"error": "judge_error"}
+"""The release's row status in ours. Its ``error`` row is a render-side ask that raised (the frames or the judge
+call, after retries): left out of its summary's pool and asked again on its resume, as our judge_error is."""
+
+
+def from_release(row: dict) -> dict:
+    """A release row with our fields filled in from its names where ours are absent; its own keys kept as they are.
+
+    The release leaves ``original_correct`` and ``retained`` null when the shared bank has no source answer (the
+    question is outside its pool); ours say not correct and not retained, so it stays out of retention's counts.
+    """
+    ours = dict(row)
+    for mine, theirs in RELEASE_NAMES.items():
+        if mine not in ours and theirs in row:
+            ours[mine] = row[theirs]
+    for flag in ("source_correct", "retained"):
+        if ours.get(flag) is None:
+            ours[flag] = False
+    status = ours.get("status", "ok")
+    ours["status"] = RELEASE_STATUSES.get(status, status) if isinstance(status, str) else status
+    return ours
 
 
 @dataclass
