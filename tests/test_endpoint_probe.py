@@ -122,26 +122,43 @@ def test_a_judge_that_is_busy_at_first_is_waited_for(suite, tmp_path):
     assert out.returncode == 0, out.stderr
 
 
-def _run(suite, tmp_path, base_url, *extra):
+def _run(suite, tmp_path, base_url, *extra, harness="native"):
     argv = [sys.executable, "-m", "headless.run", "--quiet", "--split", str(suite / "split.jsonl"),
             "--videos", str(suite), "--output", str(tmp_path / "agent_run"), "--model", "scripted",
             "--api-key-env", "BVB_TEST_KEY", "--price-in", "1", "--price-out", "1", "--base-url", base_url,
-            "--sandbox-min", "rlimits", "--allow-weak-sandbox", "--harness", "native", *extra]  # fmt: skip
+            "--sandbox-min", "rlimits", "--allow-weak-sandbox", "--harness", harness, *extra]  # fmt: skip
     started = time.monotonic()
     out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "BVB_TEST_KEY": "sk-test"})  # fmt: skip
     return out, time.monotonic() - started
 
 
-def test_an_agent_run_probes_its_model_endpoint_before_any_scene(suite, tmp_path):
+@pytest.mark.parametrize("harness", ["mini-bvb", "native"])
+def test_an_agent_run_probes_its_model_endpoint_before_any_scene(suite, tmp_path, harness):
+    # Before (mini-bvb): no probe; a scene went on calling the endpoint's chat route whatever GET /models said.
     with ScriptedOpenAI(default="DONE", models_reply={"status": 401, "message": "bad key"}) as server:
-        out, seconds = _run(suite, tmp_path, server.base_url)
-        assert server.calls == 0
+        out, seconds = _run(suite, tmp_path, server.base_url, harness=harness)
+        assert server.calls == 0 and server.model_probes == 1
     assert out.returncode == 2 and seconds < 30, out.stderr
     assert "refused the API key" in out.stderr and "$BVB_TEST_KEY" in out.stderr
     assert not (tmp_path / "agent_run/config.json").exists()
-    out, seconds = _run(suite, tmp_path, f"http://127.0.0.1:{_free_port()}/v1", "--probe-wait", "2")
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    out, seconds = _run(suite, tmp_path, url, "--probe-wait", "2", harness=harness)
     assert out.returncode == 75 and seconds < 30 and "connection refused" in out.stderr
+
+
+def test_mini_bvb_probes_the_name_litellm_sends_an_endpoint():
+    from bvb_addon.agent.litellm_model import LiteLLMModel
+    from bvb_addon.openai_client import EndpointRefused
+
+    with ScriptedOpenAI(models=["scripted", "other"]) as server:
+        # "openai/" is LiteLLM's provider: the endpoint is asked for "scripted".
+        assert LiteLLMModel("openai/scripted", base_url=server.base_url).probe(1) == ["scripted", "other"]
+        with pytest.raises(EndpointRefused, match="'missing' is not served"):
+            LiteLLMModel("missing", base_url=server.base_url).probe(1)
+        assert server.model_probes == 2
+    # LiteLLM's own routing by name (no endpoint given) is left to its first call.
+    assert LiteLLMModel("gpt-4o").probe(1) == []
 
 
 def test_without_the_probe_a_judge_refusing_every_call_is_still_bad_input(suite, tmp_path):

@@ -157,6 +157,20 @@ class LiteLLMModel:
             route["api_key"] = os.environ.get(self.api_key_env) or "none"
         return route
 
+    def probe(self, wait_s: float) -> list[str]:
+        """One GET /models of a given endpoint before the first scene, as native's client does: a bad key, URL
+        or model id is one line in seconds, not every scene an error after LiteLLM's retries. LiteLLM's own
+        routing by the model's name (no endpoint given) is not probed; its first call tells."""
+        if not self.base_url:
+            return []
+        from ..openai_client import OpenAIClient, probe
+
+        key = (os.environ.get(self.api_key_env) if self.api_key_env else None) or "none"
+        client = OpenAIClient(self.base_url, key, timeout=min(self.timeout, 30.0), label="model")
+        # With an endpoint, a "provider/" prefix is LiteLLM's; the endpoint serves the name after it.
+        served = self.model.split("/", 1)[1] if "/" in self.model else self.model
+        return probe(client, served, self.api_key_env, wait_s)
+
     def complete(self, system: str, messages: list[dict[str, Any]]) -> tuple[str, CallInfo]:
         litellm = _litellm()
         kwargs: dict[str, Any] = self._route()

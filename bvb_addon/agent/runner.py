@@ -148,10 +148,8 @@ class Runner:
             raise RunError(f"--budget {o.budget:g}: give the run's budget in USD (zero or more)")
         scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
         self._check_videos(scenes)
-        self._setup_agent()
-        if self.model is not None and o.probe_wait > 0:
-            # Before config.json and any scene: a wrong key, URL or model id is one line, not N faulted scenes.
-            self.model.probe(o.probe_wait)
+        # Before config.json and any scene: a wrong key, URL or model id is one line, not N faulted scenes.
+        self._setup_agent(probe_wait=o.probe_wait)
         self._write_config(len(scenes))
         # What earlier sessions spent counts against the budget: a resumed run continues within it.
         spent = recorded_spend(self.run_dir.trajectories) if o.resume else 0.0
@@ -202,16 +200,19 @@ class Runner:
             return self.run_dir.root / config_name(tuple(self.options.shard))
         return self.run_dir.config
 
-    def _setup_agent(self):
-        """Price, model client and the sandbox check; fails fast, before any scene (unknown price, missing key)."""
+    def _setup_agent(self, probe_wait: float = 0.0):
+        """Price, model client, its endpoint's probe (probe_wait > 0) and the sandbox check; fails fast, before
+        any scene (unknown price, missing key, an endpoint that refuses the key)."""
         from ..sandbox import SandboxUnavailable
 
         if self.mini:
-            self._setup_mini()
+            self._setup_mini(probe_wait)
             return
         self.price = get_price(self.config)
         # API-free agents get their model per scene (run_scene): it is built from the scene.
         self.model = get_model(self.config, self.price)
+        if self.model is not None and probe_wait > 0:
+            self.model.probe(probe_wait)
         # On a cluster this runs on each node too: a node below the minimum refuses its scenes.
         try:
             self._level = get_sandbox_level(self.options.sandbox)
@@ -219,14 +220,18 @@ class Runner:
             # Every scene would fail the same way: refuse before the first one.
             raise RunError(str(exc)) from None
 
-    def _setup_mini(self):
-        """mini-bvb: the LiteLLM client and its price (PriceUnknown, exit 2, before any call), the sandbox check."""
+    def _setup_mini(self, probe_wait: float):
+        """mini-bvb: the LiteLLM client, its endpoint's probe, its price (PriceUnknown, exit 2, before any call),
+        the sandbox check."""
         from ..pricing import ZERO
         from ..sandbox import SandboxUnavailable
         from .mini_bvb_run import chat_model
 
         self.price, self.model = ZERO, None
         self.chat = chat_model(self.config, self.options.mini_bvb)
+        if self.chat is not None and probe_wait > 0:
+            # Before the price check's LiteLLM import (seconds): a refused key is told at once.
+            self.chat.probe(probe_wait)
         self.price_record = self.chat.check_price() if self.chat is not None else {"source": "api-free"}
         try:
             self._level = get_sandbox_level(self.options.sandbox)
