@@ -13,8 +13,10 @@ in a channelbag per slot, and ``Action.fcurves`` is gone in 5.0 (on 4.5 it write
 deprecates ``use_nodes``; 5.2 segfaults writing a scene fresh from ``scenes.new`` whose view
 layer was never evaluated. Other 5.x changes need nothing here: the harness never touches the
 compositor's node tree (``scene.node_tree`` -> ``compositing_node_group``; renders only switch
-``render.use_compositing`` off), never writes video through Blender (PyAV encodes, so no
-``media_type``), reads no RNA property as an ID property, and adds no Geometry Nodes modifiers.
+``render.use_compositing`` off), never writes video through Blender (PyAV encodes), reads no RNA
+property as an ID property, and adds no Geometry Nodes modifiers. But a scene saved with video
+output has 5.x's ``media_type`` VIDEO, whose ``file_format`` takes FFMPEG only: PNG stills
+switch the media type first (``png_stills``).
 """
 
 import inspect
@@ -68,6 +70,16 @@ def uses_nodes(idblock):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return bool(idblock.use_nodes)
+
+
+def png_stills(image_settings):
+    """The (attribute, value) writes that make ``image_settings`` PNG stills, in the order to make them.
+
+    5.x filters ``file_format`` by ``media_type``: on a video output (VIDEO) PNG is refused until
+    the media type is IMAGE. 4.x has no media type and takes PNG from any format.
+    """
+    media = [("media_type", "IMAGE")] if hasattr(image_settings, "media_type") else []
+    return [*media, ("file_format", "PNG")]
 
 
 def write_blocks(data, path, blocks, **options):

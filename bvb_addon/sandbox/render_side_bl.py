@@ -39,7 +39,15 @@ class Restore:
         return self
 
     def __exit__(self, *exc):
+        # A value one setting refuses until another is back (5.x's FFMPEG before its media type VIDEO,
+        # a 32-bit depth before EXR) gets a second try once every other setting is restored.
+        refused = []
         for owner, attr, value in reversed(self.saved):
+            try:
+                setattr(owner, attr, value)
+            except (AttributeError, TypeError, ValueError):
+                refused.append((owner, attr, value))
+        for owner, attr, value in refused:
             try:
                 setattr(owner, attr, value)
             except (AttributeError, TypeError, ValueError):
@@ -198,7 +206,8 @@ def render_release(workspace, req):
         restore.set(render, "fps", fps)
         restore.set(render, "fps_base", 1.0)
         restore.set(render, "use_file_extension", True)
-        restore.set(render.image_settings, "file_format", "PNG")
+        for attr, value in compat_bl.png_stills(render.image_settings):
+            restore.set(render.image_settings, attr, value)
         restore.set(render.image_settings, "color_mode", "RGB")
         restore.set(render, "filepath", render.filepath)
         restore.set(scene, "frame_current", scene.frame_current)
@@ -255,7 +264,8 @@ def render(workspace, req):
         ):
             restore.set(render, attr, value)
         settings = render.image_settings
-        restore.set(settings, "file_format", "PNG")
+        for attr, value in compat_bl.png_stills(settings):
+            restore.set(settings, attr, value)
         restore.set(settings, "color_mode", "RGB")
         restore.set(settings, "color_depth", "8")
         restore.set(settings, "compression", 15)
