@@ -95,7 +95,15 @@ def test_synth_writes_no_egl_error_and_plain_progress_lines(tmp_path):
 
 
 @pytest.mark.unit
-def test_library_info_lines_only_with_verbose(tmp_path):
+@pytest.mark.parametrize(
+    "harness,cap,stop,library",
+    [
+        # mini-bvb (the default): LiteLLM's own INFO lines per call, httpx's for the endpoint's probe.
+        ("mini-bvb", "--max-turns", "failed (max_turns)", ("INFO LiteLLM:", "HTTP Request: GET")),
+        ("native", "--max-steps", "failed (step_limit)", ("HTTP Request: POST",)),  # httpx (or httpx2), each call
+    ],
+)
+def test_library_info_lines_only_with_verbose(tmp_path, harness, cap, stop, library):
     suite = make_suite(tmp_path / "suite", frames=8)
     env = {**os.environ, "BVB_TEST_KEY": "sk-test"}
     logs = {}
@@ -104,11 +112,12 @@ def test_library_info_lines_only_with_verbose(tmp_path):
             args = [sys.executable, "-m", "headless.run", "--split", str(suite / "split.jsonl"), "--videos",
                     str(suite), "--output", str(tmp_path / f"run{flag}"), "--model", "scripted", "--base-url",
                     server.base_url, "--api-key-env", "BVB_TEST_KEY", "--price-in", "0", "--price-out", "0",
-                    "--max-steps", "2", "--sandbox-min", "rlimits", "--allow-weak-sandbox", *([flag] if flag else [])]  # fmt: skip
+                    "--harness", harness, cap, "2", "--sandbox-min", "rlimits", "--allow-weak-sandbox",
+                    *([flag] if flag else [])]  # fmt: skip
             out = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
             assert out.returncode == 0, out.stderr[-2000:]
             assert server.calls == 2
         logs[flag] = out.stderr
-    assert "HTTP Request" not in logs[""] and "httpx" not in logs[""]
-    assert "scene synth_easy_000: failed (step_limit)" in logs[""]  # the harness's own line stays
-    assert "HTTP Request: POST" in logs["--verbose"]  # httpx (or httpx2) logs each call at INFO
+    assert not any(word in logs[""] for word in ("HTTP Request", "httpx", "LiteLLM")), logs[""]
+    assert f"scene synth_easy_000: {stop}" in logs[""]  # the harness's own line stays
+    assert all(line in logs["--verbose"] for line in library), logs["--verbose"]
