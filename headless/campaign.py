@@ -538,7 +538,7 @@ class CampaignRunner:
             if attempt:
                 argv += ["--scenes", *faulted]
             parser = run_cli.build_parser()
-            options, config = run_cli._configs(parser.parse_args(argv), parser)
+            options, config = run_cli._configs(run_cli.parse_given(parser, argv), parser)
             results = Runner(replace(options, budget_holder=self.budget), config).run()
             self.log(f"{rd.root.name}: agent attempt {attempt + 1}: {len(results)} scene(s); campaign spent "
                      f"{money(self.budget.spent)} of {money(c.budget)}")  # fmt: skip

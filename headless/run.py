@@ -33,6 +33,67 @@ EXAMPLES = [
 ]
 
 
+NATIVE_ONLY = {
+    "--max-steps": "--max-turns",
+    "--wall-limit": "--scene-timeout",
+    "--step-timeout": "--exec-timeout",
+    "--frames-per-call": None,
+    "--frame-size": None,
+    "--keep-images": None,
+    "--context-window": None,
+    "--max-tokens": None,
+    "--temperature": None,
+    "--price-cached-in": None,
+}
+"""Options only native reads, with mini-bvb's counterpart (None: mini-bvb sends and shows what BVB's agent does)."""
+MINI_ONLY = {
+    "--max-turns": "--max-steps",
+    "--scene-timeout": "--wall-limit",
+    "--exec-timeout": "--step-timeout",
+    "--cpus": None,
+    "--memory": "--worker-memory-gb",
+    "--allow-network": None,
+    "--model-retries": None,
+    "--model-timeout": None,
+}
+"""Options only mini-bvb reads, with native's counterpart."""
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def parse_given(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The arguments, with ``given``: the harness-specific options (NATIVE_ONLY, MINI_ONLY) on the command line."""
+    unset = object()
+    watched = [_dest(flag) for flag in (*NATIVE_ONLY, *MINI_ONLY)]
+    # argparse fills in a default only where the namespace has no value yet: what stays unset was not given.
+    args = parser.parse_args(argv, namespace=argparse.Namespace(**{dest: unset for dest in watched}))
+    args.given = {dest for dest in watched if getattr(args, dest) is not unset}
+    for dest in watched:
+        if dest not in args.given:
+            setattr(args, dest, parser.get_default(dest))
+    return args
+
+
+def check_harness_options(given: set[str], mini: bool) -> None:
+    """Refuse options the run's harness would ignore (a silently dropped --max-steps left a scene without a stop)."""
+    from bvb_addon.agent.runner import RunError
+
+    own, other = ("mini-bvb", "native") if mini else ("native", "mini-bvb")
+    foreign = NATIVE_ONLY if mini else MINI_ONLY
+    wrong = [flag for flag in foreign if _dest(flag) in given]
+    if not wrong:
+        return
+    swaps = [f"{foreign[flag]} instead of {flag}" for flag in wrong if foreign[flag]]
+    drops = [flag for flag in wrong if not foreign[flag]]
+    fixes = ([f"use {', '.join(swaps)}"] if swaps else []) + ([f"drop {', '.join(drops)}"] if drops else [])
+    raise RunError(
+        f"{', '.join(wrong)}: {'an option' if len(wrong) == 1 else 'options'} of the {other} harness, which this "
+        f"{own} run would ignore; {' and '.join(fixes)}{', or add --harness native' if mini else ''}"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``bvb run``'s parser (defaults from AgentConfig, RunOptions and SandboxConfig)."""
     from bvb_addon.agent.config import AGENTS, REASONING_LEVELS, AgentConfig
@@ -295,6 +356,7 @@ def _configs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> "tupl
 
     if args.skip_scenes and not mini:
         raise RunError("--skip-scenes is a mini-bvb option; with --harness native use --scenes")
+    check_harness_options(getattr(args, "given", set()), mini)
     settings = MiniBVBSettings(
         reasoning=args.reasoning,
         max_turns=args.max_turns,
@@ -364,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.run")
     parser = build_parser()
-    args = parser.parse_args(own_args)
+    args = parse_given(parser, own_args)
     from bvb_addon import versions
 
     if args.version:
