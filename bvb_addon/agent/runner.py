@@ -22,7 +22,7 @@ from .driver import drive_scene, task_for_clip, unstarted
 from .environment import Environment
 from .mini_bvb import MiniBVBSettings
 from .mini_bvb_protocol import protocol_of
-from .model import ModelError
+from .model import ModelClient, ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
 from .task import SceneTask
 
@@ -211,7 +211,7 @@ class Runner:
         self.price = get_price(self.config)
         # API-free agents get their model per scene (run_scene): it is built from the scene.
         self.model = get_model(self.config, self.price)
-        if self.model is not None and probe_wait > 0:
+        if isinstance(self.model, ModelClient) and probe_wait > 0:
             self.model.probe(probe_wait)
         # On a cluster this runs on each node too: a node below the minimum refuses its scenes.
         try:
