@@ -266,6 +266,21 @@ bpy.ops.wm.save_as_mainfile(filepath="/workspace/output/result.blend")
     assert copied is not None and blend_header.saved_by(copied) == (major, minor)
 
 
+def test_render_format_switches_a_video_output_to_stills(ws):
+    # A scene saved with video output (5.x: media type VIDEO, which offers FFMPEG alone); -F PNG -f 1
+    # writes r_0001.png as Blender's command line does.
+    setup = ("import bpy; s = bpy.context.scene; im = s.render.image_settings; "
+             "setattr(im, 'media_type', 'VIDEO') if hasattr(im, 'media_type') else None; im.file_format = 'FFMPEG'; "
+             "s.render.resolution_x = s.render.resolution_y = 16; "
+             "s.camera = bpy.data.objects.new('Cam', bpy.data.cameras.new('Cam')); s.collection.objects.link(s.camera)")  # fmt: skip
+    rendered = ok(ws.run_bash(
+        f'blender_run --python-expr "{setup}" -E BLENDER_WORKBENCH -o /workspace/scratch/r_ -F PNG -f 1; '
+        "ls /workspace/scratch"
+    ))  # fmt: skip
+    assert "Error:" not in rendered.stderr, rendered.stderr
+    assert "r_0001.png" in rendered.stdout.split()
+
+
 def test_blender_exit_codes(ws):
     failing = ws.run_bash("blender_run --python-exit-code 3 --python-expr '1/0'; echo rc=$?")
     assert failing.stdout.splitlines()[-1] == "rc=3" and "Blender quit" not in failing.stdout

@@ -223,7 +223,14 @@ class Launcher:
         elif arg in ("-o", "--render-output"):
             scene.render.filepath = value
         elif arg in ("-F", "--render-format"):
-            scene.render.image_settings.file_format = value
+            settings = scene.render.image_settings
+            if hasattr(settings, "media_type"):
+                # 5.x offers a format only under its media type (a video output takes FFMPEG alone), and
+                # Blender's -F sets both; so does compat_bl.png_stills for the renders.
+                media = {"FFMPEG": "VIDEO", "OPEN_EXR_MULTILAYER": "MULTI_LAYER_IMAGE"}.get(value, "IMAGE")
+                if media != settings.media_type:
+                    settings.media_type = media
+            settings.file_format = value
         elif arg in ("-x", "--use-extension"):
             scene.render.use_file_extension = value not in ("0", "false", "False")
         elif arg in ("-s", "--frame-start"):
