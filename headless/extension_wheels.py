@@ -51,10 +51,10 @@ PYTHONS = ("3.11", "3.13", "3.14")
 # Blender 4.2 ships these in its own Python; a second copy would shadow or clash with them.
 BUNDLED_BY_BLENDER = {"numpy", "requests", "certifi", "idna", "urllib3", "charset_normalizer"}
 
-# Copied into the staging folder; the manifest's [build] excludes do the rest.
-_STAGE_IGNORE = shutil.ignore_patterns(
-    ".git", ".venv", "dist", "build", "results", "wheels", "__pycache__", "*.pyc", "*.egg-info", ".pytest_cache"
-)
+# Copied into the staging folder; the manifest's [build] excludes do the rest. ".*" as in the
+# manifest: the tiers' .venv-bpy45 / .venv-bpy50 (about 1.8 GB each) and the tools' caches are
+# never copied (copying them made each zip build take minutes).
+_STAGE_IGNORE = shutil.ignore_patterns(".*", "dist", "build", "results", "wheels", "__pycache__", "*.pyc", "*.egg-info")
 
 
 class WheelsError(BVBError, RuntimeError):

@@ -29,6 +29,13 @@ def test_blender_bundled_packages_are_left_out():
 
 
 @pytest.mark.unit
+def test_the_staging_copy_leaves_out_dot_folders_such_as_the_tiers_venvs():
+    names = [".venv", ".venv-bpy45", ".venv-bpy50", ".mypy_cache", ".git", "bvb_addon", "blender_manifest.toml"]
+    ignored = extension_wheels._STAGE_IGNORE(str(REPO), names)
+    assert ignored == {".venv", ".venv-bpy45", ".venv-bpy50", ".mypy_cache", ".git"}
+
+
+@pytest.mark.unit
 def test_manifest_gets_top_level_wheels_before_the_first_table():
     text = (REPO / "blender_manifest.toml").read_text()
     out = extension_wheels.manifest_with_wheels(text, "linux-x64", ["a-1-py3-none-any.whl"])
