@@ -12,7 +12,7 @@ machine's own apt sources name (read at run time, never written down here).
 
 ``sid`` has Debian's Blender 5.2 LTS binary, Xvfb and xwd for a real window, bubblewrap for
 the sandbox, and a venv (``VENV``, on the binary's Python) with the project's
-dependencies. ``trixie`` has Python 3.13, ffmpeg and a venv with bpy 5.2.3 (pip serves 5.1+ for 3.13
+dependencies. ``trixie`` has Python 3.13, ffmpeg, procps and a venv with bpy 5.2.3 (pip serves 5.1+ for 3.13
 only), the project's dependencies and pytest.
 
 A root is entered in a private mount namespace (``unshare -m --propagation private``): the
@@ -135,8 +135,9 @@ def recipes() -> dict[str, Recipe]:
         "trixie": Recipe(
             name="trixie",
             suite="trixie",
-            # ffmpeg: mini-bvb's frame tool and its tests run ffmpeg and ffprobe (bvb_addon/agent/mini_bvb_frames.py).
-            packages=("python3", "python3-venv", "ffmpeg", *BPY_LIBS, *SANDBOX_PACKAGES),
+            # ffmpeg: mini-bvb's frame tool and its tests run ffmpeg and ffprobe (bvb_addon/agent/mini_bvb_frames.py);
+            # procps: the scene workspace's blocks see this root's /usr, and its tests run ps there.
+            packages=("python3", "python3-venv", "ffmpeg", "procps", *BPY_LIBS, *SANDBOX_PACKAGES),
             pip=("bpy==5.2.3", *deps),
         ),  # fmt: skip
     }
