@@ -156,8 +156,17 @@ PROGRAM_FILE = "/workspace/scratch/build.py"
 SAVE_RESULT = f"\nimport bpy\nbpy.ops.wm.save_as_mainfile(filepath={RESULT_BLEND!r})\n"
 
 
+class ScriptEnded(RuntimeError):
+    """A scripted agent asked past its script: its DONE was refused (no result.blend), so the scene ends."""
+
+
 class ScriptedChat:
-    """A mini-bvb chat stand-in answering from a fixed list of replies, at zero cost (and "DONE" after them)."""
+    """A mini-bvb chat stand-in answering from a fixed list of replies, at zero cost.
+
+    Asked again after its last reply (the harness refused its DONE: the program did not save result.blend), it
+    raises ScriptEnded, which ends the scene as a provider failure would (stop_reason error, exit 75): at zero
+    cost and with no turn cap by default, answering DONE forever would never end the scene.
+    """
 
     def __init__(self, replies: Iterable[str]) -> None:
         self.replies = list(replies)
@@ -166,8 +175,9 @@ class ScriptedChat:
         from .litellm_model import CallInfo
 
         turn = sum(1 for m in messages if m["role"] == "assistant")
-        content = self.replies[turn] if turn < len(self.replies) else "DONE"
-        return content, CallInfo(cost=0.0, input_tokens=0, output_tokens=0, cost_source="none")
+        if turn >= len(self.replies):
+            raise ScriptEnded(f"the scripted agent's {len(self.replies)} replies are spent and its DONE was refused")
+        return self.replies[turn], CallInfo(cost=0.0, input_tokens=0, output_tokens=0, cost_source="none")
 
 
 def blender_block(program: str) -> str:

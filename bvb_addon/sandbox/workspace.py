@@ -384,6 +384,11 @@ class SceneWorkspace:
                  "--bind", str(self._state / "tmp"), "/tmp", "--symlink", "/proc/self/mounts", "/etc/mtab",
                  "--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/bvb",
                  "--ro-bind", str(self._state / "bin"), BIN_INSIDE]  # fmt: skip
+        # The scene's /tmp hides what the prefix bound under the host's /tmp (a venv made there, as a pip
+        # user's or CI's wheel check is): bind those again on top of it.
+        ro = {os.path.realpath(p) for p in [*self._read_paths, str(SANDBOX_DIR), *self.config.extra_ro_binds]}
+        for path in sorted(p for p in ro if p.startswith("/tmp/")):
+            binds += ["--ro-bind", path, path]
         if self.allow_network:
             for path in NETWORK_ETC:
                 binds += ["--ro-bind-try", path, path]
