@@ -388,6 +388,10 @@ class SceneWorkspace:
         # user's or CI's wheel check is): bind those again on top of it.
         ro = {os.path.realpath(p) for p in [*self._read_paths, str(SANDBOX_DIR), *self.config.extra_ro_binds]}
         for path in sorted(p for p in ro if p.startswith("/tmp/")):
+            # Its folders on the way, searchable by the scene's uid (a mktemp folder on the host is 0700).
+            parts = path.split("/")[2:-1]
+            for depth in range(1, len(parts) + 1):
+                binds += ["--perms", "0755", "--dir", "/tmp/" + "/".join(parts[:depth])]
             binds += ["--ro-bind", path, path]
         if self.allow_network:
             for path in NETWORK_ETC:
