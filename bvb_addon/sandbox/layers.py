@@ -488,17 +488,18 @@ class MemoryCgroup(Cgroup):
         return 0
 
 
-def memory_cgroup_base() -> tuple[int | str, Path | None]:
-    """(cgroup version, this process's own memory cgroup folder), or (reason, None) where none can be used."""
+def controller_cgroup_base(controller: str, v1_root: Path, v1_file: str) -> tuple[int | str, Path | None]:
+    """(cgroup version, this process's own ``controller`` cgroup folder), or (reason, None) where none can be
+    used; ``v1_file`` is a file the controller's v1 folder holds."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError as exc:
         return f"cannot read /proc/self/cgroup ({exc.strerror})", None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            base = CGROUP_V1_MEMORY / path.lstrip("/")
-            return (1, base) if (base / "memory.limit_in_bytes").is_file() else ("no cgroup v1 memory folder", None)
+        if controller in controllers.split(","):
+            base = v1_root / path.lstrip("/")
+            return (1, base) if (base / v1_file).is_file() else (f"no cgroup v1 {controller} folder", None)
     for line in lines:
         hierarchy, controllers, path = line.split(":", 2)
         if hierarchy == "0" and not controllers:
@@ -507,16 +508,21 @@ def memory_cgroup_base() -> tuple[int | str, Path | None]:
                 return "no cgroup v2 hierarchy mounted", None
             base = mount / path.lstrip("/")
             try:
-                delegated = "memory" in (base / "cgroup.subtree_control").read_text().split()
+                delegated = controller in (base / "cgroup.subtree_control").read_text().split()
             except OSError:
                 delegated = False
             if not delegated:
                 return (
-                    f"the memory controller is not delegated to {base} (enable it in its cgroup.subtree_control, "
-                    "e.g. run under systemd-run --user -p Delegate=yes)"
+                    f"the {controller} controller is not delegated to {base} (enable it in its "
+                    "cgroup.subtree_control, e.g. run under systemd-run --user -p Delegate=yes)"
                 ), None
             return 2, base
-    return "no memory controller in /proc/self/cgroup", None
+    return f"no {controller} controller in /proc/self/cgroup", None
+
+
+def memory_cgroup_base() -> tuple[int | str, Path | None]:
+    """(cgroup version, this process's own memory cgroup folder), or (reason, None) where none can be used."""
+    return controller_cgroup_base("memory", CGROUP_V1_MEMORY, "memory.limit_in_bytes")
 
 
 def sweep_stale_memory_cgroups(base: Path) -> None:
@@ -550,30 +556,7 @@ class CpuCgroup(Cgroup):
 
 def cpu_cgroup_base() -> tuple[int | str, Path | None]:
     """(cgroup version, this process's own cpu cgroup folder), or (reason, None) where none can be used."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError as exc:
-        return f"cannot read /proc/self/cgroup ({exc.strerror})", None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            base = CGROUP_V1_CPU / path.lstrip("/")
-            return (1, base) if (base / "cpu.cfs_quota_us").is_file() else ("no cgroup v1 cpu folder", None)
-    for line in lines:
-        hierarchy, controllers, path = line.split(":", 2)
-        if hierarchy == "0" and not controllers:
-            mount = next((m for m in CGROUP_V2_MOUNTS if (m / "cgroup.controllers").is_file()), None)
-            if mount is None:
-                return "no cgroup v2 hierarchy mounted", None
-            base = mount / path.lstrip("/")
-            try:
-                delegated = "cpu" in (base / "cgroup.subtree_control").read_text().split()
-            except OSError:
-                delegated = False
-            if not delegated:
-                return f"the cpu controller is not delegated to {base} (enable it in its cgroup.subtree_control)", None
-            return 2, base
-    return "no cpu controller in /proc/self/cgroup", None
+    return controller_cgroup_base("cpu", CGROUP_V1_CPU, "cpu.cfs_quota_us")
 
 
 def memory_cgroup_available() -> str | None:
