@@ -280,6 +280,28 @@ def test_the_runs_budget_is_checked_as_the_cost_limit_and_leaves_later_scenes_un
     assert "budget reached, 1 scene(s) not started" in capsys.readouterr().out
 
 
+def test_a_scene_rerun_from_scratch_twice_still_counts_every_sessions_spend(tmp_path, monkeypatch):
+    """A scene without a blend is rerun from scratch on --resume (its files removed, as BVB does): what the
+    removed sessions spent rides on as earlier_cost, so the run's recorded spend never shrinks."""
+    from bvb_addon.agent.budget import recorded_spend
+    from bvb_addon.trajectory import load_trajectory
+
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    one = make_suite(tmp_path / "suite", scenes=("synth_a",))
+    out = tmp_path / "run"
+    spends = []
+    for session in range(3):
+        resume = ("--resume",) if session else ()
+        with ScriptedOpenAI(default="```bash\necho again\n```", replies=[]) as server:
+            # $0.10 a call; the cost limit stops the scene after two calls, without a blend.
+            assert bvb_run(server, one, out, "--cost-limit", "0.15", *resume) == 0
+        assert server.calls == 2
+        spends.append(round(recorded_spend(out / "trajectories"), 6))
+    trajectory = load_trajectory(out / "trajectories" / "synth_a.traj.json", inline=False)
+    assert (round(trajectory.cost, 6), round(trajectory.earlier_cost, 6)) == (0.2, 0.4)
+    assert spends == [0.2, 0.4, 0.6]
+
+
 def test_a_scene_that_cannot_start_is_an_error_with_bvbs_keys(tmp_path, capsys):
     bare = make_suite(tmp_path / "suite", scenes=(SCENE,))
     (bare / "oracle" / f"{SCENE}.py").unlink()  # the oracle agent has nothing to submit

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..errors import MissingFileError
 from ..money import money
 from ..run_dir import TRAJECTORY_SUFFIX
+from ..records.trajectory import Trajectory
 from ..trajectory import load_trajectory
 from .ledger import CostLimit
 
@@ -151,6 +152,12 @@ def recorded_spend(trajectories: str | Path) -> float:
             trajectory = load_trajectory(path, inline=False)
         except MissingFileError:
             continue  # removed since the listing (a scene of another process starting over)
-        total += trajectory.cost
-        total += sum(entry.reserved for entry in trajectory.ledger if entry.status == "reserved")
+        total += scene_spend(trajectory)
     return total
+
+
+def scene_spend(trajectory: Trajectory) -> float:
+    """USD one scene's trajectory records: its cost, its open reservations at their worst case, and what the
+    sessions before a rerun from scratch spent (``earlier_cost``)."""
+    reserved = sum(entry.reserved for entry in trajectory.ledger if entry.status == "reserved")
+    return trajectory.cost + reserved + trajectory.earlier_cost

@@ -29,9 +29,11 @@ from ..backend import stamp_node
 from ..records import AgentMeta, write_agent_meta
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
 from ..run_dir import RunDir
-from ..trajectory import TrajectoryWriter
+from ..errors import MissingFileError
+from ..trajectory import TrajectoryWriter, load_trajectory
 from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
+from .budget import scene_spend
 from .ledger import CostLimit, Ledger, usd
 from .litellm_model import CallInfo, image_part, text_part
 
@@ -308,8 +310,9 @@ class MiniBVBLoop:
 
     def _start(self) -> None:
         rd, scene = self.rd, self.scene.scene
-        # The reference reruns a scene from scratch: a killed session's files go (its spend is in the
-        # ledger of the run's budget already).
+        # The reference reruns a scene from scratch: a killed session's files go. Its spend is in the run's
+        # budget already (read on resume); carried as earlier_cost, a second kill still counts it.
+        earlier = self._earlier_spend()
         for path in (rd.trajectory(scene), rd.trajectory_log(scene)):
             path.unlink(missing_ok=True)
         shutil.rmtree(rd.trajectory_images(scene), ignore_errors=True)
@@ -325,10 +328,20 @@ class MiniBVBLoop:
             },
             started=_now(),
             sessions=1,
+            earlier_cost=earlier,
         )
         self.writer = TrajectoryWriter(rd, scene)
         self.ledger = Ledger(self.traj, math.inf, self._save, self.budget)
         self._clock = time.monotonic()
+
+    def _earlier_spend(self) -> float:
+        """What the scene's last trajectory records as spent (0 without one); an unreadable one is a
+        BadFileError here, before any file of the scene is removed."""
+        path = self.rd.trajectory(self.scene.scene)
+        try:
+            return scene_spend(load_trajectory(path, inline=False))
+        except MissingFileError:
+            return 0.0
 
     def _sync(self, system: str, messages: list[dict[str, Any]]) -> None:
         """The trajectory's chat becomes the messages as sent (appended only: the writer saves the new ones)."""

@@ -132,6 +132,9 @@ class Trajectory(Record):
     cost: float = 0.0
     """Everything spent, confirmed or not (the ledger's sum)."""
     cost_unconfirmed: float = 0.0
+    earlier_cost: float = 0.0
+    """USD that earlier sessions of this scene spent before a rerun from scratch removed their files (mini-bvb):
+    not in ``cost``, but in the run's recorded spend, so a scene killed twice still counts both sessions."""
     ledger: list[LedgerEntry] = field(default_factory=list)
     price_factor: float = 1.0
     token_rate: float = 0.0
