@@ -253,7 +253,7 @@ def test_a_commit_killed_halfway_is_finished_and_a_dead_build_removed_by_the_nex
 # ---- ./bvb on a fresh machine -----------------------------------------------------------
 
 
-def _fake_machine(tmp_path, bwrap=False, seccomp=False, root=False, apt=True, apt_installs=True):
+def _fake_machine(tmp_path, bwrap=False, seccomp=False, root=False, apt=True, apt_installs=True, ffmpeg=True):
     """A PATH of fake commands that record their calls; real ones only for what the script itself needs."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -272,9 +272,15 @@ def _fake_machine(tmp_path, bwrap=False, seccomp=False, root=False, apt=True, ap
     fake("ldconfig", f"[ {int(seccomp)} = 1 ] || [ -e {state}/libseccomp2 ] && echo '\tlibseccomp.so.2 => /x'; true")
     if bwrap:
         fake("bwrap", "true")
+    if ffmpeg:
+        fake("ffmpeg", "true")
+        fake("ffprobe", "true")
     if apt:
+        # Debian's ffmpeg package brings both ffmpeg and ffprobe.
         install = (f'for p in "$@"; do [ "$p" = bubblewrap ] && printf "#!/bin/bash\\ntrue\\n" > {bin_dir}/bwrap '
-                   f'&& /bin/chmod +x {bin_dir}/bwrap; [ "$p" = libseccomp2 ] && : > {state}/libseccomp2; done; true')  # fmt: skip
+                   f'&& /bin/chmod +x {bin_dir}/bwrap; [ "$p" = libseccomp2 ] && : > {state}/libseccomp2; '
+                   f'[ "$p" = ffmpeg ] && for t in ffmpeg ffprobe; do printf "#!/bin/bash\\ntrue\\n" > {bin_dir}/$t '
+                   f'&& /bin/chmod +x {bin_dir}/$t; done; done; true')  # fmt: skip
         fake("apt-get", install if apt_installs else "exit 100")
     return {"PATH": str(bin_dir), "HOME": str(tmp_path), "BVB_VENV": str(tmp_path / "venv")}, log
 
@@ -320,6 +326,40 @@ def test_bvb_without_apt_get_or_when_the_install_fails_names_the_packages(tmp_pa
     env, log = _fake_machine(other, root=True, apt_installs=False)
     out = _bvb(env, "system-deps")
     assert out.returncode == 2 and "installing it failed; run: apt-get install -y bubblewrap libseccomp2" in out.stderr
+
+
+def test_bvb_without_ffmpeg_or_ffprobe_names_the_fix_and_installs_it_as_root(tmp_path):
+    env, log = _fake_machine(tmp_path, bwrap=True, seccomp=True, root=False, ffmpeg=False)
+    out = _bvb(env, "system-deps")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == ["error: the sandbox needs ffmpeg; run: sudo apt-get install -y ffmpeg"]
+    # ffprobe alone missing (mini-bvb reads every video's duration with it) is the same fix.
+    (tmp_path / "bin" / "ffmpeg").write_text("#!/bin/bash\ntrue\n")
+    (tmp_path / "bin" / "ffmpeg").chmod(0o755)
+    assert "run: sudo apt-get install -y ffmpeg" in _bvb(env, "system-deps").stderr
+    rooted = tmp_path / "rooted"
+    rooted.mkdir()
+    env, log = _fake_machine(rooted, root=True, ffmpeg=False)
+    out = _bvb(env, "system-deps")
+    assert out.returncode == 0, out.stderr
+    assert "apt-get install -y -qq bubblewrap libseccomp2 ffmpeg" in log.read_text().splitlines()
+    assert (rooted / "bin" / "ffmpeg").exists() and (rooted / "bin" / "ffprobe").exists()
+
+
+def test_bvb_demo_without_only_ffmpeg_says_so_and_goes_on(tmp_path):
+    # The demo's agents (empty-room, oracle) never call ffmpeg: the missing package is named, and the demo goes
+    # on to its set-up (here: no Python 3.11 on this PATH, the next thing it needs).
+    env, _ = _fake_machine(tmp_path, bwrap=True, seccomp=True, root=False, ffmpeg=False)
+    (tmp_path / "bin" / "sort").symlink_to(
+        subprocess.run(["which", "sort"], capture_output=True, text=True).stdout.strip()
+    )
+    out = _bvb(env, "demo")
+    lines = out.stderr.strip().splitlines()
+    assert lines[0] == "error: the sandbox needs ffmpeg; run: sudo apt-get install -y ffmpeg"
+    assert lines[1:] == [
+        "error: Python 3.11 not found (bpy 4.2 needs it); install it or set PYTHON=/path/to/python3.11"
+    ]
+    assert out.returncode == 2 and not (tmp_path / "venv").exists()
 
 
 def test_dv_faults_are_the_rows_dv_redoes_on_resume():
