@@ -5,8 +5,8 @@ indices int(i * (total - 1) / 15) of OpenCV's frame count, seeks to each (``CAP_
 reads it, shrinks it with ``cv2.resize`` to 384 px on its longest side and encodes a JPEG of quality 80.
 ``eval_bridge.judge_frames.release_frames`` does exactly that (what dual_vqa_v1 sends). The alternative
 measured here decodes the same indices with PyAV, each from the keyframe before it, skipping the frames no
-other frame refers to, in parallel over ``--workers`` threads (``decode_frames``), then resizes and encodes
-with OpenCV as the release does.
+other frame refers to and draining the decoder once the index's own packet is in, in parallel over
+``--workers`` threads (``decode_frames``), then resizes and encodes with OpenCV as the release does.
 
 The clip is made with PyAV into a temporary folder (x264 veryfast with B-frames, a keyframe every
 ``gop`` frames; ``--keep DIR`` keeps and reuses it). Each method runs ``--repeat`` times after a warm-up

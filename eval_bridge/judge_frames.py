@@ -125,24 +125,23 @@ def decode_frames(video: str | Path, indices: Sequence[int], workers: int = 1) -
     """The frames at these indices decoded by PyAV, each from the keyframe before it (None where absent).
 
     The same BGR pixels as OpenCV's seek and read on the clips measured (bench/judge_frames.py): a frame's
-    decode starts at the keyframe before it and skips the frames nothing refers to on the way. With
-    ``workers`` > 1 the indices are split into that many runs, each decoded in a process of its own (PyAV
-    holds the GIL while it decodes). An index PyAV cannot place (a variable frame rate) is read the
-    release's way. An alternative to ``_seek_read`` for ``release_frames(read=...)``; the bench says when
-    it is worth it.
+    decode starts at the keyframe before it, skips the frames nothing refers to on the way, and stops once
+    the frame's own packet is in (the decoder is drained for it rather than fed the packets after it, which
+    would cost the next keyframe's decode per index). With ``workers`` > 1 the indices are split into that
+    many runs, each decoded by a thread with a container of its own (PyAV lets go of the GIL while FFmpeg
+    decodes). An index PyAV cannot place (a variable frame rate) is read the release's way. An alternative
+    to ``_seek_read`` for ``release_frames(read=...)``; the bench says when it is worth it.
     """
     indices = list(indices)
     workers = max(1, min(workers, len(indices)))
     if workers == 1:
         frames = _decode_run(str(video), indices)
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor
 
         size = -(-len(indices) // workers)
         runs = [indices[i : i + size] for i in range(0, len(indices), size)]
-        # spawn: the caller may be a threaded scorer, where a forked child could inherit a held lock.
-        with ProcessPoolExecutor(len(runs), mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ThreadPoolExecutor(len(runs)) as pool:
             frames = [frame for run in pool.map(_decode_run, [str(video)] * len(runs), runs) for frame in run]
     missing = [i for i, frame in enumerate(frames) if frame is None]
     if missing:
@@ -164,28 +163,41 @@ def _decode_run(video: str, indices: Sequence[int]) -> list[Any]:
         if not rate or not base:
             return [None] * len(indices)
         start = stream.start_time or 0
+        codec = stream.codec_context
 
         def position(pts: int) -> int:
             return int(round((pts - start) * base * rate))
+
+        def hit(frames: Any, index: int) -> tuple[Any, bool]:
+            """The frame at ``index`` among these (else None), and whether one lies past it."""
+            at = [(position(f.pts), f) for f in frames if f.pts is not None]
+            return next((f for i, f in at if i == index), None), any(i > index for i, _ in at)
 
         for index in indices:
             if last is not None and last[0] == index:
                 out.append(last[1])
                 continue
+            # The seek also flushes the decoder, so a drain for the index before leaves nothing behind.
             container.seek(start + int(round(index / rate / base)), stream=stream, backward=True)
-            codec = stream.codec_context
             codec.skip_frame = "NONREF"
-            found = None
+            found, past, sent = None, False, False
             for packet in container.demux(stream):
-                if packet.pts is not None and position(packet.pts) >= index:
+                at = None if packet.pts is None else position(packet.pts)
+                if at is not None and at >= index:
                     codec.skip_frame = "DEFAULT"  # from here on a frame may be the one wanted
-                decoded = [(position(f.pts), f) for f in packet.decode() if f.pts is not None]
-                hit = next((f for at, f in decoded if at == index), None)
-                if hit is not None:
-                    found = hit.to_ndarray(format="bgr24")
-                if hit is not None or any(at > index for at, _ in decoded):
+                found, past = hit(packet.decode(), index)
+                # Decode order is causal: nothing after the index's own packet is needed to decode it.
+                sent = at == index
+                if found is not None or past or sent:
                     break
+            if found is None and not past:
+                try:
+                    held = codec.decode(None)  # the frames the decoder holds back for reordering
+                except av.error.EOFError:
+                    held = []  # the demuxer's end already drained it
+                found, _ = hit(held, index)
             codec.skip_frame = "DEFAULT"
-            last = (index, found)
-            out.append(found)
+            frame = None if found is None else found.to_ndarray(format="bgr24")
+            last = (index, frame)
+            out.append(frame)
     return out
