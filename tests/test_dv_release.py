@@ -217,6 +217,11 @@ def test_the_judge_s_frames_are_the_release_s_frames_and_pyav_s_decode_gives_the
     )
     ours = release_frames(index_clip, read=lambda video, wanted: decode_frames(video, wanted, 1))
     assert ours.jpegs == taken.jpegs
+    # Two threads, and indices that share keyframe intervals, end on a B-frame or lie past the end (None both ways).
+    wanted = [0, 1, 23, 24, 25, 26, 99, 118, 119, 120]
+    assert [None if f is None else f.tobytes() for f in decode_frames(index_clip, wanted, 2)] == [
+        None if f is None else f.tobytes() for f in _seek_read(index_clip, wanted)
+    ]
 
 
 def test_a_clip_opencv_cannot_open_is_one_line_naming_it(tmp_path):
