@@ -96,6 +96,15 @@ class BVBSceneSettings(bpy.types.PropertyGroup):
     model: StringProperty(
         name="Model", description="Model name sent to the provider; empty uses the preferences' default"
     )
+    harness: EnumProperty(
+        name="Harness",
+        description="The agent protocol Run Agent speaks; a run folder holds one protocol's runs",
+        items=(
+            ("mini-bvb", "Mini-BVB", "BVB's own agent: bash and frames blocks in a sandboxed workspace (the default)"),
+            ("native", "Native", "Our python / frames / render loop in a warm Blender worker"),
+        ),
+        default="mini-bvb",
+    )
     reasoning: EnumProperty(
         name="Reasoning",
         items=(

@@ -58,6 +58,7 @@ def main(argv=None):
         add_camera(bpy, scene)
         s = scene.bvb
         s.clip_path, s.run_dir, s.model = str(clip), str(tmp / "run"), "gpt-4o-mini"
+        s.harness = "native"  # its replies are python blocks: the native loop's pump is what it measures
         prefs = entry.preferences
         prefs.api_key_env = "BVB_BENCH_KEY"
         pump = addon.operators.agent.pump

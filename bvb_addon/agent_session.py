@@ -1,9 +1,13 @@
 """The agent loop of the runner, run from the add-on as a background job (bvb_addon.jobs).
 
-No bpy here. The add-on prepares an AgentSession on the main thread (model client and
-config.json: fail fast), then runs ``AgentSession.run`` as a job whose progress events the
-add-on's timer applies on the main thread: every bpy change (loading the newest snapshot,
-updating the panel) happens there, never on the loop's thread.
+No bpy here. The add-on prepares an AgentSession (model client and config.json: fail fast), then
+runs ``AgentSession.run`` as a job whose progress events the add-on's timer applies on the main
+thread: every bpy change (loading the newest snapshot, updating the panel) happens there, never on
+the loop's thread.
+
+Both harness protocols run here as ``bvb run`` runs them: ``mini-bvb`` (the default, BVB's Stage-1
+agent: LiteLLM, a bubblewrap workspace whose ``blender_run`` is this Blender's own binary) and
+``native`` (our python / frames / render loop in a warm worker).
 """
 
 import functools
@@ -12,6 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import scratch
 from .agent import setup
@@ -20,12 +25,19 @@ from .agent.driver import drive_scene
 from .agent.environment import Environment
 from .agent.model import Model
 from .agent.task import SceneTask
+from .errors import ArgumentError
 from .records import write_run_config
 from .records.trajectory import Trajectory
 from .run_dir import RunDir
 from .sandbox import platforms
 
+if TYPE_CHECKING:
+    from .agent.mini_bvb import MiniBVBSettings
+
 log = logging.getLogger(__name__)
+
+HARNESSES = ("mini-bvb", "native")
+"""The harness protocols (docs/protocol.md): mini-bvb, BVB's own agent, is the default."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,8 @@ class AgentSession:
         split: str | Path | None = None,
         blender_version: str | None = None,
         allow_weak_sandbox: bool = False,
+        harness: str = "mini-bvb",
+        mini_bvb: "MiniBVBSettings | None" = None,
     ) -> None:
         self.config = config
         self.run_dir = RunDir(run_dir)
@@ -67,6 +81,11 @@ class AgentSession:
         self._split = split
         self._blender_version = blender_version
         self._allow_weak_sandbox = allow_weak_sandbox
+        if harness not in HARNESSES:
+            raise ArgumentError(f"harness {harness!r} is not one of {', '.join(HARNESSES)}")
+        self.harness = harness
+        self._mini = mini_bvb
+        self._chat = None
         # The VSI-Bench-style root: the clip is <videos>/<dataset>/<scene>.mp4.
         self._videos = Path(task.video).parent.parent
         self._environment_factory = environment_factory or functools.partial(
@@ -78,11 +97,65 @@ class AgentSession:
         """Build the model client and write config.json here, so a bad price or key fails before any thread."""
         # A crashed Blender leaves its scratch folder behind: remove those whose owner is gone.
         scratch.clean_stale()
+        if self.harness == "mini-bvb":
+            return self._prepare_mini()
+        self._check_protocol()
         self._price = setup.get_price(self.config)
         if self._model is None:
             self._model = setup.get_model(self.config, self._price, self.task, self._videos, self._api_key)
         self._write_config()
         return self
+
+    def _prepare_mini(self) -> "AgentSession":
+        """mini-bvb: the LiteLLM client and its price (PriceUnknown before any call), or the API-free agent;
+        a scene that already has a submission is refused (BVB reruns a scene from scratch: its blend would go)."""
+        from .agent.mini_bvb import MiniBVBSettings
+        from .agent.mini_bvb_run import api_free_chat, chat_model, mini_config
+        from .pricing import ZERO
+
+        self._check_protocol()
+        scene = self.task.scene
+        blend = self.run_dir.blend(scene)
+        if blend.exists():
+            raise ArgumentError(
+                f"scene {scene} already has a submission in this run ({blend}); pick a new run folder or another "
+                "scene id to run it again (mini-bvb reruns a scene from scratch)"
+            )
+        self._mini = self._mini or MiniBVBSettings()
+        if self._model is not None:
+            self._chat = self._model
+        else:
+            self._chat = chat_model(self.config, self._mini, api_key=self._api_key) or api_free_chat(
+                self.config, Path(self.task.video), scene, self.task.dataset, self._videos
+            )
+        record = self._chat.check_price() if self.config.agent == "model" else {"source": "api-free"}
+        if not self.run_dir.config.is_file():
+            config = setup.run_config(
+                self.config,
+                ZERO,
+                videos=self._videos,
+                started_from="blender-addon",
+                split=self._split,
+                allow_weak_sandbox=self._allow_weak_sandbox,
+            )
+            chat = self._chat if self.config.agent == "model" else None
+            config.update(mini_config(self.config, self._mini, chat, record, 1, None, (), setup.now()))
+            write_run_config(self.run_dir.config, config)
+        return self
+
+    def _check_protocol(self) -> None:
+        """A run folder holds one harness protocol's runs: the other's is refused before anything is written."""
+        from .agent.mini_bvb_protocol import protocol_of
+        from .records import read_run_config
+
+        if not self.run_dir.config.is_file():
+            return
+        previous = protocol_of(read_run_config(self.run_dir.config).as_dict())
+        if previous != self.harness:
+            raise ArgumentError(
+                f"run folder {self.run_dir.root} holds a {previous} run; pick the {previous} harness to add to it, "
+                "or a new run folder"
+            )
 
     def _write_config(self) -> None:
         if self.run_dir.config.is_file():
@@ -116,9 +189,17 @@ class AgentSession:
 
         ``stop_event`` stops the loop before its next model call (the current step finishes and is saved).
         """
-        if self._model is None:
+        if self._model is None and self._chat is None:
             raise RuntimeError("AgentSession.run before prepare(): no model client")  # a bug, not bad input
         self._post = post
+        if self.harness == "mini-bvb":
+            from .agent.mini_bvb_run import run_scene
+
+            return run_scene(
+                self._chat, self.config, self._mini, platforms.sandbox_config(self._allow_weak_sandbox), self.run_dir,
+                self.task.dataset, self.task.scene, Path(self.task.video), stop_event=stop_event or threading.Event(),
+                on_save=self._on_save,
+            )  # fmt: skip
         return drive_scene(
             self.config,
             self._model,

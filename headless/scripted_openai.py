@@ -58,6 +58,8 @@ class ScriptedOpenAI:
         self.responder = responder
         self.default = default
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
+        """The Authorization header of each chat request, in order (which key a client sent)."""
         self.peers: dict[str, int] = {}
         """Calls per client address (a multi-node test tells its nodes apart by them)."""
         self.calls = 0
@@ -138,6 +140,7 @@ class ScriptedOpenAI:
                 with server._lock:
                     peer = self.client_address[0]
                     server.peers[peer] = server.peers.get(peer, 0) + 1
+                    server.authorizations.append(self.headers.get("Authorization"))
                     server.in_flight += 1
                     server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
                 try:

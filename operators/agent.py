@@ -59,6 +59,7 @@ def _build_session(settings):
         session = agent_session.AgentSession(
             settings["config"], settings["run_dir"], task, api_key=settings["api_key"], split=settings["split"],
             blender_version=settings["blender_version"], allow_weak_sandbox=settings["allow_weak_sandbox"],
+            harness=settings["harness"], mini_bvb=settings["mini_bvb"],
         )  # fmt: skip
         return session.prepare()
     except ImportError as exc:
@@ -137,6 +138,15 @@ def missing_package(exc):
     )
 
 
+def mini_bvb_settings(settings):
+    """The panel's reasoning and max steps as mini-bvb's options: "None" sends no reasoning_effort (BVB sends
+    one only when given), max steps is its max turns; the rest are run_agent.py's defaults."""
+    from ..bvb_addon.agent.mini_bvb import MiniBVBSettings
+
+    reasoning = None if settings.reasoning == "none" else settings.reasoning
+    return MiniBVBSettings(reasoning=reasoning, max_turns=settings.max_steps)
+
+
 def agent_config(context, settings):
     from ..bvb_addon.agent.config import AgentConfig
 
@@ -188,7 +198,8 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         settings = {"clip": clip, "scene_id": s.scene_id, "config": config, "run_dir": run_dir, "api_key": api_key,
                     "split": bpy.path.abspath(s.split_path) if s.split_path else None,
                     "blender_version": bpy.app.version_string,
-                    "allow_weak_sandbox": preferences.allow_weak_sandbox(context)}  # fmt: skip
+                    "allow_weak_sandbox": preferences.allow_weak_sandbox(context),
+                    "harness": s.harness, "mini_bvb": mini_bvb_settings(s)}  # fmt: skip
         # The agent writes this scene: it is the run's scene now (Save Submission, Load Step).
         open_scenes.record(scene.session_uid, run_dir, s.scene_id)
         s.agent_status, s.agent_step, s.frames_seen, s.cost, s.last_action = "running", 0, 0, 0.0, ""
@@ -199,7 +210,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
             on_done=functools.partial(_finish, scene.name),
             expected=(OSError, ValueError, RuntimeError, BVBError),
         )
-        return done(self, context, f"Agent starting on {s.scene_id} with {config.model}")
+        return done(self, context, f"Agent starting on {s.scene_id} with {config.model} ({s.harness})")
 
 
 class BVB_OT_stop_agent(BVBPollMixin, bpy.types.Operator):

@@ -84,6 +84,7 @@ class BVB_PT_run(BVBPanel, bpy.types.Panel):
             if len(scenes) > SHOWN_SCENES:
                 col.label(text=f"... {len(scenes) - SHOWN_SCENES} more: type a name in Scene")
         col = layout.column()
+        col.prop(s, "harness")
         col.prop(s, "model")
         col.prop(s, "reasoning")
         col.prop(s, "cost_limit")

@@ -33,6 +33,7 @@ def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path
     add_camera(bpy, scene)
     s = scene.bvb
     s.clip_path, s.run_dir, s.model, s.cost_limit = str(clip), str(tmp_path / "run"), "gpt-4o-mini", 1.0
+    s.harness = "native"
     prefs = bpy.context.preferences.addons["bvb"].preferences
     # The key is kept in preferences only: the variable it names is unset.
     prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
@@ -65,6 +66,80 @@ def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path
     assert [st.number for st in s.steps] == [2, 3] and all(st.blend_path for st in s.steps)
     assert json.loads((run / "config.json").read_text())["started_from"] == "blender-addon"
     assert "sk-scripted" not in (run / "config.json").read_text()
+
+
+def mini_build(*names):
+    """A bash block that writes a scene of named cubes and a camera to result.blend through blender_run."""
+    cubes = "".join(
+        f"bpy.ops.mesh.primitive_cube_add(size=0.5, location=({i}, 0, 0.25)); bpy.context.active_object.name = '{n}'\n"
+        for i, n in enumerate(names)
+    )
+    return (
+        "```bash\ncat > /workspace/scratch/build.py <<'EOF'\nimport bpy\n"
+        "bpy.ops.wm.read_factory_settings(use_empty=True)\n"
+        f"{cubes}bpy.ops.object.camera_add(location=(0, -6, 1)); bpy.context.scene.camera = bpy.context.active_object\n"
+        "bpy.ops.wm.save_as_mainfile(filepath='/workspace/output/result.blend')\nEOF\n"
+        "blender_run --python /workspace/scratch/build.py > /workspace/scratch/log 2>&1; echo blender=$?\n```"
+    )
+
+
+def test_run_agent_speaks_mini_bvb_by_default_and_keeps_one_protocol_per_run(addon, factory_blender, tmp_path):
+    """The default harness is BVB's own agent: bash blocks in the scene's workspace, blender_run inside, the
+    live scene following result.blend; a run folder then refuses the other protocol and a second run of a
+    submitted scene (mini-bvb reruns from scratch: the submission would go)."""
+    bpy = factory_blender
+    clip = make_clip(tmp_path / "videos" / "synthetic" / "synth_easy_003.mp4", 64, 48, 8)
+    replies = ["Look first.\n```frames\ncount=1\n```", "A table.\n" + mini_build("table_1"),
+               "A chair.\n" + mini_build("table_1", "chair_1"), "DONE"]  # fmt: skip
+    scene = bpy.context.scene
+    add_camera(bpy, scene)
+    s = scene.bvb
+    assert s.harness == "mini-bvb"
+    s.clip_path, s.run_dir, s.model, s.cost_limit = str(clip), str(tmp_path / "run"), "gpt-4o-mini", 1.0
+    s.scene_id, s.reasoning = "", "none"
+    prefs = bpy.context.preferences.addons["bvb"].preferences
+    prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
+    drain = addon.operators.background.drain
+    with ScriptedOpenAI(replies) as server:
+        prefs.base_url = server.base_url
+        assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+        seen, deadline = [], time.monotonic() + 240
+        while time.monotonic() < deadline:
+            running = drain()
+            names = sorted(o.name for o in scene.objects if o.type == "MESH")
+            if not seen or seen[-1] != names:
+                seen.append(names)
+            if not running:
+                break
+            time.sleep(0.05)
+        assert not running, f"agent did not finish: {s.agent_status} {s.status}"
+    assert server.calls == 4, s.status
+    # LiteLLM sent the key from the preferences and the release's request: no temperature, no max tokens.
+    body = server.requests[0]
+    assert server.authorizations[0] == "Bearer sk-scripted"
+    assert not {"temperature", "max_tokens", "max_completion_tokens", "reasoning_effort"} & set(body)
+    assert [n for n in seen if n] == [["table_1"], ["chair_1", "table_1"]], seen
+    assert (s.agent_status, s.agent_step, s.frames_seen) == ("submitted", 4, 1), s.status
+    run = tmp_path / "run"
+    meta = json.loads((run / "agent_meta" / "synth_easy_003.json").read_text())
+    assert (meta["harness"], meta["scene_name"], meta["commands_run"], meta["done"]) == (
+        "mini-BVB-harness", "synth_easy_003", 2, True)  # fmt: skip
+    assert (run / "blends" / "synth_easy_003.blend").is_file() and len(s.steps) == 2
+    config = json.loads((run / "config.json").read_text())
+    assert (config["harness_protocol"], config["started_from"]) == ("mini-bvb", "blender-addon")
+    assert "sk-scripted" not in (run / "config.json").read_text()
+
+    def refused(harness):
+        s.harness = harness
+        assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+        _drain_until_idle(addon, 60)
+        return s.agent_status, s.status
+
+    status, line = refused("native")
+    assert status == "error" and "holds a mini-bvb run; pick the mini-bvb harness" in line, line
+    status, line = refused("mini-bvb")
+    assert status == "error" and "synth_easy_003 already has a submission in this run" in line, line
+    assert json.loads((run / "agent_meta" / "synth_easy_003.json").read_text()) == meta
 
 
 def test_stop_agent_stops_after_the_current_step(addon, factory_blender, tmp_path):
@@ -112,7 +187,8 @@ def test_run_agent_reports_a_missing_key_and_unknown_price(addon, factory_blende
     s.model = "no-such-model"
     assert bpy.ops.bvb.run_agent() == {"FINISHED"}
     _drain_until_idle(addon)
-    assert s.agent_status == "error" and "Agent could not run: no price for model 'no-such-model'" in s.status
+    assert s.agent_status == "error" and "Agent could not run: --model no-such-model: LiteLLM" in s.status
+    assert "has no price for it" in s.status
     assert not (tmp_path / "run" / "config.json").exists()
     s.model, s.clip_path = "gpt-4o-mini", str(tmp_path / "missing.mp4")
     assert bpy.ops.bvb.run_agent() == {"FINISHED"}

@@ -1,4 +1,5 @@
-"""The add-on end to end on the synthetic suite: the agent rebuilds a scene, then reference, steps, edit, save."""
+"""The add-on end to end on the synthetic suite: the agent (mini-bvb, the default) rebuilds a scene, then reference,
+steps, edit, save."""
 
 import json
 import time
@@ -6,6 +7,7 @@ import time
 import pytest
 
 from headless.scripted_openai import ScriptedOpenAI
+from bvb_addon.agent.baselines import blender_block
 from tests.addon_support import add_camera
 
 pytestmark = pytest.mark.blender
@@ -27,7 +29,8 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     bpy = factory_blender
     oracle = (synth_suite / "oracle" / f"{SCENE}.py").read_text()
     gt = json.loads((synth_suite / "gt" / f"{SCENE}.json").read_text())
-    replies = ["```frames\ncount=2\n```", f"```python\n{oracle}\n```", "DONE"]
+    # The oracle's program in a bash block that runs it with blender_run and saves result.blend.
+    replies = ["```frames\ncount=2\n```", blender_block(oracle), "DONE"]
     monkeypatch.setenv("BVB_TEST_KEY", "sk-scripted")
     scene = bpy.context.scene
     s = scene.bvb
@@ -75,10 +78,10 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     opened = bpy.data.scenes[SCENE]
     trajectory = bpy.data.texts[f"{SCENE}.traj.json"].as_string()
     assert "base64" not in trajectory and "image, " in trajectory and '"role": "assistant"' in trajectory
-    assert [st.number for st in opened.bvb.steps] == [2]
+    assert [st.number for st in opened.bvb.steps] == [1]
     with bpy.context.temp_override(scene=opened):
         assert bpy.ops.bvb.load_step(index=0) == {"FINISHED"}
-    assert opened.bvb.step_diff.startswith(f"Step 002: {len(gt['objects'])}") or "added" in opened.bvb.step_diff
+    assert opened.bvb.step_diff.startswith(f"Step 001: {len(gt['objects'])}") or "added" in opened.bvb.step_diff
     # The live scene still holds the same names, so Blender called the opened ones .001;
     # the saved submission must carry the names of the file.
     first = gt["objects"][0]["id"]

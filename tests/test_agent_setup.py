@@ -98,6 +98,7 @@ def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
         task,
         split=suite / "split.jsonl",
         environment_factory=environment,
+        harness="native",
     ).prepare()
     meta = session.run(lambda progress: None)
     assert meta["status"] == "submitted"
@@ -112,6 +113,31 @@ def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
         assert addon[key] == headless[key], key
     assert headless["sandbox_level"]["name"] and addon["sandbox_level"] is None
     assert len(headless["sessions"]) == 1 and addon["sessions"] == []
+
+
+@pytest.mark.blender
+def test_under_mini_bvb_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
+    """The add-on's Run Agent speaks the default protocol as `bvb run` does: the same config.json keys (BVB's
+    among them), the same agent_meta keys, progress after each save."""
+    suite = make_suite(tmp_path / "suite", frames=4)
+    sandbox = SandboxConfig(min_level="rlimits", allow_below_minimum=True)
+    options = RunOptions(split=suite / "split.jsonl", videos=suite, output=tmp_path / "headless", sandbox=sandbox,
+                         progress=False)  # fmt: skip
+    assert options.harness == "mini-bvb"
+    assert Runner(options, AgentConfig(agent="empty-room")).run()["synth_easy_000"]["status"] == "submitted"
+    headless = read_json(tmp_path / "headless" / "config.json")
+    task = task_for_clip(suite / "synthetic" / "synth_easy_000.mp4")
+    posted = []
+    session = AgentSession(AgentConfig(agent="empty-room"), tmp_path / "addon", task, split=suite / "split.jsonl",
+                           allow_weak_sandbox=True).prepare()  # fmt: skip
+    meta = session.run(posted.append)
+    assert meta["status"] == "submitted" and meta["harness"] == "mini-BVB-harness"
+    assert set(meta) == set(read_json(tmp_path / "headless" / "agent_meta" / "synth_easy_000.json"))
+    addon = read_json(tmp_path / "addon" / "config.json")
+    assert set(addon) == set(headless)
+    for key in ("agent", "model", "harness", "harness_protocol", "cost_limit", "max_turns", "mini_bvb", "pricing"):
+        assert addon[key] == headless[key], key
+    assert [p.step for p in posted][-1] == 3 and any(p.snapshot for p in posted)
 
 
 @pytest.mark.unit

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ..errors import MissingFileError
 from ..money import money
-from ..run_dir import TRAJECTORY_SUFFIX
 from ..records.trajectory import Trajectory
+from ..run_dir import TRAJECTORY_SUFFIX
 from ..trajectory import load_trajectory
 from .ledger import CostLimit
 

@@ -99,6 +99,7 @@ class LiteLLMModel:
         reasoning: str | None = None,
         base_url: str | None = None,
         api_key_env: str | None = None,
+        api_key: str | None = None,
         price_in: float | None = None,
         price_out: float | None = None,
         timeout: float = 600.0,
@@ -108,6 +109,8 @@ class LiteLLMModel:
         self.reasoning = reasoning
         self.base_url = base_url
         self.api_key_env = api_key_env
+        self._api_key = api_key
+        """A key given as it is (the add-on's preferences); else the variable api_key_env names is read."""
         self.price_in, self.price_out = price_in, price_out
         self.timeout = timeout
         self.num_retries = num_retries
@@ -149,13 +152,16 @@ class LiteLLMModel:
     def _route(self) -> dict[str, Any]:
         """Where the call goes: LiteLLM's own routing by name, or an OpenAI-compatible endpoint."""
         if not self.base_url:
-            return {}
+            return {"api_key": self._api_key} if self._api_key else {}
         route: dict[str, Any] = {"api_base": self.base_url}
         if "/" not in self.model:
             route["custom_llm_provider"] = "openai"
-        if self.api_key_env:
-            route["api_key"] = os.environ.get(self.api_key_env) or "none"
+        if self._api_key or self.api_key_env:
+            route["api_key"] = self._key() or "none"
         return route
+
+    def _key(self) -> str | None:
+        return self._api_key or (os.environ.get(self.api_key_env) if self.api_key_env else None)
 
     def probe(self, wait_s: float) -> list[str]:
         """One GET /models of a given endpoint before the first scene, as native's client does: a bad key, URL
@@ -165,7 +171,7 @@ class LiteLLMModel:
             return []
         from ..openai_client import OpenAIClient, probe
 
-        key = (os.environ.get(self.api_key_env) if self.api_key_env else None) or "none"
+        key = self._key() or "none"
         client = OpenAIClient(self.base_url, key, timeout=min(self.timeout, 30.0), label="model")
         # With an endpoint, a "provider/" prefix is LiteLLM's; the endpoint serves the name after it.
         served = self.model.split("/", 1)[1] if "/" in self.model else self.model

@@ -18,6 +18,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,10 +27,10 @@ from typing import Any, Protocol
 from .. import blend_header
 from ..atomic import write_text_atomic
 from ..backend import stamp_node
+from ..errors import MissingFileError
 from ..records import AgentMeta, write_agent_meta
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
 from ..run_dir import RunDir
-from ..errors import MissingFileError
 from ..trajectory import TrajectoryWriter, load_trajectory
 from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
@@ -131,6 +132,7 @@ class MiniBVBLoop:
         frames_dir: Path,
         stop_event: threading.Event | None = None,
         budget: Any = None,
+        on_save: Callable[[Trajectory], None] | None = None,
     ) -> None:
         self.model = model
         self.ws = workspace
@@ -143,6 +145,8 @@ class MiniBVBLoop:
         self.frames_dir = frames_dir
         self.stop_event = stop_event or threading.Event()
         self.budget = budget
+        self.on_save = on_save
+        """Called with the trajectory after each save (the add-on's progress; no bpy)."""
         # The reference's counters.
         self.turns = self.commands_run = self.frames_seen = self.frames_extracted = 0
         self.cost = 0.0
@@ -366,6 +370,8 @@ class MiniBVBLoop:
         self.traj.runtime = time.monotonic() - self._clock
         self.traj.updated = _now()
         self.writer.save(self.traj, snapshot=snapshot)
+        if self.on_save is not None:
+            self.on_save(self.traj)
 
     # -- the end -----------------------------------------------------------------------
 

@@ -8,12 +8,13 @@ budget, exit codes. bpy-free.
 import logging
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import scratch
 from ..errors import ArgumentError
+from ..records.trajectory import Trajectory
 from ..run_dir import CONFIG, RunDir
 from . import mini_bvb_protocol as protocol
 from .config import AgentConfig
@@ -93,6 +94,28 @@ def release_config(
     }
 
 
+def mini_config(
+    config: AgentConfig, settings: MiniBVBSettings, chat: Any, price_record: dict[str, Any], scenes: int,
+    shard: tuple[int, int] | None, skip: Sequence[str], timestamp: str,
+) -> dict[str, Any]:  # fmt: skip
+    """config.json's keys of a mini-bvb run beside ours: BVB's keys and values, the LiteLLM price record and
+    the harness's options (``chat`` None for an API-free agent)."""
+    return {
+        **release_config(config, settings, scenes, shard, skip, timestamp),
+        "harness_protocol": protocol.HARNESS,
+        "reasoning_sent": settings.reasoning,
+        "base_url": chat.base_url if chat is not None else None,
+        "api_key_env": chat.api_key_env if chat is not None else None,
+        "price_per_million": {
+            "input": price_record.get("input_per_million", 0.0),
+            "cached_input": price_record.get("input_per_million", 0.0),
+            "output": price_record.get("output_per_million", 0.0),
+        },
+        "pricing": price_record,
+        "mini_bvb": settings.public(),
+    }
+
+
 def failed_release_keys(config: AgentConfig, settings: MiniBVBSettings, scene: str, error: str) -> dict[str, Any]:
     """BVB's agent_meta keys of a scene whose sandbox or task failed before its loop (run_agent.py's except;
     ``model`` is a field of ours too)."""
@@ -106,8 +129,9 @@ def failed_release_keys(config: AgentConfig, settings: MiniBVBSettings, scene: s
     }
 
 
-def chat_model(config: AgentConfig, settings: MiniBVBSettings) -> Any:
-    """The LiteLLM client of a model agent (None for an API-free one)."""
+def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | None = None) -> Any:
+    """The LiteLLM client of a model agent (None for an API-free one); ``api_key`` a key given as it is (the
+    add-on's preferences), else LiteLLM reads the provider's variable, or ``config.api_key_env`` with an endpoint."""
     if config.agent != "model":
         return None
     from .litellm_model import LiteLLMModel
@@ -118,6 +142,7 @@ def chat_model(config: AgentConfig, settings: MiniBVBSettings) -> Any:
         reasoning=settings.reasoning,
         base_url=base_url,
         api_key_env=config.api_key_env if base_url else None,
+        api_key=api_key or None,
         price_in=config.price_in,
         price_out=config.price_out,
         timeout=settings.model_timeout,
@@ -146,6 +171,7 @@ def run_scene(
     *,
     stop_event: threading.Event,
     budget: Any = None,
+    on_save: Callable[[Trajectory], None] | None = None,
 ) -> dict:
     """One scene in a fresh workspace (removed after); its agent_meta dict."""
     from ..sandbox.config import SandboxConfig
@@ -175,6 +201,7 @@ def run_scene(
                 frames_dir=workdir / "frames",
                 stop_event=stop_event,
                 budget=budget,
+                on_save=on_save,
             )
             return loop.run()
         finally:

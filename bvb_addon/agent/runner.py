@@ -306,27 +306,13 @@ class Runner:
 
     def _mini_config(self, scene_count):
         """BVB's config keys and values beside ours, the LiteLLM price record and the harness's options."""
-        from .mini_bvb_run import release_config
+        from .mini_bvb_run import mini_config
 
-        o, c = self.options, self.config
-        settings = o.mini_bvb
-        record = self.price_record
-        return {
-            **release_config(
-                c, settings, scene_count, tuple(o.shard) if o.shard_given else None, o.skip_scenes, now()
-            ),  # fmt: skip
-            "harness_protocol": "mini-bvb",
-            "reasoning_sent": settings.reasoning,
-            "base_url": self.chat.base_url if self.chat is not None else None,
-            "api_key_env": self.chat.api_key_env if self.chat is not None else None,
-            "price_per_million": {
-                "input": record.get("input_per_million", 0.0),
-                "cached_input": record.get("input_per_million", 0.0),
-                "output": record.get("output_per_million", 0.0),
-            },
-            "pricing": record,
-            "mini_bvb": settings.public(),
-        }
+        o = self.options
+        shard = tuple(o.shard) if o.shard_given else None
+        return mini_config(
+            self.config, o.mini_bvb, self.chat, self.price_record, scene_count, shard, o.skip_scenes, now()
+        )
 
     def _record(self, scene, meta, progress):
         """One scene ended: its cost into the run's total, the progress line and config.json's summary."""
