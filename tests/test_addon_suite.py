@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from headless.scripted_openai import ScriptedOpenAI
 from bvb_addon.agent.baselines import blender_block
+from headless.scripted_openai import ScriptedOpenAI
 from tests.addon_support import add_camera
 
 pytestmark = pytest.mark.blender
