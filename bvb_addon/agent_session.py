@@ -110,10 +110,11 @@ class AgentSession:
         """mini-bvb: the LiteLLM client and its price (PriceUnknown before any call), or the API-free agent;
         a scene that already has a submission is refused (BVB reruns a scene from scratch: its blend would go)."""
         from .agent.mini_bvb import MiniBVBSettings
-        from .agent.mini_bvb_run import api_free_chat, chat_model, mini_config
+        from .agent.mini_bvb_run import api_free_chat, chat_model, mini_config, require_host_tools
         from .pricing import ZERO
 
         self._check_protocol()
+        require_host_tools()
         scene = self.task.scene
         blend = self.run_dir.blend(scene)
         if blend.exists():

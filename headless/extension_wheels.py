@@ -7,7 +7,7 @@ Blender 4.2 installs the wheels an extension's manifest declares (``wheels = [..
 platforms it lists, keeping those that match its own Python; nothing is installed into Blender's
 Python by hand. For each platform and each Python the supported Blenders run (``PYTHONS``) this
 downloads, with ``pip download --only-binary=:all: --platform ...``, binary wheels of ``openai``
-(the model client), ``genai-prices`` (the default price source; pure Python, its pydantic and
+(the native harness's model client), ``litellm`` (mini-bvb's, the default harness's), ``genai-prices`` (the default price source; pure Python, its pydantic and
 httpx2 come with openai anyway) and ``av`` (PyAV: the agent's source frames and the split reader), pinned to
 the versions in this environment, leaves out what Blender already ships (numpy, requests and
 its dependencies), stages a copy of the extension with a manifest that lists them, and builds
@@ -64,8 +64,10 @@ class WheelsError(BVBError, RuntimeError):
 
 
 def pinned_requirements(with_av: bool = True) -> list[str]:
-    """``openai==X``, ``genai-prices==Y`` (and ``av==Z``) at the versions installed here, so the zip matches what tests ran."""
-    names = ["openai", "genai-prices"] + (["av"] if with_av else [])
+    """``openai==X``, ``genai-prices==Y``, ``litellm==Z`` (and ``av==W``) at the versions installed here, so the
+    zip matches what tests ran. LiteLLM is mini-bvb's model client (Run Agent's default harness): about 80 MB of
+    wheels with its dependencies (boto3, tokenizers, aiohttp), the price of BVB's own routing in the add-on."""
+    names = ["openai", "genai-prices", "litellm"] + (["av"] if with_av else [])
     out = []
     for name in names:
         try:

@@ -127,6 +127,8 @@ def recipes() -> dict[str, Recipe]:
                 "python3-numpy",
                 "python3-venv",
                 "python3-pip",
+                # ffmpeg: Run Agent's default harness, mini-bvb, runs ffmpeg and ffprobe (the clip, frames blocks).
+                "ffmpeg",
                 *SANDBOX_PACKAGES,
             ),
             pip=deps,

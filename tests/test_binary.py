@@ -12,6 +12,7 @@ import zipfile
 import pytest
 
 from bvb_addon import blend_header
+from bvb_addon.agent.baselines import blender_block
 from bvb_addon.run_dir import RunDir
 from headless import extension_wheels
 from headless.scripted_openai import ScriptedOpenAI
@@ -123,7 +124,9 @@ def run_flows(root, installed, tmp_path, mode, args=("-b",), wrapper=(), suite=N
         program = (suite / "oracle" / "synth_easy_000.py").read_text()
     if bridge is not None:
         settings["bridge_url"], settings["bridge_token_file"] = bridge[0], str(bridge[1])
-    replies = ["Look first.\n" + FRAMES, "The room.\n" + py(program), "DONE"]
+    # Run Agent's default harness, mini-bvb: the program in a bash block that runs it with blender_run (this
+    # binary, inside the scene's bwrap workspace) and saves result.blend.
+    replies = ["Look first.\n" + FRAMES, "The room.\n" + blender_block(program), "DONE"]
     result = work / "flows.json"
     (work / "shots").mkdir()
     binds = [home, work] + ([suite] if suite is not None else [])

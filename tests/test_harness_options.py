@@ -51,3 +51,19 @@ def test_options_of_the_runs_own_harness_pass(tmp_path, capsys):
     assert not any("harness" in line for line in lines), lines
     _, lines = _bvb_run(tmp_path, capsys, "--harness", "native", "--max-steps", "3", "--max-tokens", "50")
     assert not any("harness" in line for line in lines), lines
+
+
+def test_mini_bvb_without_ffmpeg_on_path_stops_before_any_scene_naming_the_fix(tmp_path, capsys, monkeypatch):
+    """The clip's duration and every frames block run ffmpeg and ffprobe on this machine: without them each scene
+    would end in a harness error; the run says so once, exit 2."""
+    from tests.runner_support import make_suite
+
+    suite = make_suite(tmp_path / "suite", frames=4)
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    code = run.main(["--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(tmp_path / "run"),
+                     "--agent", "empty-room", "--quiet"])  # fmt: skip
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert "mini-bvb needs ffmpeg and ffprobe on PATH" in lines[0] and "./bvb system-deps" in lines[0]
+    assert not (tmp_path / "run" / "agent_meta").exists()

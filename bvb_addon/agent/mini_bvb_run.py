@@ -29,6 +29,23 @@ DEFAULT_BASE_URLS = ("https://api.openai.com/v1", "https://api.openai.com/v1/")
 """An endpoint equal to one of these is LiteLLM's own routing by the model's name (no --base-url)."""
 
 
+HOST_TOOLS = ("ffmpeg", "ffprobe")
+"""What mini-bvb runs on this machine: the clip's duration and the frames blocks (mini_bvb_frames); the scene's
+workspace sees this machine's /usr, so its blocks find the same two (BVB's container has them)."""
+
+
+def require_host_tools() -> None:
+    """SandboxUnavailable (one line, before any scene) when ffmpeg or ffprobe is not on PATH."""
+    from ..sandbox.config import SandboxUnavailable
+
+    missing = [tool for tool in HOST_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise SandboxUnavailable(
+            f"mini-bvb needs {' and '.join(missing)} on PATH (the clip's duration, frames blocks, the agent's own "
+            "tools); install ffmpeg (./bvb system-deps, or apt-get install ffmpeg)"
+        )
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """BVB's ``--shard i/N`` (1-based) as the runner's 0-based (index, count)."""
     try:

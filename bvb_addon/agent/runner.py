@@ -225,7 +225,7 @@ class Runner:
         the sandbox check."""
         from ..pricing import ZERO
         from ..sandbox import SandboxUnavailable
-        from .mini_bvb_run import chat_model
+        from .mini_bvb_run import chat_model, require_host_tools
 
         self.price, self.model = ZERO, None
         self.chat = chat_model(self.config, self.options.mini_bvb)
@@ -234,6 +234,7 @@ class Runner:
             self.chat.probe(probe_wait)
         self.price_record = self.chat.check_price() if self.chat is not None else {"source": "api-free"}
         try:
+            require_host_tools()
             self._level = get_sandbox_level(self.options.sandbox)
         except SandboxUnavailable as exc:
             raise RunError(str(exc)) from None
