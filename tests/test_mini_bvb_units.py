@@ -148,13 +148,44 @@ def test_frames_far_apart_are_taken_in_runs_each_with_its_own_seek():
 
 
 def test_runs_in_several_processes_write_the_per_frame_commands_bytes(clip, tmp_path, monkeypatch):
-    # Every keyframe crossed starts a run, three runs to a process: inputs of their own, each seeking.
+    # Every keyframe crossed starts a run, three runs to a process: inputs of their own, each seeking
+    # (the ffmpeg runs, as for a clip PyAV's way does not take).
+    monkeypatch.setattr(mf, "_decode_block", lambda *args: None)
     monkeypatch.setattr(mf, "SEEK_COST_S", 0.0)
     monkeypatch.setattr(mf, "RUNS_PER_PROCESS", 3)
     times = mf.request("0.1 0.5 1.2 1.3 2.0 2.9 3.5 3.9", mf.probe_duration(clip))
     fast = mf.extract(clip, tmp_path / "fast", times)
     slow = mf.extract_per_frame(clip, tmp_path / "slow", times)
     assert len(fast) == len(slow) == 8
+    assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
+
+
+@pytest.mark.parametrize(
+    "kind, options, pyav",
+    [
+        ("sar 4:3, bt709 limited", ["-vf", "setsar=4/3", "-color_range", "tv", "-colorspace", "bt709"], True),
+        ("full range", ["-pix_fmt", "yuvj420p"], False),
+        ("MPEG-4 part 2", ["-c:v", "mpeg4"], False),
+    ],
+)
+def test_pyav_decoded_blocks_are_the_per_frame_commands_bytes_and_other_clips_take_the_runs(
+    tmp_path, monkeypatch, kind, options, pyav
+):
+    path = tmp_path / "clip.mp4"
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "3", "-c:v", "libx264",
+         "-g", "20", "-bf", "2", "-pix_fmt", "yuv420p", *options, str(path)],
+        check=True,
+    )  # fmt: skip
+    taken, decode_block = [], mf._decode_block
+    monkeypatch.setattr(mf, "_decode_block", lambda *args: taken.append(decode_block(*args)) or taken[-1])
+    monkeypatch.setattr(mf, "DECODE_THREADS", 2)
+    # Frames sharing keyframe intervals, B-frames, the last frame (99 is clamped to 2.95 s: the frame at 2.96 s).
+    times = mf.request("0 0.04 0.5 0.81 0.84 1.3 2.1 2.96 99", mf.probe_duration(path))
+    fast = mf.extract(path, tmp_path / "fast", times)
+    slow = mf.extract_per_frame(path, tmp_path / "slow", times)
+    assert [t is not None for t in taken] == [pyav], kind
+    assert [(f.t, f.path.name) for f in fast] == [(f.t, f.path.name) for f in slow] and len(fast) == 9
     assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
 
 

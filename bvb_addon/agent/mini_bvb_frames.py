@@ -4,25 +4,32 @@ The times are BVB's Stage-1 agent's: timestamps, or ``count=N [start=S] [end=E]`
 with both ends (one frame: the middle), each clamped to [0, duration - 0.05] and rounded to the
 millisecond, at most 60 a block. Each image is, pixel for pixel and byte for byte, the JPEG that
 ``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` writes (the reference runs one such
-process per frame). Here a block is taken in runs: a run seeks as the reference does to its first
-time and decodes on, keeping for each time T the first frame at or after T, which is the frame that
-input seeking to T decodes; the next run starts where seeking again costs less than decoding on to
-the next frame's keyframe (SEEK_COST_S against the clip's size). Up to RUNS_PER_PROCESS runs share one
-ffmpeg process, each as an input of its own. So a dense block is one process decoding each frame once,
-and a sparse one decodes no more than the reference with a few processes for its dozens.
-tests/test_mini_bvb_units.py checks the bytes against the per-frame command and bench/frames_block.py
-measures the gain. A run that fails, or writes another count of frames than the clip's frame times
-predict, sends the block to the per-frame command.
+process per frame). Each time T gets the first frame at or after T, which is the frame that input
+seeking to T decodes. Where the codec's decoding is exact to the bit (EXACT_CODECS, 8-bit 4:2:0), PyAV
+decodes those frames, each keyframe interval once from its keyframe over a few threads, skipping the
+frames nothing refers to, and one ffmpeg process scales and encodes them from raw video with the
+reference's filter and quality (``_decode_block``): the pixels the reference's decoder makes, its
+scaler, its encoder. Otherwise, or when that fails, a block is taken in ffmpeg runs: a run seeks as the
+reference does to its first time and decodes on; the next run starts where seeking again costs less than
+decoding on to the next frame's keyframe (SEEK_COST_S against the clip's size). Up to RUNS_PER_PROCESS
+runs share one ffmpeg process, each as an input of its own. tests/test_mini_bvb_units.py checks the bytes
+of both ways against the per-frame command and bench/frames_block.py measures the gain. A run that fails,
+or writes another count of frames than the clip's frame times predict, sends the block to the per-frame
+command.
 bpy-free.
 """
 
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +210,138 @@ def _run_batch(
     return [sorted(work.glob(f"{batch:03d}-{index:02d}-*.jpg")) for index in range(len(runs))]
 
 
+DECODE_THREADS = 4
+"""At most this many threads decode a block's keyframe intervals (one container each; fewer on fewer cores)."""
+EXACT_CODECS = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
+"""Codecs whose decoding the standard fixes to the bit, so PyAV's FFmpeg decodes the pictures the ffmpeg command
+does (MPEG-2 and MPEG-4 part 2 allow IDCTs that differ: those clips take the ffmpeg runs)."""
+_TIME_TOLERANCE_S = 1e-4
+"""ffprobe prints times to the microsecond; frames are further apart than this."""
+
+
+def _decode_block(video: Path, clip: _Clip, frames: list[float], work: Path) -> list[Path] | None:
+    """The JPEGs of these frame times (sorted, from the container's start), in their order; None where this way
+    does not apply or fails.
+
+    PyAV decodes each frame from the keyframe before it, one keyframe interval at a time over threads: it skips
+    the frames nothing refers to unless one is wanted, and drains the decoder once the interval's last wanted
+    packet is in. The decoded pictures (H.264 decoding is bit-exact, whichever FFmpeg does it) go as raw video to
+    one ffmpeg process running the reference's scale and JPEG encoder, so the bytes are the per-frame command's.
+    It applies to what was checked to give those bytes: a codec of EXACT_CODECS, 8-bit 4:2:0 of even size,
+    limited or unmarked range, the sample aspect ratio the container or the stream gives passed on."""
+    try:
+        import av
+    except ImportError:
+        return None
+    groups: dict[float, list[float]] = {}
+    for f in frames:
+        key = max((k for k in clip.keyframes if k <= f + 1e-9), default=0.0)
+        groups.setdefault(key, []).append(f)
+    containers: list = []
+    lock = threading.Lock()
+    local = threading.local()
+
+    def stream_of() -> Any:
+        if getattr(local, "stream", None) is None:
+            container = av.open(str(video))
+            with lock:
+                containers.append(container)
+            local.container, local.stream = container, container.streams.video[0]
+            local.stream.thread_count = 1  # threads over intervals; skip_frame changes per packet need one
+        return local.stream
+
+    def decode(item: tuple[float, list[float]]) -> list[bytes]:
+        key, wanted = item
+        stream = stream_of()
+        base, codec = stream.time_base, stream.codec_context
+        absolute = [clip.start_time + f for f in wanted]
+        found: dict[int, bytes] = {}
+        sent = 0
+
+        def take(decoded: list) -> None:
+            for frame in decoded:
+                if frame.pts is None:
+                    continue
+                at = float(frame.pts * base)
+                for i, t in enumerate(absolute):
+                    if abs(at - t) < _TIME_TOLERANCE_S and i not in found:
+                        found[i] = frame.to_ndarray(format="yuv420p").tobytes()
+
+        local.container.seek(int(round((clip.start_time + key) / base)), stream=stream, backward=True)
+        for packet in local.container.demux(stream):
+            at = None if packet.pts is None else float(packet.pts * base)
+            wanted_here = at is None or any(abs(at - t) < _TIME_TOLERANCE_S for t in absolute)
+            codec.skip_frame = "DEFAULT" if wanted_here else "NONREF"
+            take(packet.decode())
+            sent += at is not None and wanted_here
+            if sent == len(absolute) or len(found) == len(absolute) or (at is not None and at > absolute[-1] + 60):
+                break
+        codec.skip_frame = "DEFAULT"
+        if len(found) < len(absolute):
+            try:
+                take(codec.decode(None))  # what the decoder holds back for reordering
+            except av.error.EOFError:
+                pass  # the demuxer's end drained it already
+        if len(found) < len(absolute):
+            raise ValueError(f"{len(absolute) - len(found)} frames not decoded after the keyframe at {key:.3f} s")
+        return [found[i] for i in range(len(absolute))]
+
+    try:
+        with av.open(str(video)) as container:
+            stream = container.streams.video[0]
+            codec = stream.codec_context
+            sar = stream.sample_aspect_ratio or codec.sample_aspect_ratio
+            shape = (codec.format.name if codec.format else None, codec.width, codec.height)
+            plain = shape[0] == "yuv420p" and codec.width % 2 == 0 and codec.height % 2 == 0 and codec.width > 0
+            plain = plain and codec.name in EXACT_CODECS
+            plain = plain and int(codec.color_range or 0) in (0, 1)  # unspecified or limited (MPEG)
+        if not plain or stream.time_base is None:
+            return None
+    except (av.error.FFmpegError, IndexError, OSError):
+        return None
+    setsar = f"setsar={sar.numerator}/{sar.denominator}," if sar else ""
+    command = ["ffmpeg", "-y", "-v", "error", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", f"{shape[1]}x{shape[2]}",
+               "-i", "-", "-vf", f"{setsar}scale={SCALE_WIDTH}:-1", "-fps_mode", "passthrough",
+               "-q:v", str(JPEG_QSCALE), "-f", "image2", str(work / "decoded-%04d.jpg")]  # fmt: skip
+    # stderr to a file: a pipe nobody reads while the frames are written could fill and stall the encoder.
+    with open(work / "encoder.log", "wb") as log_file:
+        encoder = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=log_file)
+    stdin = encoder.stdin
+    assert stdin is not None
+    threads = max(1, min(DECODE_THREADS, os.cpu_count() or 1, len(groups)))
+    failure = None
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            items = sorted(groups.items())
+            # A window of intervals in flight keeps memory at a few frames while the encoder takes them in order.
+            pending = [pool.submit(decode, item) for item in items[: 2 * threads]]
+            for next_item in range(2 * threads, len(items) + 2 * threads):
+                if not pending:
+                    break
+                pictures = pending.pop(0).result()
+                if next_item < len(items):
+                    pending.append(pool.submit(decode, items[next_item]))
+                for picture in pictures:
+                    stdin.write(picture)
+    except (av.error.FFmpegError, ValueError, OSError) as error:
+        failure = error
+    finally:
+        with lock:
+            for container in containers:
+                container.close()
+        try:
+            stdin.close()
+        except OSError:
+            pass
+        encoder.wait()
+        stderr = (work / "encoder.log").read_text(errors="replace")
+    if failure is not None or encoder.returncode != 0:
+        log.warning("frames: decoding the block with PyAV failed (%s); ffmpeg runs instead", failure or stderr[-300:])
+        return None
+    written = sorted(work.glob("decoded-*.jpg"))
+    return written if len(written) == len(frames) else None
+
+
 def extract(video: str | Path, out_dir: str | Path, times: list[float], start_index: int = 0) -> list[Frame]:
     """The frames of one block, named and ordered as the reference's (a time past the last frame has none)."""
     video, out_dir = Path(video), Path(out_dir)
@@ -229,6 +368,11 @@ def extract(video: str | Path, out_dir: str | Path, times: list[float], start_in
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     path_of: dict[float, Path] = {}
+    decoded = sorted({frame_of[t] for t in wanted})
+    jpegs = _decode_block(video, clip, decoded, work) if decoded else None
+    if jpegs is not None:
+        path_of.update(zip(decoded, jpegs, strict=True))
+        runs = []
     for batch, first in enumerate(range(0, len(runs), RUNS_PER_PROCESS)):
         frames_of = [sorted({frame_of[t] for t in run}) for run in runs[first : first + RUNS_PER_PROCESS]]
         planned = [(run, len(fs)) for run, fs in zip(runs[first : first + RUNS_PER_PROCESS], frames_of, strict=True)]
