@@ -4,9 +4,11 @@ Makes a 1920x1440 clip of ``--seconds`` (150 by default) at 30 fps with libx264 
 a keyframe every ``--keyint`` frames, 250 by default), then extracts the 60 frames of ``count=60``
 both ways into fresh folders, in alternating order over ``--repeats`` rounds: (a)
 ``bvb_addon.agent.mini_bvb_frames.extract_per_frame``, the reference's command
-``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` once per frame, and (b) ``extract``,
-one process per few runs of frames (one run for this dense block at keyint 250). Checks that every
-JPEG is byte-identical (so the pixels are), prints the times and, last,
+``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` once per frame, and (b) ``extract``:
+PyAV decoding each keyframe interval once over threads (unreferenced frames skipped) and one ffmpeg
+process scaling and encoding the raw pictures as the reference's command does (the ffmpeg runs where
+PyAV's way does not apply). Checks that every JPEG is byte-identical (so the pixels are), prints the
+times and, last,
 ``per_frame_s=<a> one_pass_s=<b> ratio=<a/b> identical=<n>/60`` (the best round of each). Issue 31's
 goal: ratio >= 3.
 
