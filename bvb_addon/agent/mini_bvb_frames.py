@@ -265,11 +265,20 @@ def _decode_block(video: Path, clip: _Clip, frames: list[float], work: Path) -> 
                 at = float(frame.pts * base)
                 for i, t in enumerate(absolute):
                     if abs(at - t) < _TIME_TOLERANCE_S and i not in found:
+                        # A stream that changes its format midway would be converted here, not passed on.
+                        if (frame.format.name, frame.width, frame.height) != shape or int(frame.color_range) > 1:
+                            raise ValueError(f"the frame at {at:.3f} s is not {shape[0]} {shape[1]}x{shape[2]}")
                         found[i] = frame.to_ndarray(format="yuv420p").tobytes()
 
         local.container.seek(int(round((clip.start_time + key) / base)), stream=stream, backward=True)
+        first = True
         for packet in local.container.demux(stream):
             at = None if packet.pts is None else float(packet.pts * base)
+            # Decoding must start at that keyframe, as the reference's does (a container without an index,
+            # MPEG-TS, may seek elsewhere: then the ffmpeg runs take the block).
+            if first and not (packet.is_keyframe and at is not None and abs(at - clip.start_time - key) < 1e-3):
+                raise ValueError(f"the seek to the keyframe at {key:.3f} s landed elsewhere")
+            first = False
             wanted_here = at is None or any(abs(at - t) < _TIME_TOLERANCE_S for t in absolute)
             codec.skip_frame = "DEFAULT" if wanted_here else "NONREF"
             take(packet.decode())
