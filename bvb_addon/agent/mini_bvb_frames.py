@@ -225,7 +225,7 @@ def _decode_block(video: Path, clip: _Clip, frames: list[float], work: Path) -> 
 
     PyAV decodes each frame from the keyframe before it, one keyframe interval at a time over threads: it skips
     the frames nothing refers to unless one is wanted, and drains the decoder once the interval's last wanted
-    packet is in. The decoded pictures (H.264 decoding is bit-exact, whichever FFmpeg does it) go as raw video to
+    packet is in. The decoded pictures (the same bits whichever FFmpeg decodes these codecs) go as raw video to
     one ffmpeg process running the reference's scale and JPEG encoder, so the bytes are the per-frame command's.
     It applies to what was checked to give those bytes: a codec of EXACT_CODECS, 8-bit 4:2:0 of even size,
     limited or unmarked range, the sample aspect ratio the container or the stream gives passed on."""
