@@ -189,6 +189,23 @@ def test_pyav_decoded_blocks_are_the_per_frame_commands_bytes_and_other_clips_ta
     assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
 
 
+def test_an_mpeg_ts_clip_takes_the_per_frame_command_itself(tmp_path):
+    """MPEG-TS packet times do not say which frame ffmpeg's -ss lands on (planned from them, 1 JPEG in 9 was the
+    command's): such a clip gets the reference's own command, so its frames are still the reference's."""
+    path = tmp_path / "clip.ts"
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "3", "-c:v", "libx264",
+         "-g", "20", "-bf", "2", "-pix_fmt", "yuv420p", str(path)],
+        check=True,
+    )  # fmt: skip
+    assert mf._probe_frames(path).planned is False and mf._probe_frames(path).container == "mpegts"
+    times = mf.request("0 0.5 0.84 1.3 2.1 2.9", mf.probe_duration(path))
+    fast = mf.extract(path, tmp_path / "fast", times)
+    slow = mf.extract_per_frame(path, tmp_path / "slow", times)
+    assert [(f.t, f.path.name) for f in fast] == [(f.t, f.path.name) for f in slow] and fast
+    assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
+
+
 def test_a_config_json_that_bvbs_harness_wrote_reads(tmp_path):
     from bvb_addon.records import read_run_config
 

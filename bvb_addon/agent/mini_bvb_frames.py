@@ -138,12 +138,21 @@ class _Clip:
     start_time: float
     pixels: int
     fps: float
+    container: str = ""
+    """ffprobe's format_name (e.g. ``mov,mp4,m4a,3gp,3g2,mj2``)."""
+
+    @property
+    def planned(self) -> bool:
+        """Whether frames may be planned from the packets' times: containers whose times ffmpeg's input seek
+        honours as the packets state them (MP4/MOV, Matroska/WebM; checked byte for byte). MPEG-TS is not:
+        its times and the frame ffmpeg's -ss lands on differ, so it takes the per-frame command itself."""
+        return any(name in PLANNED_CONTAINERS for name in self.container.split(","))
 
 
 def _probe_frames(video: Path) -> _Clip | None:
     result = subprocess.run(
         ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
-         "packet=pts_time,flags:format=start_time:stream=width,height,avg_frame_rate", "-of", "json", str(video)],
+         "packet=pts_time,flags:format=start_time,format_name:stream=width,height,avg_frame_rate", "-of", "json", str(video)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:
@@ -160,7 +169,12 @@ def _probe_frames(video: Path) -> _Clip | None:
         pixels = int(stream.get("width", 0)) * int(stream.get("height", 0))
     except (ValueError, KeyError, TypeError, ZeroDivisionError):
         return None
-    return _Clip(frames, keys, start, pixels, fps or 30.0)
+    container = str(data.get("format", {}).get("format_name", ""))
+    return _Clip(frames, keys, start, pixels, fps or 30.0, container)
+
+
+PLANNED_CONTAINERS = {"mov", "mp4", "matroska", "webm"}
+"""ffprobe format names whose clips the one pass takes (``_Clip.planned``); others get the per-frame command."""
 
 
 SEEK_COST_S = 0.1
@@ -359,7 +373,7 @@ def extract(video: str | Path, out_dir: str | Path, times: list[float], start_in
         return []
     times = [max(0.0, t) for t in times]
     clip = _probe_frames(video)
-    if clip is None:
+    if clip is None or not clip.planned:
         return extract_per_frame(video, out_dir, times, start_index)
     # ffmpeg's -ss takes a time as the reference formats it (milliseconds); each time gets the first frame
     # at or after it (what accurate input seeking decodes), and a time past the last frame gets none.
