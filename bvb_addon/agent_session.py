@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import scratch
 from .agent import setup
@@ -85,7 +85,8 @@ class AgentSession:
             raise ArgumentError(f"harness {harness!r} is not one of {', '.join(HARNESSES)}")
         self.harness = harness
         self._mini = mini_bvb
-        self._chat = None
+        self._chat: Any = None
+        """mini-bvb's chat client (LiteLLM's, or an API-free agent's): set by prepare()."""
         # The VSI-Bench-style root: the clip is <videos>/<dataset>/<scene>.mp4.
         self._videos = Path(task.video).parent.parent
         self._environment_factory = environment_factory or functools.partial(
@@ -190,20 +191,23 @@ class AgentSession:
 
         ``stop_event`` stops the loop before its next model call (the current step finishes and is saved).
         """
-        if self._model is None and self._chat is None:
+        model = self._chat if self.harness == "mini-bvb" else self._model
+        if model is None:
             raise RuntimeError("AgentSession.run before prepare(): no model client")  # a bug, not bad input
         self._post = post
         if self.harness == "mini-bvb":
+            from .agent.mini_bvb import MiniBVBSettings
             from .agent.mini_bvb_run import run_scene
 
+            sandbox = platforms.sandbox_config(self._allow_weak_sandbox)
             return run_scene(
-                self._chat, self.config, self._mini, platforms.sandbox_config(self._allow_weak_sandbox), self.run_dir,
-                self.task.dataset, self.task.scene, Path(self.task.video), stop_event=stop_event or threading.Event(),
+                model, self.config, self._mini or MiniBVBSettings(), sandbox, self.run_dir, self.task.dataset,
+                self.task.scene, Path(self.task.video), stop_event=stop_event or threading.Event(),
                 on_save=self._on_save,
             )  # fmt: skip
         return drive_scene(
             self.config,
-            self._model,
+            model,
             self.task,
             self.run_dir,
             lambda task, workdir: self._environment_factory(task, workdir, self.config),
