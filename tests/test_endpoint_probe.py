@@ -147,6 +147,29 @@ def test_an_agent_run_probes_its_model_endpoint_before_any_scene(suite, tmp_path
     assert out.returncode == 75 and seconds < 30 and "connection refused" in out.stderr
 
 
+@pytest.mark.parametrize("harness", ["mini-bvb", "native"])
+def test_a_resume_names_a_corrupt_agent_meta_before_waiting_on_a_dead_endpoint(suite, tmp_path, harness):
+    """Local files are checked before the network: the endpoint is down (its probe would wait 60 s, then exit 75),
+    but the torn agent_meta is the first thing said, at once, exit 2."""
+    out = subprocess.run(
+        [sys.executable, "-m", "headless.run", "--quiet", "--split", str(suite / "split.jsonl"), "--videos", str(suite),
+         "--output", str(tmp_path / "agent_run"), "--agent", "empty-room", "--sandbox-min", "rlimits",
+         "--allow-weak-sandbox", "--harness", harness],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    meta = tmp_path / "agent_run" / "agent_meta" / "synth_easy_000.json"
+    torn = meta.read_text()[:40]
+    meta.write_text(torn)
+    (tmp_path / "agent_run" / "blends" / "synth_easy_000.blend").unlink()  # the scene is resumed, not skipped
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    out, seconds = _run(suite, tmp_path, url, "--resume", "--probe-wait", "60", "--agent", "model", harness=harness)
+    assert out.returncode == 2 and seconds < 30, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(meta) in lines[0], lines
+    assert meta.read_text() == torn
+
+
 def test_mini_bvb_probes_the_name_litellm_sends_an_endpoint():
     from bvb_addon.agent.litellm_model import LiteLLMModel
     from bvb_addon.openai_client import EndpointRefused

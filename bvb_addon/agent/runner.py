@@ -148,11 +148,15 @@ class Runner:
             raise RunError(f"--budget {o.budget:g}: give the run's budget in USD (zero or more)")
         scenes = self._vgi_scenes() if o.mode == "vgi" else self._split_scenes()
         self._check_videos(scenes)
+        # Local files before the network: a record a resume would read that does not parse is one line at
+        # once (exit 2, naming it), never after waiting on an endpoint that is down.
+        if o.resume:
+            self._check_records(scenes)
+        # What earlier sessions spent counts against the budget: a resumed run continues within it.
+        spent = recorded_spend(self.run_dir.trajectories) if o.resume else 0.0
         # Before config.json and any scene: a wrong key, URL or model id is one line, not N faulted scenes.
         self._setup_agent(probe_wait=o.probe_wait)
         self._write_config(len(scenes))
-        # What earlier sessions spent counts against the budget: a resumed run continues within it.
-        spent = recorded_spend(self.run_dir.trajectories) if o.resume else 0.0
         if o.budget_holder is not None:
             self.budget = o.budget_holder
         elif o.backend == "ray" and o.budget is not None:
@@ -166,6 +170,16 @@ class Runner:
         else:
             self.budget = Budget(o.budget, spent=spent)
         return scenes
+
+    def _check_records(self, scenes):
+        """config.json and the agent_meta of every scene a resume takes read as records (a BadFileError naming
+        the file and the fix otherwise); the trajectories are read by ``recorded_spend`` right after."""
+        if self.config_path.is_file():
+            read_run_config(self.config_path)
+        for _, scene in scenes:
+            path = self.run_dir.meta(scene)
+            if path.is_file():
+                read_agent_meta(path)
 
     def _check_videos(self, scenes):
         """Every scene's clip is there and is a video: a wrong --videos is bad input, named, not N faulted scenes."""
