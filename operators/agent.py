@@ -179,6 +179,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
+        from ..bvb_addon.agent.mini_bvb_run import DEFAULT_BASE_URLS
         from ..bvb_addon.agent.model import missing_key
 
         scene = context.scene
@@ -190,8 +191,10 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         except (OSError, ValueError, RuntimeError) as exc:
             return fail(self, context, str(exc))
         api_key = preferences.api_key(prefs)
-        # The one check kept here (it is instant): everything slow runs in the job.
-        if config.agent == "model" and not (api_key or os.environ.get(config.api_key_env)):
+        # The one check kept here (it is instant): everything slow runs in the job. A mini-bvb model routed by
+        # LiteLLM itself ("anthropic/...", "gemini/..." on the default endpoint) reads its provider's variable.
+        routed = s.harness == "mini-bvb" and "/" in config.model and config.base_url in DEFAULT_BASE_URLS
+        if config.agent == "model" and not routed and not (api_key or os.environ.get(config.api_key_env)):
             return fail(self, context, missing_key(config.api_key_env))
         run_dir = Path(bpy.path.abspath(s.run_dir))
         s.scene_id = s.scene_id or clip.stem

@@ -194,6 +194,12 @@ def test_run_agent_reports_a_missing_key_and_unknown_price(addon, factory_blende
     assert bpy.ops.bvb.run_agent() == {"FINISHED"}
     _drain_until_idle(addon)
     assert s.agent_status == "error" and "missing.mp4" in s.status, s.status
+    # A model LiteLLM routes itself reads its provider's variable: no key in the preferences is not refused here.
+    prefs.api_key, s.clip_path, s.model = "", str(clip), "anthropic/no-such-model"
+    prefs.base_url = "https://api.openai.com/v1"
+    assert bpy.ops.bvb.run_agent() == {"FINISHED"}
+    _drain_until_idle(addon)
+    assert "anthropic/no-such-model: LiteLLM" in s.status and "has no price" in s.status, s.status
 
 
 def test_run_agent_returns_before_its_set_up_runs(addon, factory_blender, tmp_path, monkeypatch):
