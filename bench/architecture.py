@@ -258,7 +258,7 @@ def stage_options(root: Path) -> dict[str, tuple[int, int, int]]:
     return counts
 
 
-def test_count(root: Path) -> tuple[int, float]:
+def collected_tests(root: Path) -> tuple[int, float]:
     """(tests ``pytest --collect-only -q`` reports, seconds it took)."""
     started = time.monotonic()
     out = subprocess.run(
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
     figures = static_figures(root)
     if args.tests:
-        figures["tests"], figures["collect_seconds"] = test_count(root)
+        figures["tests"], figures["collect_seconds"] = collected_tests(root)
     if args.suite_minutes is not None:
         figures["suite_minutes"] = args.suite_minutes
     if args.trace:
