@@ -318,9 +318,11 @@ def _decode_block(video: Path, clip: _Clip, frames: list[float], work: Path) -> 
             plain = shape[0] == "yuv420p" and codec.width % 2 == 0 and codec.height % 2 == 0 and codec.width > 0
             plain = plain and codec.name in EXACT_CODECS
             plain = plain and int(codec.color_range or 0) in (0, 1)  # unspecified or limited (MPEG)
-        if not plain or stream.time_base is None:
+            # Read while the container is open: older PyAV (a Debian root's) asserts on a closed one's streams.
+            plain = plain and stream.time_base is not None
+        if not plain:
             return None
-    except (av.error.FFmpegError, IndexError, OSError):
+    except Exception:  # any PyAV failure (its versions differ): the ffmpeg runs take the block
         return None
     setsar = f"setsar={sar.numerator}/{sar.denominator}," if sar else ""
     command = ["ffmpeg", "-y", "-v", "error", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", f"{shape[1]}x{shape[2]}",
@@ -346,7 +348,7 @@ def _decode_block(video: Path, clip: _Clip, frames: list[float], work: Path) -> 
                     pending.append(pool.submit(decode, items[next_item]))
                 for picture in pictures:
                     stdin.write(picture)
-    except (av.error.FFmpegError, ValueError, OSError) as error:
+    except Exception as error:  # PyAV's way is an optimisation: on any failure the ffmpeg runs take the block
         failure = error
     finally:
         with lock:
