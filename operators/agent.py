@@ -179,7 +179,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
-        from ..bvb_addon.agent.mini_bvb_run import DEFAULT_BASE_URLS
+        from ..bvb_addon.agent.mini_bvb_run import routed_by_name
         from ..bvb_addon.agent.model import missing_key
 
         scene = context.scene
@@ -193,7 +193,7 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         api_key = preferences.api_key(prefs)
         # The one check kept here (it is instant): everything slow runs in the job. A mini-bvb model routed by
         # LiteLLM itself ("anthropic/...", "gemini/..." on the default endpoint) reads its provider's variable.
-        routed = s.harness == "mini-bvb" and "/" in config.model and config.base_url in DEFAULT_BASE_URLS
+        routed = s.harness == "mini-bvb" and routed_by_name(config)
         if config.agent == "model" and not routed and not (api_key or os.environ.get(config.api_key_env)):
             return fail(self, context, missing_key(config.api_key_env))
         run_dir = Path(bpy.path.abspath(s.run_dir))

@@ -24,6 +24,20 @@ def _drain_until_idle(addon, seconds=30):
     assert not addon.operators.background.registry, "a background job did not finish"
 
 
+def _mesh_names_until_done(addon, scene, seconds=240):
+    """Pump the add-on's job timer until the agent ends; each distinct list of mesh names the scene showed."""
+    s, seen, deadline = scene.bvb, [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        running = addon.operators.background.drain()
+        names = sorted(o.name for o in scene.objects if o.type == "MESH")
+        if not seen or seen[-1] != names:
+            seen.append(names)
+        if not running:
+            return seen
+        time.sleep(0.05)
+    raise AssertionError(f"agent did not finish: {s.agent_status} {s.status}")
+
+
 def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path, monkeypatch):
     bpy = factory_blender
     clip = make_clip(tmp_path / "videos" / "synthetic" / "synth_easy_000.mp4", 64, 48, 8)
@@ -38,22 +52,12 @@ def test_run_agent_grows_the_scene_step_by_step(addon, factory_blender, tmp_path
     # The key is kept in preferences only: the variable it names is unset.
     prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
     assert not bpy.ops.bvb.stop_agent.poll()
-    drain = addon.operators.background.drain
     with ScriptedOpenAI(replies) as server:
         prefs.base_url = server.base_url
         assert bpy.ops.bvb.run_agent() == {"FINISHED"}
         assert bpy.app.timers.is_registered(addon.operators.background.tick)
         assert bpy.ops.bvb.stop_agent.poll() and not bpy.ops.bvb.run_agent.poll()
-        seen, deadline = [], time.monotonic() + 240
-        while time.monotonic() < deadline:
-            running = drain()
-            names = sorted(o.name for o in scene.objects if o.type == "MESH")
-            if not seen or seen[-1] != names:
-                seen.append(names)
-            if not running:
-                break
-            time.sleep(0.05)
-        assert not running, f"agent did not finish: {s.agent_status} {s.status}"
+        seen = _mesh_names_until_done(addon, scene)
     assert server.calls == 4
     assert all(r["messages"] for r in server.requests)
     assert server.requests[0]["model"] == "gpt-4o-mini"
@@ -99,20 +103,10 @@ def test_run_agent_speaks_mini_bvb_by_default_and_keeps_one_protocol_per_run(add
     s.scene_id, s.reasoning = "", "none"
     prefs = bpy.context.preferences.addons["bvb"].preferences
     prefs.api_key_env, prefs.api_key = "BVB_TEST_UNSET_KEY", "sk-scripted"
-    drain = addon.operators.background.drain
     with ScriptedOpenAI(replies) as server:
         prefs.base_url = server.base_url
         assert bpy.ops.bvb.run_agent() == {"FINISHED"}
-        seen, deadline = [], time.monotonic() + 240
-        while time.monotonic() < deadline:
-            running = drain()
-            names = sorted(o.name for o in scene.objects if o.type == "MESH")
-            if not seen or seen[-1] != names:
-                seen.append(names)
-            if not running:
-                break
-            time.sleep(0.05)
-        assert not running, f"agent did not finish: {s.agent_status} {s.status}"
+        seen = _mesh_names_until_done(addon, scene)
     assert server.calls == 4, s.status
     # LiteLLM sent the key from the preferences and the release's request: no temperature, no max tokens.
     body = server.requests[0]

@@ -146,6 +146,12 @@ def failed_release_keys(config: AgentConfig, settings: MiniBVBSettings, scene: s
     }
 
 
+def routed_by_name(config: AgentConfig) -> bool:
+    """Whether LiteLLM routes the model itself ("anthropic/...", "gemini/..." with no endpoint given): it then reads
+    the provider's own key variable, not ``config.api_key_env``."""
+    return "/" in config.model and config.base_url in DEFAULT_BASE_URLS
+
+
 def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | None = None) -> Any:
     """The LiteLLM client of a model agent (None for an API-free one); ``api_key`` a key given as it is (the
     add-on's preferences), else LiteLLM reads the provider's variable, or ``config.api_key_env`` with an endpoint."""
