@@ -123,12 +123,15 @@ class _Alias(argparse.Action):
         option_string: str | None = None,
     ) -> None:  # fmt: skip
         print(f"warning: {option_string} is now {self.new}; the old name will go", file=sys.stderr)
-        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
-def add_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str) -> None:
-    """Keep ``old`` working as a hidden alias of ``new`` (stored in ``dest``)."""
-    parser.add_argument(old, dest=dest, action=_Alias, new=new, help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+def add_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs: Any) -> None:
+    """Keep ``old`` working as a hidden alias of ``new`` (stored in ``dest``); ``kwargs`` as ``new``'s
+    (``type``, ``nargs``; ``nargs=0, const=True`` for a flag)."""
+    parser.add_argument(
+        old, dest=dest, action=_Alias, new=new, help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs
+    )
 
 
 class _Formatter(logging.Formatter):

@@ -1,0 +1,135 @@
+"""Options as data (bvb_addon.options): one class gives the command line, the file's checks and the JSON."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from bvb_addon.command_line import Parser
+from bvb_addon.errors import ArgumentError
+from bvb_addon.options import add_options, describe, from_mapping, from_namespace, markdown_table, option, to_mapping
+
+pytestmark = pytest.mark.unit
+
+
+def _shard(text: str) -> tuple[int, int]:
+    i, n = text.split("/")
+    return int(i), int(n)
+
+
+@dataclass(frozen=True)
+class Judge:
+    kind: Literal["vlm", "geometry"] = option("vlm", "who answers", flag="--judge")
+    base_url: str | None = option(None, "the judge's endpoint", flag="--judge-base-url")
+    retries: int = option(6, "retries on 429/5xx")
+
+
+@dataclass(frozen=True)
+class Score:
+    run: Path = option(help="the run directory")
+    judge: Judge = option(help="the judge", default_factory=Judge)
+    workers: int = option(8, "questions at once", short="-j", old=("--threads",))
+    price_in: float | None = option(None, "USD per million input tokens")
+    scenes: tuple[str, ...] | None = option(None, "only these scenes")
+    shard: tuple[int, int] | None = option(None, "the i-th of N", metavar="i/N", parse=_shard)
+    resume: bool = option(False, "keep what is scored")
+    probe: bool = option(True, "probe the endpoint first")
+    budget: object | None = option(None, "a campaign's budget holder", cli=False, record=False)
+
+
+def parser() -> Parser:
+    p = Parser(prog="bvb score dv")
+    add_options(p, Score)
+    return p
+
+
+def test_the_command_line_is_generated_with_the_names_users_know():
+    p = parser()
+    flags = {s for a in p._actions for s in a.option_strings}
+    assert {"--run", "--judge", "--judge-base-url", "--retries", "--workers", "-j", "--price-in", "--scenes"} <= flags
+    assert {"--shard", "--resume", "--probe", "--no-probe"} <= flags
+    assert "--budget" not in flags and "--kind" not in flags and "--base-url" not in flags
+    text = p.format_help()
+    assert "questions at once (default: 8)" in text and "--threads" not in text
+
+
+def test_parsed_values_are_typed_and_nested():
+    opts = from_namespace(
+        Score,
+        parser().parse_args(
+            "--run r1 --judge geometry --retries 2 -j 3 --price-in 2.5 --scenes a b --shard 1/4 --resume --no-probe".split()
+        ),
+    )
+    assert opts == Score(
+        run=Path("r1"),
+        judge=Judge(kind="geometry", retries=2),
+        workers=3,
+        price_in=2.5,
+        scenes=("a", "b"),
+        shard=(1, 4),
+        resume=True,
+        probe=False,
+    )
+    assert from_namespace(Score, parser().parse_args(["--run", "r"])) == Score(run=Path("r"))
+
+
+def test_a_retired_name_still_works_and_says_the_new_one(capsys):
+    opts = from_namespace(Score, parser().parse_args(["--run", "r", "--threads", "5"]))
+    assert opts.workers == 5
+    assert "--threads is now --workers" in capsys.readouterr().err
+
+
+def test_a_required_option_and_a_wrong_choice_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        parser().parse_args([])
+    assert "--run" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--run", "r", "--judge", "geometri"])
+    assert "did you mean 'geometry'" in capsys.readouterr().err
+
+
+def test_a_file_table_uses_field_names_and_is_checked_by_type():
+    opts = from_mapping(
+        Score, {"run": "r1", "workers": 3, "judge": {"base_url": "http://x/v1"}, "scenes": ["a"]}, "c.toml [dv]"
+    )
+    assert opts == Score(run=Path("r1"), workers=3, judge=Judge(base_url="http://x/v1"), scenes=("a",))
+    assert from_mapping(Score, {"run": "r", "price_in": 3}, "t").price_in == 3.0
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"run": "r", "worker": 3}, "c.toml [dv]: unknown key 'worker'; did you mean 'workers'?"),
+        ({"run": "r", "workers": "3"}, "c.toml [dv]: workers = '3' is not a integer; fix the value"),
+        ({"run": "r", "workers": True}, "workers = True is not a integer"),
+        ({"run": "r", "judge": {"kind": "geometri"}}, "c.toml [dv] judge: kind = 'geometri' (did you mean 'geometry'?)"),
+        ({"run": "r", "scenes": "a"}, "scenes = 'a' is not a list of string or none"),
+        ({"workers": 3}, "c.toml [dv]: run missing; add run = ..."),
+        ({"run": "r", "budget": 1}, "unknown key 'budget'"),
+        ({"run": "r", "judge": "vlm"}, "judge must be a table of Judge's fields"),
+    ],
+)
+def test_a_bad_table_is_one_line_naming_the_key(table, message):
+    with pytest.raises(ArgumentError) as caught:
+        from_mapping(Score, table, "c.toml [dv]")
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_json_round_trips_and_leaves_out_what_is_not_recorded():
+    opts = Score(run=Path("r"), judge=Judge(base_url="u"), scenes=("a",), shard=(0, 2), budget=object())
+    data = to_mapping(opts)
+    assert data["run"] == "r" and data["judge"] == {"kind": "vlm", "base_url": "u", "retries": 6}
+    assert data["scenes"] == ["a"] and "budget" not in data
+    assert from_mapping(Score, {k: v for k, v in data.items() if k != "shard"}, "json") == Score(
+        run=Path("r"), judge=Judge(base_url="u"), scenes=("a",)
+    )
+
+
+def test_docs_rows_come_from_the_fields():
+    rows = {row[0]: row for row in describe(Score)}
+    assert rows["run"] == ("run", "--run", "path", "required", "the run directory")
+    assert rows["judge.base_url"] == ("judge.base_url", "--judge-base-url", "string or none", "None", "the judge's endpoint")
+    assert rows["workers"][3] == "8" and "budget" not in rows
+    assert "| `judge.kind` | `--judge` | 'vlm' \\| 'geometry' | `'vlm'` | who answers |" in markdown_table(Score)
