@@ -25,8 +25,8 @@ sys.path.insert(0, str(REPO))
 
 import bpy  # noqa: E402
 
-from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.addon_support import add_camera, forget_addon, import_addon, make_clip  # noqa: E402
+from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 
 def step_program(step, objects):

@@ -27,8 +27,8 @@ from bvb_addon.agent.config import AgentConfig  # noqa: E402
 from bvb_addon.agent.runner import Runner, RunOptions  # noqa: E402
 from bvb_addon.sandbox.config import SandboxConfig  # noqa: E402
 from bvb_addon.trajectory import load_trajectory  # noqa: E402
-from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.runner_support import make_suite, py, turn_of  # noqa: E402
+from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 SCENE = "synth_easy_000"
 

@@ -21,7 +21,7 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from eval_bridge.service import BridgeServer, ServiceConfig  # noqa: E402
+from eval_bridge.service.app import BridgeServer, ServiceConfig  # noqa: E402
 
 
 def main(argv=None):

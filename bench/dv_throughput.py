@@ -24,10 +24,10 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TQDM_DISABLE", "1")  # the figures, not thousands of bar redraws
 
 from bvb_addon.dataset import read_split  # noqa: E402
-from eval_bridge.cache import JudgeCache  # noqa: E402
-from eval_bridge.dv import DualVQA  # noqa: E402
-from eval_bridge.judge import VLMJudge  # noqa: E402
-from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
+from eval_bridge.scoring.cache import JudgeCache  # noqa: E402
+from eval_bridge.scoring.dv import DualVQA  # noqa: E402
+from eval_bridge.scoring.judge import VLMJudge  # noqa: E402
+from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 
 def clip(path, level):

@@ -25,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.runner_support import make_suite  # noqa: E402
+from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 
 def _run(argv):

@@ -61,7 +61,7 @@ def _times(kind, info):
 def _convert(kind):
     """What each consumer makes of a decoded frame (the naive pass does exactly the same)."""
     from bvb_addon import video
-    from eval_bridge.preprocess import Preprocessing, resize_frame
+    from eval_bridge.scoring.preprocess import Preprocessing, resize_frame
 
     if kind == "ls":
         prep = Preprocessing()
@@ -101,7 +101,7 @@ class PeakRSS:
 def _measure(kind, path, naive):
     """(seconds, peak RSS growth in MB, digest of the output) of one consumer, in this process."""
     from bvb_addon import video
-    from eval_bridge.preprocess import Preprocessing, resize_frame
+    from eval_bridge.scoring.preprocess import Preprocessing, resize_frame
 
     info = video.probe(path)
     memory = PeakRSS()

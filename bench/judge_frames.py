@@ -3,7 +3,7 @@
 The release (``eval/dual_vqa_metric.py``, ``sample_frames_b64``) opens the clip with OpenCV, takes the
 indices int(i * (total - 1) / 15) of OpenCV's frame count, seeks to each (``CAP_PROP_POS_FRAMES``) and
 reads it, shrinks it with ``cv2.resize`` to 384 px on its longest side and encodes a JPEG of quality 80.
-``eval_bridge.judge_frames.release_frames`` does exactly that (what dual_vqa_v1 sends). The alternative
+``eval_bridge.scoring.judge_frames.release_frames`` does exactly that (what dual_vqa_v1 sends). The alternative
 measured here decodes the same indices with PyAV, each from the keyframe before it, skipping the frames no
 other frame refers to and draining the decoder once the index's own packet is in, in parallel over
 ``--workers`` threads (``decode_frames``), then resizes and encodes with OpenCV as the release does.
@@ -57,7 +57,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from bench.frame_sampling import make_clip
-    from eval_bridge.judge_frames import (
+    from eval_bridge.scoring.judge_frames import (
         _seek_read,
         decode_frames,
         frame_count,

@@ -2,7 +2,7 @@
 
 BVB's release (``eval/vjepa_sim_metric.py``) decodes every frame of a clip, holds them all, counts
 them and keeps 64 at ``round(i * (N - 1) / 63)``; its video processor then resizes them (short side
-438 px for the 384 px encoder). eval_bridge.ls_video counts the clip's packets (no decoding), decodes
+438 px for the 384 px encoder). eval_bridge.scoring.ls_video counts the clip's packets (no decoding), decodes
 in order keeping only those 64 frames, each resized as it is decoded. This makes a 1920x1440, 150 s
 H.264 clip at a low bitrate (x264 ultrafast, 300 kbit/s, into a temporary folder) and measures each
 way in a fresh process: seconds, and the growth of the process's peak memory (ru_maxrss) during the
@@ -69,8 +69,8 @@ def _measure(kind: str, path: str, queue) -> None:
     """In a fresh process: time and peak-memory growth of one way, and the digest of its 64 resized frames."""
     import numpy as np
 
-    from eval_bridge.ls_video import pick, read_every_frame, read_sampled_frames
-    from eval_bridge.preprocess import Preprocessing, resize_frame
+    from eval_bridge.scoring.ls_video import pick, read_every_frame, read_sampled_frames
+    from eval_bridge.scoring.preprocess import Preprocessing, resize_frame
 
     prep = Preprocessing(shortest_edge=int(CROP * 256 / 224), crop_hw=(CROP, CROP))
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eval_bridge.trajectory_page import build_scene_page  # noqa: E402
+from eval_bridge.pages.trajectory_page import build_scene_page  # noqa: E402
 from tests import chromium_support  # noqa: E402
 from tests.viewer_support import long_trajectory  # noqa: E402
 

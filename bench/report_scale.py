@@ -29,8 +29,8 @@ MEASURE = r"""
 import json, os, resource, sys, time
 from pathlib import Path
 sys.path.insert(0, os.getcwd())
-from eval_bridge.report import build_report
-from eval_bridge.live import LiveReport
+from eval_bridge.pages.report import build_report
+from eval_bridge.pages.live import LiveReport
 
 runs, out, changed, stepped, idle = json.loads(sys.argv[1])
 out = Path(out)

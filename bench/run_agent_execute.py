@@ -26,7 +26,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     import bpy
-    from headless.scripted_openai import ScriptedOpenAI
+    from tools.scripted_openai import ScriptedOpenAI
     from tests.addon_support import add_camera, import_addon, make_clip
 
     mode, tmp = sys.argv[2], Path(sys.argv[3])

@@ -32,9 +32,9 @@ from bvb_addon.agent.model import ModelClient  # noqa: E402
 from bvb_addon.atomic import write_text_atomic  # noqa: E402
 from bvb_addon.pricing import Price  # noqa: E402
 from bvb_addon.run_dir import RunDir  # noqa: E402
-from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.runner_support import turn_of  # noqa: E402
 from tests.test_agent_loop import JPEG  # noqa: E402
+from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 TASK = SceneTask("bench_1", "synthetic", "bench_1.mp4", fps=8.0, frame_count=64, duration=8.0, width=320, height=240)
 # A valid JPEG header followed by incompressible bytes: about 50 kB once base64-encoded.

@@ -1,7 +1,7 @@
 """Peak memory of VGI's adaptive frame sampling on a 10 s 1080p clip, against the method it replaced.
 
 A lab's generator writes 5-10 s clips, often 1080p. The VLM judge reads up to 600 frames of
-a clip to choose where to look (eval_bridge.vgi.VLMProcessJudge.sample). It used to read
+a clip to choose where to look (eval_bridge.vgi.score.VLMProcessJudge.sample). It used to read
 them all at full resolution as RGB and convert the whole stack to float32 before shrinking
 (``read_rgb_frames`` then ``change_energy``): 1920 x 1080 x 3 bytes x 5 per frame. It now
 decodes each frame grey at the judge's size (384 px) and keeps only its change energy.
@@ -66,8 +66,8 @@ def _measure(method: str, clip: str, frames: int, queue) -> None:
     import numpy as np
 
     from bvb_addon import video
-    from eval_bridge import vgi
-    from eval_bridge.judge import JudgeSettings, VLMJudge
+    from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
+    from eval_bridge.vgi import score as vgi
 
     judge = vgi.VLMProcessJudge(
         VLMJudge("http://127.0.0.1:9/v1", "bench", api_key="x", settings=JudgeSettings(max_tokens=300)),

@@ -96,7 +96,7 @@ def submit(
     options: dict | None = None,
     token_file: str | Path | None = None,
 ) -> str:
-    """Queue scoring of one scene of a run (eval_bridge/service.py ``POST /jobs``); returns the job id.
+    """Queue scoring of one scene of a run (eval_bridge/service/app.py ``POST /jobs``); returns the job id.
 
     ``options`` maps an axis to its options: names the service was started with, never endpoints,
     e.g. ``{"dv": {"judge": "geometry"}, "ls": {"encoder": "default"}}``.

@@ -366,7 +366,7 @@ class RenderStage:
         """
         started = time.monotonic()
         opts = self.options
-        # preset, resolution and num_samples are part of the run's identity (eval_bridge.identity).
+        # preset, resolution and num_samples are part of the run's identity (eval_bridge.leaderboard.identity).
         row = RenderRow(scene, "ok", preset=opts.preset, resolution=opts.resolution,
                         num_samples=opts.num_frames).as_dict()  # fmt: skip
         frames_dir = self._tmp / "frames" / scene

@@ -2,7 +2,7 @@
 
     summary = api.score_dv(api.DVOptions(run, split, videos, api.JudgeOptions(kind="geometry")))
 
-``cli.py`` turns arguments into these options; ``service.py`` turns validated request bodies
+``cli.py`` turns arguments into these options; ``service/app.py`` turns validated request bodies
 into them. Every scoring function of a run directory holds the run's lock file
 (``runlock``) while it works, so a CLI ``dv`` and a service job never score one run at once.
 """
@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from bvb_addon.errors import ArgumentError
 
-from .judge_options import JudgeOptions
 from .runlock import run_lock
+from .scoring.judge_options import JudgeOptions
 
 if TYPE_CHECKING:
     from bvb_addon.backend import ConcurrencyCap
 
-    from .geometry import GeometryJudge
-    from .judge import JudgeSettings, VLMJudge
-    from .vgi import CheckerJudge, VLMProcessJudge
+    from .scoring.geometry import GeometryJudge
+    from .scoring.judge import JudgeSettings, VLMJudge
+    from .vgi.score import CheckerJudge, VLMProcessJudge
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class LeaderboardOptions:
     runs: tuple[str | Path, ...]  # run directories, or results folders holding them
     out: Path
     reference: Path | tuple[str | Path, ...] | None = None  # one published CSV or several (both of BVB's)
-    resamples: int = 2000  # bootstrap resamples of the scenes (eval_bridge.noise)
+    resamples: int = 2000  # bootstrap resamples of the scenes (eval_bridge.leaderboard.noise)
     seed: int = 0
     baseline: Path | None = None  # the run others must match to be comparable (default: the first)
     rank_all: bool = False  # rank runs that are not comparable with the baseline too
@@ -177,9 +177,9 @@ def _vlm_judge(
     settings: "JudgeSettings | None" = None,
     cap: "ConcurrencyCap | None" = None,
 ) -> "VLMJudge":
-    from .cache import JudgeCache
-    from .judge import VLMJudge
-    from .pricing import Pricing
+    from .scoring.cache import JudgeCache
+    from .scoring.judge import VLMJudge
+    from .scoring.pricing import Pricing
 
     # Both are checked before (JudgeOptions.check, make_vgi_judge): a VLM judge always has them here.
     assert options.base_url and options.model, "a VLM judge needs base_url and model"
@@ -206,11 +206,11 @@ def make_judge(
     """The DV judge the options ask for: VLM with its cache (beside the run's shared answers), or geometry."""
     from bvb_addon.run_dir import RunDir
 
-    from .dv import shared_dir
+    from .scoring.dv import shared_dir
 
     options.check()
     if options.kind == "geometry":
-        from .geometry import GeometryJudge
+        from .scoring.geometry import GeometryJudge
 
         return GeometryJudge()
     if options.cache:
@@ -228,8 +228,8 @@ def make_vgi_judge(options: VGIOptions) -> "CheckerJudge | VLMProcessJudge":
     """The VGI judge: the offline checker, or a VLM process judge with its cache in the output folder."""
     from bvb_addon.vgi.suite import VGIError
 
-    from .judge import JudgeSettings
-    from .vgi import CACHE, CheckerJudge, VLMProcessJudge
+    from .scoring.judge import JudgeSettings
+    from .vgi.score import CACHE, CheckerJudge, VLMProcessJudge
 
     if options.judge == "checker":
         return CheckerJudge()
@@ -253,7 +253,7 @@ def make_vgi_judge(options: VGIOptions) -> "CheckerJudge | VLMProcessJudge":
 
 def _probe(judge: "VLMJudge | GeometryJudge", options: JudgeOptions) -> None:
     """Probe a VLM judge's endpoint before any question (wait 0: no probe); geometry needs none."""
-    from .judge import VLMJudge
+    from .scoring.judge import VLMJudge
 
     if isinstance(judge, VLMJudge) and options.probe_wait and options.probe_wait > 0:
         judge.probe(options.probe_wait)
@@ -261,8 +261,8 @@ def _probe(judge: "VLMJudge | GeometryJudge", options: JudgeOptions) -> None:
 
 def _close(judge: object) -> None:
     """Close a VLM judge's cache file; the geometry judge and the checker keep none."""
-    from .cache import JudgeCache
-    from .judge import VLMJudge
+    from .scoring.cache import JudgeCache
+    from .scoring.judge import VLMJudge
 
     if isinstance(judge, VLMJudge) and isinstance(judge.cache, JudgeCache):
         judge.cache.close()
@@ -289,8 +289,8 @@ def score_dv(options: DVOptions, progress: Progress | None = None, lock: bool = 
     """
     from bvb_addon.dataset import read_split
 
-    from .dv import DualVQA
-    from .judge import JudgeError
+    from .scoring.dv import DualVQA
+    from .scoring.judge import JudgeError
 
     _check_backend(options.backend)
     questions = read_split(options.split)
@@ -344,8 +344,8 @@ def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = 
     """
     from bvb_addon.dataset import read_split
 
-    from .ls import DEFAULT_ENCODER, EncoderSpec, check_files, merge_ls_shards, run_ls, shards_done
     from .runlock import RunBusy
+    from .scoring.ls import DEFAULT_ENCODER, EncoderSpec, check_files, merge_ls_shards, run_ls, shards_done
 
     encoder = options.encoder
     _check_backend(options.backend)
@@ -387,7 +387,7 @@ def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = 
 
 def score_overall(run: str | Path) -> Summary:
     """Overall of a run from its DV and LS summaries: writes overall.json; returns its content."""
-    from .overall import compute_overall
+    from .scoring.overall import compute_overall
 
     return compute_overall(run)
 
@@ -398,7 +398,7 @@ def score_steps(
     """Every step snapshot of a run judged, and the self-correction analysis written; returns it."""
     from bvb_addon.dataset import read_split
 
-    from .steps import run_steps
+    from .scoring.steps import run_steps
 
     questions = read_split(options.split)
     with _holding(options.run, "eval_bridge steps", lock):
@@ -420,8 +420,8 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
 
     from bvb_addon.vgi.suite import VGIError
 
-    from . import vgi_leaderboard
-    from .vgi import VLMProcessJudge, check_out, half_instances, read_tasks, score
+    from .vgi import leaderboard as vgi_leaderboard
+    from .vgi.score import VLMProcessJudge, check_out, half_instances, read_tasks, score
 
     tasks = read_tasks(options.tasks)
     subset: dict[str, Any] = {"half": False, "tasks": str(Path(options.tasks).resolve())}  # the report reads it
@@ -453,8 +453,8 @@ def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], Non
 
     {"generators": {name: analysis}, "scenes": instances in all, "faults": [instances with a judge fault]}.
     """
-    from .vgi import VLMProcessJudge, check_out, read_tasks
-    from .vgi_steps import score_generator_steps
+    from .vgi.score import VLMProcessJudge, check_out, read_tasks
+    from .vgi.steps import score_generator_steps
 
     tasks = read_tasks(options.tasks)
     check_out(options.out, [folder for _, folder in options.generators])
@@ -480,7 +480,7 @@ def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], Non
 
 def write_leaderboard(options: LeaderboardOptions) -> list[dict[str, Any]]:
     """Rank the runs (and a published reference CSV's rows) by Overall; writes the CSV; returns the rows."""
-    from .overall import leaderboard
+    from .scoring.overall import leaderboard
 
     return leaderboard(
         list(options.runs),
@@ -495,7 +495,7 @@ def write_leaderboard(options: LeaderboardOptions) -> list[dict[str, Any]]:
 
 def write_report(options: ReportOptions) -> Path:
     """The static HTML report of scored runs; returns the path of its index."""
-    from .report import build_report
+    from .pages.report import build_report
 
     return build_report(list(options.runs), options.out, options.videos, reference=options.reference)
 

@@ -16,8 +16,8 @@ from bvb_addon.errors import ArgumentError
 from bvb_addon.run_dir import JUDGE_CACHE, SHARED, STEPS_ANALYSIS, RunDir
 
 from . import api
-from .judge_options import JudgeOptions as _J
-from .protocol import PROTOCOLS
+from .scoring.judge_options import JudgeOptions as _J
+from .scoring.protocol import PROTOCOLS
 
 log = logging.getLogger(__name__)
 
@@ -319,19 +319,19 @@ def _add_export(sub: SubParsers) -> None:
 
 
 def _add_vgi(sub: SubParsers) -> None:
-    from .vgi import add_parser
+    from .vgi.score import add_parser
 
     add_parser(sub).set_defaults(func=cmd_vgi)
 
 
 def _add_vgi_filter(sub: SubParsers) -> None:
-    from .vgi_filter import add_parser
+    from .vgi.filter import add_parser
 
     add_parser(sub).set_defaults(func=cmd_vgi_filter)
 
 
 def _add_steps(sub: SubParsers) -> None:
-    from .steps import add_parser
+    from .scoring.steps import add_parser
 
     add_parser(sub, _add_judge_args).set_defaults(func=cmd_steps)
 
@@ -387,7 +387,7 @@ def _text_only(args: argparse.Namespace) -> dict:
     """``bvb score dv --text-only``: the release's chance floor, every question asked with no frames."""
     from bvb_addon.dataset import read_split
 
-    from .dv import score_text_only, shared_dir
+    from .scoring.dv import score_text_only, shared_dir
 
     if not args.split:
         raise ArgumentError("bvb score dv --text-only needs --split (the questions to ask)")
@@ -411,10 +411,10 @@ def _scenes(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
     """``bvb score dv``: Dual VQA of a run; prints the retention line."""
-    from .dv import parse_shard, shard_path
+    from .scoring.dv import parse_shard, shard_path
 
     if args.merge_shards:
-        from .dv_shards import merge_shards, shard_summary_line
+        from .scoring.dv_shards import merge_shards, shard_summary_line
 
         merged = merge_shards(args.run, args.shard_count)
         print(shard_summary_line(merged))
@@ -485,7 +485,7 @@ def _names_a_hub_entry(encoder: str | None) -> bool:
 def cmd_ls(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:
     """``bvb score ls``: Latent Similarity of a run; prints the vision_sim line."""
     if _names_a_hub_entry(args.encoder) and not args.checkpoint:
-        from .ls import HUB_HINT, LSError
+        from .scoring.ls import HUB_HINT, LSError
 
         raise LSError(f"--encoder {args.encoder} needs --checkpoint FILE; {HUB_HINT}")
     encoder = api.EncoderOptions(
@@ -528,7 +528,7 @@ def cmd_ls(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
 def _ls_shard(value: str | None) -> tuple[int, int] | None:
     if not value:
         return None
-    from .ls import parse_shard
+    from .scoring.ls import parse_shard
 
     return parse_shard(value)
 
@@ -552,7 +552,7 @@ def cmd_overall(args: argparse.Namespace, progress: api.Progress | None = None) 
 
 def cmd_leaderboard(args: argparse.Namespace, progress: api.Progress | None = None) -> list[dict[str, Any]]:
     """``bvb leaderboard``: the CSV and its table."""
-    from .overall import format_table
+    from .scoring.overall import format_table
 
     if args.bootstrap < 10:
         raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
@@ -574,7 +574,7 @@ def cmd_leaderboard(args: argparse.Namespace, progress: api.Progress | None = No
 
 def cmd_serve(args: argparse.Namespace, progress: api.Progress | None = None) -> int:
     """``bvb serve``: the scoring service, until interrupted."""
-    from .service import config_from_args, serve
+    from .service.app import config_from_args, serve
 
     return serve(config_from_args(args))
 
@@ -592,7 +592,7 @@ def cmd_view(args: argparse.Namespace, progress: api.Progress | None = None) -> 
     """``bvb view``: the live report on loopback, until interrupted."""
     import time
 
-    from .live import ViewServer
+    from .pages.live import ViewServer
 
     server = ViewServer(
         args.paths, args.out, args.host, args.port, args.videos, args.interval, tuple(args.reference or ())
@@ -607,7 +607,7 @@ def cmd_view(args: argparse.Namespace, progress: api.Progress | None = None) -> 
 
 def cmd_export(args: argparse.Namespace, progress: api.Progress | None = None) -> None:
     """``bvb export inspect``: the run as an Inspect AI eval log."""
-    from .inspect_export import export_inspect
+    from .pages.inspect_export import export_inspect
 
     count = export_inspect(args.run, args.out)
     print(f"wrote {args.out}: {count} samples (open with: inspect view --log-dir {Path(args.out).parent})")
@@ -644,7 +644,7 @@ def cmd_steps(args: argparse.Namespace, progress: api.Progress | None = None) ->
 
 def _vgi_steps(args: argparse.Namespace) -> api.Summary:
     """``bvb score steps --generator-steps``: VGI's three figures along each generator's denoising steps."""
-    from .vgi import generator_folders
+    from .vgi.score import generator_folders
 
     if args.run or not args.tasks or not args.out or args.judge != "vlm":
         raise ArgumentError(
@@ -676,8 +676,8 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> a
     """``bvb score vgi``: VGI scores of each generator's videos, and the leaderboard over them."""
     from bvb_addon.progress import bar as progress_bar
 
-    from .vgi import generator_folders, half_instances, read_tasks
-    from .vgi_leaderboard import BOARD_CSV, format_table
+    from .vgi.leaderboard import BOARD_CSV, format_table
+    from .vgi.score import generator_folders, half_instances, read_tasks
 
     if args.bootstrap < 10:
         raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
@@ -747,7 +747,7 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> a
 
 def cmd_vgi_filter(args: argparse.Namespace, progress: api.Progress | None = None) -> dict:
     """``bvb score vgi-filter``: the pre-generation filter over generators' easiest-level scores."""
-    from .vgi_filter import FILTER_JSON, KEPT_TXT, write
+    from .vgi.filter import FILTER_JSON, KEPT_TXT, write
 
     result = write(args.results, args.level, args.tasks, args.kept_tasks)
     print(
@@ -806,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     from bvb_addon import outcomes, path_args
     from bvb_addon.errors import USER_ERRORS, report
 
-    from .judge import JudgeError
+    from .scoring.judge import JudgeError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()

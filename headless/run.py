@@ -451,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     base = args.output
     faulted = []
     for trial in range(1, args.trials + 1):
-        # Same configuration, a fresh run directory per trial: eval_bridge.noise reads the naming.
+        # Same configuration, a fresh run directory per trial: eval_bridge.leaderboard.noise reads the naming.
         args.output = f"{base}.trial{trial}"
         print(f"trial {trial} of {args.trials}: {args.output}", flush=True)
         code = _run_once(args, parser, rerun)

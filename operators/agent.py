@@ -134,7 +134,7 @@ def missing_package(exc):
     """One line for a dependency this Blender lacks, naming the zip that carries it."""
     return (
         f"this Blender lacks the Python package {exc.name or exc}; install the extension zip that carries its "
-        "wheels (python -m headless.extension_wheels builds it)"
+        "wheels (python -m tools.extension_wheels builds it)"
     )
 
 

@@ -1,8 +1,8 @@
 """The real-binary tiers' plumbing: Blender 5.2 LTS in a Debian root (``./bvb test-blender 5.2-bin``).
 
-BVB_BLENDER_ROOT names the root (``python -m headless.roots build sid`` prints it); without it
+BVB_BLENDER_ROOT names the root (``python -m tools.roots build sid`` prints it); without it
 the ``binary`` and ``gui`` tests skip. Tests run here, on the host's Python; Blender and the
-root's venv run inside the root through ``headless.roots`` (a private mount namespace, so
+root's venv run inside the root through ``tools.roots`` (a private mount namespace, so
 nothing stays mounted), with the checkout and the test's folders bound at the same paths.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from headless import roots
+from tools import roots
 
 REPO = Path(__file__).resolve().parent.parent
 ROOT_ENV = "BVB_BLENDER_ROOT"
@@ -26,7 +26,7 @@ def blender_root():
     if not root:
         pytest.skip(f"no Blender binary root: set {ROOT_ENV} (./bvb test-blender 5.2-bin builds and sets it)")
     if not (Path(root) / BLENDER.lstrip("/")).is_file():
-        pytest.fail(f"{ROOT_ENV}={root} has no {BLENDER}; rebuild it with: python -m headless.roots build sid")
+        pytest.fail(f"{ROOT_ENV}={root} has no {BLENDER}; rebuild it with: python -m tools.roots build sid")
     return Path(root)
 
 

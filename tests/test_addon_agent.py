@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from headless.scripted_openai import ScriptedOpenAI
 from tests.addon_support import add_camera, make_clip
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.blender
 
@@ -246,7 +246,7 @@ def test_score_without_a_bridge_says_how_to_start_it(addon, factory_blender, tmp
 
 
 def test_score_button_scores_through_the_service_with_its_token_file(addon, factory_blender, tmp_path):
-    from eval_bridge.service import BridgeServer, ServiceConfig
+    from eval_bridge.service.app import BridgeServer, ServiceConfig
     from tests.test_bridge_service import make_layout
 
     bpy = factory_blender

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from bvb_addon.agent.baselines import blender_block
-from headless.scripted_openai import ScriptedOpenAI
 from tests.addon_support import add_camera
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.blender
 
@@ -114,7 +114,7 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     assert rendered.frame_duration == 4
 
     # Score through the real bridge service (offline geometry judge, DV only).
-    from eval_bridge.service import BridgeServer, ServiceConfig
+    from eval_bridge.service.app import BridgeServer, ServiceConfig
 
     questions = [json.loads(line) for line in (synth_suite / "split.jsonl").read_text().splitlines() if line.strip()]
     types = {q["question_type"] for q in questions if q["scene_name"] == SCENE}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from headless import extension_wheels
 from tests.addon_support import run_install_probe
+from tools import extension_wheels
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ from bvb_addon.agent.program import PROGRAM_RESET
 from bvb_addon.pricing import Price
 from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.trajectory import read_trajectory
-from headless.scripted_openai import ScriptedOpenAI
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

@@ -75,7 +75,7 @@ def test_ray_map_matches_local(local_ray):
 
 
 def test_judge_cap_holds_across_ray_workers(local_ray):
-    from headless.scripted_openai import ScriptedOpenAI
+    from tools.scripted_openai import ScriptedOpenAI
 
     with ScriptedOpenAI(default={"content": "A", "delay": 0.3}) as server:
         cap = backend.ConcurrencyCap(1, backend="ray", name="test_cap")

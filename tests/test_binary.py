@@ -14,8 +14,6 @@ import pytest
 from bvb_addon import blend_header
 from bvb_addon.agent.baselines import blender_block
 from bvb_addon.run_dir import RunDir
-from headless import extension_wheels
-from headless.scripted_openai import ScriptedOpenAI
 from tests.binary_support import (
     BLENDER,
     REPO,
@@ -29,6 +27,8 @@ from tests.binary_support import (
     world_readable,
 )
 from tests.runner_support import ORACLE, make_suite, py
+from tools import extension_wheels
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.binary
 MODULE = "bl_ext.user_default.bvb"
@@ -236,7 +236,7 @@ def test_the_zip_lists_the_binarys_python_wheels(wheels_zip, root_python):
 
 
 def test_entering_the_root_leaves_nothing_mounted_here(root, tmp_path):
-    from headless import roots
+    from tools import roots
 
     proc = check_output(run(root, ["sh", "-c", f"test -f {REPO / 'bvb'} && test -d {tmp_path} && grep -c . /proc/mounts"],
                             binds=[tmp_path]), "sh in the root")  # fmt: skip

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from eval_bridge.cache import JudgeCache
+from eval_bridge.scoring.cache import JudgeCache
 
 pytestmark = pytest.mark.unit
 

@@ -20,8 +20,8 @@ import pytest
 
 from bvb_addon.video import sample_uniform
 from eval_bridge.cli import main
-from eval_bridge.judge_frames import release_frames
-from headless.scripted_openai import ScriptedOpenAI
+from eval_bridge.scoring.judge_frames import release_frames
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent
@@ -538,7 +538,7 @@ def test_resume_after_a_kill_repeats_no_call(assets, tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         assert not (run / "dual_vqa.jsonl").exists()
-        from eval_bridge.cache import JudgeCache
+        from eval_bridge.scoring.cache import JudgeCache
 
         cache = JudgeCache(tmp_path / "results" / "_dual_vqa_shared" / "judge_cache.sqlite")
         cached = len(cache)

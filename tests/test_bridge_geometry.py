@@ -8,8 +8,8 @@ import pytest
 
 from bvb_addon.dataset import Question
 from eval_bridge.cli import main
-from eval_bridge.geometry import answer, category_of, from_gt, from_scene_graph
-from eval_bridge.protocol import score
+from eval_bridge.scoring.geometry import answer, category_of, from_gt, from_scene_graph
+from eval_bridge.scoring.protocol import score
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from eval_bridge.cli import main
-from eval_bridge.ls_video import read_every_frame, read_sampled_frames, sample_frame_indices
+from eval_bridge.scoring.ls_video import read_every_frame, read_sampled_frames, sample_frame_indices
 from tests import vjepa_support
 
 pytestmark = pytest.mark.unit
@@ -182,7 +182,7 @@ def test_summary_counts_failures_as_zero_and_keeps_the_scored_only_means(scored)
 def test_the_snapshot_loads_with_its_own_code_and_names_its_weights(scored, model_dir):
     import hashlib
 
-    from eval_bridge.ls import Encoder, device_and_dtype
+    from eval_bridge.scoring.ls import Encoder, device_and_dtype
 
     _, _, _, _, summary = scored
     weights = hashlib.sha256((model_dir / "model.safetensors").read_bytes()).hexdigest()
@@ -195,7 +195,7 @@ def test_the_snapshot_loads_with_its_own_code_and_names_its_weights(scored, mode
 
 
 def test_similarities_match_an_independent_recomputation(scored, model_dir):
-    from eval_bridge.ls import Encoder, preprocess, preprocessing_from
+    from eval_bridge.scoring.ls import Encoder, preprocess, preprocessing_from
 
     root, run, _, rows, _ = scored
     source = read_sampled_frames(root / "videos" / "scannet" / "other.mp4", NUM_FRAMES).frames
@@ -219,7 +219,7 @@ def test_similarities_match_an_independent_recomputation(scored, model_dir):
 
 
 def test_preprocessing_matches_torch_antialiased_resize_crop_and_normalise():
-    from eval_bridge.ls import preprocess, preprocessing_from
+    from eval_bridge.scoring.ls import preprocess, preprocessing_from
 
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (2, 48, 80, 3), dtype=np.uint8)
@@ -275,7 +275,7 @@ def test_a_torn_or_newer_rows_file_is_refused_before_anything_is_written(scored,
 
 def test_resume_keeps_scored_scenes_and_rescores_an_older_format(scored, model_dir, tmp_path):
     from bvb_addon.dataset import read_split
-    from eval_bridge.ls import Encoder, run_ls
+    from eval_bridge.scoring.ls import Encoder, run_ls
 
     root, scored_run, split, rows, _ = scored
     run = tmp_path / "run"
@@ -297,7 +297,7 @@ def test_resume_keeps_scored_scenes_and_rescores_an_older_format(scored, model_d
 
 
 def test_shards_score_apart_and_merge_with_the_releases_checks(scored, model_dir, tmp_path):
-    from eval_bridge.ls import LSError, merge_ls_shards
+    from eval_bridge.scoring.ls import LSError, merge_ls_shards
 
     root, scored_run, split, rows, summary = scored
     run = tmp_path / "run"
@@ -351,7 +351,7 @@ def test_the_default_id_is_found_in_the_local_hub_cache_only(model_dir, tmp_path
 
     import huggingface_hub.constants
 
-    from eval_bridge.ls import DEFAULT_ENCODER, EncoderSpec
+    from eval_bridge.scoring.ls import DEFAULT_ENCODER, EncoderSpec
 
     # The hub cache's layout: snapshots/<rev>/<file> links to blobs/<sha256> (what a download leaves).
     cache = tmp_path / "hub"
@@ -376,7 +376,7 @@ def test_the_default_id_is_found_in_the_local_hub_cache_only(model_dir, tmp_path
 
 
 def test_a_clip_whose_packets_miscount_its_frames_is_decoded_again_at_the_true_count(tmp_path, monkeypatch):
-    import eval_bridge.ls_video as ls_video
+    import eval_bridge.scoring.ls_video as ls_video
 
     path = tmp_path / "clip.mp4"
     _clip(path, seed=5, frames=11)
@@ -388,7 +388,7 @@ def test_a_clip_whose_packets_miscount_its_frames_is_decoded_again_at_the_true_c
 
 
 def test_means_are_taken_in_the_encoders_dtype_and_cosines_in_float32():
-    from eval_bridge.ls import similarities, token_grid
+    from eval_bridge.scoring.ls import similarities, token_grid
 
     # The release's grid: T/2 tubelets, a square of patches; no square -> layout is motion.
     assert token_grid(32 * 24 * 24, 64) == (32, 24, 24) and token_grid(32 * 6, 64) == (32, 192, 1)
@@ -407,7 +407,7 @@ def test_means_are_taken_in_the_encoders_dtype_and_cosines_in_float32():
 
 
 def test_a_remote_code_processor_named_only_in_auto_map_derives_its_resize_from_the_crop():
-    from eval_bridge.ls import preprocessing_from
+    from eval_bridge.scoring.ls import preprocessing_from
 
     config = {"auto_map": {"AutoVideoProcessor": "video_processing_vjepa21.VJEPA21VideoProcessor"},
               "crop_size": 384, "size": {"shortest_edge": 999}}  # fmt: skip

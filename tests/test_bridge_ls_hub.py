@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from eval_bridge.cli import main  # noqa: E402
-from eval_bridge.ls import EncoderSpec, HubEncoder, LSError  # noqa: E402
+from eval_bridge.scoring.ls import EncoderSpec, HubEncoder, LSError  # noqa: E402
 from tests.test_bridge_ls import _clip  # noqa: E402
 from tests.vjepa_hub_support import write_hub_repo  # noqa: E402
 

@@ -7,7 +7,7 @@ import pytest
 
 from bvb_addon.records import AgentMeta, write_agent_meta
 from eval_bridge.cli import main
-from eval_bridge.overall import COLUMNS, overall_score
+from eval_bridge.scoring.overall import COLUMNS, overall_score
 
 pytestmark = pytest.mark.unit
 
@@ -326,7 +326,7 @@ def test_a_results_folder_stands_for_its_runs_and_a_folder_without_runs_is_refus
         err = capsys.readouterr().err
         assert "is a results folder, not a run" in err and "runs/empty-room" in err and "runs/oracle" in err
     assert not (demo / "dual_vqa_summary.json").exists() and not (demo / "overall.json").exists()
-    from eval_bridge.live import resolve_runs
+    from eval_bridge.pages.live import resolve_runs
 
     assert [p.name for p in resolve_runs([demo])] == ["empty-room", "oracle"]
 

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from bvb_addon.dataset import Question
-from eval_bridge import protocol
-from eval_bridge.protocol import score
-from eval_bridge.protocols.dual_vqa_strict import normalise, parse_number
-from eval_bridge.protocols.vsi_official import mean_relative_accuracy
+from eval_bridge.scoring import protocol
+from eval_bridge.scoring.protocol import score
+from eval_bridge.scoring.protocols.dual_vqa_strict import normalise, parse_number
+from eval_bridge.scoring.protocols.vsi_official import mean_relative_accuracy
 
 pytestmark = pytest.mark.unit
 
@@ -303,7 +303,7 @@ def test_vsi_numeric_post_prompt_follows_the_model_kind():
     assert protocol.prompt_for(number, "vsi_official", "local").endswith("a single word or phrase.")
     with pytest.raises(ValueError, match="use local or api"):
         protocol.prompt_for(number, "vsi_official", "remote")
-    from eval_bridge.judge import prompt_kind_of
+    from eval_bridge.scoring.judge import prompt_kind_of
 
     assert prompt_kind_of("http://127.0.0.1:8000/v1") == "local"
     assert prompt_kind_of("http://10.0.0.5/v1") == "local"

@@ -20,10 +20,10 @@ import pytest
 pytest.importorskip("torch")
 
 from eval_bridge.cli import main  # noqa: E402
-from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.test_bridge_dv import Judge, _make_run, _parts, _question_of, assets  # noqa: E402, F401 - assets is a fixture
 from tests.test_bridge_ls import NUM_FRAMES, _clip  # noqa: E402
 from tests.vjepa_support import build_tiny_vjepa2  # noqa: E402
+from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent
@@ -123,7 +123,7 @@ def test_dv_on_ray_resumes_after_the_driver_is_killed(assets, local_ray, tmp_pat
             last = server.calls
             time.sleep(0.5)
         assert not (run / "dual_vqa.jsonl").exists()
-        from eval_bridge.cache import JudgeCache
+        from eval_bridge.scoring.cache import JudgeCache
 
         cache = JudgeCache(tmp_path / "results" / "_dual_vqa_shared" / "judge_cache.sqlite")
         cached = len(cache)

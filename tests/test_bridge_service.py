@@ -20,8 +20,8 @@ import requests
 
 from eval_bridge.api import JudgeOptions
 from eval_bridge.runlock import lock_path
-from eval_bridge.service import BridgeServer, ServiceConfig
-from headless.scripted_openai import ScriptedOpenAI
+from eval_bridge.service.app import BridgeServer, ServiceConfig
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 
@@ -515,7 +515,7 @@ def test_serve_with_only_host_port_and_root_starts_with_the_geometry_judge(layou
 
 def test_a_config_file_fixes_judges_and_encoders_and_bad_entries_are_named(tmp_path):
     from eval_bridge.cli import build_parser
-    from eval_bridge.service import config_from_args
+    from eval_bridge.service.app import config_from_args
 
     config_file = tmp_path / "bridge.toml"
     config_file.write_text(
@@ -540,15 +540,15 @@ def test_a_config_file_fixes_judges_and_encoders_and_bad_entries_are_named(tmp_p
 
 def test_token_on_the_command_line_warns_and_the_environment_does_not(monkeypatch, caplog, tmp_path):
     from eval_bridge.cli import build_parser
-    from eval_bridge.service import config_from_args
+    from eval_bridge.service.app import config_from_args
 
     parser = build_parser()
     assert "BVB_BRIDGE_TOKEN" in parser._subparsers._group_actions[0].choices["serve"].format_help()
     monkeypatch.setenv("BVB_BRIDGE_TOKEN", "from-the-environment")
-    with caplog.at_level("WARNING", logger="eval_bridge.service"):
+    with caplog.at_level("WARNING", logger="eval_bridge.service.app"):
         config = config_from_args(parser.parse_args(["serve", "--root", str(tmp_path)]))
     assert config.token == "from-the-environment" and not caplog.records
-    with caplog.at_level("WARNING", logger="eval_bridge.service"):
+    with caplog.at_level("WARNING", logger="eval_bridge.service.app"):
         config = config_from_args(parser.parse_args(["serve", "--root", str(tmp_path), "--token", "on-the-line"]))
     assert config.token == "on-the-line"
     (warning,) = caplog.records

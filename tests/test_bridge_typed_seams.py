@@ -9,11 +9,11 @@ from bvb_addon.errors import ArgumentError, BVBError
 from bvb_addon.outcomes import rerun_command
 from eval_bridge import cli
 from eval_bridge.api import JudgeOptions, make_judge
-from eval_bridge.judge import Judge, Media, VLMJudge
-from eval_bridge.preprocess import PreprocessError, Preprocessing, output_size, preprocess
-from eval_bridge.service import Guard, Service, ServiceConfig, build_app
-from headless import roots
-from headless.scripted_openai import ScriptedOpenAI
+from eval_bridge.scoring.judge import Judge, Media, VLMJudge
+from eval_bridge.scoring.preprocess import PreprocessError, Preprocessing, output_size, preprocess
+from eval_bridge.service.app import Guard, Service, ServiceConfig, build_app
+from tools import roots
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

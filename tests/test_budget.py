@@ -20,10 +20,10 @@ from bvb_addon.agent.budget import Budget, BudgetReached, recorded_spend
 from bvb_addon.money import money
 from bvb_addon.run_dir import read_json
 from bvb_addon.trajectory import read_trajectory
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, py, scene_of, turn_of
 from tests.test_agent_loop import FRAMES, api_key, make_loop  # noqa: F401 (api_key: autouse fixture)
 from tests.test_cost_ledger import BUILD, TABLE, Provider
+from tools.scripted_openai import ScriptedOpenAI
 
 
 @pytest.mark.unit

@@ -14,8 +14,8 @@ import pytest
 from bvb_addon.run_dir import RunDir
 from bvb_addon.trajectory import read_trajectory
 from headless import campaign
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import ORACLE, make_suite, py, scene_of, turn_of
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.blender
 

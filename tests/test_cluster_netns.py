@@ -28,9 +28,9 @@ import pytest
 
 from bvb_addon.trajectory import read_trajectory
 from headless import run as run_cli
-from headless.scripted_openai import ScriptedOpenAI
 from tests.cluster_support import NetnsCluster, netns_available
 from tests.runner_support import ORACLE, make_suite, py, scene_of, turn_of
+from tools.scripted_openai import ScriptedOpenAI
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.blender

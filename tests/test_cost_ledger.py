@@ -12,8 +12,8 @@ import pytest
 from bvb_addon.pricing import Price, estimate_tokens, price_for
 from bvb_addon.run_dir import read_json
 from bvb_addon.trajectory import read_trajectory
-from headless.scripted_openai import ScriptedOpenAI
 from tests.test_agent_loop import FRAMES, api_key, make_loop, py  # noqa: F401 (api_key: autouse fixture)
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

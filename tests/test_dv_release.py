@@ -7,10 +7,10 @@ import json
 import pytest
 
 from bvb_addon.dataset import Question
-from eval_bridge import protocol
-from eval_bridge.dv import release_counts, release_summary
-from eval_bridge.judge_frames import frame_indices
-from eval_bridge.protocols import dual_vqa_v1
+from eval_bridge.scoring import protocol
+from eval_bridge.scoring.dv import release_counts, release_summary
+from eval_bridge.scoring.judge_frames import frame_indices
+from eval_bridge.scoring.protocols import dual_vqa_v1
 
 pytestmark = pytest.mark.unit
 
@@ -200,7 +200,7 @@ def index_clip(tmp_path_factory):
 
 
 def test_the_judge_s_frames_are_the_release_s_frames_and_pyav_s_decode_gives_the_same_bytes(index_clip):
-    from eval_bridge.judge_frames import _seek_read, decode_frames, release_frames
+    from eval_bridge.scoring.judge_frames import _seek_read, decode_frames, release_frames
     from tests.clip_support import read_index
 
     taken = release_frames(index_clip)
@@ -226,7 +226,7 @@ def test_the_judge_s_frames_are_the_release_s_frames_and_pyav_s_decode_gives_the
 
 def test_a_clip_opencv_cannot_open_is_one_line_naming_it(tmp_path):
     from bvb_addon.errors import VideoError
-    from eval_bridge.judge_frames import release_frames
+    from eval_bridge.scoring.judge_frames import release_frames
 
     bad = tmp_path / "render.mp4"
     bad.write_bytes(b"not a video" * 100)
@@ -235,7 +235,7 @@ def test_a_clip_opencv_cannot_open_is_one_line_naming_it(tmp_path):
 
 
 def test_bank_rows_of_the_release_and_of_older_harnesses_read_alike_and_foreign_rows_do_not():
-    from eval_bridge.dv import bank_row_view
+    from eval_bridge.scoring.dv import bank_row_view
 
     release = {"qa_id": "7", "scene_name": "s", "question_type": MC, "view": "original", "answer": "B",
                "correct": True, "model": "gpt-5.4-mini", "n_frames": 16, "protocol": "dual_vqa_v1"}  # fmt: skip

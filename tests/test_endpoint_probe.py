@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent

@@ -34,10 +34,10 @@ def _user_error_classes():
     from bvb_addon.sandbox import SandboxUnavailable
     from bvb_addon.vgi.suite import VGIError
     from bvb_addon.video import VideoError
-    from eval_bridge.judge import JudgeError
-    from eval_bridge.ls import LSError
-    from eval_bridge.overall import OverallError
     from eval_bridge.runlock import RunBusy
+    from eval_bridge.scoring.judge import JudgeError
+    from eval_bridge.scoring.ls import LSError
+    from eval_bridge.scoring.overall import OverallError
 
     return [ModelError, PriceError, RunError, BackendError, SplitError, PathArgError, RenderStageError,
             SandboxUnavailable, VideoError, VGIError, JudgeError, LSError, OverallError, RunBusy, RunDirError]  # fmt: skip
@@ -51,7 +51,7 @@ def test_every_stage_error_is_a_user_error_and_keeps_its_builtin_base(cls):
 
 
 def test_report_prints_one_line_and_returns_the_class_exit_code():
-    from eval_bridge.judge import JudgeError
+    from eval_bridge.scoring.judge import JudgeError
     from headless.demo import DemoError
 
     stream = io.StringIO()

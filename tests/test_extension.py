@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from headless import build_extension
 from tests.addon_support import run_install_probe
+from tools import build_extension
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.extension

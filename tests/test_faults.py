@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from bvb_addon import outcomes, scratch
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, turn_of
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.blender
 

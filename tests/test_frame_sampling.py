@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bvb_addon import video
-from eval_bridge.preprocess import Preprocessing, resize, resize_frame
+from eval_bridge.scoring.preprocess import Preprocessing, resize, resize_frame
 from tests.clip_support import index_frames, read_index, write_clip
 
 pytestmark = pytest.mark.unit

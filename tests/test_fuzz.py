@@ -20,8 +20,8 @@ from bvb_addon.dataset import NUMERIC_TYPES, QUESTION_TYPES, SplitError, read_sp
 from bvb_addon.run_dir import RunDir, RunDirError, read_jsonl
 from bvb_addon.sandbox import replies
 from bvb_addon.trajectory import scene_trajectory
-from eval_bridge import protocol
-from eval_bridge.trajectory_page import build_scene_page
+from eval_bridge.pages.trajectory_page import build_scene_page
+from eval_bridge.scoring import protocol
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 import requests
 
-from eval_bridge import live, report
+from eval_bridge.pages import live, report
 from tests import chromium_support
 
 pytestmark = pytest.mark.unit

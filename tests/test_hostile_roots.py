@@ -9,7 +9,7 @@ import json
 import pytest
 import requests
 
-from eval_bridge import report
+from eval_bridge.pages import report
 from eval_bridge.runlock import lock_path
 from tests.test_bridge_service import AUTH, _dv_job, _post, _server, _wait, make_layout
 

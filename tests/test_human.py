@@ -18,7 +18,7 @@ from PIL import Image
 from bvb_addon.mp4 import write_mp4
 from bvb_addon.records import write_dv_rows, write_ls_rows, write_vgi_rows
 from eval_bridge.human.stats import auc, average_ranks, pairwise_accuracy, spearman
-from eval_bridge.vgi import instance_score
+from eval_bridge.vgi.score import instance_score
 from headless import cli
 from tests import chromium_support
 

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from eval_bridge.cli import main
-from headless.scripted_openai import ScriptedOpenAI
 from tests.viewer_support import REPLIES, run_scene, write_config
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

@@ -18,9 +18,9 @@ import pytest
 from bvb_addon.pricing import Price
 from bvb_addon.run_dir import read_json
 from bvb_addon.trajectory import read_trajectory
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, turn_of
 from tests.test_cost_ledger import provider_tokens
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

@@ -13,12 +13,12 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from bvb_addon.atomic import write_bytes_atomic
-from eval_bridge import live
-from eval_bridge.loopback_http import ServerThread, allowed_hosts, listen
-from headless.scripted_openai import ScriptedOpenAI
+from eval_bridge.pages import live
+from eval_bridge.service.loopback_http import ServerThread, allowed_hosts, listen
 from tests import chromium_support
 from tests.runner_support import turn_of
 from tests.viewer_support import run_scene, write_config
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

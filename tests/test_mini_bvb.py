@@ -22,8 +22,8 @@ from bvb_addon import blend_header
 from bvb_addon.agent import mini_bvb_frames as mf
 from bvb_addon.agent.mini_bvb_protocol import system_prompt
 from headless import run
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, turn_of
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.blender
 

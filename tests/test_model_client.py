@@ -6,7 +6,7 @@ from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.environment import Image
 from bvb_addon.agent.model import ModelClient, ModelError
 from bvb_addon.pricing import Price, PriceError, estimate_tokens, price_for
-from headless.scripted_openai import ScriptedOpenAI
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

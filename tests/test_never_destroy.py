@@ -7,9 +7,9 @@ import json
 import pytest
 
 from bvb_addon.errors import BadFileError
-from eval_bridge import report
 from eval_bridge.cli import main
-from eval_bridge.report_manifest import MANIFEST
+from eval_bridge.pages import report
+from eval_bridge.pages.report_manifest import MANIFEST
 from tests import released_support as rs
 
 pytestmark = pytest.mark.unit

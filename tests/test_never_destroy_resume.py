@@ -20,8 +20,8 @@ def _resume(suite, run, replies, retry_failed=False):
     from bvb_addon.agent.config import AgentConfig
     from bvb_addon.agent.runner import Runner, RunOptions
     from bvb_addon.sandbox.config import SandboxConfig
-    from headless.scripted_openai import ScriptedOpenAI
     from tests.runner_support import turn_of
+    from tools.scripted_openai import ScriptedOpenAI
 
     with ScriptedOpenAI(responder=lambda body: replies[min(turn_of(body), len(replies) - 1)]) as server:
         config = AgentConfig(model="scripted", base_url=server.base_url, api_key_env="BVB_TEST_KEY", price_in=0.0,

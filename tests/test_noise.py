@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from eval_bridge import noise
 from eval_bridge.cli import main
-from eval_bridge.overall import COLUMNS, PUBLISHED_COLUMNS
+from eval_bridge.leaderboard import noise
+from eval_bridge.scoring.overall import COLUMNS, PUBLISHED_COLUMNS
 
 pytestmark = pytest.mark.unit
 
@@ -148,7 +148,7 @@ def test_vote_spread_grades_each_vote_alone(tmp_path):
 def test_report_table_shows_intervals_overlap_marks_and_error_bars(tmp_path):
     import re
 
-    from eval_bridge import report
+    from eval_bridge.pages import report
 
     first, _, _ = _scored(tmp_path, "first", seed=5)
     close, _, _ = _scored(tmp_path, "close", seed=6)

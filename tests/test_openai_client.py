@@ -3,8 +3,8 @@
 import pytest
 
 from bvb_addon.openai_client import CallFault, ContextOverflow, OpenAIClient, RetryPolicy, is_context_overflow
-from eval_bridge.judge import JudgeError, Media, VLMJudge
-from headless.scripted_openai import ScriptedOpenAI
+from eval_bridge.scoring.judge import JudgeError, Media, VLMJudge
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

@@ -127,8 +127,8 @@ def test_a_file_where_a_folder_is_needed_and_the_reverse_are_one_line(tmp_path):
         ("headless.vgi_tasks", ["--out", "{file}"]),
         ("headless.vgi_timelines", ["--run", "{file}"]),
         ("headless.exec", ["--workspace", "{file}", "{file}"]),
-        ("headless.build_extension", ["--output-dir", "{file}"]),
-        ("headless.extension_wheels", ["--output-dir", "{file}"]),
+        ("tools.build_extension", ["--output-dir", "{file}"]),
+        ("tools.extension_wheels", ["--output-dir", "{file}"]),
         ("headless.cli", ["demo", "--out", "{file}"]),
         ("headless.exec", ["--workspace", "{dir}/ws", "{dir}"]),
         ("eval_bridge.cli", ["dv", "--run", "{file}", "--split", "{file}", "--videos", "{dir}", "--judge", "geometry"]),
@@ -356,6 +356,6 @@ def test_bvb_demo_without_only_ffmpeg_stops_before_any_work(tmp_path):
 
 
 def test_dv_faults_are_the_rows_dv_redoes_on_resume():
-    from eval_bridge import dv, protocol
+    from eval_bridge.scoring import dv, protocol
 
     assert outcomes.FAULT_STATUSES["dv"] == protocol.JUDGE_FAULTS == dv.RETRY_STATUSES

@@ -7,7 +7,7 @@ import genai_prices
 import pytest
 
 from bvb_addon.pricing import PRICES_FILE, PriceError, load_table, price_for
-from eval_bridge.pricing import Pricing
+from eval_bridge.scoring.pricing import Pricing
 
 pytestmark = pytest.mark.unit
 

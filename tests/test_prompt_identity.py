@@ -11,7 +11,7 @@ import hashlib
 import pytest
 
 from bvb_addon.agent import mini_bvb_protocol as mini
-from eval_bridge.protocols import dual_vqa_v1
+from eval_bridge.scoring.protocols import dual_vqa_v1
 
 pytestmark = pytest.mark.unit
 

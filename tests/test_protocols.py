@@ -6,8 +6,8 @@ import pytest
 
 from bvb_addon.dataset import Question
 from bvb_addon.errors import ArgumentError
-from eval_bridge import protocol, protocols
-from eval_bridge.judge_options import ProtocolName
+from eval_bridge.scoring import protocol, protocols
+from eval_bridge.scoring.judge_options import ProtocolName
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +17,7 @@ NUMBER = Question("q1", "synthetic", "s", "object_counting", "How many chairs?",
 def test_the_registry_holds_one_module_per_protocol():
     assert set(protocols.REGISTRY) == {"dual_vqa_v1", "dual_vqa_strict", "geometry_v1", "vsi_official"}
     for name, module in protocols.REGISTRY.items():
-        assert module.NAME == name and module.__name__ == f"eval_bridge.protocols.{name}"
+        assert module.NAME == name and module.__name__ == f"eval_bridge.scoring.protocols.{name}"
         assert isinstance(module.MAX_TOKENS, int) and callable(module.prompt) and callable(module.score)
     # The typed names a judge's options take are the registry's VLM protocols.
     assert protocols.PROTOCOLS == protocol.PROTOCOLS == typing.get_args(ProtocolName)

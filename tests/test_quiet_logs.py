@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from bvb_addon import atomic
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite
+from tools.scripted_openai import ScriptedOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 FRAMES = "```frames\ncount=2\n```"

@@ -9,9 +9,10 @@ import re
 import pytest
 
 from bvb_addon.records import AgentMeta, write_agent_meta
-from eval_bridge import overall, released
 from eval_bridge.cli import main
-from eval_bridge.live import run_progress
+from eval_bridge.leaderboard import released
+from eval_bridge.pages.live import run_progress
+from eval_bridge.scoring import overall
 from tests import released_support as rs
 
 pytestmark = pytest.mark.unit
@@ -205,7 +206,7 @@ def test_report_shows_a_released_run_beside_ours_and_the_published_row(tmp_path)
 
 
 def test_view_rebuilds_a_released_run_beside_ours(tmp_path):
-    from eval_bridge.live import LiveReport
+    from eval_bridge.pages.live import LiveReport
 
     results = tmp_path / "results"
     theirs = rs.make_released_run(results)
@@ -220,7 +221,7 @@ def test_view_rebuilds_a_released_run_beside_ours(tmp_path):
 
 
 def test_view_shows_a_run_beside_its_published_row(tmp_path):
-    from eval_bridge.live import LiveReport
+    from eval_bridge.pages.live import LiveReport
 
     results = tmp_path / "results"
     _ours(results)

@@ -7,7 +7,7 @@ import av
 import numpy as np
 import pytest
 
-from eval_bridge import report
+from eval_bridge.pages import report
 from tests import chromium_support
 
 pytestmark = pytest.mark.unit
@@ -113,7 +113,7 @@ def test_report_opens_in_chromium_without_console_errors(two_runs, tmp_path):
 
 
 def test_step_analysis_chart_appears_when_a_run_has_one(two_runs, tmp_path):
-    from eval_bridge.steps_analysis import StepAnswer, analyze
+    from eval_bridge.scoring.steps_analysis import StepAnswer, analyze
 
     good, _ = two_runs
     analysis = analyze({"q1": [StepAnswer("a", False), StepAnswer("b", True)], "q2": [StepAnswer("c", True)] * 2})

@@ -10,9 +10,9 @@ from PIL import Image
 
 from bvb_addon.records.trajectory import Trajectory
 from bvb_addon.trajectory import TrajectoryWriter
-from eval_bridge import report, trajectory_page
-from eval_bridge.highlight_cache import HighlightCache
-from eval_bridge.report_images import THUMB_BOX, ImageStore
+from eval_bridge.pages import report, trajectory_page
+from eval_bridge.pages.highlight_cache import HighlightCache
+from eval_bridge.pages.report_images import THUMB_BOX, ImageStore
 from tests.test_report import _write
 
 pytestmark = pytest.mark.unit

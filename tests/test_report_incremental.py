@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_bridge import report, trajectory_page
-from eval_bridge.report_manifest import MANIFEST
+from eval_bridge.pages import report, trajectory_page
+from eval_bridge.pages.report_manifest import MANIFEST
 from tests.test_report import _clip, _write
 
 pytestmark = pytest.mark.unit
@@ -110,7 +110,7 @@ def test_a_new_harness_rebuilds_every_page(three_scenes, tmp_path, monkeypatch):
     report.build_report([three_scenes], out)
     page = Path(out / "scenes" / "run0_run_scene_a.html")
     before = page.stat().st_ino
-    monkeypatch.setattr("eval_bridge.report_manifest.harness_key", lambda: "0.0.0+another")
+    monkeypatch.setattr("eval_bridge.pages.report_manifest.harness_key", lambda: "0.0.0+another")
     report.build_report([three_scenes], out)
     assert page.stat().st_ino != before
 
@@ -137,7 +137,7 @@ def test_source_strips_are_shared_by_runs_and_every_index_image_is_lazy(tmp_path
 
 
 def test_bvb_views_rescan_rebuilds_only_the_changed_scene(three_scenes, tmp_path):
-    from eval_bridge.live import IDLE_SHARE, LiveReport
+    from eval_bridge.pages.live import IDLE_SHARE, LiveReport
 
     out = tmp_path / "view"
     live = LiveReport([three_scenes], out)
@@ -157,7 +157,7 @@ def test_bvb_views_rescan_rebuilds_only_the_changed_scene(three_scenes, tmp_path
 
 
 def test_bvb_view_keeps_the_sections_of_runs_whose_files_did_not_move(tmp_path):
-    from eval_bridge.live import LiveReport
+    from eval_bridge.pages.live import LiveReport
 
     still, moving = _run(tmp_path / "a", ("scene_a", "scene_b")), _run(tmp_path / "b", ("scene_c",))
     out = tmp_path / "view"

@@ -1,10 +1,10 @@
-"""The cached Debian roots' plumbing (headless/roots.py), without building one."""
+"""The cached Debian roots' plumbing (tools/roots.py), without building one."""
 
 import dataclasses
 
 import pytest
 
-from headless import roots
+from tools import roots
 
 pytestmark = pytest.mark.unit
 

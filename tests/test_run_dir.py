@@ -20,7 +20,7 @@ HOME = ROOT / "bvb_addon" / "run_dir.py"
 WORDS = {run_dir.BLENDS, run_dir.STEPS, run_dir.PROGRAM, run_dir.TRAJECTORIES, run_dir.TIMELINES}
 # (module, name): why that module may spell the name.
 ALLOWED = {
-    ("eval_bridge/ls.py", run_dir.CONFIG): "the V-JEPA 2 model folder's config.json, not the run's",
+    ("eval_bridge/scoring/ls.py", run_dir.CONFIG): "the V-JEPA 2 model folder's config.json, not the run's",
     ("headless/vgi_tasks.py", run_dir.TIMELINES): "the VGI task set's own timelines/ folder, not a run directory",
 }
 

@@ -17,8 +17,8 @@ from bvb_addon.agent.runner import RunError, Runner, RunOptions, parse_shard, se
 from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.sandbox.config import SandboxConfig
 from bvb_addon.trajectory import read_trajectory
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import DUMP, ORACLE, make_suite, py, scene_of, turn_of
+from tools.scripted_openai import ScriptedOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 FRAMES = "```frames\ncount=2\n```"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from headless import run
-from headless.scripted_openai import ScriptedOpenAI
 from tests.runner_support import make_suite, py, turn_of
+from tools.scripted_openai import ScriptedOpenAI
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.blender

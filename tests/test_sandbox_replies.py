@@ -1,6 +1,6 @@
 """The worker's reply is data to validate: agent code that forges any field of it gets a failed step.
 
-Agent code runs in the worker's own Python process, so it can wrap the worker's ``protocol.send_msg``
+Agent code runs in the worker's own Python process, so it can wrap the worker's ``wire.send_msg``
 and change the reply it is about to send. Each forged field here must come back as a
 ``sandbox_error`` step the agent sees (the worker restarted from its last good snapshot), never as
 an exception in the supervisor or the agent loop, never as ``harness_error``.
@@ -20,7 +20,7 @@ from bvb_addon.agent.model import ModelClient  # noqa: E402
 from bvb_addon.pricing import Price  # noqa: E402
 from bvb_addon.run_dir import RunDir  # noqa: E402
 from bvb_addon.sandbox import SandboxConfig, Worker  # noqa: E402
-from headless.scripted_openai import ScriptedOpenAI  # noqa: E402
+from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 pytestmark = pytest.mark.blender
 
@@ -31,7 +31,7 @@ def forge(change):
     """Agent code that rewrites this step's reply with ``change`` (Python run on the reply dict ``r``)."""
     return textwrap.dedent(f"""
         import sys
-        _proto = sys.modules["protocol"]
+        _proto = sys.modules["wire"]
         _send = _proto.send_msg
         def _forged(sock, r, *a, **k):
             if "status" in r and r.get("status") != "ready":
@@ -45,7 +45,7 @@ def forge_next(change):
     """Agent code that leaves its own step's reply alone and rewrites the next reply (a load or a render)."""
     return textwrap.dedent(f"""
         import sys
-        _proto = sys.modules["protocol"]
+        _proto = sys.modules["wire"]
         _send = _proto.send_msg
         _seen = [0]
         def _forged(sock, r, *a, **k):

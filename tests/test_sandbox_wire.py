@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from bvb_addon.sandbox import SandboxConfig, frame_size, protocol, replies
+from bvb_addon.sandbox import SandboxConfig, frame_size, replies, wire
 from bvb_addon.sandbox.worker import _text
 
 pytestmark = pytest.mark.unit
@@ -21,33 +21,33 @@ def pair():
 
 def test_round_trip(pair):
     a, b = pair
-    protocol.send_msg(a, {"id": 3, "text": "é" * 10})
-    assert protocol.recv_msg(b, 1024, timeout=1) == {"id": 3, "text": "é" * 10}
+    wire.send_msg(a, {"id": 3, "text": "é" * 10})
+    assert wire.recv_msg(b, 1024, timeout=1) == {"id": 3, "text": "é" * 10}
 
 
 def test_oversize_frame_is_refused_before_reading_it(pair):
     a, b = pair
     a.sendall(struct.pack(">I", 1 << 30))
-    with pytest.raises(protocol.ProtocolError, match="exceeds"):
-        protocol.recv_msg(b, 1 << 20, timeout=1)
+    with pytest.raises(wire.ProtocolError, match="exceeds"):
+        wire.recv_msg(b, 1 << 20, timeout=1)
 
 
 @pytest.mark.parametrize("payload", [b"\xff\xfe not utf-8", b"{not json", b"[1, 2]"])
 def test_malformed_frames_are_protocol_errors(pair, payload):
     a, b = pair
     a.sendall(struct.pack(">I", len(payload)) + payload)
-    with pytest.raises(protocol.ProtocolError):
-        protocol.recv_msg(b, 1024, timeout=1)
+    with pytest.raises(wire.ProtocolError):
+        wire.recv_msg(b, 1024, timeout=1)
 
 
 def test_half_frame_times_out_and_closed_peer_is_reported(pair):
     a, b = pair
     a.sendall(struct.pack(">I", 100) + b"{")
-    with pytest.raises(protocol.PeerTimeout):
-        protocol.recv_msg(b, 1024, timeout=0.2)
+    with pytest.raises(wire.PeerTimeout):
+        wire.recv_msg(b, 1024, timeout=0.2)
     a.close()
-    with pytest.raises(protocol.PeerClosed):
-        protocol.recv_msg(b, 1024, timeout=1)
+    with pytest.raises(wire.PeerClosed):
+        wire.recv_msg(b, 1024, timeout=1)
 
 
 def test_untrusted_strings_are_capped_and_summaries_validated():

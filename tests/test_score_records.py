@@ -170,7 +170,7 @@ def _scored_run(tmp_path):
 
 def test_overall_reads_the_summaries_through_their_records_and_a_corrupt_one_exits_2(tmp_path, capsys):
     from eval_bridge.cli import main
-    from eval_bridge.overall import run_row
+    from eval_bridge.scoring.overall import run_row
 
     run = _scored_run(tmp_path)
     assert main(["overall", "--run", str(run)]) == 0
@@ -223,7 +223,7 @@ class _OneViolationJudge:
 
 
 def test_vgi_scores_are_written_through_their_records(tmp_path):
-    from eval_bridge.vgi import score
+    from eval_bridge.vgi.score import score
 
     tasks = [{"id": f"t{i}", "family": "flash", "domain": "events", "skills": ["timing"], "level": 1,
               "rubric": [{"id": "r1", "rule": "no flash"}], "constraint": "c"} for i in range(2)]  # fmt: skip

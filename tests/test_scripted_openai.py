@@ -3,7 +3,7 @@
 import openai
 import pytest
 
-from headless.scripted_openai import ScriptedOpenAI
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 

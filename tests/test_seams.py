@@ -7,8 +7,8 @@ from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.environment import Environment, SandboxEnvironment
 from bvb_addon.agent.model import Model, ModelClient
 from bvb_addon.pricing import ZERO
-from eval_bridge.geometry import GeometryJudge
-from eval_bridge.judge import Judge, Media, VLMJudge
+from eval_bridge.scoring.geometry import GeometryJudge
+from eval_bridge.scoring.judge import Judge, Media, VLMJudge
 
 pytestmark = pytest.mark.unit
 

@@ -7,10 +7,10 @@ import pytest
 from bvb_addon.agent.baselines import empty_room_program
 from bvb_addon.agent.loop import SceneTask
 from bvb_addon.dataset import read_split
-from eval_bridge.geometry import GeometryJudge
-from eval_bridge.steps import run_steps, step_snapshots
+from eval_bridge.scoring.geometry import GeometryJudge
+from eval_bridge.scoring.steps import run_steps, step_snapshots
 from headless import run
-from headless.scripted_openai import ScriptedOpenAI
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.blender
 
@@ -85,9 +85,9 @@ def test_the_command_line_writes_the_analysis(stepped_run, synth_suite, capsys):
 
 
 def test_a_vlm_judge_sees_a_short_render_of_each_snapshot(stepped_run, synth_suite, tmp_path):
-    from eval_bridge.cache import JudgeCache
-    from eval_bridge.judge import VLMJudge
-    from eval_bridge.steps import PREVIEW_FRAMES
+    from eval_bridge.scoring.cache import JudgeCache
+    from eval_bridge.scoring.judge import VLMJudge
+    from eval_bridge.scoring.steps import PREVIEW_FRAMES
 
     questions = [q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE][:2]
     with ScriptedOpenAI(default={"content": "A"}) as server:
@@ -121,7 +121,7 @@ def test_a_judge_fault_is_a_fault_not_wrong_answers_and_the_command_exits_75(ste
 
 
 def test_a_judge_fault_is_left_out_of_the_sequence_not_scored_wrong(stepped_run, synth_suite, tmp_path):
-    from eval_bridge.judge import VLMJudge
+    from eval_bridge.scoring.judge import VLMJudge
 
     question = next(q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE)
     no_choices = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from eval_bridge.steps_analysis import StepAnswer, analyze, lock_in_step, transitions
+from eval_bridge.scoring.steps_analysis import StepAnswer, analyze, lock_in_step, transitions
 
 pytestmark = pytest.mark.unit
 

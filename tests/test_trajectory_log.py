@@ -8,8 +8,8 @@ from bvb_addon import trajectory
 from bvb_addon.records.trajectory import LedgerEntry, Step, Trajectory
 from bvb_addon.run_dir import RunDir
 from bvb_addon.trajectory import TrajectoryWriter, read_trajectory
-from headless.scripted_openai import ScriptedOpenAI
 from tests.test_agent_loop import FRAMES, api_key, make_loop, py  # noqa: F401 (api_key: autouse fixture)
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 
@@ -176,7 +176,7 @@ def test_the_recorded_runtime_counts_the_saves(tmp_path, monkeypatch):
 
 
 def test_the_step_page_copies_the_step_logs_image_files_and_nothing_a_url_points_out_to(tmp_path):
-    from eval_bridge.trajectory_page import build_scene_page
+    from eval_bridge.pages.trajectory_page import build_scene_page
 
     rd = RunDir(tmp_path / "run")
     writer = TrajectoryWriter(rd, "s")

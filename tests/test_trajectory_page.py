@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from eval_bridge import report, trajectory_page
-from headless.scripted_openai import ScriptedOpenAI
+from eval_bridge.pages import report, trajectory_page
 from tests import chromium_support
 from tests.viewer_support import REPLIES, long_trajectory, run_scene, write_config
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 CHROMIUM = chromium_support.CHROMIUM

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_bridge.noise import trial_groups
+from eval_bridge.leaderboard.noise import trial_groups
 from tests.runner_support import make_suite
 
 REPO = Path(__file__).resolve().parent.parent

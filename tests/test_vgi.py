@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from bvb_addon.vgi import families, timeline
-from eval_bridge import vgi
-from headless.scripted_openai import ScriptedOpenAI
+from eval_bridge.vgi import score as vgi
+from tools.scripted_openai import ScriptedOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -235,8 +235,8 @@ FLASH_TASK = {
 
 @pytest.mark.unit
 def test_focus_window_catches_a_one_frame_violation_that_uniform_sampling_misses(tmp_path):
-    from eval_bridge.cache import JudgeCache
-    from eval_bridge.judge import JudgeSettings, VLMJudge
+    from eval_bridge.scoring.cache import JudgeCache
+    from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
 
     videos = tmp_path / "videos"
     videos.mkdir()

@@ -13,7 +13,7 @@ import pytest
 
 from bvb_addon import video
 from eval_bridge.cli import main
-from headless.scripted_openai import ScriptedOpenAI
+from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
 
@@ -218,7 +218,7 @@ def test_the_pre_generation_filter_keeps_tasks_solved_by_one_and_failed_by_anoth
 
 
 def test_rank_agreement_figures_match_values_worked_by_hand():
-    from eval_bridge.vgi_leaderboard import half_vs_full, kendall_tau, spearman_rho
+    from eval_bridge.vgi.leaderboard import half_vs_full, kendall_tau, spearman_rho
 
     # (1,2,3,4) against (1,3,2,4): 6 pairs, 5 concordant, 1 discordant: tau = 4/6; rho = 1 - 6*2/(4*15) = 0.8.
     assert kendall_tau([4, 3, 2, 1], [4, 2, 3, 1]) == pytest.approx(4 / 6)
@@ -296,7 +296,7 @@ def test_denoising_steps_of_a_generator_give_the_three_figures_and_a_faulted_ste
 
 
 def test_half_protocol_and_output_folder_rules_on_the_command_line(lab, capsys):
-    from eval_bridge.vgi import half_instances, read_tasks
+    from eval_bridge.vgi.score import half_instances, read_tasks
 
     with ScriptedOpenAI(responder=FaultyJudge()) as server:
         base = ["vgi", "--tasks", str(lab / "tasks.jsonl"), "--videos", str(lab / "alpha"), "--judge-base-url",

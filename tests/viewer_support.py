@@ -2,7 +2,7 @@
 
 The environment runs python against a dict "scene" (so a run takes milliseconds) and answers
 frames and render requests with real JPEGs whose colour says which step asked for them; the
-model is the real ``openai`` client talking to headless.scripted_openai on loopback.
+model is the real ``openai`` client talking to tools.scripted_openai on loopback.
 """
 
 import base64

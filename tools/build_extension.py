@@ -1,6 +1,6 @@
 """Build and validate the extension zip with Blender's own extension CLI.
 
-    python -m headless.build_extension [--output-dir dist]
+    python -m tools.build_extension [--output-dir dist]
 
 Uses ``blender --command extension build`` when a Blender binary is found (BLENDER_BIN
 or PATH), otherwise the same CLI shipped inside the ``bpy`` package.
@@ -82,9 +82,9 @@ def build(output_dir: str | Path, source_dir: Path = REPO_ROOT) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="headless.build_extension",
+        prog="tools.build_extension",
         description="Build and validate the BVB extension zip with Blender's extension CLI.",
-        epilog="example: python -m headless.build_extension --output-dir dist",
+        epilog="example: python -m tools.build_extension --output-dir dist",
     )
     parser.add_argument("--output-dir", default=str(REPO_ROOT / "dist"), help="folder for the zip (default: dist/)")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Build self-contained extension zips: the add-on plus wheels of what Blender does not bundle.
 
-    python -m headless.extension_wheels [--platforms linux-x64 windows-x64 macos-arm64 macos-x64]
+    python -m tools.extension_wheels [--platforms linux-x64 windows-x64 macos-arm64 macos-x64]
                                         [--output-dir dist] [--no-av]
 
 Blender 4.2 installs the wheels an extension's manifest declares (``wheels = [...]``) for the
@@ -11,7 +11,7 @@ downloads, with ``pip download --only-binary=:all: --platform ...``, binary whee
 httpx2 come with openai anyway) and ``av`` (PyAV: the agent's source frames and the split reader), pinned to
 the versions in this environment, leaves out what Blender already ships (numpy, requests and
 its dependencies), stages a copy of the extension with a manifest that lists them, and builds
-``dist/bvb-<version>-<platform>.zip`` with ``headless.build_extension``. The committed manifest
+``dist/bvb-<version>-<platform>.zip`` with ``tools.build_extension``. The committed manifest
 declares no wheels, so the plain build needs no download; the wheels are never committed.
 """
 
@@ -156,11 +156,11 @@ def build_platform(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m headless.extension_wheels``: a zip per platform; 2 or 1 with one line when one fails."""
+    """``python -m tools.extension_wheels``: a zip per platform; 2 or 1 with one line when one fails."""
     parser = argparse.ArgumentParser(
-        prog="headless.extension_wheels",
+        prog="tools.extension_wheels",
         description="Build per-platform extension zips that carry wheels of openai and av.",
-        epilog="example: python -m headless.extension_wheels --platforms linux-x64",
+        epilog="example: python -m tools.extension_wheels --platforms linux-x64",
     )
     parser.add_argument("--platforms", nargs="+", default=list(PLATFORM_TAGS), choices=list(PLATFORM_TAGS))
     parser.add_argument("--output-dir", default=str(REPO_ROOT / "dist"), help="folder for the zips (default: dist/)")

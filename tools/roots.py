@@ -1,9 +1,9 @@
 """Debian roots with a real Blender binary or a newer bpy, built once and cached (docs/reference.md, "Test tiers").
 
-    python -m headless.roots build sid|trixie      build (or reuse) a root; prints its path
-    python -m headless.roots enter ROOT [--bind P]... [--cwd DIR] [--env N=V]... -- COMMAND...
-    python -m headless.roots path sid|trixie       the cached root's path ('' when not built)
-    python -m headless.roots prune                 remove the roots of older recipes
+    python -m tools.roots build sid|trixie      build (or reuse) a root; prints its path
+    python -m tools.roots enter ROOT [--bind P]... [--cwd DIR] [--env N=V]... -- COMMAND...
+    python -m tools.roots path sid|trixie       the cached root's path ('' when not built)
+    python -m tools.roots prune                 remove the roots of older recipes
 
 A root lives in ``~/.cache/bvb/roots/<name>-<recipe hash>/`` (BVB_ROOTS_DIR overrides the
 folder): a changed recipe (suite, packages, the project's dependencies) gets a new folder,
@@ -212,7 +212,7 @@ def enter_argv(
     # Never anything but a Debian root: /proc, /dev and /sys get bound below it.
     if not str(root) or not os.path.isfile(os.path.join(root, "etc", "debian_version")):
         raise RootError(f"{str(root) or '(empty)'} is not a Debian root (no etc/debian_version); "
-                        "build one with: python -m headless.roots build sid")  # fmt: skip
+                        "build one with: python -m tools.roots build sid")  # fmt: skip
     root = os.path.realpath(root)
     # The sandbox's uid leases are machine-wide (a worker uid's processes are this lease's alone):
     # the root shares this machine's lock folder, or a harness inside and one outside would hand
@@ -424,8 +424,8 @@ def cached(name: str) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m headless.roots``: build, path, prune or enter; the exit code (enter: the command's)."""
-    parser = argparse.ArgumentParser(prog="python -m headless.roots", description=__doc__.split("\n\n")[0])
+    """``python -m tools.roots``: build, path, prune or enter; the exit code (enter: the command's)."""
+    parser = argparse.ArgumentParser(prog="python -m tools.roots", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse) a root and print its path")
     b.add_argument("name", choices=sorted(recipes()))

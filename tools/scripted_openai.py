@@ -2,7 +2,7 @@
 
 Tests, benchmarks and offline debugging talk to it through the real ``openai`` client:
 
-    python -m headless.scripted_openai --replies replies.json [--port 8000]
+    python -m tools.scripted_openai --replies replies.json [--port 8000]
 
 A reply is a dict (or a plain string, meaning ``{"content": ...}``):
   content      the assistant message text
@@ -203,11 +203,11 @@ def completion(request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m headless.scripted_openai``: serve the replies of a JSON file until interrupted."""
+    """``python -m tools.scripted_openai``: serve the replies of a JSON file until interrupted."""
     parser = argparse.ArgumentParser(
-        prog="headless.scripted_openai",
+        prog="tools.scripted_openai",
         description="Serve scripted OpenAI chat-completion replies on loopback.",
-        epilog="example: python -m headless.scripted_openai --replies replies.json --port 8000",
+        epilog="example: python -m tools.scripted_openai --replies replies.json --port 8000",
     )
     parser.add_argument("--replies", required=True, help="JSON file: a list of replies (strings or dicts)")
     parser.add_argument("--port", type=int, default=8000)

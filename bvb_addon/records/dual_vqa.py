@@ -1,7 +1,7 @@
 """dual_vqa.jsonl and dual_vqa_summary.json: Dual VQA's row per question and the run's summary
 (docs/contracts.md, Eval bridge outputs).
 
-Written by ``eval_bridge.dv`` only (each file whole and atomically); read by its --resume, Overall and the
+Written by ``eval_bridge.scoring.dv`` only (each file whole and atomically); read by its --resume, Overall and the
 leaderboard. Rows and summary carry the release's field names (``qa_id``, ``retention_rate``,
 ``num_original_correct``, ``num_joinable`` ...) beside ours. dual_vqa.partial.jsonl (rows appended as
 questions finish) is read strictly: a line that is not a row (a killed writer's fragment, another tool's
@@ -44,7 +44,7 @@ class DVRow(Record):
     """The majority vote's score in [0, 1] by the protocol's rules."""
     render_score: float = 0.0
     source_correct: bool = False
-    """The one correctness rule (eval_bridge.protocol): only a full score is correct."""
+    """The one correctness rule (eval_bridge.scoring.protocol): only a full score is correct."""
     render_correct: bool = False
     retained: bool = False
     status: str = "ok"
@@ -52,7 +52,7 @@ class DVRow(Record):
     reason: str = ""
     cost_usd: float = 0.0
     source_fingerprint: str | None = None
-    """The clips the row was scored on (eval_bridge.cache): --resume keeps a row only while both are unchanged;
+    """The clips the row was scored on (eval_bridge.scoring.cache): --resume keeps a row only while both are unchanged;
     rows of older harnesses have none, so they are asked again."""
     render_fingerprint: str | None = None
     source_quirk: str | None = None

@@ -1,6 +1,6 @@
 """overall.json: the run's Overall from its DV and LS (docs/contracts.md, Eval bridge outputs).
 
-Written by ``eval_bridge.overall.compute_overall`` only (atomically); read by the leaderboard.
+Written by ``eval_bridge.scoring.overall.compute_overall`` only (atomically); read by the leaderboard.
 """
 
 from dataclasses import dataclass, field
@@ -28,7 +28,7 @@ class OverallRecord(Record):
     judge_model: str | None = None
     encoder: str | None = None
     identity: dict = field(default_factory=dict)
-    """What two runs must share to be comparable (eval_bridge.identity)."""
+    """What two runs must share to be comparable (eval_bridge.leaderboard.identity)."""
     created: str | None = None
     format: int = OVERALL_FORMAT
     extra: dict = field(default_factory=dict)

@@ -1,6 +1,6 @@
 """vgi.jsonl and vgi_summary.json: VGI's row per instance and the suite's summary (docs/contracts.md, VGI).
 
-Written by ``eval_bridge.vgi`` only (each file whole and atomically).
+Written by ``eval_bridge.vgi.score`` only (each file whole and atomically).
 """
 
 from collections.abc import Iterable

@@ -3,7 +3,7 @@
 ``id``, ``status``, ``vision_sim``, ``layout_sim``, ``motion_sim``, ``error``; ``num_scenes``, ``num_ok``,
 ``num_error``, ``vision_sim_std``, ``by_status``, ``scored_only`` ...), ours beside them.
 
-Written by ``eval_bridge.ls`` only (each file whole and atomically, the rows after every scene); read by
+Written by ``eval_bridge.scoring.ls`` only (each file whole and atomically, the rows after every scene); read by
 its --resume, Overall and the leaderboard. A row of another scene, or of a scene this run does not score,
 is kept as the line it was (read_ls_lines gives the text with each row).
 """
@@ -53,7 +53,7 @@ class LSRow(Record):
     """How many frames the source decoded to (what the indices were taken over)."""
     render_frame_count: int | None = None
     source_fingerprint: str | None = None
-    """The clips the row was scored on (eval_bridge.cache): --resume keeps a row only while both are unchanged."""
+    """The clips the row was scored on (eval_bridge.scoring.cache): --resume keeps a row only while both are unchanged."""
     render_fingerprint: str | None = None
     format: int = LS_FORMAT
     extra: dict = field(default_factory=dict)

@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 
 from ..blend_header import newer_file_reason
 from ..errors import ArgumentError
-from . import files, protocol, replies
+from . import files, replies, wire
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
 from .gate import require_level
 from .layers import (
@@ -522,11 +522,11 @@ class Worker:
         self._tail.clear()
         threading.Thread(target=self._drain, args=(self._proc.stdout,), daemon=True).start()
         try:
-            ready = protocol.recv_msg(parent, self.config.max_message_bytes, self.config.start_timeout_s)
-        except protocol.ProtocolError as exc:
+            ready = wire.recv_msg(parent, self.config.max_message_bytes, self.config.start_timeout_s)
+        except wire.ProtocolError as exc:
             self._kill()
             tail = " | ".join(list(self._tail)[-3:])
-            if isinstance(exc, protocol.PeerTimeout):  # a slow or loaded machine: name the limit to raise
+            if isinstance(exc, wire.PeerTimeout):  # a slow or loaded machine: name the limit to raise
                 exc = f"not ready within the {self.config.start_timeout_s:g} s start limit (start_timeout_s)"
             raise WorkerError("sandbox_error", f"the worker did not start: {exc}; its last output: {tail}") from None
         if ready.get("status") != "ready":
@@ -569,7 +569,7 @@ class Worker:
         self._serial += 1
         message["id"] = self._serial
         try:
-            protocol.send_msg(self._sock, message)
+            wire.send_msg(self._sock, message)
             deadline = time.monotonic() + timeout
             # Wait in ticks, checking the workspace's disk use between them, until a reply starts.
             # poll, not select: select fails on descriptors past 1023 in a busy harness.
@@ -577,20 +577,20 @@ class Worker:
             poller.register(self._sock, select.POLLIN | select.POLLHUP | select.POLLERR)
             while not poller.poll(1000 * max(0.0, min(QUOTA_TICK_S, deadline - time.monotonic()))):
                 if time.monotonic() >= deadline:
-                    raise protocol.PeerTimeout("timed out")
+                    raise wire.PeerTimeout("timed out")
                 over = self._over_quota()
                 if over:
                     self._kill()
                     self._clear_workspace()
                     raise _Died("output_limit", f"{over}; the worker was killed and the workspace emptied")
                 self._check_memory()
-            reply = protocol.recv_msg(self._sock, self.config.max_message_bytes, max(0.1, deadline - time.monotonic()))
-        except protocol.PeerTimeout:
+            reply = wire.recv_msg(self._sock, self.config.max_message_bytes, max(0.1, deadline - time.monotonic()))
+        except wire.PeerTimeout:
             self._check_memory()
             self._kill()
             raise _Died("timeout", f"ran past the {timeout:g} s limit; the watchdog killed the worker") from None
-        except (protocol.ProtocolError, OSError) as exc:
-            closed = isinstance(exc, protocol.PeerClosed) or isinstance(exc, OSError)
+        except (wire.ProtocolError, OSError) as exc:
+            closed = isinstance(exc, wire.PeerClosed) or isinstance(exc, OSError)
             # A closed channel means the worker is dying: let it finish, for its exit status.
             if closed and self._proc is not None:
                 try:

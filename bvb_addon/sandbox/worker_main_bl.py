@@ -23,8 +23,8 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import compat_bl  # noqa: E402
-import protocol  # noqa: E402
 import seccomp_filter  # noqa: E402
+import wire  # noqa: E402
 
 AGENT_FILENAME = "<agent>"
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "META", "FONT", "CURVES", "POINTCLOUD", "VOLUME"}
@@ -339,8 +339,8 @@ class SceneHost:
                     "graph": self.op_graph, "gl": self.op_gl}  # fmt: skip
         while True:
             try:
-                req = protocol.recv_msg(self.sock, 1 << 30)
-            except protocol.PeerClosed:
+                req = wire.recv_msg(self.sock, 1 << 30)
+            except wire.PeerClosed:
                 return
             handler = handlers.get(req.get("op"))
             if req.get("op") == "exit":
@@ -356,7 +356,7 @@ class SceneHost:
                 os._exit(0)
             self.cleanup_processes()
             reply["id"] = req.get("id")
-            protocol.send_msg(self.sock, reply)
+            wire.send_msg(self.sock, reply)
 
 
 def is_animated(obj):
@@ -433,7 +433,7 @@ def main(argv):
     bpy.context.preferences.filepaths.use_scripts_auto_execute = False
     worker = SceneHost(args)
     worker.fingerprint = worker.object_fingerprint()
-    protocol.send_msg(
+    wire.send_msg(
         worker.sock,
         {
             "status": "ready",

@@ -41,7 +41,7 @@ def new_key(kind: str, instrument: str, seed: int) -> dict[str, Any]:
 
 def judge_rows(label: str, rows: Path | None, scores: Path | None) -> str | None:
     """Where a generator's judge rows are: its --rows file, else <scores>/<label>/vgi.jsonl; None when neither is known."""
-    from ..vgi import ROWS
+    from ..vgi.score import ROWS
 
     path = rows or (scores / label / ROWS if scores else None)
     return str(path.resolve()) if path else None

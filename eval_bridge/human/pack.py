@@ -26,7 +26,7 @@ from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import RunDir
 from bvb_addon.vgi.suite import read_tasks
 
-from ..html_page import Script, csp, render
+from ..pages.html_page import Script, csp, render
 from .key import BVB_INSTRUMENT, KEY, PAGE, VGI_INSTRUMENT, HumanStudyError, judge_rows, new_key
 from .media import ClipOptions, clip_data_uri, image_data_uri
 

@@ -21,8 +21,8 @@ from bvb_addon.jsonfile import read_json
 from bvb_addon.records import read_dv_rows, read_ls_rows, read_vgi_rows
 from bvb_addon.run_dir import RunDir
 
-from ..protocol import overall_score
-from ..vgi import COMPLETENESS, instance_score
+from ..scoring.protocol import overall_score
+from ..vgi.score import COMPLETENESS, instance_score
 from .key import BVB_INSTRUMENT, KEY, VGI_INSTRUMENT, HumanStudyError, forms_of, judge_rows, read_key
 from .stats import auc, pairwise_accuracy, spearman
 

@@ -20,8 +20,16 @@ from starlette.routing import Route
 
 from bvb_addon.atomic import write_json_atomic
 
-from ..html_page import render, safe_name
-from ..loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
+from ..pages.html_page import render, safe_name
+from ..service.loopback_http import (
+    OpenFileResponse,
+    ServerThread,
+    allowed_hosts,
+    host_allowed,
+    is_loopback,
+    listen,
+    url_of,
+)
 from .key import PAGE, HumanStudyError, forms_of, read_key
 from .score import check_answers
 

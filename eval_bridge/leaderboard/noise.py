@@ -68,13 +68,13 @@ def run_noise(run_dir: str | Path, resamples: int = RESAMPLES, seed: int = SEED)
 def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
     """Per scene: (retained, source-correct) question counts and its vision_sim (absent: LS did not score it).
 
-    The one correctness rule of eval_bridge.protocol: a question counts when its row says
+    The one correctness rule of eval_bridge.scoring.protocol: a question counts when its row says
     source_correct / retained; rows where the judge failed stay out of the pool. The release's rows are
     read with their own verdicts (records.dual_vqa.from_release), never judged again. A failed LS scene
     counts 0, or is left out where the run's LS summary averaged scored scenes only (identity.ls_rule).
     """
+    from ..scoring.protocol import pooled
     from .identity import ls_rule
-    from .protocol import pooled
     from .released import row_scene
 
     rd = RunDir(run_dir)
@@ -184,7 +184,7 @@ def vote_spread(run_dir: str | Path) -> dict | None:
     A vote's DV grades that vote's answer on each side with the one correctness rule (a
     missing render answer, as when the render failed, is wrong); the spread is max minus min.
     """
-    from .protocol import is_correct, pooled, score
+    from ..scoring.protocol import is_correct, pooled, score
 
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)

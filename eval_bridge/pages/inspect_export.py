@@ -24,7 +24,7 @@ from bvb_addon.records import AgentMeta, RunConfig, read_agent_meta, read_dv_row
 from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError
 from bvb_addon.trajectory import scene_trajectory
 
-from .protocol import pooled
+from ..scoring.protocol import pooled
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _sample(
 ) -> dict[str, Any]:
     attachments: dict[str, str] = {}
     messages = _messages(trajectory, model, attachments)
-    # The one correctness rule (eval_bridge.protocol): judge faults out, full-score answers count.
+    # The one correctness rule (eval_bridge.scoring.protocol): judge faults out, full-score answers count.
     dv_rows = pooled(dv_rows)
     source = sum(1 for r in dv_rows if r.get("source_correct"))
     retained = sum(1 for r in dv_rows if r.get("retained"))

@@ -35,9 +35,17 @@ from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, find_runs, read_jsonl
 from bvb_addon.trajectory import read_trajectory
 
-from . import released
+from ..leaderboard import released
+from ..service.loopback_http import (
+    OpenFileResponse,
+    ServerThread,
+    allowed_hosts,
+    host_allowed,
+    is_loopback,
+    listen,
+    url_of,
+)
 from .html_page import Markup, Script, csp, fragment, join, render
-from .loopback_http import OpenFileResponse, ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 from .report import ReportMemo
 
 log = logging.getLogger(__name__)

@@ -25,10 +25,10 @@ from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.run_dir import RunDir, read_jsonl, run_blenders, runs_in, videos_of
 from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 
-from . import released
+from ..leaderboard import released
+from ..leaderboard.identity import describe, differences, ls_rule, ranking_group, run_identity
+from ..scoring.protocol import overall_score
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
-from .identity import describe, differences, ls_rule, ranking_group, run_identity
-from .protocol import overall_score
 from .report_images import ImageStore
 from .report_manifest import Manifest, data_key, stat_key, write_output
 
@@ -70,12 +70,12 @@ class RunView:
     encoder: str = ""  # the LS encoder (with V-JEPA 2.1 as released: ENTRY@checkpoint hash)
     steps: dict = field(default_factory=dict)  # steps_analysis.json, when the run has one
     step_answers: dict = field(default_factory=dict)  # scene -> its steps_answers.jsonl rows
-    ci: dict = field(default_factory=dict)  # eval_bridge.noise: the bootstrap intervals and vote spread
+    ci: dict = field(default_factory=dict)  # eval_bridge.leaderboard.noise: the bootstrap intervals and vote spread
     vsi_bench: dict = field(default_factory=dict)  # VSI-Bench's official aggregate, under vsi_official
     comparability_note: str = ""  # set when another Blender than the protocol's made or rendered it
-    differs: str = ""  # where its identity differs from its group's first run's (eval_bridge.identity): not ranked
+    differs: str = ""  # where its identity differs from its group's first run's (eval_bridge.leaderboard.identity): not ranked
     effort: str = ""  # the reasoning effort config.json records
-    harness: str = ""  # the agent protocol (eval_bridge.released.harness_label): mini-BVB, native
+    harness: str = ""  # the agent protocol (eval_bridge.leaderboard.released.harness_label): mini-BVB, native
     group: str = ""  # agent protocol and scoring protocol: ranks restart per group (identity.ranking_group)
     published: list = field(default_factory=list)  # overall.versus_published lines against its published row
 
@@ -162,7 +162,7 @@ def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunV
     elif view.dv is not None and view.ls is not None:
         view.overall = overall_score(view.dv, view.ls)
     view.steps = _read_json(rd.steps_analysis, run_dir) or {}
-    from .noise import run_noise
+    from ..leaderboard.noise import run_noise
 
     try:
         view.ci = run_noise(run_dir)
@@ -193,7 +193,7 @@ def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunV
 
     rows = {}
     for meta_path in rd.meta_files():
-        # Ours or the release's keys (eval_bridge.released maps its done / blend_file / error to a status).
+        # Ours or the release's keys (eval_bridge.leaderboard.released maps its done / blend_file / error to a status).
         end = released.scene_end(_read_json(meta_path, run_dir) or {}, meta_path.stem)
         rows[end.scene] = SceneRow(
             scene=end.scene, status=end.status, stop_reason=end.stop_reason, cost=end.cost, turns=end.turns
@@ -335,7 +335,7 @@ def _plots(runs, assets):
         points = ax.scatter([dv], [ls], s=60, marker=marker, zorder=3, label=view.name)
         xerr, yerr = _error_bar(dv, view.ci, "dualVqa"), _error_bar(ls, view.ci, "latentSim")
         if xerr is not None or yerr is not None:
-            # The 95% bootstrap interval over scenes (eval_bridge.noise), in the point's colour.
+            # The 95% bootstrap interval over scenes (eval_bridge.leaderboard.noise), in the point's colour.
             ax.errorbar([dv], [ls], xerr=xerr, yerr=yerr, fmt="none", ecolor=points.get_facecolor()[0],
                         elinewidth=1, capsize=3, zorder=2)  # fmt: skip
     ax.set_xlim(0, 100)
@@ -505,7 +505,7 @@ def _with_ci(value, ci, key):
 
 def _trial_views(runs):
     """One row per group of NAME.trialK runs: the mean over trials and the interval of that mean."""
-    from .noise import intervals, mean_of, trial_groups
+    from ..leaderboard.noise import intervals, mean_of, trial_groups
 
     by_path = {str(Path(v.path)): v for v in runs}
     rows = []
@@ -616,7 +616,7 @@ def _versus_table(runs):
 
 def _attach_published(runs, reference):
     """Match each run to its configuration's published row (overall.published_match) and keep the comparison."""
-    from .overall import published_match, read_references, versus_published
+    from ..scoring.overall import published_match, read_references, versus_published
 
     published = read_references(reference)
     for view in runs:
@@ -838,7 +838,7 @@ def build_report(
 ) -> Path:
     """Write out_dir/index.html (and its assets) for the given runs; return the page's path.
 
-    ``live`` (from eval_bridge.live): (progress section markup, {"index": scripts, "scene": scripts}),
+    ``live`` (from eval_bridge.pages.live): (progress section markup, {"index": scripts, "scene": scripts}),
     the scripts being html_page.Script tuples (their hashes go into the pages' policy). ``memo``
     (bvb view's): the runs whose fingerprint did not move keep their view and section. ``reference``:
     published CSVs; a run of a published configuration is shown beside its row.
@@ -847,8 +847,8 @@ def build_report(
     out_dir = Path(out_dir)
     # Read first: a manifest that is torn or of a newer format is refused before anything is written.
     manifest = memo.manifest_of(out_dir) if memo is not None else Manifest(out_dir)
-    from .vgi_report import link as vgi_link
-    from .vgi_report import split_outputs, write_pages
+    from ..vgi.pages import link as vgi_link
+    from ..vgi.pages import split_outputs, write_pages
 
     run_dirs, vgi_outputs = split_outputs(list(run_dirs))
     vgi_index = write_pages(vgi_outputs, out_dir)
@@ -953,7 +953,7 @@ def build_report(
 class ReportMemo:
     """What a builder that rebuilds one folder again and again (bvb view) keeps between builds.
 
-    The caller sets ``marks`` (run path -> a fingerprint of the run's files, eval_bridge.live's)
+    The caller sets ``marks`` (run path -> a fingerprint of the run's files, eval_bridge.pages.live's)
     before each build; a run whose mark did not move keeps its loaded view and its section of the
     index, so a new step of one scene rebuilds one run's section, not 51 (its scenes are still
     marked seen, so nothing of theirs is pruned). Only for a folder that nothing else writes.

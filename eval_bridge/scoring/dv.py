@@ -25,10 +25,10 @@ from bvb_addon.progress import bar as progress_bar
 from bvb_addon.records import DVRow, DVSummary, read_dv_rows, write_dv_rows, write_dv_summary
 from bvb_addon.run_dir import RunDir, require_run
 
+from ..files import agent_meta, append_jsonl, file_lock
+from ..leaderboard.identity import file_sha256
 from . import protocol as rules
 from .cache import clip_fingerprint, frames_hash
-from .files import agent_meta, append_jsonl, file_lock
-from .identity import file_sha256
 from .judge import Judge, VLMJudge
 
 log = logging.getLogger(__name__)
@@ -392,7 +392,7 @@ def _verdict(protocol, question, answers):
 
 
 def source_fingerprint(judge: "Judge", source_file: str | Path) -> str:
-    """The source clip's content fingerprint with the judge's sampling settings (eval_bridge.cache)."""
+    """The source clip's content fingerprint with the judge's sampling settings (eval_bridge.scoring.cache)."""
     # Only the VLM samples frames; the geometry judge reads the scene graph.
     settings = judge.settings if isinstance(judge, VLMJudge) else None
     sampling: tuple[object, ...] = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()

@@ -43,7 +43,7 @@ class JudgeSettings:
     frame_method: str = "bin_centres"
     empty_is_answer: bool = False
     """An empty or filtered reply is the answer "" (dual_vqa_v1, as the release), not a judge fault."""
-    """release: OpenCV's seek per index, resize and JPEG (eval_bridge.judge_frames); bin_centres: PyAV at the
+    """release: OpenCV's seek per index, resize and JPEG (eval_bridge.scoring.judge_frames); bin_centres: PyAV at the
     centres of equal time bins (bvb_addon.video.sample_uniform)."""
 
     @classmethod

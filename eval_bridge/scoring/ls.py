@@ -2,8 +2,8 @@
 
 A frozen V-JEPA 2.1 encoder (default ``apiantonio/vjepa2.1-vit-gigantic-384``, loaded with transformers'
 AutoModel and the snapshot's own remote code from a local folder) embeds the source and the render in one
-batch: 64 frames of each clip at the release's indices (eval_bridge.ls_video), the snapshot's video
-processor's steps in numpy (eval_bridge.preprocess), ``skip_predictor=True``, the last hidden state.
+batch: 64 frames of each clip at the release's indices (eval_bridge.scoring.ls_video), the snapshot's video
+processor's steps in numpy (eval_bridge.scoring.preprocess), ``skip_predictor=True``, the last hidden state.
 motion = cosine of the two clips' mean tokens; layout = mean over spatial positions of the cosine between
 the time-pooled patch maps (tokens as T/2 x h x w x D); vision_sim = (layout + motion) / 2. A failed scene
 is a row with ``vision_sim: null``; the summary's means count it 0 (the release's README and the paper) and
@@ -31,7 +31,7 @@ from bvb_addon.records.fields import as_record
 from bvb_addon.records.vision_sim import FAILURES_AS_ZERO, read_ls_lines
 from bvb_addon.run_dir import RunDir, require_run
 
-from .files import agent_meta
+from ..files import agent_meta
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
 __all__ = [
@@ -128,7 +128,7 @@ def resolve_snapshot(model: str | Path) -> tuple[Path, str | None]:
 
 def _file_digest(path: Path) -> str:
     """A weights file's SHA-256: the hub cache's blob name when the file links to one (no hashing), else hashed."""
-    from .identity import file_sha256
+    from ..leaderboard.identity import file_sha256
 
     target = path.resolve()
     if path.is_symlink() and re.fullmatch(r"[0-9a-f]{64}", target.name):
@@ -318,7 +318,7 @@ class HubEncoder(Encoder):
         self, entry: str, repo: str | Path | None, checkpoint: str | Path | None, device: str = "auto",
         dtype: str = "auto", num_frames: int = 64,
     ):  # fmt: skip
-        from .identity import file_sha256
+        from ..leaderboard.identity import file_sha256
 
         try:
             import torch
@@ -619,7 +619,7 @@ def run_ls(
     summary.extra = {**summary_extra, **summary.extra}
     summary.foreign_rows = len(foreign) or None
     if split_path:
-        from .identity import file_sha256
+        from ..leaderboard.identity import file_sha256
 
         summary.split, summary.split_sha256 = str(split_path), file_sha256(split_path)
     return write_ls_summary(summary_path, summary)
@@ -687,7 +687,7 @@ def merge_ls_shards(run_dir: str | Path, shard_count: int | None = None) -> dict
 
 
 def clip_fingerprints(run_dir: str | Path, scene: str, source: str | Path | None) -> tuple[str | None, str | None]:
-    """(source, render) content fingerprints of a scene's clips (eval_bridge.cache); None for a missing clip."""
+    """(source, render) content fingerprints of a scene's clips (eval_bridge.scoring.cache); None for a missing clip."""
     from .cache import clip_fingerprint
 
     def one(path):

@@ -26,7 +26,7 @@ from bvb_addon.records import (
 )
 from bvb_addon.run_dir import RunDir, require_run, run_blenders, runs_in
 
-from . import identity, noise, released
+from ..leaderboard import identity, noise, released
 from .protocol import overall_score, retention
 
 log = logging.getLogger(__name__)
@@ -62,14 +62,14 @@ PUBLISHED_COLUMNS = (
 # VSI-Bench's official overall (0-100) of the judge on the sources and the renders, for runs scored
 # with --protocol vsi_official. blender: the Blender the run was made and rendered with.
 # comparable: whether the run is comparable with its group's baseline run (the first, or --baseline) and used
-# the protocol's Blender (docs/protocol.md section 10); differs: in what its identity differs (eval_bridge.identity).
+# the protocol's Blender (docs/protocol.md section 10); differs: in what its identity differs (eval_bridge.leaderboard.identity).
 # group: the agent protocol and scoring protocol it is ranked in (ranks restart in each group: runs of two
 # groups are never ranked together); published: the published CSV a row comes from (blank for a run).
 OWN_COLUMNS = (
     "run", "scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable",
     "differs", "group", "published",
 )  # fmt: skip
-# The bootstrap intervals come right after BVB's columns (eval_bridge.noise).
+# The bootstrap intervals come right after BVB's columns (eval_bridge.leaderboard.noise).
 COLUMNS = PUBLISHED_COLUMNS + noise.CI_COLUMNS + OWN_COLUMNS + noise.NOISE_COLUMNS
 VENDORS = {
     "openai": "OpenAI",
@@ -132,7 +132,7 @@ def overall_record(run_dir: str | Path) -> OverallRecord:
         protocol=dv.protocol if dv is not None else None,
         judge_model=dv.judge_model if dv is not None else None,
         encoder=ls.model if ls is not None else None,
-        # What makes this run's numbers comparable with another's (eval_bridge.identity).
+        # What makes this run's numbers comparable with another's (eval_bridge.leaderboard.identity).
         identity=identity.run_identity(run_dir),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )

@@ -1,7 +1,7 @@
 """What every scoring protocol shares (docs/protocol.md sections 5 and 6): the dispatch to its module (prompt, token cap,
 per-answer score), the one correctness rule, retention, pooling and Overall.
 
-Each protocol is a module of ``eval_bridge/protocols/`` behind its registry:
+Each protocol is a module of ``eval_bridge/scoring/protocols/`` behind its registry:
 - ``dual_vqa_v1``: BVB's release exactly (its judge request and its ``semantic_correct``, quirks included and
   flagged); every answer scores 0 or 1.
 - ``dual_vqa_strict``: dual_vqa_v1's request with our stricter answer rules; never ranked with dual_vqa_v1.

@@ -3,7 +3,7 @@
 Each scene's step snapshots (steps/<scene>/NNN.blend) are opened one after another in a
 sandboxed Blender worker (they are untrusted). The geometry judge answers the scene's
 questions from each snapshot's scene graph; a VLM judge sees a short render of each
-snapshot instead. The answers per step feed eval_bridge.steps_analysis, and the result is
+snapshot instead. The answers per step feed eval_bridge.scoring.steps_analysis, and the result is
 written to RUN/steps_analysis.json (and the answers to RUN/steps_answers.jsonl).
 """
 

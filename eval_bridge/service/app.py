@@ -52,11 +52,11 @@ from bvb_addon.jsonfile import read_json, read_object_or_none
 from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
-from . import api
-from .judge_options import JudgeOptions as _J
-from .judge_options import ProtocolName, TokensField
+from .. import api
+from ..runlock import RunBusy, RunLock, run_lock
+from ..scoring.judge_options import JudgeOptions as _J
+from ..scoring.judge_options import ProtocolName, TokensField
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
-from .runlock import RunBusy, RunLock, run_lock
 
 log = logging.getLogger(__name__)
 

@@ -189,7 +189,7 @@ class ServerThread:
 
 if not hasattr(FileResponse, "_open_file"):  # the one seam OpenFileResponse overrides; fail loudly, never race
     raise ImportError(
-        "this starlette's FileResponse has no _open_file; update eval_bridge/loopback_http.py's OpenFileResponse"
+        "this starlette's FileResponse has no _open_file; update eval_bridge/service/loopback_http.py's OpenFileResponse"
     )
 
 

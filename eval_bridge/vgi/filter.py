@@ -19,8 +19,8 @@ from typing import Any
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.records import read_vgi_rows
 
-from .vgi import ROWS, VGIError, read_tasks
-from .vgi_leaderboard import generator_dirs
+from .leaderboard import generator_dirs
+from .score import ROWS, VGIError, read_tasks
 
 FILTER_JSON, KEPT_TXT = "vgi_filter.json", "vgi_filter_kept.txt"
 VERDICTS = ("ok", "video_error")

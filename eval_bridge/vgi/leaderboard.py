@@ -1,15 +1,15 @@
 """The VGI leaderboard over generators: overall, per domain, skill tag and level, with bootstrap intervals.
 
-    OUT/<generator>/vgi.jsonl, vgi_summary.json   (eval_bridge.vgi, one per generator)
+    OUT/<generator>/vgi.jsonl, vgi_summary.json   (eval_bridge.vgi.score, one per generator)
     OUT/vgi_leaderboard.json, vgi_leaderboard.csv (this module)
 
 A generator's score is the mean instance score x100 over its pool (judge faults left out;
 missing videos and files that do not decode score 0). Intervals resample the instances as
-eval_bridge.noise resamples scenes: ``numpy.random.default_rng(seed).integers(0, n, (resamples,
+eval_bridge.leaderboard.noise resamples scenes: ``numpy.random.default_rng(seed).integers(0, n, (resamples,
 n))`` over the instances in id order, the 2.5th and 97.5th percentiles of the resampled means.
 
 The half-versus-full stability report: when every generator was scored on the full instance
-set, the half protocol (eval_bridge.vgi.half_instances) is drawn with many seeds from those
+set, the half protocol (eval_bridge.vgi.score.half_instances) is drawn with many seeds from those
 same rows and each draw's ranking is compared with the full ranking (Kendall's tau-b,
 Spearman's rho, the same leader), as the VGI paper's appendix checks its half protocol.
 """
@@ -25,8 +25,8 @@ import numpy as np
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.records import read_vgi_rows, read_vgi_summary
 
-from . import noise
-from .vgi import FAULTS, ROWS, SUMMARY, VGIError, half_instances
+from ..leaderboard import noise
+from .score import FAULTS, ROWS, SUMMARY, VGIError, half_instances
 
 log = logging.getLogger(__name__)
 

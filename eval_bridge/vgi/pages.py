@@ -1,12 +1,12 @@
 """VGI's pages in the report: the leaderboard over generators, and per instance what the judge saw and said.
 
-    bvb report results/vgi --out report/      (a VGI output folder: eval_bridge.vgi_leaderboard's)
+    bvb report results/vgi --out report/      (a VGI output folder: eval_bridge.vgi.leaderboard's)
 
 writes report/vgi/index.html (overall, per domain, skill tag and level with bootstrap intervals,
 the half-versus-full stability, the protocol, every generator's instances, its missing videos)
 and report/vgi/<generator>/<instance>.html: the frames the judge saw (extracted again from the
 video at the times its row records), its verdict per rule, and the focus windows where it found
-violations. Every value is escaped by eval_bridge.html_page; the pages carry no script.
+violations. Every value is escaped by eval_bridge.pages.html_page; the pages carry no script.
 """
 
 import logging
@@ -18,9 +18,9 @@ from bvb_addon.errors import BVBError
 from bvb_addon.records import read_vgi_rows
 from bvb_addon.vgi.suite import start_image
 
-from .html_page import Markup, csp, fragment, join, page_url, render, safe_name
-from .vgi import ROWS, read_tasks
-from .vgi_leaderboard import build, is_vgi_output
+from ..pages.html_page import Markup, csp, fragment, join, page_url, render, safe_name
+from .leaderboard import build, is_vgi_output
+from .score import ROWS, read_tasks
 
 log = logging.getLogger(__name__)
 

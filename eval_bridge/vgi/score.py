@@ -8,7 +8,7 @@ rubric rules of 1 / (violations + 1); it succeeds only when both are perfect. Th
 judge sees frames sampled adaptively (denser where the video changes most) through a
 sliding focus window, so a violation lasting one frame is still seen; the checker judge
 scores a Blender timeline exactly. Results per instance, task family, domain, skill tag,
-level and overall, x100, in OUT/<generator>/; eval_bridge.vgi_leaderboard ranks the
+level and overall, x100, in OUT/<generator>/; eval_bridge.vgi.leaderboard ranks the
 generators. A judge fault is a ``judge_error`` row kept out of the pool and asked again by
 ``--resume``; the judge's cache lives in OUT, never in a videos folder.
 """
@@ -34,13 +34,13 @@ from bvb_addon.records import VGIRow, VGISummary, read_vgi_rows, write_vgi_rows,
 from bvb_addon.records.fields import as_record
 from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
 
-from .files import append_jsonl
-from .judge import JudgeError
-from .judge_options import JudgeOptions
-from .protocol import is_correct
+from ..files import append_jsonl
+from ..scoring.judge import JudgeError
+from ..scoring.judge_options import JudgeOptions
+from ..scoring.protocol import is_correct
 
 if TYPE_CHECKING:
-    from .judge import VLMJudge
+    from ..scoring.judge import VLMJudge
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +286,7 @@ class VLMProcessJudge:
         self, vlm: "VLMJudge", budget: int = BUDGET, window: int = WINDOW, stride: int = STRIDE,
         sampling: str = "adaptive", max_frames: int = MAX_FRAMES,
     ):  # fmt: skip
-        self.vlm = vlm  # eval_bridge.judge.VLMJudge: its client, retries, pricing and cache
+        self.vlm = vlm  # eval_bridge.scoring.judge.VLMJudge: its client, retries, pricing and cache
         self.sampling = Sampling(budget, sampling, window, stride, max_frames).check()
 
     @property
@@ -305,7 +305,7 @@ class VLMProcessJudge:
         }  # fmt: skip
 
     def _ask(self, frames, prompt):
-        from .cache import cache_key, frames_hash
+        from ..scoring.cache import cache_key, frames_hash
 
         key = cache_key(self.vlm.model, PROTOCOL, frames_hash(frames), prompt, 0)
         cache = self.vlm.cache
@@ -426,7 +426,7 @@ def video_of(videos_dir: str | Path, task_id: str) -> Path:
 
 def fingerprint(task: dict, video: Path, settings: dict) -> str:
     """What a row is scored on: the video's content, the task's row and the protocol settings."""
-    from .cache import clip_fingerprint
+    from ..scoring.cache import clip_fingerprint
 
     clip = clip_fingerprint(video) if video.is_file() else ""
     text = json.dumps([clip, task, settings], sort_keys=True, default=str)

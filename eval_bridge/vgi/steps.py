@@ -6,7 +6,7 @@ DIR holds one folder per instance, named by its id, of the video decoded from ea
 step's prediction: DIR/<instance id>/<step>.mp4 (the step a whole number, any zero padding).
 Every step's video is judged as VGI scores a final video (completeness tier, violations per
 rule); the verdict is the step's answer (the tier and the violation counts) and it is correct
-when the instance succeeds. eval_bridge.steps_analysis then gives the VGI paper's three figures
+when the instance succeeds. eval_bridge.scoring.steps_analysis then gives the VGI paper's three figures
 per generator: wrong-to-correct and wrong-to-another-wrong among the transitions out of a
 wrong verdict, and the share of instances whose verdict never changes over the second half of
 the steps. ``--step-range A B`` keeps the steps A to B (the paper reports wrong-to-another-wrong
@@ -28,9 +28,9 @@ from bvb_addon.errors import VideoError
 from bvb_addon.outcomes import one_line
 from bvb_addon.run_dir import STEPS_ANALYSIS, STEPS_ANSWERS
 
-from .judge import JudgeError
-from .steps_analysis import StepAnswer, analyze
-from .vgi import VGIError, VLMProcessJudge, instance_score
+from ..scoring.judge import JudgeError
+from ..scoring.steps_analysis import StepAnswer, analyze
+from .score import VGIError, VLMProcessJudge, instance_score
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Each module names itself (``NAME``), says whether a VLM judge speaks it (``VLM``
 geometry judge's own), caps the judge's completion (``MAX_TOKENS``), and gives the text after the frames
 (``prompt(question, kind)``, kind the judge's model kind: local or api), an answer's score in [0, 1]
 (``score(question_type, answer, options, ground_truth)``) and its own aggregate of a run's scored rows for
-the Dual VQA summary (``aggregate(rows, kind)``, None where it has none). ``eval_bridge.protocol`` holds
+the Dual VQA summary (``aggregate(rows, kind)``, None where it has none). ``eval_bridge.scoring.protocol`` holds
 what every protocol shares (the one correctness rule, retention, Overall) and dispatches to these.
 """
 

@@ -1,0 +1,1 @@
+"""Leaderboard statistics and comparability: noise, run identity, the released runs."""

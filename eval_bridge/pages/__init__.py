@@ -1,0 +1,1 @@
+"""What shows runs: the report, step pages, the live view, HTML and the Inspect export."""

@@ -1,0 +1,1 @@
+"""Scoring: the protocols, judges, caches, DV, LS, Overall and steps."""

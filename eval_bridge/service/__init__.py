@@ -1,0 +1,1 @@
+"""The scoring service: the HTTP app and its loopback server."""

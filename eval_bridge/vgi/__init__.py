@@ -1,0 +1,1 @@
+"""VGI: its scoring, filter, leaderboard, pages and steps."""
