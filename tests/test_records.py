@@ -88,10 +88,12 @@ def test_the_contract_lists_the_record_s_keys():
     import re
     from pathlib import Path
 
+    from tools.docs import render
+
     text = (Path(__file__).resolve().parent.parent / "docs" / "contracts.md").read_text()
-    block = text.split("`agent_meta/<scene>.json` (the record", 1)[1].split("```json", 1)[1].split("```", 1)[0]
-    top = re.sub(r"\{[^{}]*\}", "{}", block.strip()[1:-1])  # the tokens object's own keys are not the record's
-    assert set(re.findall(r'"(\w+)":', top)) == {*AgentMeta.__dataclass_fields__} - {"extra"}
+    block = render("bvb_addon.records.agent_meta:AgentMeta")  # the table `python -m tools.docs` writes there
+    assert block in text.split("`agent_meta/<scene>.json` (the record", 1)[1]
+    assert set(re.findall(r"^\| `(\w+)` \|", block, re.M)) == {*AgentMeta.__dataclass_fields__} - {"extra"}
 
 
 def test_run_config_is_one_record_its_builder_fills_and_its_contract_lists():

@@ -206,8 +206,15 @@ def _source_annotation(cls: type, name: str) -> str | None:
         if isinstance(node, ast.ClassDef):
             for statement in node.body:
                 if isinstance(statement, ast.AnnAssign) and getattr(statement.target, "id", None) == name:
-                    return ast.unparse(statement.annotation)
+                    return _annotation(statement.annotation)
     return None
+
+
+def _annotation(node: ast.expr) -> str:
+    """An annotation as the source spells it, a string one (a forward reference) without its quotes."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return ast.unparse(node)
 
 
 def _size(value: int) -> str:
@@ -231,23 +238,33 @@ def _default(f: "dataclasses.Field[Any]", as_json: bool, optional: frozenset[str
         return "required"
     if as_json:
         return f"`{json.dumps(value)}`"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and _is_plain(value):
+        return f"`{type(value).__name__}()`"  # its own table gives the fields' defaults
     shown = f"`{value!r}`"
     if isinstance(value, int) and not isinstance(value, bool):
         shown += _size(value)
     return shown
 
 
+def _is_plain(value: Any) -> bool:
+    """Whether a dataclass instance is its class's defaults."""
+    try:
+        return bool(value == type(value)())
+    except TypeError:
+        return False
+
+
 def field_table(cls: type) -> str:
     """A dataclass's fields as a Markdown table: field, type, default, description."""
     record = issubclass(cls, Record)
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls) if record else {}  # a config's hints may name classes imported for typing only
     docs = field_docs(cls)
     optional: frozenset[str] = getattr(cls, "OPTIONAL", frozenset()) if record else frozenset()
     lines = ["| field | type | default | description |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
         if record and f.name == "extra":
             continue  # the keys a record keeps unknown, not a key of the file
-        kind = json_type(hints[f.name]) if record else (_source_annotation(cls, f.name) or str(hints[f.name]))
+        kind = json_type(hints[f.name]) if record else (_source_annotation(cls, f.name) or str(f.type))
         text = f.metadata.get("help") or docs.get(f.name, "")
         cells = [f"`{f.name}`", kind, _default(f, record, optional), text]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -273,7 +290,7 @@ def _parameters(args: ast.arguments, drop_first: bool) -> str:
         positional, defaults = positional[1:], defaults[1:]
 
     def one(arg: ast.arg, default: ast.expr | None) -> str:
-        text = arg.arg + (f": {ast.unparse(arg.annotation)}" if arg.annotation else "")
+        text = arg.arg + (f": {_annotation(arg.annotation)}" if arg.annotation else "")
         if default is not None:
             text += (" = " if arg.annotation else "=") + ast.unparse(default)
         return text
@@ -298,7 +315,7 @@ def _line(text: str, doc: str, indent: str = "") -> list[str]:
 
 
 def _def(node: ast.FunctionDef | ast.AsyncFunctionDef, name: str, method: bool) -> str:
-    returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+    returns = f" -> {_annotation(node.returns)}" if node.returns else ""
     prefix = "async " if isinstance(node, ast.AsyncFunctionDef) else ""
     return f"{prefix}{name}({_parameters(node.args, method)}){returns}"
 
@@ -319,7 +336,7 @@ def _members(node: ast.ClassDef, cls: type) -> Iterator[tuple[str, str]]:
             elif statement.name.startswith("_") or "overload" in decorators or "typing.overload" in decorators:
                 continue
             elif "property" in decorators or "functools.cached_property" in decorators:
-                returns = f" -> {ast.unparse(statement.returns)}" if statement.returns else ""
+                returns = f" -> {_annotation(statement.returns)}" if statement.returns else ""
                 yield f"{statement.name}{returns}", doc
             else:
                 static = "staticmethod" in decorators
@@ -332,7 +349,7 @@ def _members(node: ast.ClassDef, cls: type) -> Iterator[tuple[str, str]]:
             doc = ""
             if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant):
                 doc = _first_sentence(str(following.value.value))
-            yield f"{name}: {ast.unparse(statement.annotation)}", doc
+            yield f"{name}: {_annotation(statement.annotation)}", doc
 
 
 def _constant(name: str, obj: Any, module: str, where: str) -> list[str]:
@@ -383,7 +400,8 @@ def refreshed(path: Path) -> tuple[str, list[Block]]:
     out: list[str] = []
     done = 0
     for block in find_blocks(path, lines):
-        body = render(block.spec, block.where()).split("\n")
+        # A blank line each side: a table or fence next to the markers' HTML comments renders as itself.
+        body = ["", *render(block.spec, block.where()).split("\n"), ""]
         out.extend(lines[done : block.body_start])
         out.extend(body)
         if lines[block.body_start : block.body_end] != body:
