@@ -185,9 +185,19 @@ def test_a_bad_marker_is_one_line_naming_the_file_and_line(tmp_path, sample, cap
     path = _doc(tmp_path, "no_such_module_here:Row")
     assert docs.main([str(path)]) == outcomes.USAGE_EXIT
     assert f"{path}:5: no module 'no_such_module_here'" in capsys.readouterr().err
-    path.write_text(MARK.format("docsample:Row") + "\nno end\n")
-    assert docs.main([str(path)]) == outcomes.USAGE_EXIT
-    assert f"{path}:1: the generated block has no <!-- /generated --> line" in capsys.readouterr().err
+
+
+def test_adding_a_block_is_its_marker_line(tmp_path, sample, capsys):
+    """A marker with no end line before the next marker or the end is a new block: the tool writes body and end."""
+    path = tmp_path / "doc.md"
+    path.write_text(f"Prose.\n{MARK.format('docsample:LIMIT')}\nMore prose.\n{MARK.format('docsample:Config')}\n")
+    assert docs.main(["--check", str(path)]) == outcomes.FAILED_EXIT
+    assert capsys.readouterr().out.count("is stale; run: python -m tools.docs") == 2
+    assert docs.main([str(path)]) == outcomes.OK_EXIT
+    text = path.read_text()
+    assert text.startswith(f"Prose.\n{MARK.format('docsample:LIMIT')}\n\n```python\nLIMIT = 3")
+    assert "```\n\n<!-- /generated -->\nMore prose.\n" in text and text.endswith("<!-- /generated -->\n")
+    assert docs.main(["--check", str(path)]) == outcomes.OK_EXIT
 
 
 def test_hand_written_fenced_lines_leave_generated_blocks_out():

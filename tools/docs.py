@@ -16,7 +16,8 @@ What a name becomes:
   of its docstring, in one ``python`` fence (a class: its constructor, public methods and properties).
 
 Several names, comma-separated after one module, make one block (``from bvb_addon.video:probe,sample_frames``).
-Adding a block is its marker line plus ``<!-- /generated -->``, then running the tool.
+Adding a block is its marker line, then running the tool: a marker with no end line before the next marker
+(or the end of the file) is a new block, and the tool writes its body and its end line.
 
     python -m tools.docs            # rewrite every block of docs/*.md (atomically; an unchanged file is not written)
     python -m tools.docs --check    # exit 1 naming each stale block and the command to run (tests/test_contracts_doc.py)
@@ -64,6 +65,8 @@ class Block:
     marker_line: int
     body_start: int
     body_end: int
+    new: bool = False
+    """A marker without its end line yet: the tool writes the body and the end line after it."""
 
     def where(self) -> str:
         return f"{_shown_path(self.path)}:{self.marker_line + 1}"
@@ -77,7 +80,7 @@ def _shown_path(path: Path) -> str:
 
 
 def find_blocks(path: Path, lines: list[str]) -> list[Block]:
-    """The generated blocks of a file's lines; a marker without its end is an ArgumentError naming the line."""
+    """The generated blocks of a file's lines; a marker without an end line before the next marker is a new block."""
     blocks = []
     number = 0
     while number < len(lines):
@@ -86,12 +89,10 @@ def find_blocks(path: Path, lines: list[str]) -> list[Block]:
             end = next((n for n in range(number + 1, len(lines)) if lines[n].strip() == END), None)
             nested = next((n for n in range(number + 1, end or len(lines)) if START.match(lines[n].strip())), None)
             if end is None or nested is not None:
-                raise ArgumentError(
-                    f"{_shown_path(path)}:{number + 1}: the generated block has no {END} line before the next "
-                    f"marker or the end of the file; add it"
-                )
-            blocks.append(Block(path, match["spec"], number, number + 1, end))
-            number = end
+                blocks.append(Block(path, match["spec"], number, number + 1, number + 1, new=True))
+            else:
+                blocks.append(Block(path, match["spec"], number, number + 1, end))
+                number = end
         number += 1
     return blocks
 
@@ -404,7 +405,9 @@ def refreshed(path: Path) -> tuple[str, list[Block]]:
         body = ["", *render(block.spec, block.where()).split("\n"), ""]
         out.extend(lines[done : block.body_start])
         out.extend(body)
-        if lines[block.body_start : block.body_end] != body:
+        if block.new:
+            out.append(END)
+        if block.new or lines[block.body_start : block.body_end] != body:
             stale.append(block)
         done = block.body_end
     out.extend(lines[done:])
