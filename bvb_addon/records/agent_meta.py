@@ -30,27 +30,41 @@ class AgentMeta(Record):
     scene: str
     dataset: str
     agent: str
+    """model, empty-room or oracle."""
     model: str
+    """The model id sent to the provider (an API-free agent's own name)."""
     status: str
     """submitted, limit, failed, error or interrupted."""
     stop_reason: str
+    """done, cost_limit, budget, step_limit, wall_limit, context_limit, max_tokens_ignored, model_error,
+    harness_error, video_error, agent_error or interrupted."""
     reason: str
+    """One line: what ended the scene."""
     turns: int = 0
+    """Model replies."""
     frames_seen: int = 0
     format_errors: int = 0
     python_steps: int = 0
     cost: float = 0.0
+    """USD spent, rounded up to a millionth: confirmed costs plus ``cost_unconfirmed``."""
     cost_unconfirmed: float = 0.0
+    """The worst cases of calls whose reply never arrived (in flight at a kill, or timed out after sending)."""
     cost_limit: float = 0.0
+    """The scene's limit in USD."""
     model_calls: int = 0
     compactions: int = 0
     elided_images: int = 0
     tokens: dict = field(default_factory=_no_tokens)
+    """{input, cached_input, output} over the scene's calls."""
     runtime: float = 0.0
+    """Wall-clock seconds over every session of the scene."""
     model_seconds: float = 0.0
     sessions: int = 0
+    """Sessions (runner or add-on invocations) that worked on the scene."""
     submission: str | None = None
+    """``blends/<scene>.blend`` (run-relative) when the scene has a submission, else null."""
     snapshot: str | None = None
+    """The last good step's snapshot, ``steps/<scene>/NNN.blend``, or null."""
     format: int = AGENT_META_FORMAT
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""

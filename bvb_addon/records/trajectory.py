@@ -120,11 +120,12 @@ class Trajectory(Record):
     """One scene's whole agent run: the chat as sent, a record per step, the cost ledger and the counters."""
 
     format: str
+    """bvb-trajectory-2 (the writer's); a file without one is format 1."""
     scene: str = ""
     task: dict = field(default_factory=dict)
     """The SceneTask's fields (scene, dataset, video, fps, frame_count, duration, width, height, mode, constraint)."""
     messages: list = field(default_factory=list)
-    """The chat as sent (chat-completions messages; images as data URLs, or on disk as paths)."""
+    """The chat as sent (chat-completions messages; images as data URLs, or on disk as paths; a private ``_size``)."""
     steps: list[Step] = field(default_factory=list)
     turns: int = 0
     frames_seen: int = 0
@@ -137,8 +138,11 @@ class Trajectory(Record):
     not in ``cost``, but in the run's recorded spend, so a scene killed twice still counts both sessions."""
     ledger: list[LedgerEntry] = field(default_factory=list)
     price_factor: float = 1.0
+    """The highest provider-reported ``usage.cost`` over the table cost seen, at least 1: the worst case uses it."""
     token_rate: float = 0.0
+    """USD per token where the table price is 0 (a provider that reports cost): the worst case uses it."""
     elided_images: int = 0
+    """The oldest N image observations, sent as a one-line note each."""
     compactions: list[Compaction] = field(default_factory=list)
     tokens: dict = field(default_factory=_no_tokens)
     last_prompt_tokens: int = 0
@@ -148,10 +152,12 @@ class Trajectory(Record):
     """The newest python step's snapshot (run-relative), what a submission copies."""
     frame_range: list | None = None
     status: str = "running"
+    """running, then the agent_meta status the scene ended with."""
     stop_reason: str | None = None
     reason: str | None = None
     submission: str | None = None
     started: str = ""
+    """ISO time the scene started (``updated``: its last save; ``finished``: its end, null while running)."""
     updated: str = ""
     finished: str | None = None
     sessions: int = 0
