@@ -25,25 +25,33 @@ class RenderRow(Record):
 
     scene: str
     status: str
-    """ok, or missing, open_failed, no_camera, no_mesh, render_error, timeout, oom, crash, encode_error, sandbox_error."""
+    """ok, or missing (no blends/<scene>.blend), open_failed (not a readable .blend), no_camera, no_mesh (the
+    --min-meshes gate of ours, off by default), render_error, timeout, oom, crash, sandbox_error, encode_error."""
     reason: str = ""
     frames: int = 0
     """Frames in the mp4 (the deduplicated sample; fewer than num_samples on a short timeline)."""
     seconds: float = 0.0
     preset: str = ""
     warnings: list = field(default_factory=list)
+    """Camera rotation jumps over 180 degrees."""
     renderer: str = ""
+    """What rendered: the GL vendor and renderer EEVEE or Workbench drew with (``gpu.platform`` after the render,
+    e.g. "Mesa/X.org llvmpipe (LLVM 15.0.6, 256 bits)" on a CPU machine, "NVIDIA Corporation NVIDIA H200/PCIe/SSE2"
+    on a GPU), or "Cycles CPU" / "Cycles OPTIX: <devices>"; "" when nothing was rendered."""
     blender: str = ""
+    """``bpy.app.version_string`` of the worker ("" when none started)."""
     resolution: int | None = None
-    """The longest side asked for, px (part of the run's identity); rows of older harnesses lack it."""
+    """The longest side asked for, px (the bvb preset's width and height; part of the run's identity); rows of
+    older harnesses lack it."""
     size: list | None = None
     """[width, height] of the mp4: rows of scenes that got as far as the render."""
     aspect_note: str | None = None
     """The source clip was not found, so the scene's own render aspect was used."""
     warning: str | None = None
-    """An EEVEE (bvb preset) render on software GL: the one-line warning the stage logged."""
+    """An EEVEE (bvb preset) render on software GL: the one-line warning the stage logged once before its first
+    such render (estimated time per scene, and --preset fast)."""
     node: dict | None = None
-    """The Ray node that rendered it (``backend.stamp_node``), on a cluster."""
+    """{node_id, ip} of the Ray node that rendered it (``backend.stamp_node``), on a cluster."""
     num_samples: int | None = None
     """Frames asked for (--num-frames; the release's name), part of the run's identity."""
     sample_frames: list | None = None
@@ -56,6 +64,7 @@ class RenderRow(Record):
     """What the release's batch renderer would have recorded: ok, render_error (it writes <scene>.error.json)
     or error (a timeout, an encode failure); none for a scene it would not have tried (no .blend)."""
     format: int = RENDER_ROW_FORMAT
+    """1; a row without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
