@@ -108,8 +108,10 @@ def test_run_config_is_one_record_its_builder_fills_and_its_contract_lists():
     built = run_config(AgentConfig(agent="empty-room"), ZERO, videos="/v", started_from="headless")
     assert set(built) == fields - {"format"}, "a key config.json gains is a field of RunConfig first"
     text = (Path(__file__).resolve().parent.parent / "docs" / "contracts.md").read_text()
-    paragraph = text.split("`config.json`, one schema whoever starts the run", 1)[1].split("\n\n", 1)[0]
-    assert fields <= set(re.findall(r"`(\w+)`", paragraph)), fields - set(re.findall(r"`(\w+)`", paragraph))
+    # The paragraph, then the record's table that `python -m tools.docs` writes after it (tests/test_contracts_doc.py)
+    section = text.split("`config.json`, one schema whoever starts the run", 1)[1].split("<!-- /generated -->", 1)[0]
+    assert "from bvb_addon.records.run_config:RunConfig -->" in section
+    assert fields <= set(re.findall(r"`(\w+)`", section)), fields - set(re.findall(r"`(\w+)`", section))
 
 
 def test_run_config_keeps_what_it_does_not_know_and_names_a_bad_file(tmp_path):

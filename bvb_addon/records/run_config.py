@@ -20,32 +20,51 @@ class RunConfig(Record):
 
     harness_version: str | None = None
     bpy_version: str | None = None
+    """The workers' Blender: the binary's version with --blender-bin, $BLENDER_BIN or inside a binary, else the
+    bpy module's."""
     python_version: str | None = None
     started_from: str | None = None
-    """headless or blender-addon."""
+    """headless (the runner) or blender-addon (bvb.run_agent)."""
     agent: str | None = None
     model: str | None = None
+    """The model id (the agent's name for API-free agents)."""
     reasoning: str | None = None
     reasoning_sent: str | None = None
     """The reasoning effort the provider is sent (the level mapped per provider; null: none is sent)."""
     base_url: str | None = None
+    """Null for API-free agents."""
     api_key_env: str | None = None
+    """The key variable's name, never the key; null for API-free agents."""
     limits: dict | None = None
+    """{cost_limit, max_steps, wall_limit}."""
     price_per_million: dict | None = None
+    """{input, cached_input, output}."""
     pricing: dict | None = None
+    """{source: flags, table, genai-prices or none, version (the genai-prices version or the table's updated date),
+    model_id, provider, context_window, per_million}."""
     mode: str | None = None
+    """bvb or vgi."""
     split: str | None = None
     tasks: str | None = None
+    """VGI's tasks.jsonl."""
     videos: str | None = None
     """The VSI-Bench-style root holding <dataset>/<scene>.mp4."""
     sandbox_level: dict | None = None
+    """{name, layers, missing}; null from the add-on (its worker probes when it starts)."""
     sandbox_config: dict | None = None
+    """Null: the defaults."""
     sandbox: dict | None = None
+    """{platform, backend, weak_level_opt_in}: the add-on's opt-in below the minimum."""
     agent_config: dict | None = None
+    """AgentConfig's fields."""
     created: str | None = None
     sessions: list = field(default_factory=list)
+    """One entry {started, shard, workers, scenes, budget} per runner invocation; empty from the add-on."""
     summary: dict | None = None
+    """{scenes, statuses, cost, cost_unconfirmed, updated, and with --budget also budget {limit, spent, reached,
+    unstarted}}, rewritten by the runner as each scene ends (the run's total spend); null until then."""
     format: int = RUN_CONFIG_FORMAT
+    """1; a file without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
