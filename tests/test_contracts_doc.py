@@ -2,6 +2,7 @@
 from what it names (a record's fields, an options class, signatures)."""
 
 import dataclasses
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -208,3 +209,28 @@ def test_hand_written_fenced_lines_leave_generated_blocks_out():
 def test_the_field_docs_are_the_strings_under_the_fields():
     assert docs.field_docs(records.RenderRow)["frames"].startswith("Frames in the mp4")
     assert {f.name for f in dataclasses.fields(records.AgentMeta)} >= set(docs.field_docs(records.AgentMeta))
+
+
+def _codes(text: str) -> list[str]:
+    return re.findall(r"`(\w+)`", text)
+
+
+def test_key_lists_of_files_written_from_dicts_are_the_code_s_constants():
+    """Files with no record class (the leaderboard CSV, overall.json's identity, BVB's agent_meta keys) keep their
+    hand-written lists in contracts.md; each list is the constant the writer uses, in order."""
+    from bvb_addon.records.agent_meta import RELEASE_KEYS
+    from eval_bridge.leaderboard import identity, noise
+    from eval_bridge.scoring.overall import OWN_COLUMNS
+
+    text = (REPO / "docs" / "contracts.md").read_text()
+    comparable = text.split("is what two runs must share to be comparable:", 1)[1].split("\n\n", 1)[0]
+    assert _codes(comparable) == list(identity.KEYS)
+    release = text.split("`bvb_addon.records.agent_meta.RELEASE_KEYS`:", 1)[1].split("), plus", 1)[0]
+    assert _codes(release) == list(RELEASE_KEYS)
+    own = text.split("Leaderboard CSV (`python -m eval_bridge leaderboard", 1)[1].split("then ours:", 1)[1]
+    named = [c for c in _codes(own.split("\n\n", 1)[0]) if c in OWN_COLUMNS]
+    assert list(dict.fromkeys(named)) == list(OWN_COLUMNS), "in order, each at its first mention"
+    columns = text.split("`leaderboard.csv` columns:", 1)[1].split("\n\n", 1)[0]
+    ci = columns.split("`noise.CI_COLUMNS`", 1)[1].split(";", 1)[0]
+    assert _codes(ci) == list(noise.CI_COLUMNS)
+    assert _codes(columns.split("`noise.NOISE_COLUMNS`", 1)[1].split(")", 1)[0]) == list(noise.NOISE_COLUMNS)

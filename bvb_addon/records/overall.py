@@ -17,9 +17,11 @@ class OverallRecord(Record):
     """Overall = ((sqrt(DV) + sqrt(max(0, LS))) / 2)^2 on 0-100, its two axes, and the run's identity."""
 
     overall: float | None = None
-    """Null when an axis is missing (named in ``missing``)."""
+    """0-100; null when an axis is missing (named in ``missing``)."""
     dual_vqa: float | None = None
+    """DV's retention, 0-100."""
     latent_sim: float | None = None
+    """LS's vision_sim, 0-100 (layout and motion: its two parts)."""
     layout: float | None = None
     motion: float | None = None
     missing: list = field(default_factory=list)
@@ -31,6 +33,7 @@ class OverallRecord(Record):
     """What two runs must share to be comparable (eval_bridge.leaderboard.identity)."""
     created: str | None = None
     format: int = OVERALL_FORMAT
+    """1; a file without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
