@@ -38,26 +38,37 @@ class DVRow(Record):
     source_answer: str | None = None
     """The first vote's answer; null when not asked."""
     render_answer: str | None = None
+    """The same, for the render."""
     source_answers: list = field(default_factory=list)
+    """Every vote's answer."""
     render_answers: list = field(default_factory=list)
+    """The same, for the render."""
     source_score: float = 0.0
-    """The majority vote's score in [0, 1] by the protocol's rules."""
+    """The majority vote's score in [0, 1] by the protocol's rules: 0/1 under dual_vqa_v1
+    and geometry_v1; under vsi_official VSI-Bench's official per-question value, 0/1 for multiple choice and its
+    MRA, a multiple of 0.1, for numbers."""
     render_score: float = 0.0
+    """The same, for the render."""
     source_correct: bool = False
-    """The one correctness rule (eval_bridge.scoring.protocol): only a full score is correct."""
+    """The one correctness rule (eval_bridge.scoring.protocol): only a full score 1.0 is correct."""
     render_correct: bool = False
+    """The same, for the render."""
     retained: bool = False
+    """Correct on both clips."""
     status: str = "ok"
     """ok, no_render, render_failed, render_error, source_error or judge_error (the last two: judge faults)."""
     reason: str = ""
     cost_usd: float = 0.0
     source_fingerprint: str | None = None
-    """The clips the row was scored on (eval_bridge.scoring.cache): --resume keeps a row only while both are unchanged;
-    rows of older harnesses have none, so they are asked again."""
+    """The clips the row was scored on (eval_bridge.scoring.cache): --resume keeps a row
+    only while both are unchanged; rows of older harnesses have none, so they are asked again."""
     render_fingerprint: str | None = None
+    """The same, for the render."""
     source_quirk: str | None = None
-    """The release quirk that decided the source verdict (dual_vqa_v1's QUIRKS: empty_answer, ...), or null."""
+    """The release quirk that decided the source verdict under dual_vqa_v1 (a key of dual_vqa_v1.QUIRKS such as
+    empty_answer), else null."""
     render_quirk: str | None = None
+    """The same, for the render."""
     # The release's names (dual_vqa_scoring.make_dual_vqa_row) beside ours: a reader of the release's rows reads ours.
     qa_id: str = ""
     scene_name: str = ""
@@ -69,6 +80,7 @@ class DVRow(Record):
     error: str | None = None
     """The release's name for ``reason`` on a row that is not ok (null on ok rows, as the release publishes them)."""
     format: int = DV_FORMAT
+    """1; a row without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (``node`` on a Ray cluster), kept as they are."""
 
