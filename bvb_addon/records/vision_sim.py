@@ -38,24 +38,31 @@ class LSRow(Record):
     status: str
     """ok, no_render, render_failed, render_error, source_error or model_error."""
     vision_sim: float | None = None
+    """Null for a failure, as the release writes it (layout_sim and motion_sim too)."""
     layout_sim: float | None = None
     motion_sim: float | None = None
     error: str | None = None
     """Why a scene failed (the release's field); absent on a scored row."""
     dataset: str = ""
+    """Ours from here on, beside the release's fields."""
     model: str = ""
     """The encoder's id: ``ID@<sha256[:12]>`` of its weights (a snapshot folder or a V-JEPA 2.1 .pt checkpoint)."""
     num_frames: int = 0
     source_frames: list | None = None
     """The source clip's frame indices the encoder saw (0-based over its decoded frames)."""
     render_frames: list | None = None
+    """The same, for the render."""
     source_frame_count: int | None = None
     """How many frames the source decoded to (what the indices were taken over)."""
     render_frame_count: int | None = None
+    """The same, for the render."""
     source_fingerprint: str | None = None
     """The clips the row was scored on (eval_bridge.scoring.cache): --resume keeps a row only while both are unchanged."""
     render_fingerprint: str | None = None
+    """The same, for the render."""
     format: int = LS_FORMAT
+    """2; a row without one is format 1: the release's own rows, or this harness's first rows, whose scene,
+    layout, motion and reason read as id, layout_sim, motion_sim and error."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (``submission_path``, ``render_cached`` of the release, ``node`` on a
     Ray cluster), kept as they are."""
