@@ -133,11 +133,18 @@ class DVSummary(Record):
     """The run's Dual VQA: pooled retention (0-1 fractions), accuracies, counts, by question type, the judge."""
 
     retention_rate: float | None = None
-    """Retained over source-correct questions; null when none was right on the source."""
+    """Retained over source-correct questions, 0-1; null when none was right on the source. The three rates are
+    over the scored rows (judge faults left out)."""
     original_accuracy: float | None = None
+    """0-1, null when undefined."""
     rendered_accuracy: float | None = None
+    """0-1, null when undefined."""
     counts: dict = field(default_factory=dict)
+    """{questions (every row), scored (rows without a judge fault), judge_errors (rows with one), source_correct,
+    render_correct, both_correct (counts of correct rows), scenes, scenes_failed, by_status}."""
     by_question_type: dict = field(default_factory=dict)
+    """{type: {questions, source_correct, render_correct, both_correct, retention_rate, original_accuracy,
+    rendered_accuracy, and the release's n, n_joinable, n_original_correct, n_retained}}."""
     protocol: str = ""
     judge_model: str = ""
     judge: str = ""
@@ -149,12 +156,15 @@ class DVSummary(Record):
     detail: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    """32; 16 under vsi_official."""
     judge_cost_usd: float = 0.0
     new_judge_calls: int = 0
     new_judge_cost_usd: float = 0.0
     cache_hits: int = 0
     claim_waits: int = 0
+    """Calls this run waited for while another process sharing the cache made them."""
     failures: dict = field(default_factory=dict)
+    """{scene: {status, reason}}."""
     # The release's summary fields (dual_vqa_scoring.summarize_dual_vqa_rows), over our pool: every question of the
     # run's scenes, failures as not retained (the paper's rule), judge faults left out.
     num_qa: int = 0
@@ -172,6 +182,7 @@ class DVSummary(Record):
     num_scenes: int = 0
     """Scenes with an ok row, as the release counts them (``counts.scenes`` has every scene)."""
     source: str = "bvb-harness"
+    """Who wrote the summary (the release's field)."""
     pool: str = "all_questions"
     """all_questions: failures stay in the pool as not retained (the paper); the release's own code pools
     joinable rows only, given in ``release_joinable``."""
@@ -188,6 +199,7 @@ class DVSummary(Record):
     videos: str | None = None
     created: str | None = None
     format: int = DV_FORMAT
+    """1; a file without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
