@@ -80,10 +80,13 @@ class LSSummary(Record):
     """The run's LS in the release's fields (0-1); ``mean_rule`` says which rule the top-level means follow."""
 
     num_scenes: int | None = None
+    """The release's fields from here to ``num_frames`` (ours after)."""
     num_ok: int | None = None
     num_error: int | None = None
     vision_sim: float | None = None
+    """The mean over scenes, 0-1, a failure counted 0 (the README's rule); so layout_sim and motion_sim."""
     vision_sim_std: float | None = None
+    """The population spread over the same scenes; so layout_sim_std and motion_sim_std."""
     layout_sim: float | None = None
     layout_sim_std: float | None = None
     motion_sim: float | None = None
@@ -101,20 +104,26 @@ class LSSummary(Record):
     grid: list | None = None
     preprocessing: dict | None = None
     failures: dict = field(default_factory=dict)
+    """{id: {status, error}}."""
     foreign_rows: int | None = None
     """Lines of vision_sim.jsonl kept as they were (scenes outside the split), not in these numbers."""
     encoder: str | None = None
     """Which encoder: the snapshot's hub id (or folder name), or a V-JEPA 2.1 torch-hub entry point."""
     loader: str | None = None
     encoder_repo: str | None = None
+    """V-JEPA 2.1 through torch hub: the checkout whose entry point is built (with ``checkpoint_key``)."""
     checkpoint: str | None = None
+    """The snapshot folder or the .pt."""
     checkpoint_key: str | None = None
+    """The checkpoint's key the weights came from (ema_encoder, target_encoder or encoder)."""
     checkpoint_sha256: str | None = None
-    """The weights' SHA-256 (of the .pt, or of the snapshot's weight files' digests in name order)."""
+    """The weights' SHA-256: of the .pt, or of the snapshot's weight files' names and SHA-256s in name order (a hub
+    cache's blob name standing for its file's)."""
     split: str | None = None
     split_sha256: str | None = None
     created: str | None = None
     format: int = LS_FORMAT
+    """2."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
