@@ -27,6 +27,7 @@ class VGIRow(Record):
     skills: list = field(default_factory=list)
     level: int = 1
     reason: str = ""
+    """Why a row is not ok (names the file for video_error)."""
     violations: dict = field(default_factory=dict)
     """{rule id: violation events}."""
     completeness: float = 0.0
@@ -55,6 +56,7 @@ class VGIRow(Record):
     completeness_label: str | None = None
     """The judge's tier: complete, partial or failed."""
     format: int = VGI_FORMAT
+    """1; a file without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
@@ -84,14 +86,17 @@ class VGISummary(Record):
     generator: str = ""
     settings: dict = field(default_factory=dict)
     """The protocol as run: judge, judge_model, frame_budget, sampling, window, stride, max_frames, longest_side,
-    jpeg_quality, prompt_version, and the instance subset (half, half_seed, of)."""
+    jpeg_quality, detail, max_tokens, prompt_version, tasks, and the instance subset (half, and with the half
+    protocol half_seed and of)."""
     counts: dict = field(default_factory=dict)
-    """{instances, scored, judge_errors, missing, video_errors, by_status, new_judge_calls, new_judge_cost_usd}."""
+    """{instances, scored, judge_errors, missing, video_errors, by_status, new_judge_calls, new_judge_cost_usd,
+    kept_from_earlier}."""
     missing: list = field(default_factory=list)
     """Ids of the instances without a video (each scored 0)."""
     failures: dict = field(default_factory=dict)
     """{id: reason} of every row that is neither ok nor missing."""
     format: int = VGI_FORMAT
+    """1; a file without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
