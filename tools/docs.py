@@ -279,7 +279,8 @@ def _first_sentence(doc: str | None) -> str:
     if not doc:
         return ""
     paragraph = _one_line(doc.split("\n\n", 1)[0])
-    match = re.match(r"(.+?\.)(\s|$)", paragraph)
+    # A sentence ends at a full stop before a capital or the end (not "e.g. the" or "2.0 s").
+    match = re.match(r"(.+?(?<!e\.g)(?<!i\.e)\.)(?=\s+[A-Z`(\"]|$)", paragraph)
     return match.group(1) if match else paragraph
 
 
