@@ -66,6 +66,7 @@ class Config:
 
     memory_bytes: int = 8 << 30
     """Address space of a worker."""
+    host: str = "127.0.0.1"  # where it listens (a comment ending the line describes a field too)
 
 
 LIMIT = 3
@@ -159,6 +160,9 @@ def test_a_plain_dataclass_keeps_python_types_and_shows_sizes(tmp_path, sample):
     path = _doc(tmp_path, "docsample:Config")
     docs.main([str(path)])
     assert "| `memory_bytes` | int | `8589934592` (8 GiB) | Address space of a worker. |" in path.read_text()
+    assert "| `host` | str | `'127.0.0.1'` | where it listens (a comment ending the line describes a field too) |" in (
+        path.read_text()
+    )
 
 
 def test_functions_classes_and_constants_are_their_signatures_as_the_source_spells_them(tmp_path, sample):

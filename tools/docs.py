@@ -10,7 +10,7 @@ What a name becomes:
 - an options class (a dataclass whose fields carry ``bvb_addon.options.option`` metadata):
   ``options.markdown_table`` (key, flag, type, default, description);
 - any other dataclass (a record of a run file, a result, a config): a table of field, type, default and the
-  field's description (its ``help``, else the docstring under it). For a record of a JSON file
+  field's description (its ``help``, else the docstring under it, else the comment ending its line). For a record of a JSON file
   (``bvb_addon.records.fields.Record``) the types are JSON's and ``extra`` (the keys it keeps) is left out;
 - a function, a class, a protocol or a constant: its signature as the source spells it, with the first sentence
   of its docstring, in one ``python`` fence (a class: its constructor, public methods and properties).
@@ -29,10 +29,12 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import io
 import json
 import re
 import sys
 import textwrap
+import tokenize
 import types
 import typing
 from collections.abc import Iterator
@@ -160,25 +162,42 @@ def _class_node(obj: Any) -> ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionD
     return node if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) else None
 
 
+def _comments(source: str) -> dict[int, str]:
+    """The ``# comment`` ending each line of ``source`` (1-based line numbers), found by the tokenizer."""
+    found: dict[int, str] = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            found[token.start[0]] = token.string.lstrip("#").strip()
+    return found
+
+
 def field_docs(cls: type) -> dict[str, str]:
-    """Each field's docstring (the string under it in the class body, the house way), bases first."""
+    """Each field's description: the string under it in the class body (the house way), else the comment ending
+    its line; bases first."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
             continue
-        node = _class_node(klass)
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        node = ast.parse(source).body[0]
         if not isinstance(node, ast.ClassDef):
             continue
+        comments = _comments(source)
         body = node.body
         for statement, following in zip(body, body[1:] + [None], strict=True):
+            if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
+                continue
             if (
-                isinstance(statement, ast.AnnAssign)
-                and isinstance(statement.target, ast.Name)
-                and isinstance(following, ast.Expr)
+                isinstance(following, ast.Expr)
                 and isinstance(following.value, ast.Constant)
                 and isinstance(following.value.value, str)
             ):
                 docs[statement.target.id] = _one_line(following.value.value)
+            elif (statement.end_lineno or statement.lineno) in comments:
+                docs[statement.target.id] = comments[statement.end_lineno or statement.lineno]
     return docs
 
 
