@@ -260,6 +260,8 @@ def _default(f: "dataclasses.Field[Any]", as_json: bool, optional: frozenset[str
         return f"`{json.dumps(value)}`"
     if dataclasses.is_dataclass(value) and not isinstance(value, type) and _is_plain(value):
         return f"`{type(value).__name__}()`"  # its own table gives the fields' defaults
+    if isinstance(value, set | frozenset):
+        return f"`{type(value).__name__}({sorted(value)!r})`"  # a set's repr order follows the hash seed
     shown = f"`{value!r}`"
     if isinstance(value, int) and not isinstance(value, bool):
         shown += _size(value)
