@@ -54,6 +54,7 @@ def option(
     exclude: tuple[str, ...] = (),
     default_factory: Callable[[], Any] | None = None,
     cli_help_default: str | None = None,
+    repeat: bool = False,
 ) -> Any:
     """A field of an options class: its default and one-line ``help``.
 
@@ -61,7 +62,8 @@ def option(
     ``old``: retired names that still work (hidden, with a warning); ``positional``: an argument
     without a flag; ``nargs``: ``"+"``/``"*"``/``"?"`` for tuples and positionals; ``parse``: how a
     command-line word becomes the value (``"i/N"`` -> ``(i, N)``), a file's value is checked by type
-    only; ``cli=False``: not on the command line (a value only code passes, like a campaign's
+    only; ``repeat``: a tuple field given by repeating its flag (``--root a --root b``; the help says the
+    default); ``cli=False``: not on the command line (a value only code passes, like a campaign's
     budget); ``record=False``: never written to a record or returned as JSON (a budget holder, a
     callback); ``exclude``: for an options-class field, its fields left off this stage's command line.
     """
@@ -78,6 +80,7 @@ def option(
         "record": record,
         "exclude": exclude,
         "cli_help_default": cli_help_default,
+        "repeat": repeat,
     }
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
@@ -114,6 +117,15 @@ def _item_type(tp: Any) -> Any | None:
     return None
 
 
+def _table_type(tp: Any) -> Any | None:
+    """``dict[str, X]`` (a file's table of named entries, like a service's judges) -> X; anything else -> None."""
+    if typing.get_origin(tp) is dict:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[0] is str:
+            return args[1]
+    return None
+
+
 def _choices(tp: Any) -> tuple[Any, ...] | None:
     return typing.get_args(tp) if typing.get_origin(tp) is Literal else None
 
@@ -123,6 +135,8 @@ def _type_name(tp: Any) -> str:
     item = _item_type(base)
     if item is not None:
         name = f"list of {_type_name(item)}"
+    elif _table_type(base) is not None:
+        name = f"table of {_type_name(_table_type(base))}"
     elif _choices(base) is not None:
         name = " | ".join(repr(c) for c in _choices(base) or ())
     elif isinstance(base, type):
@@ -194,7 +208,9 @@ def add_options(
                 kwargs["type"] = value_type
             if choices is not None:
                 kwargs["choices"] = choices
-            if item is not None or meta.get("nargs"):
+            if meta.get("repeat"):
+                kwargs["action"] = "append"  # into a list argparse makes; from_namespace keeps the default
+            elif item is not None or meta.get("nargs"):
                 kwargs["nargs"] = meta.get("nargs") or "+"
         shown = meta.get("cli_help_default")
         if shown is not None:
@@ -210,7 +226,8 @@ def add_options(
         if default is MISSING:
             kwargs["required"] = True
         else:
-            kwargs["default"] = default
+            # append extends a default it is given: a repeated option's list starts empty.
+            kwargs["default"] = None if meta.get("repeat") else default
         parser.add_argument(*flags, dest=dest, **kwargs)
         same = {k: kwargs[k] for k in ("type", "nargs", "choices") if k in kwargs}
         if base is bool:
@@ -233,6 +250,8 @@ def from_namespace(cls: type[T], namespace: argparse.Namespace, *, _prefix: str 
             values[f.name] = sub
         elif hasattr(namespace, dest):
             value = getattr(namespace, dest)
+            if value is None and f.metadata.get("repeat"):
+                continue  # never given: the field's default
             values[f.name] = tuple(value) if isinstance(value, list) else value
     return cls(**values)
 
@@ -259,6 +278,11 @@ def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
         if isinstance(value, str) or not isinstance(value, list | tuple):
             raise _bad(where, key, value, tp)
         return tuple(_coerce(v, item, where, key) for v in value)
+    entry = _table_type(base)
+    if entry is not None:
+        if not isinstance(value, Mapping):
+            raise _bad(where, key, value, tp)
+        return {str(name): _coerce(v, entry, where, f"{key}.{name}") for name, v in value.items()}
     choices = _choices(base)
     if choices is not None:
         if value not in choices:

@@ -133,3 +133,23 @@ def test_docs_rows_come_from_the_fields():
     assert rows["judge.base_url"] == ("judge.base_url", "--judge-base-url", "string or none", "None", "the judge's endpoint")
     assert rows["workers"][3] == "8" and "budget" not in rows
     assert "| `judge.kind` | `--judge` | 'vlm' \\| 'geometry' | `'vlm'` | who answers |" in markdown_table(Score)
+
+
+@dataclass(frozen=True)
+class Serve:
+    roots: tuple[Path, ...] = option((), "a folder (repeatable; default: none)", flag="--root", repeat=True)
+    judges: dict[str, Judge] = option(help="judges by name", default_factory=dict, cli=False)
+
+
+def test_a_repeated_flag_collects_and_a_table_of_named_entries_is_checked():
+    p = Parser(prog="bvb serve")
+    add_options(p, Serve)
+    assert from_namespace(Serve, p.parse_args(["--root", "a", "--root", "b"])).roots == (Path("a"), Path("b"))
+    assert from_namespace(Serve, p.parse_args([])) == Serve()
+    opts = from_mapping(Serve, {"roots": ["r"], "judges": {"gpt": {"base_url": "http://x/v1"}}}, "serve.toml")
+    assert opts.judges == {"gpt": Judge(base_url="http://x/v1")} and opts.roots == (Path("r"),)
+    assert to_mapping(opts)["judges"]["gpt"]["base_url"] == "http://x/v1"
+    with pytest.raises(ArgumentError, match=r"serve.toml judges.gpt: unknown key 'modle'"):
+        from_mapping(Serve, {"judges": {"gpt": {"modle": "m"}}}, "serve.toml")
+    with pytest.raises(ArgumentError, match=r"judges = 'x' is not a table of Judge"):
+        from_mapping(Serve, {"judges": "x"}, "serve.toml")
