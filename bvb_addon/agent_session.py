@@ -16,23 +16,24 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import scratch
 from .agent import setup
 from .agent.config import AgentConfig
 from .agent.driver import drive_scene
 from .agent.environment import Environment
+from .agent.mini_bvb import MiniBVBSettings
+from .agent.mini_bvb_protocol import protocol_of
+from .agent.mini_bvb_run import api_free_chat, chat_model, mini_config, require_host_tools, run_scene
 from .agent.model import Model
 from .agent.task import SceneTask
 from .errors import ArgumentError
-from .records import write_run_config
+from .pricing import ZERO
+from .records import read_run_config, write_run_config
 from .records.trajectory import Trajectory
 from .run_dir import RunDir
 from .sandbox import platforms
-
-if TYPE_CHECKING:
-    from .agent.mini_bvb import MiniBVBSettings
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class AgentSession:
         blender_version: str | None = None,
         allow_weak_sandbox: bool = False,
         harness: str = "mini-bvb",
-        mini_bvb: "MiniBVBSettings | None" = None,
+        mini_bvb: MiniBVBSettings | None = None,
     ) -> None:
         self.config = config
         self.run_dir = RunDir(run_dir)
@@ -110,10 +111,6 @@ class AgentSession:
     def _prepare_mini(self) -> "AgentSession":
         """mini-bvb: the LiteLLM client and its price (PriceUnknown before any call), or the API-free agent;
         a scene that already has a submission is refused (BVB reruns a scene from scratch: its blend would go)."""
-        from .agent.mini_bvb import MiniBVBSettings
-        from .agent.mini_bvb_run import api_free_chat, chat_model, mini_config, require_host_tools
-        from .pricing import ZERO
-
         self._check_protocol()
         require_host_tools()
         scene = self.task.scene
@@ -147,9 +144,6 @@ class AgentSession:
 
     def _check_protocol(self) -> None:
         """A run folder holds one harness protocol's runs: the other's is refused before anything is written."""
-        from .agent.mini_bvb_protocol import protocol_of
-        from .records import read_run_config
-
         if not self.run_dir.config.is_file():
             return
         previous = protocol_of(read_run_config(self.run_dir.config).as_dict())
@@ -196,9 +190,6 @@ class AgentSession:
             raise RuntimeError("AgentSession.run before prepare(): no model client")  # a bug, not bad input
         self._post = post
         if self.harness == "mini-bvb":
-            from .agent.mini_bvb import MiniBVBSettings
-            from .agent.mini_bvb_run import run_scene
-
             sandbox = platforms.sandbox_config(self._allow_weak_sandbox)
             return run_scene(
                 model, self.config, self._mini or MiniBVBSettings(), sandbox, self.run_dir, self.task.dataset,

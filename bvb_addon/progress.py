@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from .money import money
+
 if TYPE_CHECKING:
     from tqdm import tqdm
 
@@ -76,6 +78,7 @@ def bar(
     leave: bool = True, file: IO[str] | None = None, every: float | None = None, postfix: str | None = None,
 ) -> "tqdm":  # fmt: skip
     """A progress bar for ``file`` (stderr): tqdm's frames in a terminal, plain lines every ``every`` s elsewhere."""
+    # deferred: tqdm is not among the extension zip's wheels, and the add-on's render stage imports this module
     from tqdm import tqdm
 
     disable = disable or quiet
@@ -116,9 +119,6 @@ class RunProgress:
         self, total: int, budget: Spend | None, initial: int = 0, enabled: bool = True, file: IO[str] | None = None,
         every: float | None = None, clock: Callable[[], float] = time.monotonic,
     ) -> None:  # fmt: skip
-        from .money import money
-
-        self._money = money
         self.budget = budget
         self.total = total
         self._lock = threading.Lock()
@@ -145,9 +145,9 @@ class RunProgress:
         b = self.budget
         if b is not None:
             parts.append(f"{b.calls} calls")
-            spent = f"spent {self._money(b.spent)}"
+            spent = f"spent {money(b.spent)}"
             if math.isfinite(b.limit):
-                spent += f" of {self._money(b.limit)}"
+                spent += f" of {money(b.limit)}"
             parts.append(spent)
         parts.append(f"ETA {self.eta()}")
         return " | ".join(parts)

@@ -332,6 +332,7 @@ class RunDir:
 
     def run_config(self, data: dict | None = None) -> "RunConfig":
         """config.json as its typed record (``records.RunConfig``); an empty one when the file is missing."""
+        # deferred: a cycle: importing records runs its package, whose agent_meta imports BLENDS from here
         from .records.run_config import RunConfig
 
         if data is None:
@@ -355,6 +356,7 @@ class RunDir:
 
     def render_rows(self) -> list[dict]:
         """The render stage's status rows (render_status.jsonl, ``records.RenderRow``), torn lines skipped."""
+        # deferred: the same cycle (records' package imports agent_meta, which imports BLENDS from here)
         from .records.render_row import read_render_rows
 
         return read_render_rows(self.render_status)

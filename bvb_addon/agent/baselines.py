@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from ..pricing import ZERO
 from ..sandbox.compat_bl import node_tree, program_source
+from .litellm_model import CallInfo
 from .model import BeforeRetry, ModelError, ModelReply
 
 if TYPE_CHECKING:
-    from .litellm_model import CallInfo
     from .loop import SceneTask
 
 EMPTY_ROOM = """\
@@ -171,9 +171,7 @@ class ScriptedChat:
     def __init__(self, replies: Iterable[str]) -> None:
         self.replies = list(replies)
 
-    def complete(self, system: str, messages: list[dict]) -> tuple[str, "CallInfo"]:
-        from .litellm_model import CallInfo
-
+    def complete(self, system: str, messages: list[dict]) -> tuple[str, CallInfo]:
         turn = sum(1 for m in messages if m["role"] == "assistant")
         if turn >= len(self.replies):
             raise ScriptEnded(f"the scripted agent's {len(self.replies)} replies are spent and its DONE was refused")

@@ -38,6 +38,8 @@ def task_for_clip(
     constraint: str = "",
 ) -> SceneTask:
     """A SceneTask from a clip file (probed with PyAV): scene id and dataset default to its name and folder."""
+    # deferred: video imports PyAV at its top, which a Blender without the extension's wheels lacks; the add-on
+    # imports this module at register and says so in one line when the agent's job first needs the clip.
     from .. import video
 
     clip_path = Path(clip_path)

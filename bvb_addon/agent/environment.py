@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from ..sandbox import Worker
 from .actions import FrameRequest
 
 if TYPE_CHECKING:
-    from ..sandbox import Worker
     from ..sandbox.config import SandboxConfig
     from ..sandbox.worker import StepResult
     from .config import AgentConfig
@@ -113,12 +113,10 @@ class SandboxEnvironment:
         self._keyframes: tuple[float, ...] | None = None
 
     @property
-    def worker(self) -> "Worker":
+    def worker(self) -> Worker:
         # Started on first use: a scene that ends before any python or render action
         # (a cost limit, a missing oracle) never pays for a Blender start.
         if self._worker is None:
-            from ..sandbox import Worker
-
             workspace, snapshot_dir, sandbox_config = self._worker_args
             workspace.mkdir(parents=True, exist_ok=True)
             snapshot_dir.mkdir(parents=True, exist_ok=True)
@@ -133,6 +131,8 @@ class SandboxEnvironment:
         return _python_result(self.worker.load_blend(Path(blend)))
 
     def frames(self, request: FrameRequest) -> ImagesResult:
+        # deferred: video imports PyAV at its top, which a Blender without the extension's wheels lacks, and the
+        # add-on imports this module (its agent runs in Blender): only an agent that asks for frames needs it.
         from .. import video
 
         c = self.config

@@ -21,6 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from ..errors import BVBError
+from ..openai_client import OpenAIClient, probe
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def _litellm() -> Any:
     """The litellm module, with its shipped price table and without its console banners."""
     # Before the import: LiteLLM would otherwise fetch its price table from the network at import.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    import litellm  # deferred: heavy (about a second) and only a mini-bvb model call needs it
 
     litellm.suppress_debug_info = True
     return litellm
@@ -169,8 +170,6 @@ class LiteLLMModel:
         routing by the model's name (no endpoint given) is not probed; its first call tells."""
         if not self.base_url:
             return []
-        from ..openai_client import OpenAIClient, probe
-
         key = self._key() or "none"
         client = OpenAIClient(self.base_url, key, timeout=min(self.timeout, 30.0), label="model")
         # With an endpoint, a "provider/" prefix is LiteLLM's; the endpoint serves the name after it.

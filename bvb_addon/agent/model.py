@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import BVBError
-from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy
+from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy, probe
 from ..pricing import Price, estimate_tokens
 from .config import provider_effort
 
@@ -102,8 +102,6 @@ class ModelClient:
 
     def probe(self, wait_s: float) -> list[str]:
         """One GET /models before the first scene: a bad key, URL or model fails the run in seconds."""
-        from ..openai_client import probe
-
         return probe(self.client, self.config.model, self.config.api_key_env, wait_s)
 
     def observe(self, usage: dict) -> None:

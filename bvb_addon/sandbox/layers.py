@@ -13,18 +13,17 @@ import json
 import logging
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..versions import running_blender_binary
-from .config import LEVELS
-
-if TYPE_CHECKING:
-    from .config import SandboxConfig
+from .config import LEVELS, SandboxConfig
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ class SandboxLevel:
         return LEVELS.index(self.name) >= LEVELS.index(level)
 
 
-def blender_binary(config: "SandboxConfig") -> str | None:
+def blender_binary(config: SandboxConfig) -> str | None:
     """The Blender executable workers run in, or None to use the bpy module under Python.
 
     One order everywhere: the config's ``blender_bin`` (``--blender-bin``), else ``$BLENDER_BIN``,
@@ -71,7 +70,7 @@ def blender_binary(config: "SandboxConfig") -> str | None:
     return config.blender_bin or os.environ.get("BLENDER_BIN") or running_blender_binary()
 
 
-def python_runtime(config: "SandboxConfig", script: str | Path, script_args: list[str]) -> tuple[list[str], list[str]]:
+def python_runtime(config: SandboxConfig, script: str | Path, script_args: list[str]) -> tuple[list[str], list[str]]:
     """(argv, host paths to read) for running ``script`` under Python (``config.python`` or this one)."""
     python = interpreter_path(config.python or sys.executable)
     # -I: ignore PYTHON* variables and the user's site-packages.
@@ -105,7 +104,7 @@ def binary_runtime(binary: str, script: str | Path, script_args: list[str]) -> t
     return argv, [os.path.dirname(binary)]
 
 
-def runtime(config: "SandboxConfig", script: str | Path, script_args: list[str]) -> tuple[list[str], list[str]]:
+def runtime(config: SandboxConfig, script: str | Path, script_args: list[str]) -> tuple[list[str], list[str]]:
     """(argv, host paths the worker must be able to read) for running ``script`` in Blender."""
     binary = blender_binary(config)
     if binary:
@@ -196,7 +195,7 @@ def gpu_bwrap_args(gpu: GpuPaths, created: set[str], bound: list[str]) -> list[s
 
 
 def bwrap_args(
-    config: "SandboxConfig",
+    config: SandboxConfig,
     workspace: str | Path,
     read_paths: list[str],
     uid: int | None,
@@ -337,8 +336,7 @@ class UidLease:
     """
 
     def __init__(self, base: int):
-        import fcntl  # POSIX only: imported here so the add-on registers on every platform
-        import socket
+        import fcntl  # deferred: POSIX only; the add-on imports this module and registers on every platform
 
         UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
         for offset in range(10000):
@@ -386,8 +384,6 @@ class Cgroup:
         return str(self.path / "cgroup.procs")
 
     def kill_all(self) -> None:
-        import signal
-
         for _ in range(20):
             try:
                 pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
@@ -400,8 +396,6 @@ class Cgroup:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            import time
-
             time.sleep(0.01)
 
     def remove(self) -> None:
@@ -413,8 +407,6 @@ class Cgroup:
             except FileNotFoundError:
                 return
             except OSError:
-                import time
-
                 time.sleep(0.02)
         log.warning("could not remove cgroup %s", self.path)
 
@@ -583,7 +575,7 @@ def cgroup_available() -> str | None:
 
 
 def _run_probe(
-    config: "SandboxConfig", use_bwrap: bool, uid: int | None, seccomp: bool
+    config: SandboxConfig, use_bwrap: bool, uid: int | None, seccomp: bool
 ) -> tuple[dict | None, str | None]:
     workdir = tempfile.mkdtemp(prefix="bvb-probe-")
     try:
@@ -616,9 +608,8 @@ def _run_probe(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def probe_layers(config: "SandboxConfig | None" = None, refresh: bool = False) -> SandboxLevel:
+def probe_layers(config: SandboxConfig | None = None, refresh: bool = False) -> SandboxLevel:
     """Which layers work here (cached per process and settings)."""
-    from .config import SandboxConfig
 
     config = config or SandboxConfig()
     key = (config.use_bwrap, config.use_uid, config.use_cgroup, config.use_seccomp, config.python,

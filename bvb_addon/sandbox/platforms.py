@@ -7,10 +7,8 @@ user opts in, in the preferences, to run agent code without that isolation.
 """
 
 import sys
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .config import SandboxConfig
+from .config import SandboxConfig
 
 NO_BACKEND = (
     "No sandbox backend on this platform ({platform}): run the headless runner on a Linux machine, "
@@ -38,9 +36,8 @@ def level_label(allow_weak: bool, platform: str | None = None) -> str:
     return "Sandbox: none, opted in (agent code runs unisolated)" if allow_weak else "Sandbox: none on this platform"
 
 
-def sandbox_config(allow_weak: bool) -> "SandboxConfig":
+def sandbox_config(allow_weak: bool) -> SandboxConfig:
     """The SandboxConfig for the add-on's workers: the default, or the user's opt-in below the minimum."""
-    from .config import SandboxConfig
 
     return SandboxConfig(allow_below_minimum=True) if allow_weak else SandboxConfig()
 

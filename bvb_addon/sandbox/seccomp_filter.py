@@ -14,6 +14,7 @@ import ctypes.util
 import errno
 import json
 import os
+import socket
 import sys
 
 SCMP_ACT_ALLOW = 0x7FFF0000
@@ -152,8 +153,6 @@ def capability_bounding_set() -> int | None:
 
 def probe() -> None:
     """What the supervisor's layer probe runs inside the candidate sandbox."""
-    import socket
-
     report: dict[str, object] = {"uid": os.getuid(), "euid": os.geteuid(), "seccomp_error": None, "socket_blocked": False,
               "cap_bnd": capability_bounding_set()}  # fmt: skip
     if "--seccomp" in sys.argv:

@@ -18,10 +18,12 @@ import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from ..atomic import copy_atomic
 from ..blend_header import newer_file_reason
 from ..errors import ArgumentError
 from . import files, replies, wire
@@ -355,8 +357,6 @@ class Worker:
             reason = newer_file_reason(path, self.info.get("blender")) or reason
         result = StepResult(status=status, reason=reason, summary=_summary(reply.summary), step=number)
         if status == "ok" and snapshot:
-            from ..atomic import copy_atomic
-
             dest = self.snapshot_dir / f"{number:03d}.blend"
             copy_atomic(path, dest)
             result.snapshot = self._last_snapshot = dest
@@ -473,7 +473,7 @@ class Worker:
 
     def _preexec(self):
         """In the child before exec (no prlimit here): rlimits, then the pids and memory cgroups."""
-        import resource  # POSIX only: imported here so the add-on registers on every platform
+        import resource  # deferred: POSIX only; the add-on imports this module and registers on every platform
 
         for name, value in self._limits():
             resource.setrlimit(getattr(resource, f"RLIMIT_{name.upper()}"), (value, value))
@@ -721,8 +721,6 @@ def _spawn(*args, **kwargs):
     global _SPAWNER
     with _SPAWNER_LOCK:
         if _SPAWNER is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bvb-sandbox-spawner")
     return _SPAWNER.submit(subprocess.Popen, *args, **kwargs).result()
 

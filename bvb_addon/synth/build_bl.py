@@ -17,7 +17,10 @@ import bpy
 import numpy as np
 
 from ..atomic import write_json_atomic, write_text_atomic
+from ..dataset import read_split, write_split
 from ..mp4 import write_mp4
+from ..progress import bar as progress_bar
+from ..staging import Staging
 from . import oracle, plan, questions
 
 log = logging.getLogger(__name__)
@@ -200,8 +203,6 @@ def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, 
     Rows of other scenes already in split.jsonl are kept, so suites can be grown a difficulty
     at a time. Returns a list of per-scene summaries (scene, seconds, objects, questions).
     """
-    from ..staging import Staging
-
     out_root = Path(out_root)
     # Every file is built in a staging folder inside the suite and moved in only when all are complete,
     # split.jsonl last: a failure (a full disk) leaves the old suite as it was.
@@ -214,9 +215,6 @@ def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, 
 
 def _generate_into(stage, out_root, jobs, seed, clip, progress):
     """Build the scenes into the staging folder, with the suite's merged split.jsonl."""
-    from ..dataset import read_split, write_split
-    from ..progress import bar as progress_bar
-
     width, height, fps, duration = clip
     new_rows, summaries = [], []
     with tempfile.TemporaryDirectory(prefix="bvb-synth-") as work:
