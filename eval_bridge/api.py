@@ -131,29 +131,6 @@ class VGIStepsOptions:
     workers: int = 4
 
 
-@dataclass(frozen=True)
-class LeaderboardOptions:
-    """The leaderboard CSV of scored runs (and a published reference's rows)."""
-
-    runs: tuple[str | Path, ...]  # run directories, or results folders holding them
-    out: Path
-    reference: Path | tuple[str | Path, ...] | None = None  # one published CSV or several (both of BVB's)
-    resamples: int = 2000  # bootstrap resamples of the scenes (eval_bridge.leaderboard.noise)
-    seed: int = 0
-    baseline: Path | None = None  # the run others must match to be comparable (default: the first)
-    rank_all: bool = False  # rank runs that are not comparable with the baseline too
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    """The static HTML report of scored runs."""
-
-    runs: tuple[str | Path, ...]
-    out: Path
-    videos: Path | None = None
-    reference: tuple[str | Path, ...] = ()  # published CSVs: a run beside its configuration's published row
-
-
 # ---- judges ----------------------------------------------------------------------------------
 
 
@@ -476,28 +453,6 @@ def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], Non
         "scenes": sum(result["scenes"] for result in results.values()),
         "faults": [fault for result in results.values() for fault in result["faults"]],
     }
-
-
-def write_leaderboard(options: LeaderboardOptions) -> list[dict[str, Any]]:
-    """Rank the runs (and a published reference CSV's rows) by Overall; writes the CSV; returns the rows."""
-    from .scoring.overall import leaderboard
-
-    return leaderboard(
-        list(options.runs),
-        options.out,
-        options.reference,
-        resamples=options.resamples,
-        seed=options.seed,
-        baseline=options.baseline,
-        rank_all=options.rank_all,
-    )
-
-
-def write_report(options: ReportOptions) -> Path:
-    """The static HTML report of scored runs; returns the path of its index."""
-    from .pages.report import build_report
-
-    return build_report(list(options.runs), options.out, options.videos, reference=options.reference)
 
 
 def _check_backend(backend: str) -> None:

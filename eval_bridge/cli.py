@@ -7,15 +7,19 @@ import argparse
 import logging
 import os
 import sys
+import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from bvb_addon import errors
 from bvb_addon.command_line import Parser, add_alias, sub_parser
 from bvb_addon.errors import ArgumentError
+from bvb_addon.options import add_options, from_namespace
 from bvb_addon.run_dir import JUDGE_CACHE, SHARED, STEPS_ANALYSIS, RunDir
 
 from . import api
+from .leaderboard import board
+from .pages import inspect_export, live, report
 from .scoring.judge_options import JudgeOptions as _J
 from .scoring.protocol import PROTOCOLS
 
@@ -196,26 +200,7 @@ def _add_leaderboard(sub: SubParsers) -> None:
         "rank runs in BVB's published CSV shape",
         "bvb leaderboard results/r1 results/r2 --out board.csv --reference published.csv",
     )
-    p.add_argument("runs", nargs="+", help="scored run directories, or results folders holding them")
-    p.add_argument("--out", required=True, help="CSV to write")
-    p.add_argument(
-        "--baseline",
-        help="the run the others must match to be comparable (split, judge, protocol, frames, render, encoder, "
-        "Blender, harness; default: the first run)",
-    )
-    p.add_argument(
-        "--rank-all",
-        action="store_true",
-        help="rank runs that are not comparable with the baseline too (they stay marked comparable=false)",
-    )
-    p.add_argument(
-        "--reference",
-        action="append",
-        help="published results CSV to rank the runs among, repeatable: BVB's results.csv and "
-        "assets/bvb-results.csv (a configuration in both counts once; default: none)",
-    )
-    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples of the scenes")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (same files and seed: same intervals)")
+    add_options(p, board.LeaderboardOptions)
     p.set_defaults(func=cmd_leaderboard)
 
 
@@ -274,16 +259,7 @@ def _add_report(sub: SubParsers) -> None:
     p = sub_parser(
         sub, "report", "static HTML report of scored runs", "bvb report results/r1 results/r2 --out results/report"
     )
-    p.add_argument("runs", nargs="+", help="run directories, or results folders holding them")
-    p.add_argument("--out", required=True, help="folder for index.html and its pages")
-    p.add_argument("--videos", help="source videos root (default: each run's config.json)")
-    p.add_argument(
-        "--reference",
-        action="append",
-        help="published results CSV (repeatable: BVB's results.csv and assets/bvb-results.csv): each run that "
-        "reproduces a published configuration is shown beside its row, with the difference and its interval "
-        "(default: none)",
-    )
+    add_options(p, report.ReportOptions)
     p.set_defaults(func=cmd_report)
 
 
@@ -291,17 +267,7 @@ def _add_view(sub: SubParsers) -> None:
     p = sub_parser(
         sub, "view", "serve the report on loopback, refreshed while runs and scorers write", "bvb view results/r1"
     )
-    p.add_argument("paths", nargs="+", metavar="RUN_OR_RESULTS_DIR", help="run directories or results folders")
-    p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (only loopback is allowed)")
-    p.add_argument("--port", type=int, default=8770, help="port to bind")
-    p.add_argument("--out", help="folder for the built pages (default: a temporary folder)")
-    p.add_argument("--videos", help="source videos root (default: each run's config.json)")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between checks for new files")
-    p.add_argument(
-        "--reference",
-        action="append",
-        help="published results CSV (repeatable), as for bvb report: a run beside its published row (default: none)",
-    )
+    add_options(p, live.ViewOptions)
     p.set_defaults(func=cmd_view)
 
 
@@ -312,9 +278,7 @@ def _add_export(sub: SubParsers) -> None:
         "export a run to another tool's format (inspect: an Inspect AI eval log)",
         "bvb export inspect results/r1 --out r1.json",
     )
-    p.add_argument("format", choices=("inspect",), help="the format")
-    p.add_argument("run", help="run directory")
-    p.add_argument("--out", required=True, help="log file to write (.json); open it with: inspect view")
+    add_options(p, inspect_export.ExportOptions)
     p.set_defaults(func=cmd_export)
 
 
@@ -550,26 +514,12 @@ def cmd_overall(args: argparse.Namespace, progress: api.Progress | None = None) 
     return result
 
 
-def cmd_leaderboard(args: argparse.Namespace, progress: api.Progress | None = None) -> list[dict[str, Any]]:
+def cmd_leaderboard(args: argparse.Namespace, progress: api.Progress | None = None) -> board.LeaderboardResult:
     """``bvb leaderboard``: the CSV and its table."""
-    from .scoring.overall import format_table
-
-    if args.bootstrap < 10:
-        raise ArgumentError(f"--bootstrap {args.bootstrap} is too few resamples; use at least 10 (default 2000)")
-    rows = api.write_leaderboard(
-        api.LeaderboardOptions(
-            tuple(args.runs),
-            Path(args.out),
-            tuple(args.reference or ()),
-            args.bootstrap,
-            args.seed,
-            args.baseline,
-            args.rank_all,
-        )
-    )
-    print(format_table(rows))
-    print(f"wrote {args.out}")
-    return rows
+    result = board.leaderboard(from_namespace(board.LeaderboardOptions, args))
+    print(result.table)
+    print(f"wrote {result.out}")
+    return result
 
 
 def cmd_serve(args: argparse.Namespace, progress: api.Progress | None = None) -> int:
@@ -579,25 +529,19 @@ def cmd_serve(args: argparse.Namespace, progress: api.Progress | None = None) ->
     return serve(config_from_args(args))
 
 
-def cmd_report(args: argparse.Namespace, progress: api.Progress | None = None) -> Path:
+def cmd_report(args: argparse.Namespace, progress: api.Progress | None = None) -> report.ReportResult:
     """``bvb report``: the static HTML report."""
-    out = api.write_report(
-        api.ReportOptions(tuple(args.runs), Path(args.out), args.videos, tuple(args.reference or ()))
-    )
-    print(f"wrote {out or args.out}")
-    return out
+    result = report.report(from_namespace(report.ReportOptions, args))
+    print(f"wrote {result.index or result.out}")
+    return result
 
 
 def cmd_view(args: argparse.Namespace, progress: api.Progress | None = None) -> NoReturn:
     """``bvb view``: the live report on loopback, until interrupted."""
-    import time
-
-    from .pages.live import ViewServer
-
-    server = ViewServer(
-        args.paths, args.out, args.host, args.port, args.videos, args.interval, tuple(args.reference or ())
-    ).start()
-    print(f"serving the live report of {', '.join(args.paths)} at {server.url} (read-only; Ctrl-C stops)", flush=True)
+    options = from_namespace(live.ViewOptions, args)
+    server = live.view(options)
+    shown = ", ".join(map(str, options.paths))
+    print(f"serving the live report of {shown} at {server.url} (read-only; Ctrl-C stops)", flush=True)
     try:
         while True:
             time.sleep(3600)
@@ -605,12 +549,11 @@ def cmd_view(args: argparse.Namespace, progress: api.Progress | None = None) -> 
         server.stop()
 
 
-def cmd_export(args: argparse.Namespace, progress: api.Progress | None = None) -> None:
+def cmd_export(args: argparse.Namespace, progress: api.Progress | None = None) -> inspect_export.ExportResult:
     """``bvb export inspect``: the run as an Inspect AI eval log."""
-    from .pages.inspect_export import export_inspect
-
-    count = export_inspect(args.run, args.out)
-    print(f"wrote {args.out}: {count} samples (open with: inspect view --log-dir {Path(args.out).parent})")
+    result = inspect_export.export(from_namespace(inspect_export.ExportOptions, args))
+    print(f"wrote {result.out}: {result.samples} samples (open with: inspect view --log-dir {result.out.parent})")
+    return result
 
 
 def cmd_steps(args: argparse.Namespace, progress: api.Progress | None = None) -> api.Summary:

@@ -23,8 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bvb_addon.dataset import SplitError, read_split
 from bvb_addon.records import read_dv_rows, read_dv_summary, read_ls_rows, read_ls_summary
 from bvb_addon.run_dir import RunDir, read_json
+
+from ..scoring.protocol import is_correct, pooled, score
+from .identity import ls_rule
+from .released import row_scene
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +78,6 @@ def scene_table(run_dir: str | Path) -> tuple[dict, dict]:
     read with their own verdicts (records.dual_vqa.from_release), never judged again. A failed LS scene
     counts 0, or is left out where the run's LS summary averaged scored scenes only (identity.ls_rule).
     """
-    from ..scoring.protocol import pooled
-    from .identity import ls_rule
-    from .released import row_scene
-
     rd = RunDir(run_dir)
     scored_only = rd.ls_summary.is_file() and ls_rule(read_ls_summary(rd.ls_summary).as_dict()) == "scored_only"
     dv: dict[str, tuple] = {}
@@ -164,8 +165,6 @@ def overlaps(rows: list[dict], key: str = "overall") -> list[dict]:
 
 def _split_options(summary: dict, run_dir: str | Path) -> dict[str, list[str] | None] | None:
     """{question id: options} from the split the run was scored on, or None when it cannot be read."""
-    from bvb_addon.dataset import SplitError, read_split
-
     config_path = RunDir(run_dir).config
     config = read_json(config_path, "config") if config_path.is_file() else {}
     split = summary.get("split") or config.get("split")
@@ -184,8 +183,6 @@ def vote_spread(run_dir: str | Path) -> dict | None:
     A vote's DV grades that vote's answer on each side with the one correctness rule (a
     missing render answer, as when the render failed, is wrong); the spread is max minus min.
     """
-    from ..scoring.protocol import is_correct, pooled, score
-
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
     rows = pooled(read_dv_rows(rd.dv_rows))

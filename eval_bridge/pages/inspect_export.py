@@ -14,12 +14,14 @@ import hashlib
 import json
 import logging
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.jsonfile import read_json
+from bvb_addon.options import option
 from bvb_addon.records import AgentMeta, RunConfig, read_agent_meta, read_dv_rows, read_ls_rows, read_run_config
 from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError
 from bvb_addon.trajectory import scene_trajectory
@@ -166,6 +168,28 @@ def _sample(
         "attachments": attachments,
     }
     return sample
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """``bvb export``: a run in another tool's format (the parser is generated from these fields)."""
+
+    format: Literal["inspect"] = option(positional=True, help="the format")
+    run: Path = option(positional=True, help="run directory")
+    out: Path = option(help="log file to write (.json); open it with: inspect view")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """The log written and how many samples (scenes) it holds."""
+
+    out: Path
+    samples: int
+
+
+def export(options: ExportOptions) -> ExportResult:
+    """The run exported in ``options.format`` (an Inspect eval log, the one format today)."""
+    return ExportResult(Path(options.out), export_inspect(options.run, options.out))
 
 
 def export_inspect(run_dir: str | Path, out: str | Path) -> int:

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Container, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp, Scope
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.jsonfile import read_object_or_none
+from bvb_addon.options import option
 from bvb_addon.run_dir import RunDir, find_runs, read_jsonl
 from bvb_addon.trajectory import read_trajectory
 
@@ -46,7 +48,8 @@ from ..service.loopback_http import (
     url_of,
 )
 from .html_page import Markup, Script, csp, fragment, join, render
-from .report import ReportMemo
+from .report import LOAD_SCRIPT, ReportMemo, build_report
+from .trajectory_page import LOAD_SCRIPT as STEP_LOAD_SCRIPT
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +86,6 @@ EMPTY_PAGE = """<!doctype html>
 
 def view_policy() -> str:
     """The header bvb view sends with every file: the scripts of every page it serves, and nothing else."""
-    from .report import LOAD_SCRIPT
-    from .trajectory_page import LOAD_SCRIPT as STEP_LOAD_SCRIPT
-
     return csp((LOAD_SCRIPT, STEP_LOAD_SCRIPT, live_script("", 0))) + "; frame-ancestors 'none'"
 
 
@@ -279,8 +279,6 @@ class LiveReport:
 
     def refresh(self) -> bool:
         """Rebuild when something changed; returns whether it did."""
-        from .report import build_report
-
         started = time.process_time()
         runs = resolve_runs(self.paths)
         marks = {str(run): fingerprint([run]) for run in runs}
@@ -401,6 +399,32 @@ def build_app(out_dir: str | Path, allowed: Container[str] | None) -> ViewGuard:
 def check_loopback(host: str) -> None:
     if not is_loopback(host):
         raise ViewError(f"bvb view serves on loopback only; {host} is not a loopback address (use 127.0.0.1)")
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """``bvb view``: which runs, where the pages go and where they are served (the parser is generated from these)."""
+
+    paths: tuple[Path, ...] = option(
+        positional=True, metavar="RUN_OR_RESULTS_DIR", help="run directories or results folders"
+    )
+    host: str = option("127.0.0.1", "loopback address to bind (only loopback is allowed)")
+    port: int = option(8770, "port to bind")
+    out: Path | None = option(None, "folder for the built pages (default: a temporary folder)")
+    videos: Path | None = option(None, "source videos root (default: each run's config.json)")
+    interval: float = option(1.0, "seconds between checks for new files")
+    reference: tuple[Path, ...] = option(
+        (),
+        "published results CSV (repeatable), as for bvb report: a run beside its published row (default: none)",
+        repeat=True,
+    )
+
+
+def view(options: ViewOptions) -> "ViewServer":
+    """The live report of ``options.paths``, started (``server.url``; ``server.stop()`` ends it)."""
+    return ViewServer(
+        options.paths, options.out, options.host, options.port, options.videos, options.interval, options.reference
+    ).start()
 
 
 class ViewServer:

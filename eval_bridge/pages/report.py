@@ -22,20 +22,56 @@ from typing import Any
 
 from bvb_addon import versions, video
 from bvb_addon.jsonfile import read_object_or_none
+from bvb_addon.options import option
 from bvb_addon.run_dir import RunDir, read_jsonl, run_blenders, runs_in, videos_of
 from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 
 from ..leaderboard import released
 from ..leaderboard.identity import describe, differences, ls_rule, ranking_group, run_identity
+from ..leaderboard.noise import intervals, mean_of, run_noise, trial_groups
+from ..scoring.overall import published_match, read_references, versus_published
 from ..scoring.protocol import overall_score
+from ..vgi.pages import link as vgi_link
+from ..vgi.pages import split_outputs, write_pages
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
 from .report_images import ImageStore
 from .report_manifest import Manifest, data_key, stat_key, write_output
+from .trajectory_page import build_scene_page
 
 log = logging.getLogger(__name__)
 
 STRIP_FRAMES = 6
 STRIP_SIDE = 192
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The static HTML report of scored runs (``bvb report``'s parser is generated from these fields)."""
+
+    runs: tuple[Path, ...] = option(positional=True, help="run directories, or results folders holding them")
+    out: Path = option(help="folder for index.html and its pages")
+    videos: Path | None = option(None, "source videos root (default: each run's config.json)")
+    reference: tuple[Path, ...] = option(
+        (),
+        "published results CSV (repeatable: BVB's results.csv and assets/bvb-results.csv): each run that "
+        "reproduces a published configuration is shown beside its row, with the difference and its interval "
+        "(default: none)",
+        repeat=True,
+    )
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """Where the report's page is (a report of VGI output folders only is their pages' index)."""
+
+    index: Path
+    out: Path
+
+
+def report(options: ReportOptions) -> ReportResult:
+    """The report of ``options.runs`` written under ``options.out``; its index page."""
+    index = build_report(options.runs, options.out, options.videos, reference=options.reference)
+    return ReportResult(index, Path(options.out))
 
 
 @dataclass
@@ -162,8 +198,6 @@ def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunV
     elif view.dv is not None and view.ls is not None:
         view.overall = overall_score(view.dv, view.ls)
     view.steps = _read_json(rd.steps_analysis, run_dir) or {}
-    from ..leaderboard.noise import run_noise
-
     try:
         view.ci = run_noise(run_dir)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a row with the wrong types: no intervals
@@ -315,6 +349,7 @@ def _error_bar(value, ci, key):
 
 def _plots(runs, assets):
     """Draw the scatter and the by-type bars with matplotlib; return file names."""
+    # deferred: matplotlib (and numpy under it) takes a second to import; only a report with runs draws
     import matplotlib
 
     matplotlib.use("Agg")
@@ -382,6 +417,7 @@ def _steps_plot(runs, assets):
     analysed = [view for view in runs if view.steps]
     if not analysed:
         return None
+    # deferred: matplotlib, as in _plots
     import matplotlib
 
     matplotlib.use("Agg")
@@ -505,8 +541,6 @@ def _with_ci(value, ci, key):
 
 def _trial_views(runs):
     """One row per group of NAME.trialK runs: the mean over trials and the interval of that mean."""
-    from ..leaderboard.noise import intervals, mean_of, trial_groups
-
     by_path = {str(Path(v.path)): v for v in runs}
     rows = []
     for name, paths in trial_groups([v.path for v in runs]).items():
@@ -616,8 +650,6 @@ def _versus_table(runs):
 
 def _attach_published(runs, reference):
     """Match each run to its configuration's published row (overall.published_match) and keep the comparison."""
-    from ..scoring.overall import published_match, read_references, versus_published
-
     published = read_references(reference)
     for view in runs:
         row = {"name": view.name if not view.effort else view.name.removesuffix(f" ({view.effort})"),
@@ -812,8 +844,6 @@ def _page_name(run_slug, scene):
 
 def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True, images=None):
     """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed (the manifest)."""
-    from .trajectory_page import build_scene_page
-
     page = out_dir / "scenes" / _page_name(run_slug, row.scene)
     if not rebuild and page.is_file():
         return page_url("scenes", page.name)
@@ -847,9 +877,6 @@ def build_report(
     out_dir = Path(out_dir)
     # Read first: a manifest that is torn or of a newer format is refused before anything is written.
     manifest = memo.manifest_of(out_dir) if memo is not None else Manifest(out_dir)
-    from ..vgi.pages import link as vgi_link
-    from ..vgi.pages import split_outputs, write_pages
-
     run_dirs, vgi_outputs = split_outputs(list(run_dirs))
     vgi_index = write_pages(vgi_outputs, out_dir)
     if vgi_index is not None and not run_dirs:

@@ -1,8 +1,8 @@
-"""Overall = ((sqrt(DV) + sqrt(max(0, LS))) / 2)^2 on the 0-100 scale, and the leaderboard CSV."""
+"""Overall = ((sqrt(DV) + sqrt(max(0, LS))) / 2)^2 on the 0-100 scale, and the leaderboard CSV's rows
+(eval_bridge.leaderboard.board ranks and writes them)."""
 
 import csv
 import datetime
-import io
 import logging
 import re
 from collections.abc import Iterable
@@ -11,7 +11,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from bvb_addon import versions
-from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BadFileError, BVBError
 from bvb_addon.money import money
 from bvb_addon.records import (
@@ -24,7 +23,7 @@ from bvb_addon.records import (
     read_overall,
     write_overall,
 )
-from bvb_addon.run_dir import RunDir, require_run, run_blenders, runs_in
+from bvb_addon.run_dir import RunDir, require_run, run_blenders
 
 from ..leaderboard import identity, noise, released
 from .protocol import overall_score, retention
@@ -353,14 +352,6 @@ def read_references(paths: Iterable[str | Path]) -> list[dict]:
     return rows
 
 
-def _cell(value):
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
 def _rank_key(row):
     """Higher first; a missing value ranks after every present one."""
     key = []
@@ -392,51 +383,6 @@ def rank_groups(rows: list[dict], rank_all: bool = False) -> list[dict]:
         noise.overlaps(ranked)
         ordered += ranked + apart
     return ordered
-
-
-def leaderboard(
-    run_dirs: list[str | Path], out: str | Path, reference: str | Path | Iterable[str | Path] | None = None,
-    resamples: int = noise.RESAMPLES, seed: int = noise.SEED, baseline: str | Path | None = None,
-    rank_all: bool = False,
-) -> list[dict]:  # fmt: skip
-    """Rank runs (and published rows) by Overall within their group; write the CSV atomically; return the rows.
-
-    Runs named NAME.trial1 ... NAME.trialK also get one row NAME aggregating their trials. Each group
-    (``rank_groups``) has a baseline run: ``baseline`` when it is in the group, else the group's first;
-    a run whose identity differs from it is marked comparable=false with what differs, and is not
-    ranked unless ``rank_all`` asks for one ranking across the group: its rank is blank and it follows
-    the ranked rows. ``reference``: one published CSV or several (``read_references``).
-    """
-    # A results folder stands for the runs in it (the demo's runs/ included); one with none is refused.
-    runs: list[Path] = runs_in(run_dirs)
-    rows = [run_row(r, resamples, seed) for r in runs]
-    by_dir = {str(Path(r)): row for r, row in zip(runs, rows, strict=True)}
-    for name, trials in noise.trial_groups(runs).items():
-        trial = noise.trial_row(name, [by_dir[str(t)] for t in trials], trials, resamples, seed)
-        trial["run"] = str(trials[0]).rsplit(".trial", 1)[0]
-        rows.append(trial)
-    base_row = None
-    if baseline is not None:
-        base = runs_in([baseline])
-        if len(base) != 1:
-            raise OverallError(f"--baseline {baseline} holds {len(base)} runs; name one run directory")
-        base_row = by_dir.get(str(base[0])) or run_row(base[0], resamples, seed)
-    for group in dict.fromkeys(str(r.get("group")) for r in rows):
-        members = [r for r in rows if str(r.get("group")) == group]
-        anchor = base_row if base_row is not None and base_row.get("group") == group else members[0]
-        mark_comparability(members, anchor["identity"])
-    if reference:
-        paths = [reference] if isinstance(reference, str | Path) else list(reference)
-        rows += read_references(paths)
-    # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
-    rows = rank_groups(rows, rank_all)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _cell(row.get(k)) for k in COLUMNS})
-    write_text_atomic(out, buffer.getvalue())
-    return rows
 
 
 COMPARED = ("overall", "dualVqa", "latentSim", "layout", "motion", "costUsd", "runtimeMin")
@@ -515,4 +461,4 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join([*lines, versus] if versus else lines)
 
 
-__all__ = ["COLUMNS", "compute_overall", "format_table", "leaderboard", "overall_score"]
+__all__ = ["COLUMNS", "compute_overall", "format_table", "overall_score"]
