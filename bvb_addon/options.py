@@ -55,6 +55,7 @@ def option(
     default_factory: Callable[[], Any] | None = None,
     cli_help_default: str | None = None,
     repeat: bool = False,
+    group: str | None = None,
 ) -> Any:
     """A field of an options class: its default and one-line ``help``.
 
@@ -65,7 +66,9 @@ def option(
     only; ``repeat``: a tuple field given by repeating its flag (``--root a --root b``; the help says the
     default); ``cli=False``: not on the command line (a value only code passes, like a campaign's
     budget); ``record=False``: never written to a record or returned as JSON (a budget holder, a
-    callback); ``exclude``: for an options-class field, its fields left off this stage's command line.
+    callback); ``exclude``: for an options-class field, its fields left off this stage's command line;
+    ``group``: the title of the help section the flag is listed under (an options-class field's group is
+    its fields' unless they name their own).
     """
     metadata = {
         "help": help,
@@ -81,6 +84,7 @@ def option(
         "exclude": exclude,
         "cli_help_default": cli_help_default,
         "repeat": repeat,
+        "group": group,
     }
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
@@ -151,8 +155,9 @@ def _type_name(tp: Any) -> str:
 def _default(f: "dataclasses.Field[Any]") -> Any:
     if f.default is not MISSING:
         return f.default
-    if f.default_factory is not MISSING:
-        return f.default_factory()
+    factory: Any = f.default_factory
+    if factory is not MISSING:
+        return factory()
     return MISSING
 
 
@@ -175,13 +180,30 @@ def _dest(prefix: str, name: str) -> str:
     return f"{prefix}{name}"
 
 
+def _group(parser: Any, title: str | None) -> Any:
+    """The argument group titled ``title`` of ``parser`` (made once); the parser itself without a title or
+    when ``parser`` is already a group (argparse does not nest groups)."""
+    if not title or not isinstance(parser, argparse.ArgumentParser):
+        return parser
+    for group in parser._action_groups:
+        if group.title == title:
+            return group
+    return parser.add_argument_group(title)
+
+
 def add_options(
-    parser: argparse.ArgumentParser | Any, cls: type, *, exclude: tuple[str, ...] = (), _prefix: str = ""
+    parser: argparse.ArgumentParser | Any,
+    cls: type,
+    *,
+    exclude: tuple[str, ...] = (),
+    group: str | None = None,
+    _prefix: str = "",
 ) -> None:
     """Add one argument per field of ``cls`` (an options-class field: its fields, flattened).
 
     ``parser`` may be an argument group. Each argument's dest is the field's path (``judge__model``)
-    so ``from_namespace`` reads it back whatever the flag is called.
+    so ``from_namespace`` reads it back whatever the flag is called. ``group``: the help section of
+    fields that name none (a field's ``option(group=...)`` wins; sections are made on ``parser``).
     """
     for f, tp in _fields(cls):
         meta = f.metadata
@@ -189,9 +211,11 @@ def add_options(
             continue
         base, optional = _unwrap_optional(tp)
         dest = _dest(_prefix, f.name)
+        title = meta.get("group") or group
         if is_options(base):
-            add_options(parser, base, exclude=tuple(meta.get("exclude", ())), _prefix=dest + "__")
+            add_options(parser, base, exclude=tuple(meta.get("exclude", ())), group=title, _prefix=dest + "__")
             continue
+        target = _group(parser, title)
         default = _default(f)
         kwargs: dict[str, Any] = {"help": meta.get("help", "")}
         if meta.get("metavar"):
@@ -208,6 +232,9 @@ def add_options(
                 kwargs["type"] = value_type
             if choices is not None:
                 kwargs["choices"] = choices
+            elif not meta.get("positional"):
+                # The field's name, not its dest: a sub-option's flag reads --model MODEL, not AGENT__MODEL.
+                kwargs.setdefault("metavar", f.name.upper())
             if meta.get("repeat"):
                 kwargs["action"] = "append"  # into a list argparse makes; from_namespace keeps the default
             elif item is not None or meta.get("nargs"):
@@ -220,7 +247,7 @@ def add_options(
                 kwargs.setdefault("nargs", "?")
                 kwargs["default"] = default
             kwargs.setdefault("metavar", f.name.upper())
-            parser.add_argument(dest, **kwargs)
+            target.add_argument(dest, **kwargs)
             continue
         flags = [flag_of(f)] + ([meta["short"]] if meta.get("short") else [])
         if default is MISSING:
@@ -228,12 +255,12 @@ def add_options(
         else:
             # append extends a default it is given: a repeated option's list starts empty.
             kwargs["default"] = None if meta.get("repeat") else default
-        parser.add_argument(*flags, dest=dest, **kwargs)
-        same = {k: kwargs[k] for k in ("type", "nargs", "choices") if k in kwargs}
+        target.add_argument(*flags, dest=dest, **kwargs)
+        same: dict[str, Any] = {k: kwargs[k] for k in ("type", "nargs", "choices") if k in kwargs}
         if base is bool:
             same = {"nargs": 0, "const": default is not True}
         for old in meta.get("old", ()):
-            add_alias(parser, old, flags[0], dest, **same)
+            add_alias(target, old, flags[0], dest, **same)
 
 
 def from_namespace(cls: type[T], namespace: argparse.Namespace, *, _prefix: str = "", **given: Any) -> T:
@@ -288,9 +315,7 @@ def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
         if value not in choices:
             close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ArgumentError(
-                f"{where}: {key} = {value!r}{hint}: choose from {', '.join(repr(c) for c in choices)}"
-            )
+            raise ArgumentError(f"{where}: {key} = {value!r}{hint}: choose from {', '.join(repr(c) for c in choices)}")
         return value
     if base is bool:
         if not isinstance(value, bool):
@@ -315,11 +340,51 @@ def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
     return value  # a type this module does not check (a tuple of pairs, a callable): the class's own check
 
 
-def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, **given: Any) -> T:
+def _leaves(cls: type, path: tuple[str, ...] = ()) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(field name, path of the options-class fields holding it) of every field of ``cls``'s sub-options."""
+    for f, tp in _fields(cls):
+        base, _ = _unwrap_optional(tp)
+        if is_options(base) and f.metadata.get("record", True):
+            for sub, _tp in _fields(base):
+                if sub.metadata.get("record", True):
+                    yield sub.name, (*path, f.name)
+            yield from _leaves(base, (*path, f.name))
+
+
+def nest(cls: type, data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A flat table as ``from_mapping`` reads it: a key that is no field of ``cls`` but the field of exactly one
+    of its sub-options (``model`` for ``agent.model``) goes into that sub-table; a name two sub-options share is
+    an error naming both (give it in its sub-table)."""
+    own = {f.name for f, _ in _fields(cls)}
+    homes: dict[str, list[tuple[str, ...]]] = {}
+    for name, path in _leaves(cls):
+        homes.setdefault(name, []).append(path)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        paths = homes.get(key, [])
+        if key in own or not paths:
+            out[key] = value
+            continue
+        if len(paths) > 1:
+            tables = " or ".join(f"[{'.'.join(p)}]" for p in paths)
+            raise ArgumentError(f"{where}: {key} is a field of {tables}; give it in that sub-table")
+        table = out
+        for part in paths[0]:
+            table = table.setdefault(part, {})
+            if not isinstance(table, dict):
+                raise ArgumentError(f"{where}: {part} must be a table; fix the value")
+        table[key] = value
+    return out
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, *, flat: bool = False, **given: Any) -> T:
     """Options from a file's table: keys are field names, checked by type; an unknown key is an error.
 
-    ``where`` names the table in messages (``campaign.toml [configs.gpt]``).
+    ``where`` names the table in messages (``campaign.toml [configs.gpt]``); ``flat``: sub-options' fields may
+    be given at the top level too (``nest``).
     """
+    if flat:
+        data = nest(cls, data, where)
     known = {f.name: (f, tp) for f, tp in _fields(cls) if f.metadata.get("record", True)}
     values: dict[str, Any] = dict(given)
     for key, value in data.items():
@@ -352,9 +417,7 @@ def to_mapping(options: Any) -> dict[str, Any]:
     Fields marked ``record=False`` are left out; ``from_mapping`` reads the rest back.
     """
     return {
-        f.name: _plain(getattr(options, f.name))
-        for f in dataclasses.fields(options)
-        if f.metadata.get("record", True)
+        f.name: _plain(getattr(options, f.name)) for f in dataclasses.fields(options) if f.metadata.get("record", True)
     }
 
 

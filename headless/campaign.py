@@ -3,7 +3,7 @@
     bvb campaign CONFIG.toml           run (or resume) every stage of every configuration
     bvb campaign status CONFIG.toml    done / running / failed / left per configuration and stage
 
-The TOML file (paths relative to it)::
+The TOML file (paths relative to it); every table's keys are the stage's option fields::
 
     results = "results/campaign"       # one run folder per configuration (and trial) inside
     budget = 25.0                      # USD of every agent and judge call, all configurations
@@ -12,21 +12,27 @@ The TOML file (paths relative to it)::
     workers = 2
     split = "data/synth/split.jsonl"
     videos = "data/synth"
-    run_args = ["--sandbox-min", "rlimits"]     # passed to every `bvb run`
 
-    [render]                           # `bvb render` options
+    [run]                              # `bvb run`'s options for every configuration (RunOptions fields;
+    harness = "mini-bvb"               # an AgentConfig, MiniBVBSettings or SandboxConfig field by its name,
+    cost_limit = 1.0                   # or in its sub-table: [run.sandbox] min_level = "rlimits")
+    [render]                           # `bvb render`'s options (RenderOptions fields)
     preset = "fast"
     num_frames = 8
     resolution = 128
-    [dv]                               # `bvb score dv` arguments (judge, protocol, prices)
-    args = ["--judge", "geometry"]
-    [ls]                               # optional: `bvb score ls` (the encoder)
-    args = ["--encoder", "/models/vjepa2"]
+    [dv]                               # `bvb score dv`'s options (DVOptions fields; the judge's by name too)
+    kind = "geometry"
+    [ls]                               # optional: `bvb score ls` (LSOptions fields; the encoder's by name too)
+    model = "/models/vjepa2"
 
-    [[config]]
+    [[config]]                         # one per configuration: its name, trials and run option fields
     name = "gpt-4o"
-    args = ["--model", "gpt-4o", "--reasoning", "none"]
+    model = "gpt-4o"
+    reasoning = "none"
     trials = 1
+
+The older form, command-line words, still works and gives the same options: ``run_args = [...]`` at the
+top, ``args = [...]`` in ``[[config]]``, ``[render]``, ``[dv]`` and ``[ls]`` (parsed by each stage's parser).
 
 Stages run in order (agent, render, dv, ls when configured, overall), each skipping what is
 done (every stage resumes from its files), then the leaderboard and the report over every run.
@@ -39,6 +45,7 @@ no call starts whose worst case would pass it, across configurations, workers an
 """
 
 import argparse
+import difflib
 import math
 import os
 import shlex
@@ -46,19 +53,32 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bvb_addon import dataset
 from bvb_addon.agent.budget import Budget, recorded_spend
+from bvb_addon.agent.budget_ray import ray_budget
 from bvb_addon.agent.ledger import CostLimit
+from bvb_addon.agent.runner import HARNESS_OPTIONS, RunOptions
+from bvb_addon.agent.runner import run as run_stage
 from bvb_addon.atomic import write_json_atomic
-from bvb_addon.errors import BVBError, report
+from bvb_addon.command_line import setup_logging, stage_parser
+from bvb_addon.errors import ArgumentError, BVBError, report
 from bvb_addon.money import money
+from bvb_addon.options import from_mapping, nest, to_mapping
 from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
 from bvb_addon.records import read_dv_rows, read_ls_rows
+from bvb_addon.render_stage import RenderOptions, RenderStage
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
+from bvb_addon.sandbox.config import SandboxConfig
+from eval_bridge import api
+from eval_bridge import cli as bridge_cli
+from eval_bridge.api import DVOptions, EncoderOptions, LSOptions
+from headless import render as render_cli
+from headless import run as run_cli
 
 STAGES = ("agent", "render", "dv", "ls", "overall")
 FINAL = ("submitted", "limit", "failed")
@@ -77,7 +97,8 @@ class CampaignError(BVBError, ValueError):
 @dataclass
 class Configuration:
     name: str
-    args: list
+    options: RunOptions = field(default_factory=RunOptions)
+    """This configuration's run options: the campaign's split, videos, workers and backend, ``[run]``, its own fields."""
     trials: int = 1
 
     def runs(self) -> list[tuple[str, int]]:
@@ -85,6 +106,10 @@ class Configuration:
         if self.trials == 1:
             return [(self.name, 1)]
         return [(f"{self.name}-t{t}", t) for t in range(1, self.trials + 1)]
+
+
+PLACEHOLDER = Path("<run>")
+"""The ``run`` of a stage's options template: each run's folder replaces it."""
 
 
 @dataclass
@@ -99,10 +124,12 @@ class Campaign:
     backend: str = "local"
     ray_address: str | None = None
     workers: int = 1
-    run_args: list = field(default_factory=list)
-    render: dict = field(default_factory=dict)
-    dv_args: list | None = None
-    ls_args: list | None = None
+    render: RenderOptions = field(default_factory=lambda: RenderOptions(run=PLACEHOLDER))
+    """The render stage's options (``run`` set per run)."""
+    dv: DVOptions | None = None
+    """Dual VQA's options (``run`` set per run, the judge's budget the campaign's); None: no dv stage."""
+    ls: LSOptions | None = None
+    """Latent Similarity's options; None: no ls stage."""
 
     def run_dirs(self) -> dict[str, RunDir]:
         """{run name: RunDir} of every configuration's trials, in the file's order."""
@@ -110,14 +137,18 @@ class Campaign:
 
     def stages(self) -> list[str]:
         """The stages this campaign runs: dv and ls only when configured."""
-        return [
-            s for s in STAGES if not (s == "ls" and self.ls_args is None) and not (s == "dv" and self.dv_args is None)
-        ]
+        return [s for s in STAGES if not (s == "ls" and self.ls is None) and not (s == "dv" and self.dv is None)]
 
     @property
     def state_path(self) -> Path:
         """campaign.json: the stage in progress, its PID, the sessions."""
         return self.results / STATE
+
+
+TOP_KEYS = ("results", "budget", "retries", "backend", "ray_address", "workers", "split", "videos", "run_args", "run",
+            "render", "dv", "ls", "config")  # fmt: skip
+CONFIG_KEYS = ("name", "trials", "args")
+"""A ``[[config]]`` table's own keys; the others are run option fields."""
 
 
 def _args(value: Any, key: str) -> list[str]:
@@ -130,9 +161,119 @@ def _args(value: Any, key: str) -> list[str]:
     return [str(v) for v in value]
 
 
+def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise CampaignError(f"{path}: `{key}` must be a table ([{key}]); fix the file")
+    return value
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on ``base``, sub-tables merged key by key (a configuration's ``model`` keeps [run]'s agent fields)."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _paths(table: dict[str, Any], prefix: str = "") -> set[str]:
+    """The field paths a nested table names (``agent.max_steps``)."""
+    found = set()
+    for key, value in table.items():
+        if isinstance(value, dict):
+            found |= _paths(value, f"{prefix}{key}.")
+        else:
+            found.add(f"{prefix}{key}")
+    return found
+
+
+def _words(parser: argparse.ArgumentParser, argv: list[str], where: str) -> argparse.Namespace:
+    """The old form's command-line words, parsed by the stage's own parser; CampaignError naming the table."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit:
+        raise CampaignError(f"{where}: its args do not parse (argparse's line above); fix the words") from None
+
+
+def run_options(campaign: "Campaign", table: dict[str, Any], words: list[str], where: str) -> RunOptions:
+    """A configuration's run options: the campaign's split, videos, workers and backend, then the old form's words
+    (``run_args`` and the configuration's ``args``, parsed by ``bvb run``'s parser), then the field tables."""
+    argv = ["--split", str(campaign.split), "--videos", str(campaign.videos), "--output", str(PLACEHOLDER),
+            "--workers", str(campaign.workers), "--backend", campaign.backend, "--quiet", *words]  # fmt: skip
+    if campaign.ray_address:
+        argv += ["--ray-address", campaign.ray_address]
+    parser = run_cli.build_parser()
+    try:
+        base = run_cli.options_from(run_cli.parse_given(parser, argv))
+    except SystemExit:
+        raise CampaignError(f"{where}: its args do not parse (argparse's line above); fix the words") from None
+    nested = nest(RunOptions, table, where)
+    if "output" in nested:
+        raise CampaignError(f"{where}: output is the campaign's (results/<name>); remove the key")
+    if not nested:
+        return base
+    data = _merge(to_mapping(base), nested)
+    options = from_mapping(RunOptions, data, where, progress=False)
+    return replace(options, named=base.named | (_paths(nested) & set(HARNESS_OPTIONS)))
+
+
+def _render_options(table: dict[str, Any], path: Path) -> RenderOptions:
+    """[render]: RenderOptions fields (preset, num_frames, resolution ...) and the old form's ``args``."""
+    fields = {k: v for k, v in table.items() if k != "args"}
+    # The campaign's defaults (the release's preset and sizes); the table's keys override them.
+    options = from_mapping(RenderOptions, fields, f"{path} [render]", run=PLACEHOLDER, progress=False)
+    words = _args(table.get("args"), "[render] args")
+    if not words:
+        return options
+    args = _words(render_cli.build_parser(), ["--run", str(PLACEHOLDER), *words], f"{path} [render]")
+    sandbox = SandboxConfig(min_level=args.sandbox_min, allow_below_minimum=args.allow_weak_sandbox,
+                            render_timeout_s=args.timeout, blender_bin=args.blender_bin)  # fmt: skip
+    given = {flag.lstrip("-").replace("-", "_") for flag in words if flag.startswith("--")}
+    picked = {
+        name: getattr(args, name) for name in ("num_frames", "preset", "resolution", "min_meshes") if name in given
+    }
+    return replace(options, sandbox=sandbox, **picked)
+
+
+def _dv_options(campaign: "Campaign", table: dict[str, Any], where: str) -> DVOptions:
+    """[dv]: DVOptions fields (the judge's by name: ``kind``, ``model`` ...) and the old form's ``args``."""
+    fields = {k: v for k, v in table.items() if k != "args"}
+    given = {"run": PLACEHOLDER, "split": campaign.split, "videos": campaign.videos, "resume": True}
+    words = _args(table.get("args"), "[dv] args")
+    if words:
+        argv = ["dv", "--run", str(PLACEHOLDER), "--split", str(campaign.split), "--videos", str(campaign.videos),
+                *words]  # fmt: skip
+        args = _words(bridge_cli.build_parser(), argv, where)
+        # Until `score dv`'s parser is generated from DVOptions (from_namespace), its namespace is read here.
+        given.update(judge=bridge_cli.judge_options(args), votes=args.votes, workers=args.workers)
+    return from_mapping(DVOptions, fields, where, flat=True, **given)
+
+
+def _ls_options(campaign: "Campaign", table: dict[str, Any], where: str) -> LSOptions:
+    """[ls]: LSOptions fields (the encoder's by name: ``model``, ``device`` ...) and the old form's ``args``."""
+    fields = {k: v for k, v in table.items() if k != "args"}
+    given: dict[str, Any] = {"run": PLACEHOLDER, "split": campaign.split, "videos": campaign.videos, "resume": True}
+    words = _args(table.get("args"), "[ls] args")
+    if words:
+        argv = ["ls", "--run", str(PLACEHOLDER), "--split", str(campaign.split), "--videos", str(campaign.videos),
+                *words]  # fmt: skip
+        args = _words(bridge_cli.build_parser(), argv, where)
+        # Until `score ls`'s parser is generated from LSOptions (from_namespace), its namespace is read here.
+        given.update(encoder=EncoderOptions(args.encoder, args.device, args.dtype, True, args.num_frames,
+                                            args.encoder_repo, args.checkpoint),
+                     scenes_per_task=args.scenes_per_task)  # fmt: skip
+    return from_mapping(LSOptions, fields, where, flat=True, **given)
+
+
 def load(path: str | Path) -> Campaign:
-    """The campaign a TOML file describes; CampaignError naming the key to fix."""
-    path = Path(path)
+    """The campaign a TOML file describes; CampaignError naming the table and key to fix."""
+    try:
+        return _load(Path(path))
+    except ArgumentError as exc:  # a table's key or type (from_mapping), a sub-options class's own check
+        raise CampaignError(str(exc)) from None
+
+
+def _load(path: Path) -> Campaign:
     if not path.is_file():
         raise CampaignError(f"campaign file not found: {path}; give a TOML file (bvb campaign --help shows one)")
     try:
@@ -140,6 +281,11 @@ def load(path: str | Path) -> Campaign:
     except tomllib.TOMLDecodeError as exc:
         raise CampaignError(f"{path} is not valid TOML ({exc}); fix the line it names") from None
     base = path.resolve().parent
+    unknown = [key for key in data if key not in TOP_KEYS]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], TOP_KEYS, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"the keys are: {', '.join(TOP_KEYS)}"
+        raise CampaignError(f"{path}: unknown key {unknown[0]!r}; {hint}")
 
     def where(key: str) -> Path:
         value = data.get(key)
@@ -150,7 +296,25 @@ def load(path: str | Path) -> Campaign:
     budget = data.get("budget")
     if not isinstance(budget, int | float) or budget < 0 or math.isnan(budget):
         raise CampaignError(f"{path}: `budget` must be the campaign's USD for model calls (a number >= 0)")
-    configurations, seen = [], set()
+    backend = str(data.get("backend", "local"))
+    if backend not in ("local", "ray"):
+        raise CampaignError(f'{path}: `backend` is {backend!r}; use "local" or "ray"')
+    retries = data.get("retries", 1)
+    if not isinstance(retries, int) or retries < 0:
+        raise CampaignError(f"{path}: `retries` must be a whole number >= 0")
+    workers = data.get("workers", 1)
+    if not isinstance(workers, int) or workers < 1:
+        raise CampaignError(f"{path}: `workers` must be a whole number >= 1")
+    campaign = Campaign(
+        path=path.resolve(), results=where("results"), split=where("split"), videos=where("videos"),
+        budget=float(budget), configurations=[], retries=retries, backend=backend,
+        ray_address=data.get("ray_address"), workers=workers,
+    )  # fmt: skip
+    run_table = _table(data, "run", path)
+    run_words = _args(data.get("run_args"), "run_args")
+    # Each table alone first: a wrong key or type is named with its own table.
+    from_mapping(RunOptions, nest(RunOptions, run_table, f"{path} [run]"), f"{path} [run]")
+    seen: set[str] = set()
     for i, entry in enumerate(data.get("config") or []):
         name = str(entry.get("name") or "")
         if not name or "/" in name or name.startswith((".", "_")) or name in seen:
@@ -159,24 +323,25 @@ def load(path: str | Path) -> Campaign:
         if not isinstance(trials, int) or trials < 1:
             raise CampaignError(f"{path}: [[config]] {name}: `trials` must be a whole number >= 1")
         seen.add(name)
-        configurations.append(Configuration(name, _args(entry.get("args"), f"[[config]] {name} args"), trials))
-    if not configurations:
-        raise CampaignError(f"{path}: no [[config]] tables; add one per model configuration (name, args)")
-    backend = str(data.get("backend", "local"))
-    if backend not in ("local", "ray"):
-        raise CampaignError(f'{path}: `backend` is {backend!r}; use "local" or "ray"')
-    retries = data.get("retries", 1)
-    if not isinstance(retries, int) or retries < 0:
-        raise CampaignError(f"{path}: `retries` must be a whole number >= 0")
-    dv, ls = data.get("dv"), data.get("ls")
-    return Campaign(
-        path=path.resolve(), results=where("results"), split=where("split"), videos=where("videos"),
-        budget=float(budget), configurations=configurations, retries=retries, backend=backend,
-        ray_address=data.get("ray_address"), workers=int(data.get("workers", 1)),
-        run_args=_args(data.get("run_args"), "run_args"), render=dict(data.get("render") or {}),
-        dv_args=None if dv is None else _args(dv.get("args"), "[dv] args"),
-        ls_args=None if ls is None else _args(ls.get("args"), "[ls] args"),
-    )  # fmt: skip
+        table_where = f"{path} [[config]] {name}"
+        own = {k: v for k, v in entry.items() if k not in CONFIG_KEYS}
+        from_mapping(RunOptions, nest(RunOptions, own, table_where), table_where)
+        words = [*run_words, *_args(entry.get("args"), f"[[config]] {name} args")]
+        options = run_options(campaign, _merge(nest(RunOptions, run_table, table_where),
+                                               nest(RunOptions, own, table_where)), words, table_where)  # fmt: skip
+        campaign.configurations.append(Configuration(name, options, trials))
+    if not campaign.configurations:
+        raise CampaignError(f"{path}: no [[config]] tables; add one per model configuration (name, model ...)")
+    render = {"preset": "bvb", "num_frames": 64, "resolution": 512, **_table(data, "render", path)}
+    campaign.render = replace(_render_options(render, path), workers=workers, backend=backend,
+                              ray_address=campaign.ray_address, resume=True)  # fmt: skip
+    if "dv" in data:
+        dv = _dv_options(campaign, _table(data, "dv", path), f"{path} [dv]")
+        campaign.dv = replace(dv, backend=backend, ray_address=campaign.ray_address, resume=True)
+    if "ls" in data:
+        ls = _ls_options(campaign, _table(data, "ls", path), f"{path} [ls]")
+        campaign.ls = replace(ls, backend=backend, ray_address=campaign.ray_address, resume=True)
+    return campaign
 
 
 # -- the budget ---------------------------------------------------------------------------------
@@ -213,8 +378,6 @@ def holder(campaign: Campaign, already: float) -> Any:
     """The campaign's one budget holder: in this process (local), or a Ray actor on the head every node reaches."""
     if campaign.backend != "ray":
         return Budget(campaign.budget, spent=already)
-    from bvb_addon.agent.budget_ray import ray_budget
-
     return ray_budget(campaign.budget, already, campaign.ray_address)
 
 
@@ -222,9 +385,9 @@ def holder(campaign: Campaign, already: float) -> Any:
 
 
 def split_scenes(campaign: Campaign) -> list[str]:
-    """The split's scene names, sorted."""
-    rows = read_jsonl(campaign.split)
-    return sorted({r.get("scene_name") for r in rows if r.get("scene_name")})
+    """The split's scene names, sorted; a split that does not read is a SplitError naming its line (before any
+    stage, so before any endpoint is probed)."""
+    return sorted({question.scene_name for question in dataset.read_split(campaign.split)})
 
 
 def agent_counts(rd: RunDir, scenes: list[str]) -> dict[str, int]:
@@ -494,14 +657,12 @@ class CampaignRunner:
                 codes[name] = self._run_all(configuration, name, scenes)
         self._stage("all", "leaderboard")
         scored = [str(rd.root) for name, rd in c.run_dirs().items() if rd.overall.is_file()]
-        from eval_bridge.cli import main as bridge
-
         if scored:
-            bridge(["leaderboard", *scored, "--out", str(c.results / "leaderboard.csv")])
+            bridge_cli.main(["leaderboard", *scored, "--out", str(c.results / "leaderboard.csv")])
         runs = [str(rd.root) for rd in c.run_dirs().values() if rd.looks_like_run()]
         if runs:
             self._stage("all", "report")
-            bridge(["report", *runs, "--out", str(c.results / "report"), "--videos", str(c.videos)])
+            bridge_cli.main(["report", *runs, "--out", str(c.results / "report"), "--videos", str(c.videos)])
         self._save_state(current=None, finished=True, ended=_now())
         self.log(format_status(c, status(c)))
         return codes
@@ -521,71 +682,42 @@ class CampaignRunner:
         return stage_counts(self.c, rd, "agent", scenes)
 
     def _agent(self, configuration, rd, scenes):
-        from dataclasses import replace
-
-        from bvb_addon.agent.runner import Runner
-        from headless import run as run_cli
-
+        """The run stage with the campaign's budget passed as a value: every configuration draws from one holder."""
         c = self.c
+        options = replace(configuration.options, output=rd.root, resume=True, progress=False)
         for attempt in range(1 + c.retries):
             faulted = [s for s in scenes if rd.meta_or_empty(s).get("status") not in FINAL + (None,)]
             if attempt and not faulted:
                 break
-            argv = ["--split", str(c.split), "--videos", str(c.videos), "--output", str(rd.root), "--resume",
-                    "--workers", str(c.workers), "--backend", c.backend, "--quiet", *c.run_args, *configuration.args]  # fmt: skip
-            if c.ray_address:
-                argv += ["--ray-address", c.ray_address]
-            if attempt:
-                argv += ["--scenes", *faulted]
-            parser = run_cli.build_parser()
-            options, config = run_cli._configs(run_cli.parse_given(parser, argv), parser)
-            results = Runner(replace(options, budget_holder=self.budget), config).run()
-            self.log(f"{rd.root.name}: agent attempt {attempt + 1}: {len(results)} scene(s); campaign spent "
+            result = run_stage(replace(options, scenes=tuple(faulted)) if attempt else options, budget=self.budget)
+            self.log(f"{rd.root.name}: agent attempt {attempt + 1}: {len(result.scenes)} scene(s); campaign spent "
                      f"{money(self.budget.spent)} of {money(c.budget)}")  # fmt: skip
             if self.budget.reached:
                 self.log(f"{rd.root.name}: {self.budget.reached}")
                 break
 
     def _render(self, configuration, rd, scenes):
-        from headless import render as render_cli
-
-        c, r = self.c, self.c.render
+        c = self.c
         for attempt in range(1 + c.retries):
             rows = {row.get("scene"): row for row in rd.render_rows()}
             faulted = [s for s in rd.submitted() if s in rows and rows[s].get("status") != "ok"]
             if attempt and not faulted:
                 break
-            argv = ["--run", str(rd.root), "--resume", "--workers", str(c.workers), "--backend", c.backend, "--quiet",
-                    "--preset", str(r.get("preset", "bvb")), "--num-frames", str(r.get("num_frames", 64)),
-                    "--resolution", str(r.get("resolution", 512)), *_args(r.get("args"), "[render] args")]  # fmt: skip
-            if c.ray_address:
-                argv += ["--ray-address", c.ray_address]
-            if attempt:
-                argv += ["--scenes", *faulted]
-            render_cli.main(argv)
-
-    def _scorer(self, axis, extra, rd):
-        from eval_bridge.cli import main as bridge
-
-        code = bridge(self._scorer_argv(axis, extra, rd))
-        if code:
-            self.scorer_faults[(rd.root.name, axis)] = f"exit {code}"
-            self.log(f"{rd.root.name}: {axis} exited {code}; the next session retries it")
-
-    def _scorer_argv(self, axis, extra, rd):
-        argv = [axis, "--run", str(rd.root), "--split", str(self.c.split), "--videos", str(self.c.videos), "--resume"]
-        if self.c.backend == "ray":
-            argv += ["--backend", "ray"] + (["--ray-address", self.c.ray_address] if self.c.ray_address else [])
-        return argv + extra
+            options = replace(c.render, run=rd.root, scenes=faulted if attempt else [])
+            try:
+                stage = RenderStage(options)
+                stage.run()
+            except (BVBError, OSError) as exc:  # a sandbox below its minimum, a full temp folder: no scene rendered
+                self.log(f"{rd.root.name}: render failed ({exc}); the next session retries it")
+                return
 
     def _dv(self, configuration, rd, scenes):
         """Dual VQA with the judge's calls drawn from the campaign's budget, as the agents' are."""
-        from eval_bridge.cli import build_parser, cmd_dv
-
-        args = build_parser().parse_args(self._scorer_argv("dv", self.c.dv_args, rd))
-        args.budget_holder = self.budget
+        options = self.c.dv
+        assert options is not None  # stages() runs dv only when the file has [dv]
+        options = replace(options, run=rd.root, judge=replace(options.judge, budget=self.budget))
         try:
-            cmd_dv(args)
+            api.score_dv(options)
         except CostLimit as exc:  # BudgetReached: the rows judged so far are kept; --resume goes on
             self.log(f"{rd.root.name}: dv stopped: {exc}")
         except (BVBError, OSError, ValueError, RuntimeError) as exc:
@@ -593,21 +725,22 @@ class CampaignRunner:
             self.log(f"{rd.root.name}: dv failed ({exc}); the next session retries it")
 
     def _ls(self, configuration, rd, scenes):
-        self._scorer("ls", self.c.ls_args, rd)
+        assert self.c.ls is not None  # stages() runs ls only when the file has [ls]
+        try:
+            api.score_ls(replace(self.c.ls, run=rd.root))
+        except (BVBError, OSError, ValueError, RuntimeError) as exc:
+            self.scorer_faults[(rd.root.name, "ls")] = str(exc)
+            self.log(f"{rd.root.name}: ls failed ({exc}); the next session retries it")
 
     def _overall(self, configuration, rd, scenes):
-        from eval_bridge.cli import main as bridge
-
         if rd.dv_summary.is_file() or rd.ls_summary.is_file():
-            bridge(["overall", "--run", str(rd.root)])
+            api.score_overall(rd.root)
 
 
 # -- the command --------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from bvb_addon.command_line import stage_parser
-
     parser = stage_parser(
         "campaign",
         "Run every stage of every configuration of a campaign (TOML) with one budget; resumable.",
@@ -618,8 +751,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.epilog = (
         (parser.epilog or "")
-        + "\n\nthe file (paths relative to it):\n"
-        + (__doc__ or "").split("The TOML file (paths relative to it)::", 1)[1].split("Stages run", 1)[0]
+        + "\n\nthe file (paths relative to it)"
+        + (__doc__ or "").split("The TOML file (paths relative to it)", 1)[1].split("Stages run", 1)[0]
     )
     parser.add_argument("words", nargs="+", metavar="[status] CONFIG", help="the campaign file (status: report only)")
     return parser
@@ -627,8 +760,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """`bvb campaign CONFIG` and `bvb campaign status CONFIG`; the exit code (75: faults left, rerun)."""
-    from bvb_addon.command_line import setup_logging
-
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(verbose=args.verbose, quiet=args.quiet)

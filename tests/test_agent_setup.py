@@ -56,16 +56,13 @@ def test_one_default_model_and_the_command_line_takes_the_dataclass_defaults():
     from headless import run
 
     args = run.build_parser().parse_args([])
+    options = run.options_from(args)
     config = AgentConfig()
-    assert args.model == config.model == defaults.MODEL
-    assert (args.cost_limit, args.max_tokens, args.step_timeout, args.frame_size) == (
-        config.cost_limit,
-        config.max_tokens,
-        config.step_timeout,
-        config.frame_longest_side,
-    )
+    assert options.agent.model == config.model == defaults.MODEL
+    assert options.agent == config
+    assert args.agent__frame_longest_side == config.frame_longest_side == 512
     # --shard's meaning is the harness's (1-based under mini-bvb, 0-based under native): none given, all scenes.
-    assert args.shard is None and args.workers == 1 and args.harness == "mini-bvb"
+    assert options.shard is None and options.workers == 1 and options.harness == "mini-bvb"
 
 
 @pytest.mark.blender

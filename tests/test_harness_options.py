@@ -38,11 +38,12 @@ def test_a_mini_bvb_option_under_native_is_refused(tmp_path, capsys, harness):
 
 def test_given_is_what_the_command_line_names_even_at_its_default_value():
     parser = run.build_parser()
-    argv = ["--max-steps", str(parser.get_default("max_steps")), "--cpus", "1"]
+    argv = ["--max-steps", str(parser.get_default("agent__max_steps")), "--cpus", "1"]
     args = run.parse_given(parser, argv)
-    assert args.given == {"max_steps", "cpus"}
+    assert args.given == {"agent.max_steps", "mini_bvb.cpus"}
     # Every value, the ones not given included, is what plain argparse reads.
     assert {k: v for k, v in vars(args).items() if k != "given"} == vars(parser.parse_args(argv))
+    assert run.options_from(args).named == {"agent.max_steps", "mini_bvb.cpus"}
 
 
 def test_options_of_the_runs_own_harness_pass(tmp_path, capsys):

@@ -153,3 +153,28 @@ def test_a_repeated_flag_collects_and_a_table_of_named_entries_is_checked():
         from_mapping(Serve, {"judges": {"gpt": {"modle": "m"}}}, "serve.toml")
     with pytest.raises(ArgumentError, match=r"judges = 'x' is not a table of Judge"):
         from_mapping(Serve, {"judges": "x"}, "serve.toml")
+
+
+@dataclass(frozen=True)
+class Grouped:
+    judge: Judge = option(help="the judge", default_factory=Judge, group="judge")
+    workers: int = option(8, "questions at once", group="run")
+    votes: int = option(1, "answers per question")
+
+
+def test_a_group_puts_flags_under_their_help_section_and_sub_options_take_theirs():
+    p = Parser(prog="x")
+    add_options(p, Grouped, group="scoring")
+    sections = {g.title: {s for a in g._group_actions for s in a.option_strings} for g in p._action_groups}
+    assert sections["judge"] == {"--judge", "--judge-base-url", "--retries"}
+    assert sections["run"] == {"--workers"} and sections["scoring"] == {"--votes"}
+    # A sub-option's metavar is its field's name, not its dest.
+    assert "--judge-base-url BASE_URL" in p.format_help()
+
+
+def test_a_flat_table_names_sub_options_fields_by_their_names():
+    assert from_mapping(Score, {"run": "r", "base_url": "u", "retries": 2}, "t", flat=True) == from_mapping(
+        Score, {"run": "r", "judge": {"base_url": "u", "retries": 2}}, "t"
+    )
+    with pytest.raises(ArgumentError, match="^t: unknown key 'nope'"):
+        from_mapping(Score, {"run": "r", "nope": 1}, "t", flat=True)

@@ -126,6 +126,7 @@ def test_a_dedicated_uid_keeps_only_the_group_of_a_node_it_could_not_open(tmp_pa
 
 
 def test_render_stage_workers_get_the_gpu_and_run_only_with_agent_gpu(tmp_path):
+    from bvb_addon.agent.runner import resolve
     from bvb_addon.render_stage import RenderOptions, RenderStage
     from headless import run
 
@@ -138,8 +139,8 @@ def test_render_stage_workers_get_the_gpu_and_run_only_with_agent_gpu(tmp_path):
         stage.close()
     parser = run.build_parser()
     base = ["--split", "s.jsonl", "--videos", "v", "--output", str(tmp_path / "out")]
-    assert run._configs(parser.parse_args(base), parser)[0].sandbox.gpu is False
-    assert run._configs(parser.parse_args([*base, "--agent-gpu"]), parser)[0].sandbox.gpu is True
+    assert resolve(run.options_from(parser.parse_args(base))).sandbox.gpu is False
+    assert resolve(run.options_from(parser.parse_args([*base, "--agent-gpu"]))).sandbox.gpu is True
 
 
 @pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 from .. import blend_header
 from ..atomic import write_text_atomic
 from ..backend import stamp_node
-from ..errors import MissingFileError
+from ..errors import ArgumentError, MissingFileError
+from ..options import option
 from ..records import AgentMeta, write_agent_meta
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
 from ..run_dir import RunDir
@@ -49,24 +50,52 @@ spent (spent + this > budget) is marked reached, so that no further scene starts
 """A result.blend larger than this is not copied out (the workspace is untrusted)."""
 
 
+MINI = "mini-bvb (BVB's run_agent.py options)"
+"""The help section of ``bvb run`` the harness's flags are listed under."""
+
+
+def parse_memory(text: str) -> int:
+    """Docker's --memory form (``4g``, ``512m``, ``1024k``, bytes) in bytes."""
+    units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    value = str(text).strip().lower()
+    factor = units.get(value[-1:], None)
+    number = value[:-1] if factor else value
+    try:
+        amount = float(number) * (factor or 1)
+    except ValueError:
+        raise ArgumentError(f"--memory {text!r}: give a size like 4g or 512m (BVB's default is 4g)") from None
+    if amount <= 0:
+        raise ArgumentError(f"--memory {text!r}: must be positive, e.g. 4g")
+    return int(amount)
+
+
 @dataclass
 class MiniBVBSettings:
     """The harness's options beside AgentConfig's model and cost limit (run_agent.py's defaults)."""
 
-    reasoning: str | None = None
+    # The command line's --reasoning is RunOptions.reasoning (one flag for both harnesses).
+    reasoning: str | None = option(None, "reasoning_effort as given, sent only when given", cli=False)
     """``reasoning_effort`` as given, sent only when given (any value, "none" included)."""
-    max_turns: int = 0
+    max_turns: int = option(0, "model calls per scene (0: no cap)", metavar="N", group=MINI)
     """Model calls per scene; 0: no cap (the cost limit is the stop)."""
-    scene_timeout: float = 0.0
+    scene_timeout: float = option(0.0, "seconds per scene (0: off)", metavar="S", group=MINI)
     """Seconds per scene, checked before each call; 0: off."""
-    exec_timeout: float = 300.0
+    exec_timeout: float = option(300.0, "seconds per bash block", metavar="S", group=MINI)
     """Seconds one bash block may run; then exit 124 and its whole process tree killed."""
-    cpus: float = 2.0
-    memory_bytes: int = 4 << 30
-    allow_network: bool = False
-    model_timeout: float = 600.0
+    cpus: float = option(2.0, "CPUs of a scene's sandbox", group=MINI)
+    memory_bytes: int = option(
+        4 << 30,
+        "memory of a scene's sandbox (e.g. 4g, 512m)",
+        flag="--memory",
+        metavar="SIZE",
+        parse=parse_memory,
+        cli_help_default="4g",
+        group=MINI,
+    )
+    allow_network: bool = option(False, "give the scene's sandbox the network", group=MINI)
+    model_timeout: float = option(600.0, "mini-bvb: seconds one call may take", metavar="S", group="agent")
     """Seconds one model call may take (LiteLLM's timeout)."""
-    num_retries: int = 5
+    num_retries: int = option(5, "LiteLLM's retries of one call", flag="--model-retries", metavar="N", group=MINI)
     """LiteLLM's retries of one call."""
 
     def public(self) -> dict[str, Any]:

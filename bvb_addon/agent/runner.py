@@ -1,33 +1,41 @@
 """Run an agent on every scene of a split: selection, resume, shards, workers, progress."""
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
-from .. import backend, scratch
+from .. import backend, dataset, outcomes, scratch
 from ..atomic import remove_stale_temps
 from ..errors import BVBError, NewerFormatError
 from ..money import money
-from ..records import read_agent_meta, read_run_config, write_run_config
+from ..options import option
+from ..pricing import ZERO
+from ..progress import RunProgress
+from ..records import read_agent_meta, read_run_config, write_agent_meta, write_run_config
 from ..run_dir import RunDir
+from ..sandbox.config import SandboxConfig, SandboxUnavailable
 from ..trajectory import load_trajectory
+from ..vgi import suite
+from . import mini_bvb_run
 from .budget import Budget, recorded_spend
-from .config import AgentConfig
+from .budget_ray import ray_budget
+from .config import AGENT, LIMITS, AgentConfig, Reasoning
 from .driver import drive_scene, task_for_clip, unstarted
 from .environment import Environment
 from .mini_bvb import MiniBVBSettings
-from .mini_bvb_protocol import protocol_of
+from .mini_bvb_protocol import protocol_of, run_name
+from .mini_bvb_run import config_name
+from .mini_bvb_run import parse_shard as parse_mini_shard
 from .model import ModelClient, ModelError
 from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
 from .task import SceneTask
-
-if TYPE_CHECKING:
-    from ..sandbox.config import SandboxConfig
 
 log = logging.getLogger(__name__)
 
@@ -36,44 +44,114 @@ class RunError(BVBError, ValueError):
     """Bad input to the runner: one line naming the thing and the fix."""
 
 
-@dataclass
+RUN = "run"
+"""The help section of ``bvb run``'s own flags."""
+
+
+def shard_pair(text: str) -> tuple[int, int]:
+    """``--shard i/N`` as written; whether i counts from 0 or 1 is the harness's (``Runner.shard``)."""
+    try:
+        index, count = (int(part) for part in str(text).split("/"))
+    except ValueError:
+        raise RunError(f"--shard {text!r} is not i/N; write e.g. --shard 1/4") from None
+    return index, count
+
+
+@dataclass(frozen=True)
 class RunOptions:
-    split: Path | None
-    videos: Path
-    output: Path
-    scenes: list = field(default_factory=list)
-    limit: int = 0
-    resume: bool = False
-    """Continue interrupted and faulted scenes; ended scenes (submitted, a limit, an agent failure) stay ended."""
-    retry_failed: bool = False
-    """With resume: also re-open scenes that ended in an agent failure (recorded in their trajectory)."""
-    shard: tuple = (0, 1)
-    workers: int = 1
-    sandbox: "SandboxConfig | None" = None
-    """A sandbox.SandboxConfig, or None for the sandbox's defaults."""
-    progress: bool = True
-    mode: str = "bvb"
+    """``bvb run``'s options: the split and the run folder, the harness, the agent (AgentConfig), the sandbox
+    (SandboxConfig) and mini-bvb's own settings. Sub-options are flattened on the command line and are
+    sub-tables in a file (a campaign's ``[run]`` and ``[[config]]`` may also name their fields directly)."""
+
+    split: Path | None = option(None, "split file (JSON lines, VSI-Bench fields; required with --mode bvb)", group=RUN)
+    videos: Path | None = option(None, "VSI-Bench-style root holding <dataset>/<scene>.mp4 (required)", group=RUN)
+    output: Path | None = option(
+        None,
+        "run directory to write, e.g. results/<run> (required with --harness native; mini-bvb's default is "
+        "BVB's results/mini-harness-<model>[-reasoning-<effort>]-run01)",
+        group=RUN,
+    )
+    mode: Literal["bvb", "vgi"] = option(
+        "bvb", "bvb: rebuild the videos of a split; vgi: build and animate the procedure tasks of --tasks", group=RUN
+    )
     """"bvb": scenes of a split; "vgi": procedure tasks of a VGI suite (tasks.jsonl)."""
-    tasks: Path | None = None
-    backend: str = "local"
-    """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
-    ray_address: str | None = None
-    probe_wait: float = 60.0
-    """Seconds the model endpoint's probe (before the first scene) retries a refused or silent endpoint; 0: none."""
-    budget: float | None = None
-    """USD for the whole run, shared by every scene (agent.budget); None: only each scene's cost limit."""
-    budget_holder: object = None
-    """A budget holder shared beyond this run (a campaign's: agent.budget.Budget, or its Ray actor's
-    proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
-    harness: str = "mini-bvb"
+    tasks: Path | None = option(
+        None, "VGI tasks.jsonl (required with --mode vgi; --videos is the VGI suite folder)", group=RUN
+    )
+    scenes: tuple[str, ...] = option((), "only these scene names (default: all)", metavar="ID", group=RUN)
+    limit: int = option(0, "only the first N scenes (0: all)", metavar="N", group=RUN)
+    harness: Literal["mini-bvb", "native"] = option(
+        "mini-bvb",
+        "mini-bvb: BVB's Stage-1 agent exactly (bash and frames blocks in a scene sandbox; the benchmark's "
+        "protocol); native: ours (python, frames and render actions in a warm Blender worker; always with --mode vgi); "
+        "never ranked together",
+        group=RUN,
+    )
     """"mini-bvb": BVB's Stage-1 agent, exactly (bash and frames blocks in a scene workspace; agent.mini_bvb);
     "native": ours (python, frames and render actions in a warm Blender worker; agent.loop)."""
-    mini_bvb: MiniBVBSettings = field(default_factory=MiniBVBSettings)
-    """The mini-bvb harness's own options (turns, scene timeout, bash timeout, CPUs, memory, network)."""
-    skip_scenes: list = field(default_factory=list)
+    shard: tuple[int, int] | None = option(
+        None,
+        "run shard i of N, split by scene order: 1 <= i <= N under mini-bvb (BVB's, config.shard-i-of-N.json), "
+        "0 <= i < N under native (default: all scenes)",
+        metavar="i/N",
+        parse=shard_pair,
+        group=RUN,
+    )
+    """(i, N) as given, in the harness's numbering (``Runner.shard`` checks it); None: every scene."""
+    skip_scenes: tuple[str, ...] = option(
+        (), "mini-bvb: leave these scenes out (before --shard)", metavar="ID", group=RUN
+    )
     """mini-bvb: scenes left out after --limit, before the shard (BVB's --skip-scenes)."""
-    shard_given: bool = False
-    """mini-bvb: a --shard was given, so config.json is BVB's config.shard-<i>-of-<N>.json."""
+    workers: int = option(1, "scenes run at once, each in its own worker", metavar="N", group=RUN)
+    resume: bool = option(
+        False,
+        "continue interrupted and faulted scenes; ended ones (submitted, a limit, failed) stay as they ended",
+        group=RUN,
+    )
+    """Continue interrupted and faulted scenes; ended scenes (submitted, a limit, an agent failure) stay ended."""
+    retry_failed: bool = option(
+        False,
+        "with --resume: re-open scenes that ended in an agent failure (recorded in their trajectory)",
+        group=RUN,
+    )
+    backend: Literal["local", "ray"] = option("local", "local threads, or one Ray task per scene", group=RUN)
+    """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
+    ray_address: str | None = option(None, "Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)", group=RUN)
+    agent: AgentConfig = option(help="the agent: its model, endpoint, prices and limits", default_factory=AgentConfig)
+    reasoning: Reasoning | None = option(
+        None, "reasoning effort; mini-bvb sends it as given, only when given; native: default none", group=AGENT
+    )
+    """The one --reasoning of both harnesses: AgentConfig's (none when not given) and MiniBVBSettings'."""
+    probe_wait: float = option(
+        60.0,
+        "seconds to keep retrying an endpoint that refuses or times out before the first scene (0: no probe)",
+        metavar="S",
+        group=AGENT,
+    )
+    budget: float | None = option(
+        None,
+        "model cost for the whole run, across all workers; when reached, running scenes end as limit/budget "
+        "and submit, the rest stay unstarted (--resume with a larger budget continues; default: no run budget)",
+        metavar="USD",
+        group=LIMITS,
+    )
+    """USD for the whole run, shared by every scene (agent.budget); None: only each scene's cost limit."""
+    mini_bvb: MiniBVBSettings = option(help="the mini-bvb harness's own options", default_factory=MiniBVBSettings)
+    """The mini-bvb harness's own options (turns, scene timeout, bash timeout, CPUs, memory, network)."""
+    sandbox: SandboxConfig | None = option(None, "how workers are isolated (None: the sandbox's defaults)")
+    """A sandbox.SandboxConfig, or None for the sandbox's defaults."""
+    progress: bool = option(True, "the progress bar", cli=False)
+    budget_holder: object = option(None, "a campaign's budget holder", cli=False, record=False)
+    """A budget holder shared beyond this run (a campaign's: agent.budget.Budget, or its Ray actor's
+    proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
+    named: frozenset[str] = option(frozenset(), "options the caller named", cli=False, record=False)
+    """Field paths (``agent.max_steps``) the command line or a file named, even at their default: the harness
+    check refuses those of the other harness (a value other than the default is refused whoever set it)."""
+
+    @property
+    def mini(self) -> bool:
+        """The mini-bvb harness: VGI's procedure tasks are native's whatever --harness says."""
+        return self.harness == "mini-bvb" and self.mode != "vgi"
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -85,6 +163,15 @@ def parse_shard(text: str) -> tuple[int, int]:
     if count < 1 or not 0 <= index < count:
         raise RunError(f"--shard {text}: need N >= 1 and 0 <= i < N (shards are 0 to N-1)")
     return index, count
+
+
+def scene_shard(options: RunOptions) -> tuple[int, int]:
+    """The 0-based (index, count) of the scenes a run takes: --shard in its harness's numbering (BVB's 1 to N
+    under mini-bvb, 0 to N-1 under native), (0, 1) without one."""
+    if options.shard is None:
+        return (0, 1)
+    text = f"{options.shard[0]}/{options.shard[1]}"
+    return parse_mini_shard(text) if options.mini else parse_shard(text)
 
 
 def select_scenes(
@@ -117,12 +204,16 @@ class Runner:
     def __init__(
         self,
         options: RunOptions,
-        config: AgentConfig,
+        config: AgentConfig | None = None,
         environment_factory: Callable[[SceneTask, Path], Environment] | None = None,
     ) -> None:
         self.options = options
-        self.config = config
+        # A caller that built its AgentConfig apart (the add-on's session, tests) passes it; else the options'.
+        self.config = config = options.agent if config is None else config
+        if options.output is None or options.videos is None:
+            raise RunError("--videos and --output required (resolve() fills in mini-bvb's default --output)")
         self.run_dir = RunDir(options.output)
+        self.videos: Path = Path(options.videos)
         self.stop_event = threading.Event()
         self._environment_factory = environment_factory or (
             lambda task, workdir: get_environment(task, workdir, config, options.sandbox)
@@ -160,10 +251,6 @@ class Runner:
         if o.budget_holder is not None:
             self.budget = o.budget_holder
         elif o.backend == "ray" and o.budget is not None:
-            from dataclasses import replace
-
-            from .budget_ray import ray_budget
-
             # One actor on the driver's node holds the budget; its proxy travels in every task's options.
             self.budget = ray_budget(o.budget, spent, o.ray_address)
             self.options = replace(o, budget_holder=self.budget)
@@ -183,7 +270,7 @@ class Runner:
 
     def _check_videos(self, scenes):
         """Every scene's clip is there and is a video: a wrong --videos is bad input, named, not N faulted scenes."""
-        from .. import dataset, video
+        from .. import video  # deferred: PyAV and numpy, only when a run checks its clips
 
         bad = []
         for dataset_name, scene in scenes:
@@ -198,27 +285,29 @@ class Runner:
     @property
     def harness(self) -> str:
         """The harness protocol this run uses: --harness, except VGI's procedure tasks, which are ours (native)."""
-        return "native" if self.options.mode == "vgi" else self.options.harness
+        return "mini-bvb" if self.options.mini else "native"
 
     @property
     def mini(self) -> bool:
         """The mini-bvb harness (else native)."""
-        return self.harness == "mini-bvb"
+        return self.options.mini
+
+    @property
+    def shard(self) -> tuple[int, int]:
+        """The 0-based (index, count) of the scenes this run takes: --shard in its harness's numbering (BVB's
+        1 to N under mini-bvb, 0 to N-1 under native), (0, 1) without one."""
+        return scene_shard(self.options)
 
     @property
     def config_path(self) -> Path:
         """config.json, or a sharded mini-bvb run's config.shard-<i>-of-<N>.json."""
-        if self.mini and self.options.shard_given:
-            from .mini_bvb_run import config_name
-
-            return self.run_dir.root / config_name(tuple(self.options.shard))
+        if self.mini and self.options.shard is not None:
+            return self.run_dir.root / config_name(self.shard)
         return self.run_dir.config
 
     def _setup_agent(self, probe_wait: float = 0.0):
         """Price, model client, its endpoint's probe (probe_wait > 0) and the sandbox check; fails fast, before
         any scene (unknown price, missing key, an endpoint that refuses the key)."""
-        from ..sandbox import SandboxUnavailable
-
         if self.mini:
             self._setup_mini(probe_wait)
             return
@@ -237,38 +326,28 @@ class Runner:
     def _setup_mini(self, probe_wait: float):
         """mini-bvb: the LiteLLM client, its endpoint's probe, its price (PriceUnknown, exit 2, before any call),
         the sandbox check."""
-        from ..pricing import ZERO
-        from ..sandbox import SandboxUnavailable
-        from .mini_bvb_run import chat_model, require_host_tools
-
         self.price, self.model = ZERO, None
-        self.chat = chat_model(self.config, self.options.mini_bvb)
+        self.chat = mini_bvb_run.chat_model(self.config, self.options.mini_bvb)
         if self.chat is not None and probe_wait > 0:
             # Before the price check's LiteLLM import (seconds): a refused key is told at once.
             self.chat.probe(probe_wait)
         self.price_record = self.chat.check_price() if self.chat is not None else {"source": "api-free"}
         try:
-            require_host_tools()
+            mini_bvb_run.require_host_tools()
             self._level = get_sandbox_level(self.options.sandbox)
         except SandboxUnavailable as exc:
             raise RunError(str(exc)) from None
 
     def _split_scenes(self):
-        from .. import dataset
-
         o = self.options
         if not Path(o.split).is_file():
             raise RunError(f"--split {o.split}: no such file; give a split .jsonl (bvb synth makes one)")
         questions = dataset.read_split(o.split)
         if self.mini:
-            from .mini_bvb_run import select
-
-            return select(dataset.split_scenes(questions), o.scenes, o.limit, o.skip_scenes, o.shard)
-        return select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, o.shard)
+            return mini_bvb_run.select(dataset.split_scenes(questions), o.scenes, o.limit, o.skip_scenes, self.shard)
+        return select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, self.shard)
 
     def _vgi_scenes(self):
-        from ..vgi import suite
-
         o = self.options
         if not o.tasks:
             raise RunError("--mode vgi needs --tasks DIR/tasks.jsonl (bvb vgi-tasks makes one)")
@@ -277,7 +356,7 @@ class Runner:
         except suite.VGIError as exc:
             raise RunError(str(exc)) from None
         self._vgi_rows = {row["id"]: row for row in rows}
-        return select_scenes([(suite.DATASET, row["id"]) for row in rows], o.scenes, o.limit, o.shard)
+        return select_scenes([(suite.DATASET, row["id"]) for row in rows], o.scenes, o.limit, self.shard)
 
     def _write_config(self, scene_count):
         o, c = self.options, self.config
@@ -302,7 +381,7 @@ class Runner:
             tasks=o.tasks,
             sandbox_level=self._level,
             sandbox_config=o.sandbox,
-            session={"shard": list(o.shard), "workers": o.workers, "scenes": scene_count, "budget": o.budget},
+            session={"shard": list(self.shard), "workers": o.workers, "scenes": scene_count, "budget": o.budget},
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
         )
@@ -321,11 +400,9 @@ class Runner:
 
     def _mini_config(self, scene_count):
         """BVB's config keys and values beside ours, the LiteLLM price record and the harness's options."""
-        from .mini_bvb_run import mini_config
-
         o = self.options
-        shard = tuple(o.shard) if o.shard_given else None
-        return mini_config(
+        shard = self.shard if o.shard is not None else None
+        return mini_bvb_run.mini_config(
             self.config, o.mini_bvb, self.chat, self.price_record, scene_count, shard, o.skip_scenes, now()
         )
 
@@ -370,8 +447,6 @@ class Runner:
     # -- one scene ---------------------------------------------------------------------
 
     def _task(self, dataset_name, scene):
-        from .. import dataset
-
         path = dataset.video_path(self.options.videos, dataset_name, scene)
         vgi_row = getattr(self, "_vgi_rows", {}).get(scene) if self.options.mode == "vgi" else None
         return task_for_clip(
@@ -447,18 +522,15 @@ class Runner:
 
     def _run_mini(self, dataset_name: str, scene: str) -> dict:
         """One scene under mini-bvb, from scratch (BVB reruns a scene without a blend whole)."""
-        from .. import dataset
-        from .mini_bvb_run import api_free_chat, run_scene
-
         try:
-            video = dataset.video_path(self.options.videos, dataset_name, scene)
-            chat = self.chat or api_free_chat(self.config, video, scene, dataset_name, self.options.videos)
+            video = dataset.video_path(self.videos, dataset_name, scene)
+            chat = self.chat or mini_bvb_run.api_free_chat(self.config, video, scene, dataset_name, self.videos)
         except ModelError as exc:
             return self._fail_mini(dataset_name, scene, "agent_error", str(exc))
         except Exception as exc:
             return self._fail_mini(dataset_name, scene, "video_error", str(exc))
         try:
-            return run_scene(
+            return mini_bvb_run.run_scene(
                 chat, self.config, self.options.mini_bvb, self.options.sandbox, self.run_dir, dataset_name, scene,
                 video, stop_event=self.stop_event, budget=self.budget,
             )  # fmt: skip
@@ -469,14 +541,11 @@ class Runner:
 
     def _fail_mini(self, dataset_name: str, scene: str, stop_reason: str, reason: str) -> dict:
         """A mini-bvb scene that could not run: an error, with BVB's keys as its run_agent.py writes them then."""
-        from ..records import read_agent_meta, write_agent_meta
-        from .mini_bvb_run import failed_release_keys
-
         self._fail(dataset_name, scene, "error", stop_reason, reason)
         path = self.run_dir.meta(scene)
         try:
             meta = read_agent_meta(path)
-            meta.extra.update(failed_release_keys(self.config, self.options.mini_bvb, scene, reason))
+            meta.extra.update(mini_bvb_run.failed_release_keys(self.config, self.options.mini_bvb, scene, reason))
             return write_agent_meta(path, meta)
         except (OSError, ValueError) as exc:
             log.error("scene %s: could not add BVB's keys to its agent_meta (%s)", scene, exc)
@@ -487,8 +556,6 @@ class Runner:
 
     def run(self) -> dict[str, dict]:
         """Run every selected scene; returns {scene: meta}. Raises KeyboardInterrupt on a second Ctrl-C."""
-        from ..progress import RunProgress
-
         scenes = self._prepare()
         # Killed runs (SIGKILL, OOM killer) leave their scratch folders behind: remove those whose owner is gone.
         scratch.clean_stale()
@@ -586,14 +653,10 @@ class Runner:
 
     def _run_on_ray(self, todo, progress):
         """One Ray task per scene; a task lost with its node is retried and resumes from the trajectory."""
-        import os
-
         payloads = [(self.options, self.config, dataset_name, scene) for dataset_name, scene in todo]
         names = [self.config.api_key_env]
         if self.mini:
-            from .mini_bvb_run import PROVIDER_KEY_ENVS
-
-            names += PROVIDER_KEY_ENVS  # LiteLLM reads the key of the model's provider by its own name
+            names += mini_bvb_run.PROVIDER_KEY_ENVS  # LiteLLM reads the key of the model's provider by its own name
         keys = {name: os.environ[name] for name in names if self.config.agent == "model" and os.environ.get(name)}
         env_vars = keys or None
         results = backend.map_unordered(
@@ -629,8 +692,6 @@ class Runner:
 
 def ray_scene(payload: tuple[RunOptions, AgentConfig, str, str]) -> dict | None:
     """A Ray task: run one scene on whichever node Ray picked; the run directory is on shared storage."""
-    import socket
-
     options, config, dataset_name, scene = payload
     runner = Runner(options, config)
     try:
@@ -661,9 +722,178 @@ def summarize(
     return line
 
 
-def run(options: RunOptions, config: AgentConfig) -> tuple[dict[str, dict], str]:
-    """Convenience: run and return (results, summary line)."""
+# ---- the stage: options in, a typed result out ---------------------------------------------------
+
+NATIVE_ONLY = {
+    "agent.max_steps": "mini_bvb.max_turns",
+    "agent.wall_limit": "mini_bvb.scene_timeout",
+    "agent.step_timeout": "mini_bvb.exec_timeout",
+    "agent.frames_per_call": None,
+    "agent.frame_longest_side": None,
+    "agent.keep_images": None,
+    "agent.context_window": None,
+    "agent.max_tokens": None,
+    "agent.temperature": None,
+    "agent.price_cached_in": None,
+}
+"""Options only native reads, with mini-bvb's counterpart (None: mini-bvb sends and shows what BVB's agent does)."""
+MINI_ONLY = {
+    "mini_bvb.max_turns": "agent.max_steps",
+    "mini_bvb.scene_timeout": "agent.wall_limit",
+    "mini_bvb.exec_timeout": "agent.step_timeout",
+    "mini_bvb.cpus": None,
+    "mini_bvb.memory_bytes": "sandbox.memory_bytes",
+    "mini_bvb.allow_network": None,
+    "mini_bvb.num_retries": None,
+    "mini_bvb.model_timeout": None,
+}
+"""Options only mini-bvb reads, with native's counterpart."""
+HARNESS_OPTIONS = (*NATIVE_ONLY, *MINI_ONLY)
+"""The field paths the harness check watches (``RunOptions.named`` records which of them a caller named)."""
+
+
+def _field(path: str) -> Any:
+    """The dataclass field at ``path`` (``agent.max_steps``) of RunOptions."""
+    owner, name = path.split(".")
+    sub: Any = {"agent": AgentConfig, "mini_bvb": MiniBVBSettings, "sandbox": SandboxConfig}[owner]
+    return {f.name: f for f in fields(sub)}[name]
+
+
+def flag(path: str) -> str:
+    """The command-line name of a RunOptions field path."""
+    f = _field(path)
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def _named(options: RunOptions) -> set[str]:
+    """The watched paths the caller named, or set to other than their default."""
+    defaults = {"agent": AgentConfig(), "mini_bvb": MiniBVBSettings(), "sandbox": SandboxConfig()}
+    named = set(options.named)
+    for path in HARNESS_OPTIONS:
+        owner, name = path.split(".")
+        value = getattr(getattr(options, owner) or defaults[owner], name)
+        if value != getattr(defaults[owner], name):
+            named.add(path)
+    return named
+
+
+def check_harness_options(options: RunOptions) -> None:
+    """Refuse options the run's harness would ignore (a silently dropped --max-steps left a scene without a stop)."""
+    mini = options.mini
+    if options.skip_scenes and not mini:
+        raise RunError("--skip-scenes is a mini-bvb option; with --harness native use --scenes")
+    own, other = ("mini-bvb", "native") if mini else ("native", "mini-bvb")
+    foreign = NATIVE_ONLY if mini else MINI_ONLY
+    named = _named(options)
+    wrong = [path for path in foreign if path in named]
+    if not wrong:
+        return
+    swaps = [f"{flag(foreign[path] or '')} instead of {flag(path)}" for path in wrong if foreign[path]]
+    drops = [flag(path) for path in wrong if not foreign[path]]
+    fixes = ([f"use {', '.join(swaps)}"] if swaps else []) + ([f"drop {', '.join(drops)}"] if drops else [])
+    raise RunError(
+        f"{', '.join(flag(p) for p in wrong)}: {'an option' if len(wrong) == 1 else 'options'} of the {other} "
+        f"harness, which this {own} run would ignore; {' and '.join(fixes)}{', or add --harness native' if mini else ''}"
+    )
+
+
+def resolve(options: RunOptions) -> RunOptions:
+    """The options a run uses, checked (one line each, before any file or endpoint) and completed: mini-bvb's
+    default --output (BVB's run name), --reasoning into both harnesses' settings, the sandbox's step timeout
+    from the agent's, --retry-failed implying --resume."""
+    mini = options.mini
+    output = options.output
+    if mini and output is None:
+        # BVB's run_model.sh: results/mini-harness-<slug>[-reasoning-<effort>]-run01.
+        agent = options.agent
+        output = Path("results") / run_name(agent.model if agent.agent == "model" else agent.agent, options.reasoning)
+    vgi = options.mode == "vgi"
+    missing = [name for name, value in (("--tasks" if vgi else "--split", options.tasks if vgi else options.split),
+                                        ("--videos", options.videos), ("--output", output)) if not value]  # fmt: skip
+    if missing:
+        raise RunError(f"{', '.join(missing)} required; give {' and '.join(missing)} (bvb run --help)")
+    if options.workers < 1:
+        raise RunError("--workers must be at least 1")
+    check_harness_options(options)
+    agent, settings = options.agent, options.mini_bvb
+    if options.reasoning is not None:
+        agent = replace(agent, reasoning=options.reasoning)
+        settings = replace(settings, reasoning=options.reasoning)
+    sandbox = replace(options.sandbox or SandboxConfig(), step_timeout_s=max(agent.step_timeout, 1.0))
+    resolved = replace(
+        options, output=Path(output or ""), agent=agent, mini_bvb=settings, sandbox=sandbox,
+        resume=options.resume or options.retry_failed,
+    )  # fmt: skip
+    scene_shard(resolved)  # a --shard outside its harness's numbering: one line now, not after the split is read
+    return resolved
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one run of a split did: its scenes' outcomes, its spend and how it ended."""
+
+    output: Path
+    """The run directory."""
+    scenes: dict[str, str]
+    """{scene: status} of every scene that ended (submitted, limit, failed, error, interrupted)."""
+    statuses: dict[str, int]
+    """Scenes per status."""
+    cost: float
+    """USD the run's scenes spent (ended scenes' agent_meta, earlier sessions included)."""
+    cost_unconfirmed: float
+    """Of ``cost``, worst cases of calls whose usage never came back."""
+    seconds: float
+    budget_spent: float | None
+    """USD drawn from the run's (or a campaign's) budget; None without one."""
+    budget_limit: float | None
+    budget_reached: bool
+    unstarted: tuple[str, ...]
+    """Scenes the reached budget left unstarted (--resume with a larger budget runs them)."""
+    interrupted: bool
+    """Ctrl-C or SIGTERM stopped the run (its scenes ended as interrupted; --resume continues)."""
+    faults: int
+    """Scenes that ended in a harness or environment fault (--resume redoes them)."""
+    exit_code: int
+    """0; 75 when a scene ended in a fault; 130 when interrupted."""
+    line: str
+    """The run's last line (``summarize``)."""
+    metas: dict[str, dict] = option(help="every ended scene's agent_meta", record=False, default_factory=dict)
+
+
+def run(options: RunOptions, *, budget: Any = None) -> RunResult:
+    """``bvb run``: every selected scene of the split to an end state; the typed result.
+
+    ``budget``: a holder shared beyond this run (a campaign's Budget or its Ray proxy) that replaces the run's own.
+    Raises the user errors (RunError, PriceError, SplitError, a refused endpoint ...) before any scene, and
+    KeyboardInterrupt on a second Ctrl-C."""
+    resolved = resolve(options)
+    if budget is not None:
+        resolved = replace(resolved, budget_holder=budget)
     start = time.monotonic()
-    runner = Runner(options, config)
+    runner = Runner(resolved)
     results = runner.run()
-    return results, summarize(results, time.monotonic() - start, runner.budget, runner.unstarted)
+    seconds = time.monotonic() - start
+    statuses: dict[str, int] = {}
+    for meta in results.values():
+        statuses[meta["status"]] = statuses.get(meta["status"], 0) + 1
+    held = runner.budget
+    limited = held is not None and held.limit != float("inf")
+    faults = sum(1 for meta in results.values() if outcomes.is_fault("run", meta))
+    code = outcomes.INTERRUPTED_EXIT if runner.interrupted else outcomes.FAULT_EXIT if faults else outcomes.OK_EXIT
+    return RunResult(
+        output=Path(resolved.output or ""),
+        scenes={scene: meta["status"] for scene, meta in results.items()},
+        statuses=dict(sorted(statuses.items())),
+        cost=sum(float(m.get("cost", 0.0)) for m in results.values()),
+        cost_unconfirmed=sum(float(m.get("cost_unconfirmed", 0.0)) for m in results.values()),
+        seconds=seconds,
+        budget_spent=float(held.spent) if limited else None,
+        budget_limit=float(held.limit) if limited else None,
+        budget_reached=bool(limited and held.reached),
+        unstarted=tuple(runner.unstarted),
+        interrupted=runner.interrupted,
+        faults=faults,
+        exit_code=code,
+        line=summarize(results, seconds, held, runner.unstarted),
+        metas=results,
+    )
