@@ -35,8 +35,6 @@ class _CacheServer:
     """The run's JudgeCache behind a Ray actor: one SQLite connection for the whole cluster."""
 
     def __init__(self, path):
-        from .cache import JudgeCache
-
         self.cache = JudgeCache(path)
         self.puts = 0
         self.put_cost_usd = 0.0
@@ -78,6 +76,7 @@ class RemoteCache:
 
 def start_cache_server(ray: ModuleType, path: str | Path) -> Any:
     """The cache actor, pinned to the driver's node; it dies with the driver."""
+    # deferred: Ray is optional (the ray extra); the caller holds its module already
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)

@@ -29,7 +29,10 @@ from ..files import agent_meta, append_jsonl, file_lock
 from ..leaderboard.identity import file_sha256
 from . import protocol as rules
 from .cache import clip_fingerprint, frames_hash
+from .distributed import score_dv_on_ray
 from .judge import Judge, VLMJudge
+from .judge_frames import opencv_version
+from .protocols.dual_vqa_v1 import instruction
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +297,6 @@ class _Shared:
 
 def text_only_sha(question: Question, protocol: str) -> str:
     """The hash of what --text-only asked: the release's text-only instruction, options, truth and protocol."""
-    from .protocols.dual_vqa_v1 import instruction
-
     text = "\n".join(
         [instruction(question.question, frames=False), *(question.options or []), str(question.ground_truth), protocol]
     )
@@ -570,8 +571,6 @@ class DualVQA:
 
         try:
             if self.backend == "ray":
-                from .distributed import score_dv_on_ray
-
                 if pending:  # a finished run resumed needs no cluster
                     score_dv_on_ray(self, pending, sources, finished)
             else:
@@ -858,6 +857,4 @@ def _opencv_version(judge: "Judge") -> str | None:
     settings = judge.settings if isinstance(judge, VLMJudge) else None
     if settings is None or settings.frame_method != "release":
         return None
-    from .judge_frames import opencv_version
-
     return opencv_version()

@@ -20,6 +20,7 @@ from bvb_addon.records.dual_vqa import from_release  # the one reading of the re
 from bvb_addon.run_dir import RunDir
 
 from . import protocol as rules
+from .dv import summarise
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,6 @@ class _RowsJudge:
 
 def merge_shards(run_dir: str | Path, shard_count: int | None = None) -> dict:
     """Merge the run's shards into dual_vqa.jsonl and dual_vqa_summary.json; returns the summary written."""
-    from .dv import summarise
-
     rd = RunDir(run_dir)
     inputs = shard_files(rd.root, shard_count)
     merged: dict[str, dict] = {}

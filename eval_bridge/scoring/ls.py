@@ -21,8 +21,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bvb_addon.dataset import Question
-from bvb_addon.errors import BVBError
+import numpy as np
+
+from bvb_addon.backend import ClusterFault, task_retries
+from bvb_addon.dataset import Question, split_scenes, video_path
+from bvb_addon.errors import BVBError, VideoError
 from bvb_addon.jsonfile import read_json
 from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
@@ -30,8 +33,13 @@ from bvb_addon.records import LSRow, LSSummary, read_ls_summary, write_ls_rows, 
 from bvb_addon.records.fields import as_record
 from bvb_addon.records.vision_sim import FAILURES_AS_ZERO, read_ls_lines
 from bvb_addon.run_dir import RunDir, require_run
+from bvb_addon.video import check_video
 
 from ..files import agent_meta
+from ..leaderboard.identity import file_sha256
+from .cache import clip_fingerprint
+from .distributed import MAX_RETRIES, batches_on_ray
+from .ls_video import read_sampled_frames
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
 __all__ = [
@@ -84,7 +92,7 @@ def token_grid(num_tokens: int, num_frames: int) -> tuple[int, int, int]:
 def similarities(tokens_a: Any, tokens_b: Any, num_frames: int) -> tuple[float, float, float]:
     """(layout, motion, vision_sim) of two (N, D) torch token sets, computed as the release does: the means
     in the tokens' own dtype (bfloat16 on a GPU), the cosines in float32."""
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # deferred: torch is the optional ls extra, heavy
 
     def cosine(a, b):
         return float((F.normalize(a.flatten().float(), dim=0) * F.normalize(b.flatten().float(), dim=0)).sum())
@@ -118,7 +126,7 @@ def resolve_snapshot(model: str | Path) -> tuple[Path, str | None]:
         raise LSError(f"--encoder {model} is a file; {WEIGHTS_HINT}")
     if re.fullmatch(r"[\w.-]+/[\w.-]+", str(model)):
         try:
-            from huggingface_hub import snapshot_download
+            from huggingface_hub import snapshot_download  # deferred: comes with transformers (the optional ls extra)
 
             return Path(snapshot_download(str(model), local_files_only=True)), str(model)
         except Exception:  # noqa: BLE001 - not in the cache (or no hub client): the same answer, what to pass
@@ -128,8 +136,6 @@ def resolve_snapshot(model: str | Path) -> tuple[Path, str | None]:
 
 def _file_digest(path: Path) -> str:
     """A weights file's SHA-256: the hub cache's blob name when the file links to one (no hashing), else hashed."""
-    from ..leaderboard.identity import file_sha256
-
     target = path.resolve()
     if path.is_symlink() and re.fullmatch(r"[0-9a-f]{64}", target.name):
         return target.name
@@ -163,6 +169,7 @@ class Encoder:
         trust_remote_code: bool = True, num_frames: int = 64,
     ):  # fmt: skip
         try:
+            # deferred: the optional ls extra, heavy (seconds); a missing one is the LSError below
             import torch
             import transformers
         except ImportError as exc:
@@ -210,8 +217,6 @@ class Encoder:
 
     def tokens(self, clip_a: Any, clip_b: Any) -> Any:
         """Last hidden states (2, N, D), a torch tensor in the encoder's dtype, both clips in one batch."""
-        import numpy as np
-
         torch = self.torch
         batch = np.stack([preprocess(clip_a, self.prep), preprocess(clip_b, self.prep)])
         pixels = torch.from_numpy(batch).to(self.device, dtype=getattr(torch, self.dtype_name))
@@ -318,10 +323,8 @@ class HubEncoder(Encoder):
         self, entry: str, repo: str | Path | None, checkpoint: str | Path | None, device: str = "auto",
         dtype: str = "auto", num_frames: int = 64,
     ):  # fmt: skip
-        from ..leaderboard.identity import file_sha256
-
         try:
-            import torch
+            import torch  # deferred: the optional ls extra, heavy; a missing one is the LSError below
         except ImportError:
             raise LSError("LS needs torch (missing); install the 'bridge' extra") from None
         self.torch = torch
@@ -397,7 +400,7 @@ def _first_int(value):
 
 def _hub_cache():
     """torch hub's cache of facebookresearch/vjepa2 (torch.hub.load("facebookresearch/vjepa2", ...) fills it), or None."""
-    import torch
+    import torch  # deferred: the optional ls extra, heavy
 
     found = sorted(Path(torch.hub.get_dir()).glob("facebookresearch_vjepa2_*"))
     return found[0] if found else None
@@ -542,9 +545,6 @@ def run_ls(
     backend="ray": batches of scenes_per_task scenes are Ray tasks (a GPU each where the cluster has one).
     shard: writes vision_sim.shard-i-of-N.jsonl and its summary instead (merge_ls_shards joins them).
     """
-    from bvb_addon.dataset import split_scenes, video_path
-    from bvb_addon.video import check_video
-
     run_dir = Path(run_dir)
     require_run(run_dir)
     rd = RunDir(run_dir)
@@ -619,8 +619,6 @@ def run_ls(
     summary.extra = {**summary_extra, **summary.extra}
     summary.foreign_rows = len(foreign) or None
     if split_path:
-        from ..leaderboard.identity import file_sha256
-
         summary.split, summary.split_sha256 = str(split_path), file_sha256(split_path)
     return write_ls_summary(summary_path, summary)
 
@@ -688,7 +686,6 @@ def merge_ls_shards(run_dir: str | Path, shard_count: int | None = None) -> dict
 
 def clip_fingerprints(run_dir: str | Path, scene: str, source: str | Path | None) -> tuple[str | None, str | None]:
     """(source, render) content fingerprints of a scene's clips (eval_bridge.scoring.cache); None for a missing clip."""
-    from .cache import clip_fingerprint
 
     def one(path):
         try:
@@ -720,10 +717,6 @@ def _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished
             spec = EncoderSpec(str(encoder.folder), encoder.device, encoder.dtype_name, num_frames=encoder.num_frames)
     info = None
     if jobs:
-        from bvb_addon.backend import ClusterFault, task_retries
-
-        from .distributed import MAX_RETRIES, batches_on_ray
-
         for batch, result, error in batches_on_ray(score_batch, spec, run_dir, jobs, ray_address, scenes_per_task):
             if error is not None:
                 if isinstance(error, LSError):
@@ -781,10 +774,6 @@ def scene_row(
 
 def _score_scene(encoder, source, run_dir, scene):
     """The row's scores and the frames they saw, or its failure (vision_sim null) with the error."""
-    from bvb_addon.video import VideoError
-
-    from .ls_video import read_sampled_frames
-
     try:
         clip_a = read_sampled_frames(source, encoder.num_frames, resize=encoder.resize_frame)
     except VideoError as exc:
