@@ -20,7 +20,7 @@ from bpy.props import (
     StringProperty,
 )
 
-from .bvb_addon import defaults
+from .bvb_addon import defaults, reference_bl
 from .bvb_addon.run_dir import CAMERA_RENDERS
 from .registration import register_classes, unregister_classes
 
@@ -174,8 +174,6 @@ SYNC_INTERVAL_S = 0.2
 
 def sync_reference():
     """Timer: make the reference show the current scene's opacity and visibility (cheap when unchanged)."""
-    from .bvb_addon import reference_bl
-
     scene = getattr(bpy.context, "scene", None)
     if scene is not None and getattr(scene, "bvb", None) is not None:
         reference_bl.apply_settings(scene)
@@ -185,8 +183,6 @@ def sync_reference():
 @persistent
 def refit_reference(scene, depsgraph=None):
     """Frame change: keep the reference plane filling the view of an animated or switched camera."""
-    from .bvb_addon import reference_bl
-
     reference_bl.refit_plane(scene)
 
 

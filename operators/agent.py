@@ -14,7 +14,12 @@ from pathlib import Path
 import bpy
 
 from .. import preferences
-from ..bvb_addon import open_scenes, reference_bl, run_view
+from ..bvb_addon import agent_session, live_scene_bl, open_scenes, reference_bl, run_view
+from ..bvb_addon.agent.config import AgentConfig
+from ..bvb_addon.agent.driver import task_for_clip
+from ..bvb_addon.agent.mini_bvb import MiniBVBSettings
+from ..bvb_addon.agent.mini_bvb_run import routed_by_name
+from ..bvb_addon.agent.model import missing_key
 from ..bvb_addon.errors import BVBError
 from ..bvb_addon.sandbox import platforms
 from ..registration import register_classes, unregister_classes
@@ -39,8 +44,6 @@ class LiveRun:
 
     def show(self, scene, snapshot):
         """Replace the scene's contents with the snapshot (a run-relative path) and remember it as shown."""
-        from ..bvb_addon import live_scene_bl
-
         live_scene_bl.replace_contents(scene, self.run_dir / snapshot)
         self.shown_snapshot = snapshot
 
@@ -51,9 +54,6 @@ def _build_session(settings):
     Slow on a cold start (PyAV, genai-prices and openai imported, the clip opened), so it runs
     in the job, never in the operator: the main thread, which draws Blender's window, never waits on it.
     """
-    from ..bvb_addon import agent_session
-    from ..bvb_addon.agent.driver import task_for_clip
-
     try:
         task = task_for_clip(settings["clip"], scene_id=settings["scene_id"])
         session = agent_session.AgentSession(
@@ -141,15 +141,11 @@ def missing_package(exc):
 def mini_bvb_settings(settings):
     """The panel's reasoning and max steps as mini-bvb's options: "None" sends no reasoning_effort (BVB sends
     one only when given), max steps is its max turns; the rest are run_agent.py's defaults."""
-    from ..bvb_addon.agent.mini_bvb import MiniBVBSettings
-
     reasoning = None if settings.reasoning == "none" else settings.reasoning
     return MiniBVBSettings(reasoning=reasoning, max_turns=settings.max_steps)
 
 
 def agent_config(context, settings):
-    from ..bvb_addon.agent.config import AgentConfig
-
     prefs = preferences.get(context)
     return AgentConfig(
         model=settings.model or prefs.default_model,
@@ -179,9 +175,6 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
         return platforms.unavailable(preferences.allow_weak_sandbox(context))
 
     def execute(self, context):
-        from ..bvb_addon.agent.mini_bvb_run import routed_by_name
-        from ..bvb_addon.agent.model import missing_key
-
         scene = context.scene
         s = scene.bvb
         prefs = preferences.get(context)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import bpy
 
-from ..bvb_addon import reference, reference_bl
+from ..bvb_addon import dataset, reference, reference_bl
 from ..registration import register_classes, unregister_classes
 from .base import BVBPollMixin, done, fail
 
@@ -13,9 +13,6 @@ def clip_path(settings):
     """The clip the Source panel points at: the Clip field, else the split scene's video."""
     if settings.clip_path:
         return Path(bpy.path.abspath(settings.clip_path))
-    # The data layer reads splits with PyAV beside it; import it only when a split is used.
-    from ..bvb_addon import dataset
-
     split = Path(bpy.path.abspath(settings.split_path))
     questions = dataset.read_split(split)
     scenes = dataset.split_scenes(questions)

@@ -6,6 +6,7 @@ import time
 import bpy
 
 from .. import preferences
+from ..bvb_addon.run_dir import RunDir
 from ..bvb_addon.sandbox import platforms
 from ..operators import background
 from ..registration import register_classes, unregister_classes
@@ -21,8 +22,6 @@ _scene_cache = {}
 
 def _scan(run_dir, previous, job):
     """The scan job's work (no bpy): the run's scene ids, re-listed only when one of its scene folders changed."""
-    from ..bvb_addon.run_dir import RunDir
-
     rd = RunDir(run_dir)
     stamp = tuple(
         path.stat().st_mtime_ns if path.is_dir() else 0 for path in (rd.blends, rd.steps, rd.metas, rd.trajectories)
