@@ -197,6 +197,7 @@ def add_options(
     *,
     exclude: tuple[str, ...] = (),
     group: str | None = None,
+    given_only: bool = False,
     _prefix: str = "",
 ) -> None:
     """Add one argument per field of ``cls`` (an options-class field: its fields, flattened).
@@ -204,6 +205,8 @@ def add_options(
     ``parser`` may be an argument group. Each argument's dest is the field's path (``judge__model``)
     so ``from_namespace`` reads it back whatever the flag is called. ``group``: the help section of
     fields that name none (a field's ``option(group=...)`` wins; sections are made on ``parser``).
+    ``given_only``: only the flags given land in the namespace (the help still says each default), so
+    ``from_namespace(cls, args, base=...)`` lays the command line over a file's options.
     """
     for f, tp in _fields(cls):
         meta = f.metadata
@@ -213,7 +216,10 @@ def add_options(
         dest = _dest(_prefix, f.name)
         title = meta.get("group") or group
         if is_options(base):
-            add_options(parser, base, exclude=tuple(meta.get("exclude", ())), group=title, _prefix=dest + "__")
+            add_options(
+                parser, base, exclude=tuple(meta.get("exclude", ())), group=title, given_only=given_only,
+                _prefix=dest + "__",
+            )  # fmt: skip
             continue
         target = _group(parser, title)
         default = _default(f)
@@ -255,6 +261,11 @@ def add_options(
         else:
             # append extends a default it is given: a repeated option's list starts empty.
             kwargs["default"] = None if meta.get("repeat") else default
+        if given_only:
+            if default is not MISSING and "default" not in kwargs["help"]:
+                shown = "none" if default in (None, ()) else str(_plain(default))
+                kwargs["help"] = f"{kwargs['help']} (default: {shown})"
+            kwargs["default"] = argparse.SUPPRESS
         target.add_argument(*flags, dest=dest, **kwargs)
         same: dict[str, Any] = {k: kwargs[k] for k in ("type", "nargs", "choices") if k in kwargs}
         if base is bool:
@@ -263,21 +274,37 @@ def add_options(
             add_alias(target, old, flags[0], dest, **same)
 
 
-def from_namespace(cls: type[T], namespace: argparse.Namespace, *, _prefix: str = "", **given: Any) -> T:
-    """The options ``add_options`` parsed; ``given`` sets fields the command line does not carry."""
+def from_namespace(
+    cls: type[T], namespace: argparse.Namespace, *, base: Any = None, _prefix: str = "", **given: Any
+) -> T:
+    """The options ``add_options`` parsed; ``given`` sets fields the command line does not carry.
+
+    ``base``: options (a file's) whose values stand where the namespace has none (``add_options(given_only=True)``
+    leaves out every flag not given); an optional options-class field none of whose flags was given keeps
+    ``base``'s value (or its default).
+    """
     values: dict[str, Any] = {}
     for f, tp in _fields(cls):
         if f.name in given:
             values[f.name] = given[f.name]
             continue
-        base, _ = _unwrap_optional(tp)
+        sub_type, optional = _unwrap_optional(tp)
         dest = _dest(_prefix, f.name)
-        if is_options(base) and f.metadata.get("cli", True):
-            sub = from_namespace(base, namespace, _prefix=dest + "__")
-            values[f.name] = sub
-        elif hasattr(namespace, dest):
+        under = getattr(base, f.name) if base is not None else None
+        if is_options(sub_type) and f.metadata.get("cli", True):
+            if optional and not any(name.startswith(dest + "__") for name in vars(namespace)):
+                if base is not None:
+                    values[f.name] = under
+                continue
+            values[f.name] = from_namespace(sub_type, namespace, base=under, _prefix=dest + "__")
+        elif not hasattr(namespace, dest):
+            if base is not None:
+                values[f.name] = under
+        else:
             value = getattr(namespace, dest)
             if value is None and f.metadata.get("repeat"):
+                if base is not None:
+                    values[f.name] = under
                 continue  # never given: the field's default
             values[f.name] = tuple(value) if isinstance(value, list) else value
     return cls(**values)

@@ -14,9 +14,10 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from bvb_addon.errors import ArgumentError
+from bvb_addon.options import option
 
 from .runlock import run_lock
 from .scoring.judge_options import JudgeOptions
@@ -42,13 +43,31 @@ Summary = dict[str, Any]
 class EncoderOptions:
     """The frozen V-JEPA 2 family encoder of Latent Similarity."""
 
-    model: str | None = None  # a local snapshot folder, or a hub id in the local hub cache; None: the release's
-    device: str = "auto"
-    dtype: str = "auto"
-    trust_remote_code: bool = True  # the release loads its encoder with the snapshot's own code
-    num_frames: int = 64
-    encoder_repo: str | None = None  # V-JEPA 2.1: a local vjepa2 checkout whose hub entry point ``model`` names
-    checkpoint: str | None = None  # V-JEPA 2.1: the entry point's local .pt release checkpoint
+    model: str | None = option(
+        None,
+        "the LS encoder: a local snapshot folder loaded with transformers' AutoModel and its own remote code "
+        "(default: $BVB_VJEPA_MODEL, else the release's apiantonio/vjepa2.1-vit-gigantic-384 from the local hub "
+        "cache; nothing is downloaded), or V-JEPA 2.1 as released: a torch-hub entry point of Meta's vjepa2 "
+        "repository, e.g. vjepa2_1_vit_large_384, with --encoder-repo and --checkpoint (384 px, ImageNet "
+        "normalisation)",
+        flag="--encoder",
+        old=("--model",),
+    )
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = option("auto", "the encoder's dtype")
+    # The release loads its encoder with the snapshot's own code; the flag stays for old command lines.
+    trust_remote_code: bool = option(True, "kept for old command lines: the snapshot's code always runs", cli=False)
+    num_frames: int = option(64, "frames per clip, uniformly sampled")
+    encoder_repo: str | None = option(
+        None, "local checkout of facebookresearch/vjepa2 holding hubconf.py (default: torch hub's cache of it)"
+    )
+    checkpoint: str | None = option(
+        None, "the entry point's .pt checkpoint file (ema_encoder/target_encoder weights; default: none)"
+    )
+
+    def __post_init__(self) -> None:
+        if self.num_frames < 2:
+            raise ArgumentError(f"--num-frames {self.num_frames}: an LS clip needs at least 2 frames")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from bvb_addon.errors import ArgumentError
+from bvb_addon.options import option
+from bvb_addon.run_dir import JUDGE_CACHE, SHARED
 
 from .protocol import PROTOCOLS
 from .protocols.dual_vqa_v1 import DEFAULT_MODEL
@@ -36,22 +38,46 @@ class BudgetHolder(Protocol):
 class JudgeOptions:
     """Who answers the questions: the offline geometry judge, or a VLM over an OpenAI-compatible API."""
 
-    kind: str = "vlm"  # vlm or geometry
-    base_url: str | None = None
-    model: str | None = DEFAULT_MODEL  # the release's judge (dual_vqa_v1)
-    api_key_env: str = "OPENAI_API_KEY"  # the variable's name; its value is read here, never sent anywhere else
-    protocol: ProtocolName = "dual_vqa_v1"
-    cache: str | None = None  # judge cache file (default <shared>/judge_cache.sqlite)
-    shared: str | None = None  # folder of shared source answers (default results/_dual_vqa_shared)
-    price_in: float | None = None  # USD per million tokens; None: the price table's
-    price_out: float | None = None
-    retries: int = 6
-    retry_base_delay: float = 1.0
-    max_tokens_field: TokensField = "max_completion_tokens"
-    concurrency: int | None = None  # judge requests in flight at once (cluster-wide on Ray)
-    prompt_kind: str = "auto"  # VSI-Bench's numeric post-prompt: auto (from the URL), local or api
-    probe_wait: float = 60.0  # seconds the endpoint probe may retry a refused or silent endpoint (0: no probe)
-    budget: BudgetHolder | None = None  # a campaign's budget holder (bvb_addon.agent.budget): calls reserve from it
+    kind: Literal["vlm", "geometry"] = option("vlm", "vlm (an API) or geometry (offline)", flag="--judge")
+    base_url: str | None = option(
+        None, "OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)", flag="--judge-base-url"
+    )
+    model: str | None = option(
+        DEFAULT_MODEL, f"judge model id (default {DEFAULT_MODEL}, the release's judge)", flag="--judge-model"
+    )
+    # The variable's name; its value is read here, never sent anywhere else.
+    api_key_env: str = option("OPENAI_API_KEY", "variable holding the judge's API key", flag="--judge-api-key-env")
+    protocol: ProtocolName = option("dual_vqa_v1", "DV's rules (docs/protocol.md)")
+    cache: str | None = option(None, f"judge cache file (default results/{SHARED}/{JUDGE_CACHE})")
+    shared: str | None = option(None, f"folder of shared source answers (default results/{SHARED})")
+    price_in: float | None = option(None, "judge input price, USD per million tokens (default: the price sources')")
+    price_out: float | None = option(None, "judge output price, USD per million tokens (default: the price sources')")
+    retries: int = option(6, "retries on 408/409/429/5xx and connection errors")
+    retry_base_delay: float = option(1.0, "first backoff in seconds (doubles)")
+    max_tokens_field: TokensField = option(
+        "max_completion_tokens",
+        "request field for the answer-token cap: 32, or 16 under vsi_official (max_tokens for older servers)",
+    )
+    concurrency: int | None = option(
+        None,
+        "most judge requests in flight at once, across the whole Ray cluster "
+        "(default 8 with --backend ray; unlimited beyond --workers locally)",
+        flag="--judge-concurrency",
+    )
+    prompt_kind: Literal["auto", "local", "api"] = option(
+        "auto",
+        "vsi_official's numeric post-prompt: VSI-Bench's for local or for API models "
+        "(auto: local for a loopback or private endpoint, else api)",
+        flag="--vsi-prompt",
+    )
+    probe_wait: float = option(
+        60.0,
+        "seconds to keep retrying an endpoint that refuses or times out before scoring starts (0: no probe)",
+        metavar="S",
+    )
+    budget: BudgetHolder | None = option(
+        None, "a campaign's budget holder (bvb_addon.agent.budget): calls reserve from it", cli=False, record=False
+    )
 
     def check(self) -> "JudgeOptions":
         if self.kind not in ("vlm", "geometry"):
