@@ -52,6 +52,7 @@ def option(
     cli: bool = True,
     record: bool = True,
     exclude: tuple[str, ...] = (),
+    include: tuple[str, ...] = (),
     default_factory: Callable[[], Any] | None = None,
     cli_help_default: str | None = None,
     repeat: bool = False,
@@ -67,6 +68,8 @@ def option(
     default); ``cli=False``: not on the command line (a value only code passes, like a campaign's
     budget); ``record=False``: never written to a record or returned as JSON (a budget holder, a
     callback); ``exclude``: for an options-class field, its fields left off this stage's command line;
+    ``include``: for an options-class field, its ``cli=False`` fields this stage does put on its command line
+    (``bvb render --timeout`` is the sandbox's render_timeout_s, ``bvb exec --timeout`` its step_timeout_s);
     ``group``: the title of the help section the flag is listed under (an options-class field's group is
     its fields' unless they name their own).
     """
@@ -82,6 +85,7 @@ def option(
         "cli": cli,
         "record": record,
         "exclude": exclude,
+        "include": include,
         "cli_help_default": cli_help_default,
         "repeat": repeat,
         "group": group,
@@ -196,6 +200,7 @@ def add_options(
     cls: type,
     *,
     exclude: tuple[str, ...] = (),
+    include: tuple[str, ...] = (),
     group: str | None = None,
     given_only: bool = False,
     _prefix: str = "",
@@ -205,20 +210,21 @@ def add_options(
     ``parser`` may be an argument group. Each argument's dest is the field's path (``judge__model``)
     so ``from_namespace`` reads it back whatever the flag is called. ``group``: the help section of
     fields that name none (a field's ``option(group=...)`` wins; sections are made on ``parser``).
+    ``exclude``/``include``: fields of ``cls`` left off, and ``cli=False`` fields put on, this command line.
     ``given_only``: only the flags given land in the namespace (the help still says each default), so
     ``from_namespace(cls, args, base=...)`` lays the command line over a file's options.
     """
     for f, tp in _fields(cls):
         meta = f.metadata
-        if f.name in exclude or not meta.get("cli", True):
+        if f.name in exclude or not (meta.get("cli", True) or f.name in include):
             continue
         base, optional = _unwrap_optional(tp)
         dest = _dest(_prefix, f.name)
         title = meta.get("group") or group
         if is_options(base):
             add_options(
-                parser, base, exclude=tuple(meta.get("exclude", ())), group=title, given_only=given_only,
-                _prefix=dest + "__",
+                parser, base, exclude=tuple(meta.get("exclude", ())), include=tuple(meta.get("include", ())),
+                group=title, given_only=given_only, _prefix=dest + "__",
             )  # fmt: skip
             continue
         target = _group(parser, title)

@@ -178,3 +178,25 @@ def test_a_flat_table_names_sub_options_fields_by_their_names():
     )
     with pytest.raises(ArgumentError, match="^t: unknown key 'nope'"):
         from_mapping(Score, {"run": "r", "nope": 1}, "t", flat=True)
+
+
+@dataclass(frozen=True)
+class Limits:
+    step_s: float = option(60.0, "wall-clock limit of one step, s", flag="--timeout", cli=False)
+    render_s: float = option(1800.0, "wall-clock limit of one render, s", flag="--timeout", cli=False)
+    memory: int = option(8, "memory, GiB")
+    gpu: bool = option(False, "the GPU too")
+
+
+@dataclass(frozen=True)
+class Exec:
+    limits: Limits = option(help="the limits", default_factory=Limits, include=("step_s",), exclude=("gpu",))
+
+
+def test_a_stage_puts_a_sub_options_hidden_field_on_its_command_line_and_leaves_one_off():
+    p = Parser(prog="bvb exec")
+    add_options(p, Exec)
+    flags = {s for a in p._actions for s in a.option_strings}
+    assert {"--timeout", "--memory"} <= flags and "--gpu" not in flags
+    opts = from_namespace(Exec, p.parse_args(["--timeout", "5"]))
+    assert opts.limits == Limits(step_s=5.0)  # the render limit, not on this command line, keeps its default
