@@ -16,6 +16,7 @@ cluster can run it any more (every node with the CPUs or GPU it needs was lost) 
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -78,7 +79,7 @@ def unplaceable_seconds() -> float:
 def require_ray() -> ModuleType:
     """The ray module; BackendError naming the install command when it is missing."""
     try:
-        import ray
+        import ray  # deferred: Ray is optional (the ray extra) and heavy; a missing one is the line below
     except ImportError:
         raise BackendError(f"--backend ray needs Ray, which is not installed; install it with: {RAY_INSTALL}") from None
     return ray
@@ -137,9 +138,7 @@ def _enter_task():
     """Called at the start of every Ray task: note the node this worker process runs on (once)."""
     global _TASK_NODE
     if _TASK_NODE is None:
-        import socket
-
-        import ray
+        import ray  # deferred: Ray is optional (the ray extra); this runs only inside a Ray task
 
         _TASK_NODE = {
             "node_id": ray.get_runtime_context().get_node_id(),
@@ -354,7 +353,7 @@ def _cap_actor_class(ray):
         @ray.remote(num_cpus=0, max_concurrency=1000, max_restarts=-1)
         class _Cap:
             def __init__(self, limit, lease_s):
-                import asyncio
+                import asyncio  # deferred: about 40 ms, needed only in the cap actor's own process
 
                 self.limit = limit
                 self.lease_s = lease_s
@@ -372,8 +371,7 @@ def _cap_actor_class(ray):
                 return len(self.holders)
 
             async def acquire(self):
-                import asyncio
-                import time
+                import asyncio  # deferred: as in __init__ (the actor's process only)
 
                 async with self.changed:
                     while True:
@@ -392,8 +390,6 @@ def _cap_actor_class(ray):
                             pass
 
             async def renew(self, tokens):
-                import time
-
                 deadline = time.monotonic() + self.lease_s
                 for token in tokens:
                     if token in self.holders:

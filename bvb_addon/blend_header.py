@@ -30,7 +30,8 @@ def _head(path, size=32):
                 return unpacked.read(size)
         if raw.startswith(ZSTD_MAGIC):
             try:
-                import zstandard  # ships with the bpy package and with Blender's own Python
+                # deferred: only a zstd-compressed .blend needs it (bpy and Blender's Python ship it; else no header)
+                import zstandard
             except ImportError:
                 return b""
             handle.seek(0)

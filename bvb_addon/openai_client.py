@@ -162,7 +162,7 @@ class OpenAIClient:
         sleep: Callable[[float], None] = time.sleep, cap: AbstractContextManager | None = None, label: str = "model",
         cut_ok: bool = False, any_reply: bool = False,
     ) -> None:  # fmt: skip
-        import openai
+        import openai  # deferred: heavy (about half a second), and the add-on imports this module at register
 
         self._openai = openai
         self.base_url, self.timeout = base_url, timeout

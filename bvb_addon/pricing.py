@@ -87,7 +87,7 @@ class CatalogPrice(Price):
     _provider: Any = field(default=None, compare=False, repr=False)
 
     def token_cost(self, usage: dict) -> float:
-        from genai_prices import Usage
+        from genai_prices import Usage  # deferred: loads its price catalogue; only a priced call needs it
 
         prompt = int(usage.get("input_tokens", 0))
         cached = min(int(usage.get("cached_input_tokens", 0)), prompt)
@@ -134,7 +134,7 @@ def _candidates(model):
 def catalog_version() -> str | None:
     """The installed genai-prices version, or None when the package is missing."""
     try:
-        import genai_prices
+        import genai_prices  # deferred: heavy, and a Blender without the extension's wheels lacks it
     except ImportError:
         return None
     return genai_prices.__version__
@@ -150,7 +150,7 @@ def _decimal(value):
 def catalog_price(model: str, base_url: str | None = None) -> "CatalogPrice | None":
     """The genai-prices price of ``model`` (the endpoint's provider first), or None when it is not listed."""
     try:
-        from genai_prices import data_snapshot
+        from genai_prices import data_snapshot  # deferred: heavy, and a Blender without the extension's wheels lacks it
     except ImportError:
         log.info("genai-prices is not installed: prices come from %s and --price-in/--price-out", PRICES_FILE.name)
         return None

@@ -27,7 +27,7 @@ HARNESS_VERSION = "0.1.0"
 def blender_version() -> str | None:
     """Blender's version string, or None when bpy cannot be imported here."""
     try:
-        import bpy
+        import bpy  # deferred: this module imports without bpy (the bridge, the CLI)
     except ImportError:
         return None
     return bpy.app.version_string

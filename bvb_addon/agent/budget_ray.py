@@ -30,7 +30,7 @@ class RayBudget:
         self.handle, self.on_settle = state["handle"], None
 
     def _get(self, ref: Any) -> Any:
-        import ray
+        import ray  # deferred: Ray is optional (the ray extra); a RayBudget exists only where it is installed
 
         try:
             return ray.get(ref)
@@ -105,7 +105,7 @@ class BudgetServer:
 def ray_budget(limit: float, spent: float = 0.0, address: str | None = None) -> RayBudget:
     """A RayBudget over a new actor on this (the driver's) node."""
     ray = ensure_ray(address)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # deferred: Ray is optional
 
     here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
     actor = ray.remote(max_concurrency=64)(BudgetServer).options(num_cpus=0, scheduling_strategy=here)

@@ -244,7 +244,7 @@ def _decode_block(video: Path, clip: _Clip, frames: list[float], work: Path) -> 
     It applies to what was checked to give those bytes: a codec of EXACT_CODECS, 8-bit 4:2:0 of even size,
     limited or unmarked range, the sample aspect ratio the container or the stream gives passed on."""
     try:
-        import av
+        import av  # deferred: a Blender without the extension's wheels lacks PyAV; then the per-frame commands run
     except ImportError:
         return None
     groups: dict[float, list[float]] = {}

@@ -209,7 +209,7 @@ class Launcher:
         elif arg == "--python-text":
             run_python("text", value, self.exit_code, bpy)
         elif arg == "--addons":
-            import addon_utils
+            import addon_utils  # deferred: Blender's own module, importable only once bpy is (main)
 
             for name in filter(None, value.split(",")):
                 addon_utils.enable(name, default_set=True)
@@ -252,7 +252,7 @@ class Launcher:
 def main(args: list[str]) -> int:
     options = args[: args.index("--")] if "--" in args else args
     if "-v" in options or "--version" in options:
-        import bpy
+        import bpy  # deferred: the slow start only for what needs it (-h does not); main's import below
 
         print(version_text(bpy), flush=True)
         return 0
@@ -261,7 +261,7 @@ def main(args: list[str]) -> int:
               "[--python-expr EXPR] [--python-exit-code N] [-E ENGINE] [-o PATH] [-f N | -a] [-- ARGS]")  # fmt: skip
         return 0
     sys.argv = ["blender", *args]
-    import bpy
+    import bpy  # deferred: bpy reads sys.argv when it loads, so after the line above
 
     print(banner(bpy), flush=True)
     launcher = Launcher(bpy)

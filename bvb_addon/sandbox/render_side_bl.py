@@ -72,7 +72,7 @@ def gl_platform():
     the gpu module refuses every call.
     """
     try:
-        import gpu
+        import gpu  # deferred: a missing or not yet started GPU backend is the None below, not an import failure
 
         platform = gpu.platform
         return {"vendor": platform.vendor_get(), "renderer": platform.renderer_get(),

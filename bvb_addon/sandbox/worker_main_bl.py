@@ -95,7 +95,7 @@ class SceneHost:
     # ---- scene state -------------------------------------------------------------------
 
     def object_fingerprint(self):
-        import bpy
+        import bpy  # deferred: main loads bpy after the seccomp filter; a local name here
 
         # matrix_world is stale until the depsgraph is evaluated.
         bpy.context.view_layer.update()
@@ -117,8 +117,8 @@ class SceneHost:
 
     def summary(self):
         """The compact scene summary that goes with every step result."""
-        import bpy
-        from mathutils import Vector
+        import bpy  # deferred: main loads bpy after the seccomp filter; a local name here
+        from mathutils import Vector  # deferred: comes with bpy (as above)
 
         scene = bpy.context.scene
         counts = {}
@@ -167,7 +167,7 @@ class SceneHost:
 
     def save_snapshot(self, name):
         """Save the scene atomically in the workspace under ``name`` (a plain file name)."""
-        import bpy
+        import bpy  # deferred: main loads bpy after the seccomp filter; a local name here
 
         final = os.path.join(self.workspace, name)
         tmp = os.path.join(self.workspace, "." + name + ".tmp")
@@ -180,7 +180,7 @@ class SceneHost:
         return {"status": "ok"}
 
     def op_run(self, req):
-        import bpy
+        import bpy  # deferred: main loads bpy after the seccomp filter; a local name here
 
         program = req["program"]
         shared = [0]
@@ -232,7 +232,7 @@ class SceneHost:
 
     def op_load(self, req):
         """Open an untrusted .blend: no auto-run scripts, no Python drivers, no UI."""
-        import bpy
+        import bpy  # deferred: main loads bpy after the seccomp filter; a local name here
 
         path = os.path.join(self.workspace, req["name"])
         bpy.context.preferences.filepaths.use_scripts_auto_execute = False
@@ -259,12 +259,12 @@ class SceneHost:
         return reply
 
     def op_render(self, req):
-        import render_side_bl
+        import render_side_bl  # deferred: it imports bpy at its top (after the filter, as above)
 
         return render_side_bl.render(self.workspace, req)
 
     def op_gl(self, req):
-        import render_side_bl
+        import render_side_bl  # deferred: it imports bpy at its top (after the filter, as above)
 
         info = render_side_bl.probe_gl()
         if info is None:
@@ -273,7 +273,7 @@ class SceneHost:
                 "platform": info}  # fmt: skip
 
     def op_graph(self, req):
-        import render_side_bl
+        import render_side_bl  # deferred: it imports bpy at its top (after the filter, as above)
 
         return {"status": "ok", "graph": render_side_bl.scene_graph(req.get("frames"))}
 
@@ -427,7 +427,7 @@ def main(argv):
     os.umask(0o077)
     os.chdir(args.workspace)
     started = time.perf_counter()
-    import bpy
+    import bpy  # deferred: after the seccomp filter, so every thread bpy starts inherits it
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     bpy.context.preferences.filepaths.use_scripts_auto_execute = False
