@@ -268,7 +268,7 @@ def add_options(
             # append extends a default it is given: a repeated option's list starts empty.
             kwargs["default"] = None if meta.get("repeat") else default
         if given_only:
-            if default is not MISSING and "default" not in kwargs["help"]:
+            if default is not MISSING and "default" not in kwargs["help"] and "required" not in kwargs["help"]:
                 shown = "none" if default in (None, ()) else str(_plain(default))
                 kwargs["help"] = f"{kwargs['help']} (default: {shown})"
             kwargs["default"] = argparse.SUPPRESS

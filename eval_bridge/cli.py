@@ -22,6 +22,7 @@ from .leaderboard import board
 from .pages import inspect_export, live, report
 from .scoring.judge_options import JudgeOptions as _J
 from .scoring.protocol import PROTOCOLS
+from .service import app as service
 
 log = logging.getLogger(__name__)
 
@@ -213,45 +214,7 @@ def _add_serve(sub: SubParsers) -> None:
         epilog="Judges, encoders and roots are fixed here (flags or --config FILE); a job only names them. "
         "The token comes from $BVB_BRIDGE_TOKEN; without it one is generated and written (mode 0600) to --token-file.",
     )
-    p.add_argument(
-        "--config", help="TOML file: roots, [judges.NAME], [encoders.NAME], default_judge, ... (default: none)"
-    )
-    p.add_argument("--host", help="bind address (default 127.0.0.1, loopback)")
-    p.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
-    p.add_argument("--root", action="append", help="folder the service may read and score under (repeatable; required)")
-    p.add_argument(
-        "--token",
-        help="bearer token; avoid: a command line is readable by every local user (/proc/PID/cmdline). "
-        "Prefer $BVB_BRIDGE_TOKEN, or let the service generate one into --token-file (the default)",
-    )
-    p.add_argument(
-        "--token-file",
-        help="where a generated token is written (default $BVB_BRIDGE_TOKEN_FILE or ~/.config/bvb/bridge-token)",
-    )
-    p.add_argument(
-        "--judge",
-        choices=("vlm", "geometry"),
-        help="the default judge: a VLM (judge 'default') or geometry (default: vlm with --judge-model, else none)",
-    )
-    p.add_argument("--judge-base-url", help="endpoint of the VLM judge named 'default' (default: none)")
-    p.add_argument("--judge-model", help="model of the VLM judge named 'default' (default: none)")
-    p.add_argument("--judge-api-key-env", default=_J.api_key_env, help="variable holding that judge's API key")
-    p.add_argument("--protocol", choices=PROTOCOLS, help="that judge's DV protocol (default: dual_vqa_v1)")
-    p.add_argument(
-        "--price-in", type=float, help="that judge's input price, USD per million tokens (default: the price sources')"
-    )
-    p.add_argument(
-        "--price-out",
-        type=float,
-        help="that judge's output price, USD per million tokens (default: the price sources')",
-    )
-    p.add_argument(
-        "--encoder",
-        default=os.environ.get("BVB_VJEPA_MODEL"),
-        help="V-JEPA 2 encoder named 'default' (default: $BVB_VJEPA_MODEL)",
-    )
-    p.add_argument("--num-frames", type=int, help="that encoder's frames per clip (default: 64)")
-    p.add_argument("--device", help="that encoder's device (default: auto)")
+    service.add_serve_options(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -524,9 +487,7 @@ def cmd_leaderboard(args: argparse.Namespace, progress: api.Progress | None = No
 
 def cmd_serve(args: argparse.Namespace, progress: api.Progress | None = None) -> int:
     """``bvb serve``: the scoring service, until interrupted."""
-    from .service.app import config_from_args, serve
-
-    return serve(config_from_args(args))
+    return service.serve(service.options_from(args))
 
 
 def cmd_report(args: argparse.Namespace, progress: api.Progress | None = None) -> report.ReportResult:
@@ -765,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
         out_is_file = args.command == "leaderboard"
         path_args.check(
             folders=[(f"--{name}", getattr(args, name, None)) for name in ("run", "videos", "shared", "timelines")]
-            + [("--root", root) for root in getattr(args, "root", None) or []]
+            + [("--root", root) for root in getattr(args, "roots", None) or []]
             + [("run", run) for run in getattr(args, "runs", None) or []]
             + ([] if out_is_file else [("--out", getattr(args, "out", None))]),
             new_files=[

@@ -246,7 +246,7 @@ def test_score_without_a_bridge_says_how_to_start_it(addon, factory_blender, tmp
 
 
 def test_score_button_scores_through_the_service_with_its_token_file(addon, factory_blender, tmp_path):
-    from eval_bridge.service.app import BridgeServer, ServiceConfig
+    from eval_bridge.service.app import BridgeServer, ServeOptions
     from tests.test_bridge_service import make_layout
 
     bpy = factory_blender
@@ -258,7 +258,7 @@ def test_score_button_scores_through_the_service_with_its_token_file(addon, fact
     s.run_dir, s.scene_id = str(run), "s1"
     s.split_path, s.videos_root = str(suite / "split.jsonl"), str(suite)
     token_file = tmp_path / "config" / "bridge-token"
-    with BridgeServer(ServiceConfig(roots=(str(results), str(suite)), port=0, token_file=token_file)) as bridge:
+    with BridgeServer(ServeOptions(roots=(str(results), str(suite)), port=0, token_file=token_file)) as bridge:
         prefs.bridge_url = bridge.url
         prefs.bridge_token_file = str(tmp_path / "no-token-here")
         assert bpy.ops.bvb.score() == {"FINISHED"}

@@ -114,13 +114,13 @@ def test_oracle_run_then_reference_steps_edit_and_save(addon, factory_blender, s
     assert rendered.frame_duration == 4
 
     # Score through the real bridge service (offline geometry judge, DV only).
-    from eval_bridge.service.app import BridgeServer, ServiceConfig
+    from eval_bridge.service.app import BridgeServer, ServeOptions
 
     questions = [json.loads(line) for line in (synth_suite / "split.jsonl").read_text().splitlines() if line.strip()]
     types = {q["question_type"] for q in questions if q["scene_name"] == SCENE}
     prefs.judge, prefs.score_ls = "geometry", False
     token_file = tmp_path / "bridge-token"
-    with BridgeServer(ServiceConfig(roots=(str(synth_suite), str(tmp_path)), port=0, token_file=token_file)) as bridge:
+    with BridgeServer(ServeOptions(roots=(str(synth_suite), str(tmp_path)), port=0, token_file=token_file)) as bridge:
         prefs.bridge_url, prefs.bridge_token_file = bridge.url, str(token_file)
         with bpy.context.temp_override(scene=opened):
             assert bpy.ops.bvb.score() == {"FINISHED"}

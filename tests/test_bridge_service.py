@@ -20,7 +20,7 @@ import requests
 
 from eval_bridge.api import JudgeOptions
 from eval_bridge.runlock import lock_path
-from eval_bridge.service.app import BridgeServer, ServiceConfig
+from eval_bridge.service.app import BridgeServer, ServeOptions
 from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
@@ -104,7 +104,7 @@ def layout(tmp_path):
 
 def _server(roots, **config):
     config.setdefault("token", TOKEN)
-    return BridgeServer(ServiceConfig(roots=tuple(roots), port=0, **config))
+    return BridgeServer(ServeOptions(roots=tuple(roots), port=0, **config))
 
 
 def _wait(url, job, headers=AUTH, timeout=60):
@@ -252,7 +252,7 @@ def test_the_key_exfiltration_attack_gets_nothing_out(layout, monkeypatch, tmp_p
 def test_every_request_needs_the_token_and_a_generated_one_is_written_0600(layout, tmp_path):
     suite, results, _, _ = layout
     with pytest.raises(ValueError, match="pass --token"):
-        ServiceConfig(roots=(str(results),), host="0.0.0.0", port=0)
+        BridgeServer(ServeOptions(roots=(str(results),), host="0.0.0.0", port=0))  # refused before a port is taken
     with _server([results]) as server:
         assert requests.get(f"{server.url}/health", timeout=10).status_code == 401
         wrong = {"Authorization": "Bearer nope"}
@@ -515,7 +515,7 @@ def test_serve_with_only_host_port_and_root_starts_with_the_geometry_judge(layou
 
 def test_a_config_file_fixes_judges_and_encoders_and_bad_entries_are_named(tmp_path):
     from eval_bridge.cli import build_parser
-    from eval_bridge.service.app import config_from_args
+    from eval_bridge.service.app import options_from
 
     config_file = tmp_path / "bridge.toml"
     config_file.write_text(
@@ -523,33 +523,33 @@ def test_a_config_file_fixes_judges_and_encoders_and_bad_entries_are_named(tmp_p
         '[judges.gpt4o]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "gpt-4o"\nprice_in = 2.5\n'
         '[encoders.vjepa]\nmodel = "/models/vjepa2"\n'
     )
-    config = config_from_args(build_parser().parse_args(["serve", "--config", str(config_file)]))
+    config = options_from(build_parser().parse_args(["serve", "--config", str(config_file)]))
     assert set(config.judges) == {"geometry", "gpt4o"} and config.default_judge == "gpt4o"
     assert config.judges["gpt4o"].price_in == 2.5 and config.encoders["vjepa"].model == "/models/vjepa2"
-    assert config.roots == (str(tmp_path),) and config.default_encoder is None
+    assert config.roots == (tmp_path,) and config.default_encoder is None
     for text, message in (
-        ('[judges.x]\nbase_url = "u"\nmodel = "m"\nendpoint = "e"\n', "judges.x.endpoint"),
+        ('[judges.x]\nbase_url = "u"\nmodel = "m"\nendpoint = "e"\n', "judges.x: unknown key 'endpoint'"),
         ('[judges.x]\nkind = "vlm"\n', "judge 'x': a VLM judge needs"),
         ('default_judge = "nope"\n', "default judge 'nope' is not configured"),
         ("roots = [\n", "is not valid TOML"),
     ):
         config_file.write_text(text)
         with pytest.raises(ValueError, match=message):
-            config_from_args(build_parser().parse_args(["serve", "--config", str(config_file)]))
+            options_from(build_parser().parse_args(["serve", "--config", str(config_file)]))
 
 
 def test_token_on_the_command_line_warns_and_the_environment_does_not(monkeypatch, caplog, tmp_path):
     from eval_bridge.cli import build_parser
-    from eval_bridge.service.app import config_from_args
+    from eval_bridge.service.app import options_from
 
     parser = build_parser()
     assert "BVB_BRIDGE_TOKEN" in parser._subparsers._group_actions[0].choices["serve"].format_help()
     monkeypatch.setenv("BVB_BRIDGE_TOKEN", "from-the-environment")
     with caplog.at_level("WARNING", logger="eval_bridge.service.app"):
-        config = config_from_args(parser.parse_args(["serve", "--root", str(tmp_path)]))
+        config = options_from(parser.parse_args(["serve", "--root", str(tmp_path)]))
     assert config.token == "from-the-environment" and not caplog.records
     with caplog.at_level("WARNING", logger="eval_bridge.service.app"):
-        config = config_from_args(parser.parse_args(["serve", "--root", str(tmp_path), "--token", "on-the-line"]))
+        config = options_from(parser.parse_args(["serve", "--root", str(tmp_path), "--token", "on-the-line"]))
     assert config.token == "on-the-line"
     (warning,) = caplog.records
     assert "/proc/PID/cmdline" in warning.getMessage() and "$BVB_BRIDGE_TOKEN" in warning.getMessage()

@@ -11,7 +11,7 @@ from eval_bridge import cli
 from eval_bridge.api import JudgeOptions, make_judge
 from eval_bridge.scoring.judge import Judge, Media, VLMJudge
 from eval_bridge.scoring.preprocess import PreprocessError, Preprocessing, output_size, preprocess
-from eval_bridge.service.app import Guard, Service, ServiceConfig, build_app
+from eval_bridge.service.app import Guard, Service, ServeOptions, build_app
 from tools import roots
 from tools.scripted_openai import ScriptedOpenAI
 
@@ -47,10 +47,10 @@ def test_a_preprocessing_that_resizes_to_no_size_names_the_fix():
 
 def test_the_service_guard_refuses_to_run_without_a_token(tmp_path):
     # Before: config.token.encode() on None, an AttributeError when the app was built.
-    config = ServiceConfig(roots=(str(tmp_path),))
+    config = ServeOptions(roots=(str(tmp_path),))
     with pytest.raises(ArgumentError, match="bearer token"):
         build_app(Service(config))
-    assert isinstance(build_app(Service(ServiceConfig(roots=(str(tmp_path),), token="t"))), Guard)
+    assert isinstance(build_app(Service(ServeOptions(roots=(str(tmp_path),), token="t"))), Guard)
 
 
 def test_a_stage_without_resume_reruns_without_it():

@@ -30,7 +30,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Callable, Container, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from dataclasses import replace as with_fields
 from pathlib import Path
 from typing import Any, Literal, Self, TypedDict, TypeVar
@@ -49,13 +49,12 @@ from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
 from bvb_addon.errors import USER_ERRORS, ArgumentError, BadFileError, BVBError, MissingFileError
 from bvb_addon.jsonfile import read_json, read_object_or_none
+from bvb_addon.options import add_options, from_mapping, from_namespace, option
 from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
 from .. import api
 from ..runlock import RunBusy, RunLock, run_lock
-from ..scoring.judge_options import JudgeOptions as _J
-from ..scoring.judge_options import ProtocolName, TokensField
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
 
 log = logging.getLogger(__name__)
@@ -74,6 +73,12 @@ BODY_TIMEOUT_S = 0.5
 # Connections waiting to be accepted: a burst of health checks from many clients must not be dropped.
 BACKLOG = 2048
 TOKEN_ENV = "BVB_BRIDGE_TOKEN"
+ENCODER_ENV = "BVB_VJEPA_MODEL"
+# A job chooses a judge by name; how it is asked (its cache, retries, budget) is the service's, from the file.
+JUDGE_FIXED_BY_JOBS = ("cache", "shared", "retries", "retry_base_delay", "max_tokens_field", "concurrency",
+                       "prompt_kind", "probe_wait")  # fmt: skip
+# The flags name a snapshot, its frames and device; a V-JEPA 2.1 checkpoint is an [encoders.NAME] table.
+ENCODER_BY_FILE = ("dtype", "encoder_repo", "checkpoint")
 TOKEN_ON_COMMAND_LINE = (
     "--token puts the secret on the command line, where every local user can read it (/proc/PID/cmdline); "
     f"set ${TOKEN_ENV} instead, or leave it out and give clients the generated --token-file"
@@ -92,84 +97,84 @@ class ServiceError(BVBError):
 
 
 @dataclass(frozen=True)
-class ServiceConfig:
-    """What the service may do, fixed when it starts; requests only choose among it by name."""
+class ServeOptions:
+    """What the service may do, fixed when it starts: ``bvb serve``'s flags, or its --config TOML file whose keys
+    are these fields' names (flags win); requests only choose among it by name."""
 
-    roots: tuple[str | Path, ...]
-    host: str = "127.0.0.1"
-    port: int = 8765
-    token: str | None = None  # None: generate one and write it to token_file
-    token_file: Path | None = None  # default: bvb_addon.bridge_client.default_token_file()
-    judges: dict[str, api.JudgeOptions] = field(default_factory=dict)  # "geometry" is always there
-    default_judge: str | None = None  # for a job that names none
-    encoders: dict[str, api.EncoderOptions] = field(default_factory=dict)
-    default_encoder: str | None = None
+    roots: tuple[Path, ...] = option(
+        (),
+        "folder the service may read and score under (repeatable; default: the current folder)",
+        flag="--root",
+        metavar="ROOT",
+        repeat=True,
+    )
+    host: str = option("127.0.0.1", "bind address (loopback; another address needs a token)")
+    port: int = option(8765, "port (0 picks a free one)")
+    token: str | None = option(
+        None,
+        "bearer token; avoid: a command line is readable by every local user (/proc/PID/cmdline). "
+        f"Prefer ${TOKEN_ENV}, or let the service generate one into --token-file (the default)",
+        record=False,
+    )
+    token_file: Path | None = option(
+        None, "where a generated token is written (default $BVB_BRIDGE_TOKEN_FILE or ~/.config/bvb/bridge-token)"
+    )
+    judges: dict[str, api.JudgeOptions] = option(
+        help="the judges a job may name ([judges.NAME] tables; geometry is always there)",
+        default_factory=dict,
+        cli=False,
+    )
+    default_judge: str | None = option(None, "the judge of a job that names none", cli=False)
+    encoders: dict[str, api.EncoderOptions] = option(
+        help="the V-JEPA 2 encoders a job may name ([encoders.NAME] tables)", default_factory=dict, cli=False
+    )
+    default_encoder: str | None = option(None, "the encoder of a job that names none", cli=False)
+    judge: api.JudgeOptions | None = option(
+        None,
+        "the judge named 'default' and made the default (--judge geometry: the offline judge is)",
+        exclude=JUDGE_FIXED_BY_JOBS,
+    )
+    encoder: api.EncoderOptions | None = option(
+        None, "the encoder named 'default' (default: $BVB_VJEPA_MODEL)", exclude=ENCODER_BY_FILE
+    )
 
-    def __post_init__(self) -> None:
-        if not self.roots:
-            raise ArgumentError("serve needs at least one --root folder")
+    def checked(self) -> "ServeOptions":
+        """The options the service runs with: the judge and encoder named 'default' among the named ones,
+        geometry always there, the current folder without roots; one line for what cannot work."""
         judges = {GEOMETRY: api.JudgeOptions(kind="geometry"), **self.judges}
+        encoders = dict(self.encoders)
+        default_judge, default_encoder = self.default_judge, self.default_encoder
+        if self.judge is not None and self.judge.kind == GEOMETRY:
+            default_judge = GEOMETRY
+        elif self.judge is not None:
+            judges["default"], default_judge = self.judge, "default"
+        if self.encoder is not None:
+            if not self.encoder.model:
+                raise ArgumentError("serve: --num-frames and --device set the encoder --encoder PATH names; add it")
+            encoders["default"], default_encoder = self.encoder, default_encoder or "default"
         for name, judge in judges.items():
             try:
                 judge.check()
             except ValueError as exc:
                 raise ArgumentError(f"judge {name!r}: {exc}") from None
-        object.__setattr__(self, "judges", judges)
-        if self.default_judge is not None and self.default_judge not in judges:
-            raise ArgumentError(
-                f"default judge {self.default_judge!r} is not configured; configured: {', '.join(judges)}"
-            )
-        if self.default_encoder is not None and self.default_encoder not in self.encoders:
-            raise ArgumentError(f"default encoder {self.default_encoder!r} is not configured; add it under [encoders]")
+        if default_judge is not None and default_judge not in judges:
+            raise ArgumentError(f"default judge {default_judge!r} is not configured; configured: {', '.join(judges)}")
+        if default_encoder is not None and default_encoder not in encoders:
+            raise ArgumentError(f"default encoder {default_encoder!r} is not configured; add it under [encoders]")
         if not is_loopback(self.host) and not self.token:
             raise ArgumentError(
                 f"serve: binding {self.host} exposes the service beyond this machine; "
-                "set BVB_BRIDGE_TOKEN (or pass --token) and give it to the clients yourself"
+                f"set {TOKEN_ENV} (or pass --token) and give it to the clients yourself"
             )
+        return with_fields(
+            self, roots=self.roots or (Path.cwd(),), judges=judges, default_judge=default_judge, encoders=encoders,
+            default_encoder=default_encoder, judge=None, encoder=None,
+        )  # fmt: skip
 
 
-class _JudgeEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["vlm", "geometry"] = "vlm"
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str = _J.api_key_env
-    protocol: ProtocolName = _J.protocol
-    cache: str | None = None
-    shared: str | None = None
-    price_in: float | None = None
-    price_out: float | None = None
-    retries: int = Field(_J.retries, ge=0)
-    retry_base_delay: float = Field(_J.retry_base_delay, ge=0)
-    max_tokens_field: TokensField = _J.max_tokens_field
-    concurrency: int | None = Field(None, ge=1)
-
-
-class _EncoderEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    model: str
-    device: str = "auto"
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    trust_remote_code: bool = True  # the release's load runs the snapshot's own code
-    num_frames: int = Field(64, ge=2)
-    encoder_repo: str | None = None  # V-JEPA 2.1: local vjepa2 checkout (model is then its hub entry point)
-    checkpoint: str | None = None
-
-
-class _ConfigFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    roots: list[str] = []
-    host: str | None = None
-    port: int | None = Field(None, ge=0, le=65535)
-    token_file: str | None = None
-    default_judge: str | None = None
-    default_encoder: str | None = None
-    judges: dict[str, _JudgeEntry] = {}
-    encoders: dict[str, _EncoderEntry] = {}
-
-
-def read_config_file(path: str | Path) -> _ConfigFile:
-    """The parsed TOML configuration file (roots, judges, encoders); a one-line error naming the file."""
+def read_config_file(path: str | Path) -> ServeOptions:
+    """The service's TOML configuration file as ServeOptions (keys are its field names); one line naming the file
+    and the key when it does not parse."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())
@@ -179,52 +184,28 @@ def read_config_file(path: str | Path) -> _ConfigFile:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadFileError(f"service config {path} is not valid TOML: {exc}") from None
-    try:
-        return _ConfigFile.model_validate(raw)
-    except ValidationError as exc:
-        raise BadFileError(f"service config {path}: {_first_error(exc)}") from None
+    return from_mapping(ServeOptions, raw, f"service config {path}")
 
 
-def config_from_args(args: argparse.Namespace) -> ServiceConfig:
-    """The ServiceConfig of ``serve``'s arguments: a config file, with flags adding to or overriding it."""
-    from_file = read_config_file(args.config) if args.config else _ConfigFile()
-    judges = {name: api.JudgeOptions(**entry.model_dump()) for name, entry in from_file.judges.items()}
-    encoders = {name: api.EncoderOptions(**entry.model_dump()) for name, entry in from_file.encoders.items()}
-    default_judge, default_encoder = from_file.default_judge, from_file.default_encoder
-    if args.judge_base_url or args.judge_model or args.judge == "vlm":
-        judges["default"] = api.JudgeOptions(
-            kind="vlm",
-            base_url=args.judge_base_url,
-            model=args.judge_model,
-            api_key_env=args.judge_api_key_env,
-            protocol=args.protocol or _J.protocol,
-            price_in=args.price_in,
-            price_out=args.price_out,
-        )
-        default_judge = "default"
-    elif args.judge == GEOMETRY:
-        default_judge = GEOMETRY
-    if args.encoder:
-        encoders["default"] = api.EncoderOptions(
-            args.encoder, device=args.device or "auto", num_frames=args.num_frames or 64
-        )
-        default_encoder = default_encoder or "default"
-    roots = tuple(args.root or from_file.roots or [str(Path.cwd())])
-    token_file = args.token_file or from_file.token_file
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    if args.token:
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """``bvb serve``'s arguments: --config FILE and ServeOptions' flags, which win over the file's keys."""
+    parser.add_argument("--config", help="TOML file of these options: roots, [judges.NAME], [encoders.NAME], "
+                        "default_judge, ... (default: none)")  # fmt: skip
+    add_options(parser, ServeOptions, given_only=True)
+
+
+def options_from(args: argparse.Namespace) -> ServeOptions:
+    """The ServeOptions of ``bvb serve``'s arguments: the --config file's, the flags given laid over them, the
+    token from $BVB_BRIDGE_TOKEN and the encoder from $BVB_VJEPA_MODEL when the command line names none."""
+    from_file = read_config_file(args.config) if args.config else ServeOptions()
+    options = from_namespace(ServeOptions, args, base=from_file)
+    if options.token:
         log.warning(TOKEN_ON_COMMAND_LINE)
-    return ServiceConfig(
-        roots=roots,
-        host=args.host or from_file.host or "127.0.0.1",
-        port=args.port if args.port is not None else (from_file.port or 8765),
-        token=token,
-        token_file=Path(token_file).expanduser() if token_file else None,
-        judges=judges,
-        default_judge=default_judge,
-        encoders=encoders,
-        default_encoder=default_encoder,
-    )
+    elif os.environ.get(TOKEN_ENV):
+        options = with_fields(options, token=os.environ[TOKEN_ENV])
+    if options.encoder is None and os.environ.get(ENCODER_ENV):
+        options = with_fields(options, encoder=api.EncoderOptions(os.environ[ENCODER_ENV]))
+    return options.checked()
 
 
 # ---- request bodies --------------------------------------------------------------------------
@@ -356,8 +337,8 @@ class Job:
 class Service:
     """Jobs and path rules; the HTTP layer only validates and translates."""
 
-    def __init__(self, config: ServiceConfig) -> None:
-        self.config = config
+    def __init__(self, config: ServeOptions) -> None:
+        self.config = config.checked()
         self.roots = [Path(r).expanduser().resolve() for r in config.roots]
         missing = [str(r) for r in self.roots if not r.is_dir()]
         if missing:
@@ -626,7 +607,7 @@ def _loopback_origin(origin: str) -> bool:
 class Guard:
     """ASGI middleware: Host, Origin, token and content type are checked before routing and before any body is read."""
 
-    def __init__(self, app: ASGIApp, config: ServiceConfig, allowed_hosts: Container[str] | None) -> None:
+    def __init__(self, app: ASGIApp, config: ServeOptions, allowed_hosts: Container[str] | None) -> None:
         if not config.token:
             raise ArgumentError("the service needs a bearer token; BridgeServer makes one when the config has none")
         self.app = app
@@ -681,7 +662,8 @@ class BridgeServer:
     Without a token in the config, one is generated and written to the token file (mode 0600).
     """
 
-    def __init__(self, config: ServiceConfig) -> None:
+    def __init__(self, config: ServeOptions) -> None:
+        config = config.checked()  # a bad option is one line before a port is taken
         try:
             sock = listen(config.host, config.port, BACKLOG)
         except OSError as exc:
@@ -731,7 +713,7 @@ class BridgeServer:
         self.stop()
 
 
-def serve(config: ServiceConfig) -> int:
+def serve(config: ServeOptions) -> int:
     """``bvb serve``: the service on its socket until interrupted; prints where it listens and its token file."""
     server = BridgeServer(config)
     roots = ", ".join(map(str, server.service.roots))
