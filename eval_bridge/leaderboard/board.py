@@ -68,7 +68,9 @@ class LeaderboardResult:
     """The ranked rows as written to ``out`` (one dict per CSV row, keyed by scoring.overall.COLUMNS and more)."""
 
     out: Path
+    """The CSV written (BVB's published columns, then the intervals, ours and the noise columns)."""
     rows: tuple[dict[str, Any], ...]
+    """Every row in rank order: the runs', each NAME.trialK group's and the published references'."""
 
     @property
     def table(self) -> str:

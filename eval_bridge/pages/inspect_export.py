@@ -184,7 +184,9 @@ class ExportResult:
     """The log written and how many samples (scenes) it holds."""
 
     out: Path
+    """The eval log written (JSON)."""
     samples: int
+    """Its samples: one per scene of the run."""
 
 
 def export(options: ExportOptions) -> ExportResult:

@@ -65,7 +65,9 @@ class ReportResult:
     """Where the report's page is (a report of VGI output folders only is their pages' index)."""
 
     index: Path
+    """The report's index.html (a report of VGI output folders only: their pages' index)."""
     out: Path
+    """The folder holding it, its assets and its scene pages."""
 
 
 def report(options: ReportOptions) -> ReportResult:
