@@ -13,21 +13,27 @@ import logging
 import math
 import os
 import shutil
+import signal
+import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from . import scratch
+from . import backend, dataset, outcomes, scratch
 from .atomic import write_json_atomic
 from .errors import BVBError
 from .jsonfile import read_object_or_none
+from .options import option
+from .progress import bar as progress_bar
 from .records import RenderRow
 from .records.render_row import RenderStatusFile
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size, release_render
+from .sandbox.gate import require_level
 
 log = logging.getLogger(__name__)
 
@@ -61,29 +67,107 @@ class RenderStageError(BVBError, ValueError):
     """Bad input to the render stage (one line naming the thing and the fix)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RenderOptions:
-    """What to render and how."""
+    """``bvb render``'s options: what to render and how (the command line, a campaign's [render] table)."""
 
-    run: Path
-    num_frames: int = 64
+    run: Path = option(help="the run directory (holds blends/)")
+    num_frames: int = option(64, "frames sampled over the timeline as BVB does (every frame of a shorter one)")
     """Frames of each evaluation render, sampled uniformly over the scene's frame range."""
-    preset: str = "bvb"
+    preset: Literal["bvb", "fast", "cycles"] = option(
+        "bvb",
+        "bvb: BVB's release render (EEVEE, square); ours, at the source's aspect: fast (Workbench, for CPU "
+        "machines), cycles (Cycles, denoised)",
+    )
     """bvb (BVB's release render: EEVEE, square), fast (Workbench), cycles (Cycles, denoised); the last two are
     ours, at the source clip's aspect."""
-    resolution: int = release_render.RESOLUTION
+    resolution: int = option(
+        release_render.RESOLUTION, "bvb: width and height, px; the other presets: the longest side"
+    )
     """bvb: width and height, px (the release's); the other presets: the longest side."""
-    workers: int = 1
-    resume: bool = False
-    scenes: list = field(default_factory=list)
-    min_meshes: int = 0
+    workers: int = option(1, "sandboxed Blender workers rendering in parallel")
+    resume: bool = option(False, "skip scenes whose mp4 is complete")
+    scenes: tuple[str, ...] = option((), "only these scenes (default: all)", metavar="ID")
+    min_meshes: int = option(0, "a gate of ours (not with --preset bvb): fewest mesh objects a submission needs")
     """A gate of ours: a submission with fewer mesh objects is not rendered (not with the bvb preset: the
     release renders a camera-only scene)."""
-    sandbox: SandboxConfig | None = None
-    progress: bool = True
-    backend: str = "local"
+    sandbox: SandboxConfig | None = option(
+        None,
+        "how the render workers are isolated (None: the sandbox's defaults)",
+        include=("render_timeout_s",),  # --timeout: one scene's render
+        exclude=("gpu",),  # render workers always see the GPU
+    )
+    backend: Literal["local", "ray"] = option("local", "local worker threads, or one Ray task per scene")
     """"local": worker threads here; "ray": one Ray task per scene (bvb_addon.backend)."""
-    ray_address: str | None = None
+    ray_address: str | None = option(None, "Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)")
+    progress: bool = option(True, "the progress bar", cli=False)
+    on_level: Callable[[str], None] | None = option(
+        None, "called with the sandbox level line before the first scene", cli=False, record=False
+    )
+    """The command line prints the sandbox level line (stderr) before any scene renders."""
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    """What one render stage did: a row per scene it rendered now, counts by status, where the rows are."""
+
+    run: Path
+    """The run directory."""
+    rows: dict[str, dict]
+    """{scene: render row} of the scenes rendered now (RenderRow's fields, as render_status.jsonl holds them)."""
+    skipped: int
+    """Scenes --resume found complete (not rendered again)."""
+    statuses: dict[str, int]
+    """Scenes per status of ``rows`` (ok, no_camera, timeout ...)."""
+    renderers: tuple[str, ...]
+    """What rendered (a GL renderer, Cycles and its devices), each once."""
+    status_path: Path
+    """render_status.jsonl."""
+    sandbox_level: dict[str, Any]
+    """The sandbox level the workers ran at (``SandboxLevel.as_dict``)."""
+    faults: int
+    """Scenes that ended in a harness or environment fault (a rerun redoes them)."""
+
+    @property
+    def ok(self) -> int:
+        """Scenes rendered to a complete mp4 now."""
+        return self.statuses.get("ok", 0)
+
+    @property
+    def line(self) -> str:
+        """The stage's summary line."""
+        return (f"rendered {self.ok} of {len(self.rows)} scenes ({self.skipped} complete already); "
+                f"rows in {self.status_path}")  # fmt: skip
+
+
+def render_run(options: RenderOptions) -> RenderResult:
+    """The render stage: every submission of ``options.run`` (or ``options.scenes``) rendered from its camera.
+
+    Checks the options, the run folder and the sandbox first (RenderStageError, SandboxUnavailable: one
+    line each); a scene's failure is its row, never a stopped batch.
+    """
+    stage = RenderStage(options)
+    try:
+        if options.on_level is not None:
+            options.on_level(stage.level.line())
+    except BaseException:
+        stage.close()
+        raise
+    outcome = stage.run()
+    rows: dict[str, dict] = outcome["rendered"]
+    statuses: dict[str, int] = {}
+    for row in rows.values():
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    return RenderResult(
+        run=stage.run_dir,
+        rows=rows,
+        skipped=outcome["skipped"],
+        statuses=dict(sorted(statuses.items())),
+        renderers=tuple(sorted({row["renderer"] for row in rows.values() if row.get("renderer")})),
+        status_path=stage.status_path,
+        sandbox_level=stage.level.as_dict(),
+        faults=sum(1 for row in rows.values() if outcomes.is_fault("render", row)),
+    )
 
 
 def uniform_frames(start: int, end: int, count: int) -> list[int]:
@@ -130,7 +214,8 @@ def source_clips(run_dir: str | Path) -> tuple[dict[str, tuple[int, int]], str |
     split, videos = config.get("split"), videos_of(config)
     if not split or not videos:
         return {}, f"{config_path.name} names no split/videos"
-    from . import dataset, video
+    # deferred: video imports PyAV (the add-on loads this module without it)
+    from . import video
 
     try:
         questions = dataset.read_split(split)
@@ -148,6 +233,7 @@ def source_clips(run_dir: str | Path) -> tuple[dict[str, tuple[int, int]], str |
 
 def encode_mp4(images: list[Path], dest: str | Path, fps: float) -> Path:
     """Encode the rendered PNG frames to dest (the one encoder, ``bvb_addon.mp4``; PyAV loads on first use)."""
+    # deferred: mp4 imports PyAV
     from .mp4 import write_mp4
 
     return write_mp4(dest, images, fps)
@@ -155,6 +241,7 @@ def encode_mp4(images: list[Path], dest: str | Path, fps: float) -> Path:
 
 def encode_release_mp4(images: list[Path], dest: str | Path, fps: int) -> Path:
     """The bvb preset's encode: the release's (libx264 yuv420p crf 23 at a whole fps) through ``bvb_addon.mp4``."""
+    # deferred: mp4 imports PyAV
     from .mp4 import write_release_mp4
 
     return write_release_mp4(dest, images, fps)
@@ -173,8 +260,6 @@ def error_record(blend: Path, frames_dir: Path, row: dict) -> dict:
         reason = f"BVB_RENDER_ERROR no_camera: {reason}"
     returncode = 1
     if row["status"] in ("crash", "oom"):
-        import signal
-
         named = [sig for sig in signal.Signals if sig.name in reason.split()]
         returncode = -int(named[0]) if named else -int(signal.SIGKILL) if row["status"] == "oom" else 1
     return {
@@ -195,6 +280,7 @@ def mp4_complete(path: str | Path, frames: int | None) -> bool:
     """True when path is a readable video of exactly ``frames`` frames (None: of at least one)."""
     if not Path(path).is_file():
         return False
+    # deferred: video imports PyAV
     from . import video
 
     try:
@@ -208,7 +294,7 @@ def mp4_decodes(path: str | Path, frames: int) -> bool:
     """True when path decodes to exactly ``frames`` frames, every one of them (a probe reads only the header)."""
     if not frames or not Path(path).is_file():
         return False
-    import av
+    import av  # deferred: PyAV, loaded only to check a render
 
     try:
         with av.open(str(path)) as container:
@@ -240,10 +326,6 @@ class RenderStage:
             )
         if not self.rd.blends.is_dir():
             raise RenderStageError(f"{self.run_dir} has no {BLENDS}/ folder; pass --run with a run directory")
-        from dataclasses import replace
-
-        from .sandbox.gate import require_level
-
         config = options.sandbox or SandboxConfig()
         # The render workers see the GPU (docs/sandbox.md): they only open .blend files with
         # scripts and drivers off, and EEVEE without a GPU is software GL, minutes a scene.
@@ -282,8 +364,6 @@ class RenderStage:
         results = {}
         bar = None
         if self.options.progress:
-            from .progress import bar as progress_bar
-
             bar = progress_bar(total=len(todo), desc=f"render {self.options.preset}", unit="scene")
         try:
             for row in self._rendered(todo):
@@ -326,9 +406,9 @@ class RenderStage:
     def _rendered(self, todo):
         """Rows of the scenes as they finish: worker threads here, or Ray tasks on a cluster."""
         if self.options.backend == "ray":
-            from . import backend
-
-            tasks = [(self.options, scene) for scene in todo]
+            # A task carries the options, not the command line's callback.
+            task_options = replace(self.options, on_level=None)
+            tasks = [(task_options, scene) for scene in todo]
             for (_, scene), row, error in backend.map_unordered(
                 render_scene_task, tasks, backend="ray", workers=self.options.workers,
                 ray_address=self.options.ray_address, num_cpus=1, max_retries=3,
@@ -544,14 +624,9 @@ def render_scene_task(payload: tuple[RenderOptions, str]) -> dict:
     The node probes its own sandbox (RenderStage refuses below the minimum level, naming the
     fix); the mp4 and scene graph land in the run directory on shared storage, atomically.
     """
-    import socket
-    from dataclasses import replace
-
-    from . import backend
-
     options, scene = payload
     try:
-        stage = RenderStage(replace(options, backend="local", progress=False))
+        stage = RenderStage(replace(options, backend="local", progress=False, on_level=None))
     except Exception as exc:  # SandboxUnavailable, RenderStageError: this node cannot take the scene
         reason = f"node {socket.gethostname()}: {exc}"
         return backend.stamp_node(RenderRow(scene, "sandbox_error", reason, preset=options.preset).as_dict())

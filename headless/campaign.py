@@ -56,7 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bvb_addon import dataset
 from bvb_addon.agent.budget import Budget, recorded_spend
@@ -73,10 +73,11 @@ from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
 from bvb_addon.records import read_dv_rows, read_ls_rows
 from bvb_addon.render_stage import RenderOptions, RenderStage
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
-from bvb_addon.sandbox.config import SandboxConfig
 from eval_bridge import api
 from eval_bridge import cli as bridge_cli
 from eval_bridge.api import DVOptions, EncoderOptions, LSOptions
+from eval_bridge.leaderboard import board
+from eval_bridge.pages import report as report_pages
 from headless import render as render_cli
 from headless import run as run_cli
 
@@ -226,13 +227,12 @@ def _render_options(table: dict[str, Any], path: Path) -> RenderOptions:
     if not words:
         return options
     args = _words(render_cli.build_parser(), ["--run", str(PLACEHOLDER), *words], f"{path} [render]")
-    sandbox = SandboxConfig(min_level=args.sandbox_min, allow_below_minimum=args.allow_weak_sandbox,
-                            render_timeout_s=args.timeout, blender_bin=args.blender_bin)  # fmt: skip
+    parsed = render_cli.options_from(args)
     given = {flag.lstrip("-").replace("-", "_") for flag in words if flag.startswith("--")}
     picked = {
-        name: getattr(args, name) for name in ("num_frames", "preset", "resolution", "min_meshes") if name in given
+        name: getattr(parsed, name) for name in ("num_frames", "preset", "resolution", "min_meshes") if name in given
     }
-    return replace(options, sandbox=sandbox, **picked)
+    return replace(options, sandbox=parsed.sandbox, **picked)
 
 
 def _dv_options(campaign: "Campaign", table: dict[str, Any], where: str) -> DVOptions:
@@ -296,9 +296,10 @@ def _load(path: Path) -> Campaign:
     budget = data.get("budget")
     if not isinstance(budget, int | float) or budget < 0 or math.isnan(budget):
         raise CampaignError(f"{path}: `budget` must be the campaign's USD for model calls (a number >= 0)")
-    backend = str(data.get("backend", "local"))
-    if backend not in ("local", "ray"):
-        raise CampaignError(f'{path}: `backend` is {backend!r}; use "local" or "ray"')
+    backend_name = str(data.get("backend", "local"))
+    if backend_name not in ("local", "ray"):
+        raise CampaignError(f'{path}: `backend` is {backend_name!r}; use "local" or "ray"')
+    backend: Literal["local", "ray"] = "ray" if backend_name == "ray" else "local"
     retries = data.get("retries", 1)
     if not isinstance(retries, int) or retries < 0:
         raise CampaignError(f"{path}: `retries` must be a whole number >= 0")
@@ -656,13 +657,13 @@ class CampaignRunner:
             for name, _trial in configuration.runs():
                 codes[name] = self._run_all(configuration, name, scenes)
         self._stage("all", "leaderboard")
-        scored = [str(rd.root) for name, rd in c.run_dirs().items() if rd.overall.is_file()]
+        scored = tuple(rd.root for rd in c.run_dirs().values() if rd.overall.is_file())
         if scored:
-            bridge_cli.main(["leaderboard", *scored, "--out", str(c.results / "leaderboard.csv")])
-        runs = [str(rd.root) for rd in c.run_dirs().values() if rd.looks_like_run()]
+            board.leaderboard(board.LeaderboardOptions(runs=scored, out=c.results / "leaderboard.csv"))
+        runs = tuple(rd.root for rd in c.run_dirs().values() if rd.looks_like_run())
         if runs:
             self._stage("all", "report")
-            bridge_cli.main(["report", *runs, "--out", str(c.results / "report"), "--videos", str(c.videos)])
+            report_pages.report(report_pages.ReportOptions(runs=runs, out=c.results / "report", videos=c.videos))
         self._save_state(current=None, finished=True, ended=_now())
         self.log(format_status(c, status(c)))
         return codes

@@ -259,6 +259,20 @@ def test_uniform_frames():
         uniform_frames(1, 10, 0)
 
 
+def test_the_stage_function_returns_a_typed_result(run_dir, rendered, tmp_path):
+    """render_run(RenderOptions) -> RenderResult: counts by status, the level line before the first scene."""
+    lines = []
+    options = RenderOptions(run=run_dir, num_frames=FRAMES, preset="fast", resolution=SIZE, resume=True,
+                            scenes=("good", "nocam"), progress=False, on_level=lines.append)  # fmt: skip
+    result = render_stage.render_run(options)
+    assert isinstance(result, render_stage.RenderResult)
+    assert result.skipped == 1 and set(result.rows) == {"nocam"}  # good is complete; a gate verdict is redone
+    assert result.statuses == {"no_camera": 1} and result.ok == 0 and result.faults == 0
+    assert result.status_path == run_dir / "render_status.jsonl" and result.run == run_dir
+    assert result.line == f"rendered 0 of 1 scenes (1 complete already); rows in {result.status_path}"
+    assert len(lines) == 1 and lines[0].startswith("sandbox level ") and result.sandbox_level["name"] in lines[0]
+
+
 def test_bad_input_is_one_line_error(tmp_path, capsys):
     from headless import render
 

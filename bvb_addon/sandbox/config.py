@@ -35,16 +35,22 @@ class SandboxConfig:
     """How workers are isolated and limited. Sizes in bytes, times in seconds."""
 
     min_level: Literal["bwrap", "uid", "rlimits"] = option(
-        "bwrap", "refuse to run below this sandbox level", flag="--sandbox-min", group=SANDBOX
+        "bwrap", "refuse to run below this sandbox level", flag="--sandbox-min", old=("--min-level",), group=SANDBOX
     )
     """Refuse to start a worker below this level ("bwrap", "uid", "rlimits")."""
     allow_below_minimum: bool = option(
         False, "run even when the sandbox is below its minimum", flag="--allow-weak-sandbox", group=SANDBOX
     )
     """The explicit opt-in to run weaker than min_level (e.g. --allow-weak-sandbox)."""
-    step_timeout_s: float = option(60.0, "seconds of one program", cli=False)
+    # On the command line only where a stage includes it (bvb exec --timeout; bvb run sets it from --step-timeout).
+    step_timeout_s: float = option(
+        60.0, "wall-clock limit of the step, seconds", flag="--timeout", metavar="SECONDS", cli=False
+    )
     """Wall-clock limit of one program; the watchdog then kills the whole worker tree."""
-    render_timeout_s: float = option(1800.0, "seconds of one render_frames call", cli=False)
+    # On the command line only where a stage includes it (bvb render --timeout).
+    render_timeout_s: float = option(
+        1800.0, "wall-clock limit of one scene's render, s", flag="--timeout", metavar="SECONDS", cli=False
+    )
     """Wall-clock limit of one render_frames call."""
     start_timeout_s: float = option(120.0, "seconds a worker may take to start", cli=False)
     """How long a worker may take to import Blender and load its scene."""
