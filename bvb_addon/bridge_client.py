@@ -54,6 +54,7 @@ def _url(base_url, path):
 
 
 def _request(method, base_url, path, timeout=5.0, token_file=None, **kwargs):
+    # deferred: Blender's bundled requests, imported at the first call rather than when the add-on registers
     import requests
 
     # A missing token file is reported only once the service answers: "not running" comes first.

@@ -2,9 +2,11 @@
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
+from bvb_addon.errors import ArgumentError
 from bvb_addon.records import AgentMeta, write_agent_meta
 from eval_bridge.cli import main
 from eval_bridge.scoring.overall import COLUMNS, overall_score
@@ -349,3 +351,37 @@ def test_the_report_table_marks_a_run_that_differs_and_does_not_rank_it(tmp_path
     assert f"<small title='{vsi}'>(vsi)" in rows[2] and rows[2].startswith("<td>1")
     assert "<td class='group'>mini-BVB · vsi_official</td>" in rows[2]
     assert "never ranked together" in page
+
+
+def test_the_leaderboard_parser_is_its_options_and_the_stage_is_one_call(tmp_path, capsys):
+    from bvb_addon.options import from_mapping, from_namespace
+    from eval_bridge.cli import build_parser
+    from eval_bridge.leaderboard.board import LeaderboardOptions, LeaderboardResult, leaderboard
+
+    argv = ["leaderboard", "r1", "r2", "--out", "b.csv", "--reference", "a.csv", "--reference", "c.csv",
+            "--bootstrap", "200", "--seed", "3", "--baseline", "r1", "--rank-all"]  # fmt: skip
+    options = from_namespace(LeaderboardOptions, build_parser().parse_args(argv))
+    assert options == LeaderboardOptions(
+        runs=(Path("r1"), Path("r2")), out=Path("b.csv"), baseline=Path("r1"), rank_all=True,
+        reference=(Path("a.csv"), Path("c.csv")), resamples=200, seed=3,
+    )  # fmt: skip
+    with pytest.raises(ArgumentError, match=r"^campaign.toml \[leaderboard\]: unknown key 'bootstrap'; the keys are: .*resamples"):
+        from_mapping(LeaderboardOptions, {"runs": ["r"], "out": "b.csv", "bootstrap": 9}, "campaign.toml [leaderboard]")
+    assert main(["leaderboard", "r1", "--out", str(tmp_path / "b.csv"), "--bootstrap", "5"]) == 2
+    assert "--bootstrap 5 is too few resamples" in capsys.readouterr().err
+    # Called with options built in code (the campaign's and the demo's way): the typed result, the CSV written.
+    a = _scored_run(tmp_path, "run_a", 40.0, 60.0, model="gpt-4o-mini")
+    b = _scored_run(tmp_path, "run_b", 60.0, 90.0, model="openai/gpt-5")
+    result = leaderboard(LeaderboardOptions(runs=(a, b), out=tmp_path / "board.csv", resamples=20))
+    assert isinstance(result, LeaderboardResult) and result.out == tmp_path / "board.csv"
+    assert [row["name"] for row in result.rows] == ["openai/gpt-5", "gpt-4o-mini"]
+    assert result.out.read_text().splitlines()[0] == HEADER and "openai/gpt-5" in result.table
+
+
+def test_a_bad_reference_is_refused_before_any_run_is_read(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("not,a,leaderboard\n1,2,3\n")
+    # The folder holds no run either: the reference, read first, is what the one line names.
+    (tmp_path / "empty").mkdir()
+    assert main(["leaderboard", str(tmp_path / "empty"), "--out", str(tmp_path / "o.csv"), "--reference", str(bad)]) == 2
+    assert str(bad) in capsys.readouterr().err

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import requests
 
-from eval_bridge.api import JudgeOptions
+from eval_bridge.api import EncoderOptions, JudgeOptions
 from eval_bridge.runlock import lock_path
 from eval_bridge.service.app import BridgeServer, ServeOptions
 from tools.scripted_openai import ScriptedOpenAI
@@ -553,3 +553,50 @@ def test_token_on_the_command_line_warns_and_the_environment_does_not(monkeypatc
     assert config.token == "on-the-line"
     (warning,) = caplog.records
     assert "/proc/PID/cmdline" in warning.getMessage() and "$BVB_BRIDGE_TOKEN" in warning.getMessage()
+
+
+def test_flags_given_are_laid_over_the_config_file_and_the_token_is_never_recorded(tmp_path):
+    from bvb_addon.options import to_mapping
+    from eval_bridge.cli import build_parser
+    from eval_bridge.service.app import options_from
+
+    config_file = tmp_path / "bridge.toml"
+    config_file.write_text(
+        f'roots = ["{tmp_path}"]\nport = 9100\n[judges.local]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+    )
+    parse = build_parser().parse_args
+    from_file = options_from(parse(["serve", "--config", str(config_file)]))
+    assert from_file.port == 9100 and from_file.roots == (tmp_path,) and from_file.default_judge is None
+    # A flag given at its default still wins over the file; the flags' judge is 'default' and the default.
+    options = options_from(
+        parse(["serve", "--config", str(config_file), "--port", "8765", "--judge-base-url", "http://127.0.0.1:9/v1",
+               "--token", "secret", "--encoder", str(tmp_path), "--num-frames", "16"])
+    )  # fmt: skip
+    assert options.port == 8765 and options.roots == (tmp_path,)
+    assert set(options.judges) == {"geometry", "local", "default"} and options.default_judge == "default"
+    assert options.judges["default"].model == JudgeOptions().model  # the release's judge unless --judge-model
+    assert options.encoders["default"] == EncoderOptions(str(tmp_path), num_frames=16)
+    assert options_from(parse(["serve", "--root", str(tmp_path), "--judge", "geometry"])).default_judge == "geometry"
+    data = to_mapping(options)
+    assert "token" not in data and data["judges"]["local"]["model"] == "m" and data["port"] == 8765
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('port = "x"\n', "port = 'x' is not a integer"),
+        ('rootz = ["a"]\n', "unknown key 'rootz'; did you mean 'roots'?"),
+        ('[encoders.v]\nmodel = "m"\nnum_frame = 8\n', "encoders.v: unknown key 'num_frame'"),
+        ('token = "t"\n', "unknown key 'token'"),  # a secret never sits in a file the service reads
+    ],
+)
+def test_a_bad_config_file_is_one_line_at_start_naming_the_key(tmp_path, capsys, text, message):
+    from eval_bridge.cli import main
+
+    config_file = tmp_path / "bridge.toml"
+    config_file.write_text(text)
+    started = time.monotonic()
+    assert main(["serve", "--config", str(config_file), "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and str(config_file) in err and len(err.splitlines()) == 1
+    assert time.monotonic() - started < 5  # refused at once: nothing listened, nothing probed

@@ -112,3 +112,17 @@ def test_export_names_bad_input(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["export", "inspect", str(tmp_path / "empty"), "--out", str(tmp_path / "x.eval")]) == 2
     assert "must end in .json" in capsys.readouterr().err
+
+
+def test_the_export_stage_is_its_options_in_and_a_typed_result_out(scored_run, tmp_path):
+    from pathlib import Path
+
+    from bvb_addon.options import from_namespace
+    from eval_bridge.cli import build_parser
+    from eval_bridge.pages.inspect_export import ExportOptions, ExportResult, export
+
+    args = build_parser().parse_args(["export", "inspect", "r1", "--out", "r1.json"])
+    assert from_namespace(ExportOptions, args) == ExportOptions("inspect", Path("r1"), Path("r1.json"))
+    result = export(ExportOptions("inspect", scored_run, tmp_path / "log.json"))
+    assert isinstance(result, ExportResult) and result.out == tmp_path / "log.json" and result.samples >= 1
+    assert len(json.loads(result.out.read_text())["samples"]) == result.samples

@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import av
 import numpy as np
@@ -141,3 +142,17 @@ def test_vsi_bench_table_appears_for_runs_scored_with_vsi_official(two_runs, tmp
     assert "<td>overall</td><td>41.5</td><td>22.2</td>" in table
     assert "<td>object_rel_direction_accuracy</td><td>30.0</td><td>12.5</td>" in table
     assert "vsi-bench-run1_empty" not in page
+
+
+def test_the_report_stage_is_its_options_in_and_a_typed_result_out(two_runs, tmp_path):
+    from bvb_addon.options import from_namespace
+    from eval_bridge.cli import build_parser, main
+
+    argv = ["report", "r1", "r2", "--out", "site", "--videos", "v", "--reference", "a.csv", "--reference", "b.csv"]
+    assert from_namespace(report.ReportOptions, build_parser().parse_args(argv)) == report.ReportOptions(
+        runs=(Path("r1"), Path("r2")), out=Path("site"), videos=Path("v"), reference=(Path("a.csv"), Path("b.csv"))
+    )
+    result = report.report(report.ReportOptions(runs=two_runs, out=tmp_path / "site"))
+    assert result == report.ReportResult(tmp_path / "site" / "index.html", tmp_path / "site")
+    assert "oracle" in result.index.read_text()
+    assert main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "other")]) == 2
