@@ -6,64 +6,133 @@ DIR/work is the sandbox's workspace (the only place the program can write), DIR/
 holds each successful step's scene (NNN.blend, outside the sandbox), DIR/renders the
 images of --render-frames. Repeated calls on one DIR continue the same scene. Exit code 0
 when the step ran, whatever its status; non-zero only when the harness itself failed.
+The parser is generated from ExecOptions; the stage is ``execute(ExecOptions) -> ExecResult``.
 """
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
 if __package__ in (None, ""):
-    from pathlib import Path
-
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bvb_addon.errors import entry  # noqa: E402
+# Our modules import only the standard library at their top: they load inside a Blender binary before
+# bootstrap has put the venv on sys.path.
+from bvb_addon import path_args  # noqa: E402
+from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
+from bvb_addon.errors import USER_ERRORS, BVBError, entry, report  # noqa: E402
+from bvb_addon.options import add_options, from_namespace, option  # noqa: E402
+from bvb_addon.sandbox import SandboxConfig, Worker, WorkerError  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """``bvb exec``'s parser."""
-    from bvb_addon.command_line import add_alias, stage_parser
-    from bvb_addon.defaults import dataclass_defaults
-    from bvb_addon.sandbox.config import SandboxConfig
+class ExecError(BVBError, ValueError):
+    """Bad input to bvb exec (one line naming the thing and the fix)."""
 
-    # The sandbox's defaults are SandboxConfig's own, stated there once.
-    sb = dataclass_defaults(SandboxConfig)
+
+@dataclass(frozen=True)
+class ExecOptions:
+    """``bvb exec``'s options: the program, the scene's folder, what to render after the step, the sandbox."""
+
+    program: str = option(help="the bpy program (a .py file; - reads standard input)", positional=True)
+    workspace: Path = option(help="folder holding this scene (created if missing)")
+    render_frames: str | None = option(None, "comma-separated frames to render from the scene camera (default: none)")
+    """Frames like ``1,32``; checked by ``parse_frames`` before the worker starts."""
+    preset: Literal["fast", "bvb", "cycles"] = option("fast", "render preset")
+    resolution: int = option(512, "longest side of renders, px")
+    sandbox: SandboxConfig | None = option(
+        None,
+        "how the worker is isolated (None: the sandbox's defaults)",
+        include=("step_timeout_s",),  # --timeout: the step's limit
+        exclude=("gpu",),  # --agent-gpu is the agent's; a render here sees the GPU as the render stage's do
+    )
+    on_level: Callable[[str], None] | None = option(
+        None, "called with the sandbox level line once the worker is up", cli=False, record=False
+    )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """One step: the worker's result, the sandbox level it ran at, the render of --render-frames (or None)."""
+
+    step: dict[str, Any]
+    """The step result (``StepResult.as_dict``: status, step, stdout, stderr, snapshot ...)."""
+    sandbox_level: dict[str, Any]
+    render: dict[str, Any] | None
+    """{status, reason, files, duration_s} of the render after the step; None without --render-frames."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The object bvb exec prints: the step's fields, then ``sandbox`` and ``render``."""
+        out = {**self.step, "sandbox": self.sandbox_level}
+        if self.render is not None:
+            out["render"] = self.render
+        return out
+
+
+def parse_frames(text: str) -> list[int]:
+    """--render-frames' frame numbers ('1,32' -> [1, 32]); ExecError with the fix when it is not that."""
+    try:
+        frames = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ExecError(f"--render-frames {text!r} must be comma-separated integers, like 1,32") from None
+    if not frames:
+        raise ExecError("--render-frames needs at least one frame, like 1,32")
+    return frames
+
+
+def read_program(program: str) -> str:
+    """The program's text: the file, or standard input for ``-``."""
+    if program == "-":
+        return sys.stdin.read()
+    try:
+        return Path(program).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExecError(f"cannot read program {program}: {exc}; pass a UTF-8 .py file") from None
+
+
+def execute(options: ExecOptions) -> ExecResult:
+    """Run the program as the next step of the scene in ``options.workspace``; render its camera if asked.
+
+    The paths, the program and the frames are checked before a worker starts (ExecError, PathArgError);
+    a worker that cannot start at the sandbox's minimum is SandboxUnavailable.
+    """
+    path_args.check(
+        folders=[("--workspace", options.workspace)],
+        new_files=[("program", None if options.program == "-" else options.program)],
+    )
+    frames = parse_frames(options.render_frames) if options.render_frames else None
+    program = read_program(options.program)
+    root = Path(options.workspace).resolve()
+    config = options.sandbox or SandboxConfig()
+    with Worker(root / "work", root / "snapshots", config) as worker:
+        if options.on_level is not None:
+            options.on_level(worker.level.line())
+        result = worker.run(program, timeout=config.step_timeout_s)
+        render = None
+        if frames is not None:
+            images = worker.render_frames(frames, options.resolution, options.preset,
+                                          out_dir=root / "renders" / f"{result.step:03d}")  # fmt: skip
+            render = {"status": images.status, "reason": images.reason, "files": [str(f) for f in images.files],
+                      "duration_s": round(images.duration_s, 3)}  # fmt: skip
+        return ExecResult(step=result.as_dict(), sandbox_level=worker.level.as_dict(), render=render)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``bvb exec``'s parser, generated from ExecOptions."""
     parser = stage_parser(
         "exec",
         "Run one bpy program in a sandboxed Blender worker; print the step result as one JSON object.",
         "bvb exec --workspace /tmp/scene1 --render-frames 1,32 build.py",
     )
-    parser.add_argument("program", help="the bpy program (a .py file; - reads standard input)")
-    parser.add_argument("--workspace", required=True, help="folder holding this scene (created if missing)")
-    parser.add_argument(
-        "--timeout", type=float, default=sb["step_timeout_s"], help="wall-clock limit of the step, seconds"
-    )
-    parser.add_argument(
-        "--render-frames", help="comma-separated frames to render from the scene camera (default: none)"
-    )
-    parser.add_argument("--preset", default="fast", choices=("fast", "bvb", "cycles"), help="render preset")
-    parser.add_argument("--resolution", type=int, default=512, help="longest side of renders, px")
-    parser.add_argument("--sandbox-min", default=sb["min_level"], choices=("bwrap", "uid", "rlimits"),
-                        help="refuse to run below this sandbox level")  # fmt: skip
-    add_alias(parser, "--min-level", "--sandbox-min", "sandbox_min")
-    parser.add_argument("--allow-weak-sandbox", action="store_true", help="run even below --sandbox-min")
-    parser.add_argument("--blender-bin", help="Blender binary for the worker (default: $BLENDER_BIN or the bpy module)")
+    add_options(parser, ExecOptions)
     parser.add_argument(
         "--venv", help="virtual environment with the dependencies (Blender binary only; default: the checkout's .venv)"
     )
     return parser
-
-
-def parse_frames(text: str) -> list[int]:
-    """--render-frames' frame numbers ('1,32' -> [1, 32]); exit 2 with the fix when it is not that."""
-    try:
-        frames = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise SystemExit(f"error: --render-frames {text!r} must be comma-separated integers, like 1,32") from None
-    if not frames:
-        raise SystemExit("error: --render-frames needs at least one frame, like 1,32")
-    return frames
 
 
 @entry
@@ -72,48 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.exec")
     args = build_parser().parse_args(own_args)
-    from pathlib import Path
-
-    from bvb_addon import path_args
-    from bvb_addon.command_line import setup_logging
-    from bvb_addon.errors import USER_ERRORS, report
-    from bvb_addon.sandbox import SandboxConfig, Worker, WorkerError
-
     setup_logging(args.verbose, args.quiet)
+    options = from_namespace(ExecOptions, args, on_level=lambda line: print(line, file=sys.stderr))
     try:
-        path_args.check(
-            folders=[("--workspace", args.workspace)],
-            new_files=[("program", None if args.program == "-" else args.program)],
-        )
-    except path_args.PathArgError as exc:
-        return report(exc)
-    if args.program == "-":
-        program = sys.stdin.read()
-    else:
-        try:
-            program = Path(args.program).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            print(f"error: cannot read program {args.program}: {exc}; pass a UTF-8 .py file", file=sys.stderr)
-            return 2
-    frames = parse_frames(args.render_frames) if args.render_frames else None
-    root = Path(args.workspace).resolve()
-    config = SandboxConfig(min_level=args.sandbox_min, allow_below_minimum=args.allow_weak_sandbox,
-                           step_timeout_s=args.timeout, blender_bin=args.blender_bin)  # fmt: skip
-    try:
-        worker = Worker(root / "work", root / "snapshots", config)
+        result = execute(options)
     except (*USER_ERRORS, WorkerError, OSError) as exc:  # SandboxUnavailable is a user error
         return report(exc)
-    print(worker.level.line(), file=sys.stderr)
-    with worker:
-        result = worker.run(program, timeout=args.timeout)
-        out = result.as_dict()
-        out["sandbox"] = worker.level.as_dict()
-        if frames is not None:
-            render = worker.render_frames(frames, args.resolution, args.preset,
-                                          out_dir=root / "renders" / f"{result.step:03d}")  # fmt: skip
-            out["render"] = {"status": render.status, "reason": render.reason, "files": [str(f) for f in render.files],
-                             "duration_s": round(render.duration_s, 3)}  # fmt: skip
-    print(json.dumps(out, indent=2))
+    print(json.dumps(result.as_json(), indent=2))
     return 0
 
 
