@@ -331,3 +331,26 @@ def test_pages_rebuilt_in_a_loop_while_a_client_fetches_are_always_whole(tmp_pat
         stop.set()
         writer.join()
     assert served > 20 and not broken, (served, broken[:3])
+
+
+def test_the_view_stage_is_its_options_from_the_generated_parser(tmp_path):
+    from pathlib import Path
+
+    from bvb_addon.options import from_namespace
+    from eval_bridge.cli import build_parser
+
+    argv = ["view", "r1", "r2", "--port", "0", "--interval", "0.5", "--reference", "a.csv", "--out", "site"]
+    options = from_namespace(live.ViewOptions, build_parser().parse_args(argv))
+    assert options == live.ViewOptions(
+        paths=(Path("r1"), Path("r2")), port=0, interval=0.5, reference=(Path("a.csv"),), out=Path("site")
+    )
+    assert from_namespace(live.ViewOptions, build_parser().parse_args(["view", "r1"])).port == 8770
+    results = tmp_path / "results"
+    results.mkdir()
+    server = live.view(live.ViewOptions(paths=(results,), out=tmp_path / "site", port=0, interval=0.1))
+    try:
+        assert "No run directory" in _get(server.url).text
+    finally:
+        server.stop()
+    with pytest.raises(live.ViewError, match="loopback only"):
+        live.view(live.ViewOptions(paths=(results,), host="0.0.0.0"))
