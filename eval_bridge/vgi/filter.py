@@ -12,11 +12,14 @@ OUT/vgi_filter_kept.txt (one task a line); with --tasks, the tasks file's rows o
 tasks (every level) to --kept-tasks.
 """
 
-import argparse
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bvb_addon import path_args
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.options import option
 from bvb_addon.records import read_vgi_rows
 
 from .leaderboard import generator_dirs
@@ -72,38 +75,58 @@ def prefilter(out: str | Path, level: int | None = None) -> dict[str, Any]:
     return {"level": level, "generators": sorted(rows), "kept": kept, "dropped": dropped, "samples": samples}
 
 
-def write(
-    out: str | Path, level: int | None = None, tasks: str | Path | None = None, kept_tasks: str | Path | None = None
-) -> dict[str, Any]:
-    """Run the filter and write OUT/vgi_filter.json, OUT/vgi_filter_kept.txt (and the kept tasks' rows)."""
-    if bool(tasks) != bool(kept_tasks):
+@dataclass(frozen=True)
+class VGIFilterOptions:
+    """VGI's pre-generation filter over a bvb score vgi output folder holding two or more generators."""
+
+    results: Path = option(help="a bvb score vgi output folder holding two or more generators")
+    level: int | None = option(None, "the level to judge tasks on (default: the lowest level in the rows)")
+    tasks: Path | None = option(None, "a tasks file to filter (with --kept-tasks; default: none, only the kept list is written)")
+    kept_tasks: Path | None = option(None, "where to write the tasks file's rows of the kept tasks (default: none, not written)")
+
+
+@dataclass(frozen=True)
+class VGIFilterResult:
+    """What the filter kept and why it dropped the others; ``to_summary()`` is vgi_filter.json."""
+
+    level: int
+    generators: list[str]
+    kept: list[str]
+    dropped: dict[str, str]
+    """{task: reason}."""
+    samples: dict[str, Any] = field(default_factory=dict)
+    """{task: {instance: {solved_by, failed_by}}}."""
+    kept_rows: int | None = None
+    """Rows written to --kept-tasks (none without it)."""
+    written: tuple[Path, ...] = ()
+
+    def to_summary(self) -> dict[str, Any]:
+        """vgi_filter.json as written."""
+        return {"level": self.level, "generators": self.generators, "kept": self.kept, "dropped": self.dropped,
+                "samples": self.samples}  # fmt: skip
+
+
+def vgi_filter(options: VGIFilterOptions) -> VGIFilterResult:
+    """Run the filter; write RESULTS/vgi_filter.json, RESULTS/vgi_filter_kept.txt (and the kept tasks' rows).
+
+    The options and the tasks file are checked (and read) before anything is written.
+    """
+    if bool(options.tasks) != bool(options.kept_tasks):
         raise VGIError(
             "--tasks and --kept-tasks go together: the tasks file to filter and where to write its kept rows"
         )
-    result = prefilter(out, level)
-    write_json_atomic(Path(out) / FILTER_JSON, result)
-    write_text_atomic(Path(out) / KEPT_TXT, "".join(f"{task}\n" for task in result["kept"]))
-    if tasks and kept_tasks:
-        import json
-
-        rows = [row for row in read_tasks(tasks) if row["family"] in set(result["kept"])]
-        write_text_atomic(kept_tasks, "".join(json.dumps(row) + "\n" for row in rows))
-        result["kept_rows"] = len(rows)
-    return result
-
-
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """``bvb score vgi-filter``'s parser."""
-    from bvb_addon.command_line import sub_parser
-
-    p = sub_parser(
-        sub,
-        "vgi-filter",
-        "VGI's pre-generation filter: keep tasks solved by one generator and failed by another on the easiest level",
-        "bvb score vgi-filter --results results/vgi_easy --tasks data/vgi/tasks.jsonl --kept-tasks data/vgi/kept.jsonl",
-    )
-    p.add_argument("--results", required=True, help="a bvb score vgi output folder holding two or more generators")
-    p.add_argument("--level", type=int, help="the level to judge tasks on (default: the lowest level in the rows)")
-    p.add_argument("--tasks", help="a tasks file to filter (with --kept-tasks; default: none, only the kept list is written)")
-    p.add_argument("--kept-tasks", help="where to write the tasks file's rows of the kept tasks (default: none, not written)")
-    return p
+    path_args.folder("--results", options.results, must_exist=True)
+    path_args.file("--kept-tasks", options.kept_tasks, must_exist=False)
+    rows = read_tasks(options.tasks) if options.tasks else None
+    found = prefilter(options.results, options.level)
+    out = Path(options.results)
+    write_json_atomic(out / FILTER_JSON, found)
+    write_text_atomic(out / KEPT_TXT, "".join(f"{task}\n" for task in found["kept"]))
+    written = [out / FILTER_JSON, out / KEPT_TXT]
+    kept_rows = None
+    if rows is not None and options.kept_tasks:
+        kept = [row for row in rows if row["family"] in set(found["kept"])]
+        write_text_atomic(options.kept_tasks, "".join(json.dumps(row) + "\n" for row in kept))
+        kept_rows = len(kept)
+        written.append(Path(options.kept_tasks))
+    return VGIFilterResult(**found, kept_rows=kept_rows, written=tuple(written))

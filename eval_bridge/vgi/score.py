@@ -13,7 +13,6 @@ generators. A judge fault is a ``judge_error`` row kept out of the pool and aske
 ``--resume``; the judge's cache lives in OUT, never in a videos folder.
 """
 
-import argparse
 import hashlib
 import json
 import logging
@@ -27,17 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bvb_addon import path_args, video
 from bvb_addon.errors import VideoError
 from bvb_addon.jsonfile import read_json
 from bvb_addon.outcomes import one_line
 from bvb_addon.records import VGIRow, VGISummary, read_vgi_rows, write_vgi_rows, write_vgi_summary
 from bvb_addon.records.fields import as_record
+from bvb_addon.vgi import families, timeline
 from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
 
 from ..files import append_jsonl
+from ..scoring.cache import cache_key, clip_fingerprint, frames_hash
 from ..scoring.judge import JudgeError
-from ..scoring.judge_options import JudgeOptions
 from ..scoring.protocol import is_correct
+from .options import BUDGET, MAX_FRAMES, SAMPLING, STRIDE, WINDOW, VGIOptions, named_folder
 
 if TYPE_CHECKING:
     from ..scoring.judge import VLMJudge
@@ -46,10 +48,6 @@ log = logging.getLogger(__name__)
 
 PROTOCOL = "vgi_v1"
 COMPLETENESS = {"complete": 1.0, "partial": 0.5, "failed": 0.0}
-WINDOW = 8  # images per focus-window call
-STRIDE = 4  # windows overlap by half, so a short event is never cut at a window edge
-BUDGET = 32  # adaptively sampled frames per video
-MAX_FRAMES = 600  # frames read (uniformly) to choose the budget from: 10 s at 60 fps, every frame
 FAULTS = frozenset({"judge_error"})
 """Row statuses that are the judge's fault, not the generator's: out of every pool, redone by --resume."""
 ROWS, SUMMARY, PARTIAL = "vgi.jsonl", "vgi_summary.json", "vgi.partial.jsonl"
@@ -265,7 +263,7 @@ class Sampling:
 
     def check(self) -> "Sampling":
         """The settings, or a VGIError naming the flag and the fix."""
-        if self.mode not in ("adaptive", "uniform"):
+        if self.mode not in SAMPLING:
             raise VGIError(f"--sampling {self.mode}: use adaptive or uniform")
         for flag, value in (("--frame-budget", self.budget), ("--window", self.window), ("--stride", self.stride)):
             if value < 1:
@@ -305,8 +303,6 @@ class VLMProcessJudge:
         }  # fmt: skip
 
     def _ask(self, frames, prompt):
-        from ..scoring.cache import cache_key, frames_hash
-
         key = cache_key(self.vlm.model, PROTOCOL, frames_hash(frames), prompt, 0)
         cache = self.vlm.cache
         if cache is not None:
@@ -338,8 +334,6 @@ class VLMProcessJudge:
         The adaptive sampler reads up to max_frames frames, each converted to grey at the judge's
         size as it is decoded (never the clip at full resolution), and keeps only their energy.
         """
-        from bvb_addon import video
-
         s, v = self.sampling, self.vlm.settings
         info = video.probe(video_path)
         count = max(1, min(info.frame_count, s.max_frames))
@@ -398,8 +392,6 @@ class CheckerJudge:
         self, task: dict, video_path: str | Path, timeline_path: str | Path | None = None
     ) -> tuple[float, dict[str, int], dict[str, Any]]:
         """(completeness, violations by rule, nothing more) of the task's timeline."""
-        from bvb_addon.vgi import families, timeline
-
         if timeline_path is None or not Path(timeline_path).is_file():
             raise VGIError(f"no timeline for {task['id']} at {timeline_path}; pass --timelines DIR")
         plan = families.plan_from_row(task)
@@ -426,8 +418,6 @@ def video_of(videos_dir: str | Path, task_id: str) -> Path:
 
 def fingerprint(task: dict, video: Path, settings: dict) -> str:
     """What a row is scored on: the video's content, the task's row and the protocol settings."""
-    from ..scoring.cache import clip_fingerprint
-
     clip = clip_fingerprint(video) if video.is_file() else ""
     text = json.dumps([clip, task, settings], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
@@ -565,74 +555,50 @@ def check_out(out: str | Path, folders: Iterable[Path]) -> None:
             )
 
 
-def generator_folders(values: list[str], flag: str = "--videos") -> list[tuple[str, Path]]:
-    """(name, folder) per value of ``flag`` (DIR, or NAME=DIR): one folder per generator."""
-    from bvb_addon import path_args
-
+def generator_folders(values: Iterable[str | tuple[str, Path]], flag: str = "--videos") -> list[tuple[str, Path]]:
+    """(name, folder) per generator, each an existing folder with a name of its own (DIR, NAME=DIR or a pair)."""
     found: list[tuple[str, Path]] = []
     for value in values:
-        name, _, folder = value.partition("=") if "=" in value else ("", "", value)
+        name, folder = named_folder(value) if isinstance(value, str) else (value[0], Path(value[1]))
         path = path_args.folder(flag, folder, must_exist=True)
         assert path is not None  # a value was given
-        name = name or path.resolve().name
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-            raise VGIError(f"{flag} {value}: generator name {name!r} must be letters, digits, . _ -; use NAME=DIR")
+            raise VGIError(f"{flag} {name}={folder}: generator name {name!r} must be letters, digits, . _ -; use NAME=DIR")
         if name in (n for n, _ in found):
             raise VGIError(f"{flag}: two generators named {name}; name them apart with NAME=DIR")
         found.append((name, path))
+    if not found:
+        raise VGIError(f"{flag}: give one folder of videos per generator (DIR or NAME=DIR)")
     return found
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """``bvb score vgi``'s parser."""
-    from bvb_addon.command_line import sub_parser
+def prepare(
+    options: VGIOptions, flag: str = "--videos"
+) -> tuple[list[dict], dict[str, Any], list[tuple[str, Path]]]:
+    """The tasks to score, the subset's settings and the generators' folders, after every local check (no judge is made or called yet).
 
-    p = sub_parser(
-        sub,
-        "vgi",
-        "VGI process-sensitive scoring of procedure videos, one folder per generator, and their leaderboard",
-        "bvb score vgi --tasks data/vgi/tasks.jsonl --videos genA=out/genA genB=out/genB --out results/vgi "
-        "--judge-base-url https://api.openai.com/v1 --judge-model gpt-4o",
-    )
-    p.add_argument("--tasks", required=True, help="tasks.jsonl: ours (bvb vgi-tasks) or a lab's (docs/guide.md)")
-    p.add_argument(
-        "--videos", dest="generators", nargs="+", required=True, metavar="[NAME=]DIR",
-        help="one folder of <instance id>.mp4 per generator (named by the folder, or NAME)",
-    )  # fmt: skip
-    p.add_argument(
-        "--out", required=True, help="scores folder: OUT/<generator>/vgi.jsonl, the leaderboard, the judge cache"
-    )
-    p.add_argument("--judge", choices=("vlm", "checker"), default="vlm", help="a VLM (an API) or the exact checker")
-    p.add_argument("--timelines", help="folder of <task id>.json timelines (required with --judge checker)")
-    p.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the VLM judge (required with --judge vlm)")
-    p.add_argument("--judge-model", help="judge model id (required with --judge vlm)")
-    p.add_argument("--judge-api-key-env", default=JudgeOptions.api_key_env, help="variable holding the judge's API key")
-    p.add_argument("--cache", help=f"judge cache file (default OUT/{CACHE})")
-    p.add_argument(
-        "--retries", type=int, default=JudgeOptions.retries, help="retries on 408/429/5xx and connection errors"
-    )
-    p.add_argument(
-        "--retry-base-delay",
-        type=float,
-        default=JudgeOptions.retry_base_delay,
-        help="first backoff in seconds (doubles)",
-    )
-    p.add_argument("--frame-budget", type=int, default=BUDGET, help="frames the VLM judge sees per video")
-    p.add_argument(
-        "--sampling", choices=("adaptive", "uniform"), default="adaptive", help="how those frames are picked"
-    )
-    p.add_argument("--window", type=int, default=WINDOW, help="frames per focus-window call")
-    p.add_argument("--stride", type=int, default=STRIDE, help="frames between the starts of two focus windows")
-    p.add_argument("--max-frames", type=int, default=MAX_FRAMES, help="frames read to choose the budget from")
-    p.add_argument("--half", action="store_true", help="the half-instance protocol (stratified by task and level)")
-    p.add_argument("--half-seed", type=int, default=0, help="the seed that draws the half")
-    p.add_argument("--resume", action="store_true", help="keep rows already scored on the same inputs; redo faults")
-    p.add_argument("--workers", type=int, default=4, help="videos judged at once")
-    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of the leaderboard's intervals")
-    p.add_argument(
-        "--price-in", type=float, help="judge input price, USD per million tokens (default: the price sources')"
-    )
-    p.add_argument(
-        "--price-out", type=float, help="judge output price, USD per million tokens (default: the price sources')"
-    )
-    return p
+    Checks the options, that each generator's folder exists under a name of its own, that the output folder
+    is none of them, the timelines folder (checker) and the tasks file (read whole): bad input is one line
+    naming it, before any endpoint is touched.
+    """
+    for what, value, least in (("--bootstrap", options.resamples, 10), ("--workers", options.workers, 1)):
+        if value < least:
+            raise VGIError(f"{what} {value}: give at least {least}")
+    if options.judge == "vlm":
+        Sampling(options.frame_budget, options.sampling, options.window, options.stride, options.max_frames).check()
+        if not options.vlm.base_url or not options.vlm.model:
+            raise VGIError("the VLM judge needs --judge-base-url and --judge-model (or use --judge checker)")
+    tasks = read_tasks(options.tasks)
+    folders = generator_folders(options.generators, flag)
+    check_out(options.out, [folder for _, folder in folders])
+    if options.judge == "checker":
+        if len(folders) > 1:
+            raise VGIError("--judge checker scores one run's timelines (--timelines): give one --videos folder")
+        if options.timelines is None:
+            raise VGIError("--judge checker reads each instance's timeline: pass --timelines DIR")
+        path_args.folder("--timelines", options.timelines, must_exist=True)
+    subset: dict[str, Any] = {"half": False, "tasks": str(Path(options.tasks).resolve())}  # the report reads it
+    if options.half:
+        subset.update(half=True, half_seed=options.half_seed, of=len(tasks))
+        tasks = half_instances(tasks, options.half_seed)
+    return tasks, subset, folders
