@@ -8,8 +8,10 @@ unless the add-on's preferences name another).
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import BVBError
 
@@ -87,27 +89,30 @@ def health(base_url: str, timeout: float = 2.0, token_file: str | Path | None = 
     return _request("GET", base_url, "/health", timeout=timeout, token_file=token_file)
 
 
-def submit(
-    base_url: str,
-    run_dir: str | Path,
-    scene_id: str,
-    split: str | Path | None = None,
-    videos: str | Path | None = None,
-    axes: Iterable[str] = ("dv", "ls", "overall"),
-    options: dict | None = None,
-    token_file: str | Path | None = None,
-) -> str:
-    """Queue scoring of one scene of a run (eval_bridge/service/app.py ``POST /jobs``); returns the job id.
+@dataclass(frozen=True)
+class ScoreJob:
+    """One scene of a run to score, as ``POST /jobs`` takes it (eval_bridge/service/app.py's JobBody)."""
 
-    ``options`` maps an axis to its options: names the service was started with, never endpoints,
-    e.g. ``{"dv": {"judge": "geometry"}, "ls": {"encoder": "default"}}``.
-    """
-    payload = {"run": str(run_dir), "scenes": [scene_id], "axes": list(axes), **(options or {})}
-    if split:
-        payload["split"] = str(split)
-    if videos:
-        payload["videos"] = str(videos)
-    body = _request("POST", base_url, "/jobs", json=payload, token_file=token_file)
+    run: str | Path
+    scene: str
+    split: str | Path | None = None  # None: the run's config.json's, read by the service
+    videos: str | Path | None = None
+    axes: tuple[str, ...] = ("dv", "ls", "overall")
+    # An axis's options: names the service was started with, never endpoints,
+    # e.g. {"dv": {"judge": "geometry"}, "ls": {"encoder": "default"}}.
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        """The request's JSON body."""
+        payload: dict[str, Any] = {"run": str(self.run), "scenes": [self.scene], "axes": list(self.axes)}
+        payload.update({axis: dict(values) for axis, values in self.options.items()})
+        payload.update({name: str(value) for name, value in (("split", self.split), ("videos", self.videos)) if value})
+        return payload
+
+
+def submit(base_url: str, job: ScoreJob, token_file: str | Path | None = None) -> str:
+    """Queue ``job`` (eval_bridge/service/app.py ``POST /jobs``); returns the job id."""
+    body = _request("POST", base_url, "/jobs", json=job.body(), token_file=token_file)
     job = body.get("job")
     if not job:
         raise BridgeError(f"the eval bridge answered without a job id: {body}")

@@ -168,16 +168,10 @@ def _score(request, job):
     videos = request["videos"] or videos_of(config)
     if not split or not videos:
         raise ArgumentError("Scoring needs the split and videos root: set them in the Source panel")
-    bridge_job = bridge_client.submit(
-        url,
-        run_dir,
-        request["scene_id"],
-        split=split,
-        videos=videos,
-        axes=request["axes"],
-        options=request["options"],
-        token_file=token_file,
+    score_job = bridge_client.ScoreJob(
+        run_dir, request["scene_id"], split, videos, tuple(request["axes"]), request["options"] or {}
     )
+    bridge_job = bridge_client.submit(url, score_job, token_file=token_file)
     job.post(bridge_job)
     return bridge_client.wait_for_scores(
         url, bridge_job, token_file=token_file, on_progress=job.post, stop=job.cancel_event, interval=POLL_INTERVAL_S

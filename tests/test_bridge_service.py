@@ -474,7 +474,7 @@ def test_the_add_on_client_scores_a_scene_with_the_service_defaults(layout, tmp_
     token_file = tmp_path / "token"
     with _server([results, suite], token=None, token_file=token_file, default_judge="geometry") as server:
         assert bridge_client.health(server.url, token_file=token_file)["status"] == "ok"
-        job = bridge_client.submit(server.url, run, "s1", token_file=token_file)
+        job = bridge_client.submit(server.url, bridge_client.ScoreJob(run, "s1"), token_file=token_file)
         view = bridge_client.status(server.url, job, token_file=token_file)
         view = _wait(server.url, job, headers={"Authorization": f"Bearer {server.token}"})
         assert view["status"] == "done", view["error"]
@@ -486,7 +486,7 @@ def test_the_add_on_client_scores_a_scene_with_the_service_defaults(layout, tmp_
             bridge_client.health(server.url, token_file=tmp_path / "nowhere")
     with _server([results, suite], token=None, token_file=token_file) as bare:
         with pytest.raises(bridge_client.BridgeError, match="nothing to score"):
-            bridge_client.submit(bare.url, run, "s1", axes=("dv", "ls"), token_file=token_file)
+            bridge_client.submit(bare.url, bridge_client.ScoreJob(run, "s1", axes=("dv", "ls")), token_file=token_file)
 
 
 def test_serve_with_only_host_port_and_root_starts_with_the_geometry_judge(layout, tmp_path):
