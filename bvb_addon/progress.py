@@ -78,7 +78,7 @@ def bar(
     leave: bool = True, file: IO[str] | None = None, every: float | None = None, postfix: str | None = None,
 ) -> "tqdm":  # fmt: skip
     """A progress bar for ``file`` (stderr): tqdm's frames in a terminal, plain lines every ``every`` s elsewhere."""
-    # deferred: tqdm is not among the extension zip's wheels, and the add-on's render stage imports this module
+    # deferred: tqdm is not among the extension zip's wheels, and the add-on imports this module
     from tqdm import tqdm
 
     disable = disable or quiet
