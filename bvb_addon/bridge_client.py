@@ -94,13 +94,17 @@ class ScoreJob:
     """One scene of a run to score, as ``POST /jobs`` takes it (eval_bridge/service/app.py's JobBody)."""
 
     run: str | Path
+    """The run directory, under one of the service's roots."""
     scene: str
-    split: str | Path | None = None  # None: the run's config.json's, read by the service
+    """The one scene to score."""
+    split: str | Path | None = None
+    """The split file; None: the run's config.json's, read by the service."""
     videos: str | Path | None = None
+    """The source videos root; None: the run's config.json's."""
     axes: tuple[str, ...] = ("dv", "ls", "overall")
-    # An axis's options: names the service was started with, never endpoints,
-    # e.g. {"dv": {"judge": "geometry"}, "ls": {"encoder": "default"}}.
+    """What to score, in this order."""
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per axis, names the service was started with (never endpoints): {"dv": {"judge": "geometry"}, ...}."""
 
     def body(self) -> dict[str, Any]:
         """The request's JSON body."""

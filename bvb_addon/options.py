@@ -457,23 +457,35 @@ def to_mapping(options: Any) -> dict[str, Any]:
 # ---- docs ---------------------------------------------------------------------------------------
 
 
-def describe(cls: type, *, _prefix: str = "") -> list[tuple[str, str, str, str, str]]:
-    """(key, flag, type, default, description) per field, sub-options as ``judge.model``; docs are made of these."""
+def describe(
+    cls: type, *, _prefix: str = "", _exclude: tuple[str, ...] = (), _include: tuple[str, ...] = ()
+) -> list[tuple[str, str, str, str, str]]:
+    """(key, flag, type, default, description) per field, sub-options as ``judge.model``; docs are made of these.
+
+    A field this stage's command line leaves out (``cli=False``, or its options-class field's ``exclude``) has no
+    flag: it is set in a file only.
+    """
     rows: list[tuple[str, str, str, str, str]] = []
     for f, tp in _fields(cls):
         if not f.metadata.get("record", True):
             continue
         base, _ = _unwrap_optional(tp)
         key = f"{_prefix}{f.name}"
+        on_cli = f.name not in _exclude and (f.metadata.get("cli", True) or f.name in _include)
         if is_options(base):
-            rows.extend(describe(base, _prefix=key + "."))
+            rows.extend(
+                describe(
+                    base, _prefix=key + ".", _include=tuple(f.metadata.get("include", ())),
+                    _exclude=tuple(f.metadata.get("exclude", ())) if on_cli else tuple(g.name for g, _ in _fields(base)),
+                )
+            )  # fmt: skip
             continue
         default = _default(f)
         shown = "required" if default is MISSING else repr(_plain(default))
         if f.metadata.get("positional"):
             flag = f.name.upper()
         else:
-            flag = flag_of(f) if f.metadata.get("cli", True) else ""
+            flag = flag_of(f) if on_cli else ""
         rows.append((key, flag, _type_name(tp), shown, f.metadata.get("help", "")))
     return rows
 
