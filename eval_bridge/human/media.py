@@ -16,6 +16,7 @@ from PIL import Image
 
 from bvb_addon import video
 from bvb_addon.mp4 import write_mp4
+from bvb_addon.options import option
 
 from .key import HumanStudyError
 
@@ -26,10 +27,10 @@ CLIP_CRF = 26  # small enough to embed nine scenes of six clips; the raters judg
 class ClipOptions:
     """How clips are re-encoded for the page."""
 
-    max_side: int = 480
-    """Longest side in pixels (the release's packs are 480 to 512 wide)."""
-    max_frames: int = 64
-    """At most this many frames, evenly spread over the clip and played over its duration."""
+    # The release's packs are 480 to 512 wide.
+    max_side: int = option(480, "clips' longest side in the page (px)")
+    # Evenly spread over the clip and played over its duration.
+    max_frames: int = option(64, "clips' most frames in the page (over their duration)")
 
 
 def _even_size(width: int, height: int, max_side: int) -> tuple[int, int]:

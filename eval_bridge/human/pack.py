@@ -15,13 +15,15 @@ import random
 import re
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from bvb_addon import path_args
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.dataset import read_split
+from bvb_addon.options import option
 from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import RunDir
 from bvb_addon.vgi.suite import read_tasks
@@ -34,48 +36,94 @@ log = logging.getLogger(__name__)
 
 ASSETS = Path(__file__).with_name("page")
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_OUT = "folder for study.html and key.json"
+_SEED = "seed of the draw, the order and the codes"
+_FORCE = "replace a study already in --out (its answers then cannot be scored)"
 
 
 @dataclass(frozen=True)
 class BVBPackOptions:
     """A BVB ranking study: runs (``DIR`` or ``LABEL=DIR``) and the scenes to rank."""
 
-    runs: tuple[str, ...]
-    out: Path
-    scenes: tuple[str, ...] | None = None
-    count: int = 9
-    """Scenes drawn (by ``seed``) among those every run rendered, when ``scenes`` is not given."""
-    seed: int = 0
-    split: Path | None = None
-    """Names each scene's dataset folder (default: the first run's config.json)."""
-    videos: Path | None = None
-    """Source clips, <videos>/<dataset>/<scene>.mp4 (default: the first run's config.json)."""
-    clips: ClipOptions = ClipOptions()
-    language: str = "en"
-    forms: int = 1
-    """Pages for different raters, each with its own draw of ``per_form`` scenes (the release's 16 forms of 9 of 24)."""
-    per_form: int | None = None
-    """Scenes on each form (default: all the drawn scenes); drawn evenly across the scenes' datasets."""
-    force: bool = False
+    runs: tuple[str, ...] = option(help="run directories (DIR or LABEL=DIR), two or more")
+    out: Path = option(help=_OUT)
+    scenes: tuple[str, ...] | None = option(
+        None, "scenes to rank (default: --count drawn among those every run rendered)", nargs="+"
+    )
+    count: int = option(9, "scenes drawn when --scenes is not given")
+    seed: int = option(0, _SEED)
+    split: Path | None = option(None, "split file naming each scene's dataset (default: the first run's config.json)")
+    videos: Path | None = option(
+        None, "source videos root, <root>/<dataset>/<scene>.mp4 (default: the first run's config.json)"
+    )
+    clips: ClipOptions = option(default_factory=ClipOptions, help="how clips are re-encoded for the page")
+    language: Literal["en", "zh"] = option("en", "language of the release's rater instructions")
+    # The release: 16 forms of 9 of its 24 scenes, drawn evenly across the scenes' datasets.
+    forms: int = option(1, "pages for different raters, each its own draw of --per-form scenes")
+    per_form: int | None = option(None, "scenes on each form (default: every scene drawn)")
+    force: bool = option(False, _FORCE)
 
 
 @dataclass(frozen=True)
 class VGIPackOptions:
     """A VGI rating study: a tasks file and generators' video folders (``LABEL=DIR``)."""
 
-    tasks: Path
-    generators: tuple[str, ...]
+    tasks: Path = option(help="the tasks file (tasks.jsonl: constraint, rubric, completeness, start_image)")
+    generators: tuple[str, ...] = option(
+        help="each generator's folder of <instance id>.mp4 (DIR or LABEL=DIR)", flag="--videos"
+    )
+    out: Path = option(help=_OUT)
+    scores: Path | None = option(
+        None,
+        "the folder bvb score vgi --out wrote (judge rows: <scores>/<label>/vgi.jsonl; default: give it to score)",
+    )
+    rows: tuple[str, ...] = option(
+        (), "LABEL=FILE: a generator's judge rows kept elsewhere (default: none; --scores)", nargs="+"
+    )
+    instances: tuple[str, ...] | None = option(None, "instance ids to rate (default: --count drawn, or all)", nargs="+")
+    count: int | None = option(None, "instances drawn when --instances is not given (default: all)")
+    seed: int = option(0, _SEED)
+    clips: ClipOptions = option(default_factory=ClipOptions, help="how clips are re-encoded for the page")
+    force: bool = option(False, _FORCE)
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """A study built: its key (key.json as written) and where its pages and key are."""
+
+    kind: Literal["bvb", "vgi"]
     out: Path
-    scores: Path | None = None
-    """The folder ``bvb score vgi --out`` wrote: a generator's judge rows are <scores>/<label>/vgi.jsonl."""
-    rows: tuple[str, ...] = ()
-    """``LABEL=FILE``: a generator's judge rows, where they are elsewhere (before --scores)."""
-    instances: tuple[str, ...] | None = None
-    count: int | None = None
-    """Instances drawn (by ``seed``) when ``instances`` is not given (default: all)."""
-    seed: int = 0
-    clips: ClipOptions = ClipOptions()
-    force: bool = False
+    key: dict[str, Any] = field(default_factory=dict)
+    """key.json as written: which code is which run or generator, the forms, the pack id."""
+    what: str = ""
+    """What the pages hold, in words ("9 scenes x 3 reconstructions")."""
+
+
+def check(options: "BVBPackOptions | VGIPackOptions") -> None:
+    """Counts and sizes of at least 1, before anything is read or written (a HumanStudyError naming the flag)."""
+    values = [("--count", options.count), ("--max-side", options.clips.max_side),
+              ("--max-frames", options.clips.max_frames)]  # fmt: skip
+    if isinstance(options, BVBPackOptions):
+        values += [("--forms", options.forms), ("--per-form", options.per_form)]
+    for flag, value in values:
+        if value is not None and value < 1:
+            raise HumanStudyError(f"{flag} {value}: give a number of at least 1")
+
+
+def pack(options: "BVBPackOptions | VGIPackOptions") -> PackResult:
+    """``bvb human pack bvb|vgi``: the study page(s) and key.json in ``options.out``."""
+    check(options)
+    path_args.check(
+        folders=[("--out", options.out), ("--scores", getattr(options, "scores", None))],
+        files=[("--tasks", getattr(options, "tasks", None))],
+    )
+    if isinstance(options, BVBPackOptions):
+        key = pack_bvb(options)
+        return PackResult(
+            "bvb", Path(options.out), key, f"{len(key['scenes'])} scenes x {len(key['models'])} reconstructions"
+        )
+    key = pack_vgi(options)
+    return PackResult("vgi", Path(options.out), key, f"{len(key['items'])} videos of {len(key['instances'])} instances")
 
 
 # --- the page -----------------------------------------------------------------------------------

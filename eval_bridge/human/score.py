@@ -12,12 +12,15 @@ import io
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from bvb_addon import path_args
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BadFileError
 from bvb_addon.jsonfile import read_json
+from bvb_addon.options import option
 from bvb_addon.records import read_dv_rows, read_ls_rows, read_vgi_rows
 from bvb_addon.run_dir import RunDir
 
@@ -328,6 +331,35 @@ def _csv(rows: list[dict[str, Any]]) -> str:
         writer.writeheader()
         writer.writerows(rows)
     return buffer.getvalue()
+
+
+@dataclass(frozen=True)
+class HumanScoreOptions:
+    """``bvb human score``: one pack's answers unblinded and set against the benchmark's scores."""
+
+    pack: Path = option(help="the folder bvb human pack wrote (it holds key.json)", positional=True)
+    answers: tuple[Path, ...] = option(help="answer files, or folders of them", positional=True, nargs="+")
+    out: Path | None = option(None, "folder for human_scores.json and human_items.csv (default: PACK/scored)")
+    scores: Path | None = option(
+        None, "VGI: the folder bvb score vgi --out wrote, if not the one given to pack (default: the key's)"
+    )
+
+
+@dataclass(frozen=True)
+class HumanScoreResult:
+    """The study's scores (human_scores.json as written) and the folder they went to."""
+
+    kind: Literal["bvb", "vgi"]
+    written: Path
+    scores: dict[str, Any]
+    """human_scores.json: BVB's mean ranks and Spearman's rho, or VGI's AUC and pairwise accuracy."""
+
+
+def score_human(options: HumanScoreOptions) -> HumanScoreResult:
+    """``bvb human score``: the key and every answer file read and checked, then scored and written."""
+    path_args.check(folders=[("--out", options.out)], existing_folders=[("--scores", options.scores)])
+    result = score_study(Path(options.pack), list(options.answers), options.out, options.scores)
+    return HumanScoreResult(result["kind"], Path(result.pop("written")), result)
 
 
 def score_study(

@@ -8,6 +8,7 @@ other site's page can post answers through the rater's browser.
 """
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from bvb_addon import path_args
 from bvb_addon.atomic import write_json_atomic
+from bvb_addon.options import option
 
 from ..pages.html_page import render, safe_name
 from ..service.loopback_http import (
@@ -107,7 +110,7 @@ class StudyServer:
             sock = listen(host, port, BACKLOG)
         except OSError as exc:
             raise HumanStudyError(f"cannot serve on {host}:{port} ({exc.strerror}); pick another --port") from None
-        self.host, self.port = host, sock.getsockname()[1]
+        self.host, self.port, self.answers = host, sock.getsockname()[1], answers_dir
         app = build_app(pack, answers_dir, allowed_hosts(host, self.port), url_of(host, self.port))
         self.server = ServerThread(app, sock, "bvb human serve", BACKLOG)
 
@@ -135,3 +138,21 @@ class StudyServer:
 def answers_folder(pack: Path, answers: Path | None) -> Path:
     """Where served answers go: --answers, or PACK/answers."""
     return answers or pack / "answers"
+
+
+@dataclass(frozen=True)
+class HumanServeOptions:
+    """``bvb human serve``: a study page on loopback, keeping the answers raters send."""
+
+    pack: Path = option(help="the folder bvb human pack wrote", positional=True)
+    answers: Path | None = option(None, "folder for the answers sent (default: PACK/answers)")
+    host: str = option("127.0.0.1", "loopback address to bind")
+    port: int = option(8780, "port (0 picks a free one)")
+
+
+def serve(options: HumanServeOptions) -> StudyServer:
+    """The study's server, bound (the pack and the address checked first) and not yet serving: ``run_forever()``
+    or ``start()``/``stop()`` it; ``url`` and ``answers`` say where raters go and where their answers land."""
+    path_args.check(existing_folders=[("pack", options.pack)], folders=[("--answers", options.answers)])
+    pack = Path(options.pack)
+    return StudyServer(pack, answers_folder(pack, options.answers), options.host, options.port)
