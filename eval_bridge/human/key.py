@@ -12,6 +12,8 @@ from typing import Any
 from bvb_addon.errors import BVBError
 from bvb_addon.jsonfile import read_json
 
+from ..vgi.score import ROWS
+
 PAGE = "study.html"
 KEY = "key.json"
 """The blinding key: experimenter only, never sent with the page."""
@@ -41,8 +43,6 @@ def new_key(kind: str, instrument: str, seed: int) -> dict[str, Any]:
 
 def judge_rows(label: str, rows: Path | None, scores: Path | None) -> str | None:
     """Where a generator's judge rows are: its --rows file, else <scores>/<label>/vgi.jsonl; None when neither is known."""
-    from ..vgi.score import ROWS
-
     path = rows or (scores / label / ROWS if scores else None)
     return str(path.resolve()) if path else None
 

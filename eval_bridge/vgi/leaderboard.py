@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.jsonfile import read_json
 from bvb_addon.records import read_vgi_rows, read_vgi_summary
 
 from ..leaderboard import noise
@@ -258,8 +259,6 @@ def write(out: str | Path, resamples: int = noise.RESAMPLES, seed: int = noise.S
 
 def read(out: str | Path) -> dict[str, Any]:
     """The leaderboard written in OUT (a BadFileError / MissingFileError naming the file)."""
-    from bvb_addon.jsonfile import read_json
-
     return read_json(Path(out) / BOARD_JSON, "VGI leaderboard", f"write it again with bvb score vgi --out {out}")
 
 
