@@ -9,6 +9,7 @@ Cycles), DIR/vgi/<id>.mp4 (the start image held for the procedure's length: the 
 source clip in ``headless.run --mode vgi``), DIR/oracle/<id>.py (a standalone bpy program
 that builds and solves the task),
 and with --oracle-videos DIR/videos/<id>.mp4 and DIR/timelines/<id>.json of the oracle.
+The parser is generated from VGITasksOptions; the stage is ``vgi_tasks(VGITasksOptions) -> VGITasksResult``.
 """
 
 import argparse
@@ -20,42 +21,95 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bvb_addon.errors import entry  # noqa: E402
+# Our modules import the standard library (and numpy, which Blender bundles) at their top: they load inside a
+# Blender binary before bootstrap has put the venv on sys.path.
+from bvb_addon import outcomes, path_args  # noqa: E402
+from bvb_addon.atomic import write_text_atomic  # noqa: E402
+from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
+from bvb_addon.errors import USER_ERRORS, BVBError, entry, report  # noqa: E402
+from bvb_addon.options import add_options, from_namespace, option  # noqa: E402
+from bvb_addon.staging import Staging  # noqa: E402
+from bvb_addon.vgi import families, program, suite  # noqa: E402
 from headless import bootstrap  # noqa: E402
 
 log = logging.getLogger(__name__)
 
+FAMILY_NAMES = tuple(sorted(families.FAMILIES))
+
+
+class VGITasksError(BVBError, ValueError):
+    """Bad options to bvb vgi-tasks (one line naming the option and the fix)."""
+
+
+def _family(name: str) -> str:
+    """A --families word, checked (argparse's error, with the usage)."""
+    if name not in FAMILY_NAMES:
+        raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(FAMILY_NAMES)})")
+    return name
+
+
+@dataclass(frozen=True)
+class VGITasksOptions:
+    """``bvb vgi-tasks``' options: where the suite goes, which tasks, how the start images render."""
+
+    out: Path = option(help="output folder")
+    seed: int = option(0, "task seed; the same seed gives the same tasks")
+    families: tuple[str, ...] = option(
+        FAMILY_NAMES, "task families", parse=_family, metavar="FAMILY"
+    )
+    levels: tuple[Literal[1, 2, 3], ...] = option((1, 2, 3), "difficulty levels", parse=int)
+    oracle_videos: bool = option(False, "also render the oracle solutions and timelines")
+    samples: int = option(16, "Cycles samples of the start images")
+    scale: int = option(100, "resolution percentage of 480x270")
+
+    def check(self) -> None:
+        """VGITasksError naming the first option out of range (a file's or code's options; argparse checks its own)."""
+        unknown = [name for name in self.families if name not in FAMILY_NAMES]
+        if unknown or not self.families:
+            raise VGITasksError(f"--families {' '.join(unknown)!r}: choose from {', '.join(FAMILY_NAMES)}")
+        if not self.levels or any(level not in (1, 2, 3) for level in self.levels):
+            raise VGITasksError(f"--levels {list(self.levels)}: choose from 1, 2, 3")
+        if self.samples < 1:
+            raise VGITasksError(f"--samples {self.samples} must be at least 1")
+        if self.scale < 1:
+            raise VGITasksError(f"--scale {self.scale} must be a percentage of at least 1")
+
+
+@dataclass(frozen=True)
+class VGITasksResult:
+    """The suite generated: its task rows, its tasks.jsonl, and how long it took."""
+
+    rows: tuple[dict[str, Any], ...]
+    tasks: Path
+    seconds: float
+
+    @property
+    def line(self) -> str:
+        """The stage's summary line."""
+        return f"wrote {len(self.rows)} tasks to {self.tasks} in {self.seconds:.1f} s"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    """``bvb vgi-tasks``' parser."""
-    from bvb_addon.command_line import stage_parser
-    from bvb_addon.vgi import families
-
+    """``bvb vgi-tasks``' parser, generated from VGITasksOptions."""
     parser = stage_parser(
         "vgi-tasks",
         "Generate VGI procedure tasks (start image, constraint, rubric, oracle) in Blender.",
         "bvb vgi-tasks --out data/vgi --seed 0 --oracle-videos",
     )
-    parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--seed", type=int, default=0, help="task seed; the same seed gives the same tasks")
-    parser.add_argument("--families", nargs="+", choices=sorted(families.FAMILIES), default=sorted(families.FAMILIES),
-                        help="task families")  # fmt: skip
-    parser.add_argument("--levels", nargs="+", type=int, choices=(1, 2, 3), default=[1, 2, 3], help="difficulty levels")
-    parser.add_argument("--oracle-videos", action="store_true", help="also render the oracle solutions and timelines")
-    parser.add_argument("--samples", type=int, default=16, help="Cycles samples of the start images")
-    parser.add_argument("--scale", type=int, default=100, help="resolution percentage of 480x270")
+    add_options(parser, VGITasksOptions)
     return parser
 
 
 def encode_frames(frames_dir: str | Path, fps: float, out_path: str | Path) -> None:
     """Encode a folder of PNG frames to an H.264 mp4, atomically."""
+    # deferred: mp4 imports PyAV, a venv package (after bootstrap inside a Blender binary)
     from bvb_addon.mp4 import write_mp4
 
     frames = sorted(Path(frames_dir).glob("frame_*.png"))
@@ -66,32 +120,29 @@ def encode_frames(frames_dir: str | Path, fps: float, out_path: str | Path) -> N
 
 def write_still_clip(image_path: str | Path, frames: int, fps: float, out_path: str | Path) -> None:
     """The start image held for the procedure's length: what the agent's frames tool shows."""
+    # deferred: mp4 imports PyAV, a venv package (after bootstrap inside a Blender binary)
     from bvb_addon.mp4 import write_mp4
 
     write_mp4(out_path, [image_path] * max(1, frames), fps)
 
 
-def generate(
-    out: str | Path,
-    seed: int,
-    family_names: Iterable[str],
-    levels: Iterable[int],
-    oracle_videos: bool = False,
-    samples: int = 16,
-    scale: int = 100,
-) -> list[dict[str, Any]]:
-    """Generate the suite; return the task rows.
+def vgi_tasks(options: VGITasksOptions) -> VGITasksResult:
+    """Generate the suite into ``options.out``; its rows.
 
-    Everything is built in a staging folder inside ``out`` and moved in when complete, tasks.jsonl
-    last (bvb_addon.staging): a failure leaves the old suite as it was.
+    The options and the folder are checked first (VGITasksError, PathArgError). Everything is built in a
+    staging folder inside ``out`` and moved in when complete, tasks.jsonl last (bvb_addon.staging): a failure
+    leaves the old suite as it was. RuntimeError when Blender fails (its exit status and last lines).
     """
-    from bvb_addon.staging import Staging
-
-    with Staging(Path(out).resolve(), last=("tasks.jsonl",)) as stage:
+    started = time.monotonic()
+    options.check()
+    path_args.folder("--out", options.out)
+    out = Path(options.out).resolve()
+    with Staging(out, last=("tasks.jsonl",)) as stage:
         with tempfile.TemporaryDirectory(prefix="vgi_job_") as work:
-            rows = _generate_into(stage.path, Path(work), seed, family_names, levels, oracle_videos, samples, scale)
+            rows = _generate_into(stage.path, Path(work), options)
         stage.commit()
-    return rows
+    return VGITasksResult(rows=tuple(rows), tasks=Path(options.out) / "tasks.jsonl",
+                          seconds=time.monotonic() - started)  # fmt: skip
 
 
 CRASH_ATTEMPTS = 2
@@ -118,26 +169,14 @@ def run_blender_job(argv: list[str], attempts: int = CRASH_ATTEMPTS) -> None:
         raise RuntimeError(f"Blender failed while rendering VGI tasks ({how}): " + " | ".join(tail))
 
 
-def _generate_into(
-    out: Path,
-    work: Path,
-    seed: int,
-    family_names: Iterable[str],
-    levels: Iterable[int],
-    oracle_videos: bool,
-    samples: int,
-    scale: int,
-) -> list[dict[str, Any]]:
-    from bvb_addon.atomic import write_text_atomic
-    from bvb_addon.vgi import families, program
-
+def _generate_into(out: Path, work: Path, options: VGITasksOptions) -> list[dict[str, Any]]:
     for folder in ("images", "oracle", "videos", "timelines"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     jobs: list[dict[str, Any]] = []
-    for family in family_names:
-        for level in levels:
-            plan = families.plan_task(family, level, seed)
+    for family in options.families:
+        for level in options.levels:
+            plan = families.plan_task(family, level, options.seed)
             oracle = program.build_program(plan, animate=True)
             write_text_atomic(out / "oracle" / f"{plan.id}.py", oracle)
             row = plan.row()
@@ -148,7 +187,7 @@ def _generate_into(
                 "start_program": program.build_program(plan, animate=False),
                 "image": str(out / row["start_image"]),
             }
-            if oracle_videos:
+            if options.oracle_videos:
                 job.update(
                     oracle_program=oracle,
                     timeline=str(out / "timelines" / f"{plan.id}.json"),
@@ -157,14 +196,12 @@ def _generate_into(
                 )
             jobs.append(job)
     job_path = work / "job.json"
-    job_path.write_text(json.dumps({"tasks": jobs, "samples": samples, "scale": scale}))
+    job_path.write_text(json.dumps({"tasks": jobs, "samples": options.samples, "scale": options.scale}))
     script = Path(__file__).resolve().parent.parent / "bvb_addon" / "vgi" / "blender_job_bl.py"
     run_blender_job([sys.executable, str(script), str(job_path)])
-    from bvb_addon.vgi import suite
-
     for row in rows:
         write_still_clip(out / row["start_image"], row["frames"], families.FPS, suite.still_clip(out, row["id"]))
-    if oracle_videos:
+    if options.oracle_videos:
         for job in jobs:
             encode_frames(job["frames_dir"], families.FPS, out / "videos" / f"{job['id']}.mp4")
     write_text_atomic(out / "tasks.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
@@ -177,17 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_tasks")
     args = build_parser().parse_args(own_args)
-    started = time.monotonic()
-    from bvb_addon import outcomes, path_args
-    from bvb_addon.command_line import setup_logging
-    from bvb_addon.errors import report
-
     setup_logging(args.verbose, args.quiet)
-
     try:
-        path_args.folder("--out", args.out)
-        rows = generate(args.out, args.seed, args.families, args.levels, args.oracle_videos, args.samples, args.scale)
-    except path_args.PathArgError as exc:
+        result = vgi_tasks(from_namespace(VGITasksOptions, args))
+    except USER_ERRORS as exc:  # VGITasksError, PathArgError
         return report(exc)
     except OSError as exc:  # a full disk: the staging folder is gone, the old suite untouched
         return outcomes.environment_exit(exc, outcomes.rerun_command("headless.vgi_tasks", own_args, None))
@@ -198,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             return outcomes.environment_exit(full, outcomes.rerun_command("headless.vgi_tasks", own_args, None))
         print(f"error: {outcomes.one_line(exc)}", file=sys.stderr)
         return 1
-    print(f"wrote {len(rows)} tasks to {Path(args.out) / 'tasks.jsonl'} in {time.monotonic() - started:.1f} s")
+    print(result.line)
     return 0
 
 
