@@ -37,7 +37,9 @@ EXAMPLES = [
 def build_parser() -> argparse.ArgumentParser:
     """``bvb render``'s parser, generated from RenderOptions (its SandboxConfig's flags among them)."""
     parser = stage_parser(
-        "render", "Render every blends/<scene>.blend of a run from its camera into camera_renders/<scene>.mp4.", EXAMPLES
+        "render",
+        "Render every blends/<scene>.blend of a run from its camera into camera_renders/<scene>.mp4.",
+        EXAMPLES,
     )
     add_options(parser, RenderOptions)
     parser.add_argument(

@@ -61,9 +61,7 @@ class VGITasksOptions:
 
     out: Path = option(help="output folder")
     seed: int = option(0, "task seed; the same seed gives the same tasks")
-    families: tuple[str, ...] = option(
-        FAMILY_NAMES, "task families", parse=_family, metavar="FAMILY"
-    )
+    families: tuple[str, ...] = option(FAMILY_NAMES, "task families", parse=_family, metavar="FAMILY")
     levels: tuple[Literal[1, 2, 3], ...] = option((1, 2, 3), "difficulty levels", parse=int)
     oracle_videos: bool = option(False, "also render the oracle solutions and timelines")
     samples: int = option(16, "Cycles samples of the start images")

@@ -6,6 +6,7 @@ Each blends/<id>.blend is untrusted: it is opened in a sandboxed worker (no scri
 drivers), stepped frame by frame, and its objects' boxes and emission are written to
 RUN/timelines/<id>.json. Then: bvb score vgi --videos RUN/camera_renders
 --tasks DIR/tasks.jsonl --judge checker --timelines RUN/timelines
+The parser is generated from VGITimelinesOptions; the stage is ``vgi_timelines(options) -> VGITimelinesResult``.
 """
 
 import argparse
@@ -13,31 +14,77 @@ import json
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bvb_addon.errors import entry  # noqa: E402
+# Our modules import the standard library (and numpy, which Blender bundles) at their top: they load inside a
+# Blender binary before bootstrap has put the venv on sys.path.
+from bvb_addon import outcomes, path_args  # noqa: E402
+from bvb_addon.atomic import write_json_atomic  # noqa: E402
+from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
+from bvb_addon.errors import USER_ERRORS, BVBError, entry, report  # noqa: E402
+from bvb_addon.options import add_options, from_namespace, option  # noqa: E402
+from bvb_addon.run_dir import RunDir  # noqa: E402
+from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, WorkerError  # noqa: E402
+from bvb_addon.vgi import program, timeline  # noqa: E402
 from headless import bootstrap  # noqa: E402
-
-if TYPE_CHECKING:
-    from bvb_addon.sandbox import SandboxConfig
 
 MAX_TIMELINE_CHARS = 16 << 20
 
 
+class VGITimelinesError(BVBError, ValueError):
+    """Nothing to export (one line naming the folder and the fix)."""
+
+
+@dataclass(frozen=True)
+class VGITimelinesOptions:
+    """``bvb vgi-timelines``' options: the VGI run, which of its submissions, the sandbox (code only)."""
+
+    run: Path = option(help="run directory written by bvb run --mode vgi")
+    scenes: tuple[str, ...] | None = option(None, "only these task ids (default: all)")
+    sandbox: SandboxConfig | None = option(None, "how the workers are isolated (None: the defaults)", cli=False)
+
+
+@dataclass(frozen=True)
+class VGITimelinesResult:
+    """A row per submission (scene, status, reason) and the folder the timelines went to."""
+
+    rows: tuple[dict[str, str], ...]
+    timelines: Path
+
+    @property
+    def written(self) -> int:
+        """Timelines written."""
+        return sum(row["status"] == "ok" for row in self.rows)
+
+
+def vgi_timelines(options: VGITimelinesOptions) -> VGITimelinesResult:
+    """Export every (chosen) submission's timeline to RUN/timelines/<id>.json, each in its own sandboxed worker.
+
+    The run folder and its submissions are checked first (PathArgError, VGITimelinesError); a submission
+    that fails is its row's status, never a stopped batch.
+    """
+    path_args.folder("--run", options.run)
+    rd = RunDir(options.run)
+    blends = [rd.blend(scene) for scene in rd.submitted()]
+    if options.scenes:
+        blends = [b for b in blends if b.stem in set(options.scenes)]
+    if not blends:
+        raise VGITimelinesError(f"no submissions in {rd.blends}; run headless.run --mode vgi first")
+    rows = []
+    for blend in blends:
+        status, reason = export_timeline(blend, rd.timeline(blend.stem), options.sandbox)
+        rows.append({"scene": blend.stem, "status": status, "reason": reason})
+    return VGITimelinesResult(rows=tuple(rows), timelines=rd.timelines)
+
+
 def export_timeline(
-    blend: str | Path, dest: str | Path, sandbox_config: "SandboxConfig | None" = None
+    blend: str | Path, dest: str | Path, sandbox_config: SandboxConfig | None = None
 ) -> tuple[str, str]:
     """Open one submission in a sandboxed worker and write its timeline; returns (status, reason)."""
-    from dataclasses import replace
-
-    from bvb_addon.atomic import write_json_atomic
-    from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, WorkerError
-    from bvb_addon.vgi import program, timeline
-
     config = replace(sandbox_config or SandboxConfig(), output_chars=MAX_TIMELINE_CHARS)
     try:
         work = Path(tempfile.mkdtemp(prefix="bvb-vgi-timeline-"))
@@ -68,16 +115,13 @@ def export_timeline(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``bvb vgi-timelines``' parser."""
-    from bvb_addon.command_line import stage_parser
-
+    """``bvb vgi-timelines``' parser, generated from VGITimelinesOptions."""
     parser = stage_parser(
         "vgi-timelines",
         "Export object timelines of a VGI run's submissions (sandboxed) for the exact checker.",
         "bvb vgi-timelines --run results/vgi_oracle",
     )
-    parser.add_argument("--run", required=True, help="run directory written by bvb run --mode vgi")
-    parser.add_argument("--scenes", nargs="+", help="only these task ids (default: all)")
+    add_options(parser, VGITimelinesOptions)
     return parser
 
 
@@ -87,30 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     # First: inside a Blender binary this makes the checkout and its venv importable.
     own_args = bootstrap.entry_args(argv, "headless.vgi_timelines")
     args = build_parser().parse_args(own_args)
-    from bvb_addon import outcomes, path_args
-    from bvb_addon.command_line import setup_logging
-    from bvb_addon.errors import report
-    from bvb_addon.run_dir import RunDir
-
     setup_logging(args.verbose, args.quiet)
     try:
-        path_args.folder("--run", args.run)
-    except path_args.PathArgError as exc:
+        result = vgi_timelines(from_namespace(VGITimelinesOptions, args))
+    except USER_ERRORS as exc:  # PathArgError, VGITimelinesError
         return report(exc)
-    rd = RunDir(args.run)
-    blends = [rd.blend(scene) for scene in rd.submitted()]
-    if args.scenes:
-        blends = [b for b in blends if b.stem in set(args.scenes)]
-    if not blends:
-        print(f"error: no submissions in {rd.blends}; run headless.run --mode vgi first", file=sys.stderr)
-        return 2
-    rows = []
-    for blend in blends:
-        status, reason = export_timeline(blend, rd.timeline(blend.stem))
-        print(f"{blend.stem}: {status}{' (' + reason + ')' if reason else ''}")
-        rows.append({"scene": blend.stem, "status": status, "reason": reason})
-    print(f"wrote {sum(r['status'] == 'ok' for r in rows)} timelines to {rd.timelines}")
-    return outcomes.finish("vgi-timelines", rows, outcomes.rerun_command("headless.vgi_timelines", own_args, None))
+    for row in result.rows:
+        print(f"{row['scene']}: {row['status']}{' (' + row['reason'] + ')' if row['reason'] else ''}")
+    print(f"wrote {result.written} timelines to {result.timelines}")
+    rerun = outcomes.rerun_command("headless.vgi_timelines", own_args, None)
+    return outcomes.finish("vgi-timelines", result.rows, rerun)
 
 
 if __name__ == "__main__":

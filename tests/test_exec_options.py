@@ -8,6 +8,7 @@ from bvb_addon.errors import BVBError
 from bvb_addon.sandbox import SandboxConfig
 from headless import exec as exec_cli
 
+
 def parse(*argv: str) -> exec_cli.ExecOptions:
     return exec_cli.from_namespace(exec_cli.ExecOptions, exec_cli.build_parser().parse_args(list(argv)))
 

@@ -33,7 +33,6 @@ PENDING = {
     "headless/campaign.py",
     "headless/cli.py",
     "headless/demo.py",
-    "headless/vgi_timelines.py",
     "operators/score.py",
 }
 
