@@ -37,7 +37,7 @@ from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
 from .budget import scene_spend
 from .ledger import CostLimit, Ledger, usd
-from .litellm_model import CallInfo, image_part, text_part
+from .litellm_model import CallInfo, chat_messages, image_part, text_part
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +378,6 @@ class MiniBVBLoop:
 
     def _sync(self, system: str, messages: list[dict[str, Any]]) -> None:
         """The trajectory's chat becomes the messages as sent (appended only: the writer saves the new ones)."""
-        from .litellm_model import chat_messages
 
         sent = chat_messages(system, messages)
         self.traj.messages.extend(sent[len(self.traj.messages) :])

@@ -16,8 +16,12 @@ from .. import scratch
 from ..errors import ArgumentError
 from ..records.trajectory import Trajectory
 from ..run_dir import CONFIG, RunDir
+from ..sandbox.config import SandboxConfig, SandboxUnavailable
+from ..sandbox.workspace import SceneWorkspace
 from . import mini_bvb_protocol as protocol
 from .config import AgentConfig
+from .driver import task_for_clip
+from .litellm_model import LiteLLMModel
 from .mini_bvb import MiniBVBLoop, MiniBVBSettings, SceneInput
 
 log = logging.getLogger(__name__)
@@ -36,8 +40,6 @@ workspace sees this machine's /usr, so its blocks find the same two (BVB's conta
 
 def require_host_tools() -> None:
     """SandboxUnavailable (one line, before any scene) when ffmpeg or ffprobe is not on PATH."""
-    from ..sandbox.config import SandboxUnavailable
-
     missing = [tool for tool in HOST_TOOLS if shutil.which(tool) is None]
     if missing:
         raise SandboxUnavailable(
@@ -157,7 +159,6 @@ def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | No
     add-on's preferences), else LiteLLM reads the provider's variable, or ``config.api_key_env`` with an endpoint."""
     if config.agent != "model":
         return None
-    from .litellm_model import LiteLLMModel
 
     base_url = config.base_url if config.base_url not in DEFAULT_BASE_URLS else None
     return LiteLLMModel(
@@ -175,8 +176,7 @@ def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | No
 
 def api_free_chat(config: AgentConfig, video: Path, scene: str, dataset: str, videos: str | Path) -> Any:
     """The empty-room or oracle agent of a scene, speaking mini-bvb."""
-    from .baselines import empty_room_chat, oracle_chat
-    from .driver import task_for_clip
+    from .baselines import empty_room_chat, oracle_chat  # deferred: imports bpy
 
     task = task_for_clip(video, scene, dataset)
     return empty_room_chat(task) if config.agent == "empty-room" else oracle_chat(task, videos)
@@ -197,8 +197,6 @@ def run_scene(
     on_save: Callable[[Trajectory], None] | None = None,
 ) -> dict:
     """One scene in a fresh workspace (removed after); its agent_meta dict."""
-    from ..sandbox.config import SandboxConfig
-    from ..sandbox.workspace import SceneWorkspace
 
     workdir = scratch.make(scene)
     try:

@@ -16,13 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..pricing import ZERO, price_for
 from ..sandbox import platforms
+from ..sandbox.config import SandboxConfig
+from ..sandbox.gate import require_level
+from ..sandbox.layers import blender_binary
 from ..versions import HARNESS_VERSION, binary_version, module_version
 from .config import AgentConfig, provider_effort
+from .environment import SandboxEnvironment
+from .model import ModelClient, ModelError
 
 if TYPE_CHECKING:
     from ..pricing import Price
-    from ..sandbox.config import SandboxConfig
-    from .environment import SandboxEnvironment
     from .loop import SceneTask
     from .model import Model
 
@@ -38,8 +41,6 @@ def bpy_version(sandbox_config: "SandboxConfig | None" = None) -> str | None:
     With a Blender binary for workers (``--blender-bin``, ``$BLENDER_BIN`` or the binary this
     runs in) that binary's version; else the bpy module's.
     """
-    from ..sandbox.config import SandboxConfig
-    from ..sandbox.layers import blender_binary
 
     binary = blender_binary(sandbox_config or SandboxConfig())
     if binary:
@@ -82,19 +83,15 @@ def get_model(
     else the API-free agent of ``task`` (``oracle`` reads its answer from ``videos``), or None
     before there is a task."""
     if config.agent == "model":
-        from .model import ModelClient
-
         with _key_in_environment(config.api_key_env, api_key):
             return ModelClient(config, price)
     if task is None:
         return None
-    from .baselines import empty_room_agent, oracle_agent
+    from .baselines import empty_room_agent, oracle_agent  # deferred: imports bpy
 
     if config.agent == "empty-room":
         return empty_room_agent(task)
     if videos is None:
-        from .model import ModelError
-
         raise ModelError("--agent oracle reads oracle/<scene>.py from the suite's folder; pass --videos")
     return oracle_agent(task, videos)
 
@@ -103,16 +100,12 @@ def get_environment(
     task: "SceneTask", workdir: str | Path, config: AgentConfig, sandbox_config: "SandboxConfig | None" = None
 ) -> "SandboxEnvironment":
     """The scene's tools: a sandboxed Blender worker (started on first use) under ``workdir``, PyAV for frames."""
-    from .environment import SandboxEnvironment
-
     workdir = Path(workdir)
     return SandboxEnvironment(task.video, task, workdir / "workspace", workdir / "snapshots", config, sandbox_config)
 
 
 def get_sandbox_level(sandbox_config: "SandboxConfig | None" = None) -> dict[str, Any]:
     """The isolation workers get here, as config.json records it; SandboxUnavailable below the minimum."""
-    from ..sandbox.gate import require_level
-
     return require_level(sandbox_config).as_dict()
 
 
