@@ -81,8 +81,12 @@ class VGIFilterOptions:
 
     results: Path = option(help="a bvb score vgi output folder holding two or more generators")
     level: int | None = option(None, "the level to judge tasks on (default: the lowest level in the rows)")
-    tasks: Path | None = option(None, "a tasks file to filter (with --kept-tasks; default: none, only the kept list is written)")
-    kept_tasks: Path | None = option(None, "where to write the tasks file's rows of the kept tasks (default: none, not written)")
+    tasks: Path | None = option(
+        None, "a tasks file to filter (with --kept-tasks; default: none, only the kept list is written)"
+    )
+    kept_tasks: Path | None = option(
+        None, "where to write the tasks file's rows of the kept tasks (default: none, not written)"
+    )
 
 
 @dataclass(frozen=True)

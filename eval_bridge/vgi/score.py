@@ -563,7 +563,9 @@ def generator_folders(values: Iterable[str | tuple[str, Path]], flag: str = "--v
         path = path_args.folder(flag, folder, must_exist=True)
         assert path is not None  # a value was given
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-            raise VGIError(f"{flag} {name}={folder}: generator name {name!r} must be letters, digits, . _ -; use NAME=DIR")
+            raise VGIError(
+                f"{flag} {name}={folder}: generator name {name!r} must be letters, digits, . _ -; use NAME=DIR"
+            )
         if name in (n for n, _ in found):
             raise VGIError(f"{flag}: two generators named {name}; name them apart with NAME=DIR")
         found.append((name, path))
@@ -572,9 +574,7 @@ def generator_folders(values: Iterable[str | tuple[str, Path]], flag: str = "--v
     return found
 
 
-def prepare(
-    options: VGIOptions, flag: str = "--videos"
-) -> tuple[list[dict], dict[str, Any], list[tuple[str, Path]]]:
+def prepare(options: VGIOptions, flag: str = "--videos") -> tuple[list[dict], dict[str, Any], list[tuple[str, Path]]]:
     """The tasks to score, the subset's settings and the generators' folders, after every local check (no judge is made or called yet).
 
     Checks the options, that each generator's folder exists under a name of its own, that the output folder
