@@ -68,14 +68,14 @@ from bvb_addon.atomic import write_json_atomic
 from bvb_addon.command_line import setup_logging, stage_parser
 from bvb_addon.errors import ArgumentError, BVBError, report
 from bvb_addon.money import money
-from bvb_addon.options import from_mapping, nest, to_mapping
+from bvb_addon.options import from_mapping, from_namespace, nest, to_mapping
 from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
 from bvb_addon.records import read_dv_rows, read_ls_rows
 from bvb_addon.render_stage import RenderOptions, RenderStage
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 from eval_bridge import api
 from eval_bridge import cli as bridge_cli
-from eval_bridge.api import DVOptions, EncoderOptions, LSOptions
+from eval_bridge.api import DVOptions, LSOptions
 from eval_bridge.leaderboard import board
 from eval_bridge.pages import report as report_pages
 from headless import render as render_cli
@@ -244,8 +244,8 @@ def _dv_options(campaign: "Campaign", table: dict[str, Any], where: str) -> DVOp
         argv = ["dv", "--run", str(PLACEHOLDER), "--split", str(campaign.split), "--videos", str(campaign.videos),
                 *words]  # fmt: skip
         args = _words(bridge_cli.build_parser(), argv, where)
-        # Until `score dv`'s parser is generated from DVOptions (from_namespace), its namespace is read here.
-        given.update(judge=bridge_cli.judge_options(args), votes=args.votes, workers=args.workers)
+        parsed = from_namespace(DVOptions, args)  # `score dv`'s parser is generated from DVOptions
+        given.update(judge=parsed.judge, votes=parsed.votes, workers=parsed.workers)
     return from_mapping(DVOptions, fields, where, flat=True, **given)
 
 
@@ -258,10 +258,8 @@ def _ls_options(campaign: "Campaign", table: dict[str, Any], where: str) -> LSOp
         argv = ["ls", "--run", str(PLACEHOLDER), "--split", str(campaign.split), "--videos", str(campaign.videos),
                 *words]  # fmt: skip
         args = _words(bridge_cli.build_parser(), argv, where)
-        # Until `score ls`'s parser is generated from LSOptions (from_namespace), its namespace is read here.
-        given.update(encoder=EncoderOptions(args.encoder, args.device, args.dtype, True, args.num_frames,
-                                            args.encoder_repo, args.checkpoint),
-                     scenes_per_task=args.scenes_per_task)  # fmt: skip
+        parsed_ls = from_namespace(LSOptions, args)  # `score ls`'s parser is generated from LSOptions
+        given.update(encoder=parsed_ls.encoder, scenes_per_task=parsed_ls.scenes_per_task)
     return from_mapping(LSOptions, fields, where, flat=True, **given)
 
 
