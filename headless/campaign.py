@@ -751,7 +751,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.epilog = (
         (parser.epilog or "")
         + "\n\nthe file (paths relative to it)"
-        + (__doc__ or "").split("The TOML file (paths relative to it)", 1)[1].split("Stages run", 1)[0]
+        + (__doc__ or "")
+        .split("The TOML file (paths relative to it)", 1)[1]
+        .split("Stages run", 1)[0]
+        .replace("::", ":", 1)
     )
     parser.add_argument("words", nargs="+", metavar="[status] CONFIG", help="the campaign file (status: report only)")
     return parser
