@@ -78,6 +78,8 @@ def build_parser() -> Parser:
         # add_help=False: "bvb run --help" shows the stage's own help.
         sub.add_parser(name, help=help_text, add_help=False)
     sub.add_parser("score", help="score a run: dv, ls, overall, vgi or steps (bvb score dv --help)", add_help=False)
+    # deferred: the demo imports every stage (the scorers, PyAV, the report: about 0.8 s), which the
+    # subcommands that delegate to one stage's module never need
     from headless import demo
 
     demo.add_parser(sub)
@@ -93,6 +95,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 def stage_parsers() -> dict[str, argparse.ArgumentParser]:
     """{"run": parser, "score dv": parser, ...}: every stage's own parser (completion and the tests walk them)."""
+    # deferred: eval_bridge.cli imports the scorers (PyAV) at its top; bvb's delegation never needs it
     from eval_bridge import cli as bridge
 
     bridge_stages = _subcommands(bridge.build_parser())
@@ -109,7 +112,7 @@ def completion(parser: argparse.ArgumentParser, rest: list[str]) -> int:
     """``bvb completion bash|zsh|tcsh``: a shell completion script for every stage and option (shtab)."""
     shell = rest[0] if rest else "bash"
     try:
-        import shtab
+        import shtab  # deferred: an optional dependency (bvb completion only)
     except ImportError:
         print("error: bvb completion needs shtab; install it with: pip install shtab", file=sys.stderr)
         return 2

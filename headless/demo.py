@@ -3,194 +3,207 @@
 Generates one synthetic scene per difficulty, runs the two API-free agents (empty-room and
 oracle) as two runs, renders both, scores DV with the offline geometry judge, scores LS
 when a V-JEPA 2 encoder is given, writes the leaderboard and builds the HTML report.
-Each stage is the same command a researcher runs by hand; the demo prints each one.
+Each stage is the function its own command calls (bvb synth, run, render, score, leaderboard,
+report), given options built here.
 """
 
 import argparse
 import os
-import shlex
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bvb_addon import outcomes
-from bvb_addon.errors import BVBError, report
+from bvb_addon import outcomes, path_args
+from bvb_addon.agent.config import Agent, AgentConfig
+from bvb_addon.agent.runner import RunOptions
+from bvb_addon.agent.runner import run as run_stage
+from bvb_addon.command_line import add_log_flags, setup_logging
+from bvb_addon.errors import USER_ERRORS, BVBError, report
+from bvb_addon.options import add_options, from_namespace, option
+from bvb_addon.render_stage import RenderOptions, render_run
+from bvb_addon.sandbox import SandboxConfig
+from eval_bridge import api
+from eval_bridge.api import DVOptions, EncoderOptions, LSOptions
+from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
+from eval_bridge.pages.report import ReportOptions
+from eval_bridge.pages.report import report as report_stage
+from eval_bridge.scoring.judge_options import JudgeOptions
+from headless.synth import SynthOptions, synth
 
-AGENTS = ("empty-room", "oracle")
+AGENTS: tuple[Agent, ...] = ("empty-room", "oracle")
 DIFFICULTIES = ("easy", "medium", "hard")
+ENCODER_ENV = "BVB_VJEPA_MODEL"
 
 
 class DemoError(BVBError, RuntimeError):
-    """A pipeline step of the demo failed; the message names the step and the command that shows why."""
+    """A pipeline step of the demo failed; the message names the step and why."""
 
     exit_code = outcomes.FAILED_EXIT
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """``bvb demo``'s parser, added to ``bvb``'s subcommands."""
-    from bvb_addon.command_line import add_log_flags
+@dataclass(frozen=True)
+class DemoOptions:
+    """``bvb demo``'s options: where everything goes, the suite's seed and clip format, the render's frames."""
 
+    out: Path = option(Path("results/demo"), "folder for the suite, runs and report")
+    seed: int = option(0, "suite seed; the same seed gives the same scenes")
+    resolution: int = option(256, "longest side of clips and renders, px")
+    fps: int = option(8, "clip frame rate")
+    duration: float = option(6.0, "clip length, seconds")
+    num_frames: int = option(24, "frames of each evaluation render")
+    encoder: str | None = option(
+        None, f"V-JEPA 2 weights (local path or hub id) to score LS (default: ${ENCODER_ENV}; LS is skipped without)"
+    )
+    progress: bool = option(False, "the stages' own progress bars", cli=False)
+    on_line: Callable[[str], None] | None = option(
+        None, "called with each line the demo says (the step, each stage's summary)", cli=False, record=False
+    )
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What the demo made: the suite, one run per agent, the leaderboard and the report."""
+
+    suite: Path
+    runs: dict[str, Path]
+    leaderboard: Path
+    report: Path
+    """The report's index.html."""
+    ls_scored: bool
+    seconds: float
+
+
+def demo(options: DemoOptions) -> DemoResult:
+    """Every stage in turn, each through its stage function; DemoError names the step that failed and why.
+
+    A rerun reuses the suite and resumes every stage (nothing complete is redone).
+    """
+    path_args.folder("--out", options.out)
+    say = options.on_line or (lambda line: None)
+    out = Path(options.out).resolve()
+    suite = out / "suite"
+    runs: dict[str, Path] = {agent: out / "runs" / agent for agent in AGENTS}
+    encoder = options.encoder or os.environ.get(ENCODER_ENV) or None
+    started = time.monotonic()
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("synthetic suite", lambda: _synth(options, suite, say)),
+        *[(f"agent {a}", lambda a=a: _run(options, suite, runs[a], a, say)) for a in AGENTS],
+        *[(f"render {a}", lambda a=a: _render(options, runs[a], say)) for a in AGENTS],
+        *[(f"DV {a}", lambda a=a: _dv(suite, runs[a], say)) for a in AGENTS],
+        ("LS", lambda: _ls(options, encoder, suite, runs, say)),
+        *[(f"overall {a}", lambda a=a: _overall(runs[a], say)) for a in AGENTS],
+        (
+            "leaderboard",
+            lambda: say(leaderboard(LeaderboardOptions(runs=tuple(runs.values()), out=out / "leaderboard.csv")).table),
+        ),  # fmt: skip
+        ("report", lambda: _report(runs, out / "report", suite, say)),
+    ]
+    for i, (label, action) in enumerate(steps, 1):
+        # A plain line per stage: the stages' own lines follow it.
+        say(f"== {label} ({i}/{len(steps)})")
+        try:
+            action()
+        except DemoError:
+            raise
+        except (*USER_ERRORS, OSError) as exc:
+            raise DemoError(f"{label} failed: {outcomes.one_line(exc)}") from exc
+    return DemoResult(suite=suite, runs=runs, leaderboard=out / "leaderboard.csv", report=out / "report" / "index.html",
+                      ls_scored=encoder is not None, seconds=time.monotonic() - started)  # fmt: skip
+
+
+def _synth(options: DemoOptions, suite: Path, say: Callable[[str], None]) -> None:
+    if (suite / "split.jsonl").is_file():
+        say(f"suite already at {suite}; reusing it")
+        return
+    height = int(round(options.resolution * 3 / 4 / 2)) * 2
+    result = synth(SynthOptions(out=suite, scenes=1, difficulty=",".join(DIFFICULTIES), seed=options.seed,
+                                width=options.resolution, height=height, fps=options.fps, duration=options.duration,
+                                progress=options.progress))  # fmt: skip
+    say(f"wrote {len(result.scenes)} scenes to {result.split}")
+
+
+def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Callable[[str], None]) -> None:
+    result = run_stage(RunOptions(split=suite / "split.jsonl", videos=suite, output=run_dir,
+                                  agent=AgentConfig(agent=agent), resume=True, progress=options.progress))  # fmt: skip
+    say(result.line)
+    if result.exit_code:
+        raise DemoError(f"agent {agent}: {result.faults} scene(s) ended in a harness or environment fault "
+                        f"(see {run_dir / 'agent_meta'}); run the demo again to retry them")  # fmt: skip
+
+
+def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None]) -> None:
+    result = render_run(RenderOptions(run=run_dir, preset="fast", num_frames=options.num_frames,
+                                      resolution=options.resolution, resume=True, sandbox=SandboxConfig(),
+                                      progress=options.progress))  # fmt: skip
+    say(result.line)
+    if result.faults:
+        raise DemoError(f"render of {run_dir.name}: {result.faults} scene(s) ended in a fault "
+                        f"(see {result.status_path}); run the demo again to retry them")  # fmt: skip
+
+
+def _dv(suite: Path, run_dir: Path, say: Callable[[str], None]) -> None:
+    result = api.score_dv(DVOptions(run=run_dir, split=suite / "split.jsonl", videos=suite,
+                                    judge=JudgeOptions(kind="geometry"), resume=True))  # fmt: skip
+    say(f"wrote {result.rows} and {result.summary_path.name}")
+    if result.judge_errors:
+        raise DemoError(f"DV of {run_dir.name}: {result.judge_errors} questions failed at the judge "
+                        f"({result.judge_error_reason()})")  # fmt: skip
+
+
+def _ls(
+    options: DemoOptions, encoder: str | None, suite: Path, runs: dict[str, Path], say: Callable[[str], None]
+) -> None:
+    if not encoder:
+        say(
+            "skipped LS: no V-JEPA 2 encoder given. To score LS, pass --encoder PATH_OR_HUB_ID "
+            f"(or set {ENCODER_ENV}), e.g. a local copy of facebook/vjepa2-vitl-fpc64-256."
+        )
+        return
+    for run_dir in runs.values():
+        result = api.score_ls(LSOptions(run=run_dir, split=suite / "split.jsonl", videos=suite,
+                                        encoder=EncoderOptions(model=encoder, num_frames=options.num_frames),
+                                        resume=True))  # fmt: skip
+        say(f"wrote {result.rows} and {result.summary_path.name}")
+
+
+def _overall(run_dir: Path, say: Callable[[str], None]) -> None:
+    result = api.score_overall(run_dir)
+    say(f"wrote {result.path}")
+
+
+def _report(runs: dict[str, Path], out: Path, suite: Path, say: Callable[[str], None]) -> None:
+    result = report_stage(ReportOptions(runs=tuple(runs.values()), out=out, videos=suite))
+    say(f"wrote {result.index}")
+
+
+def add_parser(sub: "argparse._SubParsersAction[Any]") -> argparse.ArgumentParser:
+    """``bvb demo``'s parser, added to ``bvb``'s subcommands (generated from DemoOptions)."""
     parser = sub.add_parser(
         "demo",
         help="run the whole benchmark offline on a small synthetic suite",
-        description=__doc__.split("\n\n")[1],
+        description=(__doc__ or "").split("\n\n")[1],
         epilog="example:\n  bvb demo --out results/demo",
     )
     add_log_flags(parser)
-    parser.add_argument("--out", default="results/demo", help="folder for the suite, runs and report")
-    parser.add_argument("--seed", type=int, default=0, help="suite seed; the same seed gives the same scenes")
-    parser.add_argument("--resolution", type=int, default=256, help="longest side of clips and renders, px")
-    parser.add_argument("--fps", type=int, default=8, help="clip frame rate")
-    parser.add_argument("--duration", type=float, default=6.0, help="clip length, seconds")
-    parser.add_argument("--num-frames", type=int, default=24, help="frames of each evaluation render")
-    parser.add_argument(
-        "--encoder",
-        default=os.environ.get("BVB_VJEPA_MODEL"),
-        help="V-JEPA 2 weights (local path or hub id) to score LS (default: $BVB_VJEPA_MODEL; LS is skipped without)",
-    )
+    add_options(parser, DemoOptions)
     parser.set_defaults(func=run_demo)
     return parser
 
 
-def _stage(label: str, module: str, argv: list[str]) -> None:
-    """Run one stage through its own main(); stop the demo with the stage's name on failure."""
-    import importlib
-
-    from bvb_addon.command_line import prog
-
-    if module == "eval_bridge.cli":
-        command = f"{prog(argv[0])} {shlex.join(argv[1:])}"
-    else:
-        command = f"bvb {module.split('.')[-1].replace('_', '-')} {shlex.join(argv)}"
-    print(f"$ {command}", flush=True)
-    code = importlib.import_module(module).main(argv)
-    if code:
-        raise DemoError(f"{label} failed (exit {code}); rerun the command above to see why")
-
-
 def run_demo(args: argparse.Namespace) -> int:
     """``bvb demo``: every stage in turn; the exit code (the failed stage's one line on failure)."""
-    from bvb_addon import path_args
-    from bvb_addon.command_line import setup_logging
-
     setup_logging(args.verbose, args.quiet)
-
+    # The stages' own bars show only when the demo is verbose; the demo's lines go to stdout.
+    options = from_namespace(
+        DemoOptions, args, progress=bool(args.verbose), on_line=lambda line: print(line, flush=True)
+    )
     try:
-        path_args.folder("--out", args.out)
-    except path_args.PathArgError as exc:
+        result = demo(options)
+    except USER_ERRORS as exc:  # DemoError (exit 1), PathArgError (exit 2)
         return report(exc)
-    out = Path(args.out).resolve()
-    suite = out / "suite"
-    runs = {agent: out / "runs" / agent for agent in AGENTS}
-    started = time.monotonic()
-    steps = [
-        ("synthetic suite", lambda: _synth(args, suite)),
-        *[(f"agent {a}", lambda a=a: _run(args, suite, runs[a], a)) for a in AGENTS],
-        *[(f"render {a}", lambda a=a: _render(args, runs[a])) for a in AGENTS],
-        *[(f"DV {a}", lambda a=a: _dv(suite, runs[a])) for a in AGENTS],
-        ("LS", lambda: _ls(args, suite, runs)),
-        *[
-            (f"overall {a}", lambda a=a: _stage("overall", "eval_bridge.cli", ["overall", "--run", str(runs[a])]))
-            for a in AGENTS
-        ],
-        (
-            "leaderboard",
-            lambda: _stage(
-                "leaderboard",
-                "eval_bridge.cli",
-                ["leaderboard", *map(str, runs.values()), "--out", str(out / "leaderboard.csv")],
-            ),
-        ),
-        (
-            "report",
-            lambda: _stage(
-                "report",
-                "eval_bridge.cli",
-                ["report", *map(str, runs.values()), "--out", str(out / "report"), "--videos", str(suite)],
-            ),
-        ),
-    ]
-    try:
-        for i, (label, action) in enumerate(steps, 1):
-            # A plain line per stage: the stages print their own progress below it.
-            print(f"== {label} ({i}/{len(steps)})", flush=True)
-            action()
-    except DemoError as exc:
-        return report(exc)
-    minutes = (time.monotonic() - started) / 60
-    print(f"demo finished in {minutes:.1f} min")
-    print(f"report: {out / 'report' / 'index.html'}")
-    print(f"leaderboard: {out / 'leaderboard.csv'}")
+    print(f"demo finished in {result.seconds / 60:.1f} min")
+    print(f"report: {result.report}")
+    print(f"leaderboard: {result.leaderboard}")
     return 0
-
-
-def _log_flag(args: argparse.Namespace) -> str:
-    """The stages' own bars are quiet inside the demo's steps, unless the demo is verbose."""
-    return "--verbose" if getattr(args, "verbose", False) else "--quiet"
-
-
-def _synth(args: argparse.Namespace, suite: Path) -> None:
-    if (suite / "split.jsonl").is_file():
-        print(f"suite already at {suite}; reusing it")
-        return
-    width = args.resolution
-    height = int(round(args.resolution * 3 / 4 / 2)) * 2
-    _stage(
-        "synthetic suite",
-        "headless.synth",
-        [
-            "--out", str(suite), "--scenes", "1", "--difficulty", "all", "--seed", str(args.seed),
-            "--width", str(width), "--height", str(height), "--fps", str(args.fps), "--duration", str(args.duration),
-            _log_flag(args),
-        ],
-    )  # fmt: skip
-
-
-def _run(args: argparse.Namespace, suite: Path, run_dir: Path, agent: str) -> None:
-    _stage(
-        f"agent {agent}",
-        "headless.run",
-        [
-            "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(run_dir),
-            "--agent", agent, "--resume", _log_flag(args),
-        ],
-    )  # fmt: skip
-
-
-def _render(args: argparse.Namespace, run_dir: Path) -> None:
-    _stage(
-        "render",
-        "headless.render",
-        [
-            "--run", str(run_dir), "--preset", "fast", "--num-frames", str(args.num_frames),
-            "--resolution", str(args.resolution), "--resume", _log_flag(args),
-        ],
-    )  # fmt: skip
-
-
-def _dv(suite: Path, run_dir: Path) -> None:
-    _stage(
-        "DV",
-        "eval_bridge.cli",
-        [
-            "dv", "--run", str(run_dir), "--split", str(suite / "split.jsonl"), "--videos", str(suite),
-            "--judge", "geometry", "--resume",
-        ],
-    )  # fmt: skip
-
-
-def _ls(args: argparse.Namespace, suite: Path, runs: dict[str, Path]) -> None:
-    if not args.encoder:
-        print(
-            "skipped LS: no V-JEPA 2 encoder given. To score LS, pass --encoder PATH_OR_HUB_ID "
-            "(or set BVB_VJEPA_MODEL), e.g. a local copy of facebook/vjepa2-vitl-fpc64-256."
-        )
-        return
-    for run_dir in runs.values():
-        _stage(
-            "LS",
-            "eval_bridge.cli",
-            [
-                "ls", "--run", str(run_dir), "--split", str(suite / "split.jsonl"), "--videos", str(suite),
-                "--encoder", args.encoder, "--num-frames", str(args.num_frames), "--resume",
-            ],
-        )  # fmt: skip

@@ -31,8 +31,6 @@ PENDING = {
     "eval_bridge/scoring/judge.py",
     "eval_bridge/scoring/steps.py",
     "headless/campaign.py",
-    "headless/cli.py",
-    "headless/demo.py",
     "operators/score.py",
 }
 
