@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
 from .command_line import add_alias
-from .errors import ArgumentError
+from .errors import ArgumentError, BVBError
 
 T = TypeVar("T")
 MISSING: Any = dataclasses.MISSING
@@ -184,6 +184,20 @@ def _dest(prefix: str, name: str) -> str:
     return f"{prefix}{name}"
 
 
+def _said(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` whose error keeps its own message on the command line: argparse replaces a ValueError's text
+    with "invalid <function> value", dropping the fix our errors name."""
+
+    def typed(text: str) -> Any:
+        try:
+            return parse(text)
+        except BVBError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    typed.__name__ = getattr(parse, "__name__", "value")
+    return typed
+
+
 def _group(parser: Any, title: str | None) -> Any:
     """The argument group titled ``title`` of ``parser`` (made once); the parser itself without a title or
     when ``parser`` is already a group (argparse does not nest groups)."""
@@ -239,7 +253,7 @@ def add_options(
             kwargs["action"] = argparse.BooleanOptionalAction if default is True else "store_true"
         else:
             if meta.get("parse"):
-                kwargs["type"] = meta["parse"]
+                kwargs["type"] = _said(meta["parse"])
             elif choices is None and value_type in (int, float, Path):
                 kwargs["type"] = value_type
             if choices is not None:

@@ -207,3 +207,17 @@ def test_run_called_with_options_returns_a_typed_result(tmp_path):
     assert (result.exit_code, result.faults, result.interrupted, result.unstarted) == (0, 0, False, ())
     assert result.cost == 0.0 and result.budget_limit is None and result.output == tmp_path / "run"
     assert result.line.startswith("1 scenes (1 submitted); cost $0")
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--memory", "4x"], "--memory '4x': give a size like 4g or 512m"),
+        (["--shard", "x"], "--shard 'x' is not i/N; write e.g. --shard 1/4"),
+        (["--worker-memory-gb", "0"], "a worker's memory must be positive"),
+    ],
+)
+def test_a_flag_in_the_wrong_unit_is_told_with_its_fix(argv, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        run_cli.build_parser().parse_args([*BASE, *argv])
+    assert stop.value.code == 2 and said in capsys.readouterr().err
