@@ -53,6 +53,7 @@ def option(
     record: bool = True,
     exclude: tuple[str, ...] = (),
     include: tuple[str, ...] = (),
+    help_of: Mapping[str, str] | None = None,
     default_factory: Callable[[], Any] | None = None,
     cli_help_default: str | None = None,
     repeat: bool = False,
@@ -70,6 +71,8 @@ def option(
     callback); ``exclude``: for an options-class field, its fields left off this stage's command line;
     ``include``: for an options-class field, its ``cli=False`` fields this stage does put on its command line
     (``bvb render --timeout`` is the sandbox's render_timeout_s, ``bvb exec --timeout`` its step_timeout_s);
+    ``help_of``: for an options-class field, {its field: the help this stage's command line gives it} where this
+    stage means something of its own (VGI's judge cache defaults to its output folder, not DV's shared folder);
     ``group``: the title of the help section the flag is listed under (an options-class field's group is
     its fields' unless they name their own).
     """
@@ -86,6 +89,7 @@ def option(
         "record": record,
         "exclude": exclude,
         "include": include,
+        "help_of": dict(help_of or {}),
         "cli_help_default": cli_help_default,
         "repeat": repeat,
         "group": group,
@@ -218,6 +222,7 @@ def add_options(
     group: str | None = None,
     given_only: bool = False,
     _prefix: str = "",
+    _help_of: Mapping[str, str] | None = None,
 ) -> None:
     """Add one argument per field of ``cls`` (an options-class field: its fields, flattened).
 
@@ -238,12 +243,12 @@ def add_options(
         if is_options(base):
             add_options(
                 parser, base, exclude=tuple(meta.get("exclude", ())), include=tuple(meta.get("include", ())),
-                group=title, given_only=given_only, _prefix=dest + "__",
+                group=title, given_only=given_only, _prefix=dest + "__", _help_of=meta.get("help_of"),
             )  # fmt: skip
             continue
         target = _group(parser, title)
         default = _default(f)
-        kwargs: dict[str, Any] = {"help": meta.get("help", "")}
+        kwargs: dict[str, Any] = {"help": (_help_of or {}).get(f.name, meta.get("help", ""))}
         if meta.get("metavar"):
             kwargs["metavar"] = meta["metavar"]
         item = _item_type(base)

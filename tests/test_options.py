@@ -200,3 +200,21 @@ def test_a_stage_puts_a_sub_options_hidden_field_on_its_command_line_and_leaves_
     assert {"--timeout", "--memory"} <= flags and "--gpu" not in flags
     opts = from_namespace(Exec, p.parse_args(["--timeout", "5"]))
     assert opts.limits == Limits(step_s=5.0)  # the render limit, not on this command line, keeps its default
+
+
+@dataclass(frozen=True)
+class Scorer:
+    limits: Limits = option(
+        help="the limits", default_factory=Limits, exclude=("gpu",), help_of={"memory": "memory of the scorer, GiB"}
+    )
+
+
+def test_a_stage_gives_a_sub_options_field_a_help_of_its_own():
+    p = Parser(prog="bvb scorer")
+    add_options(p, Scorer)
+    helps = {a.option_strings[0]: a.help for a in p._actions if a.option_strings}
+    assert helps["--memory"].startswith("memory of the scorer, GiB")
+    assert from_namespace(Scorer, p.parse_args(["--memory", "4"])).limits == Limits(memory=4)
+    q = Parser(prog="bvb exec")
+    add_options(q, Exec)  # the same field keeps its own help where no stage overrides it
+    assert {a.option_strings[0]: a.help for a in q._actions if a.option_strings}["--memory"].startswith("memory, GiB")

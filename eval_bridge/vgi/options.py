@@ -17,10 +17,14 @@ BUDGET = 32  # adaptively sampled frames per video
 WINDOW = 8  # images per focus-window call
 STRIDE = 4  # windows overlap by half, so a short event is never cut at a window edge
 MAX_FRAMES = 600  # frames read (uniformly) to choose the budget from: 10 s at 60 fps, every frame
+CACHE = "vgi_judge_cache.sqlite"
+"""The judge's cache, in the output folder (shared by the generators scored there)."""
 
 # The VGI judge is always a VLM over the API or the exact checker (its own --judge): of JudgeOptions only
 # the endpoint, the model, the key's variable, the cache, prices and retries are its flags.
 VLM_ONLY = ("kind", "protocol", "shared", "max_tokens_field", "concurrency", "prompt_kind", "probe_wait")
+# Where VGI's judge differs from DV's: its cache is in the output folder, and no model is the release's.
+VLM_HELP = {"cache": f"judge cache file (default OUT/{CACHE})", "model": "judge model id"}
 
 
 def named_folder(value: str) -> tuple[str, Path]:
@@ -44,7 +48,7 @@ class VGIOptions:
     judge: Literal["vlm", "checker"] = option("vlm", "a VLM (an API) or the exact checker")
     vlm: JudgeOptions = option(
         default_factory=JudgeOptions, help="the VLM judge's endpoint, model, key variable, prices, cache",
-        exclude=VLM_ONLY,
+        exclude=VLM_ONLY, help_of=VLM_HELP,
     )  # fmt: skip
     timelines: Path | None = option(None, "folder of <task id>.json timelines (required with --judge checker)")
     frame_budget: int = option(BUDGET, "frames the VLM judge sees per video")
@@ -69,7 +73,7 @@ class VGIStepsOptions:
         help="per generator, a folder of <instance id>/<step>.mp4 (named by the folder, or NAME)",
         flag="--generator-steps", metavar="[NAME=]DIR", parse=named_folder,
     )  # fmt: skip
-    vlm: JudgeOptions = option(default_factory=JudgeOptions, help="the VLM judge", exclude=VLM_ONLY)
+    vlm: JudgeOptions = option(default_factory=JudgeOptions, help="the VLM judge", exclude=VLM_ONLY, help_of=VLM_HELP)
     frame_budget: int = option(BUDGET, "frames the judge sees per video")
     sampling: Literal["adaptive", "uniform"] = option("adaptive", "how they are picked")
     step_range: tuple[int, int] | None = option(None, "only steps A to B (default: all)")

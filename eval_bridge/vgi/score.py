@@ -51,8 +51,6 @@ COMPLETENESS = {"complete": 1.0, "partial": 0.5, "failed": 0.0}
 FAULTS = frozenset({"judge_error"})
 """Row statuses that are the judge's fault, not the generator's: out of every pool, redone by --resume."""
 ROWS, SUMMARY, PARTIAL = "vgi.jsonl", "vgi_summary.json", "vgi.partial.jsonl"
-CACHE = "vgi_judge_cache.sqlite"
-"""The judge's cache, in the output folder (shared by the generators scored there)."""
 
 
 # --- the score ---------------------------------------------------------------------------
