@@ -15,7 +15,7 @@ import pytest
 from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.runner import RunOptions, RunResult, resolve, run
 from bvb_addon.errors import ArgumentError, BVBError
-from bvb_addon.options import from_mapping, nest
+from bvb_addon.options import from_mapping, nest, to_mapping
 from bvb_addon.sandbox.config import SandboxConfig
 from headless import campaign
 from headless import run as run_cli
@@ -207,6 +207,10 @@ def test_run_called_with_options_returns_a_typed_result(tmp_path):
     assert (result.exit_code, result.faults, result.interrupted, result.unstarted) == (0, 0, False, ())
     assert result.cost == 0.0 and result.budget_limit is None and result.output == tmp_path / "run"
     assert result.line.startswith("1 scenes (1 submitted); cost $0")
+    # Its JSON (what a campaign or the service would record): the typed fields, not the agent_meta dicts.
+    record = to_mapping(result)
+    assert record["statuses"] == {"submitted": 1} and record["output"] == str(tmp_path / "run")
+    assert "metas" not in record and result.metas["synth_easy_000"]["status"] == "submitted"
 
 
 @pytest.mark.parametrize(
