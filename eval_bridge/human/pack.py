@@ -92,7 +92,9 @@ class PackResult:
     """A study built: its key (key.json as written) and where its pages and key are."""
 
     kind: Literal["bvb", "vgi"]
+    """bvb: a ranking study; vgi: a rating study."""
     out: Path
+    """The study's folder: study.html (or one study-r<N>.html per form) and key.json."""
     key: dict[str, Any] = field(default_factory=dict)
     """key.json as written: which code is which run or generator, the forms, the pack id."""
     what: str = ""

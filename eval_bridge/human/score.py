@@ -350,7 +350,9 @@ class HumanScoreResult:
     """The study's scores (human_scores.json as written) and the folder they went to."""
 
     kind: Literal["bvb", "vgi"]
+    """The pack's kind (its key's)."""
     written: Path
+    """The folder of human_scores.json and human_items.csv."""
     scores: dict[str, Any]
     """human_scores.json: BVB's mean ranks and Spearman's rho, or VGI's AUC and pairwise accuracy."""
 

@@ -151,8 +151,11 @@ class HumanServeOptions:
 
 
 def serve(options: HumanServeOptions) -> StudyServer:
-    """The study's server, bound (the pack and the address checked first) and not yet serving: ``run_forever()``
-    or ``start()``/``stop()`` it; ``url`` and ``answers`` say where raters go and where their answers land."""
+    """The study's server, bound and not yet serving (the pack and the address are checked first).
+
+    ``run_forever()`` or ``start()``/``stop()`` it; ``url`` and ``answers`` say where raters go and where their
+    answers land.
+    """
     path_args.check(existing_folders=[("pack", options.pack)], folders=[("--answers", options.answers)])
     pack = Path(options.pack)
     return StudyServer(pack, answers_folder(pack, options.answers), options.host, options.port)

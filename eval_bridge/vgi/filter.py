@@ -94,8 +94,11 @@ class VGIFilterResult:
     """What the filter kept and why it dropped the others; ``to_summary()`` is vgi_filter.json."""
 
     level: int
+    """The level the tasks were judged on."""
     generators: list[str]
+    """The generators whose rows were read."""
     kept: list[str]
+    """The kept tasks (families)."""
     dropped: dict[str, str]
     """{task: reason}."""
     samples: dict[str, Any] = field(default_factory=dict)
@@ -103,6 +106,7 @@ class VGIFilterResult:
     kept_rows: int | None = None
     """Rows written to --kept-tasks (none without it)."""
     written: tuple[Path, ...] = ()
+    """The files written."""
 
     def to_summary(self) -> dict[str, Any]:
         """vgi_filter.json as written."""

@@ -4,7 +4,7 @@ Light on purpose (no numpy, no judge client): ``eval_bridge.api`` re-exports the
 command line, the service and the campaign build them without loading the scorer.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,13 +84,14 @@ class VGIStepsOptions:
 class VGIResult:
     """``score_vgi``'s result: each generator's summary (vgi_summary.json as written) and the leaderboard."""
 
-    generators: dict[str, dict[str, Any]] = field(default_factory=dict)
+    generators: dict[str, dict[str, Any]]
     """{generator: its vgi_summary.json}."""
-    leaderboard: dict[str, Any] = field(default_factory=dict)
+    leaderboard: dict[str, Any]
     """vgi_leaderboard.json as written."""
-    by_status: dict[str, int] = field(default_factory=dict)
+    by_status: dict[str, int]
     """Rows per status, pooled over the generators (the exit code's faults are counted from it)."""
-    out: Path = Path()
+    out: Path
+    """The scores folder: OUT/<generator>/vgi.jsonl and vgi_summary.json, OUT/vgi_leaderboard.csv and .json."""
 
     def to_summary(self) -> dict[str, Any]:
         """{"generators": {name: summary}, "leaderboard": ..., "counts": {"by_status": pooled over generators}}."""
@@ -101,12 +102,14 @@ class VGIResult:
 class VGIStepsResult:
     """``score_vgi_steps``'s result: each generator's steps_analysis.json as written."""
 
-    generators: dict[str, dict[str, Any]] = field(default_factory=dict)
-    scenes: int = 0
+    generators: dict[str, dict[str, Any]]
+    """{generator: its steps_analysis.json}."""
+    scenes: int
     """Instances over all generators."""
-    faults: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[dict[str, Any]]
     """The instances with a judge fault (their rows)."""
-    out: Path = Path()
+    out: Path
+    """The folder of OUT/<generator>/steps_analysis.json."""
 
     def to_summary(self) -> dict[str, Any]:
         """{"generators": {name: analysis}, "scenes": instances in all, "faults": [instances with a judge fault]}."""
