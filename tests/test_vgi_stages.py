@@ -217,3 +217,16 @@ def test_human_pack_checks_its_counts_before_reading_anything(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ["error: --count 0: give a number of at least 1"], err
     assert not (tmp_path / "s").exists()
+
+
+def test_human_score_and_serve_check_their_folders_first(tmp_path):
+    from eval_bridge.human.score import score_human
+    from eval_bridge.human.serve import serve
+
+    with pytest.raises(BVBError, match=r"--scores .*absent: no such folder"):
+        score_human(HumanScoreOptions(tmp_path / "pack", (tmp_path / "a.json",), scores=tmp_path / "absent"))
+    with pytest.raises(BVBError, match=r"pack .*nothing: no such folder"):
+        serve(HumanServeOptions(tmp_path / "nothing"))
+    (tmp_path / "pack").mkdir()
+    with pytest.raises(BVBError, match=r"loopback only; 0.0.0.0 is not"):
+        serve(HumanServeOptions(tmp_path / "pack", host="0.0.0.0", port=0))
