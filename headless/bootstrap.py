@@ -65,6 +65,19 @@ def add_venv(argv: list[str] | None = None) -> Path | None:
     return packages
 
 
+def prepare() -> None:
+    """Make the checkout and (inside a Blender binary) the venv importable, before an entry point's own imports.
+
+    An entry point calls it at its top, so its module-level imports of our modules (which reach venv packages:
+    pydantic, through the sandbox's replies) work inside ``blender -b --python headless/X.py -- ARGS``; outside
+    a Blender binary it does nothing but put the checkout on sys.path. A missing venv exits with one line.
+    """
+    try:
+        add_venv()
+    except BootstrapError as exc:
+        raise SystemExit(report(exc)) from None
+
+
 def entry_args(argv: list[str] | None, prog: str) -> list[str]:
     """An entry point's own arguments, once the checkout and (inside Blender) the venv are importable.
 

@@ -20,14 +20,17 @@ from typing import Any, Literal
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# Our modules import only the standard library at their top: they load inside a Blender binary before
-# bootstrap has put the venv on sys.path.
+# First: inside a Blender binary this puts the venv on sys.path, before our modules (and the venv
+# packages they import: pydantic, numpy) load.
+from headless import bootstrap  # noqa: E402
+
+bootstrap.prepare()
+
 from bvb_addon import path_args  # noqa: E402
 from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
 from bvb_addon.errors import USER_ERRORS, BVBError, entry, report  # noqa: E402
 from bvb_addon.options import add_options, from_namespace, option  # noqa: E402
 from bvb_addon.sandbox import SandboxConfig, Worker, WorkerError  # noqa: E402
-from headless import bootstrap  # noqa: E402
 
 
 class ExecError(BVBError, ValueError):

@@ -19,14 +19,17 @@ if __package__ in (None, ""):
     # Run as a script by Blender: make the checkout importable first.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# Our modules import only the standard library at their top: they load inside a Blender binary before
-# bootstrap has put the venv on sys.path.
+# First: inside a Blender binary this puts the venv on sys.path, before our modules (and the venv
+# packages they import: pydantic, numpy) load.
+from headless import bootstrap  # noqa: E402
+
+bootstrap.prepare()
+
 from bvb_addon import outcomes, path_args  # noqa: E402
 from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
 from bvb_addon.errors import USER_ERRORS, entry, report  # noqa: E402
 from bvb_addon.options import add_options, from_namespace  # noqa: E402
 from bvb_addon.render_stage import RenderOptions, RenderResult, render_run  # noqa: E402
-from headless import bootstrap  # noqa: E402
 
 EXAMPLES = [
     "bvb render --run results/run_001 --preset fast --workers 2 --resume",

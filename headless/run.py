@@ -21,14 +21,17 @@ if __package__ in (None, ""):
     # Run as a script by Blender: make the checkout importable first.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# Our modules import only the standard library at their top: they load inside a Blender binary before
-# bootstrap has put the venv on sys.path (tqdm, the one venv package used here, is imported after it).
+# First: inside a Blender binary this puts the venv on sys.path, before our modules (and the venv
+# packages they import: pydantic through the sandbox's replies) load.
+from headless import bootstrap  # noqa: E402
+
+bootstrap.prepare()
+
 from bvb_addon import outcomes, path_args, versions  # noqa: E402
 from bvb_addon.agent.runner import HARNESS_OPTIONS, RUN, RunOptions, run  # noqa: E402
 from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
 from bvb_addon.errors import USER_ERRORS, entry, report  # noqa: E402
 from bvb_addon.options import add_options, from_namespace  # noqa: E402
-from headless import bootstrap  # noqa: E402
 
 EXAMPLES = [
     "bvb run --split suite/split.jsonl --videos suite --output results/gpt-4o --model gpt-4o --cost-limit 3.0",

@@ -28,8 +28,12 @@ from typing import Any, Literal
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# Our modules import the standard library (and numpy, which Blender bundles) at their top: they load inside a
-# Blender binary before bootstrap has put the venv on sys.path.
+# First: inside a Blender binary this puts the venv on sys.path, before our modules (and the venv
+# packages they import: pydantic, numpy) load.
+from headless import bootstrap  # noqa: E402
+
+bootstrap.prepare()
+
 from bvb_addon import outcomes, path_args  # noqa: E402
 from bvb_addon.atomic import write_text_atomic  # noqa: E402
 from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
@@ -37,7 +41,6 @@ from bvb_addon.errors import USER_ERRORS, BVBError, entry, report  # noqa: E402
 from bvb_addon.options import add_options, from_namespace, option  # noqa: E402
 from bvb_addon.staging import Staging  # noqa: E402
 from bvb_addon.vgi import families, program, suite  # noqa: E402
-from headless import bootstrap  # noqa: E402
 
 log = logging.getLogger(__name__)
 

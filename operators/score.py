@@ -68,16 +68,16 @@ def _render(stage_module, run_dir, scene_id, preset, frames, resolution, allow_w
     """The render job's work (no bpy): the render stage for one scene; returns (row, mp4 path, whether it exists)."""
     options = stage_module.RenderOptions(
         run=run_dir,
-        scenes=[scene_id],
+        scenes=(scene_id,),
         preset=preset,
         num_frames=frames,
         resolution=resolution,
         progress=False,
         sandbox=platforms.sandbox_config(allow_weak_sandbox),
     )
-    result = stage_module.RenderStage(options).run()
+    result = stage_module.render_run(options)
     path = RunDir(run_dir).render(scene_id)
-    return result["rendered"].get(scene_id) or {}, path, path.is_file()
+    return result.rows.get(scene_id) or {}, path, path.is_file()
 
 
 class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
