@@ -74,6 +74,10 @@ def test_a_vgi_table_with_a_wrong_key_or_type_is_one_line_naming_it():
     table = {"tasks": "t.jsonl", "out": "o", "generators": [["a", "videos/a"]], "vlm": {"model": "m"}}
     options = from_mapping(VGIOptions, table, "campaign.toml [vgi]")
     assert options.vlm.model == "m" and options.resamples == 2000
+    assert options.generators == (("a", Path("videos/a")),)
+    # As on the command line: NAME=DIR, or DIR named by its folder.
+    spelled = from_mapping(VGIOptions, {**table, "generators": ["a=videos/a", "videos/b"]}, "campaign.toml [vgi]")
+    assert spelled.generators == (("a", Path("videos/a")), ("b", Path("videos/b")))
     with pytest.raises(
         ArgumentError, match=r"campaign.toml \[vgi\]: unknown key 'frame_budgt'; did you mean 'frame_budget'"
     ):
