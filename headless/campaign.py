@@ -45,6 +45,8 @@ no call starts whose worst case would pass it, across configurations, workers an
 """
 
 import argparse
+import copy
+import dataclasses
 import difflib
 import math
 import os
@@ -71,7 +73,7 @@ from bvb_addon.money import money
 from bvb_addon.options import from_mapping, from_namespace, nest, to_mapping
 from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
 from bvb_addon.records import read_dv_rows, read_ls_rows
-from bvb_addon.render_stage import RenderOptions, RenderStage
+from bvb_addon.render_stage import RenderOptions, render_run
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 from eval_bridge import api
 from eval_bridge import cli as bridge_cli
@@ -218,21 +220,50 @@ def run_options(campaign: "Campaign", table: dict[str, Any], words: list[str], w
     return replace(options, named=base.named | (_paths(nested) & set(HARNESS_OPTIONS)))
 
 
+def _named_words(parser: argparse.ArgumentParser, argv: list[str], where: str) -> tuple[argparse.Namespace, set[str]]:
+    """The old form's words parsed by the stage's generated parser, and the dests (field paths, ``sandbox__min_level``)
+    they name: argparse fills in a default only where the namespace has no value yet."""
+    unset = object()
+    dests = {action.dest for action in parser._actions}
+    try:
+        args = parser.parse_args(argv, namespace=argparse.Namespace(**{dest: unset for dest in dests}))
+    except SystemExit:
+        raise CampaignError(f"{where}: its args do not parse (argparse's line above); fix the words") from None
+    named = {dest for dest in dests if getattr(args, dest) is not unset}
+    for dest in dests - named:
+        setattr(args, dest, parser.get_default(dest))
+    return args, named
+
+
+def _over(cls: type, table: dict[str, Any], args: argparse.Namespace, named: set[str]) -> dict[str, Any]:
+    """``table`` with the values the words named set at their field paths (later words win, as the old command
+    line's did over the campaign's own flags)."""
+    own = {f.name for f in dataclasses.fields(cls)}
+    out = copy.deepcopy(table)
+    for dest in sorted(named):
+        *parents, name = dest.split("__")
+        if (parents[0] if parents else name) not in own:
+            continue  # --quiet, --venv: the entry point's, not the stage's
+        holder = out
+        for part in parents:
+            if not isinstance(holder.get(part), dict):
+                holder[part] = {}
+            holder = holder[part]
+        value = getattr(args, dest)
+        holder[name] = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+    return out
+
+
 def _render_options(table: dict[str, Any], path: Path) -> RenderOptions:
-    """[render]: RenderOptions fields (preset, num_frames, resolution ...) and the old form's ``args``."""
+    """[render]: RenderOptions fields (preset, num_frames, resolution, a ``sandbox`` sub-table ...) and the old
+    form's ``args`` (parsed by ``bvb render``'s parser)."""
+    where = f"{path} [render]"
     fields = {k: v for k, v in table.items() if k != "args"}
-    # The campaign's defaults (the release's preset and sizes); the table's keys override them.
-    options = from_mapping(RenderOptions, fields, f"{path} [render]", run=PLACEHOLDER, progress=False)
     words = _args(table.get("args"), "[render] args")
-    if not words:
-        return options
-    args = _words(render_cli.build_parser(), ["--run", str(PLACEHOLDER), *words], f"{path} [render]")
-    parsed = render_cli.options_from(args)
-    given = {flag.lstrip("-").replace("-", "_") for flag in words if flag.startswith("--")}
-    picked = {
-        name: getattr(parsed, name) for name in ("num_frames", "preset", "resolution", "min_meshes") if name in given
-    }
-    return replace(options, sandbox=parsed.sandbox, **picked)
+    if words:
+        args, named = _named_words(render_cli.build_parser(), ["--run", str(PLACEHOLDER), *words], where)
+        fields = _over(RenderOptions, fields, args, named - {"run"})
+    return from_mapping(RenderOptions, fields, where, run=PLACEHOLDER, progress=False)
 
 
 def _dv_options(campaign: "Campaign", table: dict[str, Any], where: str) -> DVOptions:
@@ -702,10 +733,9 @@ class CampaignRunner:
             faulted = [s for s in rd.submitted() if s in rows and rows[s].get("status") != "ok"]
             if attempt and not faulted:
                 break
-            options = replace(c.render, run=rd.root, scenes=faulted if attempt else [])
+            options = replace(c.render, run=rd.root, scenes=tuple(faulted) if attempt else ())
             try:
-                stage = RenderStage(options)
-                stage.run()
+                render_run(options)
             except (BVBError, OSError) as exc:  # a sandbox below its minimum, a full temp folder: no scene rendered
                 self.log(f"{rd.root.name}: render failed ({exc}); the next session retries it")
                 return
