@@ -9,7 +9,9 @@ import argparse
 
 import pytest
 
+from bvb_addon.options import from_namespace
 from headless import cli
+from headless.exec import ExecOptions
 
 pytestmark = pytest.mark.unit
 
@@ -81,7 +83,7 @@ def test_an_old_option_name_still_works_and_says_the_new_one(capsys):
     assert args.encoder == "w"
     assert "--model is now --encoder" in capsys.readouterr().err
     args = STAGES["exec"].parse_args(["--workspace", "w", "--min-level", "uid", "p.py"])
-    assert args.sandbox_min == "uid"
+    assert from_namespace(ExecOptions, args).sandbox.min_level == "uid"  # the parser is ExecOptions' (generated)
 
 
 def test_shell_completion_covers_every_stage_and_option(capsys):
