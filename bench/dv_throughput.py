@@ -27,6 +27,7 @@ from bvb_addon.dataset import read_split  # noqa: E402
 from eval_bridge.scoring.cache import JudgeCache  # noqa: E402
 from eval_bridge.scoring.dv import DualVQA  # noqa: E402
 from eval_bridge.scoring.judge import VLMJudge  # noqa: E402
+from eval_bridge.scoring.judge_options import JudgeOptions  # noqa: E402
 from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 
@@ -71,7 +72,7 @@ def build(root, questions, scenes):
 
 def timed(server, root, run, questions, workers, cache_name):
     cache = JudgeCache(root / cache_name)
-    judge = VLMJudge(server.base_url, "gpt-4o", cache=cache, backoff_s=0.05)
+    judge = VLMJudge(JudgeOptions(base_url=server.base_url, model="gpt-4o", retry_base_delay=0.05), cache=cache)
     before = server.calls
     start = time.perf_counter()
     summary = DualVQA(root / "results" / run, questions, root / "videos", judge, workers=workers,

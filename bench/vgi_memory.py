@@ -67,10 +67,15 @@ def _measure(method: str, clip: str, frames: int, queue) -> None:
 
     from bvb_addon import video
     from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
+    from eval_bridge.scoring.judge_options import JudgeOptions
     from eval_bridge.vgi import score as vgi
 
     judge = vgi.VLMProcessJudge(
-        VLMJudge("http://127.0.0.1:9/v1", "bench", api_key="x", settings=JudgeSettings(max_tokens=300)),
+        VLMJudge(
+            JudgeOptions(base_url="http://127.0.0.1:9/v1", model="bench"),
+            api_key="x",
+            settings=JudgeSettings(max_tokens=300),
+        ),
         max_frames=frames,
     )
     before = _rss_mb()

@@ -1,42 +1,79 @@
-"""The eval bridge's one scoring API: typed options in, work done, results out (no bpy, no printing).
+"""The eval bridge's one scoring API: typed options in, work done, a typed result out (no bpy, no printing).
 
-    summary = api.score_dv(api.DVOptions(run, split, videos, api.JudgeOptions(kind="geometry")))
+    result = api.score_dv(api.DVOptions(run, split, videos, api.JudgeOptions(kind="geometry")))
+    result.summary.retention_rate        # the summary written (dual_vqa_summary.json), typed
+    to_mapping(result)                   # its JSON (bvb_addon.options)
 
-``cli.py`` turns arguments into these options; ``service/app.py`` turns validated request bodies
-into them. Every scoring function of a run directory holds the run's lock file
-(``runlock``) while it works, so a CLI ``dv`` and a service job never score one run at once.
+Each stage is one options class (its fields carry their flag and help: ``cli.py``'s parsers are generated
+from them, the campaign's tables and the service's bodies are read into them) and one function. Every
+scoring function of a run directory holds the run's lock file (``runlock``) while it works, so a CLI ``dv``
+and a service job never score one run at once.
 """
 
+import argparse
 import contextlib
 import hashlib
 import logging
+import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from bvb_addon.errors import ArgumentError
+from bvb_addon.backend import ConcurrencyCap, require_ray
+from bvb_addon.dataset import read_split
+from bvb_addon.errors import ArgumentError, BVBError
+from bvb_addon.openai_client import EndpointRefused
 from bvb_addon.options import option
+from bvb_addon.records import DVSummary, LSSummary, OverallRecord, read_dv_rows
+from bvb_addon.run_dir import RunDir, require_run
+from bvb_addon.vgi.suite import VGIError
 
-from .runlock import run_lock
+from .runlock import RunBusy, run_lock
+from .scoring import dv as dv_scoring
+from .scoring import ls as ls_scoring
+from .scoring.cache import JudgeCache
+from .scoring.dv_shards import merge_shards
+from .scoring.geometry import GeometryJudge
+from .scoring.judge import JudgeError, JudgeSettings, VLMJudge
 from .scoring.judge_options import JudgeOptions
-
-if TYPE_CHECKING:
-    from bvb_addon.backend import ConcurrencyCap
-
-    from .scoring.geometry import GeometryJudge
-    from .scoring.judge import JudgeSettings, VLMJudge
-    from .vgi.score import CheckerJudge, VLMProcessJudge
+from .scoring.overall import overall_record
+from .scoring.steps import run_steps
+from .vgi import leaderboard as vgi_leaderboard
+from .vgi.options import CACHE, VGIOptions, VGIResult, VGIStepsOptions, VGIStepsResult
+from .vgi.score import CheckerJudge, VLMProcessJudge, prepare, score
+from .vgi.steps import score_generator_steps
 
 log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 8
+ENCODER_ENV = "BVB_VJEPA_MODEL"
+"""The variable naming the LS encoder when the options name none."""
 
 Progress = Callable[[int, int], None]
 """(done, total) of a scoring pass: questions for DV, scenes for LS."""
 Summary = dict[str, Any]
-"""A stage's summary as it writes it (dual_vqa_summary.json, vision_sim_summary.json, overall.json, ...)."""
+"""A summary as its file holds it (the VGI stages still return these)."""
+
+Backend = Literal["local", "ray"]
+_RUN = "the run directory (results/<run>)"
+_SPLIT = "split file (JSON lines, VSI-Bench fields)"
+_VIDEOS = "source videos root: <root>/<dataset>/<scene>.mp4"
+_RAY = "Ray cluster to join (auto, or HOST:PORT; default: $RAY_ADDRESS or a local Ray)"
+
+
+def _shard(parse: Callable[[str], tuple[int, int]]) -> Callable[[str], tuple[int, int]]:
+    """``--shard i/N`` parsed by the scorer's own reader; its one line stays argparse's error (exit 2)."""
+
+    def shard(value: str) -> tuple[int, int]:
+        try:
+            return parse(value)
+        except BVBError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return shard
 
 
 @dataclass(frozen=True)
@@ -69,94 +106,217 @@ class EncoderOptions:
         if self.num_frames < 2:
             raise ArgumentError(f"--num-frames {self.num_frames}: an LS clip needs at least 2 frames")
 
+    def resolved(self) -> str:
+        """The encoder to load: ``model``, else $BVB_VJEPA_MODEL, else the release's."""
+        return self.model or os.environ.get(ENCODER_ENV) or ls_scoring.DEFAULT_ENCODER
+
+    def spec(self) -> ls_scoring.EncoderSpec:
+        """The LS scorer's spec of this encoder (a bare hub entry point name needs its checkpoint)."""
+        model = self.resolved()
+        if _names_a_hub_entry(model) and not self.checkpoint:
+            raise ls_scoring.LSError(f"--encoder {model} needs --checkpoint FILE; {ls_scoring.HUB_HINT}")
+        return ls_scoring.EncoderSpec(
+            model, self.device, self.dtype, self.trust_remote_code, self.num_frames, self.encoder_repo, self.checkpoint
+        )
+
+
+def _names_a_hub_entry(encoder: str) -> bool:
+    """A bare name (no folder of that name, no owner/ of a hub id) is a vjepa2 torch-hub entry point (V-JEPA 2.1)."""
+    return "/" not in encoder and not Path(encoder).exists()
+
 
 @dataclass(frozen=True)
 class DVOptions:
     """One Dual VQA pass over a run: the split, the source videos, the judge and how to ask it."""
 
-    run: Path
-    split: Path
-    videos: Path
-    judge: JudgeOptions = field(default_factory=JudgeOptions)
-    votes: int = 1
-    workers: int = 8
-    resume: bool = False
-    scenes: tuple[str, ...] | None = None  # None: every scene of the split
-    backend: str = "local"  # local or ray
-    ray_address: str | None = None
-    shard: tuple[int, int] | None = None  # (i, N): the release's i-th of N scene shards, written to *.shard-i-of-N.*
+    run: Path = option(help=_RUN)
+    split: Path | None = option(None, f"{_SPLIT}; required unless --merge-shards")
+    videos: Path | None = option(None, f"{_VIDEOS}; required unless --merge-shards")
+    judge: JudgeOptions = option(help="the judge", default_factory=JudgeOptions)
+    votes: int = option(1, "ask N times, take the majority (ties are wrong)")
+    workers: int = option(8, "questions scored at once (in each scene task on Ray)")
+    resume: bool = option(False, "keep questions already scored by this judge")
+    scenes: tuple[str, ...] | None = option(
+        None, "re-score only these scenes (other scenes' rows are kept; default: all)", nargs="+"
+    )
+    backend: Backend = option("local", "local threads, or Ray tasks")
+    ray_address: str | None = option(None, _RAY)
+    shard: tuple[int, int] | None = option(
+        None,
+        "score the i-th of N scene shards (scenes in name order, every N-th) into dual_vqa.shard-i-of-N.jsonl "
+        "(default: every scene, into dual_vqa.jsonl)",
+        metavar="i/N",
+        parse=_shard(dv_scoring.parse_shard),
+    )
+    merge_shards: bool = option(
+        False,
+        "merge the run's dual_vqa.shard-<i>-of-<N>.jsonl into dual_vqa.jsonl and its summary (no judge calls)",
+    )
+    shard_count: int | None = option(
+        None, "with --merge-shards: the set of -of-N shards (default: the one N the run holds)", metavar="N"
+    )
+    text_only: bool = option(
+        False,
+        "the chance floor: ask every question of --split with no frames (the release's text-only prompt); "
+        "answers go to _dual_vqa_shared/text_only_answers.jsonl",
+    )
+
+    def check(self) -> "DVOptions":
+        """The options alone (no file read): one line naming the flag and the fix."""
+        if self.merge_shards:
+            return self  # no judge is asked
+        if self.text_only and self.split is None:
+            raise ArgumentError("bvb score dv --text-only needs --split (the questions to ask)")
+        missing = [name for name in ("split", "videos") if getattr(self, name) is None]
+        if missing and not self.text_only:
+            raise ArgumentError(f"bvb score dv needs --{' and --'.join(missing)} (or --merge-shards to merge shards)")
+        if self.votes < 1 or self.workers < 1:
+            raise ArgumentError(f"--votes {self.votes} --workers {self.workers}: both must be at least 1")
+        self.judge.check()
+        return self
 
 
 @dataclass(frozen=True)
 class LSOptions:
     """One Latent Similarity pass over a run: the split, the source videos and the encoder."""
 
-    run: Path
-    split: Path
-    videos: Path
-    encoder: EncoderOptions = field(default_factory=EncoderOptions)
-    resume: bool = False
-    scenes: tuple[str, ...] | None = None
-    backend: str = "local"
-    ray_address: str | None = None
-    scenes_per_task: int = 8
-    shard: tuple[int, int] | None = None  # (i, N): the release's shard i of N, in files of its own
+    run: Path = option(help=_RUN)
+    split: Path = option(help=_SPLIT)
+    videos: Path = option(help=_VIDEOS)
+    encoder: EncoderOptions = option(help="the encoder", default_factory=EncoderOptions, include=("trust_remote_code",))
+    resume: bool = option(False, "keep scenes already scored with this model")
+    scenes: tuple[str, ...] | None = option(None, "re-score only these scenes (default: all)", nargs="+")
+    backend: Backend = option("local", "local threads, or Ray tasks")
+    ray_address: str | None = option(None, _RAY)
+    scenes_per_task: int = option(8, "scenes per Ray task (one encoder load each)")
+    shard: tuple[int, int] | None = option(
+        None,
+        "score the release's shard i/N (scenes in name order, every N-th) into vision_sim.shard-i-of-N.jsonl; "
+        "the last shard to finish merges all N into vision_sim.jsonl (default: every scene, into vision_sim.jsonl)",
+        metavar="SHARD",
+        parse=_shard(ls_scoring.parse_shard),
+    )
+
+
+@dataclass(frozen=True)
+class OverallOptions:
+    """Overall of a run from its DV and LS summaries."""
+
+    run: Path = option(help=_RUN)
 
 
 @dataclass(frozen=True)
 class StepsOptions:
     """The self-correction analysis of a run: every step snapshot judged."""
 
-    run: Path
-    split: Path
-    videos: Path
-    judge: JudgeOptions = field(default_factory=JudgeOptions)
-    scenes: tuple[str, ...] | None = None
+    run: Path | None = option(
+        None, "the run directory (results/<run>); with --split and --videos (default: none, then --generator-steps)"
+    )
+    split: Path | None = option(None, f"{_SPLIT}; required with --run (default: none)")
+    videos: Path | None = option(None, f"{_VIDEOS}; required with --run (default: none)")
+    judge: JudgeOptions = option(help="the judge", default_factory=JudgeOptions, exclude=("concurrency",))
+    scenes: tuple[str, ...] | None = option(None, "only these scenes (default: all)", nargs="+")
+
+    def check(self) -> "StepsOptions":
+        missing = [name for name in ("run", "split", "videos") if getattr(self, name) is None]
+        if missing:
+            raise ArgumentError(
+                f"bvb score steps needs --{', --'.join(missing)} (a BVB run), or --generator-steps with --tasks and --out"
+            )
+        self.judge.check()
+        return self
+
+
+# ---- results ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class VGIOptions:
-    """VGI scoring of generators' procedure videos against their tasks, and the leaderboard over them."""
+class DVResult:
+    """A Dual VQA pass (or a merge of its shards): the summary written, typed, and where it went."""
 
-    tasks: Path
-    out: Path  # OUT/<generator>/vgi.jsonl, the leaderboard and the judge cache: never a videos folder
-    generators: tuple[tuple[str, Path], ...]  # (name, folder of <instance id>.mp4) per generator
-    judge: str = "vlm"  # vlm or checker
-    vlm: JudgeOptions = field(default_factory=JudgeOptions)  # the VLM's endpoint, model, key variable, prices, cache
-    timelines: Path | None = None
-    frame_budget: int = 32
-    sampling: str = "adaptive"  # adaptive or uniform
-    window: int = 8
-    stride: int = 4
-    max_frames: int = 600
-    half: bool = False
-    half_seed: int = 0
-    resume: bool = False
-    workers: int = 4
-    resamples: int = 2000  # bootstrap resamples of the leaderboard's intervals
+    summary: DVSummary
+    rows: Path
+    summary_path: Path
+    shard: tuple[int, int] | None = None
+
+    def to_summary(self) -> Summary:
+        """The summary as dual_vqa_summary.json holds it."""
+        return self.summary.as_dict()
+
+    @property
+    def judge_errors(self) -> int:
+        return int(self.summary.counts.get("by_status", {}).get("judge_error", 0))
+
+    def judge_error_reason(self) -> str:
+        """The first judge_error reason, or ''."""
+        return judge_error_reason(self.summary)
 
 
 @dataclass(frozen=True)
-class VGIStepsOptions:
-    """Self-correction along generators' denoising steps: <instance id>/<step>.mp4 per generator, VGI's judge."""
+class TextOnlyResult:
+    """``score dv --text-only``: the chance floor, every question asked with no frames."""
 
-    tasks: Path
-    out: Path  # OUT/<generator>/steps_analysis.json and the judge cache
-    generators: tuple[tuple[str, Path], ...]  # (name, folder of <instance id>/<step>.mp4)
-    vlm: JudgeOptions = field(default_factory=JudgeOptions)
-    frame_budget: int = 32
-    sampling: str = "adaptive"
-    step_range: tuple[int, int] | None = None  # only steps A to B
-    workers: int = 4
+    correct: int
+    questions: int
+    accuracy: float | None
+    judge_model: str
+    protocol: str
+    new_judge_calls: int
+    path: Path
+
+
+@dataclass(frozen=True)
+class LSResult:
+    """A Latent Similarity pass: the summary written (this shard's, with ``shard``), typed, and where it went."""
+
+    summary: LSSummary
+    rows: Path
+    summary_path: Path
+    shard: tuple[int, int] | None = None
+    merged: bool = False
+    """A shard that found every shard done and merged them into vision_sim.jsonl."""
+
+    def to_summary(self) -> Summary:
+        return self.summary.as_dict()
+
+
+@dataclass(frozen=True)
+class OverallResult:
+    """overall.json, typed, and where it went."""
+
+    record: OverallRecord
+    path: Path
+
+    def to_summary(self) -> Summary:
+        return self.record.as_dict()
+
+
+@dataclass(frozen=True)
+class StepsResult:
+    """The self-correction analysis (steps_analysis.json) and where it went."""
+
+    questions: int
+    scenes: int
+    wrong_to_correct_rate: float
+    wrong_to_other_wrong_rate: float
+    correct_to_wrong_rate: float
+    stability_second_half: float
+    mean_lock_in_step: float
+    faults: tuple[dict[str, Any], ...]
+    """The scenes that hit a fault: {scene, status, reason}."""
+    analysis: dict[str, Any]
+    """The whole analysis as written (per question type, per scene ...)."""
+    path: Path
+
+    def to_summary(self) -> Summary:
+        return self.analysis
 
 
 # ---- judges ----------------------------------------------------------------------------------
 
 
-def judge_cap(options: JudgeOptions, backend: str = "local") -> "ConcurrencyCap | None":
+def judge_cap(options: JudgeOptions, backend: str = "local") -> ConcurrencyCap | None:
     """The cap on judge requests in flight: cluster-wide on Ray, none locally unless asked for."""
-    from bvb_addon.backend import ConcurrencyCap
-
     limit = options.concurrency
     if limit is not None and limit < 1:
         raise ArgumentError(f"--judge-concurrency must be at least 1, got {limit}")
@@ -167,66 +327,26 @@ def judge_cap(options: JudgeOptions, backend: str = "local") -> "ConcurrencyCap 
     return ConcurrencyCap(limit or DEFAULT_JUDGE_CONCURRENCY, backend=backend, name=name)
 
 
-def _vlm_judge(
-    options: JudgeOptions,
-    cache_path: str | Path,
-    settings: "JudgeSettings | None" = None,
-    cap: "ConcurrencyCap | None" = None,
-) -> "VLMJudge":
-    from .scoring.cache import JudgeCache
-    from .scoring.judge import VLMJudge
-    from .scoring.pricing import Pricing
-
-    # Both are checked before (JudgeOptions.check, make_vgi_judge): a VLM judge always has them here.
-    assert options.base_url and options.model, "a VLM judge needs base_url and model"
-    return VLMJudge(
-        options.base_url,
-        options.model,
-        options.protocol,
-        cache=JudgeCache(cache_path),
-        api_key_env=options.api_key_env,
-        settings=settings,
-        pricing=Pricing(options.model, options.price_in, options.price_out),
-        retries=options.retries,
-        backoff_s=options.retry_base_delay,
-        max_tokens_field=options.max_tokens_field,
-        cap=cap,
-        prompt_kind=options.prompt_kind,
-        budget=options.budget,
-    )
-
-
 def make_judge(
     options: JudgeOptions, run: str | Path | None = None, backend: str = "local"
-) -> "VLMJudge | GeometryJudge":
+) -> VLMJudge | GeometryJudge:
     """The DV judge the options ask for: VLM with its cache (beside the run's shared answers), or geometry."""
-    from bvb_addon.run_dir import RunDir
-
-    from .scoring.dv import shared_dir
-
     options.check()
     if options.kind == "geometry":
-        from .scoring.geometry import GeometryJudge
-
         return GeometryJudge()
     if options.cache:
         cache_path = Path(options.cache)
     elif options.shared:
         cache_path = RunDir.judge_cache(options.shared)
     elif run is not None:
-        cache_path = RunDir.judge_cache(shared_dir(run))
+        cache_path = RunDir.judge_cache(dv_scoring.shared_dir(run))
     else:
         raise ArgumentError("a VLM judge keeps its answers in a cache: give it --cache, --shared or a run directory")
-    return _vlm_judge(options, cache_path, cap=judge_cap(options, backend))
+    return VLMJudge(options, cache=JudgeCache(cache_path), cap=judge_cap(options, backend))
 
 
-def make_vgi_judge(options: VGIOptions) -> "CheckerJudge | VLMProcessJudge":
+def make_vgi_judge(options: "VGIOptions") -> CheckerJudge | VLMProcessJudge:
     """The VGI judge: the offline checker, or a VLM process judge with its cache in the output folder."""
-    from bvb_addon.vgi.suite import VGIError
-
-    from .scoring.judge import JudgeSettings
-    from .vgi.score import CACHE, CheckerJudge, VLMProcessJudge
-
     if options.judge == "checker":
         return CheckerJudge()
     if options.judge != "vlm":
@@ -237,7 +357,7 @@ def make_vgi_judge(options: VGIOptions) -> "CheckerJudge | VLMProcessJudge":
     for _name, folder in options.generators:
         if cache.resolve().parent == Path(folder).resolve():
             raise VGIError(f"--cache {cache} is in the videos folder {folder}; keep it in --out (the default)")
-    vlm = _vlm_judge(options.vlm, cache, settings=JudgeSettings(max_tokens=300))
+    vlm = VLMJudge(options.vlm, cache=JudgeCache(cache), settings=JudgeSettings(max_tokens=300))
     try:
         return VLMProcessJudge(
             vlm, options.frame_budget, options.window, options.stride, options.sampling, options.max_frames
@@ -247,19 +367,14 @@ def make_vgi_judge(options: VGIOptions) -> "CheckerJudge | VLMProcessJudge":
         raise
 
 
-def _probe(judge: "VLMJudge | GeometryJudge", options: JudgeOptions) -> None:
+def _probe(judge: VLMJudge | GeometryJudge, options: JudgeOptions) -> None:
     """Probe a VLM judge's endpoint before any question (wait 0: no probe); geometry needs none."""
-    from .scoring.judge import VLMJudge
-
     if isinstance(judge, VLMJudge) and options.probe_wait and options.probe_wait > 0:
         judge.probe(options.probe_wait)
 
 
 def _close(judge: object) -> None:
     """Close a VLM judge's cache file; the geometry judge and the checker keep none."""
-    from .scoring.cache import JudgeCache
-    from .scoring.judge import VLMJudge
-
     if isinstance(judge, VLMJudge) and isinstance(judge.cache, JudgeCache):
         judge.cache.close()
 
@@ -275,25 +390,49 @@ def _holding(run: str | Path, label: str, lock: bool) -> Iterator[None]:
         yield
 
 
+def _check_backend(backend: str) -> None:
+    """--backend ray without Ray installed: the install command, before any work."""
+    if backend == "ray":
+        require_ray()
+
+
+def _check_videos(videos: Path) -> None:
+    if not Path(videos).is_dir():
+        raise ArgumentError(
+            f"--videos {videos}: no such folder; pass the source videos root (<root>/<dataset>/<scene>.mp4)"
+        )
+
+
 # ---- scoring ---------------------------------------------------------------------------------
 
 
-def score_dv(options: DVOptions, progress: Progress | None = None, lock: bool = True) -> Summary:
-    """Dual VQA of a run: writes dual_vqa.jsonl and dual_vqa_summary.json; returns the summary.
+def score_dv(options: DVOptions, progress: Progress | None = None, lock: bool = True) -> DVResult:
+    """Dual VQA of a run: writes dual_vqa.jsonl and dual_vqa_summary.json (with ``merge_shards``: merges the
+    shards' files into them, no judge call); returns the summary written.
 
-    Raises JudgeError when every question failed at the judge (nothing was scored).
+    Checks first, then the network: the options, the run, the split, the videos folder and the run's DV rows
+    are checked before the judge's endpoint is probed. Raises JudgeError when every question failed at the
+    judge (nothing was scored). ``text_only`` is ``score_text_only``'s.
     """
-    from bvb_addon.dataset import read_split
-
-    from .scoring.dv import DualVQA
-    from .scoring.judge import JudgeError
-
+    options.check()
+    rd = RunDir(require_run(options.run))
+    if options.text_only:
+        raise ArgumentError("--text-only is score_text_only's; call it (the chance floor writes no DV summary)")
+    if options.merge_shards:
+        with _holding(options.run, "eval_bridge dv merge", lock):
+            merged = merge_shards(options.run, options.shard_count)
+        return DVResult(DVSummary.from_dict(merged, rd.dv_summary), rd.dv_rows, rd.dv_summary)
+    assert options.split is not None and options.videos is not None  # check() says so
     _check_backend(options.backend)
     questions = read_split(options.split)
+    _check_videos(options.videos)
+    rows = dv_scoring.shard_path(rd.dv_rows, options.shard)
+    if options.resume:
+        read_dv_rows(rows)  # a torn or foreign rows file: named now, not after the probe's wait
     with _holding(options.run, "eval_bridge dv", lock):
         judge = make_judge(options.judge, options.run, options.backend)
         try:
-            summary = DualVQA(
+            written = dv_scoring.DualVQA(
                 options.run,
                 questions,
                 options.videos,
@@ -312,53 +451,60 @@ def score_dv(options: DVOptions, progress: Progress | None = None, lock: bool = 
             ).run()
         finally:
             _close(judge)
-    counts = summary["counts"]
-    failed = counts["by_status"].get("judge_error", 0)
-    if failed and failed == counts["questions"]:
-        reason = judge_error_reason(summary)
+    summary_path = dv_scoring.shard_path(rd.dv_summary, options.shard)
+    result = DVResult(DVSummary.from_dict(written, summary_path), rows, summary_path, options.shard)
+    counts = result.summary.counts
+    if result.judge_errors and result.judge_errors == counts["questions"]:
+        reason = result.judge_error_reason()
         if re.search(r"\(HTTP 40[134]\)", reason):
-            from bvb_addon.openai_client import EndpointRefused
-
             # A refusal no rerun changes (a bad key, URL or model): bad input, not a fault to --resume.
             raise EndpointRefused(f"every judge call was refused ({reason}); fix the judge settings and rerun")
-        raise JudgeError(
-            f"every judge call failed ({judge_error_reason(summary)}); fix the judge settings and rerun with --resume"
-        )
-    return summary
+        raise JudgeError(f"every judge call failed ({reason}); fix the judge settings and rerun with --resume")
+    return result
 
 
-def judge_error_reason(summary: Summary) -> str:
+def score_text_only(options: DVOptions) -> TextOnlyResult:
+    """``score dv --text-only``: the release's chance floor, every question of the split asked with no frames."""
+    options.check()
+    if options.split is None:
+        raise ArgumentError("bvb score dv --text-only needs --split (the questions to ask)")
+    questions = read_split(options.split)
+    judge = make_judge(options.judge, options.run)
+    try:
+        shared = options.judge.shared or dv_scoring.shared_dir(options.run)
+        result = dv_scoring.score_text_only(questions, judge, shared, options.workers)
+    finally:
+        _close(judge)
+    return TextOnlyResult(
+        correct=result["correct"],
+        questions=result["questions"],
+        accuracy=result["accuracy"],
+        judge_model=result["judge_model"],
+        protocol=result["protocol"],
+        new_judge_calls=result["new_judge_calls"],
+        path=Path(result["path"]),
+    )
+
+
+def judge_error_reason(summary: DVSummary | Summary) -> str:
     """The first judge_error reason of a DV summary, or ''."""
-    return next((r["reason"] for r in summary["failures"].values() if r["status"] == "judge_error"), "")
+    failures = summary.failures if isinstance(summary, DVSummary) else summary["failures"]
+    return next((r["reason"] for r in failures.values() if r["status"] == "judge_error"), "")
 
 
-def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = True) -> Summary:
+def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = True) -> LSResult:
     """Latent Similarity of a run: writes vision_sim.jsonl and vision_sim_summary.json; returns the summary.
 
     With ``shard`` (i, N) it writes the shard's own files, holding no run lock (the N shards run at once,
     one per GPU); the shard that finds all N summaries written merges them under the lock.
     """
-    from bvb_addon.dataset import read_split
-
-    from .runlock import RunBusy
-    from .scoring.ls import DEFAULT_ENCODER, EncoderSpec, check_files, merge_ls_shards, run_ls, shards_done
-
-    encoder = options.encoder
+    spec = options.encoder.spec()
     _check_backend(options.backend)
     questions = read_split(options.split)
-    check_files(options.run, options.shard)
-    spec = EncoderSpec(
-        encoder.model or DEFAULT_ENCODER,
-        encoder.device,
-        encoder.dtype,
-        encoder.trust_remote_code,
-        encoder.num_frames,
-        encoder.encoder_repo,
-        encoder.checkpoint,
-    )
+    ls_scoring.check_files(options.run, options.shard)
     with _holding(options.run, "eval_bridge ls", lock and options.shard is None):
         # Locally the encoder loads here, before any scene; on Ray each task loads its own.
-        summary = run_ls(
+        written = ls_scoring.run_ls(
             options.run,
             questions,
             options.videos,
@@ -372,65 +518,68 @@ def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = 
             split_path=options.split,
             shard=options.shard,
         )
-    if options.shard is not None and shards_done(options.run, options.shard[1]):
+    merged = False
+    if options.shard is not None and ls_scoring.shards_done(options.run, options.shard[1]):
         try:
             with _holding(options.run, "eval_bridge ls merge", lock):
-                merge_ls_shards(options.run, options.shard[1])
+                ls_scoring.merge_ls_shards(options.run, options.shard[1])
+                merged = True
         except RunBusy as exc:  # another shard is merging the same files this moment
             log.warning("LS shards not merged here (%s); the other process merges them", exc)
-    return summary
+    rd = RunDir(options.run)
+    summary_path = ls_scoring.shard_path(rd.ls_summary, options.shard)
+    rows = ls_scoring.shard_path(rd.ls_rows, options.shard)
+    return LSResult(LSSummary.from_dict(written, summary_path), rows, summary_path, options.shard, merged)
 
 
-def score_overall(run: str | Path) -> Summary:
-    """Overall of a run from its DV and LS summaries: writes overall.json; returns its content."""
-    from .scoring.overall import compute_overall
-
-    return compute_overall(run)
+def score_overall(options: OverallOptions | str | Path) -> OverallResult:
+    """Overall of a run from its DV and LS summaries: writes overall.json; returns it."""
+    run = options.run if isinstance(options, OverallOptions) else Path(options)
+    record = overall_record(run)
+    return OverallResult(record, RunDir(run).overall)
 
 
 def score_steps(
     options: StepsOptions, progress: Callable[[str, int], None] | None = None, lock: bool = True
-) -> Summary:
+) -> StepsResult:
     """Every step snapshot of a run judged, and the self-correction analysis written; returns it."""
-    from bvb_addon.dataset import read_split
-
-    from .scoring.steps import run_steps
-
+    options.check()
+    assert options.run is not None and options.split is not None  # check() says so
+    require_run(options.run)
     questions = read_split(options.split)
     with _holding(options.run, "eval_bridge steps", lock):
         judge = make_judge(options.judge, options.run)
         try:
             _probe(judge, options.judge)
             scenes = list(options.scenes) if options.scenes else None
-            return run_steps(options.run, questions, judge, scenes=scenes, progress=progress)
+            analysis = run_steps(options.run, questions, judge, scenes=scenes, progress=progress)
         finally:
             _close(judge)
+    return StepsResult(
+        questions=analysis["questions"],
+        scenes=analysis["scenes"],
+        wrong_to_correct_rate=analysis["wrong_to_correct_rate"],
+        wrong_to_other_wrong_rate=analysis["wrong_to_other_wrong_rate"],
+        correct_to_wrong_rate=analysis["correct_to_wrong_rate"],
+        stability_second_half=analysis["stability_second_half"],
+        mean_lock_in_step=analysis["mean_lock_in_step"],
+        faults=tuple(analysis["faults"]),
+        analysis=analysis,
+        path=RunDir(options.run).steps_analysis,
+    )
 
 
-def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = None) -> Summary:
+def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = None) -> VGIResult:
     """Every generator's videos scored into OUT/<generator>/, then OUT's leaderboard; returns both.
 
-    {"generators": {name: summary}, "leaderboard": ..., "counts": {"by_status": pooled over generators}}.
+    The tasks file, the videos folders and the timelines are read and checked (``vgi.score.prepare``) before
+    the judge is made, so bad input is one line at once, never after a wait on the endpoint.
     """
-    from collections import Counter
-
-    from bvb_addon.vgi.suite import VGIError
-
-    from .vgi import leaderboard as vgi_leaderboard
-    from .vgi.score import VLMProcessJudge, check_out, half_instances, read_tasks, score
-
-    tasks = read_tasks(options.tasks)
-    subset: dict[str, Any] = {"half": False, "tasks": str(Path(options.tasks).resolve())}  # the report reads it
-    if options.half:
-        subset.update(half=True, half_seed=options.half_seed, of=len(tasks))
-        tasks = half_instances(tasks, options.half_seed)
-    if options.judge == "checker" and len(options.generators) > 1:
-        raise VGIError("--judge checker scores one run's timelines (--timelines): give one --videos folder")
-    check_out(options.out, [folder for _, folder in options.generators])
+    tasks, subset, folders = prepare(options)
     judge = make_vgi_judge(options)
     summaries = {}
     try:
-        for name, folder in options.generators:
+        for name, folder in folders:
             summaries[name] = score(
                 tasks, folder, judge, options.timelines, options.workers, Path(options.out) / name,
                 progress=progress, resume=options.resume, generator=name, subset=subset,
@@ -441,42 +590,34 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
     statuses: Counter[str] = Counter()
     for summary in summaries.values():
         statuses.update(summary["counts"]["by_status"])
-    return {"generators": summaries, "leaderboard": board, "counts": {"by_status": dict(statuses)}}
+    return VGIResult(summaries, board, dict(statuses), Path(options.out))
 
 
-def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], None] | None = None) -> Summary:
+def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], None] | None = None) -> VGIStepsResult:
     """Every denoising step of every generator judged; each generator's analysis written; returns them all.
 
-    {"generators": {name: analysis}, "scenes": instances in all, "faults": [instances with a judge fault]}.
+    The folders, the output folder and the tasks file are checked before the judge is made (as ``score_vgi``).
     """
-    from .vgi.score import VLMProcessJudge, check_out, read_tasks
-    from .vgi.steps import score_generator_steps
-
-    tasks = read_tasks(options.tasks)
-    check_out(options.out, [folder for _, folder in options.generators])
-    judge = make_vgi_judge(
-        VGIOptions(options.tasks, options.out, options.generators, "vlm", options.vlm, frame_budget=options.frame_budget,
-                   sampling=options.sampling)
+    vgi = VGIOptions(
+        options.tasks, options.out, options.generators, "vlm", options.vlm, frame_budget=options.frame_budget,
+        sampling=options.sampling, workers=options.workers,
     )  # fmt: skip
+    tasks, _subset, folders = prepare(vgi, "--generator-steps")
+    if options.step_range is not None and options.step_range[0] > options.step_range[1]:
+        raise VGIError(f"--step-range {options.step_range[0]} {options.step_range[1]}: give the first step first")
+    judge = make_vgi_judge(vgi)
     assert isinstance(judge, VLMProcessJudge)  # "vlm" asked for
     results = {}
     try:
-        for name, folder in options.generators:
+        for name, folder in folders:
             results[name] = score_generator_steps(
                 tasks, folder, judge, Path(options.out) / name, name, options.workers, options.step_range, progress
             )
     finally:
         _close(judge.vlm)
-    return {
-        "generators": results,
-        "scenes": sum(result["scenes"] for result in results.values()),
-        "faults": [fault for result in results.values() for fault in result["faults"]],
-    }
-
-
-def _check_backend(backend: str) -> None:
-    """--backend ray without Ray installed: the install command, before any work."""
-    if backend == "ray":
-        from bvb_addon.backend import require_ray
-
-        require_ray()
+    return VGIStepsResult(
+        generators=results,
+        scenes=sum(result["scenes"] for result in results.values()),
+        faults=[fault for result in results.values() for fault in result["faults"]],
+        out=Path(options.out),
+    )

@@ -12,6 +12,7 @@ from ..bvb_addon.run_dir import RunDir, videos_of
 from ..bvb_addon.sandbox import platforms
 from ..registration import register_classes, unregister_classes
 from . import background
+from .agent import missing_package
 from .base import BVBPollMixin, done
 
 POLL_INTERVAL_S = 1.0
@@ -21,10 +22,8 @@ POLL_INTERVAL_S = 1.0
 def _missing_render_dependency():
     """Why the render stage cannot run here (PyAV encodes the mp4), or None; polls ask on every redraw."""
     try:
-        import av  # noqa: F401
+        import av  # noqa: F401  # deferred: PyAV is optional inside Blender; this asks whether it is there
     except ImportError as exc:
-        from .agent import missing_package
-
         return missing_package(exc)
     return None
 

@@ -18,6 +18,8 @@ import av
 import numpy as np
 import pytest
 
+from bvb_addon.errors import ArgumentError
+from bvb_addon.options import from_mapping, from_namespace, to_mapping
 from bvb_addon.video import sample_uniform
 from eval_bridge.cli import main
 from eval_bridge.scoring.judge_frames import release_frames
@@ -1022,7 +1024,10 @@ def test_two_scored_shards_merge_into_the_whole_run_s_rows_and_figures(assets, t
         assert _dv(whole, assets, server) == 0
         for shard in ("1/2", "2/2"):
             assert _dv(sharded, assets, server, "--shard", shard) == 0
-        assert _dv(sharded, assets, server, "--shard", "3/2") == 2
+        # --shard is parsed by DVOptions' generated parser: a bad one is argparse's exit 2, with the scorer's words.
+        with pytest.raises(SystemExit) as stopped:
+            _dv(sharded, assets, server, "--shard", "3/2")
+        assert stopped.value.code == 2
     # The release's split of the scenes: name order, every 2nd from the i-th (s1, s3 | s2).
     first = [json.loads(line) for line in (sharded / "dual_vqa.shard-1-of-2.jsonl").read_text().splitlines()]
     assert {r["scene"] for r in first} == {"s1", "s3"}
@@ -1061,3 +1066,74 @@ def test_a_judge_cache_that_is_not_a_database_stops_dv_with_one_line_and_is_left
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(cache) in err[0] and "not a usable SQLite database" in err[0] and "bug" not in err[0]
     assert cache.read_bytes() == before and not (run / "dual_vqa.jsonl").exists()
+
+
+# ---- score dv as a typed stage: DVOptions -> score_dv -> DVResult ----------------------------------
+
+
+def test_the_dv_parser_is_dv_options_and_a_file_table_is_checked_by_the_same_class():
+    from eval_bridge.api import DVOptions, JudgeOptions
+    from eval_bridge.cli import build_parser
+
+    argv = ["dv", "--run", "r", "--split", "s.jsonl", "--videos", "v", "--judge-base-url", "http://h/v1",
+            "--judge-model", "m", "--judge-api-key-env", "K", "--protocol", "vsi_official", "--vsi-prompt", "api",
+            "--probe-wait", "0", "--cache", "c.db", "--shared", "sh", "--price-in", "1", "--price-out", "2",
+            "--retries", "2", "--retry-base-delay", "0.5", "--max-tokens-field", "max_tokens",
+            "--judge-concurrency", "3", "--votes", "3", "--workers", "2", "--resume", "--scenes", "a", "b",
+            "--backend", "ray", "--ray-address", "auto", "--shard", "2/4", "--text-only"]  # fmt: skip
+    options = from_namespace(DVOptions, build_parser().parse_args(argv))
+    judge = JudgeOptions(
+        base_url="http://h/v1", model="m", api_key_env="K", protocol="vsi_official", cache="c.db", shared="sh",
+        price_in=1.0, price_out=2.0, retries=2, retry_base_delay=0.5, max_tokens_field="max_tokens", concurrency=3,
+        prompt_kind="api", probe_wait=0.0,
+    )  # fmt: skip
+    assert options == DVOptions(
+        Path("r"), Path("s.jsonl"), Path("v"), judge, votes=3, workers=2, resume=True, scenes=("a", "b"),
+        backend="ray", ray_address="auto", shard=(2, 4), text_only=True,
+    )  # fmt: skip
+    # The defaults of a bare command line are the class's.
+    bare = from_namespace(DVOptions, build_parser().parse_args(["dv", "--run", "r", "--merge-shards"]))
+    assert bare == DVOptions(Path("r"), merge_shards=True)
+    assert to_mapping(options)["judge"]["concurrency"] == 3 and "budget" not in to_mapping(options)["judge"]
+    with pytest.raises(ArgumentError, match=r"^campaign.toml \[dv\]: unknown key 'vote'; did you mean 'votes'\?$"):
+        from_mapping(DVOptions, {"run": "r", "vote": 3}, "campaign.toml [dv]")
+    with pytest.raises(ArgumentError, match=r"^campaign.toml \[dv\]: workers = 'four' is not a integer"):
+        from_mapping(DVOptions, {"run": "r", "workers": "four"}, "campaign.toml [dv]")
+    with pytest.raises(ArgumentError, match=r"^campaign.toml \[dv\] judge: kind = 'vl'"):
+        from_mapping(DVOptions, {"run": "r", "judge": {"kind": "vl"}}, "campaign.toml [dv]")
+
+
+def test_score_dv_called_with_options_returns_the_summary_it_wrote_typed(assets, tmp_path):
+    from eval_bridge.api import DVOptions, DVResult, JudgeOptions, score_dv
+
+    root, labels = assets
+    run = _make_run(assets, tmp_path / "results")
+    with ScriptedOpenAI(responder=Judge(labels)) as server:
+        judge = JudgeOptions(base_url=server.base_url, model="gpt-4o", price_in=1.0, price_out=2.0)
+        result = score_dv(DVOptions(run, root / "split.jsonl", root / "videos", judge, workers=4))
+    assert isinstance(result, DVResult) and result.rows == run / "dual_vqa.jsonl"
+    written = json.loads((run / "dual_vqa_summary.json").read_text())
+    assert result.summary_path == run / "dual_vqa_summary.json" and result.to_summary() == written
+    assert result.summary.retention_rate == written["retention_rate"] and result.judge_errors == 0
+    assert result.summary.counts["questions"] == len(_rows(run)) and result.summary.judge_model == "gpt-4o"
+    assert to_mapping(result)["summary"]["retention_rate"] == written["retention_rate"]
+
+
+def test_a_bad_local_file_is_named_at_once_before_a_dead_endpoint_is_probed(assets, tmp_path, capsys):
+    root, _ = assets
+    run = _make_run(assets, tmp_path / "results")
+    bad_split = tmp_path / "split.jsonl"
+    bad_split.write_text('{"id": 1, "dataset": "arkitscenes"\n')  # torn: not a question
+    dead = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, a probe would retry for --probe-wait
+    argv = ["dv", "--run", str(run), "--videos", str(root / "videos"), "--judge-base-url", dead,
+            "--judge-model", "gpt-4o", "--probe-wait", "30"]  # fmt: skip
+    start = time.monotonic()
+    assert main([*argv, "--split", str(bad_split)]) == 2
+    err = capsys.readouterr().err
+    assert "split.jsonl line 1: malformed JSON" in err and len(err.strip().splitlines()) == 1
+    # A torn rows file of the run (--resume reads it): named as well, still no wait on the endpoint.
+    (run / "dual_vqa.jsonl").write_text('{"id": "q1", "scene": "s1"\n')
+    assert main([*argv, "--split", str(root / "split.jsonl"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "dual_vqa.jsonl" in err and len(err.strip().splitlines()) == 1
+    assert time.monotonic() - start < 10  # neither waited out the 30 s probe

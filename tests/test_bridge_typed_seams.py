@@ -11,7 +11,7 @@ from eval_bridge import cli
 from eval_bridge.api import JudgeOptions, make_judge
 from eval_bridge.scoring.judge import Judge, Media, VLMJudge
 from eval_bridge.scoring.preprocess import PreprocessError, Preprocessing, output_size, preprocess
-from eval_bridge.service.app import Guard, Service, ServeOptions, build_app
+from eval_bridge.service.app import Guard, ServeOptions, Service, build_app
 from tools import roots
 from tools.scripted_openai import ScriptedOpenAI
 
@@ -68,7 +68,7 @@ def test_the_scripted_server_keeps_its_url_after_it_stops():
 
 
 def test_vlm_step_media_is_the_judges_own_media():
-    judge = VLMJudge("http://127.0.0.1:9/v1", "gpt-4o")
+    judge = VLMJudge(JudgeOptions(base_url="http://127.0.0.1:9/v1", model="gpt-4o"))
     media = judge.step_media(None, [b"\xff\xd8a", b"\xff\xd8b"])
     assert isinstance(media, Media) and media.frames == [b"\xff\xd8a", b"\xff\xd8b"]
     swapped = judge.step_media(None, [b"\xff\xd8b", b"\xff\xd8a"])

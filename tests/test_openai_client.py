@@ -4,6 +4,7 @@ import pytest
 
 from bvb_addon.openai_client import CallFault, ContextOverflow, OpenAIClient, RetryPolicy, is_context_overflow
 from eval_bridge.scoring.judge import JudgeError, Media, VLMJudge
+from eval_bridge.scoring.judge_options import JudgeOptions
 from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
@@ -100,12 +101,16 @@ def test_a_timed_out_attempt_is_reported_as_possibly_billed_before_the_retry():
 def test_the_judge_uses_the_same_client_an_empty_choices_reply_is_a_judge_error_never_an_answer():
     no_choices = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}}
     with ScriptedOpenAI(default=no_choices) as server:
-        judge = VLMJudge(server.base_url, "judge-x", retries=1, backoff_s=0.001, api_key="k")
+        judge = VLMJudge(
+            JudgeOptions(base_url=server.base_url, model="judge-x", retries=1, retry_base_delay=0.001), api_key="k"
+        )
         with pytest.raises(JudgeError, match=r"judge judge-x: gave up after 2 attempts .*empty reply"):
             judge._call([b"\xff\xd8"], "How many chairs?")
         assert server.calls == 2
     with ScriptedOpenAI([{"status": 503}, {"content": " 3 ", "cost": 0.0005}]) as server:
-        judge = VLMJudge(server.base_url, "judge-x", retries=1, backoff_s=0.001, api_key="k")
+        judge = VLMJudge(
+            JudgeOptions(base_url=server.base_url, model="judge-x", retries=1, retry_base_delay=0.001), api_key="k"
+        )
         answer = judge.ask(Media(frames=[b"\xff\xd8"], digest="d"), _Question("How many chairs?"))
     assert (answer.text, answer.cost_usd, judge.calls) == ("3", 0.0005, 1)
 

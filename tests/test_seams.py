@@ -9,6 +9,7 @@ from bvb_addon.agent.model import Model, ModelClient
 from bvb_addon.pricing import ZERO
 from eval_bridge.scoring.geometry import GeometryJudge
 from eval_bridge.scoring.judge import Judge, Media, VLMJudge
+from eval_bridge.scoring.judge_options import JudgeOptions
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +18,7 @@ GRAPH = {"objects": [], "camera": {}}
 
 def test_both_judges_are_judges_and_say_what_a_step_needs():
     geometry = GeometryJudge()
-    vlm = VLMJudge("http://127.0.0.1:9/v1", "gpt-4o")
+    vlm = VLMJudge(JudgeOptions(base_url="http://127.0.0.1:9/v1", model="gpt-4o"))
     assert isinstance(geometry, Judge) and isinstance(vlm, Judge)
     assert (geometry.wants_preview, vlm.wants_preview) == (False, True)
     assert geometry.step_media(None, [b"jpeg"]) is None and vlm.step_media(GRAPH, None) is None

@@ -87,11 +87,16 @@ def test_the_command_line_writes_the_analysis(stepped_run, synth_suite, capsys):
 def test_a_vlm_judge_sees_a_short_render_of_each_snapshot(stepped_run, synth_suite, tmp_path):
     from eval_bridge.scoring.cache import JudgeCache
     from eval_bridge.scoring.judge import VLMJudge
+    from eval_bridge.scoring.judge_options import JudgeOptions
     from eval_bridge.scoring.steps import PREVIEW_FRAMES
 
     questions = [q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE][:2]
     with ScriptedOpenAI(default={"content": "A"}) as server:
-        judge = VLMJudge(server.base_url, "scripted-judge", cache=JudgeCache(tmp_path / "cache.sqlite"), api_key="x")
+        judge = VLMJudge(
+            JudgeOptions(base_url=server.base_url, model="scripted-judge"),
+            cache=JudgeCache(tmp_path / "cache.sqlite"),
+            api_key="x",
+        )
         result = run_steps(stepped_run, questions, judge)
         images = [
             sum(1 for part in body["messages"][0]["content"] if part["type"] == "image_url") for body in server.requests
@@ -122,11 +127,12 @@ def test_a_judge_fault_is_a_fault_not_wrong_answers_and_the_command_exits_75(ste
 
 def test_a_judge_fault_is_left_out_of_the_sequence_not_scored_wrong(stepped_run, synth_suite, tmp_path):
     from eval_bridge.scoring.judge import VLMJudge
+    from eval_bridge.scoring.judge_options import JudgeOptions
 
     question = next(q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE)
     no_choices = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}}
     with ScriptedOpenAI(default=no_choices) as server:
-        judge = VLMJudge(server.base_url, "scripted-judge", api_key="x", retries=0)
+        judge = VLMJudge(JudgeOptions(base_url=server.base_url, model="scripted-judge", retries=0), api_key="x")
         result = run_steps(stepped_run, [question], judge)
     rows = [json.loads(line) for line in (stepped_run / "steps_answers.jsonl").read_text().splitlines()]
     assert [(r["status"], r["answer"], r["correct"]) for r in rows] == [("judge_error", None, None)] * 2

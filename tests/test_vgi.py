@@ -237,6 +237,7 @@ FLASH_TASK = {
 def test_focus_window_catches_a_one_frame_violation_that_uniform_sampling_misses(tmp_path):
     from eval_bridge.scoring.cache import JudgeCache
     from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
+    from eval_bridge.scoring.judge_options import JudgeOptions
 
     videos = tmp_path / "videos"
     videos.mkdir()
@@ -246,8 +247,7 @@ def test_focus_window_catches_a_one_frame_violation_that_uniform_sampling_misses
         results = {}
         for sampling in ("uniform", "adaptive"):
             vlm = VLMJudge(
-                server.base_url,
-                "scripted-judge",
+                JudgeOptions(base_url=server.base_url, model="scripted-judge"),
                 cache=JudgeCache(tmp_path / f"{sampling}.sqlite"),
                 settings=JudgeSettings(max_tokens=300),
                 api_key="x",

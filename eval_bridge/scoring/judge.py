@@ -1,6 +1,7 @@
 """The VLM judge of Dual VQA: 16 frames, one question, one short answer, over any OpenAI-compatible API."""
 
 import base64
+import ipaddress
 import logging
 import os
 import struct
@@ -9,16 +10,22 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, runtime_checkable
+from urllib.parse import urlsplit
 
-from bvb_addon.dataset import Question
-from bvb_addon.errors import BVBError
-from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy
+from bvb_addon.agent.environment import image_size
+from bvb_addon.dataset import Question, video_path
+from bvb_addon.errors import ArgumentError, BVBError
+from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy, probe
 from bvb_addon.outcomes import FAULT_EXIT
+from bvb_addon.pricing import image_tokens
+from bvb_addon.video import check_video, sample_uniform
 
 from . import protocol as protocols
 from .cache import AnswerStore, JudgeCache, cache_key, frames_hash
-from .judge_options import BudgetHolder, JudgeOptions
+from .judge_frames import release_frames
+from .judge_options import JudgeOptions
 from .pricing import Pricing
+from .protocols.dual_vqa_v1 import instruction
 
 log = logging.getLogger(__name__)
 
@@ -125,42 +132,39 @@ class VLMJudge:
 
     def __init__(
         self,
-        base_url: str,
-        model: str,
-        protocol: str = JudgeOptions.protocol,
+        options: JudgeOptions,
         *,
         cache: AnswerStore | None = None,
-        api_key: str | None = None,
-        api_key_env: str = JudgeOptions.api_key_env,
         settings: JudgeSettings | None = None,
-        pricing: Pricing | None = None,
-        retries: int = JudgeOptions.retries,
-        backoff_s: float = JudgeOptions.retry_base_delay,
-        timeout_s: float = 120.0,
-        max_tokens_field: str = JudgeOptions.max_tokens_field,
         cap: AbstractContextManager[object] | None = None,
-        prompt_kind: str | None = JudgeOptions.prompt_kind,
-        budget: BudgetHolder | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
     ):
-        self.model = model
-        self.protocol = protocols.check_protocol(protocol)
+        """``options``: the endpoint, model, protocol, key variable, prices, retries and budget (JudgeOptions);
+        ``cache``: where answers are kept; ``settings``: the request (default: the protocol's own); ``cap``: held
+        around each HTTP request (bvb_addon.backend.ConcurrencyCap); ``api_key``: the key itself (tests)."""
+        if not options.base_url or not options.model:
+            raise ArgumentError("a VLM judge needs --judge-base-url and --judge-model")
+        self.model = options.model
+        self.protocol = protocols.check_protocol(options.protocol)
         # VSI-Bench's numeric post-prompt differs for API and local models; auto reads it from the URL.
-        self.prompt_kind = prompt_kind_of(base_url) if prompt_kind in (None, "auto") else prompt_kind
+        kind = options.prompt_kind
+        self.prompt_kind = prompt_kind_of(options.base_url) if kind in (None, "auto") else kind
         protocols.vsi_number_post_prompt(self.prompt_kind)
         self.cache = cache
         self.settings = settings or JudgeSettings.of(self.protocol)
-        self.pricing = pricing or Pricing(model)
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.max_tokens_field = max_tokens_field
-        self.api_key_env = api_key_env
+        self.pricing = Pricing(options.model, options.price_in, options.price_out)
+        self.retries = options.retries
+        self.backoff_s = options.retry_base_delay
+        self.max_tokens_field = options.max_tokens_field
+        self.api_key_env = options.api_key_env
         # Local servers take any key; hosted ones say so in a 401 that we surface as is.
-        self._key = api_key or os.environ.get(api_key_env) or "EMPTY"
-        self.base_url, self.timeout_s = base_url, timeout_s
+        self._key = api_key or os.environ.get(options.api_key_env) or "EMPTY"
+        self.base_url, self.timeout_s = options.base_url, timeout_s
         # A context manager held around each HTTP request (bvb_addon.backend.ConcurrencyCap), or None.
         self.cap = cap
         # A campaign's budget holder (bvb_addon.agent.budget), or None: each call reserves its worst case first.
-        self.budget = budget
+        self.budget = options.budget
         self._connect()
 
     def _connect(self) -> None:
@@ -183,8 +187,6 @@ class VLMJudge:
 
     def probe(self, wait_s: float) -> list[str]:
         """One GET /models before scoring: a bad key, URL or model id fails here, in seconds (openai_client.probe)."""
-        from bvb_addon.openai_client import probe
-
         return probe(self.client, self.model, self.api_key_env, wait_s)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -210,9 +212,6 @@ class VLMJudge:
 
     def source_path(self, videos_root: str | Path, dataset: str, scene: str) -> Path:
         """The file the source side needs (VideoError when it is missing, empty or not a video: bad input)."""
-        from bvb_addon.dataset import video_path
-        from bvb_addon.video import check_video
-
         return check_video(video_path(videos_root, dataset, scene))
 
     def load_source(self, videos_root: str | Path, dataset: str, scene: str, video: Path) -> Media:
@@ -225,12 +224,8 @@ class VLMJudge:
         """Sample the judge's frames from a clip, the protocol's way (VideoError naming the clip if unreadable)."""
         s = self.settings
         if s.frame_method == "release":
-            from .judge_frames import release_frames
-
             frames = release_frames(video, s.frames, s.longest_side, s.jpeg_quality).jpegs
         else:
-            from bvb_addon.video import sample_uniform
-
             frames = sample_uniform(video, s.frames, longest_side=s.longest_side, quality=s.jpeg_quality)
         return Media(frames=frames, digest=frames_hash(frames))
 
@@ -249,8 +244,6 @@ class VLMJudge:
 
     def ask_text(self, question: Question, vote_index: int = 0) -> Answer:
         """One vote with no frames: the release's --text-only message (dual_vqa_v1's text-only instruction)."""
-        from .protocols.dual_vqa_v1 import instruction
-
         prompt = instruction(question.question, frames=False)
         media = Media(frames=[], digest=frames_hash([]))
         key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
@@ -274,9 +267,6 @@ class VLMJudge:
 
     def _worst_case(self, frames: list[bytes], prompt: str) -> float:
         """USD one call could cost: every frame at its image-token bound, the prompt, the whole completion."""
-        from bvb_addon.agent.environment import image_size
-        from bvb_addon.pricing import image_tokens
-
         tokens = len(prompt) // 2 + 64
         for frame in frames:
             try:
@@ -351,9 +341,6 @@ class VLMJudge:
 
 def prompt_kind_of(base_url: str | None) -> str:
     """ "local" for a server on this machine or a private network (a model served locally), else "api"."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
     host = urlsplit(str(base_url or "")).hostname or ""
     if host == "localhost" or host.endswith(".local"):
         return "local"

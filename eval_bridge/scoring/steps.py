@@ -15,10 +15,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import av
+
+from bvb_addon import video
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
+from bvb_addon.command_line import sub_parser
 from bvb_addon.dataset import Question
+from bvb_addon.render_stage import uniform_frames
 from bvb_addon.run_dir import RunDir
-from bvb_addon.sandbox import SandboxConfig
+from bvb_addon.sandbox import SandboxConfig, Worker, WorkerError
 
 from .judge import Judge, JudgeError
 from .protocol import is_correct, score
@@ -44,15 +49,11 @@ class SnapshotReader:
     """One warm sandboxed worker that opens snapshots and reports their scene graphs or previews."""
 
     def __init__(self, sandbox_config: SandboxConfig | None = None):
-        from bvb_addon.sandbox import Worker
-
         self._dir = Path(tempfile.mkdtemp(prefix="bvb-steps-"))
         self.worker = Worker(self._dir / "workspace", self._dir / "snapshots", sandbox_config)
 
     def _load(self, blend):
         """The snapshot opened in the worker: True, False when the snapshot itself is unreadable."""
-        from bvb_addon.sandbox import WorkerError
-
         loaded = self.worker.load_blend(blend, snapshot=False)
         if loaded.status == "sandbox_error":
             # The worker, not the snapshot, failed: a fault for the exit code, never wrong answers.
@@ -68,9 +69,6 @@ class SnapshotReader:
 
     def preview(self, blend: Path) -> list[bytes] | None:
         """JPEG frames of a short render of the snapshot, or None when it cannot render."""
-        from bvb_addon import video
-        from bvb_addon.render_stage import uniform_frames
-
         if not self._load(blend):
             return None
         graph = self.worker.scene_graph([])
@@ -81,8 +79,6 @@ class SnapshotReader:
             return None
         jpegs = []
         for path in result.files:
-            import av
-
             with av.open(str(path)) as image:
                 rgb = next(image.decode(video=0)).to_ndarray(format="rgb24")
             jpegs.append(video.encode_jpeg(rgb, 80))
@@ -186,11 +182,10 @@ def run_steps(
 
 
 def add_parser(
-    sub: argparse._SubParsersAction, make_judge_args: Callable[[argparse.ArgumentParser], object]
+    sub: argparse._SubParsersAction, add_run_options: Callable[[argparse.ArgumentParser], object]
 ) -> argparse.ArgumentParser:
-    """``bvb score steps``'s parser."""
-    from bvb_addon.command_line import sub_parser
-
+    """``bvb score steps``'s parser: a run's options (``add_run_options``: api.StepsOptions', generated), then a
+    video generator's."""
     p = sub_parser(
         sub,
         "steps",
@@ -199,11 +194,7 @@ def add_parser(
         "  bvb score steps --generator-steps wan=steps/wan --tasks tasks.jsonl --out results/vgi_steps "
         "--judge-base-url URL --judge-model M --step-range 4 10",
     )
-    p.add_argument("--run", help="the run directory (results/<run>); with --split and --videos (default: none, then --generator-steps)")
-    p.add_argument("--split", help="split file (JSON lines, VSI-Bench fields); required with --run (default: none)")
-    p.add_argument("--videos", help="source videos root: <root>/<dataset>/<scene>.mp4; required with --run (default: none)")
-    p.add_argument("--scenes", nargs="+", help="only these scenes (default: all)")
-    make_judge_args(p)
+    add_run_options(p)
     vgi = p.add_argument_group("a video generator's denoising steps (instead of --run; the VLM judge of bvb score vgi)")
     vgi.add_argument(
         "--generator-steps", nargs="+", metavar="[NAME=]DIR",
