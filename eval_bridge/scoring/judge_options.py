@@ -84,6 +84,12 @@ class JudgeOptions:
             raise ArgumentError(f"judge {self.kind!r}: use vlm or geometry")
         if self.protocol not in PROTOCOLS:
             raise ArgumentError(f"unknown protocol {self.protocol!r}: use {' or '.join(PROTOCOLS)}")
+        if self.retries < 0 or self.retry_base_delay < 0:
+            raise ArgumentError(
+                f"--retries {self.retries} and --retry-base-delay {self.retry_base_delay} can't be negative"
+            )
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ArgumentError(f"--judge-concurrency must be at least 1, got {self.concurrency}")
         if self.kind == "vlm" and not (self.base_url and self.model):
             raise ArgumentError(
                 "a VLM judge needs --judge-base-url and --judge-model (or --judge geometry for the offline judge)"

@@ -161,6 +161,8 @@ class ServeOptions:
             raise ArgumentError(f"default judge {default_judge!r} is not configured; configured: {', '.join(judges)}")
         if default_encoder is not None and default_encoder not in encoders:
             raise ArgumentError(f"default encoder {default_encoder!r} is not configured; add it under [encoders]")
+        if not 0 <= self.port <= 65535:
+            raise ArgumentError(f"serve: port {self.port} is not a port; use 0 to 65535 (0 picks a free one)")
         if not is_loopback(self.host) and not self.token:
             raise ArgumentError(
                 f"serve: binding {self.host} exposes the service beyond this machine; "
