@@ -1,14 +1,27 @@
 """What annotating the eval bridge and headless turned up: each case used to end in a TypeError or
 AttributeError deep inside, and is now a one-line error naming the fix (or works)."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import requests
 
 from bvb_addon.errors import ArgumentError, BVBError
+from bvb_addon.options import from_mapping, from_namespace, to_mapping
 from bvb_addon.outcomes import rerun_command
 from eval_bridge import cli
-from eval_bridge.api import JudgeOptions, make_judge
+from eval_bridge.api import (
+    EncoderOptions,
+    JudgeOptions,
+    LSOptions,
+    OverallOptions,
+    OverallResult,
+    StepsOptions,
+    make_judge,
+    score_overall,
+)
 from eval_bridge.scoring.judge import Judge, Media, VLMJudge
 from eval_bridge.scoring.preprocess import PreprocessError, Preprocessing, output_size, preprocess
 from eval_bridge.service.app import Guard, ServeOptions, Service, build_app
@@ -83,3 +96,48 @@ def test_every_bridge_subcommand_and_the_roots_command_still_parse(capsys):
         assert stop.value.code == 0 and "usage:" in capsys.readouterr().out, command
     assert roots.main(["path", "sid"]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+# ---- score ls, overall and steps as typed stages --------------------------------------------------
+
+
+def test_the_ls_and_steps_parsers_are_their_options_classes(monkeypatch, capsys):
+    parser = cli.build_parser()
+    argv = ["ls", "--run", "r", "--split", "s.jsonl", "--videos", "v", "--model", "vjepa2_1_vit_large_384",
+            "--device", "cpu", "--dtype", "float32", "--num-frames", "16", "--trust-remote-code",
+            "--encoder-repo", "repo", "--checkpoint", "w.pt", "--resume", "--scenes", "a", "--backend", "ray",
+            "--ray-address", "auto", "--scenes-per-task", "4", "--shard", "1/2"]  # fmt: skip
+    options = from_namespace(LSOptions, parser.parse_args(argv))
+    encoder = EncoderOptions("vjepa2_1_vit_large_384", "cpu", "float32", True, 16, "repo", "w.pt")
+    assert options == LSOptions(Path("r"), Path("s.jsonl"), Path("v"), encoder, resume=True, scenes=("a",),
+                                backend="ray", ray_address="auto", scenes_per_task=4, shard=(1, 2))  # fmt: skip
+    assert "--model is now --encoder" in capsys.readouterr().err
+    # The encoder's default is read when the stage runs: $BVB_VJEPA_MODEL, else the release's.
+    bare = from_namespace(LSOptions, parser.parse_args(["ls", "--run", "r", "--split", "s", "--videos", "v"]))
+    monkeypatch.setenv("BVB_VJEPA_MODEL", "/models/vjepa2")
+    assert bare.encoder.model is None and bare.encoder.resolved() == "/models/vjepa2"
+    with pytest.raises(BVBError, match=r"--encoder vjepa2_1_vit_large_384 needs --checkpoint FILE"):
+        EncoderOptions("vjepa2_1_vit_large_384").spec()
+    with pytest.raises(ArgumentError, match=r"^campaign.toml \[ls\] encoder: unknown key 'frames'"):
+        from_mapping(LSOptions, {"run": "r", "split": "s", "videos": "v", "encoder": {"frames": 8}},
+                     "campaign.toml [ls]")  # fmt: skip
+    steps = from_namespace(StepsOptions, parser.parse_args(
+        ["steps", "--run", "r", "--split", "s", "--videos", "v", "--judge", "geometry", "--scenes", "a", "b"]
+    ))  # fmt: skip
+    assert steps == StepsOptions(Path("r"), Path("s"), Path("v"), JudgeOptions(kind="geometry"), scenes=("a", "b"))
+    with pytest.raises(ArgumentError, match=r"^bvb score steps needs --split, --videos \(a BVB run\)"):
+        StepsOptions(run=Path("r")).check()
+
+
+def test_score_overall_called_with_options_returns_the_record_it_wrote(tmp_path, capsys):
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "dual_vqa_summary.json").write_text(json.dumps({"retention_rate": 0.64, "judge_model": "gpt-4o"}))
+    (run / "vision_sim_summary.json").write_text(json.dumps({"vision_sim": 0.36, "model": "vjepa2"}))
+    result = score_overall(OverallOptions(run))
+    assert isinstance(result, OverallResult) and result.path == run / "overall.json"
+    assert result.record.overall == pytest.approx(49.0) and result.record.judge_model == "gpt-4o"
+    assert result.to_summary() == json.loads(result.path.read_text())
+    assert to_mapping(result)["record"]["dual_vqa"] == pytest.approx(64.0)
+    assert cli.main(["overall", "--run", str(run)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["Overall 49.00 (DV 64.00, LS 36.00)", f"wrote {run / 'overall.json'}"]
