@@ -55,7 +55,7 @@ ENCODER_ENV = "BVB_VJEPA_MODEL"
 Progress = Callable[[int, int], None]
 """(done, total) of a scoring pass: questions for DV, scenes for LS."""
 Summary = dict[str, Any]
-"""A summary as its file holds it (the VGI stages still return these)."""
+"""A summary as its file holds it: what a typed result's ``to_summary()`` gives."""
 
 Backend = Literal["local", "ray"]
 _RUN = "the run directory (results/<run>)"

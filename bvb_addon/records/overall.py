@@ -1,6 +1,6 @@
 """overall.json: the run's Overall from its DV and LS (docs/contracts.md, Eval bridge outputs).
 
-Written by ``eval_bridge.scoring.overall.compute_overall`` only (atomically); read by the leaderboard.
+Written by ``eval_bridge.scoring.overall.overall_record`` only (``eval_bridge.api.score_overall``) (atomically); read by the leaderboard.
 """
 
 from dataclasses import dataclass, field

@@ -97,11 +97,6 @@ def summaries(run_dir: str | Path) -> tuple[DVSummary | None, LSSummary | None]:
     return dv, ls
 
 
-def compute_overall(run_dir: str | Path) -> dict:
-    """Write <run>/overall.json from the run's DV and LS summaries; returns its content."""
-    return overall_record(run_dir).as_dict()
-
-
 def overall_record(run_dir: str | Path) -> OverallRecord:
     """The run's Overall from its DV and LS summaries, written to <run>/overall.json."""
     run_dir = Path(run_dir)
@@ -461,4 +456,4 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join([*lines, versus] if versus else lines)
 
 
-__all__ = ["COLUMNS", "compute_overall", "format_table", "overall_score"]
+__all__ = ["COLUMNS", "format_table", "overall_record", "overall_score"]
