@@ -2,6 +2,7 @@
 AttributeError deep inside, and is now a one-line error naming the fix (or works)."""
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -141,3 +142,20 @@ def test_score_overall_called_with_options_returns_the_record_it_wrote(tmp_path,
     assert to_mapping(result)["record"]["dual_vqa"] == pytest.approx(64.0)
     assert cli.main(["overall", "--run", str(run)]) == 0
     assert capsys.readouterr().out.splitlines() == ["Overall 49.00 (DV 64.00, LS 36.00)", f"wrote {run / 'overall.json'}"]
+
+
+def test_steps_and_ls_name_a_bad_split_before_any_endpoint_or_encoder(tmp_path, capsys):
+    run = tmp_path / "r1"
+    (run / "blends").mkdir(parents=True)
+    (tmp_path / "videos").mkdir()
+    split = tmp_path / "split.jsonl"
+    split.write_text("not json\n")
+    where = ["--run", str(run), "--split", str(split), "--videos", str(tmp_path / "videos")]
+    dead = ["--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m", "--probe-wait", "30"]
+    start = time.monotonic()
+    assert cli.main(["steps", *where, *dead]) == 2
+    assert "split.jsonl line 1: malformed JSON" in capsys.readouterr().err
+    # LS: before the encoder (minutes for ViT-G) is looked for or loaded.
+    assert cli.main(["ls", *where, "--encoder", str(tmp_path / "no-such-snapshot")]) == 2
+    assert "split.jsonl line 1: malformed JSON" in capsys.readouterr().err
+    assert time.monotonic() - start < 10  # no 30 s probe
