@@ -63,19 +63,12 @@ def _render_finished(scene_name, outcome):
     s.render_status = s.status = message
 
 
-def _render(stage_module, run_dir, scene_id, preset, frames, resolution, allow_weak_sandbox, job):
-    """The render job's work (no bpy): the render stage for one scene; returns (row, mp4 path, whether it exists)."""
-    options = stage_module.RenderOptions(
-        run=run_dir,
-        scenes=(scene_id,),
-        preset=preset,
-        num_frames=frames,
-        resolution=resolution,
-        progress=False,
-        sandbox=platforms.sandbox_config(allow_weak_sandbox),
-    )
-    result = stage_module.render_run(options)
-    path = RunDir(run_dir).render(scene_id)
+def _render(options, job):
+    """The render job's work (no bpy): the render stage for the options' one scene; returns (row, mp4 path, whether
+    it exists)."""
+    result = render_stage.render_run(options)
+    scene_id = options.scenes[0]
+    path = RunDir(options.run).render(scene_id)
     return result.rows.get(scene_id) or {}, path, path.is_file()
 
 
@@ -101,16 +94,17 @@ class BVB_OT_render_camera(BVBPollMixin, bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.bvb
-        work = functools.partial(
-            _render,
-            render_stage,
-            Path(bpy.path.abspath(s.run_dir)),
-            s.scene_id,
-            s.render_preset,
-            s.render_frames,
-            s.render_resolution,
-            preferences.allow_weak_sandbox(context),
+        # The panel's settings as the render stage's options (read here, on Blender's thread; the job has no bpy).
+        options = render_stage.RenderOptions(
+            run=Path(bpy.path.abspath(s.run_dir)),
+            scenes=(s.scene_id,),
+            preset=s.render_preset,
+            num_frames=s.render_frames,
+            resolution=s.render_resolution,
+            progress=False,
+            sandbox=platforms.sandbox_config(preferences.allow_weak_sandbox(context)),
         )
+        work = functools.partial(_render, options)
         name = context.scene.name
         background.start(("render", name), work, on_done=functools.partial(_render_finished, name))
         s.render_status = "rendering"
