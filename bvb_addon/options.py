@@ -357,6 +357,11 @@ def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
         if isinstance(value, str) or not isinstance(value, list | tuple):
             raise _bad(where, key, value, tp)
         return tuple(_coerce(v, item, where, key) for v in value)
+    if typing.get_origin(base) is tuple:  # a fixed pair such as a shard (i, N): one value per place
+        places = typing.get_args(base)
+        if isinstance(value, str) or not isinstance(value, list | tuple) or len(value) != len(places):
+            raise ArgumentError(f"{where}: {key} = {value!r}: give {len(places)} values, e.g. [1, 4]")
+        return tuple(_coerce(v, t, where, key) for v, t in zip(value, places, strict=True))
     entry = _table_type(base)
     if entry is not None:
         if not isinstance(value, Mapping):

@@ -218,3 +218,11 @@ def test_a_stage_gives_a_sub_options_field_a_help_of_its_own():
     q = Parser(prog="bvb exec")
     add_options(q, Exec)  # the same field keeps its own help where no stage overrides it
     assert {a.option_strings[0]: a.help for a in q._actions if a.option_strings}["--memory"].startswith("memory, GiB")
+
+
+def test_a_fixed_pair_in_a_file_becomes_a_typed_tuple():
+    assert from_mapping(Score, {"run": "r", "shard": [1, 4]}, "t").shard == (1, 4)
+    with pytest.raises(ArgumentError, match=r"t: shard = \[1\]: give 2 values"):
+        from_mapping(Score, {"run": "r", "shard": [1]}, "t")
+    with pytest.raises(ArgumentError, match="shard = 'x' is not a integer"):
+        from_mapping(Score, {"run": "r", "shard": ["x", 2]}, "t")
