@@ -23,6 +23,7 @@ from bvb_addon.command_line import add_log_flags, setup_logging
 from bvb_addon.errors import USER_ERRORS, BVBError, report
 from bvb_addon.options import add_options, from_namespace, option
 from bvb_addon.render_stage import RenderOptions, render_run
+from bvb_addon.run_dir import RunDir
 from bvb_addon.sandbox import SandboxConfig
 from eval_bridge import api
 from eval_bridge.api import DVOptions, EncoderOptions, LSOptions
@@ -130,7 +131,7 @@ def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Ca
     say(result.line)
     if result.exit_code:
         raise DemoError(f"agent {agent}: {result.faults} scene(s) ended in a harness or environment fault "
-                        f"(see {run_dir / 'agent_meta'}); run the demo again to retry them")  # fmt: skip
+                        f"(see {RunDir(run_dir).metas}); run the demo again to retry them")  # fmt: skip
 
 
 def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None]) -> None:
