@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import progress
+
 SCORE_STAGES = ("dv", "ls", "overall", "vgi", "vgi-filter", "steps")
 """The eval bridge's subcommands that ``bvb score`` runs; its others are stages of their own."""
 
@@ -161,8 +163,6 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
             handler.setFormatter(_Formatter(verbose))
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     own = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    from . import progress
-
     progress.quiet = quiet
     for name in OWN_LOGGERS:
         logging.getLogger(name).setLevel(own)

@@ -1,5 +1,6 @@
 """Defaults shared by the add-on, the headless runner and the bridge client."""
 
+from dataclasses import MISSING, fields
 from typing import Any
 
 PROVIDER_BASE_URL = "https://api.openai.com/v1"
@@ -12,6 +13,5 @@ COST_LIMIT_USD = 3.00
 
 def dataclass_defaults(cls: type) -> dict[str, Any]:
     """{field: default} of a settings dataclass, so a command line states none of its defaults again."""
-    from dataclasses import MISSING, fields
 
     return {f.name: f.default for f in fields(cls) if f.default is not MISSING}

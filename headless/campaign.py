@@ -51,6 +51,7 @@ import difflib
 import math
 import os
 import shlex
+import sqlite3
 import sys
 import time
 import tomllib
@@ -385,7 +386,6 @@ def agent_spent(campaign: Campaign) -> float:
 def judge_spent(campaign: Campaign) -> float:
     """USD of the judge calls made for the campaign: every paid answer is in the results folder's
     judge cache exactly once (content-keyed), with its cost, so a killed session's count survives."""
-    import sqlite3
 
     shared = RunDir(campaign.results / "x").shared
     path = RunDir.judge_cache(shared)

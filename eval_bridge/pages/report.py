@@ -355,6 +355,7 @@ def _plots(runs, assets):
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (and numpy with it) loads only when a report draws a chart
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -423,6 +424,7 @@ def _steps_plot(runs, assets):
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib (and numpy with it) loads only when a report draws a chart
     import matplotlib.pyplot as plt
     import numpy as np
 

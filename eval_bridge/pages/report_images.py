@@ -55,7 +55,7 @@ def read_plain(path: str | Path) -> tuple[bytes, int] | None:
 
 def thumbnail(data: bytes, box: tuple[int, int] = THUMB_BOX) -> bytes | None:
     """A JPEG of the image fitted inside ``box``; None when it already fits or is not an image Pillow reads."""
-    from PIL import Image
+    from PIL import Image  # deferred: Pillow loads only when a step page has images
 
     try:
         with Image.open(io.BytesIO(data)) as opened:

@@ -53,6 +53,7 @@ def harness_key() -> str:
     here = Path(__file__).resolve().parent
     for name in ("html_page.py", "trajectory_page.py", "report.py", "report_manifest.py", "report_images.py"):
         digest.update((here / name).read_bytes())
+    # deferred: only their versions are read, when a manifest key is made
     import PIL
     import pygments
 
