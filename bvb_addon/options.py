@@ -342,12 +342,19 @@ def _bad(where: str, key: str, value: Any, tp: Any) -> ArgumentError:
     return ArgumentError(f"{where}: {key} = {value!r} is not a {_type_name(tp)}; fix the value")
 
 
-def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
+def _coerce(value: Any, tp: Any, where: str, key: str, parse: Callable[[str], Any] | None = None) -> Any:
     base, optional = _unwrap_optional(tp)
     if value is None:
         if optional:
             return None
         raise _bad(where, key, value, tp)
+    if parse is not None and isinstance(value, str) and base is not str and _item_type(base) is None:
+        # A file may spell a value as the command line does ("a=videos/a", "4G", "1/4"): the field's own parser
+        # reads it, so both places accept the same words.
+        try:
+            return parse(value)
+        except (BVBError, ValueError, argparse.ArgumentTypeError) as exc:
+            raise ArgumentError(f"{where}: {key} = {value!r}: {exc}") from None
     if is_options(base):
         if not isinstance(value, Mapping):
             raise ArgumentError(f"{where}: {key} must be a table of {base.__name__}'s fields; fix the value")
@@ -356,7 +363,7 @@ def _coerce(value: Any, tp: Any, where: str, key: str) -> Any:
     if item is not None:
         if isinstance(value, str) or not isinstance(value, list | tuple):
             raise _bad(where, key, value, tp)
-        return tuple(_coerce(v, item, where, key) for v in value)
+        return tuple(_coerce(v, item, where, key, parse) for v in value)
     if typing.get_origin(base) is tuple:  # a fixed pair such as a shard (i, N): one value per place
         places = typing.get_args(base)
         if isinstance(value, str) or not isinstance(value, list | tuple) or len(value) != len(places):
@@ -449,7 +456,8 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, *, flat: boo
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"the keys are: {', '.join(sorted(known))}"
             raise ArgumentError(f"{where}: unknown key {key!r}; {hint}")
-        values[key] = _coerce(value, known[key][1], where, key)
+        field, tp = known[key]
+        values[key] = _coerce(value, tp, where, key, field.metadata.get("parse"))
     missing = [f.name for f, _ in known.values() if f.name not in values and _default(f) is MISSING]
     if missing:
         raise ArgumentError(f"{where}: {', '.join(missing)} missing; add {' and '.join(missing)} = ...")

@@ -226,3 +226,25 @@ def test_a_fixed_pair_in_a_file_becomes_a_typed_tuple():
         from_mapping(Score, {"run": "r", "shard": [1]}, "t")
     with pytest.raises(ArgumentError, match="shard = 'x' is not a integer"):
         from_mapping(Score, {"run": "r", "shard": ["x", 2]}, "t")
+
+
+def _pair(text: str) -> tuple[str, Path]:
+    name, sep, folder = text.partition("=")
+    if not sep:
+        raise ValueError("write NAME=DIR")
+    return name, Path(folder)
+
+
+@dataclass(frozen=True)
+class Spelled:
+    pairs: tuple[tuple[str, Path], ...] = option((), "NAME=DIR pairs", parse=_pair)
+    one: tuple[str, Path] | None = option(None, "one NAME=DIR", parse=_pair)
+
+
+def test_a_file_may_spell_a_value_as_the_command_line_does():
+    # The field's own parser reads a word in a file, so a table and the command line accept the same words
+    # (this is how a campaign's [vgi] generators = ["a=videos/a"] is read).
+    spelled = from_mapping(Spelled, {"pairs": ["a=x", ["b", "y"]], "one": "c=z"}, "t")
+    assert spelled.pairs == (("a", Path("x")), ("b", Path("y"))) and spelled.one == ("c", Path("z"))
+    with pytest.raises(ArgumentError, match=r"^t: pairs = 'x': write NAME=DIR$"):
+        from_mapping(Spelled, {"pairs": ["x"]}, "t")
