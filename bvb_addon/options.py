@@ -418,16 +418,18 @@ def _leaves(cls: type, path: tuple[str, ...] = ()) -> Iterator[tuple[str, tuple[
 def nest(cls: type, data: Mapping[str, Any], where: str) -> dict[str, Any]:
     """A flat table as ``from_mapping`` reads it: a key that is no field of ``cls`` but the field of exactly one
     of its sub-options (``model`` for ``agent.model``) goes into that sub-table; a name two sub-options share is
-    an error naming both (give it in its sub-table)."""
+    an error naming both (give it in its sub-table), and so is a field given both flat and in its sub-table.
+    ``data`` is not changed."""
     own = {f.name for f, _ in _fields(cls)}
     homes: dict[str, list[tuple[str, ...]]] = {}
     for name, path in _leaves(cls):
         homes.setdefault(name, []).append(path)
-    out: dict[str, Any] = {}
+    # The table's own keys first (sub-tables copied), so a flat key lands in its sub-table whatever the order,
+    # and neither overwrites the other.
+    out: dict[str, Any] = {key: _copied(value) for key, value in data.items() if key in own or not homes.get(key)}
     for key, value in data.items():
         paths = homes.get(key, [])
         if key in own or not paths:
-            out[key] = value
             continue
         if len(paths) > 1:
             tables = " or ".join(f"[{'.'.join(p)}]" for p in paths)
@@ -437,8 +439,16 @@ def nest(cls: type, data: Mapping[str, Any], where: str) -> dict[str, Any]:
             table = table.setdefault(part, {})
             if not isinstance(table, dict):
                 raise ArgumentError(f"{where}: {part} must be a table; fix the value")
+        if key in table:
+            sub = ".".join(paths[0])
+            raise ArgumentError(f"{where}: {key} is given twice, flat and in [{sub}]; keep one")
         table[key] = value
     return out
+
+
+def _copied(value: Any) -> Any:
+    """A table's sub-tables copied (``nest`` fills them; the caller's data stays as it was)."""
+    return {k: _copied(v) for k, v in value.items()} if isinstance(value, Mapping) else value
 
 
 def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, *, flat: bool = False, **given: Any) -> T:

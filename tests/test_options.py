@@ -180,6 +180,20 @@ def test_a_flat_table_names_sub_options_fields_by_their_names():
         from_mapping(Score, {"run": "r", "nope": 1}, "t", flat=True)
 
 
+@pytest.mark.parametrize("flat_first", [True, False])
+def test_a_flat_key_and_its_sub_table_together_keep_both_whatever_the_order(flat_first):
+    table = {"base_url": "u"} if flat_first else {}
+    table = {**table, "run": "r", "judge": {"retries": 2}}
+    if not flat_first:
+        table["base_url"] = "u"
+    given = {k: (dict(v) if isinstance(v, dict) else v) for k, v in table.items()}
+    judge = from_mapping(Score, table, "t", flat=True).judge
+    assert (judge.base_url, judge.retries) == ("u", 2)
+    assert table == given  # the caller's table is not filled in
+    with pytest.raises(ArgumentError, match=r"^t: retries is given twice, flat and in \[judge\]; keep one$"):
+        from_mapping(Score, {**table, "retries": 3}, "t", flat=True)
+
+
 @dataclass(frozen=True)
 class Limits:
     step_s: float = option(60.0, "wall-clock limit of one step, s", flag="--timeout", cli=False)
