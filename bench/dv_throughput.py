@@ -28,6 +28,7 @@ from eval_bridge.scoring.cache import JudgeCache  # noqa: E402
 from eval_bridge.scoring.dv import DualVQA  # noqa: E402
 from eval_bridge.scoring.judge import VLMJudge  # noqa: E402
 from eval_bridge.scoring.judge_options import JudgeOptions  # noqa: E402
+from eval_bridge.scoring.pass_options import DVOptions  # noqa: E402
 from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 
@@ -72,11 +73,14 @@ def build(root, questions, scenes):
 
 def timed(server, root, run, questions, workers, cache_name):
     cache = JudgeCache(root / cache_name)
-    judge = VLMJudge(JudgeOptions(base_url=server.base_url, model="gpt-4o", retry_base_delay=0.05), cache=cache)
+    judged_by = JudgeOptions(
+        base_url=server.base_url, model="gpt-4o", retry_base_delay=0.05, shared=str(root / f"shared_{cache_name}")
+    )
+    judge = VLMJudge(judged_by, cache=cache)
     before = server.calls
     start = time.perf_counter()
-    summary = DualVQA(root / "results" / run, questions, root / "videos", judge, workers=workers,
-                      shared=root / f"shared_{cache_name}").run()  # fmt: skip
+    options = DVOptions(root / "results" / run, root / "split.jsonl", root / "videos", judged_by, workers=workers)
+    summary = DualVQA(options, questions, judge).run()
     seconds = time.perf_counter() - start
     cache.close()
     assert summary["retention_rate"] == 1.0, summary

@@ -10,7 +10,6 @@ scoring function of a run directory holds the run's lock file (``runlock``) whil
 and a service job never score one run at once.
 """
 
-import argparse
 import contextlib
 import hashlib
 import logging
@@ -24,7 +23,7 @@ from typing import Any, Literal
 
 from bvb_addon.backend import ConcurrencyCap, require_ray
 from bvb_addon.dataset import read_split
-from bvb_addon.errors import ArgumentError, BVBError
+from bvb_addon.errors import ArgumentError
 from bvb_addon.openai_client import EndpointRefused
 from bvb_addon.options import option
 from bvb_addon.records import DVSummary, LSSummary, OverallRecord, read_dv_rows
@@ -40,6 +39,7 @@ from .scoring.geometry import GeometryJudge
 from .scoring.judge import JudgeError, JudgeSettings, VLMJudge
 from .scoring.judge_options import JudgeOptions
 from .scoring.overall import overall_record
+from .scoring.pass_options import RAY_HELP, RUN_HELP, SPLIT_HELP, VIDEOS_HELP, Backend, DVOptions
 from .scoring.steps import run_steps
 from .vgi import leaderboard as vgi_leaderboard
 from .vgi.options import CACHE, VGIOptions, VGIResult, VGIStepsOptions, VGIStepsResult
@@ -56,25 +56,6 @@ Progress = Callable[[int, int], None]
 """(done, total) of a scoring pass: questions for DV, scenes for LS."""
 Summary = dict[str, Any]
 """A summary as its file holds it: what a typed result's ``to_summary()`` gives."""
-
-Backend = Literal["local", "ray"]
-_RUN = "the run directory (results/<run>)"
-_SPLIT = "split file (JSON lines, VSI-Bench fields)"
-_VIDEOS = "source videos root: <root>/<dataset>/<scene>.mp4"
-_RAY = "Ray cluster to join (auto, or HOST:PORT; default: $RAY_ADDRESS or a local Ray)"
-
-
-def _shard(parse: Callable[[str], tuple[int, int]]) -> Callable[[str], tuple[int, int]]:
-    """``--shard i/N`` parsed by the scorer's own reader; its one line stays argparse's error (exit 2)."""
-
-    def shard(value: str) -> tuple[int, int]:
-        try:
-            return parse(value)
-        except BVBError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return shard
-
 
 @dataclass(frozen=True)
 class EncoderOptions:
@@ -126,75 +107,24 @@ def _names_a_hub_entry(encoder: str) -> bool:
 
 
 @dataclass(frozen=True)
-class DVOptions:
-    """One Dual VQA pass over a run: the split, the source videos, the judge and how to ask it."""
-
-    run: Path = option(help=_RUN)
-    split: Path | None = option(None, f"{_SPLIT}; required unless --merge-shards")
-    videos: Path | None = option(None, f"{_VIDEOS}; required unless --merge-shards")
-    judge: JudgeOptions = option(help="the judge", default_factory=JudgeOptions)
-    votes: int = option(1, "ask N times, take the majority (ties are wrong)")
-    workers: int = option(8, "questions scored at once (in each scene task on Ray)")
-    resume: bool = option(False, "keep questions already scored by this judge")
-    scenes: tuple[str, ...] | None = option(
-        None, "re-score only these scenes (other scenes' rows are kept; default: all)", nargs="+"
-    )
-    backend: Backend = option("local", "local threads, or Ray tasks")
-    ray_address: str | None = option(None, _RAY)
-    shard: tuple[int, int] | None = option(
-        None,
-        "score the i-th of N scene shards (scenes in name order, every N-th) into dual_vqa.shard-i-of-N.jsonl "
-        "(default: every scene, into dual_vqa.jsonl)",
-        metavar="i/N",
-        parse=_shard(dv_scoring.parse_shard),
-    )
-    merge_shards: bool = option(
-        False,
-        "merge the run's dual_vqa.shard-<i>-of-<N>.jsonl into dual_vqa.jsonl and its summary (no judge calls)",
-    )
-    shard_count: int | None = option(
-        None, "with --merge-shards: the set of -of-N shards (default: the one N the run holds)", metavar="N"
-    )
-    text_only: bool = option(
-        False,
-        "the chance floor: ask every question of --split with no frames (the release's text-only prompt); "
-        "answers go to _dual_vqa_shared/text_only_answers.jsonl",
-    )
-
-    def check(self) -> "DVOptions":
-        """The options alone (no file read): one line naming the flag and the fix."""
-        if self.merge_shards:
-            return self  # no judge is asked
-        if self.text_only and self.split is None:
-            raise ArgumentError("bvb score dv --text-only needs --split (the questions to ask)")
-        missing = [name for name in ("split", "videos") if getattr(self, name) is None]
-        if missing and not self.text_only:
-            raise ArgumentError(f"bvb score dv needs --{' and --'.join(missing)} (or --merge-shards to merge shards)")
-        if self.votes < 1 or self.workers < 1:
-            raise ArgumentError(f"--votes {self.votes} --workers {self.workers}: both must be at least 1")
-        self.judge.check()
-        return self
-
-
-@dataclass(frozen=True)
 class LSOptions:
     """One Latent Similarity pass over a run: the split, the source videos and the encoder."""
 
-    run: Path = option(help=_RUN)
-    split: Path = option(help=_SPLIT)
-    videos: Path = option(help=_VIDEOS)
+    run: Path = option(help=RUN_HELP)
+    split: Path = option(help=SPLIT_HELP)
+    videos: Path = option(help=VIDEOS_HELP)
     encoder: EncoderOptions = option(help="the encoder", default_factory=EncoderOptions, include=("trust_remote_code",))
     resume: bool = option(False, "keep scenes already scored with this model")
     scenes: tuple[str, ...] | None = option(None, "re-score only these scenes (default: all)", nargs="+")
     backend: Backend = option("local", "local threads, or Ray tasks")
-    ray_address: str | None = option(None, _RAY)
+    ray_address: str | None = option(None, RAY_HELP)
     scenes_per_task: int = option(8, "scenes per Ray task (one encoder load each)")
     shard: tuple[int, int] | None = option(
         None,
         "score the release's shard i/N (scenes in name order, every N-th) into vision_sim.shard-i-of-N.jsonl; "
         "the last shard to finish merges all N into vision_sim.jsonl (default: every scene, into vision_sim.jsonl)",
         metavar="SHARD",
-        parse=_shard(ls_scoring.parse_shard),
+        parse=ls_scoring.parse_shard,
     )
 
 
@@ -202,7 +132,7 @@ class LSOptions:
 class OverallOptions:
     """Overall of a run from its DV and LS summaries."""
 
-    run: Path = option(help=_RUN)
+    run: Path = option(help=RUN_HELP)
 
 
 @dataclass(frozen=True)
@@ -212,8 +142,8 @@ class StepsOptions:
     run: Path | None = option(
         None, "the run directory (results/<run>); with --split and --videos (default: none, then --generator-steps)"
     )
-    split: Path | None = option(None, f"{_SPLIT}; required with --run (default: none)")
-    videos: Path | None = option(None, f"{_VIDEOS}; required with --run (default: none)")
+    split: Path | None = option(None, f"{SPLIT_HELP}; required with --run (default: none)")
+    videos: Path | None = option(None, f"{VIDEOS_HELP}; required with --run (default: none)")
     judge: JudgeOptions = option(help="the judge", default_factory=JudgeOptions, exclude=("concurrency",))
     scenes: tuple[str, ...] | None = option(None, "only these scenes (default: all)", nargs="+")
 
@@ -432,23 +362,7 @@ def score_dv(options: DVOptions, progress: Progress | None = None, lock: bool = 
     with _holding(options.run, "eval_bridge dv", lock):
         judge = make_judge(options.judge, options.run, options.backend)
         try:
-            written = dv_scoring.DualVQA(
-                options.run,
-                questions,
-                options.videos,
-                judge,
-                votes=options.votes,
-                workers=options.workers,
-                resume=options.resume,
-                scenes=options.scenes,
-                shared=options.judge.shared,
-                progress=progress,
-                split_path=options.split,
-                backend=options.backend,
-                ray_address=options.ray_address,
-                probe_wait=options.judge.probe_wait if options.judge.kind == "vlm" else 0,
-                shard=options.shard,
-            ).run()
+            written = dv_scoring.DualVQA(options, questions, judge, progress).run()
         finally:
             _close(judge)
     summary_path = dv_scoring.shard_path(rd.dv_summary, options.shard)

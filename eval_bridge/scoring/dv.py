@@ -32,6 +32,7 @@ from .cache import clip_fingerprint, frames_hash
 from .distributed import score_dv_on_ray
 from .judge import Judge, VLMJudge
 from .judge_frames import opencv_version
+from .pass_options import DVOptions
 from .protocols.dual_vqa_v1 import instruction
 
 log = logging.getLogger(__name__)
@@ -359,17 +360,6 @@ def shard_path(path: Path, shard: tuple[int, int] | None) -> Path:
     return path.with_name(f"{path.stem}.shard-{shard[0]}-of-{shard[1]}{path.suffix}")
 
 
-def parse_shard(value: str) -> tuple[int, int]:
-    """``i/N`` with 1 <= i <= N (an ArgumentError naming the flag otherwise)."""
-    try:
-        index, count = (int(part) for part in value.split("/"))
-    except ValueError:
-        raise ArgumentError(f"--shard {value!r} must look like i/N, e.g. 1/8") from None
-    if not 1 <= index <= count:
-        raise ArgumentError(f"--shard {value!r} must satisfy 1 <= i <= N")
-    return index, count
-
-
 def shard_scenes(scenes: Iterable[str], shard: tuple[int, int]) -> set[str]:
     """The release's shard of the scenes: in name order, every N-th from the i-th."""
     ordered = sorted(set(scenes))
@@ -436,27 +426,20 @@ class DualVQA:
 
     def __init__(
         self,
-        run_dir: str | Path,
+        options: DVOptions,
         questions: Iterable[Question],
-        videos_root: str | Path,
         judge: "Judge",
-        *,
-        votes: int = 1,
-        workers: int = 8,
-        resume: bool = False,
-        scenes: Iterable[str] | None = None,
-        shared: str | Path | None = None,
         progress: Callable[[int, int], None] | None = None,
-        split_path: str | Path | None = None,
-        backend: str = "local",
-        ray_address: str | None = None,
-        probe_wait: float = 0,
-        shard: tuple[int, int] | None = None,
     ):
+        """``options`` whole (the API checked them); ``questions`` the split's, read once by the caller."""
+        if options.videos is None:
+            raise ArgumentError("a Dual VQA pass needs --videos (the source videos root)")
+        run_dir, videos_root, votes, workers = options.run, options.videos, options.votes, options.workers
         if votes < 1:
             raise ArgumentError(f"--votes must be at least 1, got {votes}")
         if workers < 1:
             raise ArgumentError(f"--workers must be at least 1, got {workers}")
+        scenes, shard, backend = options.scenes, options.shard, options.backend
         self.run_dir = Path(run_dir)
         self.rd = RunDir(self.run_dir)
         require_run(self.run_dir)  # a results folder or an empty one is refused, not scored as "DV 0.00"
@@ -480,15 +463,17 @@ class DualVQA:
         self.judge = judge
         self.votes = votes
         self.workers = workers
-        self.resume = resume
+        self.resume = options.resume
         self.scenes = wanted
         self.progress = progress
-        self.split_path = split_path
+        self.split_path = options.split
         if backend not in ("local", "ray"):
             raise ArgumentError(f"--backend {backend!r}: use local or ray")
-        self.backend, self.ray_address = backend, ray_address
-        # Seconds the judge's endpoint probe may wait before the first question (0: no probe).
-        self.probe_wait = probe_wait
+        self.backend, self.ray_address = backend, options.ray_address
+        # Seconds the judge's endpoint probe may wait before the first question (0: no probe; the geometry
+        # judge has no endpoint).
+        self.probe_wait = options.judge.probe_wait if options.judge.kind == "vlm" else 0
+        shared = options.judge.shared
         self.shared = _Shared(RunDir.shared_answers(shared or shared_dir(self.run_dir)), judge)
         self._render_states = _render_state(self.run_dir)
         self._open_pools()

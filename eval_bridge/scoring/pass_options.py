@@ -1,0 +1,79 @@
+"""What a scoring pass over a run is given: the words every pass's options share (the run, the split, the
+source videos, the backend), and Dual VQA's options, which ``DualVQA`` takes whole (imports nothing heavy)."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from bvb_addon.errors import ArgumentError
+from bvb_addon.options import option
+
+from .judge_options import JudgeOptions
+
+Backend = Literal["local", "ray"]
+RUN_HELP = "the run directory (results/<run>)"
+SPLIT_HELP = "split file (JSON lines, VSI-Bench fields)"
+VIDEOS_HELP = "source videos root: <root>/<dataset>/<scene>.mp4"
+RAY_HELP = "Ray cluster to join (auto, or HOST:PORT; default: $RAY_ADDRESS or a local Ray)"
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """``i/N`` with 1 <= i <= N (an ArgumentError naming the flag otherwise)."""
+    try:
+        index, count = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise ArgumentError(f"--shard {value!r} must look like i/N, e.g. 1/8") from None
+    if not 1 <= index <= count:
+        raise ArgumentError(f"--shard {value!r} must satisfy 1 <= i <= N")
+    return index, count
+
+
+@dataclass(frozen=True)
+class DVOptions:
+    """One Dual VQA pass over a run: the split, the source videos, the judge and how to ask it."""
+
+    run: Path = option(help=RUN_HELP)
+    split: Path | None = option(None, f"{SPLIT_HELP}; required unless --merge-shards")
+    videos: Path | None = option(None, f"{VIDEOS_HELP}; required unless --merge-shards")
+    judge: JudgeOptions = option(help="the judge", default_factory=JudgeOptions)
+    votes: int = option(1, "ask N times, take the majority (ties are wrong)")
+    workers: int = option(8, "questions scored at once (in each scene task on Ray)")
+    resume: bool = option(False, "keep questions already scored by this judge")
+    scenes: tuple[str, ...] | None = option(
+        None, "re-score only these scenes (other scenes' rows are kept; default: all)", nargs="+"
+    )
+    backend: Backend = option("local", "local threads, or Ray tasks")
+    ray_address: str | None = option(None, RAY_HELP)
+    shard: tuple[int, int] | None = option(
+        None,
+        "score the i-th of N scene shards (scenes in name order, every N-th) into dual_vqa.shard-i-of-N.jsonl "
+        "(default: every scene, into dual_vqa.jsonl)",
+        metavar="i/N",
+        parse=parse_shard,
+    )
+    merge_shards: bool = option(
+        False,
+        "merge the run's dual_vqa.shard-<i>-of-<N>.jsonl into dual_vqa.jsonl and its summary (no judge calls)",
+    )
+    shard_count: int | None = option(
+        None, "with --merge-shards: the set of -of-N shards (default: the one N the run holds)", metavar="N"
+    )
+    text_only: bool = option(
+        False,
+        "the chance floor: ask every question of --split with no frames (the release's text-only prompt); "
+        "answers go to _dual_vqa_shared/text_only_answers.jsonl",
+    )
+
+    def check(self) -> "DVOptions":
+        """The options alone (no file read): one line naming the flag and the fix."""
+        if self.merge_shards:
+            return self  # no judge is asked
+        if self.text_only and self.split is None:
+            raise ArgumentError("bvb score dv --text-only needs --split (the questions to ask)")
+        missing = [name for name in ("split", "videos") if getattr(self, name) is None]
+        if missing and not self.text_only:
+            raise ArgumentError(f"bvb score dv needs --{' and --'.join(missing)} (or --merge-shards to merge shards)")
+        if self.votes < 1 or self.workers < 1:
+            raise ArgumentError(f"--votes {self.votes} --workers {self.workers}: both must be at least 1")
+        self.judge.check()
+        return self
