@@ -13,13 +13,12 @@ and a service job never score one run at once.
 import contextlib
 import hashlib
 import logging
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from bvb_addon.backend import ConcurrencyCap, require_ray
 from bvb_addon.dataset import read_split
@@ -39,7 +38,9 @@ from .scoring.geometry import GeometryJudge
 from .scoring.judge import JudgeError, JudgeSettings, VLMJudge
 from .scoring.judge_options import JudgeOptions
 from .scoring.overall import overall_record
-from .scoring.pass_options import RAY_HELP, RUN_HELP, SPLIT_HELP, VIDEOS_HELP, Backend, DVOptions
+from .scoring.pass_options import ENCODER_ENV as ENCODER_ENV  # the API's own names, kept where users import them
+from .scoring.pass_options import RUN_HELP, SPLIT_HELP, VIDEOS_HELP, DVOptions, LSOptions
+from .scoring.pass_options import EncoderOptions as EncoderOptions
 from .scoring.steps import run_steps
 from .vgi import leaderboard as vgi_leaderboard
 from .vgi.options import CACHE, VGIOptions, VGIResult, VGIStepsOptions, VGIStepsResult
@@ -49,83 +50,10 @@ from .vgi.steps import score_generator_steps
 log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 8
-ENCODER_ENV = "BVB_VJEPA_MODEL"
-"""The variable naming the LS encoder when the options name none."""
-
 Progress = Callable[[int, int], None]
 """(done, total) of a scoring pass: questions for DV, scenes for LS."""
 Summary = dict[str, Any]
 """A summary as its file holds it: what a typed result's ``to_summary()`` gives."""
-
-@dataclass(frozen=True)
-class EncoderOptions:
-    """The frozen V-JEPA 2 family encoder of Latent Similarity."""
-
-    model: str | None = option(
-        None,
-        "the LS encoder: a local snapshot folder loaded with transformers' AutoModel and its own remote code "
-        "(default: $BVB_VJEPA_MODEL, else the release's apiantonio/vjepa2.1-vit-gigantic-384 from the local hub "
-        "cache; nothing is downloaded), or V-JEPA 2.1 as released: a torch-hub entry point of Meta's vjepa2 "
-        "repository, e.g. vjepa2_1_vit_large_384, with --encoder-repo and --checkpoint (384 px, ImageNet "
-        "normalisation)",
-        flag="--encoder",
-        old=("--model",),
-    )
-    device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = option("auto", "the encoder's dtype")
-    # The release loads its encoder with the snapshot's own code; the flag stays for old command lines.
-    trust_remote_code: bool = option(True, "kept for old command lines: the snapshot's code always runs", cli=False)
-    num_frames: int = option(64, "frames per clip, uniformly sampled")
-    encoder_repo: str | None = option(
-        None, "local checkout of facebookresearch/vjepa2 holding hubconf.py (default: torch hub's cache of it)"
-    )
-    checkpoint: str | None = option(
-        None, "the entry point's .pt checkpoint file (ema_encoder/target_encoder weights; default: none)"
-    )
-
-    def __post_init__(self) -> None:
-        if self.num_frames < 2:
-            raise ArgumentError(f"--num-frames {self.num_frames}: an LS clip needs at least 2 frames")
-
-    def resolved(self) -> str:
-        """The encoder to load: ``model``, else $BVB_VJEPA_MODEL, else the release's."""
-        return self.model or os.environ.get(ENCODER_ENV) or ls_scoring.DEFAULT_ENCODER
-
-    def spec(self) -> ls_scoring.EncoderSpec:
-        """The LS scorer's spec of this encoder (a bare hub entry point name needs its checkpoint)."""
-        model = self.resolved()
-        if _names_a_hub_entry(model) and not self.checkpoint:
-            raise ls_scoring.LSError(f"--encoder {model} needs --checkpoint FILE; {ls_scoring.HUB_HINT}")
-        return ls_scoring.EncoderSpec(
-            model, self.device, self.dtype, self.trust_remote_code, self.num_frames, self.encoder_repo, self.checkpoint
-        )
-
-
-def _names_a_hub_entry(encoder: str) -> bool:
-    """A bare name (no folder of that name, no owner/ of a hub id) is a vjepa2 torch-hub entry point (V-JEPA 2.1)."""
-    return "/" not in encoder and not Path(encoder).exists()
-
-
-@dataclass(frozen=True)
-class LSOptions:
-    """One Latent Similarity pass over a run: the split, the source videos and the encoder."""
-
-    run: Path = option(help=RUN_HELP)
-    split: Path = option(help=SPLIT_HELP)
-    videos: Path = option(help=VIDEOS_HELP)
-    encoder: EncoderOptions = option(help="the encoder", default_factory=EncoderOptions, include=("trust_remote_code",))
-    resume: bool = option(False, "keep scenes already scored with this model")
-    scenes: tuple[str, ...] | None = option(None, "re-score only these scenes (default: all)", nargs="+")
-    backend: Backend = option("local", "local threads, or Ray tasks")
-    ray_address: str | None = option(None, RAY_HELP)
-    scenes_per_task: int = option(8, "scenes per Ray task (one encoder load each)")
-    shard: tuple[int, int] | None = option(
-        None,
-        "score the release's shard i/N (scenes in name order, every N-th) into vision_sim.shard-i-of-N.jsonl; "
-        "the last shard to finish merges all N into vision_sim.jsonl (default: every scene, into vision_sim.jsonl)",
-        metavar="SHARD",
-        parse=ls_scoring.parse_shard,
-    )
 
 
 @dataclass(frozen=True)
@@ -412,26 +340,15 @@ def score_ls(options: LSOptions, progress: Progress | None = None, lock: bool = 
     With ``shard`` (i, N) it writes the shard's own files, holding no run lock (the N shards run at once,
     one per GPU); the shard that finds all N summaries written merges them under the lock.
     """
-    spec = options.encoder.spec()
+    spec = ls_scoring.EncoderSpec.of(options.encoder)
     _check_backend(options.backend)
     questions = read_split(options.split)
     ls_scoring.check_files(options.run, options.shard)
     with _holding(options.run, "eval_bridge ls", lock and options.shard is None):
         # Locally the encoder loads here, before any scene; on Ray each task loads its own.
         written = ls_scoring.run_ls(
-            options.run,
-            questions,
-            options.videos,
-            spec.build() if options.backend == "local" else spec,
-            resume=options.resume,
-            scenes=options.scenes,
-            progress=progress,
-            backend=options.backend,
-            ray_address=options.ray_address,
-            scenes_per_task=options.scenes_per_task,
-            split_path=options.split,
-            shard=options.shard,
-        )
+            options, questions, spec.build() if options.backend == "local" else spec, progress
+        )  # fmt: skip
     merged = False
     if options.shard is not None and ls_scoring.shards_done(options.run, options.shard[1]):
         try:

@@ -26,7 +26,7 @@ from bvb_addon.render_stage import RenderOptions, render_run
 from bvb_addon.run_dir import RunDir
 from bvb_addon.sandbox import SandboxConfig
 from eval_bridge import api
-from eval_bridge.api import DVOptions, EncoderOptions, LSOptions
+from eval_bridge.api import ENCODER_ENV, DVOptions, EncoderOptions, LSOptions
 from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
 from eval_bridge.pages.report import ReportOptions
 from eval_bridge.pages.report import report as report_stage
@@ -35,7 +35,6 @@ from headless.synth import SynthOptions, synth
 
 AGENTS: tuple[Agent, ...] = ("empty-room", "oracle")
 DIFFICULTIES = ("easy", "medium", "hard")
-ENCODER_ENV = "BVB_VJEPA_MODEL"
 
 
 class DemoError(BVBError, RuntimeError):

@@ -276,6 +276,7 @@ def test_a_torn_or_newer_rows_file_is_refused_before_anything_is_written(scored,
 def test_resume_keeps_scored_scenes_and_rescores_an_older_format(scored, model_dir, tmp_path):
     from bvb_addon.dataset import read_split
     from eval_bridge.scoring.ls import Encoder, run_ls
+    from eval_bridge.scoring.pass_options import LSOptions
 
     root, scored_run, split, rows, _ = scored
     run = tmp_path / "run"
@@ -285,13 +286,13 @@ def test_resume_keeps_scored_scenes_and_rescores_an_older_format(scored, model_d
     calls = []
     original = encoder.score
     encoder.score = lambda a, b: calls.append(1) or original(a, b)
-    run_ls(run, read_split(split), root / "videos", encoder, resume=True)
+    run_ls(LSOptions(run, split, root / "videos", resume=True), read_split(split), encoder)
     assert calls == [] and (run / "vision_sim.jsonl").read_text() == before
     # This harness's first format (scene, layout, motion, reason; bin-centre frames): read, then scored again.
     old = {"scene": "same", "status": "ok", "dataset": "scannet", "model": rows["same"]["model"], "num_frames": 4,
            "reason": "", "vision_sim": 0.9, "layout": 0.9, "motion": 0.9, "format": 1}  # fmt: skip
     (run / "vision_sim.jsonl").write_text(json.dumps(old) + "\n")
-    run_ls(run, read_split(split), root / "videos", encoder, resume=True)
+    run_ls(LSOptions(run, split, root / "videos", resume=True), read_split(split), encoder)
     assert len(calls) == 2  # same and other; missing has no render
     assert _rows(run / "vision_sim.jsonl")["same"]["vision_sim"] == pytest.approx(1.0, abs=1e-6)
 

@@ -24,6 +24,7 @@ from eval_bridge.api import (
     score_overall,
 )
 from eval_bridge.scoring.judge import Judge, Media, VLMJudge
+from eval_bridge.scoring.ls import EncoderSpec
 from eval_bridge.scoring.preprocess import PreprocessError, Preprocessing, output_size, preprocess
 from eval_bridge.service.app import Guard, ServeOptions, Service, build_app
 from tools import roots
@@ -118,7 +119,7 @@ def test_the_ls_and_steps_parsers_are_their_options_classes(monkeypatch, capsys)
     monkeypatch.setenv("BVB_VJEPA_MODEL", "/models/vjepa2")
     assert bare.encoder.model is None and bare.encoder.resolved() == "/models/vjepa2"
     with pytest.raises(BVBError, match=r"--encoder vjepa2_1_vit_large_384 needs --checkpoint FILE"):
-        EncoderOptions("vjepa2_1_vit_large_384").spec()
+        EncoderSpec.of(EncoderOptions("vjepa2_1_vit_large_384"))
     with pytest.raises(ArgumentError, match=r"^campaign.toml \[ls\] encoder: unknown key 'frames'"):
         from_mapping(LSOptions, {"run": "r", "split": "s", "videos": "v", "encoder": {"frames": 8}},
                      "campaign.toml [ls]")  # fmt: skip

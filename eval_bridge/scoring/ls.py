@@ -15,7 +15,7 @@ import hashlib
 import logging
 import re
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
@@ -40,6 +40,7 @@ from ..leaderboard.identity import file_sha256
 from .cache import clip_fingerprint
 from .distributed import MAX_RETRIES, batches_on_ray
 from .ls_video import read_sampled_frames
+from .pass_options import DEFAULT_ENCODER, EncoderOptions, LSOptions
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
 __all__ = [
@@ -57,8 +58,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ENCODER = "apiantonio/vjepa2.1-vit-gigantic-384"
-"""The release's encoder (its --model default): V-JEPA 2.1 ViT-G at 384 px, a transformers port with remote code."""
 PREPROCESSOR_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
 WEIGHTS_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 WEIGHTS_HINT = (
@@ -275,11 +274,27 @@ class EncoderSpec:
         name = hub_id or (str(self.model) if not Path(self.model).expanduser().exists() else folder.name)
         return f"{name}@{snapshot_digest(folder)[:12]}"
 
+    @classmethod
+    def of(cls, options: EncoderOptions) -> "EncoderSpec":
+        """The spec of an LS pass's encoder options (a bare hub entry point name needs its checkpoint)."""
+        model = options.resolved()
+        if _names_a_hub_entry(model) and not options.checkpoint:
+            raise LSError(f"--encoder {model} needs --checkpoint FILE; {HUB_HINT}")
+        return cls(
+            model, options.device, options.dtype, options.trust_remote_code, options.num_frames,
+            options.encoder_repo, options.checkpoint,
+        )  # fmt: skip
+
     def build(self) -> "Encoder":
         """The encoder this spec names, loaded."""
         if self.checkpoint or self.encoder_repo:
             return HubEncoder(self.model, self.encoder_repo, self.checkpoint, self.device, self.dtype, self.num_frames)
         return Encoder(self.model, self.device, self.dtype, self.trust_remote_code, self.num_frames)
+
+
+def _names_a_hub_entry(encoder: str) -> bool:
+    """A bare name (no folder of that name, no owner/ of a hub id) is a vjepa2 torch-hub entry point (V-JEPA 2.1)."""
+    return "/" not in encoder and not Path(encoder).exists()
 
 
 HUB_CHECKPOINT_KEYS = ("ema_encoder", "target_encoder", "encoder")
@@ -478,17 +493,6 @@ def shard_path(path: Path, shard: tuple[int, int] | None) -> Path:
     return path.with_name(f"{path.stem}.shard-{shard[0]}-of-{shard[1]}{path.suffix}")
 
 
-def parse_shard(value: str) -> tuple[int, int]:
-    """``i/N`` with 1 <= i <= N, as the release's --shard takes it."""
-    try:
-        index, count = (int(part) for part in value.split("/", 1))
-    except ValueError:
-        raise LSError(f"--shard {value!r} must look like i/N, e.g. 1/8") from None
-    if index < 1 or count < 1 or index > count:
-        raise LSError(f"--shard {value!r} must satisfy 1 <= i <= N")
-    return index, count
-
-
 def _shard_scenes(scenes: list[str], shard: tuple[int, int] | None) -> set[str]:
     """The release's shard of the scenes: in name order, every N-th from the i-th."""
     ordered = sorted(scenes)
@@ -524,27 +528,21 @@ ROW_FIELDS = frozenset(f.name for f in fields(LSRow))
 
 
 def run_ls(
-    run_dir: str | Path,
+    options: LSOptions,
     questions: list[Question],
-    videos_root: str | Path,
     encoder: "Encoder | EncoderSpec",
-    *,
-    resume: bool = False,
-    scenes: Iterable[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
-    backend: str = "local",
-    ray_address: str | None = None,
-    scenes_per_task: int = 8,
-    split_path: str | Path | None = None,
-    shard: tuple[int, int] | None = None,
 ) -> dict:
-    """Score every scene of the split (or of its ``shard`` i/N); rows are rewritten atomically after each
+    """Score every scene of the split (or of the options' ``shard`` i/N); rows are rewritten atomically after each
     scene, so a kill loses one. Lines of scenes this call does not score are kept as they were.
 
-    encoder: an Encoder, or an EncoderSpec (built here for local, inside each task on Ray).
+    encoder: an Encoder, or an EncoderSpec (built here for local, inside each task on Ray); ``options.encoder``
+    is what the API built it from.
     backend="ray": batches of scenes_per_task scenes are Ray tasks (a GPU each where the cluster has one).
     shard: writes vision_sim.shard-i-of-N.jsonl and its summary instead (merge_ls_shards joins them).
     """
+    run_dir, videos_root, resume, scenes = options.run, options.videos, options.resume, options.scenes
+    backend, shard, split_path = options.backend, options.shard, options.split
     run_dir = Path(run_dir)
     require_run(run_dir)
     rd = RunDir(run_dir)
@@ -605,7 +603,7 @@ def run_ls(
             if failed:
                 finished(failed)
             jobs = [(d, s, str(sources[(d, s)])) for d, s in todo if s not in new]
-            info = _score_on_ray(encoder, run_dir, jobs, ray_address, scenes_per_task, finished)
+            info = _score_on_ray(encoder, run_dir, jobs, options.ray_address, options.scenes_per_task, finished)
         else:
             local = encoder.build() if isinstance(encoder, EncoderSpec) else encoder
             info = local.info()

@@ -1,6 +1,7 @@
 """What a scoring pass over a run is given: the words every pass's options share (the run, the split, the
 source videos, the backend), and Dual VQA's options, which ``DualVQA`` takes whole (imports nothing heavy)."""
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -11,6 +12,10 @@ from bvb_addon.options import option
 from .judge_options import JudgeOptions
 
 Backend = Literal["local", "ray"]
+ENCODER_ENV = "BVB_VJEPA_MODEL"
+"""The variable naming the LS encoder when the options name none."""
+DEFAULT_ENCODER = "apiantonio/vjepa2.1-vit-gigantic-384"
+"""The release's encoder (its --model default): V-JEPA 2.1 ViT-G at 384 px, a transformers port with remote code."""
 RUN_HELP = "the run directory (results/<run>)"
 SPLIT_HELP = "split file (JSON lines, VSI-Bench fields)"
 VIDEOS_HELP = "source videos root: <root>/<dataset>/<scene>.mp4"
@@ -77,3 +82,60 @@ class DVOptions:
             raise ArgumentError(f"--votes {self.votes} --workers {self.workers}: both must be at least 1")
         self.judge.check()
         return self
+
+
+@dataclass(frozen=True)
+class EncoderOptions:
+    """The frozen V-JEPA 2 family encoder of Latent Similarity."""
+
+    model: str | None = option(
+        None,
+        "the LS encoder: a local snapshot folder loaded with transformers' AutoModel and its own remote code "
+        "(default: $BVB_VJEPA_MODEL, else the release's apiantonio/vjepa2.1-vit-gigantic-384 from the local hub "
+        "cache; nothing is downloaded), or V-JEPA 2.1 as released: a torch-hub entry point of Meta's vjepa2 "
+        "repository, e.g. vjepa2_1_vit_large_384, with --encoder-repo and --checkpoint (384 px, ImageNet "
+        "normalisation)",
+        flag="--encoder",
+        old=("--model",),
+    )
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = option("auto", "the encoder's dtype")
+    # The release loads its encoder with the snapshot's own code; the flag stays for old command lines.
+    trust_remote_code: bool = option(True, "kept for old command lines: the snapshot's code always runs", cli=False)
+    num_frames: int = option(64, "frames per clip, uniformly sampled")
+    encoder_repo: str | None = option(
+        None, "local checkout of facebookresearch/vjepa2 holding hubconf.py (default: torch hub's cache of it)"
+    )
+    checkpoint: str | None = option(
+        None, "the entry point's .pt checkpoint file (ema_encoder/target_encoder weights; default: none)"
+    )
+
+    def __post_init__(self) -> None:
+        if self.num_frames < 2:
+            raise ArgumentError(f"--num-frames {self.num_frames}: an LS clip needs at least 2 frames")
+
+    def resolved(self) -> str:
+        """The encoder to load: ``model``, else $BVB_VJEPA_MODEL, else the release's."""
+        return self.model or os.environ.get(ENCODER_ENV) or DEFAULT_ENCODER
+
+
+@dataclass(frozen=True)
+class LSOptions:
+    """One Latent Similarity pass over a run: the split, the source videos and the encoder."""
+
+    run: Path = option(help=RUN_HELP)
+    split: Path = option(help=SPLIT_HELP)
+    videos: Path = option(help=VIDEOS_HELP)
+    encoder: EncoderOptions = option(help="the encoder", default_factory=EncoderOptions, include=("trust_remote_code",))
+    resume: bool = option(False, "keep scenes already scored with this model")
+    scenes: tuple[str, ...] | None = option(None, "re-score only these scenes (default: all)", nargs="+")
+    backend: Backend = option("local", "local threads, or Ray tasks")
+    ray_address: str | None = option(None, RAY_HELP)
+    scenes_per_task: int = option(8, "scenes per Ray task (one encoder load each)")
+    shard: tuple[int, int] | None = option(
+        None,
+        "score the release's shard i/N (scenes in name order, every N-th) into vision_sim.shard-i-of-N.jsonl; "
+        "the last shard to finish merges all N into vision_sim.jsonl (default: every scene, into vision_sim.jsonl)",
+        metavar="SHARD",
+        parse=parse_shard,
+    )

@@ -73,7 +73,6 @@ BODY_TIMEOUT_S = 0.5
 # Connections waiting to be accepted: a burst of health checks from many clients must not be dropped.
 BACKLOG = 2048
 TOKEN_ENV = "BVB_BRIDGE_TOKEN"
-ENCODER_ENV = "BVB_VJEPA_MODEL"
 # A job chooses a judge by name; how it is asked (its cache, retries, budget) is the service's, from the file.
 JUDGE_FIXED_BY_JOBS = ("cache", "shared", "retries", "retry_base_delay", "max_tokens_field", "concurrency",
                        "prompt_kind", "probe_wait")  # fmt: skip
@@ -205,8 +204,8 @@ def options_from(args: argparse.Namespace) -> ServeOptions:
         log.warning(TOKEN_ON_COMMAND_LINE)
     elif os.environ.get(TOKEN_ENV):
         options = with_fields(options, token=os.environ[TOKEN_ENV])
-    if options.encoder is None and os.environ.get(ENCODER_ENV):
-        options = with_fields(options, encoder=api.EncoderOptions(os.environ[ENCODER_ENV]))
+    if options.encoder is None and os.environ.get(api.ENCODER_ENV):
+        options = with_fields(options, encoder=api.EncoderOptions(os.environ[api.ENCODER_ENV]))
     return options.checked()
 
 
