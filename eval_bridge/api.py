@@ -411,10 +411,7 @@ def score_vgi(options: VGIOptions, progress: Callable[[dict], None] | None = Non
     summaries = {}
     try:
         for name, folder in folders:
-            summaries[name] = score(
-                tasks, folder, judge, options.timelines, options.workers, Path(options.out) / name,
-                progress=progress, resume=options.resume, generator=name, subset=subset,
-            )  # fmt: skip
+            summaries[name] = score(options, tasks, (name, folder), judge, subset, progress)
     finally:
         _close(judge.vlm if isinstance(judge, VLMProcessJudge) else None)
     board = vgi_leaderboard.write(options.out, resamples=options.resamples)

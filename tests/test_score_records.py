@@ -226,15 +226,18 @@ class _OneViolationJudge:
 
 
 def test_vgi_scores_are_written_through_their_records(tmp_path):
+    from eval_bridge.vgi.options import VGIOptions
     from eval_bridge.vgi.score import score
 
     tasks = [{"id": f"t{i}", "family": "flash", "domain": "events", "skills": ["timing"], "level": 1,
               "rubric": [{"id": "r1", "rule": "no flash"}], "constraint": "c"} for i in range(2)]  # fmt: skip
     (tmp_path / "gen").mkdir()
     (tmp_path / "gen" / "t0.mp4").write_bytes(b"\0")  # t1 has no video: missing
-    summary = score(tasks, tmp_path / "gen", _OneViolationJudge(), workers=1, out_dir=tmp_path)
-    rows = read_vgi_rows(tmp_path / "vgi.jsonl")
+    generator = ("gen", tmp_path / "gen")
+    options = VGIOptions(tmp_path / "tasks.jsonl", tmp_path / "scores", (generator,), workers=1)
+    summary = score(options, tasks, generator, _OneViolationJudge())
+    rows = read_vgi_rows(tmp_path / "scores" / "gen" / "vgi.jsonl")
     assert [(r["id"], r["status"], r["score"], r.get("sampled_frames")) for r in rows] == [
         ("t0", "ok", 0.5, 3), ("t1", "missing", 0.0, None)]  # fmt: skip
-    assert read_vgi_summary(tmp_path / "vgi_summary.json").as_dict() == summary
+    assert read_vgi_summary(tmp_path / "scores" / "gen" / "vgi_summary.json").as_dict() == summary
     assert summary["overall"] == {"score": 25.0, "success": 0.0, "instances": 2} and summary["format"] == 1

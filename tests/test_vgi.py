@@ -14,6 +14,7 @@ import pytest
 
 from bvb_addon.vgi import families, timeline
 from eval_bridge.vgi import score as vgi
+from eval_bridge.vgi.options import VGIOptions
 from tools.scripted_openai import ScriptedOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
@@ -253,7 +254,9 @@ def test_focus_window_catches_a_one_frame_violation_that_uniform_sampling_misses
                 api_key="x",
             )
             judge = vgi.VLMProcessJudge(vlm, budget=16, sampling=sampling)
-            summary = vgi.score([FLASH_TASK], videos, judge, out_dir=tmp_path / sampling)
+            generator = (sampling, videos)
+            options = VGIOptions(tmp_path / "tasks.jsonl", tmp_path, (generator,))
+            summary = vgi.score(options, [FLASH_TASK], generator, judge)
             row = json.loads((tmp_path / sampling / "vgi.jsonl").read_text())
             results[sampling] = (row, summary, vlm)
         assert results["uniform"][0]["violations"]["flash"] == 0
@@ -264,7 +267,7 @@ def test_focus_window_catches_a_one_frame_violation_that_uniform_sampling_misses
         # A re-run answers from the cache: no new judge calls.
         calls = server.calls
         vlm = results["adaptive"][2]
-        again = vgi.score([FLASH_TASK], videos, vgi.VLMProcessJudge(vlm, budget=16), out_dir=tmp_path / "again")
+        again = vgi.score(options, [FLASH_TASK], ("again", videos), vgi.VLMProcessJudge(vlm, budget=16))
         assert server.calls == calls
         assert again["overall"]["score"] == pytest.approx(50.0)
 

@@ -433,24 +433,24 @@ def _resumable(out_dir: Path, tasks: list[dict], prints: dict[str, str]) -> dict
 
 
 def score(
-    tasks: list[dict], videos_dir: str | Path, judge: "VLMProcessJudge | CheckerJudge",
-    timelines_dir: str | Path | None = None, workers: int = 4, out_dir: str | Path | None = None,
-    progress: Callable[[dict], None] | None = None, resume: bool = False, generator: str = "",
+    options: VGIOptions,
+    tasks: list[dict],
+    videos: tuple[str, Path],
+    judge: "VLMProcessJudge | CheckerJudge",
     subset: dict | None = None,
-) -> dict:  # fmt: skip
-    """Judge every task's video; write vgi.jsonl and vgi_summary.json to out_dir; return the summary.
+    progress: Callable[[dict], None] | None = None,
+) -> dict:
+    """Judge every task's video of one generator (``videos``: its name and folder); write vgi.jsonl and
+    vgi_summary.json to OUT/<name>/; return the summary. ``options`` give OUT, the timelines, workers and resume.
 
     A judge fault (after the client's retries) is a ``judge_error`` row, left out of the pool;
     ``resume`` keeps the rows already scored on the same inputs and asks only the others.
     ``subset`` (the tasks file, and the half protocol's {"half", "half_seed", "of"}) is recorded in the settings.
     """
-    videos_dir = Path(videos_dir)
-    if out_dir is None:
-        raise VGIError("VGI scores need an output folder of their own; pass --out DIR")
-    out_dir = Path(out_dir)
+    generator, videos_dir = videos[0], Path(videos[1])
+    out_dir, timelines_dir, workers, resume = Path(options.out) / generator, options.timelines, options.workers, options.resume  # fmt: skip
     if out_dir.resolve() == videos_dir.resolve():
         raise VGIError(f"--out {out_dir} is the videos folder {videos_dir}; give a folder of its own for the scores")
-    generator = generator or videos_dir.name
     settings = {**settings_of(judge), **(subset or {"half": False})}
     # Where the tasks file lies is not what a row was scored on (its rows are).
     scored_on = {key: value for key, value in settings.items() if key != "tasks"}
