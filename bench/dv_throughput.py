@@ -27,8 +27,7 @@ from bvb_addon.dataset import read_split  # noqa: E402
 from eval_bridge.scoring.cache import JudgeCache  # noqa: E402
 from eval_bridge.scoring.dv import DualVQA  # noqa: E402
 from eval_bridge.scoring.judge import VLMJudge  # noqa: E402
-from eval_bridge.scoring.judge_options import JudgeOptions  # noqa: E402
-from eval_bridge.scoring.pass_options import DVOptions  # noqa: E402
+from eval_bridge.scoring.options import DVOptions, JudgeOptions  # noqa: E402
 from tools.scripted_openai import ScriptedOpenAI  # noqa: E402
 
 

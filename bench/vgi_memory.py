@@ -67,7 +67,7 @@ def _measure(method: str, clip: str, frames: int, queue) -> None:
 
     from bvb_addon import video
     from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
-    from eval_bridge.scoring.judge_options import JudgeOptions
+    from eval_bridge.scoring.options import JudgeOptions
     from eval_bridge.vgi import score as vgi
 
     judge = vgi.VLMProcessJudge(

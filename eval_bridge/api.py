@@ -36,11 +36,10 @@ from .scoring.cache import JudgeCache
 from .scoring.dv_shards import merge_shards
 from .scoring.geometry import GeometryJudge
 from .scoring.judge import JudgeError, JudgeSettings, VLMJudge
-from .scoring.judge_options import JudgeOptions
+from .scoring.options import ENCODER_ENV as ENCODER_ENV  # the API's own names, kept where users import them
+from .scoring.options import RUN_HELP, SPLIT_HELP, VIDEOS_HELP, DVOptions, JudgeOptions, LSOptions
+from .scoring.options import EncoderOptions as EncoderOptions
 from .scoring.overall import overall_record
-from .scoring.pass_options import ENCODER_ENV as ENCODER_ENV  # the API's own names, kept where users import them
-from .scoring.pass_options import RUN_HELP, SPLIT_HELP, VIDEOS_HELP, DVOptions, LSOptions
-from .scoring.pass_options import EncoderOptions as EncoderOptions
 from .scoring.steps import run_steps
 from .vgi import leaderboard as vgi_leaderboard
 from .vgi.options import CACHE, VGIOptions, VGIResult, VGIStepsOptions, VGIStepsResult

@@ -30,7 +30,7 @@ from eval_bridge.api import ENCODER_ENV, DVOptions, EncoderOptions, LSOptions
 from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
 from eval_bridge.pages.report import ReportOptions
 from eval_bridge.pages.report import report as report_stage
-from eval_bridge.scoring.judge_options import JudgeOptions
+from eval_bridge.scoring.options import JudgeOptions
 from headless.synth import SynthOptions, synth
 
 AGENTS: tuple[Agent, ...] = ("empty-room", "oracle")

@@ -276,7 +276,7 @@ def test_a_torn_or_newer_rows_file_is_refused_before_anything_is_written(scored,
 def test_resume_keeps_scored_scenes_and_rescores_an_older_format(scored, model_dir, tmp_path):
     from bvb_addon.dataset import read_split
     from eval_bridge.scoring.ls import Encoder, run_ls
-    from eval_bridge.scoring.pass_options import LSOptions
+    from eval_bridge.scoring.options import LSOptions
 
     root, scored_run, split, rows, _ = scored
     run = tmp_path / "run"

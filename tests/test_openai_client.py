@@ -4,7 +4,7 @@ import pytest
 
 from bvb_addon.openai_client import CallFault, ContextOverflow, OpenAIClient, RetryPolicy, is_context_overflow
 from eval_bridge.scoring.judge import JudgeError, Media, VLMJudge
-from eval_bridge.scoring.judge_options import JudgeOptions
+from eval_bridge.scoring.options import JudgeOptions
 from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit

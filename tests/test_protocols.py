@@ -7,7 +7,7 @@ import pytest
 from bvb_addon.dataset import Question
 from bvb_addon.errors import ArgumentError
 from eval_bridge.scoring import protocol, protocols
-from eval_bridge.scoring.judge_options import ProtocolName
+from eval_bridge.scoring.options import ProtocolName
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from bvb_addon.agent.model import Model, ModelClient
 from bvb_addon.pricing import ZERO
 from eval_bridge.scoring.geometry import GeometryJudge
 from eval_bridge.scoring.judge import Judge, Media, VLMJudge
-from eval_bridge.scoring.judge_options import JudgeOptions
+from eval_bridge.scoring.options import JudgeOptions
 
 pytestmark = pytest.mark.unit
 

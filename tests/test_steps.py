@@ -87,7 +87,7 @@ def test_the_command_line_writes_the_analysis(stepped_run, synth_suite, capsys):
 def test_a_vlm_judge_sees_a_short_render_of_each_snapshot(stepped_run, synth_suite, tmp_path):
     from eval_bridge.scoring.cache import JudgeCache
     from eval_bridge.scoring.judge import VLMJudge
-    from eval_bridge.scoring.judge_options import JudgeOptions
+    from eval_bridge.scoring.options import JudgeOptions
     from eval_bridge.scoring.steps import PREVIEW_FRAMES
 
     questions = [q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE][:2]
@@ -127,7 +127,7 @@ def test_a_judge_fault_is_a_fault_not_wrong_answers_and_the_command_exits_75(ste
 
 def test_a_judge_fault_is_left_out_of_the_sequence_not_scored_wrong(stepped_run, synth_suite, tmp_path):
     from eval_bridge.scoring.judge import VLMJudge
-    from eval_bridge.scoring.judge_options import JudgeOptions
+    from eval_bridge.scoring.options import JudgeOptions
 
     question = next(q for q in read_split(synth_suite / "split.jsonl") if q.scene_name == SCENE)
     no_choices = {"raw": {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}}

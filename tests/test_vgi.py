@@ -238,7 +238,7 @@ FLASH_TASK = {
 def test_focus_window_catches_a_one_frame_violation_that_uniform_sampling_misses(tmp_path):
     from eval_bridge.scoring.cache import JudgeCache
     from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
-    from eval_bridge.scoring.judge_options import JudgeOptions
+    from eval_bridge.scoring.options import JudgeOptions
 
     videos = tmp_path / "videos"
     videos.mkdir()

@@ -32,7 +32,7 @@ from .cache import clip_fingerprint, frames_hash
 from .distributed import score_dv_on_ray
 from .judge import Judge, VLMJudge
 from .judge_frames import opencv_version
-from .pass_options import DVOptions
+from .options import DVOptions
 from .protocols.dual_vqa_v1 import instruction
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from bvb_addon.video import check_video, sample_uniform
 from . import protocol as protocols
 from .cache import AnswerStore, JudgeCache, cache_key, frames_hash
 from .judge_frames import release_frames
-from .judge_options import JudgeOptions
+from .options import JudgeOptions
 from .pricing import Pricing
 from .protocols.dual_vqa_v1 import instruction
 

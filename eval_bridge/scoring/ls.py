@@ -40,7 +40,7 @@ from ..leaderboard.identity import file_sha256
 from .cache import clip_fingerprint
 from .distributed import MAX_RETRIES, batches_on_ray
 from .ls_video import read_sampled_frames
-from .pass_options import DEFAULT_ENCODER, EncoderOptions, LSOptions
+from .options import DEFAULT_ENCODER, EncoderOptions, LSOptions
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
 
 __all__ = [

@@ -12,7 +12,7 @@ from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import STEPS_ANALYSIS
 
 from .. import api
-from ..scoring.judge_options import JudgeOptions
+from ..scoring.options import JudgeOptions
 from .filter import FILTER_JSON, KEPT_TXT, VGIFilterOptions, VGIFilterResult, vgi_filter
 from .leaderboard import BOARD_CSV, format_table
 from .options import VLM_ONLY, VGIOptions, VGIResult, VGIStepsOptions, VGIStepsResult, named_folder

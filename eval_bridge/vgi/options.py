@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from bvb_addon.options import option
 
-from ..scoring.judge_options import JudgeOptions
+from ..scoring.options import JudgeOptions
 
 SAMPLING = ("adaptive", "uniform")
 BUDGET = 32  # adaptively sampled frames per video
