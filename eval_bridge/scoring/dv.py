@@ -431,14 +431,14 @@ class DualVQA:
         judge: "Judge",
         progress: Callable[[int, int], None] | None = None,
     ):
-        """``options`` whole (the API checked them); ``questions`` the split's, read once by the caller."""
-        if options.videos is None:
-            raise ArgumentError("a Dual VQA pass needs --videos (the source videos root)")
+        """``options`` whole (checked here too, for a caller other than the API); ``questions`` the split's,
+        read once by the caller."""
+        options.check()
+        if options.merge_shards or options.text_only or options.videos is None:
+            raise ArgumentError(
+                "a Dual VQA pass asks the judge on --videos; merging shards and --text-only are the API's"
+            )
         run_dir, videos_root, votes, workers = options.run, options.videos, options.votes, options.workers
-        if votes < 1:
-            raise ArgumentError(f"--votes must be at least 1, got {votes}")
-        if workers < 1:
-            raise ArgumentError(f"--workers must be at least 1, got {workers}")
         scenes, shard, backend = options.scenes, options.shard, options.backend
         self.run_dir = Path(run_dir)
         self.rd = RunDir(self.run_dir)

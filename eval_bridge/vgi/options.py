@@ -35,13 +35,6 @@ def named_folder(value: str) -> tuple[str, Path]:
     return name or Path(folder).resolve().name, Path(folder)
 
 
-def _generators(values: Any) -> tuple[tuple[str, Path], ...]:
-    """Generators as a file or code may give them (``"NAME=DIR"``, ``"DIR"`` or a (name, folder) pair) as pairs."""
-    return tuple(
-        named_folder(str(v)) if isinstance(v, str | Path) else (str(v[0]), Path(v[1])) for v in values
-    )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class VGIOptions:
     """VGI scoring of generators' procedure videos against their tasks, and the leaderboard over them."""
@@ -69,10 +62,6 @@ class VGIOptions:
     workers: int = option(4, "videos judged at once")
     resamples: int = option(2000, "bootstrap resamples of the leaderboard's intervals", flag="--bootstrap")
 
-    def __post_init__(self) -> None:
-        # A campaign table may write generators = ["genA=out/a", "out/b"], as the command line does.
-        object.__setattr__(self, "generators", _generators(self.generators))
-
 
 @dataclass(frozen=True)
 class VGIStepsOptions:
@@ -89,9 +78,6 @@ class VGIStepsOptions:
     sampling: Literal["adaptive", "uniform"] = option("adaptive", "how they are picked")
     step_range: tuple[int, int] | None = option(None, "only steps A to B (default: all)")
     workers: int = option(4, "videos judged at once")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "generators", _generators(self.generators))
 
 
 @dataclass(frozen=True)
