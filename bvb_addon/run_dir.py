@@ -21,6 +21,7 @@
       vision_sim.jsonl, vision_sim_summary.json
       steps_answers.jsonl, steps_analysis.json
       overall.json
+      scene_rules.jsonl, scene_rules_summary.json  the release prompt's scene rules per scene (bvb audit)
       .bvb-scoring.lock                held while a scoring job runs (eval_bridge.runlock)
     results/_dual_vqa_shared/          judge answers on source videos and the judge cache,
                                        shared by every run beside it
@@ -61,6 +62,8 @@ LS_SUMMARY = "vision_sim_summary.json"
 STEPS_ANSWERS = "steps_answers.jsonl"
 STEPS_ANALYSIS = "steps_analysis.json"
 OVERALL = "overall.json"
+SCENE_RULES = "scene_rules.jsonl"
+SCENE_RULES_SUMMARY = "scene_rules_summary.json"
 SCORING_LOCK = ".bvb-scoring.lock"
 SHARED = "_dual_vqa_shared"
 SHARED_ANSWERS = "original_answers.jsonl"
@@ -80,7 +83,7 @@ _STEP = re.compile(r"^(\d+)\.(py|sh)$")
 NAMES = (
     CONFIG, BLENDS, AGENT_META, TRAJECTORIES, STEPS, PROGRAM, CAMERA_RENDERS, SCENE_GRAPHS, TIMELINES,
     RENDER_STATUS, DV_ROWS, DV_PARTIAL, DV_SUMMARY, LS_ROWS, LS_SUMMARY, STEPS_ANSWERS, STEPS_ANALYSIS, OVERALL,
-    SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX, TRAJECTORY_LOG_SUFFIX,
+    SCENE_RULES, SCENE_RULES_SUMMARY, SCORING_LOCK, SHARED, SHARED_ANSWERS, JUDGE_CACHE, BACKUP_SUFFIX, TRAJECTORY_SUFFIX, TRAJECTORY_LOG_SUFFIX,
     TRAJECTORY_KEPT_SUFFIX, TRAJECTORY_IMAGES_SUFFIX,
 )  # fmt: skip
 
@@ -237,6 +240,15 @@ class RunDir:
     @property
     def overall(self) -> Path:
         return self.root / OVERALL
+
+    @property
+    def scene_rules(self) -> Path:
+        """One row per audited scene: the release prompt's scene rules (bvb_addon.scene_rules)."""
+        return self.root / SCENE_RULES
+
+    @property
+    def scene_rules_summary(self) -> Path:
+        return self.root / SCENE_RULES_SUMMARY
 
     @property
     def summaries(self) -> tuple[Path, Path, Path]:
