@@ -1,0 +1,86 @@
+"""The source-replay check (eval_bridge/scoring/replay.py) on small clips the tests encode.
+
+A replay is a render that shows the source's own frames: encoded again, resized, it stays within the
+encode's error; a reconstruction that moves like the source but is drawn differently does not.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from bvb_addon.errors import VideoError
+from eval_bridge.scoring import replay
+from tests.clip_support import write_clip
+
+pytestmark = pytest.mark.unit
+W, H, FPS, SECONDS = 96, 72, 8, 3  # 24 frames
+
+
+def _texture(i, width=W, height=H):
+    """A textured frame that pans with i (smooth shading, as a camera sees a room, not noise), at any size."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    x = x * W / width + 2 * i
+    y = y * H / height
+    image = np.stack([128 + 100 * np.sin(x / 15), 128 + 100 * np.cos(y / 12), 60 + x + y], axis=-1)
+    return image.clip(0, 255).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("replay")
+    made = {
+        "source": write_clip(folder / "source.mp4", W, H, FPS, SECONDS, 8, _texture)[0],
+        # The replay: the same frames rendered at the protocol's square size (stretched), encoded again.
+        "replay": write_clip(folder / "replay.mp4", 128, 128, FPS, SECONDS, 8, lambda i: _texture(i, 128, 128))[0],
+        # A rebuild that follows the motion but not the pixels: the texture flat-shaded in its mean colours.
+        "rebuild": write_clip(folder / "rebuild.mp4", W, H, FPS, SECONDS, 8,
+                              lambda i: np.full((H, W, 3), _texture(i).mean((0, 1)), np.uint8))[0],  # fmt: skip
+    }
+    (folder / "broken.mp4").write_bytes(b"not a video")
+    made["broken"] = folder / "broken.mp4"
+    return made
+
+
+def test_a_replay_is_flagged_and_a_rebuild_is_not(clips):
+    replayed = replay.replay_figures(clips["replay"], clips["source"])
+    rebuilt = replay.replay_figures(clips["rebuild"], clips["source"])
+    assert replayed.frames == rebuilt.frames == replay.LS_FRAMES
+    assert replayed.psnr > replay.REPLAY_PSNR_DB > rebuilt.psnr
+    assert replayed.ssim > 0.9 > rebuilt.ssim
+    assert replay.is_source_replay(replayed) and not replay.is_source_replay(rebuilt)
+
+
+def test_identical_clips_hit_the_cap():
+    frames = np.stack([_texture(i) for i in range(3)])
+    same = replay.compare_frames(frames, frames.copy())
+    assert same.psnr == replay.PSNR_CAP_DB and same.ssim == pytest.approx(1.0) and same.frames == 3
+    assert same.as_dict() == {"psnr": 100.0, "ssim": 1.0, "frames": 3}
+
+
+def test_psnr_pools_the_squared_errors():
+    a = np.zeros((2, 4, 4, 3), np.uint8)
+    b = a.copy()
+    b[0] = 10  # frame 0 off by 10 everywhere, frame 1 identical: pooled MSE 50
+    assert replay.psnr(a, b) == pytest.approx(10 * math.log10(255**2 / 50))
+
+
+def test_ssim_of_a_constant_shift_matches_the_formula():
+    # Flat images: variance 0, so SSIM is the luminance term (2 mu_a mu_b + C1) / (mu_a^2 + mu_b^2 + C1).
+    a, b = np.full((32, 32), 100.0), np.full((32, 32), 120.0)
+    c1 = (0.01 * 255) ** 2
+    assert replay.ssim(a, b) == pytest.approx((2 * 100 * 120 + c1) / (100**2 + 120**2 + c1))
+
+
+def test_luma_is_bt601():
+    assert replay.luma(np.array([[255, 0, 0], [0, 255, 0], [0, 0, 255]], np.uint8)) == pytest.approx(
+        [0.299 * 255, 0.587 * 255, 0.114 * 255]
+    )
+
+
+def test_mismatched_stacks_and_broken_clips_are_one_line(clips):
+    with pytest.raises(ValueError, match="differ in shape"):
+        replay.compare_frames(np.zeros((2, 4, 4, 3), np.uint8), np.zeros((3, 4, 4, 3), np.uint8))
+    with pytest.raises(VideoError, match="broken.mp4") as raised:
+        replay.replay_figures(clips["broken"], clips["source"])
+    assert "\n" not in str(raised.value)
