@@ -26,6 +26,10 @@ def _texture(i, width=W, height=H):
     return image.clip(0, 255).astype(np.uint8)
 
 
+def _flat(i):
+    return np.full((H, W, 3), _texture(i).mean((0, 1)), np.uint8)
+
+
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     folder = tmp_path_factory.mktemp("replay")
@@ -34,8 +38,7 @@ def clips(tmp_path_factory):
         # The replay: the same frames rendered at the protocol's square size (stretched), encoded again.
         "replay": write_clip(folder / "replay.mp4", 128, 128, FPS, SECONDS, 8, lambda i: _texture(i, 128, 128))[0],
         # A rebuild that follows the motion but not the pixels: the texture flat-shaded in its mean colours.
-        "rebuild": write_clip(folder / "rebuild.mp4", W, H, FPS, SECONDS, 8,
-                              lambda i: np.full((H, W, 3), _texture(i).mean((0, 1)), np.uint8))[0],  # fmt: skip
+        "rebuild": write_clip(folder / "rebuild.mp4", W, H, FPS, SECONDS, 8, _flat)[0],
     }
     (folder / "broken.mp4").write_bytes(b"not a video")
     made["broken"] = folder / "broken.mp4"
