@@ -3,8 +3,12 @@
 Installed by the worker itself before it imports bpy (and before any agent code runs); a
 seccomp filter can never be removed, and it is inherited by every thread and child. It
 allows ``socketpair`` (the supervisor channel is already open; Python's multiprocessing
-uses AF_UNIX pairs) and denies ``socket`` for every address family, so neither the
-network nor abstract Unix sockets of the host are reachable.
+uses AF_UNIX pairs; a pair reaches nothing outside) and denies ``socket`` for every address
+family, so neither the network nor abstract Unix sockets of the host are reachable. io_uring
+is denied as a whole: its ``IORING_OP_SOCKET`` makes a socket without the ``socket`` call, and
+its operations run in kernel threads the filter never sees. The filter holds the native ABI
+only: a call through another (i386's ``int 0x80``, x32's numbers) is killed by libseccomp's
+bad-architecture action, so i386's ``socketcall`` multiplexer is out of reach too.
 
 Standard library only; also run as a script (``--probe``) by the supervisor's layer probe.
 """
@@ -45,7 +49,23 @@ DENIED_SYSCALLS = (
     "swapoff",
     "reboot",
     "acct",
+    # Routes around this filter: io_uring runs its operations (IORING_OP_SOCKET, file I/O) in kernel
+    # workers that seccomp does not see; pidfd_getfd copies a descriptor (a socket) out of another
+    # process; the new mount API mounts without "mount".
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "pidfd_getfd",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "move_mount",
+    "open_tree",
+    # i386's socket multiplexer, where the native ABI has one (resolved to nothing on x86_64 and arm64).
+    "socketcall",
 )
+ENOSYS_SYSCALLS = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+"""Answered ENOSYS, as a kernel built without io_uring does: programs that try it fall back to plain calls."""
 
 
 # clone() flags that make new namespaces; a user namespace is the usual door to kernel bugs.
@@ -112,7 +132,11 @@ def install(export_fd: int | None = None) -> str | None:
             number = lib.seccomp_syscall_resolve_name(syscall.encode())
             if number < 0:
                 continue
-            code = errno.EAFNOSUPPORT if syscall == "socket" else errno.EPERM
+            code = errno.EPERM
+            if syscall == "socket":
+                code = errno.EAFNOSUPPORT
+            elif syscall in ENOSYS_SYSCALLS:
+                code = errno.ENOSYS
             rc = lib.seccomp_rule_add_array(ctx, _act_errno(code), number, 0, None)
             if rc < 0:
                 return f"seccomp_rule_add({syscall}) failed: {os.strerror(-rc)}"
