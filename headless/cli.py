@@ -3,6 +3,7 @@
 bvb synth ...            python -m headless.synth ...
 bvb run ...              python -m headless.run ...
 bvb render ...           python -m headless.render ...
+bvb audit ...            python -m headless.audit ...
 bvb score dv|ls|overall  python -m eval_bridge dv|ls|overall ...
 bvb leaderboard ...      python -m eval_bridge leaderboard ...
 bvb report ...           python -m eval_bridge report ...
@@ -30,6 +31,7 @@ DELEGATES = {
     "run": ("headless.run", [], "run an agent on every scene of a split"),
     "campaign": ("headless.campaign", [], "every stage of many configurations as one resumable job, one budget"),
     "render": ("headless.render", [], "render every submission of a run from its camera"),
+    "audit": ("headless.audit", [], "check every submission of a run against the release prompt's scene rules"),
     "exec": ("headless.exec", [], "run one bpy program in a sandboxed worker"),
     "vgi-tasks": ("headless.vgi_tasks", [], "generate VGI procedure tasks built in Blender"),
     "vgi-timelines": ("headless.vgi_timelines", [], "export object timelines of a VGI run (sandboxed)"),
@@ -77,7 +79,13 @@ def build_parser() -> Parser:
     for name, (_module, _lead, help_text) in DELEGATES.items():
         # add_help=False: "bvb run --help" shows the stage's own help.
         sub.add_parser(name, help=help_text, add_help=False)
-    sub.add_parser("score", help="score a run: dv, ls, overall, vgi or steps (bvb score dv --help)", add_help=False)
+    sub.add_parser(
+        "score", help=f"score a run: {', '.join(SCORE_STAGES[:-1])} or {SCORE_STAGES[-1]} (bvb score dv --help)",
+        add_help=False,
+    )  # fmt: skip
+    # Listed for --help only: main() answers `completion` before parsing.
+    sub.add_parser("completion", help="a shell completion script: eval \"$(bvb completion bash)\" (zsh, tcsh too)",
+                   add_help=False)  # fmt: skip
     # deferred: the demo imports every stage (the scorers, PyAV, the report: about 0.8 s), which the
     # subcommands that delegate to one stage's module never need
     from headless import demo

@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 from ..atomic import copy_atomic
 from ..blend_header import newer_file_reason
 from ..errors import ArgumentError
-from . import files, replies, wire
+from . import disk, files, replies, wire
 from .config import PRESETS, SandboxConfig, SandboxUnavailable
 from .gate import require_level
 from .layers import (
@@ -152,6 +152,13 @@ class Worker:
         if self.snapshot_dir == self.workspace or self.workspace in self.snapshot_dir.parents:
             raise ValueError(f"snapshot_dir {self.snapshot_dir} must be outside the workspace {self.workspace}")
         self.workspace.mkdir(parents=True, exist_ok=True)
+        self._disk: disk.SizedDisk | None = None
+        image = self.workspace.parent / f".{self.workspace.name}.disk"
+        if "disk" in self.level.layers and (image.is_file() or not any(self.workspace.iterdir())):
+            # The workspace is a filesystem of workspace_bytes (a write past it fails with ENOSPC), kept in an
+            # image beside it, so a later worker on the same folder (bvb exec) finds what this one wrote.
+            self._disk = disk.SizedDisk(self.config.workspace_bytes, image=image)
+            self._disk.bind("workspace", self.workspace)
         os.chmod(self.workspace, 0o700)
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         self._root = os.geteuid() == 0
@@ -250,9 +257,29 @@ class Worker:
                 raise WorkerError("error", _text(reply.get("reason"), 500) or "the worker returned no scene graph")
             return reply["graph"]
 
+    def audit(self, timeout: float | None = None) -> dict:
+        """The release prompt's scene rules checked on the loaded scene (scene_rules_bl): {"violations", "info",
+        "blender"} as the worker sent them (the caller validates them: a submission's names are in them);
+        WorkerError when the check fails or the worker dies."""
+        with self._lock:
+            try:
+                reply = self._request({"op": "audit"}, timeout or self.config.step_timeout_s)
+            except _Died as died:
+                self._recover()
+                raise WorkerError(died.kind, died.reason) from None
+            if reply.get("status") != "ok":
+                raise WorkerError("error", _text(reply.get("reason"), 500) or "the worker returned no audit")
+            return reply
+
     def close(self) -> None:
-        """Kill the whole worker tree and release its uid."""
+        """Kill the whole worker tree, release its uid and unmount its workspace's disk."""
         self._kill()
+        if self._disk is not None:
+            if self._dir_fd is not None:
+                os.close(self._dir_fd)  # a descriptor into the disk would keep it busy
+                self._dir_fd = None
+            self._disk.close()
+            self._disk = None
         if self._lease:
             self._lease.release()
             self._lease = None

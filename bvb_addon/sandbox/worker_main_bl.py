@@ -277,6 +277,11 @@ class SceneHost:
 
         return {"status": "ok", "graph": render_side_bl.scene_graph(req.get("frames"))}
 
+    def op_audit(self, req):
+        import scene_rules_bl  # deferred: it imports bpy at its top (after the filter, as above)
+
+        return scene_rules_bl.audit()
+
     def cleanup_processes(self):
         """Kill whatever the program left running, so nothing survives a step.
 
@@ -336,7 +341,7 @@ class SceneHost:
 
     def serve(self):
         handlers = {"ping": self.op_ping, "run": self.op_run, "load": self.op_load, "render": self.op_render,
-                    "graph": self.op_graph, "gl": self.op_gl}  # fmt: skip
+                    "graph": self.op_graph, "gl": self.op_gl, "audit": self.op_audit}  # fmt: skip
         while True:
             try:
                 req = wire.recv_msg(self.sock, 1 << 30)
