@@ -71,6 +71,35 @@ class Parser(argparse.ArgumentParser):
             raise argparse.ArgumentError(action, f"invalid {name}: {value!r}{hint} (choose from {', '.join(choices)})")
         super()._check_value(action, value)
 
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """argparse's, except that words nobody took are refused by the subcommand that was chosen:
+        its own usage and the closest option it has (argparse's top parser shows its usage only)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = _chosen(self, parsed)
+            word = next((w for w in extras if w.startswith("-")), extras[0])
+            options = [
+                o
+                for a in chosen._actions
+                if a.help != argparse.SUPPRESS
+                for o in a.option_strings
+                if o.startswith("--")
+            ]
+            close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1) if word.startswith("-") else []
+            hint = f"; did you mean {close[0]!r}?" if close else f"; {chosen.prog} --help lists its options"
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost subcommand parser that ``parsed`` went through (``parser`` itself when none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(parsed, action.dest, None)
+            if name in action.choices:
+                return _chosen(action.choices[name], parsed)
+    return parser
+
 
 def stage_parser(name: str, description: str, example: str | Sequence[str], **kwargs: Any) -> Parser:
     """The parser of stage ``name``: ``bvb NAME``, its example(s), the logging flags."""

@@ -463,8 +463,10 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, *, flat: boo
     values: dict[str, Any] = dict(given)
     for key, value in data.items():
         if key not in known:
-            close = difflib.get_close_matches(key, list(known), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"the keys are: {', '.join(sorted(known))}"
+            # A flat table also takes its sub-options' fields (cost_limit, model, base_url in a campaign's [run]).
+            accepted = sorted({*known, *(name for name, _path in _leaves(cls))} if flat else known)
+            close = difflib.get_close_matches(key, accepted, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"the keys are: {', '.join(accepted)}"
             raise ArgumentError(f"{where}: unknown key {key!r}; {hint}")
         field, tp = known[key]
         values[key] = _coerce(value, tp, where, key, field.metadata.get("parse"))

@@ -29,6 +29,20 @@ FAULT_EXIT = 75
 INTERRUPTED_EXIT = 130
 """Stopped by Ctrl-C or SIGTERM; --resume continues."""
 
+SERVERS = ("serve", "view")
+"""Commands that serve until Ctrl-C (``bvb human serve`` too): stopping them is no interruption of work."""
+
+
+def interrupted_line(command: str, resumable: bool) -> str:
+    """Ctrl-C's one line, true of the command: only a stage that takes --resume says to use it, and a
+    server, which Ctrl-C is the way to stop, says it stopped."""
+    if command.split()[-1] in SERVERS:
+        return f"{command}: stopped (Ctrl-C)"
+    if resumable:
+        return f"{command}: interrupted; rerun it with --resume to continue"
+    return f"{command}: interrupted; rerun it to start again"
+
+
 EXIT_CODES = {
     OK_EXIT: "every scene ended in a benchmark outcome (submitted, a limit, or an agent failure scored as zero)",
     FAILED_EXIT: "a harness bug (a traceback)",

@@ -10,7 +10,7 @@ import time
 from typing import NoReturn
 
 from bvb_addon import errors, outcomes, path_args
-from bvb_addon.command_line import Parser, setup_logging, sub_parser
+from bvb_addon.command_line import Parser, prog, setup_logging, sub_parser
 from bvb_addon.errors import USER_ERRORS, ArgumentError
 from bvb_addon.options import add_options, from_namespace
 from bvb_addon.records import read_dv_summary
@@ -34,7 +34,7 @@ EXAMPLES = """examples:
   bvb score dv --run results/r1 --split split.jsonl --videos VSI-Bench \\
       --judge-base-url https://api.openai.com/v1 --judge-model gpt-4o --workers 8
   bvb score dv --run results/r1 --split suite/split.jsonl --videos suite --judge geometry
-  bvb score ls --run results/r1 --split split.jsonl --videos VSI-Bench --encoder ./vjepa2
+  bvb score ls --run results/r1 --split split.jsonl --videos VSI-Bench --encoder ./vjepa2.1
   bvb score dv ... --backend ray --ray-address auto --judge-concurrency 8
   bvb score overall --run results/r1
   bvb leaderboard results/r1 results/r2 --out board.csv --reference published.csv
@@ -58,8 +58,8 @@ def _add_ls(sub: SubParsers) -> None:
     p = sub_parser(
         sub,
         "ls",
-        "Latent Similarity with a V-JEPA 2 encoder",
-        "bvb score ls --run results/r1 --split suite/split.jsonl --videos suite --encoder /models/vjepa2",
+        "Latent Similarity with the release's V-JEPA 2.1 ViT-G encoder (a local snapshot folder)",
+        "bvb score ls --run results/r1 --split suite/split.jsonl --videos suite --encoder ./vjepa2.1",
     )
     add_options(p, api.LSOptions)
     p.set_defaults(func=cmd_ls)
@@ -400,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a full disk writing rows or summaries
         return outcomes.environment_exit(exc, outcomes.rerun_command("eval_bridge", argv))
     except KeyboardInterrupt:
-        print("interrupted; rerun with --resume to continue", file=sys.stderr)
-        return 130
+        print(outcomes.interrupted_line(prog(args.command), FAULT_STAGES.get(args.command, ("", "", False))[2]),
+              file=sys.stderr)  # fmt: skip
+        return outcomes.INTERRUPTED_EXIT
     return _stage_exit(args, result, argv)

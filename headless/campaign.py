@@ -23,7 +23,7 @@ The TOML file (paths relative to it); every table's keys are the stage's option 
     [dv]                               # `bvb score dv`'s options (DVOptions fields; the judge's by name too)
     kind = "geometry"
     [ls]                               # optional: `bvb score ls` (LSOptions fields; the encoder's by name too)
-    model = "/models/vjepa2"
+    model = "/models/vjepa2.1"
 
     [[config]]                         # one per configuration: its name, trials and run option fields
     name = "gpt-4o"
@@ -217,7 +217,7 @@ def run_options(campaign: "Campaign", table: dict[str, Any], words: list[str], w
     if not nested:
         return base
     data = _merge(to_mapping(base), nested)
-    options = from_mapping(RunOptions, data, where, progress=False)
+    options = from_mapping(RunOptions, data, where, flat=True, progress=False)
     return replace(options, named=base.named | (_paths(nested) & set(HARNESS_OPTIONS)))
 
 
@@ -344,7 +344,8 @@ def _load(path: Path) -> Campaign:
     run_table = _table(data, "run", path)
     run_words = _args(data.get("run_args"), "run_args")
     # Each table alone first: a wrong key or type is named with its own table.
-    from_mapping(RunOptions, nest(RunOptions, run_table, f"{path} [run]"), f"{path} [run]")
+    # flat=True: an unknown key's message lists the sub-options' fields too (cost_limit, model, base_url).
+    from_mapping(RunOptions, run_table, f"{path} [run]", flat=True)
     seen: set[str] = set()
     for i, entry in enumerate(data.get("config") or []):
         name = str(entry.get("name") or "")
@@ -356,7 +357,7 @@ def _load(path: Path) -> Campaign:
         seen.add(name)
         table_where = f"{path} [[config]] {name}"
         own = {k: v for k, v in entry.items() if k not in CONFIG_KEYS}
-        from_mapping(RunOptions, nest(RunOptions, own, table_where), table_where)
+        from_mapping(RunOptions, own, table_where, flat=True)
         words = [*run_words, *_args(entry.get("args"), f"[[config]] {name} args")]
         options = run_options(campaign, _merge(nest(RunOptions, run_table, table_where),
                                                nest(RunOptions, own, table_where)), words, table_where)  # fmt: skip

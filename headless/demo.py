@@ -2,7 +2,7 @@
 
 Generates one synthetic scene per difficulty, runs the two API-free agents (empty-room and
 oracle) as two runs, renders both, scores DV with the offline geometry judge, scores LS
-when a V-JEPA 2 encoder is given, writes the leaderboard and builds the HTML report.
+when an LS encoder is given (the release's V-JEPA 2.1 ViT-G snapshot folder), writes the leaderboard and builds the HTML report.
 Each stage is the function its own command calls (bvb synth, run, render, score, leaderboard,
 report), given options built here.
 """
@@ -30,7 +30,7 @@ from eval_bridge.api import ENCODER_ENV, DVOptions, EncoderOptions, LSOptions
 from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
 from eval_bridge.pages.report import ReportOptions
 from eval_bridge.pages.report import report as report_stage
-from eval_bridge.scoring.options import JudgeOptions
+from eval_bridge.scoring.options import DEFAULT_ENCODER, JudgeOptions
 from headless.synth import SynthOptions, synth
 
 AGENTS: tuple[Agent, ...] = ("empty-room", "oracle")
@@ -54,7 +54,9 @@ class DemoOptions:
     duration: float = option(6.0, "clip length, seconds")
     num_frames: int = option(24, "frames of each evaluation render")
     encoder: str | None = option(
-        None, f"V-JEPA 2 weights (local path or hub id) to score LS (default: ${ENCODER_ENV}; LS is skipped without)"
+        None,
+        f"the LS encoder's local snapshot folder, the release's V-JEPA 2.1 ViT-G {DEFAULT_ENCODER} "
+        f"(default: ${ENCODER_ENV}; LS is skipped without)",
     )
     progress: bool = option(False, "the stages' own progress bars", cli=False)
     on_line: Callable[[str], None] | None = option(
@@ -157,8 +159,8 @@ def _ls(
 ) -> None:
     if not encoder:
         say(
-            "skipped LS: no V-JEPA 2 encoder given. To score LS, pass --encoder PATH_OR_HUB_ID "
-            f"(or set {ENCODER_ENV}), e.g. a local copy of facebook/vjepa2-vitl-fpc64-256."
+            f"skipped LS: no encoder given. To score LS, pass --encoder DIR (or set {ENCODER_ENV}), DIR a local "
+            f"snapshot of the release's V-JEPA 2.1 ViT-G: huggingface-cli download {DEFAULT_ENCODER} --local-dir DIR"
         )
         return
     for run_dir in runs.values():

@@ -4,7 +4,7 @@ import argparse
 import sys
 from typing import Any
 
-from bvb_addon import errors
+from bvb_addon import errors, outcomes
 from bvb_addon.command_line import Parser, add_log_flags, setup_logging
 from bvb_addon.options import add_options, from_namespace
 
@@ -132,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "pack":
         cmd_pack(from_namespace(args.options, args))
     elif args.action == "serve":
-        cmd_serve(from_namespace(HumanServeOptions, args))
+        try:
+            cmd_serve(from_namespace(HumanServeOptions, args))
+        except KeyboardInterrupt:  # Ctrl-C is how the server is stopped: one line, no traceback
+            print(outcomes.interrupted_line("bvb human serve", resumable=False), file=sys.stderr)
+            return outcomes.INTERRUPTED_EXIT
     else:
         cmd_score(from_namespace(HumanScoreOptions, args))
     return 0

@@ -245,6 +245,12 @@ def pack_bvb(options: BVBPackOptions) -> dict[str, Any]:
                 "render the runs (bvb render) or pass --videos DIR"
             )
         scenes = sorted(rng.sample(common, min(options.count, len(common))))
+        if len(common) < options.count:
+            log.warning(
+                "--count %d: only %d scene(s) have a render in every run and a source clip (%s); the study holds "
+                "those. Render the runs' other scenes (bvb render) for more", options.count, len(common),
+                ", ".join(common),
+            )  # fmt: skip
     rng.shuffle(scenes)  # the order raters see: not the scene ids' order
     if options.per_form is not None and options.per_form > len(scenes):
         raise HumanStudyError(
@@ -371,6 +377,9 @@ def pack_vgi(options: VGIPackOptions) -> dict[str, Any]:
         chosen = sorted(tasks)
     rng = random.Random(options.seed)
     if options.count is not None and not options.instances:
+        if len(chosen) < options.count:
+            log.warning("--count %d: %s holds only %d instance(s); the study holds those", options.count,
+                        options.tasks, len(chosen))  # fmt: skip
         chosen = sorted(rng.sample(chosen, min(options.count, len(chosen))))
 
     pairs = []

@@ -21,6 +21,7 @@ from ..scoring.overall import (
     COLUMNS,
     OverallError,
     format_table,
+    mark_against_published,
     mark_comparability,
     rank_groups,
     read_references,
@@ -116,6 +117,7 @@ def leaderboard(options: LeaderboardOptions) -> LeaderboardResult:
         members = [r for r in rows if str(r.get("group")) == group]
         anchor = base_row if base_row is not None and base_row.get("group") == group else members[0]
         mark_comparability(members, anchor["identity"])
+    mark_against_published(rows, published)
     rows += published
     # By Overall; rows without one (no LS yet) follow, by DV, so a DV-only demo still ranks.
     rows = rank_groups(rows, options.rank_all)

@@ -162,6 +162,16 @@ def differences(identity: Mapping[str, object], baseline: Mapping[str, object]) 
     return [key for key in KEYS if identity.get(key) != baseline.get(key)]
 
 
+RELEASE: Identity = {"render_preset": "bvb"}
+"""What every published row of BVB's table shares and a run's files record: the release's render (the bvb
+preset, EEVEE at 512 px). The published CSVs record no more of their identity than their group."""
+
+
+def release_differences(identity: Mapping[str, object]) -> list[str]:
+    """The fields where a run is known (recorded, not unknown) to differ from the published rows' protocol."""
+    return [key for key, value in RELEASE.items() if identity.get(key) not in (None, value)]
+
+
 def describe(keys: Iterable[str]) -> str:
     """The differs column: 'judge, encoder' (empty when nothing differs)."""
     return ", ".join(LABELS[key] for key in keys)

@@ -130,6 +130,12 @@ def resolve_snapshot(model: str | Path) -> tuple[Path, str | None]:
             return Path(snapshot_download(str(model), local_files_only=True)), str(model)
         except Exception:  # noqa: BLE001 - not in the cache (or no hub client): the same answer, what to pass
             pass
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", str(model)) and str(model) != DEFAULT_ENCODER:
+        # Another hub id (V-JEPA 2's facebook/vjepa2-vitl-fpc64-256, say): its own download, not the release's.
+        raise LSError(
+            f"--encoder {model}: no such folder, and no snapshot of it in the local hub cache (LS downloads "
+            f"nothing); download it with `huggingface-cli download {model} --local-dir DIR` and pass --encoder DIR"
+        )
     raise LSError(f"--encoder {model}: no such folder, and no local snapshot of it; {WEIGHTS_HINT}")
 
 
@@ -279,7 +285,10 @@ class EncoderSpec:
         """The spec of an LS pass's encoder options (a bare hub entry point name needs its checkpoint)."""
         model = options.resolved()
         if _names_a_hub_entry(model) and not options.checkpoint:
-            raise LSError(f"--encoder {model} needs --checkpoint FILE; {HUB_HINT}")
+            if re.fullmatch(r"vjepa2_\w+", model):  # an entry point of Meta's hubconf.py (vjepa2_1_vit_large_384)
+                raise LSError(f"--encoder {model} needs --checkpoint FILE; {HUB_HINT}")
+            # A bare word (README once said `--encoder vjepa2`): no folder, no hub id, no entry point.
+            raise LSError(f"--encoder {model}: no such folder; {WEIGHTS_HINT}")
         return cls(
             model, options.device, options.dtype, options.trust_remote_code, options.num_frames,
             options.encoder_repo, options.checkpoint,

@@ -259,6 +259,23 @@ def mark_comparability(rows: list[dict], baseline: dict) -> None:
             row["comparability_note"] = "; ".join(n for n in (row.get("comparability_note"), note) if n)
 
 
+def mark_against_published(rows: list[dict], published: list[dict]) -> None:
+    """A run ranked in a group that holds published rows is compared with their protocol too
+    (``identity.RELEASE``): one rendered with another preset (fast, Workbench) is marked not comparable."""
+    groups = {str(p.get("group")) for p in published}
+    for row in rows:
+        if "identity" not in row or str(row.get("group")) not in groups:
+            continue
+        shown = row.get("differs") or ""
+        diffs = [k for k in identity.release_differences(row["identity"]) if identity.LABELS[k] not in shown]
+        if not diffs:
+            continue
+        row["differs"] = ", ".join(d for d in (row.get("differs"), identity.describe(diffs)) if d)
+        row["comparable"] = "false"
+        note = f"differs from the published rows' protocol in {identity.describe(diffs)}: not comparable, not ranked with them"
+        row["comparability_note"] = "; ".join(n for n in (row.get("comparability_note"), note) if n)
+
+
 def _number(value):
     """A CSV cell as a number; a blank cell is None (and stays blank when written back)."""
     if value is None or not str(value).strip():

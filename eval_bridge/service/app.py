@@ -125,7 +125,9 @@ class ServeOptions:
     )
     default_judge: str | None = option(None, "the judge of a job that names none", cli=False)
     encoders: dict[str, api.EncoderOptions] = option(
-        help="the V-JEPA 2 encoders a job may name ([encoders.NAME] tables)", default_factory=dict, cli=False
+        help="the LS encoders (V-JEPA 2.1 or 2 snapshot folders) a job may name ([encoders.NAME] tables)",
+        default_factory=dict,
+        cli=False,
     )
     default_encoder: str | None = option(None, "the encoder of a job that names none", cli=False)
     judge: api.JudgeOptions | None = option(
@@ -446,7 +448,7 @@ class Service:
                 )
                 continue
             if axis == "ls" and encoder is None:
-                skipped[axis] = "no V-JEPA 2 encoder: start the service with --encoder PATH (or set BVB_VJEPA_MODEL)"
+                skipped[axis] = "no LS encoder: start the service with --encoder PATH (or set BVB_VJEPA_MODEL)"
                 continue
             where: dict[str, Path] = {}
             for name in ("split", "videos"):
