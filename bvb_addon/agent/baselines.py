@@ -1,4 +1,5 @@
-"""Agents that need no API: ``empty-room`` (the leaderboard's floor) and ``oracle`` (synthetic only).
+"""Agents that need no API: ``empty-room`` (the leaderboard's floor), ``oracle`` (synthetic only) and
+``replay`` (the metrics' own ceiling: the source's pixels, which the scene rules forbid).
 
 They answer through the same loop, sandbox, limits and outputs as a model, at zero cost, so
 they double as end-to-end tests of the harness.
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..pricing import ZERO
 from ..sandbox.compat_bl import node_tree, program_source
+from ..sandbox.release_render import NUM_SAMPLES, RESOLUTION, sample_frames
 from .litellm_model import CallInfo
 from .model import BeforeRetry, ModelError, ModelReply
 
@@ -208,6 +210,135 @@ def oracle_chat(task: "SceneTask", videos_root: str | Path) -> ScriptedChat:
         [
             "I look at the first frame.\n" + fenced("frames", "count=1"),
             "The scene's oracle program.\n" + blender_block(path.read_text()),
+            "DONE",
+        ]
+    )
+
+
+# -- replay: the source clip's own frames shown to an orthographic camera (issue 40) ------------------
+# What a hostile model can do inside the release's container: extract the clip's frames with ffmpeg,
+# pack them as image textures on emissive planes, show one plane per frame. Rendered by the protocol's
+# render (EEVEE, 512 x 512) it comes back within the encode's error of the source, so it marks the
+# ceiling of DV and LS, and the scene audit must flag it (no_image_textures, source_replay).
+
+REPLAY_DIR = "/workspace/scratch/replay"
+VIDEO_IN_SANDBOX = "/workspace/video/video.mp4"
+REPLAY_EVERY_FRAME_UP_TO = 2 * NUM_SAMPLES
+"""A clip this short gives every frame (any sample of the timeline shows a source frame); a longer one the
+release's 64 sampled frames, which the protocol's render samples too (the blend stays tens of MB)."""
+
+REPLAY = """\
+import glob
+import bpy
+
+# The source replay: clip frame k is plane k's packed texture, shown on timeline frames INDICES[k] + 1 up to
+# the next plane's, in front of an orthographic camera whose view the (stretched) frame fills exactly.
+INDICES = {indices}
+FRAMES, FPS, SIDE = {frame_count}, {fps}, {side}
+files = sorted(glob.glob({replay_dir!r} + "/*.png"))
+if len(files) != len(INDICES):
+    raise SystemExit(f"ffmpeg wrote {{len(files)}} frames, expected {{len(INDICES)}}")
+
+bpy.ops.wm.read_factory_settings(use_empty=True)
+scene = bpy.context.scene
+scene.render.fps = FPS
+scene.frame_start, scene.frame_end = 1, FRAMES
+scene.render.resolution_x = scene.render.resolution_y = SIDE
+# The texture's values, untouched: no tone curve, no pixel filter, one sample.
+scene.view_settings.view_transform = "Standard"
+scene.view_settings.look = "None"
+scene.render.filter_size = 0.0
+scene.eevee.taa_render_samples = 1
+
+
+{compat}
+
+camera = bpy.data.objects.new("replay_camera", bpy.data.cameras.new("replay_camera"))
+camera.data.type = "ORTHO"
+camera.data.ortho_scale = 1.0
+camera.location = (0.0, 0.0, 1.0)
+scene.collection.objects.link(camera)
+scene.camera = camera
+# The rules want a light; emission needs none, and its shadow maps would double EEVEE's time a frame.
+light = bpy.data.objects.new("replay_light", bpy.data.lights.new("replay_light", "POINT"))
+light.data.use_shadow = False
+scene.collection.objects.link(light)
+
+starts = [index + 1 for index in INDICES] + [FRAMES + 1]
+for k, path in enumerate(files):
+    image = bpy.data.images.load(path)
+    image.pack()
+    material = bpy.data.materials.new(f"replay_frame_{{INDICES[k]:05d}}")
+    nodes, links = node_tree(material).nodes, node_tree(material).links
+    nodes.clear()
+    texture = nodes.new("ShaderNodeTexImage")
+    texture.image, texture.interpolation = image, "Closest"
+    emission = nodes.new("ShaderNodeEmission")
+    output = nodes.new("ShaderNodeOutputMaterial")
+    links.new(texture.outputs["Color"], emission.inputs["Color"])
+    links.new(emission.outputs["Emission"], output.inputs["Surface"])
+    mesh = bpy.data.meshes.new(f"replay_plane_{{k:05d}}")
+    mesh.from_pydata([(-0.5, -0.5, 0), (0.5, -0.5, 0), (0.5, 0.5, 0), (-0.5, 0.5, 0)], [], [(0, 1, 2, 3)])
+    mesh.uv_layers.new().data.foreach_set("uv", (0, 0, 1, 0, 1, 1, 0, 1))
+    mesh.materials.append(material)
+    plane = bpy.data.objects.new(mesh.name, mesh)
+    scene.collection.objects.link(plane)
+    # Hidden before its start and from the next plane's start on; boolean keys hold (constant).
+    for frame, hidden in ((1, True), (starts[k], False), (starts[k + 1], True)):
+        if 1 <= frame <= FRAMES:
+            plane.hide_render = plane.hide_viewport = hidden
+            plane.keyframe_insert("hide_render", frame=frame)
+            plane.keyframe_insert("hide_viewport", frame=frame)
+print("replay of", len(files), "frames over", FRAMES, "timeline frames")
+"""
+
+
+def replay_indices(frame_count: int) -> list[int]:
+    """The clip frames the replay packs: every one of a short clip, else the release's 64 samples (deduplicated)."""
+    count = max(1, frame_count)
+    if count <= REPLAY_EVERY_FRAME_UP_TO:
+        return list(range(count))
+    # The protocol's render samples timeline frames 1..N as LS samples clip frames 0..N-1: the same indices.
+    return [frame - 1 for frame in sample_frames(1, count, NUM_SAMPLES)]
+
+
+def replay_extract_command(
+    indices: list[int], side: int = RESOLUTION, video: str = VIDEO_IN_SANDBOX, out_dir: str = REPLAY_DIR
+) -> str:
+    """The ffmpeg command (in the sandbox) writing the clip frames at ``indices``, stretched to side x side PNGs.
+
+    Stretched to the protocol's square render: the orthographic view is square, so the frame fills it, and
+    resizing the render back to the source's aspect undoes the stretch.
+    """
+    every = indices == list(range(len(indices)))
+    select = "" if every else "select='" + "+".join(f"eq(n\\,{i})" for i in indices) + "',"
+    return (
+        f"rm -rf {out_dir} && mkdir -p {out_dir} && ffmpeg -nostdin -v error -i {video} "
+        f'-vf "{select}scale={side}:{side}:flags=area" -fps_mode passthrough {out_dir}/%05d.png'
+    )
+
+
+def replay_program(task: "SceneTask", side: int = RESOLUTION) -> str:
+    indices = replay_indices(task.frame_count)
+    return REPLAY.format(
+        indices=indices,
+        frame_count=max(1, task.frame_count),
+        fps=max(1, round(task.fps)),
+        side=side,
+        replay_dir=REPLAY_DIR,
+        compat=program_source((node_tree,)),
+    )
+
+
+def replay_chat(task: "SceneTask") -> ScriptedChat:
+    """The replay agent under mini-bvb: frames seen (the harness requires one), ffmpeg, then the Blender program."""
+    indices = replay_indices(task.frame_count)
+    extract = replay_extract_command(indices)
+    build = blender_block(replay_program(task))
+    return ScriptedChat(
+        [
+            "I look at the first frame.\n" + fenced("frames", "count=1"),
+            "The clip's own frames, packed onto planes.\n" + build.replace("```bash\n", f"```bash\n{extract}\n", 1),
             "DONE",
         ]
     )

@@ -30,8 +30,8 @@ def provider_effort(reasoning: str, base_url: str | None) -> str | None:
     return reasoning
 
 
-AGENTS = ("model", "empty-room", "oracle")
-Agent = Literal["model", "empty-room", "oracle"]
+AGENTS = ("model", "empty-room", "oracle", "replay")
+Agent = Literal["model", "empty-room", "oracle", "replay"]
 Reasoning = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 AGENT, LIMITS = "agent", "limits"
 """The help sections of ``bvb run`` its fields are listed under."""
@@ -42,7 +42,8 @@ class AgentConfig:
     """Everything the loop and the model client need; recorded in config.json (never the key)."""
 
     agent: Agent = option("model", "a model over the API, or an API-free agent", group=AGENT)
-    """Which agent answers: ``model`` (an API), ``empty-room`` or ``oracle`` (no API)."""
+    """Which agent answers: ``model`` (an API), ``empty-room``, ``oracle`` or ``replay`` (no API; replay: mini-bvb
+    only)."""
     model: str = option(MODEL, "model id at the provider", group=AGENT)
     """Model id sent to the provider."""
     # The command line's --reasoning is RunOptions.reasoning: mini-bvb sends it only when given.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import scratch
+from ..defaults import API_KEY_ENV
 from ..errors import ArgumentError
 from ..records.trajectory import Trajectory
 from ..run_dir import CONFIG, RunDir
@@ -156,16 +157,19 @@ def routed_by_name(config: AgentConfig) -> bool:
 
 def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | None = None) -> Any:
     """The LiteLLM client of a model agent (None for an API-free one); ``api_key`` a key given as it is (the
-    add-on's preferences), else LiteLLM reads the provider's variable, or ``config.api_key_env`` with an endpoint."""
+    add-on's preferences), else LiteLLM reads the provider's variable, or ``config.api_key_env`` with an endpoint or
+    when --api-key-env named one."""
     if config.agent != "model":
         return None
 
     base_url = config.base_url if config.base_url not in DEFAULT_BASE_URLS else None
+    named = config.api_key_env != API_KEY_ENV
     return LiteLLMModel(
         config.model,
         reasoning=settings.reasoning,
         base_url=base_url,
-        api_key_env=config.api_key_env if base_url else None,
+        api_key_env=config.api_key_env if base_url or named else None,
+        key_named=named,
         api_key=api_key or None,
         price_in=config.price_in,
         price_out=config.price_out,
@@ -175,11 +179,15 @@ def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | No
 
 
 def api_free_chat(config: AgentConfig, video: Path, scene: str, dataset: str, videos: str | Path) -> Any:
-    """The empty-room or oracle agent of a scene, speaking mini-bvb."""
-    from .baselines import empty_room_chat, oracle_chat  # deferred: imports bpy
+    """The empty-room, oracle or replay agent of a scene, speaking mini-bvb."""
+    from .baselines import empty_room_chat, oracle_chat, replay_chat  # deferred: imports bpy
 
     task = task_for_clip(video, scene, dataset)
-    return empty_room_chat(task) if config.agent == "empty-room" else oracle_chat(task, videos)
+    if config.agent == "empty-room":
+        return empty_room_chat(task)
+    if config.agent == "replay":
+        return replay_chat(task)
+    return oracle_chat(task, videos)
 
 
 def run_scene(
@@ -207,6 +215,7 @@ def run_scene(
             cpus=settings.cpus,
             memory_bytes=settings.memory_bytes,
             allow_network=settings.allow_network,
+            disk_bytes=settings.disk_bytes,
             exec_timeout=settings.exec_timeout,
         )
         try:

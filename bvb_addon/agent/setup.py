@@ -91,6 +91,9 @@ def get_model(
 
     if config.agent == "empty-room":
         return empty_room_agent(task)
+    if config.agent == "replay":
+        # Its frames come from ffmpeg in the mini-bvb sandbox; a native worker has no shell to run it.
+        raise ModelError("--agent replay speaks mini-bvb only (it runs ffmpeg in a bash block); drop --harness native")
     if videos is None:
         raise ModelError("--agent oracle reads oracle/<scene>.py from the suite's folder; pass --videos")
     return oracle_agent(task, videos)
