@@ -14,6 +14,7 @@ Headers (after gzip or zstd, when the file is compressed):
 import gzip
 import re
 from pathlib import Path
+from typing import BinaryIO
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -21,29 +22,34 @@ _LEGACY = re.compile(rb"^BLENDER[_-][vV](\d)(\d\d)")
 _LARGE = re.compile(rb"^BLENDER\d\d-\d\d[vV](\d\d)(\d\d)")
 
 
-def _head(path, size=32):
-    with open(path, "rb") as handle:
-        raw = handle.read(size)
-        if raw.startswith(GZIP_MAGIC):
-            handle.seek(0)
-            with gzip.GzipFile(fileobj=handle) as unpacked:
-                return unpacked.read(size)
-        if raw.startswith(ZSTD_MAGIC):
-            try:
-                # deferred: only a zstd-compressed .blend needs it (bpy and Blender's Python ship it; else no header)
-                import zstandard
-            except ImportError:
-                return b""
-            handle.seek(0)
-            with zstandard.ZstdDecompressor().stream_reader(handle) as unpacked:
-                return unpacked.read(size)
-        return raw
+def _head(handle, size=32):
+    raw = handle.read(size)
+    if raw.startswith(GZIP_MAGIC):
+        handle.seek(0)
+        with gzip.GzipFile(fileobj=handle) as unpacked:
+            return unpacked.read(size)
+    if raw.startswith(ZSTD_MAGIC):
+        try:
+            # deferred: only a zstd-compressed .blend needs it (bpy and Blender's Python ship it; else no header)
+            import zstandard
+        except ImportError:
+            return b""
+        handle.seek(0)
+        with zstandard.ZstdDecompressor().stream_reader(handle, closefd=False) as unpacked:
+            return unpacked.read(size)
+    return raw
 
 
-def saved_by(path: str | Path) -> tuple[int, int] | None:
-    """(major, minor) of the Blender that saved the .blend at path, or None when the header is not one."""
+def saved_by(path: str | Path | BinaryIO) -> tuple[int, int] | None:
+    """(major, minor) of the Blender that saved the .blend at path (or in an open binary file, read from its
+    start), or None when the header is not one."""
     try:
-        head = _head(path)
+        if isinstance(path, (str, Path)):
+            with open(path, "rb") as handle:
+                head = _head(handle)
+        else:
+            path.seek(0)
+            head = _head(path)
     except (OSError, EOFError, ValueError):
         return None
     match = _LEGACY.match(head) or _LARGE.match(head)

@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import blend_header
 from ..atomic import write_text_atomic
 from ..backend import stamp_node
 from ..errors import ArgumentError, MissingFileError
@@ -54,8 +53,8 @@ MINI = "mini-bvb (BVB's run_agent.py options)"
 """The help section of ``bvb run`` the harness's flags are listed under."""
 
 
-def parse_memory(text: str) -> int:
-    """Docker's --memory form (``4g``, ``512m``, ``1024k``, bytes) in bytes."""
+def parse_size(text: str, flag: str = "--memory", default: str = "4g (BVB's)") -> int:
+    """Docker's size words (``4g``, ``512m``, ``1024k``, bytes) in bytes; ``flag`` and ``default`` name them in errors."""
     units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     value = str(text).strip().lower()
     factor = units.get(value[-1:], None)
@@ -71,6 +70,21 @@ def parse_memory(text: str) -> int:
 
 @dataclass
 class MiniBVBSettings:
+def parse_memory(text: str) -> int:
+    """Docker's --memory form in bytes."""
+    return parse_size(text)
+
+
+def parse_disk(text: str) -> int:
+    """--disk SIZE in bytes (Docker's size words)."""
+    return parse_size(text, "--disk", "8g")
+
+
+def parse_snapshot_budget(text: str) -> int:
+    """--snapshot-budget SIZE in bytes (Docker's size words)."""
+    return parse_size(text, "--snapshot-budget", "2g")
+
+
     """The harness's options beside AgentConfig's model and cost limit (run_agent.py's defaults)."""
 
     # The command line's --reasoning is RunOptions.reasoning (one flag for both harnesses).
@@ -95,6 +109,25 @@ class MiniBVBSettings:
     allow_network: bool = option(False, "give the scene's sandbox the network", group=MINI)
     model_timeout: float = option(600.0, "mini-bvb: seconds one call may take", metavar="S", group="agent")
     """Seconds one model call may take (LiteLLM's timeout)."""
+    disk_bytes: int = option(
+        8 << 30,
+        "disk of a scene's sandbox: /workspace, /tmp, $HOME and /dev/shm together (e.g. 8g, 256m)",
+        flag="--disk",
+        metavar="SIZE",
+        parse=parse_disk,
+        cli_help_default="8g",
+        group=MINI,
+    )
+    """Bytes the scene's sandbox may write, everywhere together; past it a write fails with ENOSPC (disk layer)."""
+    snapshot_budget: int = option(
+        2 << 30,
+        "bytes of result.blend snapshots a scene keeps in steps/ (the newest kept)",
+        metavar="SIZE",
+        parse=parse_snapshot_budget,
+        cli_help_default="2g",
+        group=MINI,
+    )
+    """Bytes of steps/<scene>/NNN.blend a scene keeps: older snapshots are removed to make room for a new one."""
     num_retries: int = option(5, "LiteLLM's retries of one call", flag="--model-retries", metavar="N", group=MINI)
     """LiteLLM's retries of one call."""
 
@@ -110,12 +143,20 @@ class BashResultLike(Protocol):
 
 class Workspace(Protocol):
     """A scene's sandbox (bvb_addon.sandbox.workspace.SceneWorkspace)."""
+class CopyOutLike(Protocol):
+    path: Path | None
+    reason: str | None
+    data_bytes: int
+
+
 
     def run_bash(self, command: str, timeout: float | None = None) -> BashResultLike: ...
 
     def host_path(self, path: str) -> Path: ...
 
-    def copy_out(self, inside: str, dest: str | Path, max_bytes: int | None = None) -> Path | None: ...
+    def copy_out(
+        self, inside: str, dest: str | Path, max_bytes: int | None = None, *, blend: bool = False
+    ) -> CopyOutLike: ...
 
     def close(self) -> None: ...
 
@@ -298,6 +339,8 @@ class MiniBVBLoop:
         for content in blocks:
             times = frames_mod.request(content, duration)
             if not times:
+        # The snapshot the provider said answered, beside the step (agent_meta's answered_by counts them).
+        answered = {ANSWERED_BY: info.snapshot} if info.snapshot else {}
                 continue
             got = frames_mod.extract(self.scene.video, self.frames_dir, times, start_index=self.frames_extracted)
             self.frames_extracted += len(got)
@@ -325,7 +368,9 @@ class MiniBVBLoop:
         return "EXISTS" in result.stdout
 
     def _snapshot_if_changed(self) -> None:
-        """result.blend after a bash block that changed it, kept as steps/<scene>/NNN.blend."""
+        """result.blend after a bash block that changed it, kept as steps/<scene>/NNN.blend: only a .blend, as
+        sparse as its data, and within --snapshot-budget (older snapshots removed to make room); every copy
+        not made and snapshot removed is named in the step's ``extra["snapshot_notes"]``."""
         try:
             # A stat, never a read: the copy below opens nothing through a link.
             info = os.lstat(self.ws.host_path(RESULT))
@@ -336,8 +381,36 @@ class MiniBVBLoop:
             return
         self._blend_stamp = stamp
         target = self.rd.step_file(self.scene.scene, self.commands_run, ".blend")
-        if self.ws.copy_out(RESULT, target, MAX_BLEND_BYTES) is not None:
-            self.traj.snapshot = self.rd.relative(target)
+        budget = self.settings.snapshot_budget
+        # What the copy can write at most: the data the workspace really holds for the file.
+        need = min(info.st_size, info.st_blocks * 512)
+        if need > budget:
+            self._snapshot_note(f"result.blend not copied to {target.name}: {need} bytes of data, over the "
+                                f"--snapshot-budget of {budget}")  # fmt: skip
+            return
+        self._trim_snapshots(budget - need)
+        copied = self.ws.copy_out(RESULT, target, MAX_BLEND_BYTES, blend=True)
+        if copied.path is None:
+            self._snapshot_note(f"result.blend not copied to {target.name}: {copied.reason}")
+            return
+        self._trim_snapshots(budget - copied.data_bytes, keep=target)
+        self.traj.snapshot = self.rd.relative(target)
+
+    def _trim_snapshots(self, room: int, keep: Path | None = None) -> None:
+        """Remove the scene's oldest snapshots (not ``keep``) until they hold at most ``room`` bytes on disk."""
+        folder = self.rd.steps_dir(self.scene.scene)
+        kept = sorted(path for path in folder.glob("*.blend") if path != keep) if folder.is_dir() else []
+        sizes = {path: path.stat().st_blocks * 512 for path in kept}
+        while kept and sum(sizes[path] for path in kept) > room:
+            oldest = kept.pop(0)
+            oldest.unlink()
+            self._snapshot_note(f"{oldest.name} removed to keep steps/ within --snapshot-budget")
+
+    def _snapshot_note(self, text: str) -> None:
+        step = self.traj.last_step()
+        notes = step.extra.setdefault("snapshot_notes", []) if step is not None else self.traj.extra.setdefault(
+            "snapshot_notes", [])  # fmt: skip
+        notes.append(f"block {self.commands_run}: {text}")
 
     # -- the trajectory (ours) -----------------------------------------------------------
 
@@ -410,12 +483,12 @@ class MiniBVBLoop:
         # An interrupted scene leaves no blend, as a killed BVB run does: --resume runs it again.
         if produced and self.stop_reason != "interrupted":
             dest = rd.blend(scene)
-            if self.ws.copy_out(RESULT, dest, MAX_BLEND_BYTES) is not None:
+            copied = self.ws.copy_out(RESULT, dest, MAX_BLEND_BYTES, blend=True)
+            if copied.path is not None:
                 blend_file = str(dest)
-                if blend_header.saved_by(dest) is None:
-                    self.blend_error = "result.blend is not a .blend file (no Blender header); it scores as a failure"
             else:
-                self.blend_error = "result.blend not copied: a link, not a regular file, or too large"
+                # The release copies whatever is there; a file that is no .blend scores as a failure either way.
+                self.blend_error = f"result.blend not copied: {copied.reason}; it scores as a failure"
         status = self._status(blend_file)
         reason = self.error or self.blend_error or self.note or self.stop_reason
         t = self.traj

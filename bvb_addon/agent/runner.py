@@ -759,6 +759,8 @@ def _field(path: str) -> Any:
     return {f.name: f for f in fields(sub)}[name]
 
 
+    "mini_bvb.disk_bytes": None,
+    "mini_bvb.snapshot_budget": None,
 def flag(path: str) -> str:
     """The command-line name of a RunOptions field path."""
     f = _field(path)

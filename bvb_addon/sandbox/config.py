@@ -81,8 +81,9 @@ class SandboxConfig:
     """Tasks (processes and threads) per worker: cgroup pids.max, and RLIMIT_NPROC under the dropped uid.
     Blender starts a few threads per core, so the default grows with the machine."""
     workspace_bytes: int = option(4 << 30, "disk the workspace may hold", cli=False)
-    """Disk the workspace may hold; checked twice a second while a request runs, the worker is
-    killed and the workspace emptied past it (status output_limit)."""
+    """Disk the workspace may hold: the size of its own filesystem where the disk layer works (a write past it
+    fails with ENOSPC), and checked twice a second while a request runs (the worker killed and the workspace
+    emptied past it, status output_limit) where it does not."""
     workspace_files: int = option(100_000, "entries the workspace may hold", cli=False)
     """Entries the workspace may hold (same check)."""
     tmp_bytes: int = option(512 << 20, "size of the worker's private /tmp", cli=False)
@@ -109,6 +110,8 @@ class SandboxConfig:
     use_uid: bool = option(True, "drop to a worker uid", cli=False)
     use_cgroup: bool = option(True, "use a cgroup", cli=False)
     use_seccomp: bool = option(True, "use seccomp", cli=False)
+    use_disk: bool = option(True, "give the workspace a sized disk of its own", cli=False)
+    """A loop-mounted filesystem per workspace (root only), sized workspace_bytes (native) or --disk (mini-bvb)."""
     gpu: bool = option(
         False,
         "give the agent's python workers the machine's GPU too (render workers always have it)",

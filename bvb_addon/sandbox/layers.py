@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..versions import running_blender_binary
+from . import disk
 from .config import LEVELS, SandboxConfig
 
 log = logging.getLogger(__name__)
@@ -612,7 +613,7 @@ def probe_layers(config: SandboxConfig | None = None, refresh: bool = False) -> 
     """Which layers work here (cached per process and settings)."""
 
     config = config or SandboxConfig()
-    key = (config.use_bwrap, config.use_uid, config.use_cgroup, config.use_seccomp, config.python,
+    key = (config.use_bwrap, config.use_uid, config.use_cgroup, config.use_seccomp, config.use_disk, config.python,
            blender_binary(config), config.uid_base, config.tree_memory())  # fmt: skip
     if key in _PROBE_CACHE and not refresh:
         return _PROBE_CACHE[key]
@@ -677,6 +678,12 @@ def probe_layers(config: SandboxConfig | None = None, refresh: bool = False) -> 
         layers.append("nproc")
     elif cgroup_error is not None:
         missing["process_cap"] = "neither a pids cgroup nor an unprivileged uid (RLIMIT_NPROC does nothing for root)"
+    # A sized filesystem of its own for what the sandbox writes (disk.py): the kernel stops a write past it.
+    disk_error = disk.available() if config.use_disk else "disabled by configuration"
+    if disk_error is None:
+        layers.append("disk")
+    else:
+        missing["disk"] = disk_error
     if not config.use_seccomp:
         missing["seccomp"] = "disabled by configuration"
     elif report is not None and not report.get("seccomp_error") and report.get("socket_blocked"):

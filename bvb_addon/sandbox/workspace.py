@@ -18,6 +18,7 @@ workspace"): a block past its timeout is killed with its whole tree (the release
 client); the user is a dedicated uid named ``agent``.
 """
 
+import errno
 import json
 import logging
 import os
@@ -29,12 +30,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import blend_header
 from ..atomic import replacing
 from ..errors import ArgumentError, MissingFileError
-from . import seccomp_filter
+from . import disk, seccomp_filter
 from .block_result import BashResult, Capture, bash_result, memfd, wait_exit
 from .config import SandboxConfig, SandboxUnavailable
 from .gate import require_level
@@ -72,6 +74,48 @@ PATH = f"{BIN_INSIDE}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 NETWORK_ETC = ("/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
 SHM_BYTES = 64 << 20  # Docker's default /dev/shm
 STATE_PREFIX = "bvb-scene-"
+CHUNK = 1 << 20
+_ZEROS = bytes(CHUNK)
+
+
+@dataclass(frozen=True)
+class CopyOut:
+    """What ``copy_out`` did: the destination written, or why nothing was (one line), and the data it holds."""
+
+    path: Path | None
+    reason: str | None = None
+    data_bytes: int = 0
+    """Bytes written (holes and all-zero MiB are not: the copy is as sparse as the data allows)."""
+
+
+def _copy_data(src: int, dst: int, size: int) -> int:
+    """Copy the first ``size`` bytes of ``src`` to ``dst`` at the same offsets, writing only the source's data
+    ranges (SEEK_DATA / SEEK_HOLE) and of those only the MiB that are not all zero; the bytes written."""
+    written = offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(src, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole is left
+                break
+            raise
+        if start >= size:
+            break
+        end = min(os.lseek(src, start, os.SEEK_HOLE), size)
+        while start < end:
+            chunk = os.pread(src, min(CHUNK, end - start), start)
+            if not chunk:  # the file shrank meanwhile: the rest stays a hole
+                return written
+            if chunk != (_ZEROS if len(chunk) == CHUNK else bytes(len(chunk))):
+                view = memoryview(chunk)
+                while view:
+                    done = os.pwrite(dst, view, start + len(chunk) - len(view))
+                    view = view[done:]
+                written += len(chunk)
+            start += len(chunk)
+        offset = end
+    os.ftruncate(dst, size)
+    return written
 
 
 def _remove_if_empty(group: Cgroup) -> bool:
@@ -90,6 +134,7 @@ def _remove_if_empty(group: Cgroup) -> bool:
 def sweep_stale_state() -> None:
     """Remove what workspaces whose harness process is gone left: state folders (private /tmp, $HOME)
     and their scenes' empty cgroups."""
+    disk.sweep_stale()
     for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
         try:
             owner = int(folder.name[len(STATE_PREFIX) :].split("-")[0])
@@ -119,7 +164,7 @@ class SceneWorkspace:
 
     def __init__(
         self, root: Path, video: Path, config: SandboxConfig, *, cpus: float = 2, memory_bytes: int = 4 << 30,
-        allow_network: bool = False, exec_timeout: float = 300.0,
+        allow_network: bool = False, exec_timeout: float = 300.0, disk_bytes: int = 8 << 30,
     ) -> None:  # fmt: skip
         if not cpus > 0:
             raise ArgumentError(f"--cpus {cpus} must be positive (BVB's default is 2)")
@@ -127,6 +172,8 @@ class SceneWorkspace:
             raise ArgumentError(f"--memory {memory_bytes} bytes must be positive (BVB's default is 4g)")
         if not exec_timeout > 0:
             raise ArgumentError(f"--exec-timeout {exec_timeout} must be positive seconds (BVB's default is 300)")
+        if not disk_bytes >= 1 << 20:
+            raise ArgumentError(f"--disk {disk_bytes} bytes is too small; give at least 1m (the default is 8g)")
         self.video = Path(video).resolve()
         if not self.video.is_file():
             raise MissingFileError(f"video {video}: no such file; give the scene's source clip")
@@ -135,6 +182,7 @@ class SceneWorkspace:
         self.memory_bytes = int(memory_bytes)
         self.allow_network = allow_network
         self.exec_timeout = float(exec_timeout)
+        self.disk_bytes = int(disk_bytes)
         probed = require_level(config)
         if "bwrap" not in probed.layers:
             raise SandboxUnavailable(
@@ -145,6 +193,7 @@ class SceneWorkspace:
         # or by a later workspace when this process died without closing it.
         sweep_stale_state()
         self._state = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
+        self._disk: disk.SizedDisk | None = None
         self._running: tuple[subprocess.Popen, list[Cgroup]] | None = None
         self._holder: subprocess.Popen | None = None
         self._pidns: int | None = None
@@ -159,6 +208,18 @@ class SceneWorkspace:
         try:
             self.root = Path(root).resolve()
             self.root.mkdir(parents=True, exist_ok=True)
+            for name in ("bin", "tmp", "home", "shm"):
+                (self._state / name).mkdir()
+            os.chmod(self._state, 0o755)
+            self._tmp, self._home, self._shm = (self._state / name for name in ("tmp", "home", "shm"))
+            if "disk" in probed.layers:
+                # One filesystem of --disk bytes holds every place the agent may write: the workspace (shown at
+                # the caller's root, where the harness reads it), /tmp, $HOME and /dev/shm.
+                self._disk = disk.SizedDisk(self.disk_bytes)
+                self._disk.bind("workspace", self.root)
+                self._tmp, self._home, self._shm = (self._disk.folder(n) for n in ("tmp", "home", "shm"))
+            for path in (self._tmp, self._shm):
+                os.chmod(path, 0o1777)
             for name in SUBDIRS:
                 (self.root / name).mkdir(exist_ok=True)
             self._mark_video()
@@ -168,10 +229,6 @@ class SceneWorkspace:
                 raise ArgumentError(
                     f"video {self.video} is not world-readable; the sandbox's uid must read it (chmod o+r)"
                 )
-            for name in ("bin", "tmp", "home"):
-                (self._state / name).mkdir()
-            os.chmod(self._state, 0o755)
-            os.chmod(self._state / "tmp", 0o1777)
             self._write_launchers()
             self._write_etc()
             self._own()
@@ -210,13 +267,15 @@ class SceneWorkspace:
             raise ArgumentError(f"{inside!r} is not under {INSIDE}; only the workspace is shared with the host")
         return self.root / os.path.relpath(path, INSIDE)
 
-    def copy_out(self, inside: str, dest: str | Path, max_bytes: int | None = None) -> Path | None:
-        """Copy a regular file of the workspace to ``dest`` atomically, never following a symlink on its
-        way (the agent arranged everything there); None when it is missing, a link or not a plain file."""
+    def copy_out(self, inside: str, dest: str | Path, max_bytes: int | None = None, *, blend: bool = False) -> CopyOut:
+        """Copy a regular file of the workspace to ``dest`` atomically, never following a symlink on its way
+        (the agent arranged everything there), holes kept as holes; ``blend``: only a file that starts with
+        Blender's header. The CopyOut names why nothing was copied (missing, a link, too large, not a .blend)."""
         limit = self.config.max_blend_bytes if max_bytes is None else max_bytes
         parts = self.host_path(inside).relative_to(self.root).parts
+        refused = CopyOut(None, "missing, a link, or not under a plain folder")
         if not parts:
-            return None
+            return refused
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(self.root, flags | os.O_DIRECTORY)
         try:
@@ -224,36 +283,39 @@ class SceneWorkspace:
                 try:
                     next_fd = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
                 except OSError:
-                    return None
+                    return refused
                 os.close(fd)
                 fd = next_fd
             try:
                 file_fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)
             except OSError:
-                return None
+                return refused
         finally:
             os.close(fd)
         try:
             info = os.fstat(file_fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-                log.warning("not copied out of the workspace: %s (not a regular file, or over %d bytes)", inside, limit)
-                return None
+            if not stat.S_ISREG(info.st_mode):
+                return CopyOut(None, "not a regular file")
+            if info.st_size > limit:
+                return CopyOut(None, f"{info.st_size} bytes, over the limit of {limit}")
+            with open(file_fd, "rb", closefd=False) as handle:
+                if blend and blend_header.saved_by(handle) is None:
+                    return CopyOut(None, "not a .blend file (no Blender header)")
             dest = Path(dest)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with replacing(dest) as tmp, open(tmp, "wb") as handle:
-                total = 0
-                while chunk := os.read(file_fd, 1 << 20):
-                    total += len(chunk)
-                    if total > limit:
-                        raise ArgumentError(f"{inside} grew past {limit} bytes while it was copied out")
-                    handle.write(chunk)
-            return dest
+            with replacing(dest) as tmp:
+                out = os.open(tmp, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    # Up to the size seen: a process the agent left running may still be writing to it.
+                    written = _copy_data(file_fd, out, info.st_size)
+                finally:
+                    os.close(out)
+            return CopyOut(dest, None, written)
         finally:
             os.close(file_fd)
 
     def close(self) -> None:
-        """Kill a block still running (from any thread), then remove the private /tmp and $HOME (the
-        workspace folder stays) and release the uid."""
+        """Kill a block still running (from any thread), then remove the private /tmp and $HOME and release the
+        uid; with the disk layer the workspace's files go with its disk (the folder stays, empty)."""
         self._closed = True
         running = self._running
         if running is not None:
@@ -263,6 +325,9 @@ class SceneWorkspace:
                 group.remove()
             self._lingering, self._scene_groups = [], []
             self._stop_holder()
+            if self._disk is not None:
+                self._disk.close()
+                self._disk = None
             if self._lease is not None:
                 self._lease.release()
                 self._lease = None
@@ -322,12 +387,12 @@ class SceneWorkspace:
         """The sandbox uid owns the workspace, its /tmp and $HOME (it writes there, nothing else)."""
         if self._lease is None:
             return
-        for top in (self.root, self._state / "tmp", self._state / "home"):
+        for top in (self.root, self._tmp, self._home):
             os.lchown(top, self.uid, self.uid)
             for folder, dirs, names in os.walk(top):
                 for name in dirs + names:
                     os.lchown(os.path.join(folder, name), self.uid, self.uid)
-        os.chmod(self._state / "home", 0o700)
+        os.chmod(self._home, 0o700)
 
     def _applied(self, probed: SandboxLevel) -> SandboxLevel:
         """The level a block really gets: the probe's, with the scene's CPU quota, memory and network."""
@@ -337,6 +402,8 @@ class SceneWorkspace:
             missing["network"] = "allowed by --allow-network (the host's network namespace)"
             if "seccomp" in probed.layers:
                 missing["seccomp"] = "off with --allow-network (the filter denies sockets)"
+        if "disk" not in layers:
+            missing["disk"] = missing.get("disk", "not available") + "; --disk is not applied (the host's disk)"
         if not self.config.use_cgroup:
             missing["cgroup_cpu"] = "disabled by configuration; --cpus is not applied"
         else:
@@ -381,7 +448,7 @@ class SceneWorkspace:
         etc = [arg for name in ("passwd", "group", "hostname", "hosts")
                for arg in ("--ro-bind", str(self._state / "etc" / name), f"/etc/{name}")]  # fmt: skip
         binds = [*etc, "--hostname", self.hostname, "--ro-bind", str(self.video), VIDEO_INSIDE,
-                 "--bind", str(self._state / "tmp"), "/tmp", "--symlink", "/proc/self/mounts", "/etc/mtab",
+                 "--bind", str(self._tmp), "/tmp", "--symlink", "/proc/self/mounts", "/etc/mtab",
                  "--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/bvb",
                  "--ro-bind", str(self._state / "bin"), BIN_INSIDE]  # fmt: skip
         # The scene's /tmp hides what the prefix bound under the host's /tmp (a venv made there, as a pip
@@ -399,9 +466,12 @@ class SceneWorkspace:
         # The per-block private /tmp tmpfs of the worker's prefix is replaced by the scene's own /tmp, and
         # $HOME is bound first, so that a runtime installed under /root (pyenv) is bound on top of it.
         tmpfs = prefix.index("--tmpfs")
-        # /dev/shm writable, as Docker's (Python's multiprocessing needs it for its semaphores).
-        home = ["--perms", "0755", "--dir", HOME_INSIDE, "--bind", str(self._state / "home"), HOME_INSIDE]
-        prefix[tmpfs - 4 : tmpfs + 2] = ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm", *home]
+        # /dev/shm writable, as Docker's (Python's multiprocessing needs it for its semaphores): a folder of the
+        # scene's disk, or else a tmpfs of Docker's size.
+        shm = ["--bind", str(self._shm), "/dev/shm"] if self._disk else ["--size", str(SHM_BYTES), "--perms", "1777",
+                                                                       "--tmpfs", "/dev/shm"]  # fmt: skip
+        home = ["--perms", "0755", "--dir", HOME_INSIDE, "--bind", str(self._home), HOME_INSIDE]
+        prefix[tmpfs - 4 : tmpfs + 2] = [*shm, *home]
         at = prefix.index("--clearenv")
         prefix[at:at] = [*binds, "--chdir", INSIDE, "--remount-ro", "/"]
         return prefix[1:]
