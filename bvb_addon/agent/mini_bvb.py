@@ -62,14 +62,12 @@ def parse_size(text: str, flag: str = "--memory", default: str = "4g (BVB's)") -
     try:
         amount = float(number) * (factor or 1)
     except ValueError:
-        raise ArgumentError(f"--memory {text!r}: give a size like 4g or 512m (BVB's default is 4g)") from None
-    if amount <= 0:
-        raise ArgumentError(f"--memory {text!r}: must be positive, e.g. 4g")
+        raise ArgumentError(f"{flag} {text!r}: give a size like 4g or 512m (the default is {default})") from None
+    if not amount > 0:
+        raise ArgumentError(f"{flag} {text!r}: must be positive, e.g. 4g")
     return int(amount)
 
 
-@dataclass
-class MiniBVBSettings:
 def parse_memory(text: str) -> int:
     """Docker's --memory form in bytes."""
     return parse_size(text)
@@ -85,6 +83,8 @@ def parse_snapshot_budget(text: str) -> int:
     return parse_size(text, "--snapshot-budget", "2g")
 
 
+@dataclass
+class MiniBVBSettings:
     """The harness's options beside AgentConfig's model and cost limit (run_agent.py's defaults)."""
 
     # The command line's --reasoning is RunOptions.reasoning (one flag for both harnesses).
@@ -107,8 +107,6 @@ def parse_snapshot_budget(text: str) -> int:
         group=MINI,
     )
     allow_network: bool = option(False, "give the scene's sandbox the network", group=MINI)
-    model_timeout: float = option(600.0, "mini-bvb: seconds one call may take", metavar="S", group="agent")
-    """Seconds one model call may take (LiteLLM's timeout)."""
     disk_bytes: int = option(
         8 << 30,
         "disk of a scene's sandbox: /workspace, /tmp, $HOME and /dev/shm together (e.g. 8g, 256m)",
@@ -128,6 +126,8 @@ def parse_snapshot_budget(text: str) -> int:
         group=MINI,
     )
     """Bytes of steps/<scene>/NNN.blend a scene keeps: older snapshots are removed to make room for a new one."""
+    model_timeout: float = option(600.0, "mini-bvb: seconds one call may take", metavar="S", group="agent")
+    """Seconds one model call may take (LiteLLM's timeout)."""
     num_retries: int = option(5, "LiteLLM's retries of one call", flag="--model-retries", metavar="N", group=MINI)
     """LiteLLM's retries of one call."""
 
@@ -141,14 +141,14 @@ class BashResultLike(Protocol):
     stderr: str
 
 
-class Workspace(Protocol):
-    """A scene's sandbox (bvb_addon.sandbox.workspace.SceneWorkspace)."""
 class CopyOutLike(Protocol):
     path: Path | None
     reason: str | None
     data_bytes: int
 
 
+class Workspace(Protocol):
+    """A scene's sandbox (bvb_addon.sandbox.workspace.SceneWorkspace)."""
 
     def run_bash(self, command: str, timeout: float | None = None) -> BashResultLike: ...
 
@@ -339,8 +339,6 @@ class MiniBVBLoop:
         for content in blocks:
             times = frames_mod.request(content, duration)
             if not times:
-        # The snapshot the provider said answered, beside the step (agent_meta's answered_by counts them).
-        answered = {ANSWERED_BY: info.snapshot} if info.snapshot else {}
                 continue
             got = frames_mod.extract(self.scene.video, self.frames_dir, times, start_index=self.frames_extracted)
             self.frames_extracted += len(got)

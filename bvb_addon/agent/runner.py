@@ -744,6 +744,8 @@ MINI_ONLY = {
     "mini_bvb.cpus": None,
     "mini_bvb.memory_bytes": "sandbox.memory_bytes",
     "mini_bvb.allow_network": None,
+    "mini_bvb.disk_bytes": None,
+    "mini_bvb.snapshot_budget": None,
     "mini_bvb.num_retries": None,
     "mini_bvb.model_timeout": None,
 }
@@ -759,8 +761,6 @@ def _field(path: str) -> Any:
     return {f.name: f for f in fields(sub)}[name]
 
 
-    "mini_bvb.disk_bytes": None,
-    "mini_bvb.snapshot_budget": None,
 def flag(path: str) -> str:
     """The command-line name of a RunOptions field path."""
     f = _field(path)
