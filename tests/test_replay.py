@@ -4,6 +4,7 @@ A replay is a render that shows the source's own frames: encoded again, resized,
 encode's error; a reconstruction that moves like the source but is drawn differently does not.
 """
 
+import json
 import math
 
 import numpy as np
@@ -87,3 +88,30 @@ def test_mismatched_stacks_and_broken_clips_are_one_line(clips):
     with pytest.raises(VideoError, match="broken.mp4") as raised:
         replay.replay_figures(clips["broken"], clips["source"])
     assert "\n" not in str(raised.value)
+
+
+def _run_with_render(tmp_path, clip, row):
+    run = tmp_path / "run"
+    (run / "camera_renders").mkdir(parents=True)
+    render = run / "camera_renders" / "s.mp4"
+    render.write_bytes(clip.read_bytes())
+    if row is not None:
+        (run / "render_status.jsonl").write_text(json.dumps({"scene": "s", "status": "ok", **row}) + "\n")
+    return render
+
+
+def test_only_the_protocols_render_is_flagged(clips, tmp_path):
+    # A synthetic suite's oracle rendered by Workbench (the suite's own renderer) reproduces its source as well
+    # as a replay does: figures for every preset, a flag only at the protocol's render or an unknown one.
+    fast = replay.replay_figures(_run_with_render(tmp_path / "a", clips["replay"], {"preset": "fast"}), clips["source"])
+    bvb = replay.replay_figures(_run_with_render(tmp_path / "b", clips["replay"], {"preset": "bvb"}), clips["source"])
+    bare = replay.replay_figures(_run_with_render(tmp_path / "c", clips["replay"], None), clips["source"])
+    assert fast.psnr == bvb.psnr == bare.psnr > replay.REPLAY_PSNR_DB
+    assert (fast.preset, bvb.preset, bare.preset) == ("fast", "bvb", None)
+    assert not replay.is_source_replay(fast) and replay.is_source_replay(bvb) and replay.is_source_replay(bare)
+
+
+def test_the_sample_follows_the_renders_own_frame_count(clips, tmp_path):
+    render = _run_with_render(tmp_path, clips["replay"], {"preset": "bvb", "num_samples": 8})
+    assert replay.replay_figures(render, clips["source"]).frames == 8
+    assert replay.replay_figures(render, clips["source"], count=5).frames == 5

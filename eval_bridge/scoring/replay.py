@@ -14,17 +14,22 @@ at PSNR_CAP_DB where the clips are identical. SSIM is the standard one of Wang e
 11 Gaussian window of sigma 1.5, K1 0.01, K2 0.03, on luma (BT.601 Y of the RGB pixels), the map's
 mean over windows wholly inside the frame, then the mean over frames.
 
-The threshold, REPLAY_PSNR_DB, and the figures it was chosen from are in docs/protocol.md.
+The threshold, REPLAY_PSNR_DB, and the figures it was chosen from are in docs/protocol.md. It holds for
+the protocol's render (preset ``bvb``, EEVEE) only: a synthetic suite's clips are Workbench renders of
+primitives, so its oracle rendered by the ``fast`` preset (Workbench too) is an exact rebuild within the
+encode's error, and no pixel threshold can tell it from a replay there. The render stage's row beside the
+mp4 names the preset and how many frames it sampled; other presets get figures, never a flag.
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from bvb_addon.errors import VideoError
+from bvb_addon.run_dir import CAMERA_RENDERS, RunDir
 from bvb_addon.video import RGB
 
 from .ls_video import read_sampled_frames
@@ -35,7 +40,9 @@ the synthetic oracle's exact rebuild 25-27 dB, the empty room 13-18 dB."""
 PSNR_CAP_DB = 100.0
 """PSNR of identical clips (an infinite figure has no JSON)."""
 LS_FRAMES = 64
-"""The release's LS sample (vjepa_sim_metric's 64 frames)."""
+"""The release's LS sample (vjepa_sim_metric's 64 frames), where the render's row names no other."""
+PROTOCOL_PRESET = "bvb"
+"""The render preset REPLAY_PSNR_DB was measured at."""
 
 _SSIM_WINDOW, _SSIM_SIGMA = 11, 1.5
 _C1, _C2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
@@ -51,9 +58,12 @@ class ReplayFigures:
     """Gaussian-window SSIM on luma, mean over frames (1.0 identical)."""
     frames: int
     """Frame pairs compared (the LS sample: 64, repeats of a short clip's last frame included)."""
+    preset: str | None = None
+    """The render's preset, from the render stage's row (None: no row, taken as the protocol's)."""
 
     def as_dict(self) -> dict[str, float | int]:
-        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        """The row's ``replay`` entry: psnr and ssim to 4 decimals, frames."""
+        return {"psnr": round(self.psnr, 4), "ssim": round(self.ssim, 4), "frames": self.frames}
 
 
 def _resizer(width: int, height: int):
@@ -102,19 +112,34 @@ def compare_frames(render: np.ndarray, source: np.ndarray) -> ReplayFigures:
     return ReplayFigures(psnr=psnr(render, source), ssim=float(np.mean(scores)), frames=len(source))
 
 
-def replay_figures(render_mp4: str | Path, source_mp4: str | Path, count: int = LS_FRAMES) -> ReplayFigures:
+def render_row(render_mp4: str | Path) -> dict:
+    """The render stage's row of RUN/camera_renders/<scene>.mp4 (its last in RUN/render_status.jsonl), or {}."""
+    path = Path(render_mp4)
+    if path.parent.name != CAMERA_RENDERS:
+        return {}
+    rows = [row for row in RunDir(path.parent.parent).render_rows() if row.get("scene") == path.stem]
+    return rows[-1] if rows else {}
+
+
+def replay_figures(render_mp4: str | Path, source_mp4: str | Path, count: int | None = None) -> ReplayFigures:
     """The render against its source on the LS frames (the render resized to the source's size).
 
+    count: frames of the LS sample; default, the frames the render sampled (its row's ``num_samples``: the
+    protocol's 64, or a demo's fewer, where LS samples as many), else LS_FRAMES. Each sampled render frame
+    then meets the source frame it was rendered for when the scene's timeline is the clip's.
     VideoError (one line naming the clip) when either clip does not decode.
     """
+    row = render_row(render_mp4)
+    count = count or int(row.get("num_samples") or LS_FRAMES)
     source = read_sampled_frames(source_mp4, count)
     height, width = source.frames.shape[1:3]
     render = read_sampled_frames(render_mp4, count, resize=_resizer(width, height))
     if render.frames.shape != source.frames.shape:  # a clip whose frames change size midway
         raise VideoError(f"video {render_mp4} decodes to frames of more than one size; re-encode it")
-    return compare_frames(render.frames, source.frames)
+    return replace(compare_frames(render.frames, source.frames), preset=row.get("preset") or None)
 
 
 def is_source_replay(figures: ReplayFigures) -> bool:
-    """Whether the render reproduces the source's pixels (PSNR at or above REPLAY_PSNR_DB)."""
-    return figures.psnr >= REPLAY_PSNR_DB
+    """Whether the render reproduces the source's pixels: PSNR at or above REPLAY_PSNR_DB at the protocol's
+    render (or a render no row describes); never for other presets (see the module)."""
+    return figures.psnr >= REPLAY_PSNR_DB and figures.preset in (None, PROTOCOL_PRESET)
