@@ -61,6 +61,7 @@ class AuditResult:
     """What one audit did: a row per scene checked now, the rows' file and the run's summary."""
 
     run: Path
+    """The run directory."""
     rows: dict[str, SceneRulesRow]
     """{scene: row} of the scenes checked now."""
     skipped: int

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from . import backend, dataset, outcomes, scratch
+from . import audit_stage, backend, dataset, outcomes, scratch
 from .atomic import write_json_atomic
 from .errors import BVBError
 from .jsonfile import read_object_or_none
@@ -34,6 +34,7 @@ from .records.render_row import RenderStatusFile
 from .run_dir import BLENDS, RunDir, videos_of
 from .sandbox import PRESETS, SandboxConfig, Worker, WorkerError, frame_size, release_render
 from .sandbox.gate import require_level
+from .scene_rules import SceneRulesRow
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,13 @@ class RenderOptions:
     backend: Literal["local", "ray"] = option("local", "local worker threads, or one Ray task per scene")
     """"local": worker threads here; "ray": one Ray task per scene (bvb_addon.backend)."""
     ray_address: str | None = option(None, "Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)")
+    audit: bool = option(True, "check the release prompt's scene rules on each scene it opens (as bvb audit)")
+    """Each opened submission is checked in the worker that holds it (scene_rules.jsonl, bvb_addon.audit_stage)."""
+    replay_check: audit_stage.ReplayCheck | None = option(
+        None, "compares a rendered scene with its source clip for the audit (None: no replay figures)", cli=False,
+        record=False,
+    )  # fmt: skip
+    """The command line passes eval_bridge.scoring.replay's check (bvb_addon never imports eval_bridge)."""
     progress: bool = option(True, "the progress bar", cli=False)
     on_level: Callable[[str], None] | None = option(
         None, "called with the sandbox level line before the first scene", cli=False, record=False
@@ -338,6 +346,10 @@ class RenderStage:
         self._local = threading.local()
         self._workers: list[Worker] = []
         self._clips, self._clip_note = source_clips(self.run_dir)
+        # Read now, like render_status.jsonl: a rules file that is not rows is refused before any scene renders.
+        self._rules = audit_stage.SceneRulesFile(self.rd) if options.audit else None
+        self._audits: dict[str, SceneRulesRow] = {}
+        self._sources = audit_stage.source_videos(self.run_dir) if options.audit and options.replay_check else {}
         self._software_warning = None  # set once, by the first worker that reports software GL
         # Frames of a killed render stage stay behind: remove those of gone owners, and mark our own.
         scratch.clean_stale()
@@ -416,6 +428,9 @@ class RenderStage:
                 if error is not None:
                     row = RenderRow(scene, "sandbox_error", f"Ray task failed: {error}", preset=self.options.preset)
                     row = row.as_dict()
+                rules = row.pop("scene_rules", None)
+                if rules is not None and self._rules is not None:
+                    self._put_rules(rules)
                 # Only the driver writes render_status.jsonl, so concurrent tasks never clobber rows.
                 self._write_row(row)
                 yield row
@@ -459,6 +474,16 @@ class RenderStage:
             row["status"], row["reason"] = "sandbox_error", f"{type(exc).__name__}: {exc}"
         finally:
             shutil.rmtree(frames_dir, ignore_errors=True)
+        with self._lock:
+            rules = self._audits.pop(scene, None)
+        if rules is not None:
+            if row["status"] == "ok":
+                rules = audit_stage.with_replay(rules, self.rd.render(scene), self._sources.get(scene),
+                                                opts.replay_check)  # fmt: skip
+            if write_row:
+                self._put_rules(rules)
+            else:
+                row["scene_rules"] = rules  # a Ray task's: the driver writes it
         row["release_status"] = RELEASE_STATUS.get(row["status"], "error")
         if row["release_status"] is None:
             del row["release_status"]
@@ -496,6 +521,11 @@ class RenderStage:
             row["status"] = "open_failed" if loaded.status == "error" else loaded.status
             row["reason"] = loaded.reason or "the .blend did not open"
             return
+        if opts.audit:
+            # The blend is loaded already: the rules are checked here at no second load (gated scenes too).
+            audit = audit_stage.audit_loaded(worker, scene)
+            with self._lock:
+                self._audits[scene] = audit
         summary = loaded.summary
         if not (summary.get("camera") or {}).get("present"):
             row["status"], row["reason"] = "no_camera", "the scene has no camera (bpy.context.scene.camera is None)"
@@ -594,7 +624,15 @@ class RenderStage:
         why = self._clip_note or "scene not in the split"
         return aspect, f"source clip not found ({why}); used the scene's render aspect {aspect:.3f}"
 
-    # ---- render_status.jsonl -------------------------------------------------------------
+    # ---- render_status.jsonl and scene_rules.jsonl ---------------------------------------
+
+    def _put_rules(self, rules):
+        if self._rules is None:
+            return
+        try:
+            self._rules.put(rules)
+        except (OSError, BVBError) as exc:  # a full disk, a torn file written meanwhile: the batch goes on
+            log.error("render of %s: scene_rules.jsonl not written (%s)", rules["scene"], exc)
 
     def _write_row(self, row):
         with self._lock:

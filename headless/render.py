@@ -30,6 +30,8 @@ from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
 from bvb_addon.errors import USER_ERRORS, entry, report  # noqa: E402
 from bvb_addon.options import add_options, from_namespace  # noqa: E402
 from bvb_addon.render_stage import RenderOptions, RenderResult, render_run  # noqa: E402
+from bvb_addon.scene_rules import breaks_rules, read_scene_rules  # noqa: E402
+from headless.audit import replay_check  # noqa: E402
 
 EXAMPLES = [
     "bvb render --run results/run_001 --preset fast --workers 2 --resume",
@@ -64,6 +66,15 @@ def print_result(result: RenderResult) -> None:
     for scene, row in sorted(result.rows.items()):
         if row["status"] != "ok":
             print(f"  {scene}: {row['status']}: {row['reason']}")
+    try:
+        rules = {scene: row for scene, row in read_scene_rules(result.run).items() if scene in result.rows}
+    except USER_ERRORS as exc:
+        print(f"scene rules: not read ({exc})")
+        return
+    if rules:
+        breaking = sorted(scene for scene, row in rules.items() if breaks_rules(row))
+        print(f"scene rules: {len(breaking)} of {len(rules)} scenes break the release prompt's rules"
+              + (f" ({', '.join(breaking)})" if breaking else "") + "; rows in scene_rules.jsonl")  # fmt: skip
 
 
 @entry
@@ -78,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         options = options_from(args)
         path_args.folder("--run", options.run)
         # The sandbox level line goes to stderr before the first scene, as a batch's log expects it.
+        options = replace(options, replay_check=replay_check if options.audit else None)
         result = render_run(replace(options, on_level=lambda line: print(line, file=sys.stderr)))
     except USER_ERRORS as exc:  # RenderStageError, SandboxUnavailable, PathArgError, BackendError (no Ray)
         return report(exc)

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,21 @@ def test_the_cli_audits_and_says_what_breaks(audited, tmp_path):
                            "--allow-weak-sandbox"], cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "1 clean, 1 breaking rules" in proc.stdout and "camera_and_light: breaks camera_and_light" in proc.stdout
+
+
+def test_the_render_audits_each_scene_it_opens_in_the_same_worker(audited, tmp_path):
+    from bvb_addon.render_stage import RenderOptions, render_run
+
+    run = tmp_path / "run"
+    (run / "blends").mkdir(parents=True)
+    for scene in ("clean", "camera_and_light"):
+        shutil.copy(audited[0] / "blends" / f"{scene}.blend", run / "blends")
+    options = RenderOptions(run=run, num_frames=2, preset="fast", resolution=32, progress=False, sandbox=SANDBOX)
+    result = render_run(options)
+    assert result.ok == 2
+    rows = scene_rules.read_scene_rules(run)
+    assert {scene: row["status"] for scene, row in rows.items()} == {"clean": "clean", "camera_and_light": "violations"}
+    assert rows == {scene: audited[1].rows[scene] for scene in rows}  # what bvb audit says of the same blends
+    (run / "scene_rules.jsonl").unlink()
+    render_run(replace(options, audit=False))
+    assert not (run / "scene_rules.jsonl").exists()
