@@ -367,3 +367,54 @@ def test_the_ray_backend_runs_mini_bvb_scenes_as_local_threads_do(local_ray, tmp
         outcomes.append(({s: tuple(m[k] for k in keys) for s, m in metas.items()}, files))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0]["synth_a"] == ("submitted", "done", 3, 1, 1, True, "mini-BVB-harness")
+
+
+def _allocated(folder: Path) -> int:
+    """Bytes the files under folder take on disk (holes take none)."""
+    return sum(path.stat().st_blocks * 512 for path in folder.rglob("*") if path.is_file())
+
+
+def test_a_sparse_or_fake_result_blend_cannot_grow_the_run_folder(suite, tmp_path, monkeypatch):
+    """Issue 39, F3: a 400 MB hole touched block after block once made a 2.4 GB run folder."""
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    result = "/workspace/output/result.blend"
+    touch = f"```bash\ntouch {result}\n```\n"
+    replies = [
+        f"```bash\ntruncate -s 400M {result}\n```\n" + touch * 3,  # no header: never copied
+        f"```bash\nprintf BLENDER-v402 > {result}; truncate -s 400M {result}\n```\n" + touch * 2,  # holes kept
+        # 1 MB of data each: a 2.5m budget keeps the newest two.
+        *[f"```bash\n(printf BLENDER-v402; head -c 1000000 /dev/urandom) > {result}.new; mv {result}.new {result}\n```"]
+        * 3,
+    ]
+    out = tmp_path / "run"
+    with ScriptedOpenAI(replies) as server:
+        assert bvb_run(server, suite, out, "--max-turns", "5", "--snapshot-budget", "2500k") == 0
+    steps = out / "steps" / SCENE
+    kept = sorted(path.name for path in steps.glob("*.blend"))
+    assert kept == ["009.blend", "010.blend"]  # blocks 9 and 10: the newest two that fit
+    assert sum((steps / name).stat().st_blocks * 512 for name in kept) <= 2500 << 10
+    traj = json.loads((out / "trajectories" / f"{SCENE}.traj.json").read_text())
+    notes = [note for step in traj["steps"] for note in step.get("snapshot_notes", [])]
+    assert notes[:4] == [f"block {n}: result.blend not copied to {n:03d}.blend: not a .blend file (no Blender header)"
+                         for n in (1, 2, 3, 4)]  # fmt: skip
+    for name in ("005.blend", "006.blend", "007.blend", "008.blend"):
+        assert any(note.endswith(f"{name} removed to keep steps/ within --snapshot-budget") for note in notes), notes
+    # The submission is the last 1 MB file; the whole run folder holds about that and the two snapshots.
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    assert meta["blend_file"] and blend_header.saved_by(meta["blend_file"]) == (4, 2)
+    assert _allocated(out) < 8 << 20
+
+
+def test_a_sparse_blend_is_copied_with_its_holes(suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    result = "/workspace/output/result.blend"
+    replies = [f"```bash\nprintf BLENDER-v402 > {result}; truncate -s 400M {result}; echo tail >> {result}\n```"]
+    out = tmp_path / "run"
+    with ScriptedOpenAI(replies) as server:
+        assert bvb_run(server, suite, out, "--max-turns", "1") == 0
+    for copy in (out / "steps" / SCENE / "001.blend", out / "blends" / f"{SCENE}.blend"):
+        assert copy.stat().st_size == (400 << 20) + 5 and copy.stat().st_blocks * 512 <= 64 << 10
+        with open(copy, "rb") as handle:
+            assert handle.read(12) == b"BLENDER-v402"
+            handle.seek(400 << 20)
+            assert handle.read() == b"tail\n"
