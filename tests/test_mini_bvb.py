@@ -249,8 +249,12 @@ def test_a_result_blend_that_is_not_a_blend_is_named(suite, tmp_path, monkeypatc
     with ScriptedOpenAI(replies) as server:
         assert bvb_run(server, suite, out) == 0
     meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
-    assert meta["done"] is True and meta["blend_file"]
-    assert meta["blend_error"] == "result.blend is not a .blend file (no Blender header); it scores as a failure"
+    # Not copied out: only a file that starts with Blender's header leaves the workspace.
+    assert meta["done"] is True and meta["produced_blend"] is True and meta["blend_file"] is None
+    assert meta["blend_error"] == (
+        "result.blend not copied: not a .blend file (no Blender header); it scores as a failure"
+    )
+    assert not (out / "blends" / f"{SCENE}.blend").exists()
 
 
 def test_api_free_agents_speak_mini_bvb_and_resume_skips_scenes_with_a_blend(suite, tmp_path):
