@@ -3,7 +3,9 @@
 Both callers get the same fault handling: retries with full-jitter backoff on connection
 errors, 408, 409, 429 and 5xx, bounded in count and in time, honouring ``Retry-After``; a 200
 reply without choices, without content or stopped by a content filter is a fault retried like
-a 5xx; a context-length refusal is its own exception (``ContextOverflow``), never retried.
+a 5xx; a context-length refusal is its own exception (``ContextOverflow``), never retried; a refusal no rerun
+changes (a bad key, an unknown model, a parameter the model does not take) is ``ProviderRefused`` (``refusal``
+is the one classifier, LiteLLM's failures included), never retried, exit 2.
 """
 
 import logging
@@ -72,6 +74,74 @@ class EndpointUnreachable(BVBError, RuntimeError):
     """The endpoint did not answer within the probe's wait: a passing fault, a rerun may succeed."""
 
     exit_code = FAULT_EXIT
+
+
+PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 422})
+"""Refusals no rerun changes: a bad request or parameter, a bad key, no access, an unknown model or route."""
+
+# How clients word a call that had no key to send (the openai package's and LiteLLM's "Missing credentials",
+# which LiteLLM reports as a 500): no rerun changes it either.
+MISSING_KEY = re.compile(r"missing credentials|api_key client option must be set|no api key provided", re.IGNORECASE)
+# A content-policy refusal answers one request's content, not the configuration: the scene's, not the run's.
+CONTENT_POLICY = re.compile(r"content[_ ]policy|content[_ ]filter|safety system|usage polic", re.IGNORECASE)
+
+
+class ProviderRefused(BVBError):
+    """The provider refused a call in a way no rerun changes (a parameter the model does not take, a bad or
+    missing key, an unknown model): a configuration error that stops the stage at once (exit 2), never a
+    fault retried or a scene's outcome. Not a RuntimeError or ValueError on purpose: the handlers that turn
+    those into a scene's or a question's fault row let it pass."""
+
+    def __init__(self, message: str, status: int | None = None, detail: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+        """The provider's own failure as "Class: message" (agent_meta's release ``error``)."""
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def refusal(
+    exc: BaseException, label: str, key_env: str | None = None, accepted: bool = False
+) -> ProviderRefused | None:
+    """The one classifier of provider failures (the agent's model under both harnesses, the judges): a
+    ProviderRefused with its one line for a permanent refusal, None for a passing fault (429, 5xx, a
+    timeout, a lost connection), a context overflow (the agent compacts) or a content-policy refusal.
+    ``accepted``: this client had an answer already, so a 400 or 422 is about one request's content (its
+    images, its length), not the model's settings: the scene's fault as before. 401, 403 and 404 stay permanent.
+
+    Reads the exception's HTTP status (openai's and LiteLLM's exceptions, ours) and message, so that LiteLLM's
+    ``UnsupportedParamsError`` (a 400 raised before sending) and its "Missing credentials" (a 500) count."""
+    status, message = _status_of(exc), provider_message(exc)
+    first = (message.splitlines() or [type(exc).__name__])[0].strip()[:300]
+    first = first.split(" To drop these", 1)[0]  # LiteLLM's advice to drop the parameter silently: not ours
+    key = f"${key_env}" if key_env else "the API key variable"
+    if MISSING_KEY.search(message):
+        return ProviderRefused(
+            f"{label}: no API key was sent ({first}); export {key} or name another variable with --api-key-env",
+            status, f"{type(exc).__name__}: {message}",
+        )  # fmt: skip
+    if status not in PERMANENT_STATUSES or is_context_overflow(status, message) or CONTENT_POLICY.search(message):
+        return None
+    if accepted and status in (400, 422):
+        return None
+    if status in (401, 403):
+        fix = f"put a valid key in {key}, or check the account's access to this model"
+    elif status == 404:
+        fix = "check the model id and the base URL"
+    elif "reasoning_effort" in message:
+        fix = "drop --reasoning (or reasoning = ... in a campaign): this model takes no reasoning_effort"
+    else:
+        fix = "fix the model's settings (--model, --reasoning, --base-url, extra parameters)"
+    return ProviderRefused(
+        f"{label} refused the call (HTTP {status}: {first}); no rerun changes this: {fix}, then run again",
+        status, f"{type(exc).__name__}: {message}",
+    )  # fmt: skip
 
 
 def model_listed(model: str, ids: Iterable[object]) -> bool:
@@ -160,7 +230,7 @@ class OpenAIClient:
     def __init__(
         self, base_url: str, api_key: str, timeout: float = 600.0, policy: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep, cap: AbstractContextManager | None = None, label: str = "model",
-        cut_ok: bool = False, any_reply: bool = False,
+        cut_ok: bool = False, any_reply: bool = False, key_env: str | None = None,
     ) -> None:  # fmt: skip
         import openai  # deferred: heavy (about half a second), and the add-on imports this module at register
 
@@ -168,6 +238,8 @@ class OpenAIClient:
         self.base_url, self.timeout = base_url, timeout
         self.policy = policy or RetryPolicy()
         self.label = label
+        self.key_env = key_env
+        """The variable the key came from, named in a refused key's line."""
         # Whether an empty reply cut at max_tokens is an answer (the agent is told it was cut) or a fault.
         self.cut_ok = cut_ok
         # Whether every reply with a choice is an answer, its content or "" (BVB's release reads its judge so:
@@ -252,6 +324,9 @@ class OpenAIClient:
                         billed=billed,
                         uncertain=uncertain,
                     ) from None
+                refused = refusal(exc, self.label, self.key_env, accepted=self.calls > 0)
+                if refused is not None:
+                    raise refused from None
                 if status not in RETRY_STATUSES and status < 500:
                     raise CallFault(
                         f"provider refused the call (HTTP {status}): {message}",

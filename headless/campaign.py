@@ -71,6 +71,7 @@ from bvb_addon.atomic import write_json_atomic
 from bvb_addon.command_line import setup_logging, stage_parser
 from bvb_addon.errors import ArgumentError, BVBError, report
 from bvb_addon.money import money
+from bvb_addon.openai_client import ProviderRefused
 from bvb_addon.options import from_mapping, from_namespace, nest, to_mapping
 from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
 from bvb_addon.records import read_dv_rows, read_ls_rows
@@ -750,6 +751,8 @@ class CampaignRunner:
             api.score_dv(options)
         except CostLimit as exc:  # BudgetReached: the rows judged so far are kept; --resume goes on
             self.log(f"{rd.root.name}: dv stopped: {exc}")
+        except ProviderRefused:
+            raise  # a judge refusing its key, model or parameters: every configuration would fail alike (exit 2)
         except (BVBError, OSError, ValueError, RuntimeError) as exc:
             self.scorer_faults[(rd.root.name, "dv")] = str(exc)
             self.log(f"{rd.root.name}: dv failed ({exc}); the next session retries it")

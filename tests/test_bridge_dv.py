@@ -600,14 +600,15 @@ def test_rescoring_one_scene_keeps_the_other_scenes_rows(assets, tmp_path):
 
 def test_a_judge_that_refuses_every_call_fails_the_command_with_a_hint(assets, tmp_path, capsys):
     run = _make_run(assets, tmp_path / "results")
-    # Without the probe, every call is asked; a refusal no rerun changes is bad input (it used to exit 75).
+    # Without the probe, a refusal no rerun changes is bad input at the first question (issue 42: it used to ask
+    # every question and write one judge_error row each): one line, exit 2, nothing more asked.
     with ScriptedOpenAI(default={"status": 401, "message": "invalid api key"}) as server:
         assert _dv(run, assets, server, "--probe-wait", "0") == 2
+        assert server.calls <= 2  # the first question's source and render sides, asked together
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()[-1]  # after the progress bar
-    assert err.startswith("error: every judge call was refused") and "HTTP 401" in err and "$OPENAI_API_KEY" in err
-    # The rows are written all the same, each marked for --resume to retry.
-    assert {r["status"] for r in _rows(run).values()} == {"judge_error"}
+    assert err.startswith("error: judge ") and "HTTP 401" in err and "$OPENAI_API_KEY" in err, err
+    assert not (run / "dual_vqa.jsonl").exists()
     # A judge failing every call with a passing fault (5xx after its retries) is a fault --resume redoes.
     with ScriptedOpenAI(default={"status": 503, "message": "overloaded"}) as server:
         assert _dv(run, assets, server, "--probe-wait", "0", "--retries", "1") == 75

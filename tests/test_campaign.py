@@ -180,7 +180,7 @@ def test_a_faulted_scene_is_retried_in_the_same_session(tmp_path, suite):
     def respond(body):
         if body.get("model") == "model-a" and scene_of(body) == SCENES[0] and not failed:
             failed.append(1)
-            return {"status": 400, "message": "scripted refusal"}
+            return {"status": 400, "message": "scripted refusal (content_policy_violation)"}
         return agent(body)
 
     with ScriptedOpenAI(responder=respond) as server, ScriptedOpenAI(default={"content": "1"}) as judge:
@@ -263,7 +263,7 @@ def test_a_campaign_with_faults_left_after_its_retries_exits_75_and_its_rerun_fi
 
     def respond(body):
         if scene_of(body) == SCENES[0] and down.is_set():
-            return {"status": 400, "message": "scripted refusal"}
+            return {"status": 400, "message": "scripted refusal (content_policy_violation)"}
         return agent(body)
 
     with ScriptedOpenAI(responder=respond) as server, ScriptedOpenAI(default={"content": "1"}) as judge:

@@ -189,4 +189,4 @@ def test_without_the_probe_a_judge_refusing_every_call_is_still_bad_input(suite,
         out, _ = _dv(suite, tmp_path, server.base_url, "--probe-wait", "0")
         assert server.model_probes == 0 and server.calls == 1
     assert out.returncode == 2, out.stderr
-    assert "every judge call was refused" in out.stderr and "HTTP 401" in out.stderr
+    assert "refused the call (HTTP 401" in out.stderr and "no rerun changes this" in out.stderr

@@ -230,6 +230,61 @@ def test_a_provider_failure_mid_scene_is_an_error_with_its_text_and_exit_75(suit
     assert "rerun: " in capsys.readouterr().out.strip().splitlines()[-1]
 
 
+def test_a_permanent_refusal_stops_the_run_at_its_first_call_in_one_line_exit_2(suite, tmp_path, monkeypatch, capsys):
+    """Issue 42 point 1: the guide's --model gpt-4o --reasoning none, which LiteLLM refuses before sending
+    (UnsupportedParamsError), and a key the provider refuses: exit 2, one line, never retried; the scene's
+    agent_meta says what the provider answered (BVB's ``error``), and --resume would run it again."""
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    out = tmp_path / "none"
+    with ScriptedOpenAI(default="DONE") as server:
+        argv = ["--quiet", "--split", str(suite / "split.jsonl"), "--videos", str(suite), "--output", str(out),
+                "--model", "gpt-4o", "--reasoning", "none", "--base-url", server.base_url,
+                "--api-key-env", "BVB_TEST_KEY"]  # fmt: skip
+        code = run.main(argv)
+        assert server.calls == 0  # the release sends reasoning_effort "none" as given: LiteLLM refuses it here
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == 2 and len(err) == 1, captured
+    assert "reasoning_effort" in err[0] and "drop --reasoning" in err[0] and "rerun:" not in captured.out
+    meta = json.loads((out / "agent_meta" / f"{SCENE}.json").read_text())
+    assert meta["status"] == "error" and meta["error"].startswith("UnsupportedParamsError: ")
+
+    out = tmp_path / "key"
+    with ScriptedOpenAI(default={"status": 401, "message": "Incorrect API key provided"}) as server:
+        code = bvb_run(server, suite, out, "--model-retries", "5")
+        assert server.calls == 1  # LiteLLM's five retries are for passing faults
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "HTTP 401" in err[0] and "$BVB_TEST_KEY" in err[0], captured
+
+
+def test_a_missing_key_is_one_line_before_any_scene_as_under_native(suite, tmp_path, monkeypatch, capsys):
+    """Issue 42 point 2: no key for LiteLLM's own route, or --api-key-env naming an unset variable: one line,
+    exit 2, nothing started; an endpoint with the default variable unset is called without a key (a local
+    server needs none)."""
+    for name in ("OPENAI_API_KEY", "BVB_UNSET_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    split, videos = str(suite / "split.jsonl"), str(suite)
+    code = run.main(["--quiet", "--split", split, "--videos", videos, "--output", str(tmp_path / "a"),
+                     "--model", "gpt-4o", "--limit", "1"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "$OPENAI_API_KEY" in err[0] and "not set" in err[0], err
+    assert not (tmp_path / "a" / "agent_meta").exists()
+    with ScriptedOpenAI(default="DONE") as server:
+        for model in ("gpt-4o", "scripted-model"):
+            code = run.main(["--quiet", "--split", split, "--videos", videos, "--output", str(tmp_path / model),
+                             "--model", model, "--price-in", "1", "--price-out", "1",
+                             "--api-key-env", "BVB_UNSET_KEY"] + (["--base-url", server.base_url] if model != "gpt-4o"
+                                                                  else []))  # fmt: skip
+            err = capsys.readouterr().err.strip().splitlines()
+            assert code == 2 and len(err) == 1 and "BVB_UNSET_KEY holds no API key" in err[0], err
+        assert server.calls == 0
+        code = run.main(["--quiet", "--split", split, "--videos", videos, "--output", str(tmp_path / "local"),
+                         "--model", "scripted-model", "--price-in", "1", "--price-out", "1", "--base-url",
+                         server.base_url, "--max-turns", "1"])  # fmt: skip
+        assert code == 0 and server.calls == 1 and server.authorizations == ["Bearer none"]
+
+
 def test_an_unknown_model_or_price_is_refused_before_any_call(suite, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
     with ScriptedOpenAI(["DONE"]) as server:

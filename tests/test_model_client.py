@@ -5,6 +5,7 @@ import pytest
 from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.environment import Image
 from bvb_addon.agent.model import ModelClient, ModelError
+from bvb_addon.openai_client import ProviderRefused
 from bvb_addon.pricing import Price, PriceError, estimate_tokens, price_for
 from tools.scripted_openai import ScriptedOpenAI
 
@@ -97,10 +98,18 @@ def test_a_200_without_choices_is_retried_like_an_upstream_failure():
 
 
 def test_other_4xx_fails_at_once_with_the_provider_message():
+    # The first call refused: the model's settings (--harness native stops the run, exit 2, one line).
     with ScriptedOpenAI([{"status": 400, "message": "model xyz does not support images"}]) as server:
-        with pytest.raises(ModelError, match=r"HTTP 400.*model xyz does not support images"):
+        with pytest.raises(ProviderRefused, match=r"HTTP 400: model xyz does not support images.*no rerun"):
             client(server).query(USER)
         assert server.calls == 1
+    # After an answer, a 400 is about that request: the scene's model_error, as before.
+    with ScriptedOpenAI(["fine", {"status": 400, "message": "model xyz does not support images"}]) as server:
+        model = client(server)
+        model.query(USER)
+        with pytest.raises(ModelError, match=r"HTTP 400.*model xyz does not support images"):
+            model.query(USER)
+        assert server.calls == 2
 
 
 def test_connection_errors_are_retried_then_reported():

@@ -2,7 +2,15 @@
 
 import pytest
 
-from bvb_addon.openai_client import CallFault, ContextOverflow, OpenAIClient, RetryPolicy, is_context_overflow
+from bvb_addon.openai_client import (
+    CallFault,
+    ContextOverflow,
+    OpenAIClient,
+    ProviderRefused,
+    RetryPolicy,
+    is_context_overflow,
+    refusal,
+)
 from eval_bridge.scoring.judge import JudgeError, Media, VLMJudge
 from eval_bridge.scoring.options import JudgeOptions
 from tools.scripted_openai import ScriptedOpenAI
@@ -84,9 +92,58 @@ def test_context_overflow_refusals_of_the_common_providers_are_their_own_fault(s
 def test_other_400s_are_not_taken_for_an_overflow():
     assert not is_context_overflow(400, "model xyz does not support images")
     assert not is_context_overflow(500, "maximum context length is 8192 tokens")  # a 5xx is retried as a 5xx
-    with ScriptedOpenAI([{"status": 400, "message": "invalid image url"}]) as server:
+    # After an answer, a 400 is about one request's content: a fault of that call, not of the configuration.
+    with ScriptedOpenAI(["fine", {"status": 400, "message": "invalid image url"}]) as server:
+        c = client(server)
+        c.complete(REQUEST)
         with pytest.raises(CallFault, match="HTTP 400.*invalid image url"):
-            client(server).complete(REQUEST)
+            c.complete(REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("reply", "fix"),
+    [
+        ({"status": 400, "message": "Unsupported parameter: 'reasoning_effort'"}, "drop --reasoning"),
+        ({"status": 401, "message": "Incorrect API key provided"}, "put a valid key in $BVB_TEST_KEY"),
+        ({"status": 403, "message": "project has no access to the model"}, "put a valid key in $BVB_TEST_KEY"),
+        ({"status": 404, "message": "The model `gpt-9` does not exist"}, "check the model id"),
+        ({"status": 422, "message": "max_tokens must be at most 4096"}, "fix the model's settings"),
+    ],
+)
+def test_a_permanent_refusal_is_one_line_at_the_first_call_never_retried(reply, fix):
+    """Issue 42 point 1: a refusal no rerun changes is a configuration error (exit 2), not a fault retried."""
+    with ScriptedOpenAI(default=reply) as server:
+        c = OpenAIClient(server.base_url, "sk-test", policy=RetryPolicy(max_retries=3), sleep=lambda s: None,
+                         label="model", key_env="BVB_TEST_KEY")  # fmt: skip
+        with pytest.raises(ProviderRefused) as caught:
+            c.complete(REQUEST)
+        assert server.calls == 1
+    line = str(caught.value)
+    assert "\n" not in line and f"HTTP {reply['status']}" in line and reply["message"] in line and fix in line
+    assert caught.value.exit_code == 2
+
+
+def test_the_one_classifier_tells_passing_faults_and_litellms_refusals_apart():
+    class Failure(Exception):
+        def __init__(self, status, message):
+            super().__init__(message)
+            self.status_code = status
+
+    assert refusal(Failure(429, "slow down"), "model") is None
+    assert refusal(Failure(503, "overloaded"), "model") is None
+    assert refusal(Failure(400, "This model's maximum context length is 8192 tokens"), "model") is None
+    flagged = Failure(400, "Invalid prompt: flagged by our usage policies (content_policy_violation)")
+    assert refusal(flagged, "model") is None
+    # LiteLLM's UnsupportedParamsError is a 400 raised before sending; its "Missing credentials" a 500.
+    unsupported = Failure(400, "litellm.UnsupportedParamsError: openai does not support parameters: "
+                          "['reasoning_effort'], for model=gpt-4o. To drop these, set `litellm.drop_params=True`")  # fmt: skip
+    assert "drop --reasoning" in str(refusal(unsupported, "--model gpt-4o"))
+    assert "drop_params" not in str(refusal(unsupported, "--model gpt-4o"))
+    missing = Failure(500, "OpenAIException - Missing credentials. Please pass an `api_key`")
+    assert "export $OPENAI_API_KEY" in str(refusal(missing, "--model gpt-4o", "OPENAI_API_KEY"))
+    # After an answer, a 400 is one request's content; a 401 stays the configuration's.
+    assert refusal(Failure(400, "bad image"), "model", accepted=True) is None
+    assert refusal(Failure(401, "key revoked"), "model", accepted=True) is not None
 
 
 def test_a_timed_out_attempt_is_reported_as_possibly_billed_before_the_retry():

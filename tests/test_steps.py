@@ -112,7 +112,8 @@ def test_a_judge_fault_is_a_fault_not_wrong_answers_and_the_command_exits_75(ste
     argv = ["steps", "--run", str(stepped_run), "--split", str(synth_suite / "split.jsonl"), "--videos",
             str(synth_suite), "--scenes", SCENE, "--judge-model", "scripted-judge", "--judge-api-key-env",
             "BVB_TEST_KEY", "--retries", "0", "--cache", str(stepped_run.parent / "refusing.sqlite")]  # fmt: skip
-    with ScriptedOpenAI(default={"status": 401, "message": "invalid api key"}) as server:
+    # A passing fault (a 401 is a refusal no rerun changes: exit 2, test_openai_client).
+    with ScriptedOpenAI(default={"status": 503, "message": "overloaded"}) as server:
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("BVB_TEST_KEY", "x")
             code = cli.main([*argv, "--judge-base-url", server.base_url])
@@ -121,7 +122,7 @@ def test_a_judge_fault_is_a_fault_not_wrong_answers_and_the_command_exits_75(ste
     assert last.startswith("faults: 1 of 1 scenes ended in a harness or environment fault (1 judge_error)")
     assert " -m eval_bridge steps --run " in last and not last.endswith("--resume")  # steps has no --resume
     analysis = json.loads((stepped_run / "steps_analysis.json").read_text())
-    assert analysis["faults"][0]["scene"] == SCENE and "HTTP 401" in analysis["faults"][0]["reason"]
+    assert analysis["faults"][0]["scene"] == SCENE and "HTTP 503" in analysis["faults"][0]["reason"]
     assert analysis["questions"] == 0  # the scene is out of the analysis, not counted as wrong
 
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -270,6 +271,43 @@ def test_focus_window_catches_a_one_frame_violation_that_uniform_sampling_misses
         again = vgi.score(options, [FLASH_TASK], ("again", videos), vgi.VLMProcessJudge(vlm, budget=16))
         assert server.calls == calls
         assert again["overall"]["score"] == pytest.approx(50.0)
+
+
+@pytest.mark.unit
+def test_a_reply_that_is_not_the_requested_json_is_a_judge_error_never_cached_and_asked_again_on_resume(tmp_path):
+    """Issue 42 point 10: replies of "0" were taken as verdicts (status ok, no violations, completeness failed)."""
+    from eval_bridge.scoring.cache import JudgeCache
+    from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
+    from eval_bridge.scoring.options import JudgeOptions
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    _flash_video(videos / "flash_1.mp4")
+    cache = tmp_path / "judge.sqlite"
+    generator = ("gen", videos)
+    options = VGIOptions(tmp_path / "tasks.jsonl", tmp_path, (generator,))
+
+    def judge(server):
+        vlm = VLMJudge(JudgeOptions(base_url=server.base_url, model="scripted-judge", retries=3),
+                       cache=JudgeCache(cache), settings=JudgeSettings(max_tokens=300), api_key="x")  # fmt: skip
+        return vgi.VLMProcessJudge(vlm, budget=16, sampling="uniform")
+
+    # "0", prose, a label outside the three: every reply of the first pass is no verdict.
+    bad = ["0", "The video looks fine.", '{"completeness": "mostly"}', '{"violations": "none"}']
+    with ScriptedOpenAI(default="0", replies=bad) as server:
+        summary = vgi.score(options, [FLASH_TASK], generator, judge(server))
+        asked = server.calls
+    row = json.loads((tmp_path / "gen" / "vgi.jsonl").read_text())
+    assert row["status"] == "judge_error" and "not the requested JSON" in row["reason"], row
+    assert summary["counts"]["judge_errors"] == 1
+    assert asked == 3  # the first window asked three times (two retries of a malformed reply), then the fault
+    # Nothing of it was cached: a resumed pass asks again, and a judge that answers in JSON scores the row.
+    with ScriptedOpenAI(responder=_scripted_judge) as server:
+        summary = vgi.score(replace(options, resume=True), [FLASH_TASK], generator, judge(server))
+        assert server.calls >= 2
+    row = json.loads((tmp_path / "gen" / "vgi.jsonl").read_text())
+    assert row["status"] == "ok" and row["completeness_label"] == "complete"
+    assert summary["counts"]["judge_errors"] == 0
 
 
 @pytest.mark.unit

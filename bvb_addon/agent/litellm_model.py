@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from ..errors import BVBError
-from ..openai_client import OpenAIClient, probe
+from ..errors import ArgumentError, BVBError
+from ..openai_client import OpenAIClient, probe, refusal
+from .model import missing_key
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,7 @@ class LiteLLMModel:
         reasoning: str | None = None,
         base_url: str | None = None,
         api_key_env: str | None = None,
+        key_named: bool = False,
         api_key: str | None = None,
         price_in: float | None = None,
         price_out: float | None = None,
@@ -110,11 +112,15 @@ class LiteLLMModel:
         self.reasoning = reasoning
         self.base_url = base_url
         self.api_key_env = api_key_env
+        self.key_named = key_named
+        """--api-key-env was given (not its default): its variable must hold a key, endpoint or not."""
         self._api_key = api_key
         """A key given as it is (the add-on's preferences); else the variable api_key_env names is read."""
         self.price_in, self.price_out = price_in, price_out
         self.timeout = timeout
         self.num_retries = num_retries
+        self.answered = False
+        """A call of this client had an answer: its settings are accepted (openai_client.refusal's ``accepted``)."""
 
     def check_price(self) -> dict[str, Any]:
         """The price record for config.json; PriceUnknown (exit 2) for a model without one.
@@ -153,7 +159,8 @@ class LiteLLMModel:
     def _route(self) -> dict[str, Any]:
         """Where the call goes: LiteLLM's own routing by name, or an OpenAI-compatible endpoint."""
         if not self.base_url:
-            return {"api_key": self._api_key} if self._api_key else {}
+            # LiteLLM reads the provider's own variable, unless a key was given or --api-key-env named one.
+            return {"api_key": self._key()} if self._key() else {}
         route: dict[str, Any] = {"api_base": self.base_url}
         if "/" not in self.model:
             route["custom_llm_provider"] = "openai"
@@ -163,6 +170,27 @@ class LiteLLMModel:
 
     def _key(self) -> str | None:
         return self._api_key or (os.environ.get(self.api_key_env) if self.api_key_env else None)
+
+    def check_key(self) -> None:
+        """A missing key is one line before the first scene (exit 2), as under --harness native: the variable
+        --api-key-env names, else the provider's own that LiteLLM reads (OPENAI_API_KEY, ANTHROPIC_API_KEY ...).
+        An endpoint given with the default variable unset is called with no key (a local server needs none)."""
+        if self._api_key:
+            return
+        if self.api_key_env:
+            if not os.environ.get(self.api_key_env) and (self.key_named or not self.base_url):
+                raise ArgumentError(missing_key(self.api_key_env))
+            return
+        if self.base_url:
+            return
+        found = _litellm().validate_environment(model=self.model)
+        missing = [name for name in found.get("missing_keys") or [] if name.endswith("_KEY")]
+        if missing and not found.get("keys_in_environment"):
+            names = " or ".join(f"${name}" for name in missing)
+            raise ArgumentError(
+                f"--model {self.model}: LiteLLM reads its key from {names}, which is not set; export it, or name "
+                "the variable that holds the key with --api-key-env"
+            )
 
     def probe(self, wait_s: float) -> list[str]:
         """One GET /models of a given endpoint before the first scene, as native's client does: a bad key, URL
@@ -181,17 +209,36 @@ class LiteLLMModel:
         kwargs: dict[str, Any] = self._route()
         if self.reasoning:
             kwargs["reasoning_effort"] = self.reasoning
-        response = litellm.completion(
-            model=self.model,
-            messages=chat_messages(system, messages),
-            timeout=self.timeout,
-            num_retries=self.num_retries,
-            **kwargs,
-        )
+        try:
+            response = litellm.completion(
+                model=self.model,
+                messages=chat_messages(system, messages),
+                timeout=self.timeout,
+                num_retries=self.num_retries,
+                retry_policy=self._retry_policy(),
+                **kwargs,
+            )
+        except Exception as exc:  # the provider's failure after LiteLLM's retries: permanent ones are the run's
+            refused = refusal(exc, f"--model {self.model}", self.api_key_env, accepted=self.answered)
+            if refused is not None:
+                raise refused from None
+            raise
+        self.answered = True
         text = response.choices[0].message.content or ""
         usage = getattr(response, "usage", None)
         tokens_in, tokens_out = _usage(usage, "prompt_tokens"), _usage(usage, "completion_tokens")
         return text, CallInfo(*self._cost(litellm, response, tokens_in, tokens_out))
+
+    def _retry_policy(self) -> dict[str, int]:
+        """LiteLLM's retries per failure: none for a refusal no retry changes (a bad key or model id, a bad
+        parameter before any answer; it would be sent num_retries more times), num_retries for the rest, as the
+        release (a 400 after an answer is about one request's content). Not sent: the request is the release's."""
+        return {
+            "BadRequestErrorRetries": self.num_retries if self.answered else 0,
+            "AuthenticationErrorRetries": 0,
+            "NotFoundErrorRetries": 0,
+            "ContentPolicyViolationErrorRetries": self.num_retries,
+        }
 
     def _cost(self, litellm: Any, response: Any, tokens_in: int, tokens_out: int) -> tuple[float, int, int, str]:
         if self.price_in is not None and self.price_out is not None:

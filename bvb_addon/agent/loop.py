@@ -13,6 +13,7 @@ from ..atomic import copy_atomic, write_text_atomic
 from ..backend import stamp_node
 from ..errors import AgentStop
 from ..money import money
+from ..openai_client import ProviderRefused
 from ..pricing import estimate_tokens
 from ..records import AgentMeta, write_agent_meta
 from ..records.trajectory import TRAJECTORY_FORMAT, Compaction, Reopening, Step, Trajectory
@@ -222,6 +223,9 @@ class AgentLoop:
             self._finish(exc.status, exc.stop_reason, str(exc))
         except ModelError as exc:
             self._finish("error", "model_error", str(exc))
+        except ProviderRefused as exc:  # the configuration's, not the scene's: recorded, then the run stops (exit 2)
+            self._finish("error", "model_error", str(exc))
+            raise
         except KeyboardInterrupt:
             self._finish(Interrupted.status, Interrupted.stop_reason, Interrupted.reason)
         except Exception as exc:
@@ -345,13 +349,14 @@ class AgentLoop:
                 reply = self.model.query(prompt, before_retry=self.ledger.retry_hook(entry))
             except CostLimit as exc:  # the scene's limit (cost_limit) or the run's budget (budget)
                 raise LimitReached(exc.kind, str(exc)) from None
-            except (ContextOverflow, ModelError) as exc:
+            except (ContextOverflow, ModelError, ProviderRefused) as exc:
                 if entry is None:
                     raise  # a fault before the reservation (none is open)
-                billed = sum(self.model.price.cost(u) for u in exc.billed) if exc.billed else 0.0
-                self.ledger.settle(entry, billed, uncertain=exc.uncertain, status="refused")
+                billed_usage = getattr(exc, "billed", None)  # a permanent refusal was billed nothing
+                billed = sum(self.model.price.cost(u) for u in billed_usage) if billed_usage else 0.0
+                self.ledger.settle(entry, billed, uncertain=getattr(exc, "uncertain", 0), status="refused")
                 self._save()
-                if isinstance(exc, ModelError):
+                if isinstance(exc, (ModelError, ProviderRefused)):
                     raise
                 self._compact("provider", str(exc))
                 continue

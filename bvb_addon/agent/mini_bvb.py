@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from ..atomic import write_text_atomic
 from ..backend import stamp_node
 from ..errors import ArgumentError, MissingFileError
+from ..openai_client import ProviderRefused
 from ..options import option
 from ..records import AgentMeta, write_agent_meta
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
@@ -186,7 +187,7 @@ class SceneInput:
 
 class MiniBVBLoop:
     """One scene under the Mini-BVB protocol; ``run()`` returns its agent_meta dict and never raises for
-    the agent's or the provider's faults."""
+    the agent's or the provider's faults (a permanent refusal, ProviderRefused, is raised after the record)."""
 
     def __init__(
         self,
@@ -228,6 +229,8 @@ class MiniBVBLoop:
         self.note: str | None = None
         """Why ours stopped the scene (the run's budget), for agent_meta's ``reason``."""
         self.blend_error: str | None = None
+        self.refused: ProviderRefused | None = None
+        """A permanent refusal of the provider (a bad parameter, key or model): run() raises it after the record."""
         self._blend_stamp: tuple[int, int, int] | None = None
 
     # -- the loop (the reference's order of checks and messages) ------------------------
@@ -270,6 +273,9 @@ class MiniBVBLoop:
                     self.turns -= 1
                     self.stop_reason, self.note = "budget", str(exc)
                     break
+                except ProviderRefused as exc:  # the configuration's, not the scene's: the run stops (exit 2)
+                    self.error, self.stop_reason, self.refused = exc.detail or str(exc), "error", exc
+                    break
                 except Exception as exc:  # the provider's failure, after LiteLLM's retries: the scene's end
                     self.error = f"{exc.__class__.__name__}: {exc}"
                     self.stop_reason = "error"
@@ -300,7 +306,10 @@ class MiniBVBLoop:
         except Exception as exc:  # a harness fault (the sandbox died): the scene's end, named
             log.exception("scene %s: harness error", self.scene.scene)
             self.stop_reason, self.error = "harness_error", f"{type(exc).__name__}: {exc}"
-        return self._finish(start)
+        meta = self._finish(start)
+        if self.refused is not None:
+            raise self.refused  # after the scene's record: its agent_meta says what the provider answered
+        return meta
 
     def _call(self, system: str, messages: list[dict[str, Any]]) -> str:
         """One model call under the ledger. Its worst case is unknown (no max_tokens), so the run's budget is

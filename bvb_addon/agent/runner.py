@@ -15,6 +15,7 @@ from .. import backend, dataset, outcomes, scratch
 from ..atomic import remove_stale_temps
 from ..errors import BVBError, NewerFormatError
 from ..money import money
+from ..openai_client import ProviderRefused
 from ..options import option
 from ..pricing import ZERO
 from ..progress import RunProgress
@@ -328,6 +329,8 @@ class Runner:
         the sandbox check."""
         self.price, self.model = ZERO, None
         self.chat = mini_bvb_run.chat_model(self.config, self.options.mini_bvb)
+        if self.chat is not None:
+            self.chat.check_key()  # a missing key: one line, as native's ModelClient says it
         if self.chat is not None and probe_wait > 0:
             # Before the price check's LiteLLM import (seconds): a refused key is told at once.
             self.chat.probe(probe_wait)
@@ -514,6 +517,8 @@ class Runner:
                 reopen=reopen,
                 budget=self.budget,
             )
+        except ProviderRefused:
+            raise  # a permanent refusal: the run's configuration, Runner.run stops the run
         except Exception as exc:
             # The loop handles agent, model and sandbox-step faults itself; what lands here is
             # the sandbox failing to start or an unreadable trajectory.
@@ -534,6 +539,8 @@ class Runner:
                 chat, self.config, self.options.mini_bvb, self.options.sandbox, self.run_dir, dataset_name, scene,
                 video, stop_event=self.stop_event, budget=self.budget,
             )  # fmt: skip
+        except ProviderRefused:
+            raise  # a permanent refusal: the run's configuration, Runner.run stops the run
         except Exception as exc:
             # The loop ends agent and provider faults itself: this is the workspace failing to start.
             log.exception("scene %s: could not run", scene)
@@ -612,7 +619,13 @@ class Runner:
                     log.warning("interrupted: finishing the current steps (Ctrl-C again to quit at once)")
                     continue
                 for future in done:
-                    meta = future.result()
+                    try:
+                        meta = future.result()
+                    except ProviderRefused:
+                        # Every scene would be refused alike: none more starts, those running stop, exit 2.
+                        self.stop_event.set()
+                        pool.shutdown(wait=True, cancel_futures=True)
+                        raise
                     if meta is None:
                         self.unstarted.append(futures[future])
                     else:
@@ -670,6 +683,8 @@ class Runner:
             env_vars=env_vars,
         )
         for (_, _, dataset_name, scene), meta, error in results:
+            if isinstance(error, ProviderRefused):
+                raise error  # a permanent refusal on a node: the run's configuration, as on this machine
             if error is not None:
                 meta = self._fail(dataset_name, scene, "error", "harness_error", f"Ray task failed: {error}")
             if meta is None:  # the budget was reached before the task started its scene

@@ -560,10 +560,13 @@ class DualVQA:
                     score_dv_on_ray(self, pending, sources, finished)
             else:
                 score = functools.partial(_score_with_sources, self, sources)
-                for _question, row, error in backend.map_unordered(score, pending, workers=self.workers):
-                    if error is not None:
-                        raise error
-                    finished([row])
+                # The first question alone: a refusal no rerun changes (a bad key, model or parameter) stops the
+                # pass at its first call (ProviderRefused, exit 2); after an answer a 400 is one question's fault.
+                for batch, workers in ((pending[:1], 1), (pending[1:], self.workers)):
+                    for _question, row, error in backend.map_unordered(score, batch, workers=workers):
+                        if error is not None:
+                            raise error
+                        finished([row])
         finally:
             bar.close()
             self.close_pools()

@@ -180,6 +180,7 @@ class VLMJudge:
             cap=self.cap,
             label=f"judge {self.model}",
             any_reply=self.settings.empty_is_answer,
+            key_env=self.api_key_env,
         )
         self.counter_lock = threading.Lock()
         self.calls = 0
@@ -326,6 +327,8 @@ class VLMJudge:
             request["temperature"] = self.settings.temperature
         request[self.max_tokens_field] = self.settings.max_tokens
         try:
+            # A refusal no rerun changes (openai_client.ProviderRefused: a bad key, model or parameter) passes
+            # through: the pass stops at once, exit 2, instead of one judge_error row per question.
             answer = self.client.complete(request)
         except ClientError as exc:
             hint = f"; check ${self.api_key_env} (--judge-api-key-env)" if exc.status in (401, 403) else ""

@@ -227,6 +227,11 @@ PROMPT_VERSION = "vgi-prompts-1-" + hashlib.sha256((WINDOW_PROMPT + COMPLETENESS
 """Named in every summary: a change to either prompt is a new version (its answers are not comparable)."""
 
 
+MALFORMED_RETRIES = 2
+"""Times a reply that is not the requested JSON is asked again before the window is a judge_error (at most the
+judge's --retries)."""
+
+
 def _json_object(text):
     match = re.search(r"\{.*\}", text or "", re.S)
     if not match:
@@ -236,6 +241,17 @@ def _json_object(text):
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def requested(text: str | None, field: str) -> Any:
+    """The value a prompt asked for, or None when the reply is not that JSON (a bare "0", prose, a label outside
+    the three): ``violations`` an object of lists, ``completeness`` one of COMPLETENESS (any case). A fence or
+    words around the object are allowed, as models add them."""
+    value = _json_object(text).get(field)
+    if field == "violations":
+        ok = isinstance(value, dict) and all(isinstance(images, list) for images in value.values())
+        return value if ok else None
+    return value.lower() if isinstance(value, str) and value.lower() in COMPLETENESS else None
 
 
 def count_events(frame_positions: set[int], sampled: list[int]) -> int:
@@ -300,19 +316,30 @@ class VLMProcessJudge:
             "prompt_version": PROMPT_VERSION,
         }  # fmt: skip
 
-    def _ask(self, frames, prompt):
+    def _ask(self, frames, prompt, field):
+        """The value of ``field`` the prompt asked for, of one window's or the completeness question. A reply that
+        is not that JSON is asked again, never cached, then a JudgeError."""
         key = cache_key(self.vlm.model, PROTOCOL, frames_hash(frames), prompt, 0)
         cache = self.vlm.cache
         if cache is not None:
             hit = cache.get(key)
-            if hit is not None:
-                return hit[0]
-        # JudgeError when the call fails after the client's retries: the caller makes it a judge_error row.
-        text, usage = self.vlm._call(frames, prompt)
-        usage["cost_usd"] = self.vlm.pricing.cost(usage)
-        with self.vlm.counter_lock:
-            self.vlm.calls += 1
-            self.vlm.cost_usd += usage["cost_usd"]
+            # An answer cached before replies were checked may be no verdict: then it is asked again.
+            if hit is not None and requested(hit[0], field) is not None:
+                return requested(hit[0], field)
+        for _ in range(1 + min(MALFORMED_RETRIES, self.vlm.retries)):
+            # JudgeError when the call fails after the client's retries: the caller makes it a judge_error row.
+            text, usage = self.vlm._call(frames, prompt)
+            usage["cost_usd"] = self.vlm.pricing.cost(usage)
+            with self.vlm.counter_lock:
+                self.vlm.calls += 1
+                self.vlm.cost_usd += usage["cost_usd"]
+            if requested(text, field) is not None:
+                break
+        else:
+            raise JudgeError(
+                f"judge {self.vlm.model}: the reply is not the requested JSON with {field!r} (last: {text[:80]!r}); "
+                "a judge fault: --resume asks again"
+            )
         if cache is not None:
             cache.put(
                 key,
@@ -324,7 +351,7 @@ class VLMProcessJudge:
                 answer=text,
                 usage=usage,
             )
-        return text
+        return requested(text, field)
 
     def sample(self, video_path: str | Path) -> tuple[list[int], list[float], dict[int, bytes]]:
         """Frame indices to judge, their times (s) and their JPEGs (VideoError for a file that does not decode).
@@ -354,9 +381,9 @@ class VLMProcessJudge:
         windows = []
         for window in focus_windows(indices, self.sampling.window, self.sampling.stride):
             prompt = WINDOW_PROMPT.format(constraint=task["constraint"], rules=rule_text, count=len(window))
-            answer = _json_object(self._ask([jpegs[i] for i in window], prompt)).get("violations") or {}
+            answer = self._ask([jpegs[i] for i in window], prompt, "violations")
             found: dict[str, list[int]] = {}
-            for rule_id, images in answer.items() if isinstance(answer, dict) else ():
+            for rule_id, images in answer.items():
                 if rule_id in flagged and isinstance(images, list):
                     for number in images:
                         if isinstance(number, int) and 1 <= number <= len(window):
@@ -368,8 +395,7 @@ class VLMProcessJudge:
         overview = [indices[i] for i in uniform_indices(len(indices), self.sampling.window)]
         criteria = "\n".join(f"- {c}" for c in task.get("completeness") or [])
         prompt = COMPLETENESS_PROMPT.format(constraint=task["constraint"], criteria=criteria, count=len(overview))
-        label = str(_json_object(self._ask([jpegs[i] for i in overview], prompt)).get("completeness", "failed"))
-        label = label.lower() if label.lower() in COMPLETENESS else "failed"
+        label = self._ask([jpegs[i] for i in overview], prompt, "completeness")
         extra = {
             "sampled_frames": len(indices), "frames": indices, "frame_times": [round(t, 4) for t in times],
             "windows": windows, "completeness_frames": overview, "completeness_label": label,
