@@ -2,7 +2,8 @@
 
 The paths and readers of a run directory are ``bvb_addon.run_dir.RunDir``'s; this module holds
 what only the add-on does with them: listing a scene's steps for the Steps panel, keeping the
-agent's submission when a person saves an edit, and finding a scene's source clip.
+agent's submission when a person saves an edit, finding a scene's source clip, and the lines the
+panel, the report and ``bvb view`` say of a scene's rules row (scene_rules.jsonl).
 """
 
 import time
@@ -15,6 +16,7 @@ from .atomic import copy_atomic
 from .records import AgentMeta
 from .records.agent_meta import add_human_edit
 from .run_dir import RunDir, RunDirError
+from .scene_rules import CLEAN, ERROR, SOURCE_REPLAY, read_scene_rules
 
 
 @dataclass(frozen=True)
@@ -173,3 +175,50 @@ def saved_render_line(run_dir: str | Path, scene_id: str) -> str:
         return ""
     path = rd.render(scene_id)
     return render_line(rows[-1], path, path.is_file())
+
+
+def scene_rules_row(run_dir: str | Path, scene_id: str) -> dict | None:
+    """The scene's row of scene_rules.jsonl (None: not audited); BadFileError names an unreadable line."""
+    row = read_scene_rules(run_dir).get(scene_id)
+    return dict(row) if row is not None else None
+
+
+def replay_line(row: dict) -> str:
+    """The replay check's figures, and whether they pass the threshold, or "" when the render was not compared."""
+    figures = row.get("replay")
+    if not isinstance(figures, dict):
+        return ""
+    try:
+        line = f"Replay check: {float(figures['psnr']):.1f} dB PSNR, SSIM {float(figures['ssim']):.3f}"
+    except (KeyError, TypeError, ValueError):
+        return ""
+    flagged = row.get(SOURCE_REPLAY)
+    if isinstance(flagged, dict) and isinstance(flagged.get("threshold_db"), int | float):
+        return line + f" (at or above {flagged['threshold_db']:g} dB: a replay of the source)"
+    return line + " (not a replay)"
+
+
+def rules_headline(row: dict | None) -> str:
+    """One line for a scene's rules: not audited, not checked, clean, or the rules it breaks."""
+    if not row:
+        return "Rules: not audited (bvb audit --run RUN)"
+    if row.get("status") == ERROR:
+        return f"Rules: not checked: {row.get('error') or 'unknown error'}"
+    rules = sorted({str(found.get("rule")) for found in row.get("violations") or [] if isinstance(found, dict)})
+    if row.get("status") == CLEAN and not rules:
+        return f"Rules: clean ({row.get('rules_version', '')})"
+    count = len(row.get("violations") or [])
+    return f"Rules: breaks {', '.join(rules)} ({count} finding{'s' if count != 1 else ''})"
+
+
+def finding_line(found: dict) -> str:
+    return f"{found.get('rule')}: {found.get('datablock')}: {found.get('detail')}"
+
+
+def offending_object(datablock: str) -> str | None:
+    """The object a finding's datablock names ("Object chair_1", "Mesh m (object chair_1)"), else None."""
+    if datablock.startswith("Object "):
+        return datablock[len("Object ") :]
+    if datablock.endswith(")") and " (object " in datablock:
+        return datablock[datablock.rindex(" (object ") + len(" (object ") : -1]
+    return None

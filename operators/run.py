@@ -11,7 +11,7 @@ from ..bvb_addon.errors import BVBError
 from ..bvb_addon.run_dir import videos_of
 from ..bvb_addon.run_texts_bl import load_text
 from ..registration import register_classes, unregister_classes
-from .base import BVBPollMixin, fail
+from .base import BVBPollMixin, done, fail
 
 
 def fill_steps(settings, steps):
@@ -131,7 +131,69 @@ def show_scene(context, found):
     return message
 
 
-classes = (BVB_OT_open_run,)
+def rule_objects(scene, row, datablock="", file_names=None):
+    """The objects of ``scene`` that the row's violations name (those of one ``datablock``, or all): an object
+    named directly or through its mesh, and the objects using a named material or image."""
+    here = {file: name for name, file in (file_names or {}).items()}  # the run file's name -> this scene's
+    found = [f for f in row.get("violations") or [] if isinstance(f, dict)]
+    wanted = []
+    for finding in found:
+        named = str(finding.get("datablock") or "")
+        if datablock and named != datablock:
+            continue
+        name = run_view.offending_object(named)
+        if name is not None:
+            wanted += [obj for obj in scene.objects if obj.name == here.get(name, name)]
+            continue
+        kind, _, idname = named.partition(" ")
+        for obj in scene.objects:
+            materials = [slot.material for slot in obj.material_slots if slot.material is not None]
+            if kind == "Material" and any(m.name == idname for m in materials):
+                wanted.append(obj)
+            elif kind == "Image" and any(
+                getattr(node, "image", None) is not None and node.image.name == idname
+                for m in materials if m.node_tree is not None for node in m.node_tree.nodes
+            ):  # fmt: skip
+                wanted.append(obj)
+    return list(dict.fromkeys(wanted))
+
+
+class BVB_OT_select_rule_objects(BVBPollMixin, bpy.types.Operator):
+    """Select the objects of this scene that break the release prompt's rules (scene_rules.jsonl of the run)"""
+
+    bl_idname = "bvb.select_rule_objects"
+    bl_label = "Select Offending Objects"
+    bl_options = {"REGISTER", "UNDO"}
+
+    datablock: StringProperty(name="Datablock", description="Only this finding's datablock (empty: every violation)")
+
+    @classmethod
+    def unavailable(cls, context):
+        s = context.scene.bvb
+        if not s.run_dir or not s.scene_id:
+            return "Open a run's scene first (Run panel): the rules are the run's"
+        return None
+
+    def execute(self, context):
+        s = context.scene.bvb
+        try:
+            row = run_view.scene_rules_row(bpy.path.abspath(s.run_dir), s.scene_id)
+        except (BVBError, OSError) as exc:
+            return fail(self, context, f"could not read the scene's rules: {exc}")
+        if row is None:
+            return fail(self, context, f"{s.scene_id} was not audited; run bvb audit --run {s.run_dir}")
+        names = json.loads(s.file_names) if s.file_names else {}
+        objects = rule_objects(context.scene, row, self.datablock, names)
+        if not objects:
+            return fail(self, context, "no object of this scene is named by its rule violations")
+        for obj in context.view_layer.objects:
+            obj.select_set(obj in objects)
+        context.view_layer.objects.active = objects[0]
+        shown = ", ".join(obj.name for obj in objects[:5]) + (" ..." if len(objects) > 5 else "")
+        return done(self, context, f"Selected {len(objects)} offending object(s): {shown}")
+
+
+classes = (BVB_OT_open_run, BVB_OT_select_rule_objects)
 
 
 def register():

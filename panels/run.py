@@ -6,13 +6,17 @@ import time
 import bpy
 
 from .. import preferences
+from ..bvb_addon import run_view
+from ..bvb_addon.errors import BadFileError
 from ..bvb_addon.run_dir import RunDir
 from ..bvb_addon.sandbox import platforms
+from ..bvb_addon.scene_rules import read_scene_rules
 from ..operators import background
 from ..registration import register_classes, unregister_classes
 from .base import BVBPanel
 
 SHOWN_SCENES = 8
+SHOWN_FINDINGS = 6
 RESCAN_S = 1.0
 
 # run_dir -> (when it was scanned, modification times of its scene folders, scenes); filled by a
@@ -21,17 +25,23 @@ _scene_cache = {}
 
 
 def _scan(run_dir, previous, job):
-    """The scan job's work (no bpy): the run's scene ids, re-listed only when one of its scene folders changed."""
+    """The scan job's work (no bpy): the run's scene ids and scene_rules.jsonl's rows (or why they are not read),
+    read again only when one of its scene folders or the rules file changed."""
     rd = RunDir(run_dir)
     stamp = tuple(
-        path.stat().st_mtime_ns if path.is_dir() else 0 for path in (rd.blends, rd.steps, rd.metas, rd.trajectories)
+        path.stat().st_mtime_ns if path.exists() else 0
+        for path in (rd.blends, rd.steps, rd.metas, rd.trajectories, rd.scene_rules)
     )
     if previous is not None and previous[1] == stamp:
-        return stamp, previous[2]
+        return stamp, *previous[2:]
     try:
-        return stamp, rd.check().scenes()
+        scenes = rd.check().scenes()
     except ValueError:
-        return stamp, []
+        scenes = []
+    try:
+        return stamp, scenes, read_scene_rules(rd), ""
+    except (BadFileError, OSError) as exc:
+        return stamp, scenes, {}, str(exc)
 
 
 def _scanned(run_dir, outcome):
@@ -48,6 +58,39 @@ def run_scenes_cached(run_dir):
     """The run's scene ids as last scanned (a draw only reads; ``rescan`` refreshes them)."""
     cached = _scene_cache.get(run_dir)
     return cached[2] if cached is not None else []
+
+
+def run_rules_cached(run_dir):
+    """The run's scene_rules.jsonl rows as last scanned, and why they could not be read ("" when they could)."""
+    cached = _scene_cache.get(run_dir)
+    return (cached[3], cached[4]) if cached is not None else ({}, "")
+
+
+def draw_rules(layout, run_dir, scene_id):
+    """The open scene's rules row: the headline, the replay figures, each violation with a button selecting
+    the objects it names."""
+    rules, error = run_rules_cached(run_dir)
+    box = layout.box()
+    if error:
+        box.label(text=f"Rules: {error}", icon="ERROR")
+        return
+    row = rules.get(scene_id)
+    broken = bool(row and row.get("violations"))
+    box.label(text=run_view.rules_headline(row), icon="ERROR" if broken else "CHECKMARK" if row else "INFO")
+    if row and run_view.replay_line(row):
+        box.label(text=run_view.replay_line(row))
+    if not broken:
+        return
+    findings = [f for f in row["violations"] if isinstance(f, dict)]
+    col = box.column(align=True)
+    for found in findings[:SHOWN_FINDINGS]:
+        line = col.row(align=True)
+        line.label(text=run_view.finding_line(found))
+        op = line.operator("bvb.select_rule_objects", text="", icon="RESTRICT_SELECT_OFF")
+        op.datablock = str(found.get("datablock") or "")
+    if len(findings) > SHOWN_FINDINGS:
+        col.label(text=f"... {len(findings) - SHOWN_FINDINGS} more in scene_rules.jsonl")
+    box.operator("bvb.select_rule_objects", icon="RESTRICT_SELECT_OFF")
 
 
 def rescan():
@@ -82,6 +125,8 @@ class BVB_PT_run(BVBPanel, bpy.types.Panel):
                 op.scene = scene_id
             if len(scenes) > SHOWN_SCENES:
                 col.label(text=f"... {len(scenes) - SHOWN_SCENES} more: type a name in Scene")
+        if s.run_dir and s.scene_id:
+            draw_rules(layout, bpy.path.abspath(s.run_dir), s.scene_id)
         col = layout.column()
         col.prop(s, "harness")
         col.prop(s, "model")

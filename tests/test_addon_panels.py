@@ -1,9 +1,11 @@
 """Every panel's draw against a recording layout that checks each path on the real RNA types."""
 
+import json
 import time
 
 import pytest
 
+from bvb_addon.scene_rules import finding, make_row
 from tests.addon_support import add_camera, forget_addon, import_addon
 
 pytestmark = pytest.mark.blender
@@ -93,6 +95,9 @@ def test_every_panel_draws_only_real_properties_and_operators(addon, factory_ble
     run = tmp_path / "run"
     for name in ("s_a", "s_b"):
         (run / "steps" / name).mkdir(parents=True)
+    # The open scene breaks a rule: the panel lists it with its Select Offending Objects buttons.
+    broken = make_row("s_b", [finding("camera_and_light", "Object lamp", "no light object")], [], "4.2")
+    (run / "scene_rules.jsonl").write_text(json.dumps(broken) + "\n")
     s.run_dir, s.scene_id = str(run), "s_b"
     # The Run panel lists the run's scenes from a background scan that its timer starts: a draw starts nothing.
     bpy.types.BVB_PT_run.draw(Holder(RecordingLayout(bpy)), bpy.context)
@@ -116,6 +121,7 @@ def test_every_panel_draws_only_real_properties_and_operators(addon, factory_ble
     assert [e for k, e in drawn["BVB_PT_run"] if k == "operator_prop"] == [
         "bvb.open_run.scene=s_a",
         "bvb.open_run.scene=s_b",
+        "bvb.select_rule_objects.datablock=Object lamp",
     ]
     ops = {entry for log in drawn.values() for kind, entry in log if kind == "operator"}
     registered = {f"bvb.{name}" for name in dir(bpy.ops.bvb)}

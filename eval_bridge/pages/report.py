@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from bvb_addon import versions, video
+from bvb_addon.errors import BadFileError
 from bvb_addon.jsonfile import read_object_or_none
 from bvb_addon.options import option
 from bvb_addon.run_dir import RunDir, read_jsonl, run_blenders, runs_in, videos_of
+from bvb_addon.scene_rules import read_scene_rules
 from bvb_addon.trajectory import read_trajectory, trajectory_inputs
 
 from ..leaderboard import released
@@ -36,12 +38,14 @@ from ..vgi.pages import split_outputs, write_pages
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
 from .report_images import ImageStore
 from .report_manifest import Manifest, data_key, stat_key, write_output
-from .trajectory_page import build_scene_page
+from .trajectory_page import build_scene_page, rules_html
 
 log = logging.getLogger(__name__)
 
 STRIP_FRAMES = 6
 STRIP_SIDE = 192
+RULES_SHOWN = 5
+"""Findings of a scene listed on the index; its own page lists them all."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class SceneRow:
     render: Path | None = None
     trajectory: Path | None = None
     program: Path | None = None
+    rules: dict | None = None
+    """The scene's scene_rules.jsonl row (None: not audited)."""
 
 
 @dataclass
@@ -257,6 +263,13 @@ def load_run(run_dir: str | Path, videos_root: str | Path | None = None) -> RunV
         if scene:
             scene = str(scene)
             rows.setdefault(scene, SceneRow(scene=scene)).render_status = str(row.get("status", ""))
+    try:
+        rules = read_scene_rules(rd) if inside(run_dir, rd.scene_rules) else {}
+    except BadFileError as exc:  # shown without rules, the fix named
+        log.warning("%s", exc)
+        rules = {}
+    for scene, rules_row in rules.items():
+        rows.setdefault(scene, SceneRow(scene=scene)).rules = dict(rules_row)
     # The release's render stage leaves camera_renders/<scene>.error.json, not status rows.
     for scene in released.render_errors(run_dir):
         entry = rows.setdefault(scene, SceneRow(scene=scene))
@@ -746,7 +759,7 @@ def _scene_key(view, row, live_scripts):
     paths = [row.source, row.render, row.program, *(trajectory_inputs(row.trajectory) if row.trajectory else [])]
     return [
         stat_key(p for p in paths if p is not None),
-        data_key([view.step_answers.get(row.scene), [s.hash for s in live_scripts]]),
+        data_key([view.step_answers.get(row.scene), [s.hash for s in live_scripts], row.rules]),
     ]
 
 
@@ -802,6 +815,7 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest
             dv, _fmt(row.vision_sim, 3), _fmt(row.cost, 3), row.turns if row.turns is not None else "–",
             row.render_status or "–", join(links, " · ") or "no trajectory",
         ),
+        rules_html(row.rules, limit=RULES_SHOWN),
     ]  # fmt: skip
     strips = (("source", src_names, src_error, SHARED), ("render", ren_names, ren_error, run_slug))
     for label, names, error, folder in strips:
@@ -854,7 +868,7 @@ def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True, ima
     try:
         build_scene_page(
             row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene), scripts=live_scripts,
-            images=images,
+            images=images, rules=row.rules,
         )  # fmt: skip
     except (OSError, ValueError, RecursionError) as exc:
         log.warning("%s: no step page (%s)", row.trajectory, exc)

@@ -25,6 +25,7 @@ from pygments.lexers import PythonLexer
 from bvb_addon.agent.actions import FormatError, parse_action
 from bvb_addon.errors import BadFileError
 from bvb_addon.run_dir import TRAJECTORY_IMAGES_SUFFIX
+from bvb_addon.run_view import finding_line, replay_line, rules_headline
 from bvb_addon.trajectory import read_trajectory
 
 from .highlight_cache import HighlightCache, default_folder
@@ -271,6 +272,7 @@ pre { background: #f6f6f6; padding: 6px; overflow-x: auto; font-size: 12px; whit
 .images img { margin: 2px; border: 1px solid #ddd; height: 128px; width: auto; }
 ul.summary { font-size: 12px; margin: 4px 0; padding-left: 0; } ul.summary li { display: inline-block; margin-right: 14px; } .change-added { color: #2a2; } .change-removed { color: #a33; }
 .ended { font-weight: bold; color: #036; }
+.rules ul { font-size: 12px; margin: 2px 0 8px; } .rules-broken li { color: #a33; } .rules-info li { color: #555; }
 table { border-collapse: collapse; font-size: 12px; } td, th { border: 1px solid #ddd; padding: 2px 6px; }
 tr.right td { color: #2a2; } tr.wrong td { color: #a33; }
 {{ pygments }}
@@ -280,6 +282,7 @@ tr.right td { color: #2a2; } tr.wrong td { color: #a33; }
 <h1>{{ scene }}</h1>
 <p>{{ headline }}</p>
 <p class="meta">{{ totals }}</p>
+{{ rules }}
 {{ steps }}
 {% for script in scripts %}{{ script }}
 {% endfor %}</body></html>
@@ -306,6 +309,26 @@ def highlighted(code: str) -> str:
     """Pygments' HTML of a code block: once per distinct block in a process, and once ever on this machine
     while the disk cache keeps it (75% of a cold build was highlighting; bvb view redraws a growing page)."""
     return highlight_cache().get(code)
+
+
+def rules_html(row: dict | None, limit: int | None = None) -> Markup:
+    """A scene's rules row (scene_rules.jsonl) as HTML: the headline, the replay figures, each violation (which
+    rule, which datablock, what), then the information the prompt does not forbid; ``limit`` caps the lists."""
+    if row is None:
+        return Markup("")
+    lines = [fragment("<p class='rules-head'><b>{}</b></p>", rules_headline(row))]
+    if replay_line(row):
+        lines.append(fragment("<p class='rules-replay'>{}</p>", replay_line(row)))
+    for kind, label in (("violations", "rules-broken"), ("info", "rules-info")):
+        found = [f for f in row.get(kind) or [] if isinstance(f, dict)]
+        shown = found if limit is None else found[:limit]
+        items = [fragment("<li>{}</li>", finding_line(f)) for f in shown]
+        if len(found) > len(shown):
+            items.append(fragment("<li>{} more on the scene's page</li>", len(found) - len(shown)))
+        if items:
+            title = "violations" if kind == "violations" else "information (not forbidden)"
+            lines.append(fragment("<ul class='{}' title='{}'>{}</ul>", label, title, join(items)))
+    return fragment("<div class='rules'>{}</div>", join(lines, "\n"))
 
 
 def _step_html(record, reply, observation, images, img_dir, totals, answers, ended, end_note):
@@ -391,13 +414,14 @@ def build_scene_page(
     answers: Iterable[dict[str, Any]] | None = None,
     scripts: Iterable[Script] = (),
     images: ImageStore | None = None,
+    rules: dict | None = None,
 ) -> Path:
     """Write the step-by-step page of a trajectory (a path or its dict) at ``page``; return the page's path.
 
     Images (each once, with its thumbnail) go to ``images`` (a report_images.ImageStore; the
     report's is shared by all its pages), else to ``<page stem>_files/`` next to the page;
     ``answers`` are the scene's rows of steps_answers.jsonl, if any; ``scripts`` are more of the
-    pages' own scripts (bvb view's reload).
+    pages' own scripts (bvb view's reload); ``rules`` the scene's scene_rules.jsonl row, shown whole.
     """
     page = Path(page)
     base = None
@@ -457,6 +481,7 @@ def build_scene_page(
         scene=scene,
         headline=headline,
         totals=summary,
+        rules=rules_html(rules),
         steps=join(blocks, "\n") or Markup("<p>no steps yet</p>"),
         scripts=scripts,
     )
