@@ -94,12 +94,13 @@ def _findings(value: Any, rules: tuple[str, ...] | None) -> list[scene_rules.Fin
 
 def row_from_reply(scene: str, reply: dict) -> SceneRulesRow:
     """A scene's row from the worker's audit reply, checked field by field (the names in it are the submission's)."""
-    blender = reply.get("blender") if isinstance(reply.get("blender"), str) else ""
+    sent = reply.get("blender")
+    blender = sent[:40] if isinstance(sent, str) else ""
     violations = _findings(reply.get("violations"), scene_rules.RULES)
     info = _findings(reply.get("info"), scene_rules.RULES)
     if violations is None or info is None:
-        return scene_rules.error_row(scene, "the worker's audit reply did not validate", blender[:40])
-    return scene_rules.make_row(scene, violations, info, blender[:40])
+        return scene_rules.error_row(scene, "the worker's audit reply did not validate", blender)
+    return scene_rules.make_row(scene, violations, info, blender)
 
 
 def audit_loaded(worker: Worker, scene: str) -> SceneRulesRow:

@@ -16,7 +16,7 @@ to ``RUN/scene_rules_summary.json``. A row:
 ``info`` lists what the prompt does not forbid (a bevel or array modifier): shown, never counted.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -141,7 +141,7 @@ def error_row(scene: str, error: str, blender: str) -> SceneRulesRow:
     }
 
 
-def breaks_rules(row: dict) -> bool:
+def breaks_rules(row: Mapping[str, object]) -> bool:
     """True when a row records a broken rule (a source replay included); an error row breaks none."""
     return row.get("status") == VIOLATIONS or "source_replay" in row
 
