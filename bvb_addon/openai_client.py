@@ -13,6 +13,7 @@ import random
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -179,6 +180,47 @@ class Completion:
     """Usage of faulty replies before this one (a content-filter stop is paid for)."""
     uncertain: int = 0
     """Attempts that timed out after the request was sent: the provider may have billed them."""
+    model: str | None = None
+    """The model the provider says answered (its response's ``model``: a dated snapshot behind an alias)."""
+    system_fingerprint: str | None = None
+    """The provider's ``system_fingerprint`` (its backend configuration), where it gives one."""
+
+    @property
+    def snapshot(self) -> dict | None:
+        """{"model", "system_fingerprint"} of the answer, None when the provider named no model."""
+        return snapshot(self.model, self.system_fingerprint)
+
+
+SNAPSHOT_CHARS = 200
+"""The most of a provider's model name or fingerprint that is kept: it names a model, it is no place for text."""
+
+
+def snapshot(model: object, fingerprint: object = None) -> dict | None:
+    """A verdict's snapshot record: the answering model and fingerprint as short text; None without a model."""
+    if not isinstance(model, str) or not model.strip():
+        return None
+    kept = fingerprint[:SNAPSHOT_CHARS] if isinstance(fingerprint, str) and fingerprint else None
+    return {"model": model.strip()[:SNAPSHOT_CHARS], "system_fingerprint": kept}
+
+
+def snapshot_counts(snapshots: Iterable[dict | None]) -> list[dict]:
+    """[{model, system_fingerprint, answers}] of answers' snapshots, most answers first; an answer whose snapshot is
+    unknown counts under model null."""
+    one = [{"model": s.get("model"), "system_fingerprint": s.get("system_fingerprint"), "answers": 1}
+           if isinstance(s, dict) else {"model": None, "system_fingerprint": None, "answers": 1}
+           for s in snapshots]  # fmt: skip
+    return merge_snapshot_counts([one])
+
+
+def merge_snapshot_counts(lists: Iterable[object]) -> list[dict]:
+    """One [{model, system_fingerprint, answers}] of several rows' (a row without one adds nothing)."""
+    counts: Counter = Counter()
+    for items in lists:
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and isinstance(item.get("answers"), int):
+                counts[(item.get("model"), item.get("system_fingerprint"))] += item["answers"]
+    ranked = sorted(counts.items(), key=lambda entry: (-entry[1], str(entry[0])))
+    return [{"model": model, "system_fingerprint": fp, "answers": n} for (model, fp), n in ranked]
 
 
 class _Fault(Exception):
@@ -368,6 +410,8 @@ class OpenAIClient:
             seconds=time.monotonic() - start,
             billed=billed,
             uncertain=uncertain,
+            model=getattr(response, "model", None),
+            system_fingerprint=getattr(response, "system_fingerprint", None),
         )
 
 

@@ -12,6 +12,7 @@ The TOML file (paths relative to it); every table's keys are the stage's option 
     workers = 2
     split = "data/synth/split.jsonl"
     videos = "data/synth"
+    rules = "report"                   # or "enforce": a scene breaking the scene rules scores 0 (bvb audit)
 
     [run]                              # `bvb run`'s options for every configuration (RunOptions fields;
     harness = "mini-bvb"               # an AgentConfig, MiniBVBSettings or SandboxConfig field by its name,
@@ -150,8 +151,8 @@ class Campaign:
         return self.results / STATE
 
 
-TOP_KEYS = ("results", "budget", "retries", "backend", "ray_address", "workers", "split", "videos", "run_args", "run",
-            "render", "dv", "ls", "config")  # fmt: skip
+TOP_KEYS = ("results", "budget", "retries", "backend", "ray_address", "workers", "split", "videos", "rules",
+            "run_args", "run", "render", "dv", "ls", "config")  # fmt: skip
 CONFIG_KEYS = ("name", "trials", "args")
 """A ``[[config]]`` table's own keys; the others are run option fields."""
 
@@ -337,6 +338,14 @@ def _load(path: Path) -> Campaign:
     workers = data.get("workers", 1)
     if not isinstance(workers, int) or workers < 1:
         raise CampaignError(f"{path}: `workers` must be a whole number >= 1")
+    # --rules for both scorers at once: DV and LS of one run under different rules give no Overall.
+    rules = data.get("rules", "report")
+    if rules not in ("report", "enforce"):
+        raise CampaignError(f'{path}: `rules` is {rules!r}; use "report" or "enforce" (scene rules, bvb audit)')
+    for table in ("dv", "ls"):
+        own = (data.get(table) or {}).get("rules") if isinstance(data.get(table), dict) else None
+        if own is not None and own != rules:
+            raise CampaignError(f"{path}: [{table}] rules = {own!r} but the campaign's rules is {rules!r}; set it once")
     campaign = Campaign(
         path=path.resolve(), results=where("results"), split=where("split"), videos=where("videos"),
         budget=float(budget), configurations=[], retries=retries, backend=backend,
@@ -370,10 +379,10 @@ def _load(path: Path) -> Campaign:
                               ray_address=campaign.ray_address, resume=True)  # fmt: skip
     if "dv" in data:
         dv = _dv_options(campaign, _table(data, "dv", path), f"{path} [dv]")
-        campaign.dv = replace(dv, backend=backend, ray_address=campaign.ray_address, resume=True)
+        campaign.dv = replace(dv, backend=backend, ray_address=campaign.ray_address, resume=True, rules=rules)
     if "ls" in data:
         ls = _ls_options(campaign, _table(data, "ls", path), f"{path} [ls]")
-        campaign.ls = replace(ls, backend=backend, ray_address=campaign.ray_address, resume=True)
+        campaign.ls = replace(ls, backend=backend, ray_address=campaign.ray_address, resume=True, rules=rules)
     return campaign
 
 

@@ -46,7 +46,7 @@ def test_a_free_call_is_claimed_and_released(tmp_path):
         assert db.execute("SELECT pid FROM claims WHERE key = 'k'").fetchone() == (os.getpid(),)
     cache.put("k", answer="3", **FIELDS)
     cache.release("k")
-    assert cache.claim("k") == ("3", 0.5) and cache.hits == 1 and cache.claim_waits == 0
+    assert cache.claim("k") == ("3", 0.5, None) and cache.hits == 1 and cache.claim_waits == 0
     cache.close()
 
 
@@ -60,7 +60,7 @@ def test_a_live_owner_is_waited_for_until_it_answers(tmp_path):
         answered = threading.Timer(0.3, _answer_from_elsewhere, (path, "k", "B"))
         answered.start()
         started = time.monotonic()
-        assert cache.claim("k") == ("B", 0.5)
+        assert cache.claim("k") == ("B", 0.5, None)
         assert time.monotonic() - started >= 0.25 and cache.claim_waits == 1
         answered.join()
     finally:
@@ -104,7 +104,7 @@ def test_a_cache_with_an_unknown_column_keeps_it_and_answers(tmp_path):
         db.execute("INSERT INTO answers (key, answer, cost_usd, reviewer) VALUES ('old', 'B', 0.1, 'ana')")
     cache = JudgeCache(path)
     cache.put("new", answer="3", **FIELDS)
-    assert cache.get("old") == ("B", 0.1) and cache.get("new") == ("3", 0.5)
+    assert cache.get("old") == ("B", 0.1, None) and cache.get("new") == ("3", 0.5, None)
     cache.close()
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT reviewer FROM answers WHERE key = 'old'").fetchone() == ("ana",)

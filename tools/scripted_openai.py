@@ -13,6 +13,8 @@ A reply is a dict (or a plain string, meaning ``{"content": ...}``):
   delay        seconds to wait before answering
   headers      extra response headers (e.g. {"Retry-After": "2"})
   raw          a JSON body sent as it is with status 200 (for malformed or gateway-style answers)
+  model        the model the reply says answered (a dated snapshot behind an alias; default: the request's)
+  system_fingerprint  sent as the reply's ``system_fingerprint`` (none by default)
 
 GET /models lists the ``models`` given (none by default) or answers ``models_reply``, for the
 endpoint probe that runs before scoring and agent runs.
@@ -186,11 +188,13 @@ def completion(request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     if "cost" in reply:
         usage["cost"] = reply["cost"]
+    extra = {"system_fingerprint": reply["system_fingerprint"]} if "system_fingerprint" in reply else {}
     return {
+        **extra,
         "id": f"chatcmpl-scripted-{int(time.time() * 1e6)}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": request.get("model", "scripted"),
+        "model": reply.get("model", request.get("model", "scripted")),
         "choices": [
             {
                 "index": 0,

@@ -21,7 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from ..errors import ArgumentError, BVBError
-from ..openai_client import OpenAIClient, probe, refusal
+from ..openai_client import OpenAIClient, probe, refusal, snapshot
 from .model import missing_key
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,8 @@ class CallInfo:
     output_tokens: int
     cost_source: str
     """litellm (completion_cost), litellm_prices (the per-token fallback), given, or none."""
+    snapshot: dict | None = None
+    """{"model", "system_fingerprint"} the provider said answered (openai_client.snapshot); None when unnamed."""
 
 
 def _usage(usage: Any, name: str) -> int:
@@ -227,7 +229,8 @@ class LiteLLMModel:
         text = response.choices[0].message.content or ""
         usage = getattr(response, "usage", None)
         tokens_in, tokens_out = _usage(usage, "prompt_tokens"), _usage(usage, "completion_tokens")
-        return text, CallInfo(*self._cost(litellm, response, tokens_in, tokens_out))
+        answered = snapshot(getattr(response, "model", None), getattr(response, "system_fingerprint", None))
+        return text, CallInfo(*self._cost(litellm, response, tokens_in, tokens_out), snapshot=answered)
 
     def _retry_policy(self) -> dict[str, int]:
         """LiteLLM's retries per failure: none for a refusal no retry changes (a bad key or model id, a bad

@@ -16,6 +16,7 @@ from ..money import money
 from ..openai_client import ProviderRefused
 from ..pricing import estimate_tokens
 from ..records import AgentMeta, write_agent_meta
+from ..records.agent_meta import ANSWERED_BY, answered_by
 from ..records.trajectory import TRAJECTORY_FORMAT, Compaction, Reopening, Step, Trajectory
 from ..run_dir import RunDir
 from ..sandbox.replies import frame_range_of
@@ -387,6 +388,7 @@ class AgentLoop:
             model_seconds=round(reply.seconds, 4),
             retries=reply.retries,
             finish_reason=reply.finish_reason,
+            extra={ANSWERED_BY: reply.snapshot} if reply.snapshot else {},
         )
         s.steps.append(step)
         self._save()
@@ -564,6 +566,7 @@ class AgentLoop:
             submission=s.submission,
             snapshot=s.snapshot,
         )
+        meta.extra.update(answered_by(s.steps))
         # On Ray, the node that ran the scene (a resumed scene: the last session's node).
         stamp_node(meta.extra)
         return meta

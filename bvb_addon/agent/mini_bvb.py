@@ -30,6 +30,7 @@ from ..errors import ArgumentError, MissingFileError
 from ..openai_client import ProviderRefused
 from ..options import option
 from ..records import AgentMeta, write_agent_meta
+from ..records.agent_meta import ANSWERED_BY, answered_by
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
 from ..run_dir import RunDir
 from ..trajectory import TrajectoryWriter, load_trajectory
@@ -338,8 +339,10 @@ class MiniBVBLoop:
         t.tokens["input"] = self.in_tokens
         t.tokens["output"] = self.out_tokens
         t.model_seconds += time.monotonic() - started
+        # The snapshot the provider said answered, beside the step (agent_meta's answered_by counts them).
+        answered = {ANSWERED_BY: info.snapshot} if info.snapshot else {}
         t.steps.append(Step(step=self.turns, time=_now(), cost=float(info.cost or 0.0), usage=usage,
-                            model_seconds=round(time.monotonic() - started, 4)))  # fmt: skip
+                            model_seconds=round(time.monotonic() - started, 4), extra=answered))  # fmt: skip
         return reply
 
     def _frames(self, blocks: list[str], duration: float) -> tuple[list[dict[str, Any]], int]:
@@ -529,6 +532,7 @@ class MiniBVBLoop:
         extra["harness_protocol"] = protocol.HARNESS
         if self.blend_error:
             extra["blend_error"] = self.blend_error
+        extra.update(answered_by(t.steps))
         meta = AgentMeta(
             scene=scene,
             dataset=self.scene.dataset or "",

@@ -40,6 +40,8 @@ class ModelReply:
     """USD of faulty replies before this one that the provider billed (a content-filter stop)."""
     uncertain: int = 0
     """Attempts that timed out after the request was sent (the provider may have billed them)."""
+    snapshot: dict | None = None
+    """{"model", "system_fingerprint"} the provider said answered (openai_client.snapshot); None when unnamed."""
 
 
 @runtime_checkable
@@ -176,4 +178,5 @@ class ModelClient:
             finish_reason=answer.finish_reason,
             billed_cost=sum(self.price.cost(u) for u in answer.billed),
             uncertain=answer.uncertain,
+            snapshot=answer.snapshot,
         )

@@ -2,12 +2,15 @@
 whose loop never started, and marked by the add-on when a person saves an edit); read by --resume, the
 report, the scorers and the add-on."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from ..atomic import write_bytes_atomic, write_json_atomic
 from ..errors import BadFileError
 from ..jsonfile import read_json, read_object_or_none
+from ..openai_client import snapshot_counts
 from ..run_dir import BLEND_SUFFIX, BLENDS
 from .fields import Record, read_record, write_record
 
@@ -17,6 +20,18 @@ AGENT_META_FORMAT = 1
 
 HUMAN_EDITS = ("human_edited", "human_edits")
 """The keys a person's saved edit adds (kept with the record's unknown keys): a flag and the history."""
+
+
+ANSWERED_BY = "answered_by"
+"""A key of ours beside the release's: [{model, system_fingerprint, answers}], the snapshots the provider said
+answered the scene's calls (a model id is often an alias). Each trajectory step keeps its call's snapshot under
+the same key in its extra keys, so a resumed scene counts every session's."""
+
+
+def answered_by(steps: Iterable[Any]) -> dict[str, list]:
+    """{answered_by: counts} over the steps' snapshots; {} when no step has one (an API-free agent)."""
+    found = [step.extra[ANSWERED_BY] for step in steps if isinstance(step.extra.get(ANSWERED_BY), dict)]
+    return {ANSWERED_BY: snapshot_counts(found)} if found else {}
 
 
 def _no_tokens() -> dict:

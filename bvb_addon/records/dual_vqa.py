@@ -56,7 +56,8 @@ class DVRow(Record):
     retained: bool = False
     """Correct on both clips."""
     status: str = "ok"
-    """ok, no_render, render_failed, render_error, source_error or judge_error (the last two: judge faults)."""
+    """ok, no_render, render_failed, render_error, rule_break (--rules enforce), source_error or judge_error (the
+    last two: judge faults)."""
     reason: str = ""
     cost_usd: float = 0.0
     source_fingerprint: str | None = None
@@ -79,12 +80,17 @@ class DVRow(Record):
     n_frames: int | None = None
     error: str | None = None
     """The release's name for ``reason`` on a row that is not ok (null on ok rows, as the release publishes them)."""
+    judge_snapshots: dict | None = None
+    """Ours: {"source": [...], "render": [...]}, per vote the snapshot the provider said answered, {"model",
+    "system_fingerprint"} (null where it named none, or the answer came from before snapshots were kept);
+    absent when no VLM answered (the geometry judge)."""
     format: int = DV_FORMAT
     """1; a row without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (``node`` on a Ray cluster), kept as they are."""
 
     FORMAT = DV_FORMAT
+    OPTIONAL = frozenset({"judge_snapshots"})
     WHAT = "Dual VQA row"
     FIX = "delete it (or the line) and score again with bvb score dv --resume"
 
@@ -197,6 +203,14 @@ class DVSummary(Record):
     split: str | None = None
     split_sha256: str | None = None
     videos: str | None = None
+    rules: str | None = None
+    """--rules: report (scored as the release does) or enforce (a scene breaking the scene rules scored as a
+    failure, status rule_break); absent in files written before the switch (report)."""
+    rules_version: str | None = None
+    """The scene rules the switch refers to (bvb_addon.scene_rules.RULES_VERSION)."""
+    judge_snapshots: list | None = None
+    """[{model, system_fingerprint, answers}]: the snapshots the provider said answered, with how many answers
+    each gave (source and render, every vote; a cached answer counts as the snapshot that gave it)."""
     created: str | None = None
     format: int = DV_FORMAT
     """1; a file without it is format 1."""
@@ -204,6 +218,7 @@ class DVSummary(Record):
     """Keys this harness does not know (kept as they are)."""
 
     FORMAT = DV_FORMAT
+    OPTIONAL = frozenset({"rules", "rules_version", "judge_snapshots"})
     WHAT = "Dual VQA summary"
     FIX = "delete it and score again with bvb score dv"
 

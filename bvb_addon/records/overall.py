@@ -31,6 +31,8 @@ class OverallRecord(Record):
     encoder: str | None = None
     identity: dict = field(default_factory=dict)
     """What two runs must share to be comparable (eval_bridge.leaderboard.identity)."""
+    rules: str | None = None
+    """The --rules its DV and LS were scored under (report or enforce; absent before the switch: report)."""
     created: str | None = None
     format: int = OVERALL_FORMAT
     """1; a file without it is format 1."""
@@ -38,6 +40,7 @@ class OverallRecord(Record):
     """Keys this harness does not know (kept as they are)."""
 
     FORMAT = OVERALL_FORMAT
+    OPTIONAL = frozenset({"rules"})
     WHAT = "Overall"
     FIX = "delete it and compute it again with bvb score overall"
 

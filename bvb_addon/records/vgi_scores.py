@@ -55,6 +55,9 @@ class VGIRow(Record):
     """The frame indices the completeness verdict was asked on."""
     completeness_label: str | None = None
     """The judge's tier: complete, partial or failed."""
+    judge_snapshots: list | None = None
+    """[{model, system_fingerprint, answers}]: the snapshots the VLM's provider said answered this instance's calls,
+    with how many each answered (model null: not named, or cached before snapshots were kept)."""
     format: int = VGI_FORMAT
     """1; a file without it is format 1."""
     extra: dict = field(default_factory=dict)
@@ -64,7 +67,15 @@ class VGIRow(Record):
     WHAT = "VGI row"
     FIX = "delete it and score again with bvb score vgi"
     OPTIONAL = frozenset(
-        {"sampled_frames", "frames", "frame_times", "windows", "completeness_frames", "completeness_label"}
+        {
+            "sampled_frames",
+            "frames",
+            "frame_times",
+            "windows",
+            "completeness_frames",
+            "completeness_label",
+            "judge_snapshots",
+        }
     )
 
 
@@ -95,12 +106,15 @@ class VGISummary(Record):
     """Ids of the instances without a video (each scored 0)."""
     failures: dict = field(default_factory=dict)
     """{id: reason} of every row that is neither ok nor missing."""
+    judge_snapshots: list | None = None
+    """[{model, system_fingerprint, answers}] over every row's calls: which snapshots judged the suite."""
     format: int = VGI_FORMAT
     """1; a file without it is format 1."""
     extra: dict = field(default_factory=dict)
     """Keys this harness does not know (kept as they are)."""
 
     FORMAT = VGI_FORMAT
+    OPTIONAL = frozenset({"judge_snapshots"})
     WHAT = "VGI summary"
     FIX = "delete it and score again with bvb score vgi"
 

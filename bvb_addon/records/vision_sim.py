@@ -36,7 +36,7 @@ class LSRow(Record):
     id: str
     """The scene (the release's name for it)."""
     status: str
-    """ok, no_render, render_failed, render_error, source_error or model_error."""
+    """ok, no_render, render_failed, render_error, rule_break (--rules enforce), source_error or model_error."""
     vision_sim: float | None = None
     """Null for a failure, as the release writes it (layout_sim and motion_sim too)."""
     layout_sim: float | None = None
@@ -121,6 +121,11 @@ class LSSummary(Record):
     cache's blob name standing for its file's)."""
     split: str | None = None
     split_sha256: str | None = None
+    rules: str | None = None
+    """--rules: report or enforce (a scene breaking the scene rules scored 0, status rule_break); absent in files
+    written before the switch (report)."""
+    rules_version: str | None = None
+    """The scene rules the switch refers to (bvb_addon.scene_rules.RULES_VERSION)."""
     created: str | None = None
     format: int = LS_FORMAT
     """2."""
@@ -132,7 +137,7 @@ class LSSummary(Record):
     FIX = "delete it and score again with bvb score ls"
     OPTIONAL = frozenset(
         {"scored_only", "mean_rule", "foreign_rows", "encoder", "loader", "encoder_repo", "checkpoint",
-         "checkpoint_key", "checkpoint_sha256", "num_scenes", "num_ok", "num_error"}
+         "checkpoint_key", "checkpoint_sha256", "num_scenes", "num_ok", "num_error", "rules", "rules_version"}
     )  # fmt: skip
 
 

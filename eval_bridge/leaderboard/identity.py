@@ -23,6 +23,7 @@ FIELDS = (
     ("split", "split"),
     ("questions", "questions"),
     ("judge", "judge"),
+    ("judge_snapshot", "judge snapshot"),
     ("protocol", "protocol"),
     ("votes", "votes"),
     ("judge_frames", "judge frames"),
@@ -35,6 +36,7 @@ FIELDS = (
     ("encoder_frames", "encoder frames"),
     ("blender", "Blender"),
     ("harness", "harness"),
+    ("rules", "scene rules"),
 )
 KEYS = tuple(key for key, _ in FIELDS)
 LABELS = dict(FIELDS)
@@ -103,6 +105,7 @@ def run_identity(run_dir: str | Path) -> Identity:
         "split": _hash(dv.get("split_sha256")) or _hash(ls.get("split_sha256")),
         "questions": counts.get("questions", dv.get("num_qa")),
         "judge": dv.get("judge_model"),
+        "judge_snapshot": snapshots_label(dv.get("judge_snapshots")),
         "protocol": dv.get("protocol"),
         "votes": dv.get("votes"),
         "judge_frames": dv.get("frames", dv.get("n_frames")),
@@ -116,8 +119,28 @@ def run_identity(run_dir: str | Path) -> Identity:
         "encoder_frames": ls.get("num_frames"),
         "blender": "; ".join(blenders["made"] + [f"rendered {v}" for v in blenders["rendered"]]) or None,
         "harness": harness(config),
+        # Only an enforced rule set is part of the identity: report changes no number, so runs scored before the
+        # switch and after it under report stay comparable.
+        "rules": f"enforce {dv.get('rules_version') or ls.get('rules_version')}"
+        if "enforce" in (dv.get("rules"), ls.get("rules"))
+        else None,
     }
     return {key: _scalar(value) for key, value in record.items()}
+
+
+def snapshot_names(snapshots: object) -> list[str]:
+    """A DV summary's judge_snapshots as sorted names ("gpt-4o-2024-08-06 fp_abc"); [] when none were recorded."""
+    names = set()
+    for item in snapshots if isinstance(snapshots, list) else []:
+        if isinstance(item, dict) and item.get("model"):
+            fingerprint = item.get("system_fingerprint")
+            names.add(f"{item['model']} {fingerprint}" if fingerprint else str(item["model"]))
+    return sorted(names)
+
+
+def snapshots_label(snapshots: object) -> str | None:
+    """The identity's judge_snapshot: the snapshots ';'-joined, None when the summary recorded none."""
+    return "; ".join(snapshot_names(snapshots)) or None
 
 
 def _shard_config(run_dir: str | Path) -> dict[str, Any]:
@@ -146,15 +169,18 @@ def ls_rule(summary: Mapping[str, Any]) -> str | None:
     return None
 
 
-def ranking_group(config: Mapping[str, Any], protocol: object, ls_rule: str | None = None) -> str:
+def ranking_group(
+    config: Mapping[str, Any], protocol: object, ls_rule: str | None = None, rules: str | None = None
+) -> str:
     """The leaderboard group a run is ranked in: its agent protocol and its scoring protocol.
 
     Runs of different groups never share a ranking (a Mini-BVB run beside a native one, Dual VQA as
-    released beside our stricter rules, LS over scored scenes only beside LS with failures as 0);
-    within a group, ``differences`` marks what else differs.
+    released beside our stricter rules, LS over scored scenes only beside LS with failures as 0, scores with the
+    scene rules enforced beside scores as released); within a group, ``differences`` marks what else differs.
     """
     group = f"{released.harness_label(dict(config)) or '?'} · {protocol or '?'}"
-    return f"{group} · LS {ls_rule}" if ls_rule == "scored_only" else group
+    group = f"{group} · LS {ls_rule}" if ls_rule == "scored_only" else group
+    return f"{group} · rules enforced" if rules == "enforce" else group
 
 
 def differences(identity: Mapping[str, object], baseline: Mapping[str, object]) -> list[str]:

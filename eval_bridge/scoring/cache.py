@@ -13,8 +13,9 @@ from typing import Protocol
 
 from bvb_addon.errors import BadFileError
 
-CachedAnswer = tuple[str, float]
-"""(answer text, cost_usd) of a call made before."""
+CachedAnswer = tuple[str, float, dict | None]
+"""(answer text, cost_usd, snapshot) of a call made before: the snapshot is {"model", "system_fingerprint"} the
+provider said answered, None for a call cached before snapshots were kept."""
 
 
 class AnswerStore(Protocol):
@@ -33,6 +34,7 @@ class AnswerStore(Protocol):
         vote_index: int,
         answer: str,
         usage: Mapping[str, float],
+        snapshot: Mapping[str, str | None] | None = None,
     ) -> None: ...
 
 
@@ -90,7 +92,17 @@ _ANSWER_COLUMNS = (
     "key", "judge_model", "protocol", "frames_hash", "prompt", "vote_index", "answer", "cost_usd",
     "prompt_tokens", "completion_tokens", "created",
 )  # fmt: skip
+_SNAPSHOT_COLUMNS = ("answered_by", "system_fingerprint")
+"""Added to a cache made before snapshots were kept (its rows: null, unknown)."""
 _CLAIM_COLUMNS = ("key", "host", "pid", "created")
+
+
+_SELECT = "SELECT answer, cost_usd, answered_by, system_fingerprint FROM answers WHERE key = ?"
+
+
+def _cached(row: tuple) -> CachedAnswer:
+    snapshot = {"model": row[2], "system_fingerprint": row[3]} if row[2] else None
+    return row[0], row[1], snapshot
 
 
 class JudgeCache:
@@ -146,8 +158,13 @@ class JudgeCache:
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, judge_model TEXT, protocol TEXT,"
             " frames_hash TEXT, prompt TEXT, vote_index INTEGER, answer TEXT, cost_usd REAL,"
-            " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)"
+            " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL, answered_by TEXT,"
+            " system_fingerprint TEXT)"
         )
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(answers)")}
+        for column in _SNAPSHOT_COLUMNS:
+            if column not in have:
+                self._db.execute(f"ALTER TABLE answers ADD COLUMN {column} TEXT")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, host TEXT, pid INTEGER, created REAL)"
         )
@@ -155,14 +172,14 @@ class JudgeCache:
             self._db.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
 
     def get(self, key: str) -> CachedAnswer | None:
-        """(answer, cost_usd) of an earlier call, or None."""
+        """(answer, cost_usd, snapshot) of an earlier call, or None."""
         with self._lock:
-            row = self._db.execute("SELECT answer, cost_usd FROM answers WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute(_SELECT, (key,)).fetchone()
             if row is None:
                 self.misses += 1
                 return None
             self.hits += 1
-            return row[0], row[1]
+            return _cached(row)
 
     def put(
         self,
@@ -175,11 +192,15 @@ class JudgeCache:
         vote_index: int,
         answer: str,
         usage: Mapping[str, float],
+        snapshot: Mapping[str, str | None] | None = None,
     ) -> None:
-        """Store one call's answer and usage (cost_usd, prompt_tokens, completion_tokens), committed at once."""
+        """Store one call's answer, usage (cost_usd, prompt_tokens, completion_tokens) and the snapshot that gave it,
+        committed at once."""
+        columns = (*_ANSWER_COLUMNS, *_SNAPSHOT_COLUMNS)
+        snap = snapshot or {}
         with self._lock:
             self._db.execute(
-                f"INSERT OR REPLACE INTO answers ({', '.join(_ANSWER_COLUMNS)}) VALUES ({', '.join('?' * len(_ANSWER_COLUMNS))})",
+                f"INSERT OR REPLACE INTO answers ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                 (
                     key,
                     judge_model,
@@ -192,14 +213,16 @@ class JudgeCache:
                     int(usage.get("prompt_tokens", 0)),
                     int(usage.get("completion_tokens", 0)),
                     time.time(),
+                    snap.get("model"),
+                    snap.get("system_fingerprint"),
                 ),
             )
             self._db.commit()
 
     def _answered(self, key: str) -> CachedAnswer | None:
         with self._lock:
-            row = self._db.execute("SELECT answer, cost_usd FROM answers WHERE key = ?", (key,)).fetchone()
-        return None if row is None else (row[0], row[1])
+            row = self._db.execute(_SELECT, (key,)).fetchone()
+        return None if row is None else _cached(row)
 
     def _count(self, hit: CachedAnswer | None) -> CachedAnswer | None:
         with self._lock:
@@ -212,7 +235,7 @@ class JudgeCache:
     def claim(self, key: str, poll_s: float = CLAIM_POLL_S) -> CachedAnswer | None:
         """get() for a process about to make the call: take the call's claim, or wait while another holds it.
 
-        Returns (answer, cost_usd) when the call was made before (or by the claim's owner while we
+        Returns (answer, cost_usd, snapshot) when the call was made before (or by the claim's owner while we
         waited), or None when this process now holds the claim: make the call, put(), release().
         """
         waited = False

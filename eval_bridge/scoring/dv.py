@@ -20,6 +20,7 @@ from bvb_addon import backend
 from bvb_addon.dataset import Question
 from bvb_addon.errors import ArgumentError, BadFileError
 from bvb_addon.money import money
+from bvb_addon.openai_client import snapshot, snapshot_counts
 from bvb_addon.outcomes import one_line
 from bvb_addon.progress import bar as progress_bar
 from bvb_addon.records import DVRow, DVSummary, read_dv_rows, write_dv_rows, write_dv_summary
@@ -34,6 +35,7 @@ from .judge import Judge, VLMJudge
 from .judge_frames import opencv_version
 from .options import DVOptions
 from .protocols.dual_vqa_v1 import instruction
+from .rules_gate import RULE_BREAK, rule_breaks, summary_fields
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +114,15 @@ def bank_row_view(row: object) -> dict | None:
         "source_fingerprint": row.get("source_fingerprint"),
         "answers": answers,
         "costs_usd": row.get("costs_usd") or [0.0] * len(answers),
+        "answered_by": _answered_by(row.get("answered_by"), len(answers)),
     }
+
+
+def _answered_by(value: object, votes: int) -> list[dict | None]:
+    """A bank row's snapshot per vote (ours; None where it has none: the release's rows, older harnesses')."""
+    items = value if isinstance(value, list) else []
+    return [snapshot(item.get("model"), item.get("system_fingerprint")) if isinstance(item, dict) else None
+            for item in items[:votes]] + [None] * max(0, votes - len(items))  # fmt: skip
 
 
 class BankFormatError(BadFileError):
@@ -282,6 +292,7 @@ class _Shared:
             "quirk": quirk,
             "answers": texts,
             "costs_usd": [a.cost_usd for a in answers],
+            "answered_by": [a.snapshot for a in answers],
             "dataset": question.dataset,
             "question_sha": self._sha(question),
             "source_fingerprint": fingerprint,
@@ -476,6 +487,12 @@ class DualVQA:
         shared = options.judge.shared
         self.shared = _Shared(RunDir.shared_answers(shared or shared_dir(self.run_dir)), judge)
         self._render_states = _render_state(self.run_dir)
+        # --rules enforce: the rendered scenes that break the scene rules are failures (refused unaudited).
+        self.rules_mode = options.rules
+        rendered = {
+            q.scene_name for q in self.questions if not _failure_reason(run_dir, q.scene_name, self._render_states)
+        }
+        self._rule_breaks = rule_breaks(options.rules, self.run_dir, rendered)
         self._open_pools()
 
     def _open_pools(self):
@@ -528,7 +545,14 @@ class DualVQA:
         partial_rows = read_dv_rows(partial)
         if self.resume:
             for row in read_dv_rows(self.rows_path) + partial_rows:
-                if self._matches(row) and row.get("status") not in RETRY_STATUSES and self._same_clips(row, sources):
+                # A row scored under the other --rules answer for its scene is asked again.
+                ruled = (row.get("status") == RULE_BREAK) == (row.get("scene") in self._rule_breaks)
+                if (
+                    self._matches(row)
+                    and row.get("status") not in RETRY_STATUSES
+                    and ruled
+                    and self._same_clips(row, sources)
+                ):
                     done[row["id"]] = row
         else:
             partial.unlink(missing_ok=True)
@@ -583,6 +607,8 @@ class DualVQA:
         # The split's content, for the run's identity: the same path may hold another split later.
         summary.split_sha256 = file_sha256(self.split_path) if self.split_path else None
         summary.videos = str(self.videos_root)
+        fields = summary_fields(self.rules_mode)
+        summary.rules, summary.rules_version = fields["rules"], fields["rules_version"]
         written = write_dv_summary(self.summary_path, summary)
         partial.unlink(missing_ok=True)
         return written
@@ -622,14 +648,19 @@ class DualVQA:
                 lambda: self.judge.load_source(self.videos_root, question.dataset, scene, source_file),
             )
             shared = self.shared.put(question, media.digest, self._ask_votes(media, question), fingerprint)
-        return shared["answers"][: self.votes], sum(shared.get("costs_usd", [0.0])[: self.votes])
+        answered_by = shared.get("answered_by") or [None] * self.votes
+        return (
+            shared["answers"][: self.votes],
+            sum(shared.get("costs_usd", [0.0])[: self.votes]),
+            answered_by[: self.votes],
+        )
 
     def _render_side(self, question):
         scene = question.scene_name
         render_file = self.rd.render(scene)
         media = self._memo.get(("render", scene), lambda: self.judge.load_render(self.run_dir, scene, render_file))
         answers = self._ask_votes(media, question)
-        return [a.text for a in answers], sum(a.cost_usd for a in answers)
+        return [a.text for a in answers], sum(a.cost_usd for a in answers), [a.snapshot for a in answers]
 
     def score_question(self, question: Question, source_file: Path) -> dict:
         """The row of one question (a DVRow's dict): both sides asked, graded and compared."""
@@ -655,10 +686,12 @@ class DualVQA:
             return _with_status(row, "source_error", one_line(exc))
         # Both sides go out together: a question costs one judge latency, not two.
         failure = _failure_reason(self.run_dir, scene, self._render_states)
+        if scene in self._rule_breaks:
+            failure = RULE_BREAK, self._rule_breaks[scene]
         source = self._sides.submit(self._source_side, question, source_file)
         render = self._sides.submit(self._render_side, question) if failure is None else None
         try:
-            texts, cost = source.result()
+            texts, cost, snapshots = source.result()
         except (OSError, ValueError) as exc:
             _drain(render)
             return _with_status(row, "source_error", one_line(exc))
@@ -668,11 +701,13 @@ class DualVQA:
         row.source_answers, row.source_answer, row.source_score = texts, texts[0], self._grade(question, texts)
         row.source_quirk = _verdict(self.judge.protocol, question, texts)[1]
         row.cost_usd += cost
+        if self.judge.kind == "vlm":  # the snapshot that gave each verdict (the geometry judge has none)
+            row.judge_snapshots = {"source": snapshots, "render": []}
         if render is None:  # a failure the render stage or the files told: no render to ask about
             row.status, row.reason = failure
         else:
             try:
-                texts, cost = render.result()
+                texts, cost, snapshots = render.result()
             except (OSError, ValueError) as exc:
                 row.status, row.reason = "render_error", one_line(exc)
             except RuntimeError as exc:
@@ -682,6 +717,8 @@ class DualVQA:
                 row.render_score = self._grade(question, texts)
                 row.render_quirk = _verdict(self.judge.protocol, question, texts)[1]
                 row.cost_usd += cost
+                if row.judge_snapshots is not None:
+                    row.judge_snapshots["render"] = snapshots
         row.source_correct = rules.is_correct(row.source_score)
         row.render_correct = rules.is_correct(row.render_score)
         row.retained = row.source_correct and row.render_correct
@@ -784,10 +821,19 @@ def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
             for side in ("source", "render")
         },
         opencv=_opencv_version(judge),
+        judge_snapshots=_snapshot_counts(rows),
         # The protocol's own numbers (vsi_official: VSI-Bench's, comparable with its tables); retention above is ours.
         vsi_bench=rules.aggregate(judge.protocol, pool, _prompt_kind(judge)),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
+
+
+def _snapshot_counts(rows: list[dict]) -> list | None:
+    """The summary's judge_snapshots over every answer of every row; None when no row recorded any (geometry)."""
+    kept = [r["judge_snapshots"] for r in rows if isinstance(r.get("judge_snapshots"), dict)]
+    if not kept:
+        return None
+    return snapshot_counts(s for sides in kept for side in ("source", "render") for s in sides.get(side) or [])
 
 
 def _original(row: dict) -> bool | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bvb_addon.errors import ArgumentError, BadFileError
-from bvb_addon.jsonfile import NOT_JSON, json_lines
+from bvb_addon.jsonfile import NOT_JSON, json_lines, read_object_or_none
 from bvb_addon.records import read_dv_rows, write_dv_rows, write_dv_summary
 from bvb_addon.records.dual_vqa import from_release  # the one reading of the release's rows
 from bvb_addon.run_dir import RunDir
@@ -109,9 +109,23 @@ def merge_shards(run_dir: str | Path, shard_count: int | None = None) -> dict:
     frames = {r.get("n_frames") for r in ordered if r.get("n_frames") is not None}
     summary.n_frames = frames.pop() if len(frames) == 1 else None
     summary.extra = {**summary.extra, "merged_shards": [p.name for p in inputs]}
+    summary.rules, summary.rules_version = _shard_rules(inputs)
     written = write_dv_summary(rd.dv_summary, summary)
     log.info("merged %d shards (%d questions) into %s", len(inputs), len(ordered), rd.dv_rows)
     return written
+
+
+def _shard_rules(inputs: list[Path]) -> tuple[str | None, str | None]:
+    """The --rules the shards were scored under, from their summaries (the release's have none: None); shards
+    scored under different rules are refused, since their merge would be neither."""
+    found = set()
+    for path in inputs:
+        summary = read_object_or_none(path.with_name(path.name.replace("dual_vqa.", "dual_vqa_summary.", 1)[:-1]))
+        if summary is not None and summary.get("rules"):
+            found.add((summary.get("rules"), summary.get("rules_version")))
+    if len(found) > 1:
+        raise ArgumentError(f"the shards were scored under different --rules ({sorted(found)}); rescore them under one")
+    return next(iter(found), (None, None))
 
 
 def shard_summary_line(summary: dict) -> str:

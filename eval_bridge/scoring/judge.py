@@ -75,11 +75,13 @@ class JudgeError(BVBError, RuntimeError):
 
 @dataclass
 class Answer:
-    """One vote: the answer text, what it cost and whether the cache had it."""
+    """One vote: the answer text, what it cost, whether the cache had it and which snapshot gave it."""
 
     text: str
     cost_usd: float
     cached: bool
+    snapshot: dict | None = None
+    """{"model", "system_fingerprint"} the provider said answered (None: not named, or cached before it was kept)."""
 
 
 @dataclass
@@ -259,7 +261,7 @@ class VLMJudge:
         claims = cache if isinstance(cache, JudgeCache) else None
         hit = cache.get(key) if claims is None else claims.claim(key)
         if hit is not None:
-            return Answer(text=hit[0], cost_usd=hit[1], cached=True)
+            return Answer(text=hit[0], cost_usd=hit[1], cached=True, snapshot=hit[2])
         try:
             return self._fresh(media, prompt, key, vote_index)
         finally:
@@ -283,7 +285,7 @@ class VLMJudge:
             worst = self._worst_case(media.frames, prompt)
             token = budget.reserve(worst)  # BudgetReached (a CostLimit): the campaign's budget is spent
         try:
-            text, usage = self._call(media.frames, prompt)
+            text, usage, snapshot = self._call(media.frames, prompt)
         except BaseException:
             if budget is not None and token is not None:
                 budget.settle(token, worst)  # it may have been billed: counted at its worst case
@@ -304,8 +306,9 @@ class VLMJudge:
                 vote_index=vote_index,
                 answer=text,
                 usage=usage,
+                snapshot=snapshot,
             )
-        return Answer(text=text, cost_usd=usage["cost_usd"], cached=False)
+        return Answer(text=text, cost_usd=usage["cost_usd"], cached=False, snapshot=snapshot)
 
     def _messages(self, frames: list[bytes], prompt: str) -> list[dict[str, Any]]:
         detail = self.settings.detail
@@ -320,7 +323,8 @@ class VLMJudge:
         parts = [text, *images] if self.settings.text_first else [*images, text]
         return [{"role": "user", "content": parts}]
 
-    def _call(self, frames: list[bytes], prompt: str) -> tuple[str, dict[str, float]]:
+    def _call(self, frames: list[bytes], prompt: str) -> tuple[str, dict[str, float], dict | None]:
+        """(answer, usage, snapshot) of one request; the snapshot is what the provider said answered."""
         # The release's request: model, one user message, the token cap; a temperature only where the protocol sends one.
         request: dict[str, Any] = {"model": self.model, "messages": self._messages(frames, prompt)}
         if self.settings.temperature is not None:
@@ -339,7 +343,7 @@ class VLMJudge:
             usage["completion_tokens"] = answer.usage.get("output_tokens", 0)
             if answer.usage.get("cost") is not None:
                 usage["cost"] = answer.usage["cost"]
-        return answer.content.strip(), usage
+        return answer.content.strip(), usage, answer.snapshot
 
 
 def prompt_kind_of(base_url: str | None) -> str:

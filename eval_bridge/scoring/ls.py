@@ -33,6 +33,7 @@ from bvb_addon.records import LSRow, LSSummary, read_ls_summary, write_ls_rows, 
 from bvb_addon.records.fields import as_record
 from bvb_addon.records.vision_sim import FAILURES_AS_ZERO, read_ls_lines
 from bvb_addon.run_dir import RunDir, require_run
+from bvb_addon.scene_rules import RULES_VERSION
 from bvb_addon.video import check_video
 
 from ..files import agent_meta
@@ -42,6 +43,7 @@ from .distributed import MAX_RETRIES, batches_on_ray
 from .ls_video import read_sampled_frames
 from .options import DEFAULT_ENCODER, EncoderOptions, LSOptions
 from .preprocess import PreprocessError, Preprocessing, preprocess, preprocessing_from, resize_frame
+from .rules_gate import RULE_BREAK, rule_breaks
 
 __all__ = [
     "DEFAULT_ENCODER",
@@ -574,10 +576,13 @@ def run_ls(
         pair: check_video(video_path(videos_root, *pair)) for pair in pairs if wanted is None or pair[1] in wanted
     }
     order = [s for _, s in pairs]
+    # --rules enforce: rendered scenes breaking the scene rules score 0 without the encoder (refused unaudited).
+    scope = [s for _, s in pairs if wanted is None or s in wanted]
+    broken = rule_breaks(options.rules, run_dir, [s for s in scope if not _failure(run_dir, s)])
     kept: dict[str, tuple[str, dict]] = {}
     for scene, (line, row) in previous.items():
         keep_other = scene in mine and wanted is not None and scene not in wanted
-        done = resume and scene in mine and _resumable(row, encoder, run_dir, sources)
+        done = resume and scene in mine and scene not in broken and _resumable(row, encoder, run_dir, sources)
         if keep_other or done:
             kept[scene] = (line, row)
     foreign = [line for scene, (line, _) in previous.items() if scene not in mine]
@@ -605,6 +610,12 @@ def run_ls(
         if progress:
             progress(done_count[0], len(todo))
 
+    if broken:
+        finished([
+            LSRow(s, RULE_BREAK, error=broken[s], dataset=d, model=str(encoder.model_id), num_frames=encoder.num_frames)
+            .as_dict() for d, s in todo if s in broken
+        ])  # fmt: skip
+        todo = [(d, s) for d, s in todo if s not in broken]
     try:
         if backend == "ray":
             # Scenes without a usable render need no encoder: their rows are written here at once.
@@ -625,6 +636,7 @@ def run_ls(
     summary = summarise(final, info)
     summary.extra = {**summary_extra, **summary.extra}
     summary.foreign_rows = len(foreign) or None
+    summary.rules, summary.rules_version = options.rules, RULES_VERSION
     if split_path:
         summary.split, summary.split_sha256 = str(split_path), file_sha256(split_path)
     return write_ls_summary(summary_path, summary)

@@ -14,6 +14,7 @@ from bvb_addon.run_dir import JUDGE_CACHE, SHARED
 
 from .protocol import PROTOCOLS
 from .protocols.dual_vqa_v1 import DEFAULT_MODEL
+from .rules_gate import RULES_HELP, RulesMode, check_mode
 
 if TYPE_CHECKING:
     ProtocolName = str
@@ -160,6 +161,7 @@ class DVOptions:
         "the chance floor: ask every question of --split with no frames (the release's text-only prompt); "
         "answers go to _dual_vqa_shared/text_only_answers.jsonl",
     )
+    rules: RulesMode = option("report", RULES_HELP)
 
     def check(self) -> "DVOptions":
         """The options alone (no file read): one line naming the flag and the fix."""
@@ -172,6 +174,7 @@ class DVOptions:
             raise ArgumentError(f"bvb score dv needs --{' and --'.join(missing)} (or --merge-shards to merge shards)")
         if self.votes < 1 or self.workers < 1:
             raise ArgumentError(f"--votes {self.votes} --workers {self.workers}: both must be at least 1")
+        check_mode(self.rules)
         self.judge.check()
         return self
 
@@ -231,3 +234,7 @@ class LSOptions:
         metavar="SHARD",
         parse=parse_shard,
     )
+    rules: RulesMode = option("report", RULES_HELP)
+
+    def __post_init__(self) -> None:
+        check_mode(self.rules)

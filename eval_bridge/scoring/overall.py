@@ -27,6 +27,7 @@ from bvb_addon.run_dir import RunDir, require_run, run_blenders
 
 from ..leaderboard import identity, noise, released
 from .protocol import overall_score, retention
+from .rules_gate import rule_break_counts
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,11 @@ PUBLISHED_COLUMNS = (
 # the protocol's Blender (docs/protocol.md section 10); differs: in what its identity differs (eval_bridge.leaderboard.identity).
 # group: the agent protocol and scoring protocol it is ranked in (ranks restart in each group: runs of two
 # groups are never ranked together); published: the published CSV a row comes from (blank for a run).
+# ruleBreaks: the run's scenes that break the release prompt's scene rules / the scenes audited (bvb audit;
+# blank for a run never audited).
 OWN_COLUMNS = (
     "run", "scenes", "failures", "judge", "encoder", "protocol", "vsiSource", "vsiRender", "blender", "comparable",
-    "differs", "group", "published",
+    "differs", "group", "published", "ruleBreaks",
 )  # fmt: skip
 # The bootstrap intervals come right after BVB's columns (eval_bridge.leaderboard.noise).
 COLUMNS = PUBLISHED_COLUMNS + noise.CI_COLUMNS + OWN_COLUMNS + noise.NOISE_COLUMNS
@@ -112,6 +115,7 @@ def overall_record(run_dir: str | Path) -> OverallRecord:
     if dv is not None and dv_pct is None:
         dv_pct = 0.0  # no question was answered right on any source: nothing was retained
     ls_pct = _percent(ls.vision_sim) if ls is not None else None
+    rules = _rules(dv, ls, run_dir)
     missing = [name for name, value in (("dual_vqa", dv), ("latent_sim", ls)) if value is None]
     for name in missing:
         command = "dv" if name == "dual_vqa" else "ls"
@@ -128,10 +132,23 @@ def overall_record(run_dir: str | Path) -> OverallRecord:
         encoder=ls.model if ls is not None else None,
         # What makes this run's numbers comparable with another's (eval_bridge.leaderboard.identity).
         identity=identity.run_identity(run_dir),
+        rules=rules,
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
     write_overall(rd.overall, record)
     return record
+
+
+def _rules(dv: DVSummary | None, ls: LSSummary | None, run_dir: Path) -> str:
+    """The --rules both axes were scored under (a summary without one: report); one line when they differ, since
+    an Overall of one axis enforced and the other not measures neither rule set."""
+    modes = {name: summary.rules or "report" for name, summary in (("dv", dv), ("ls", ls)) if summary is not None}
+    if len(set(modes.values())) > 1:
+        raise OverallError(
+            f"{run_dir}: DV was scored with --rules {modes['dv']} and LS with --rules {modes['ls']}; "
+            "score both under one (bvb score dv/ls --rules ...)"
+        )
+    return next(iter(modes.values()), "report")
 
 
 def _ls_part(ls: LSSummary, part: str) -> float | None:
@@ -233,7 +250,8 @@ def run_row(run_dir: str | Path, resamples: int = noise.RESAMPLES, seed: int = n
     row["vsiSource"] = (vsi.get("source") or {}).get("overall")
     row["vsiRender"] = (vsi.get("render") or {}).get("overall")
     rule = identity.ls_rule(ls_summary.as_dict()) if ls_summary is not None else None
-    row["group"] = identity.ranking_group(config, dv.protocol or None, rule)
+    row["group"] = identity.ranking_group(config, dv.protocol or None, rule, _rules(dv_summary, ls_summary, run_dir))
+    row["ruleBreaks"] = rule_break_counts(run_dir)
     row.update(_intervals(run_dir, resamples, seed))
     blenders = run_blenders(run_dir)
     comparable, note = versions.comparability(blenders)
@@ -257,6 +275,10 @@ def mark_comparability(rows: list[dict], baseline: dict) -> None:
         if diffs:
             note = f"differs from the baseline run in {row['differs']}: not comparable, not ranked with it"
             row["comparability_note"] = "; ".join(n for n in (row.get("comparability_note"), note) if n)
+        # A judge alias can move to a new snapshot mid-run: the run's own verdicts then mix two judges.
+        several = str(row["identity"].get("judge_snapshot") or "").count("; ") + 1
+        if several > 1:
+            row["differs"] = ", ".join(d for d in (row["differs"], f"judged by {several} snapshots") if d)
 
 
 def mark_against_published(rows: list[dict], published: list[dict]) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 from bvb_addon import path_args, video
 from bvb_addon.errors import VideoError
 from bvb_addon.jsonfile import read_json
+from bvb_addon.openai_client import merge_snapshot_counts, snapshot_counts
 from bvb_addon.outcomes import one_line
 from bvb_addon.records import VGIRow, VGISummary, read_vgi_rows, write_vgi_rows, write_vgi_summary
 from bvb_addon.records.fields import as_record
@@ -317,18 +318,18 @@ class VLMProcessJudge:
         }  # fmt: skip
 
     def _ask(self, frames, prompt, field):
-        """The value of ``field`` the prompt asked for, of one window's or the completeness question. A reply that
-        is not that JSON is asked again, never cached, then a JudgeError."""
+        """(the value of ``field`` the prompt asked for, the snapshot that gave it) of one window's or the
+        completeness question. A reply that is not that JSON is asked again, never cached, then a JudgeError."""
         key = cache_key(self.vlm.model, PROTOCOL, frames_hash(frames), prompt, 0)
         cache = self.vlm.cache
         if cache is not None:
             hit = cache.get(key)
             # An answer cached before replies were checked may be no verdict: then it is asked again.
             if hit is not None and requested(hit[0], field) is not None:
-                return requested(hit[0], field)
+                return requested(hit[0], field), hit[2]
         for _ in range(1 + min(MALFORMED_RETRIES, self.vlm.retries)):
             # JudgeError when the call fails after the client's retries: the caller makes it a judge_error row.
-            text, usage = self.vlm._call(frames, prompt)
+            text, usage, snapshot = self.vlm._call(frames, prompt)
             usage["cost_usd"] = self.vlm.pricing.cost(usage)
             with self.vlm.counter_lock:
                 self.vlm.calls += 1
@@ -350,8 +351,9 @@ class VLMProcessJudge:
                 vote_index=0,
                 answer=text,
                 usage=usage,
+                snapshot=snapshot,
             )
-        return requested(text, field)
+        return requested(text, field), snapshot
 
     def sample(self, video_path: str | Path) -> tuple[list[int], list[float], dict[int, bytes]]:
         """Frame indices to judge, their times (s) and their JPEGs (VideoError for a file that does not decode).
@@ -379,9 +381,11 @@ class VLMProcessJudge:
         rule_text = "\n".join(f"- {r['id']}: {r['rule']}" for r in rules)
         flagged: dict[str, set[int]] = {r["id"]: set() for r in rules}
         windows = []
+        snapshots = []
         for window in focus_windows(indices, self.sampling.window, self.sampling.stride):
             prompt = WINDOW_PROMPT.format(constraint=task["constraint"], rules=rule_text, count=len(window))
-            answer = self._ask([jpegs[i] for i in window], prompt, "violations")
+            answer, answered_by = self._ask([jpegs[i] for i in window], prompt, "violations")
+            snapshots.append(answered_by)
             found: dict[str, list[int]] = {}
             for rule_id, images in answer.items():
                 if rule_id in flagged and isinstance(images, list):
@@ -395,10 +399,12 @@ class VLMProcessJudge:
         overview = [indices[i] for i in uniform_indices(len(indices), self.sampling.window)]
         criteria = "\n".join(f"- {c}" for c in task.get("completeness") or [])
         prompt = COMPLETENESS_PROMPT.format(constraint=task["constraint"], criteria=criteria, count=len(overview))
-        label = self._ask([jpegs[i] for i in overview], prompt, "completeness")
+        label, answered_by = self._ask([jpegs[i] for i in overview], prompt, "completeness")
+        snapshots.append(answered_by)
         extra = {
             "sampled_frames": len(indices), "frames": indices, "frame_times": [round(t, 4) for t in times],
             "windows": windows, "completeness_frames": overview, "completeness_label": label,
+            "judge_snapshots": snapshot_counts(snapshots),
         }  # fmt: skip
         return COMPLETENESS[label], violations, extra
 
@@ -566,6 +572,7 @@ def summarise(rows: list[dict], judge: object, generator: str, settings: dict) -
         },
         missing=[row["id"] for row in rows if row["status"] == "missing"],
         failures={row["id"]: row["reason"] for row in rows if row["status"] not in ("ok", "missing")},
+        judge_snapshots=merge_snapshot_counts(row.get("judge_snapshots") for row in rows) or None,
     )
 
 
