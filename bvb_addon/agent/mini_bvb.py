@@ -144,9 +144,16 @@ class BashResultLike(Protocol):
 
 
 class CopyOutLike(Protocol):
-    path: Path | None
-    reason: str | None
-    data_bytes: int
+    """What SceneWorkspace.copy_out answers (read-only)."""
+
+    @property
+    def path(self) -> Path | None: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def data_bytes(self) -> int: ...
 
 
 class Workspace(Protocol):
