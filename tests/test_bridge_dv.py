@@ -1138,3 +1138,21 @@ def test_a_bad_local_file_is_named_at_once_before_a_dead_endpoint_is_probed(asse
     err = capsys.readouterr().err
     assert "dual_vqa.jsonl" in err and len(err.strip().splitlines()) == 1
     assert time.monotonic() - start < 10  # neither waited out the 30 s probe
+
+
+def test_a_judge_model_with_no_known_price_is_refused_before_any_call_or_accepted_in_one_line(assets, tmp_path, capsys):
+    """Issue 42 point 9: `score dv --judge-model X` was costed at $0 without a word."""
+    run = _make_run(assets, tmp_path / "results")
+    root, _ = assets
+    argv = ["dv", "--run", str(run), "--split", str(root / "split.jsonl"), "--videos", str(root / "videos"),
+            "--judge-model", "acme-judge", "--retry-base-delay", "0.01"]  # fmt: skip
+    # A hosted endpoint (never reached: the price is checked before the probe).
+    assert main([*argv, "--judge-base-url", "https://judge.example.invalid/v1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'acme-judge' has no price" in err[0] and "--judge-unpriced" in err[0], err
+    assert not (run / "dual_vqa.jsonl").exists()
+    with ScriptedOpenAI(responder=Judge(assets[1])) as server:
+        assert main([*argv, "--judge-base-url", server.base_url.replace("127.0.0.1", "localhost"),
+                     "--judge-unpriced"]) == 0  # fmt: skip
+        assert server.calls > 0
+    assert (run / "dual_vqa.jsonl").is_file()

@@ -70,5 +70,19 @@ def test_the_judge_prices_through_the_same_lookup():
     usage = {"prompt_tokens": 1_000_000, "completion_tokens": 0}
     assert pricing.cost(usage) == pytest.approx(price_for("gpt-4o").input)
     assert pricing.cost({**usage, "cost": 0.25}) == 0.25
-    unknown = Pricing("acme-judge")
+    unknown = Pricing("acme-judge", unpriced=True)
     assert not unknown.known and unknown.cost(usage) == 0.0
+
+
+def test_a_judge_model_with_no_known_price_is_refused_unless_accepted_or_local(caplog):
+    """Issue 42 point 9: it was costed at $0 without a word; an unpriced agent model is refused."""
+    with pytest.raises(PriceError, match=r"judge model 'acme-judge' has no price .*--price-in and --price-out.*"
+                                         r"--judge-unpriced"):  # fmt: skip
+        Pricing("acme-judge", base_url="https://judge.example.com/v1")
+    assert Pricing("acme-judge", 1.0, 2.0, base_url="https://judge.example.com/v1").known
+    with caplog.at_level("WARNING", logger="eval_bridge.scoring.pricing"):
+        Pricing("acme-judge", base_url="https://judge.example.com/v1", unpriced=True)
+        Pricing("acme-judge", base_url="http://127.0.0.1:8000/v1")  # served here: no per-token price
+    notes = [record.getMessage() for record in caplog.records]
+    assert len(notes) == 2 and all("count as $0" in note and "\n" not in note for note in notes)
+    assert "--judge-unpriced" in notes[0] and "a local endpoint" in notes[1]

@@ -1,7 +1,6 @@
 """The VLM judge of Dual VQA: 16 frames, one question, one short answer, over any OpenAI-compatible API."""
 
 import base64
-import ipaddress
 import logging
 import os
 import struct
@@ -10,7 +9,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, runtime_checkable
-from urllib.parse import urlsplit
 
 from bvb_addon.agent.environment import image_size
 from bvb_addon.dataset import Question, video_path
@@ -24,7 +22,7 @@ from . import protocol as protocols
 from .cache import AnswerStore, JudgeCache, cache_key, frames_hash
 from .judge_frames import release_frames
 from .options import JudgeOptions
-from .pricing import Pricing
+from .pricing import Pricing, local_endpoint
 from .protocols.dual_vqa_v1 import instruction
 
 log = logging.getLogger(__name__)
@@ -155,7 +153,7 @@ class VLMJudge:
         protocols.vsi_number_post_prompt(self.prompt_kind)
         self.cache = cache
         self.settings = settings or JudgeSettings.of(self.protocol)
-        self.pricing = Pricing(options.model, options.price_in, options.price_out)
+        self.pricing = Pricing(options.model, options.price_in, options.price_out, options.base_url, options.unpriced)
         self.retries = options.retries
         self.backoff_s = options.retry_base_delay
         self.max_tokens_field = options.max_tokens_field
@@ -348,14 +346,7 @@ class VLMJudge:
 
 def prompt_kind_of(base_url: str | None) -> str:
     """ "local" for a server on this machine or a private network (a model served locally), else "api"."""
-    host = urlsplit(str(base_url or "")).hostname or ""
-    if host == "localhost" or host.endswith(".local"):
-        return "local"
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return "api"
-    return "local" if address.is_loopback or address.is_private or address.is_link_local else "api"
+    return "local" if local_endpoint(base_url) else "api"
 
 
 def _short(exc: BaseException) -> str:

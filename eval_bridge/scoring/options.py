@@ -57,6 +57,12 @@ class JudgeOptions:
     shared: str | None = option(None, f"folder of shared source answers (default results/{SHARED})")
     price_in: float | None = option(None, "judge input price, USD per million tokens (default: the price sources')")
     price_out: float | None = option(None, "judge output price, USD per million tokens (default: the price sources')")
+    unpriced: bool = option(
+        False,
+        "count a judge model with no known price as $0 (default: refused before the first call, unless the "
+        "endpoint is local)",
+        flag="--judge-unpriced",
+    )
     retries: int = option(6, "retries on 408/409/429/5xx and connection errors")
     retry_base_delay: float = option(1.0, "first backoff in seconds (doubles)")
     max_tokens_field: TokensField = option(

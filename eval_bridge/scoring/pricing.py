@@ -1,17 +1,32 @@
 """Judge prices, through the agent's price lookup (flags, then prices.json, then genai-prices)."""
 
+import ipaddress
 import logging
+from urllib.parse import urlsplit
 
-from bvb_addon.pricing import ZERO, Price, PriceError, price_for
+from bvb_addon.pricing import ZERO, Price, PriceError, catalog_version, price_for
 
 log = logging.getLogger(__name__)
+
+
+def local_endpoint(base_url: str | None) -> bool:
+    """Whether an endpoint is on this machine or a private network (a model served locally)."""
+    host = urlsplit(str(base_url or "")).hostname or ""
+    if host == "localhost" or host.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 class Pricing:
     """Cost of one judge call from its usage; --price-in/--price-out override the price sources.
 
-    Unlike the agent, an unknown judge model does not stop scoring: its cost counts as 0 and
-    a warning says how to price it (the judge's spend is reported, not limited).
+    A judge model with no known price is refused before its first call (PriceError, one line), as an unpriced
+    agent model is, unless --judge-unpriced accepts it or the endpoint is local (a model served here costs
+    nothing per token); then its calls count as $0 and one line says so when the judge is made.
     """
 
     def __init__(
@@ -20,6 +35,7 @@ class Pricing:
         price_in: float | None = None,
         price_out: float | None = None,
         base_url: str | None = None,
+        unpriced: bool = False,
     ):
         self.model = model
         if price_in is not None or price_out is not None:
@@ -30,17 +46,23 @@ class Pricing:
             except PriceError:
                 price = None
         self.known = price is not None
+        if not self.known:
+            where = f"genai-prices {catalog_version()} or prices.json" if catalog_version() else "prices.json"
+            if not (unpriced or local_endpoint(base_url)):
+                raise PriceError(
+                    f"judge model {model!r} has no price in {where}; give --price-in and --price-out (USD per million "
+                    "tokens), or --judge-unpriced to count its calls as $0"
+                )
+            why = "--judge-unpriced" if unpriced else f"a local endpoint, {base_url}"
+            log.warning("judge model %r has no price in %s: its calls count as $0 (%s); give --price-in and "
+                        "--price-out to price them", model, where, why)  # fmt: skip
         self.price = price or ZERO
         self.price_in, self.price_out = self.price.input, self.price.output
-        self._warned = False
 
     def cost(self, usage: dict) -> float:
         """USD for one call: usage['cost'] when the provider reports it, else tokens times the price."""
         if usage.get("cost") is not None:
             return float(usage["cost"])
-        if not self.known and not self._warned:
-            self._warned = True
-            log.warning("no price for judge model %r: costs count as 0; pass --price-in/--price-out", self.model)
         return self.price.token_cost(
             {
                 "input_tokens": usage.get("prompt_tokens", 0) or 0,
