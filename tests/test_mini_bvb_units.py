@@ -4,9 +4,13 @@ expectations; and its one-pass frames against the reference's per-frame ffmpeg c
 
 import filecmp
 import json
+import re
 import subprocess
+import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bvb_addon.agent import mini_bvb_frames as mf
 from bvb_addon.agent import mini_bvb_protocol as protocol
@@ -33,6 +37,71 @@ def test_frame_requests_resolve_clamp_round_and_cap_as_the_reference():
     # At most 60 a block: the first 60 of those asked.
     times = mf.request("count=100", 99.0)
     assert len(times) == 60 and times[:2] == [0.0, 1.0] and times[-1] == 59.0
+
+
+def _release_times(content: str, duration: float) -> list[float]:
+    """The oracle: BVB's resolve_frame_request, transcribed as its rule reads (every time of the block, each
+    built from its index; a count is int() of the float of its digits), then its cap of 60."""
+    found = re.findall(r"(count|start|end)\s*=\s*([0-9]*\.?[0-9]+)", content, re.IGNORECASE)
+    fields = {name.lower(): float(digits) for name, digits in found}
+
+    def clamped(t: float) -> float:
+        t = max(0.0, t)
+        return round(min(t, max(0.0, duration - 0.05)) if duration > 0 else t, 3)
+
+    if "count" not in fields:
+        return [clamped(float(n)) for n in re.findall(r"-?[0-9]*\.?[0-9]+", content)][:60]
+    count = int(fields["count"])
+    start, end = fields.get("start", 0.0), fields.get("end", duration if duration > 0 else float(count))
+    if count < 1:
+        return []
+    if count == 1:
+        return [clamped((start + end) / 2)]
+    every = [clamped(start + (end - start) / (count - 1) * i) for i in range(count)]
+    return every[:60]
+
+
+_DIGITS = st.one_of(
+    st.integers(0, 3000).map(str),
+    st.sampled_from(["0", "1", "2", "59", "60", "61", "0.5", ".5", "1.", "007", "1e999", "-5", "3.9999"]),
+    st.from_regex(r"\A[0-9]{0,2}\.?[0-9]{1,3}\Z"),
+)
+_FIELD = st.tuples(st.sampled_from(["count", "start", "end", "COUNT", "Start", "t"]), st.sampled_from(["=", " = ", ":"]),
+                   _DIGITS).map("".join)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fields=st.lists(st.one_of(_FIELD, _DIGITS, st.sampled_from([" ", ",", "s", "-", "\n", "x"])), max_size=8),
+    duration=st.one_of(st.just(0.0), st.floats(0.0, 1000.0), st.sampled_from([0.04, 0.05, 10.0])),
+)
+def test_a_frames_request_is_the_releases_first_60_times(fields, duration):
+    """Every block (counts from 0 up, fractions, negative and repeated fields, text around) gets the release's
+    times, to the bit, with the cap applied to its whole list."""
+    content = " ".join(fields)
+    expected = _release_times(content, duration)
+    assert mf.request(content, duration) == expected
+    assert len(expected) <= 60
+
+
+def test_a_huge_frames_count_costs_60_times_not_count():
+    """count=10**12 (the release builds all of them, filling the memory) is answered at once with the release's
+    first 60; a count too large for a float (where the release raises) takes the largest float's."""
+    started = time.perf_counter()
+    assert mf.request("count=10000000 end=10", 20.0)[:2] == [0.0, 0.0]
+    assert time.perf_counter() - started < 0.05  # first: building them all would fail here, not fill the memory
+    assert mf.request("count=1000000000000 end=10", 20.0) == [0.0] * 60
+    assert mf.request("count=1000000000000", 0.0) == [float(i) for i in range(60)]
+    assert time.perf_counter() - started < 0.05
+    # The field pattern reads 1e999 as 1 (then 999 is text): one frame, the middle.
+    assert mf.request("count=1e999 start=2 end=4", 10.0) == [3.0] == _release_times("count=1e999 start=2 end=4", 10.0)
+    infinite = "count=" + "9" * 400  # float() of it is inf: the release's int() raises OverflowError
+    with pytest.raises(OverflowError):
+        _release_times(infinite, 10.0)
+    assert mf.request(infinite, 10.0) == [0.0] * 60
+    assert mf.request(infinite, 0.0) == [float(i) for i in range(60)]
+    # Timestamps: a block of a million numbers takes its first 60.
+    assert mf.request(" ".join(["7"] * 1_000_000), 20.0) == [7.0] * 60
 
 
 def test_texts_truncation_and_the_budget_note_are_the_references():

@@ -2,7 +2,8 @@
 
 The times are BVB's Stage-1 agent's: timestamps, or ``count=N [start=S] [end=E]`` spread over [S, E]
 with both ends (one frame: the middle), each clamped to [0, duration - 0.05] and rounded to the
-millisecond, at most 60 a block. Each image is, pixel for pixel and byte for byte, the JPEG that
+millisecond, at most 60 a block (only those 60 computed, whatever the count). Each image is, pixel for
+pixel and byte for byte, the JPEG that
 ``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` writes (the reference runs one such
 process per frame). Each time T gets the first frame at or after T, which is the frame that input
 seeking to T decodes. Where the codec's decoding is exact to the bit (EXACT_CODECS, 8-bit 4:2:0), PyAV
@@ -19,12 +20,14 @@ command.
 bpy-free.
 """
 
+import itertools
 import json
 import logging
 import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -72,11 +75,16 @@ def clamp(t: float, duration: float) -> float:
     return round(t, 3)
 
 
-def resolve(content: str, duration: float) -> list[float]:
-    """A block's times in the order asked (uncapped; ``request`` caps them)."""
+def request(content: str, duration: float) -> list[float]:
+    """The times a block gets: the reference's ``resolve_frame_request(content, duration)[:60]``, with only
+    those 60 computed (the reference builds all ``count`` of them first: 10**12 would fill the memory).
+
+    Each time is the reference's expression for its index, so the values are its own to the bit. Where the
+    reference raises (a count of 309 digits or more is an infinite float, and ``int()`` of it OverflowError),
+    the count is the largest finite float: the limit those counts approach."""
     keys = {key.lower(): float(value) for key, value in _KV.findall(content)}
     if "count" in keys:
-        count = int(keys["count"])
+        count = int(min(keys["count"], sys.float_info.max))
         start = keys.get("start", 0.0)
         # Without a duration the reference spreads over [start, count] seconds.
         end = keys.get("end", duration if duration > 0 else float(count))
@@ -85,13 +93,9 @@ def resolve(content: str, duration: float) -> list[float]:
         if count == 1:
             return [clamp((start + end) / 2, duration)]
         step = (end - start) / (count - 1)
-        return [clamp(start + step * i, duration) for i in range(count)]
-    return [clamp(float(number), duration) for number in _NUMBER.findall(content)]
-
-
-def request(content: str, duration: float) -> list[float]:
-    """The times a block gets: resolved, then the first 60."""
-    return resolve(content, duration)[:MAX_FRAMES_PER_REQUEST]
+        return [clamp(start + step * i, duration) for i in range(min(count, MAX_FRAMES_PER_REQUEST))]
+    numbers = itertools.islice(_NUMBER.finditer(content), MAX_FRAMES_PER_REQUEST)
+    return [clamp(float(match.group()), duration) for match in numbers]
 
 
 def frame_name(index: int, t: float) -> str:
