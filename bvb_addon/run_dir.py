@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG = "config.json"
+SHARD_CONFIGS = "config.shard-*-of-*.json"
+"""A sharded mini-bvb run's configs (BVB's config.shard-<i>-of-<N>.json), beside or instead of config.json."""
 BLENDS = "blends"
 AGENT_META = "agent_meta"
 TRAJECTORIES = "trajectories"
@@ -353,6 +355,23 @@ class RunDir:
             return RunConfig.from_dict(data, self.config)
         except BadFileError as exc:
             raise RunDirError(str(exc)) from None
+
+    def selected_scenes(self) -> set[str] | None:
+        """The scenes the run selected (config.json's ``selection``, and each mini-bvb shard's config beside it,
+        together): the pool DV and LS score over. None when a config has no record (an older run, the
+        release's) or there is none: the whole split, as before."""
+        paths = [self.config, *sorted(self.root.glob(SHARD_CONFIGS))]
+        chosen: set[str] = set()
+        found = False
+        for path in paths:
+            if not path.is_file():
+                continue
+            selection = read_object(path).get("selection")
+            if not isinstance(selection, dict) or not isinstance(selection.get("scenes"), list):
+                return None
+            chosen.update(str(scene) for scene in selection["scenes"])
+            found = True
+        return chosen if found else None
 
     def videos_root(self, config: dict | None = None) -> str | None:
         """The source-video root config.json names (``config``: an already read config.json)."""

@@ -285,6 +285,33 @@ def test_a_missing_key_is_one_line_before_any_scene_as_under_native(suite, tmp_p
         assert code == 0 and server.calls == 1 and server.authorizations == ["Bearer none"]
 
 
+def test_a_limit_smoke_run_is_judged_over_the_scenes_it_selected_failures_included(tmp_path, monkeypatch):
+    """Issue 42 point 5: after run --limit 1 on a 3-scene split, score dv judged every question of the split and
+    counted the two scenes never run as failed. config.json records the selection; DV pools over it."""
+    from eval_bridge import cli
+
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    three = make_suite(tmp_path / "three", scenes=("synth_easy_000", "synth_easy_001", "synth_easy_002"))
+    out = tmp_path / "smoke"
+    with ScriptedOpenAI(default="DONE") as server:
+        code = run.main(["--quiet", "--split", str(three / "split.jsonl"), "--videos", str(three), "--output",
+                         str(out), "--model", "scripted-model", "--base-url", server.base_url, "--api-key-env",
+                         "BVB_TEST_KEY", "--price-in", "1", "--price-out", "1", "--limit", "1", "--max-turns", "1"])  # fmt: skip
+    assert code == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["selection"]["scenes"] == ["synth_easy_000"] and config["selection"]["limit"] == 1
+    with ScriptedOpenAI(default="A") as judge:
+        code = cli.main(["dv", "--run", str(out), "--split", str(three / "split.jsonl"), "--videos", str(three),
+                         "--judge-base-url", judge.base_url, "--judge-model", "gpt-4o", "--quiet"])  # fmt: skip
+        asked = judge.calls
+    assert code == 0
+    rows = [json.loads(line) for line in (out / "dual_vqa.jsonl").read_text().splitlines()]
+    assert {row["scene"] for row in rows} == {"synth_easy_000"} and asked == 1  # its source side; no render
+    summary = json.loads((out / "dual_vqa_summary.json").read_text())
+    assert summary["counts"]["scenes"] == 1 and summary["counts"]["questions"] == 1
+    assert summary["counts"]["scenes_failed"] == 1  # the selected scene's failure (no blend) stays in the pool
+
+
 def test_an_unknown_model_or_price_is_refused_before_any_call(suite, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
     with ScriptedOpenAI(["DONE"]) as server:

@@ -248,6 +248,7 @@ class Runner:
         spent = recorded_spend(self.run_dir.trajectories) if o.resume else 0.0
         # Before config.json and any scene: a wrong key, URL or model id is one line, not N faulted scenes.
         self._setup_agent(probe_wait=o.probe_wait)
+        self._selected = [scene for _, scene in scenes]
         self._write_config(len(scenes))
         if o.budget_holder is not None:
             self.budget = o.budget_holder
@@ -396,10 +397,27 @@ class Runner:
         if self.mini:
             # A run without harness_protocol is native (ours, and every run made before mini-bvb).
             config.update(self._mini_config(scene_count))
+        config["selection"] = self._selection(previous)
         if previous:
             # Keys this harness does not write (name, open_weight a person added; a newer harness's) stay.
             config.update({key: value for key, value in previous.items() if key not in config})
         write_run_config(path, config)
+
+    def _selection(self, previous):
+        """config.json's ``selection``: the scenes this session selected, with every earlier session's (a
+        --limit 1 smoke run resumed without it selects the whole split); None when resuming a run that never
+        recorded one (its earlier sessions' scenes are unknown: the scorers then take the whole split)."""
+        o = self.options
+        before = (previous or {}).get("selection") if previous else {"scenes": []}
+        if not isinstance(before, dict) or not isinstance(before.get("scenes"), list):
+            return None
+        return {
+            "scenes": sorted(set(before["scenes"]) | set(self._selected)),
+            "limit": o.limit or None,
+            "named": list(o.scenes),
+            "shard": list(o.shard) if o.shard is not None else None,
+            "skip": list(o.skip_scenes),
+        }
 
     def _mini_config(self, scene_count):
         """BVB's config keys and values beside ours, the LiteLLM price record and the harness's options."""

@@ -57,6 +57,10 @@ class RunConfig(Record):
     """{platform, backend, weak_level_opt_in}: the add-on's opt-in below the minimum."""
     agent_config: dict | None = None
     """AgentConfig's fields."""
+    selection: dict | None = None
+    """{scenes, limit, named, shard, skip}: the scenes the run selected (--limit, --scenes, --shard, --skip-scenes),
+    every session's together; DV, LS and the leaderboard pool over them. Null in a run made before it (or by the
+    release, or resumed from one): the whole split."""
     created: str | None = None
     sessions: list = field(default_factory=list)
     """One entry {started, shard, workers, scenes, budget} per runner invocation; empty from the add-on."""

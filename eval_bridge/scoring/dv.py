@@ -461,6 +461,11 @@ class DualVQA:
             if unknown:
                 raise ArgumentError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
         self.questions = [q for q in self.all_questions if wanted is None or q.scene_name in wanted]
+        # The pool is the scenes the run selected (a --limit smoke run is not judged over the whole split);
+        # failures among them stay in it. A run without the record (older, the release's): the whole split.
+        selected = self.rd.selected_scenes()
+        if selected is not None:
+            self.questions = [q for q in self.questions if q.scene_name in selected]
         # --shard i/N: the release's split of the scenes (name order, every N-th from the i-th), written to
         # dual_vqa.shard-i-of-N.jsonl and its summary for --merge-shards to join.
         self.shard = shard

@@ -566,6 +566,11 @@ def run_ls(
             raise LSError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
     if backend not in ("local", "ray"):
         raise LSError(f"--backend {backend!r}: use local or ray")
+    # The pool is the scenes the run selected (config.json's selection; failures among them stay in it). A run
+    # without the record (older, the release's): the whole split.
+    selected = rd.selected_scenes()
+    if selected is not None:
+        pairs = [(d, s) for d, s in pairs if s in selected]
     mine = _shard_scenes([s for _, s in pairs], shard)
     pairs = [(d, s) for d, s in pairs if s in mine]
     # Refused before anything is written: a torn or newer rows file, a newer summary.
