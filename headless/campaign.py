@@ -28,8 +28,7 @@ The TOML file (paths relative to it); every table's keys are the stage's option 
 
     [[config]]                         # one per configuration: its name, trials and run option fields
     name = "gpt-4o"
-    model = "gpt-4o"
-    reasoning = "none"
+    model = "gpt-4o"                   # a reasoning model takes reasoning = "high" ...; gpt-4o takes none
     trials = 1
 
 The older form, command-line words, still works and gives the same options: ``run_args = [...]`` at the
