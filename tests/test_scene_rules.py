@@ -94,6 +94,7 @@ bpy.context.object.name = "wind"
 """,
     "no_image_textures": """
 image = bpy.data.images.new("frame_0001", 8, 8)
+image.pixels = [0.5] * (8 * 8 * 4)  # a picture of its own: a generated image is packed only once drawn on
 image.pack()
 texture = bpy.data.textures.new("frames", "IMAGE")
 texture.image = image

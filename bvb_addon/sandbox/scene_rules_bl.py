@@ -138,12 +138,8 @@ def mesh_pieces(mesh):
     pieces = len(roots)
     verts = np.bincount(piece_of_vertex, minlength=pieces)
     edge_counts = np.bincount(piece_of_vertex[a], minlength=pieces) if ne else np.zeros(pieces, dtype=np.int64)
+    degrees = histograms(piece_of_vertex, np.bincount(a, minlength=nv) + np.bincount(b, minlength=nv), pieces)
     sides = [{} for _ in range(pieces)]
-    degrees = [{} for _ in range(pieces)]
-    degree = np.bincount(a, minlength=nv) + np.bincount(b, minlength=nv)
-    pairs, counts = np.unique(np.stack([piece_of_vertex, degree], axis=1), axis=0, return_counts=True)
-    for (piece, edges_at), count in zip(pairs.tolist(), counts.tolist(), strict=True):
-        degrees[piece][edges_at] = count
     if nf:
         starts = np.empty(nf, dtype=np.int64)
         totals = np.empty(nf, dtype=np.int64)
@@ -151,11 +147,19 @@ def mesh_pieces(mesh):
         mesh.polygons.foreach_get("loop_total", totals)
         corners = np.empty(len(mesh.loops), dtype=np.int64)
         mesh.loops.foreach_get("vertex_index", corners)
-        face_piece = piece_of_vertex[corners[starts]]
-        pairs, counts = np.unique(np.stack([face_piece, totals], axis=1), axis=0, return_counts=True)
-        for (piece, size), count in zip(pairs.tolist(), counts.tolist(), strict=True):
-            sides[piece][size] = count
+        sides = histograms(piece_of_vertex[corners[starts]], totals, pieces)
     return [(int(verts[i]), int(edge_counts[i]), sides[i], degrees[i]) for i in range(pieces)]
+
+
+def histograms(piece, values, pieces):
+    """[{value: count}] per piece of (piece, value) pairs: one 1-D unique of combined keys (unique over rows of
+    a 2-D array costs ten times more, most of the audit's time on a scene of many small meshes)."""
+    out = [{} for _ in range(pieces)]
+    span = int(values.max()) + 1
+    keys, counts = np.unique(piece * span + values, return_counts=True)
+    for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
+        out[key // span][key % span] = count
+    return out
 
 
 def describe_piece(index, total, piece):
