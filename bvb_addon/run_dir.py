@@ -328,6 +328,7 @@ class RunDir:
         return (
             self.config, self.metas, self.trajectories, self.render_status, self.renders, self.dv_rows,
             self.dv_summary, self.ls_rows, self.ls_summary, self.overall, self.steps_answers, self.steps_analysis,
+            self.scene_rules,
         )  # fmt: skip
 
     def looks_like_run(self) -> bool:

@@ -9,7 +9,7 @@ import pytest
 
 from bvb_addon import run_view
 from bvb_addon.scene_rules import error_row, finding, make_row
-from eval_bridge.pages import report
+from eval_bridge.pages import live, report
 from tests.addon_support import forget_addon, import_addon
 from tests.test_addon_panels import Holder, RecordingLayout
 
@@ -73,6 +73,14 @@ def test_the_report_shows_the_rules_on_the_index_and_all_of_them_on_the_scene_pa
     # A rules file that is not rows: the report is still built, without rules, and says why in the log.
     (run / "scene_rules.jsonl").write_text("not json\n")
     assert "Rules:" not in report.build_report([run], tmp_path / "report2").read_text()
+
+
+@pytest.mark.unit
+def test_bvb_view_rebuilds_when_an_audit_writes(tmp_path):
+    run = _run(tmp_path, [])
+    before = live.fingerprint([run])
+    (run / "scene_rules.jsonl").write_text(json.dumps(_rules_row()) + "\n")
+    assert live.fingerprint([run]) != before
 
 
 @pytest.fixture
