@@ -1,7 +1,7 @@
 """``bvb demo``: the whole benchmark, offline, on a small synthetic suite.
 
-Generates one synthetic scene per difficulty, runs the two API-free agents (empty-room and
-oracle) as two runs, renders both, scores DV with the offline geometry judge, scores LS
+Generates one synthetic scene per difficulty, runs the three API-free agents (empty-room, oracle
+and replay, the clip's own pixels) as three runs, renders them, scores DV with the offline geometry judge, scores LS
 when an LS encoder is given (the release's V-JEPA 2.1 ViT-G snapshot folder), writes the leaderboard and builds the HTML report.
 Each stage is the function its own command calls (bvb synth, run, render, score, leaderboard,
 report), given options built here.
@@ -24,7 +24,7 @@ from bvb_addon.errors import USER_ERRORS, BVBError, report
 from bvb_addon.options import add_options, from_namespace, option
 from bvb_addon.render_stage import RenderOptions, render_run
 from bvb_addon.run_dir import RunDir
-from bvb_addon.sandbox import SandboxConfig
+from bvb_addon.sandbox import SandboxConfig, release_render
 from eval_bridge import api
 from eval_bridge.api import ENCODER_ENV, DVOptions, EncoderOptions, LSOptions
 from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
@@ -33,7 +33,10 @@ from eval_bridge.pages.report import report as report_stage
 from eval_bridge.scoring.options import DEFAULT_ENCODER, JudgeOptions
 from headless.synth import SynthOptions, synth
 
-AGENTS: tuple[Agent, ...] = ("empty-room", "oracle")
+AGENTS: tuple[Agent, ...] = ("empty-room", "oracle", "replay")
+PROTOCOL_RENDER = ("replay",)
+"""Agents rendered by the protocol's render (EEVEE, 512 x 512): Workbench, the demo's fast render, shows a
+material's flat colour, not the replay's image textures. On software GL it is the demo's slowest stage."""
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
@@ -92,7 +95,7 @@ def demo(options: DemoOptions) -> DemoResult:
     steps: list[tuple[str, Callable[[], None]]] = [
         ("synthetic suite", lambda: _synth(options, suite, say)),
         *[(f"agent {a}", lambda a=a: _run(options, suite, runs[a], a, say)) for a in AGENTS],
-        *[(f"render {a}", lambda a=a: _render(options, runs[a], say)) for a in AGENTS],
+        *[(f"render {a}", lambda a=a: _render(options, runs[a], say, a in PROTOCOL_RENDER)) for a in AGENTS],
         *[(f"DV {a}", lambda a=a: _dv(suite, runs[a], say)) for a in AGENTS],
         ("LS", lambda: _ls(options, encoder, suite, runs, say)),
         *[(f"overall {a}", lambda a=a: _overall(runs[a], say)) for a in AGENTS],
@@ -135,9 +138,10 @@ def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Ca
                         f"(see {RunDir(run_dir).metas}); run the demo again to retry them")  # fmt: skip
 
 
-def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None]) -> None:
-    result = render_run(RenderOptions(run=run_dir, preset="fast", num_frames=options.num_frames,
-                                      resolution=options.resolution, resume=True, sandbox=SandboxConfig(),
+def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None], protocol: bool = False) -> None:
+    preset, resolution = ("bvb", release_render.RESOLUTION) if protocol else ("fast", options.resolution)
+    result = render_run(RenderOptions(run=run_dir, preset=preset, num_frames=options.num_frames,
+                                      resolution=resolution, resume=True, sandbox=SandboxConfig(),
                                       progress=options.progress))  # fmt: skip
     say(result.line)
     if result.faults:

@@ -1,10 +1,11 @@
-"""The README's first command, end to end on the smallest settings: suite, two agents, renders, DV, report."""
+"""The README's first command, end to end on the smallest settings: suite, three agents, renders, DV, report."""
 
 import csv
 import json
 
 import pytest
 
+from eval_bridge.scoring.replay import REPLAY_PSNR_DB, is_source_replay, replay_figures
 from headless import cli
 from tests import chromium_support, vjepa_support
 
@@ -14,6 +15,7 @@ SCENES = ("synth_easy_000", "synth_medium_000", "synth_hard_000")
 
 
 ARGS = ["--resolution", "128", "--fps", "4", "--duration", "3", "--num-frames", "8"]
+AGENTS = ("empty-room", "oracle", "replay")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def test_every_artifact_exists(demo):
     for scene in SCENES:
         assert (suite / "synthetic" / f"{scene}.mp4").is_file()
         assert (suite / "gt" / f"{scene}.json").is_file()
-        for agent in ("empty-room", "oracle"):
+        for agent in AGENTS:
             run = demo / "runs" / agent
             for path in (
                 f"blends/{scene}.blend",
@@ -53,7 +55,7 @@ def test_every_artifact_exists(demo):
                 f"scene_graphs/{scene}.json",
             ):
                 assert (run / path).is_file(), (agent, path)
-    for agent in ("empty-room", "oracle"):
+    for agent in AGENTS:
         run = demo / "runs" / agent
         for name in ("config.json", "dual_vqa.jsonl", "dual_vqa_summary.json", "overall.json", "render_status.jsonl"):
             assert (run / name).is_file(), (agent, name)
@@ -72,10 +74,22 @@ def test_oracle_beats_the_empty_room_on_dv(demo):
     assert [row["name"] for row in rows][0] == "oracle"
 
 
+def test_the_replay_is_rendered_by_the_protocols_render_and_reproduces_the_source(demo):
+    rows = [json.loads(line) for line in (demo / "runs" / "replay" / "render_status.jsonl").read_text().splitlines()]
+    assert {(row["preset"], tuple(row["size"])) for row in rows} == {("bvb", (512, 512))}
+    for scene in SCENES:
+        source = demo / "suite" / "synthetic" / f"{scene}.mp4"
+        replayed = replay_figures(demo / "runs" / "replay" / "camera_renders" / f"{scene}.mp4", source)
+        oracle = replay_figures(demo / "runs" / "oracle" / "camera_renders" / f"{scene}.mp4", source)
+        assert replayed.psnr > REPLAY_PSNR_DB and is_source_replay(replayed), scene
+        # The oracle, drawn by Workbench as the suite was, is close too; its fast render is never flagged.
+        assert oracle.preset == "fast" and not is_source_replay(oracle), scene
+
+
 def test_ls_and_overall_are_scored_when_an_encoder_is_given(demo, encoder):
     if encoder is None:
         pytest.skip("transformers is not installed: no encoder for LS")
-    for agent in ("empty-room", "oracle"):
+    for agent in AGENTS:
         run = demo / "runs" / agent
         summary = json.loads((run / "vision_sim_summary.json").read_text())
         assert summary["num_ok"] == len(SCENES)
@@ -103,7 +117,7 @@ def test_report_opens_in_chromium_with_scatter_and_strips_visible(demo, tmp_path
     assert loaded == total
     html = page.read_text()
     assert "id='scatter'" in html or 'id="scatter"' in html
-    assert html.count("class='strip strip-render'") == 2 * len(SCENES)
+    assert html.count("class='strip strip-render'") == len(AGENTS) * len(SCENES)
     image = chromium_support.screenshot(page, tmp_path / "shot.png", tmp_path / "profile", size="1200,2400")
     # Top: the table and the scatter plot (coloured markers); further down: the frame strips' pictures.
     assert chromium_support.coloured_share(image[:900]) > 0.0005
