@@ -153,12 +153,6 @@ class Worker:
             raise ValueError(f"snapshot_dir {self.snapshot_dir} must be outside the workspace {self.workspace}")
         self.workspace.mkdir(parents=True, exist_ok=True)
         self._disk: disk.SizedDisk | None = None
-        image = self.workspace.parent / f".{self.workspace.name}.disk"
-        if "disk" in self.level.layers and (image.is_file() or not any(self.workspace.iterdir())):
-            # The workspace is a filesystem of workspace_bytes (a write past it fails with ENOSPC), kept in an
-            # image beside it, so a later worker on the same folder (bvb exec) finds what this one wrote.
-            self._disk = disk.SizedDisk(self.config.workspace_bytes, image=image)
-            self._disk.bind("workspace", self.workspace)
         os.chmod(self.workspace, 0o700)
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         self._root = os.geteuid() == 0
@@ -171,6 +165,12 @@ class Worker:
                         f"workspace {self.workspace} is out of reach of the sandbox uid ({parent} is not "
                         "world-traversable); put workspaces under a folder with mode o+x"
                     )
+        try:
+            self._disk = self._workspace_disk()
+        except BaseException:
+            if self._lease:
+                self._lease.release()
+            raise
         self._dir_fd: int | None = files.open_dir(self.workspace)
         numbers = [int(m.group(1)) for p in self.snapshot_dir.iterdir() if (m := SNAPSHOT_NAME.match(p.name))]
         self._last_snapshot = self.snapshot_dir / f"{max(numbers):03d}.blend" if numbers else None
@@ -270,6 +270,23 @@ class Worker:
             if reply.get("status") != "ok":
                 raise WorkerError("error", _text(reply.get("reason"), 500) or "the worker returned no audit")
             return reply
+
+    def _workspace_disk(self) -> "disk.SizedDisk | None":
+        """The workspace as a filesystem of workspace_bytes (a write past it fails with ENOSPC), kept in an image
+        beside it, so a later worker on the same folder (bvb exec) finds what this one wrote; None without the
+        disk layer, or for a folder that already holds files of its own (mounting would hide them)."""
+        disk.sweep_stale()
+        image = self.workspace.parent / f".{self.workspace.name}.disk"
+        if "disk" not in self.level.layers or not (image.is_file() or not any(self.workspace.iterdir())):
+            return None
+        made = disk.SizedDisk(self.config.workspace_bytes, image=image)
+        try:
+            made.bind("workspace", self.workspace)
+            os.chmod(self.workspace, 0o700)
+        except BaseException:
+            made.close()
+            raise
+        return made
 
     def close(self) -> None:
         """Kill the whole worker tree, release its uid and unmount its workspace's disk."""
