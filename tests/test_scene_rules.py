@@ -135,6 +135,15 @@ attribute = nodes.new("ShaderNodeVertexColor")
 attribute.layer_name = "frame"
 mat.node_tree.links.new(attribute.outputs[0], nodes["Principled BSDF"].inputs["Base Color"])
 """
+BAD_INDICES = """
+mesh = bpy.data.meshes.new("bad")
+mesh.vertices.add(3)
+mesh.loops.add(3)
+mesh.loops.foreach_set("vertex_index", [0, 1, 50000000])
+mesh.polygons.add(1)
+mesh.polygons.foreach_set("loop_start", [0])
+scene.collection.objects.link(bpy.data.objects.new("bad", mesh))
+"""
 DONOR = """
 import bpy
 bpy.ops.mesh.primitive_cube_add()
@@ -168,6 +177,11 @@ def audited(tmp_path_factory):
     finally:
         bpy.ops.wm.read_factory_settings(use_empty=True)
     (run / "blends" / "corrupt.blend").write_bytes(b"BLENDER-v402" + b"\x00garbage" * 100)
+    # A mesh whose corners point past its vertices (Blender does not check a file's indices): built in a worker.
+    with Worker(root / "make" / "ws", root / "make" / "snaps", SANDBOX) as worker:
+        made = worker.run(textwrap.dedent(CLEAN + BAD_INDICES))
+        assert made.status == "ok", made.reason
+        (run / "blends" / "bad_indices.blend").write_bytes(made.snapshot.read_bytes())
     result = audit_run(AuditOptions(run=run, progress=False, sandbox=SANDBOX))
     return run, result
 
@@ -204,6 +218,12 @@ def test_what_each_rule_names(audited):
     assert [f["datablock"] for f in rows["no_imported_models"]["violations"]] == ["Library donor.blend"]
 
 
+def test_a_mesh_with_indices_outside_it_is_no_primitive_and_no_crash(audited):
+    row = audited[1].rows["bad_indices"]
+    assert [(f["rule"], f["datablock"], f["detail"]) for f in row["violations"]] == [
+        ("primitives_only", "Mesh bad (object bad)", "indices point outside the mesh: corrupt data")]  # fmt: skip
+
+
 def test_a_colour_attribute_read_by_a_material_is_an_image(audited):
     row = audited[1].rows["painted"]
     assert {f["rule"] for f in row["violations"]} == {"no_image_textures", "single_principled_bsdf"}
@@ -213,10 +233,10 @@ def test_a_colour_attribute_read_by_a_material_is_an_image(audited):
 def test_rows_and_summary_files(audited):
     run, result = audited
     rows = scene_rules.read_scene_rules(run)
-    assert rows == result.rows and set(rows) == {"clean", "painted", "corrupt", *BREAKS}
+    assert rows == result.rows and set(rows) == {"clean", "painted", "corrupt", "bad_indices", *BREAKS}
     assert rows["corrupt"]["status"] == "error" and "did not open" in rows["corrupt"]["error"]
     summary = json.loads((run / "scene_rules_summary.json").read_text())
-    assert summary["rule_breaks"] == f"{len(BREAKS) + 1}/{len(rows)}" and summary["errored"] == ["corrupt"]
+    assert summary["rule_breaks"] == f"{len(BREAKS) + 2}/{len(rows)}" and summary["errored"] == ["corrupt"]
     assert summary["per_rule"]["no_image_textures"] == 2 and summary["clean"] == 1
 
 
@@ -225,9 +245,10 @@ def test_resume_checks_only_what_is_missing_or_errored(audited, tmp_path):
     shutil.copytree(audited[0], run)
     (run / "blends" / "clean.blend").rename(run / "blends" / "clean_again.blend")
     result = audit_run(AuditOptions(run=run, resume=True, progress=False, sandbox=SANDBOX))
-    assert set(result.rows) == {"clean_again", "corrupt"} and result.skipped == len(BREAKS) + 1
+    assert set(result.rows) == {"clean_again", "corrupt"} and result.skipped == len(BREAKS) + 2
     assert result.rows["clean_again"]["status"] == "clean"
-    assert set(scene_rules.read_scene_rules(run)) == {"clean", "clean_again", "painted", "corrupt", *BREAKS}
+    expected = {"clean", "clean_again", "painted", "corrupt", "bad_indices", *BREAKS}
+    assert set(scene_rules.read_scene_rules(run)) == expected
 
 
 def test_the_synthetic_oracles_scenes_are_clean(synth_suite, tmp_path):

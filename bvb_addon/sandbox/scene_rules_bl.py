@@ -113,12 +113,22 @@ def render_materials(objects):
 
 def mesh_pieces(mesh):
     """[(vertices, edges, {sides: faces}, {degree: vertices})] of each connected piece of a mesh (a loose vertex is
-    a piece too)."""
+    a piece too); None when its indices point outside it (a corrupt mesh: Blender does not check a file's)."""
     nv, ne, nf = len(mesh.vertices), len(mesh.edges), len(mesh.polygons)
     if nv == 0:
         return []
     edges = np.empty(2 * ne, dtype=np.int64)
     mesh.edges.foreach_get("vertices", edges)
+    starts = np.empty(nf, dtype=np.int64)
+    totals = np.empty(nf, dtype=np.int64)
+    mesh.polygons.foreach_get("loop_start", starts)
+    mesh.polygons.foreach_get("loop_total", totals)
+    corners = np.empty(len(mesh.loops), dtype=np.int64)
+    mesh.loops.foreach_get("vertex_index", corners)
+    if any(len(x) and (x.min() < 0 or x.max() >= nv) for x in (edges, corners)):
+        return None
+    if nf and (totals.min() < 3 or starts.min() < 0 or (starts + totals).max() > len(corners)):
+        return None
     a, b = edges[0::2], edges[1::2]
     label = np.arange(nv, dtype=np.int64)
     # Hook each edge's higher root onto its lower one, then jump pointers until every label is a root:
@@ -139,15 +149,7 @@ def mesh_pieces(mesh):
     verts = np.bincount(piece_of_vertex, minlength=pieces)
     edge_counts = np.bincount(piece_of_vertex[a], minlength=pieces) if ne else np.zeros(pieces, dtype=np.int64)
     degrees = histograms(piece_of_vertex, np.bincount(a, minlength=nv) + np.bincount(b, minlength=nv), pieces)
-    sides = [{} for _ in range(pieces)]
-    if nf:
-        starts = np.empty(nf, dtype=np.int64)
-        totals = np.empty(nf, dtype=np.int64)
-        mesh.polygons.foreach_get("loop_start", starts)
-        mesh.polygons.foreach_get("loop_total", totals)
-        corners = np.empty(len(mesh.loops), dtype=np.int64)
-        mesh.loops.foreach_get("vertex_index", corners)
-        sides = histograms(piece_of_vertex[corners[starts]], totals, pieces)
+    sides = histograms(piece_of_vertex[corners[starts]], totals, pieces) if nf else [{} for _ in range(pieces)]
     return [(int(verts[i]), int(edge_counts[i]), sides[i], degrees[i]) for i in range(pieces)]
 
 
@@ -177,7 +179,7 @@ def primitives_only(scene, objects):
     modifiers the prompt does not forbid (bevel, array, mirror) are information.
     """
     found = Findings("primitives_only")
-    checked = {}
+    checked = set()  # a mesh shared by many objects is checked once
     for obj in objects:
         if obj.type in NON_MESH_GEOMETRY:
             found.violation(id_name(obj), f"a {obj.type.lower()} object: not one of the six mesh primitives")
@@ -195,9 +197,12 @@ def primitives_only(scene, objects):
             found.note(id_name(obj), f"modifiers: {', '.join(allowed)}")
         mesh = obj.data
         if mesh.name_full not in checked:
+            checked.add(mesh.name_full)
             pieces = mesh_pieces(mesh)
+            if pieces is None:
+                found.violation(f"{id_name(mesh)} (object {obj.name})", "indices point outside the mesh: corrupt data")
+                continue
             odd = [(i, p) for i, p in enumerate(pieces) if primitive_of(*p) is None]
-            checked[mesh.name_full] = (len(pieces), odd)
             if odd:
                 named = "; ".join(describe_piece(i, len(pieces), p) for i, p in odd[:MAX_PIECES_NAMED])
                 more = f"; {len(odd) - MAX_PIECES_NAMED} more" if len(odd) > MAX_PIECES_NAMED else ""
