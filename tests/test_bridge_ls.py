@@ -297,6 +297,44 @@ def test_resume_keeps_scored_scenes_and_rescores_an_older_format(scored, model_d
     assert _rows(run / "vision_sim.jsonl")["same"]["vision_sim"] == pytest.approx(1.0, abs=1e-6)
 
 
+def test_enforce_scores_a_scene_breaking_the_rules_0_without_the_encoder_and_refuses_an_unaudited_one(
+    scored, model_dir, tmp_path
+):
+    """Issue 40: --rules enforce. "same" is a pixel replay of its source (LS 1.0 as released): flagged by the
+    audit, it scores 0; "other" is clean and keeps its score; "missing" has no render and needs no row."""
+    from bvb_addon.dataset import read_split
+    from bvb_addon.scene_rules import RULES_VERSION, make_row
+    from eval_bridge.scoring.ls import Encoder, run_ls
+    from eval_bridge.scoring.options import LSOptions
+
+    root, scored_run, split, rows, summary = scored
+    run = tmp_path / "run"
+    shutil.copytree(scored_run, run)
+    replay = make_row("same", [], [], "4.2", source_replay={"psnr": 60.0, "ssim": 1.0, "threshold_db": 30.0})
+    (run / "scene_rules.jsonl").write_text(json.dumps(replay) + "\n")
+    encoder = Encoder(model_dir, "cpu", "float32", num_frames=NUM_FRAMES)
+    calls = []
+    original = encoder.score
+    encoder.score = lambda a, b: calls.append(1) or original(a, b)
+    enforce = LSOptions(run, split, root / "videos", resume=True, rules="enforce")
+    with pytest.raises(Exception, match=f"other not audited .*bvb audit --run {run}"):
+        run_ls(enforce, read_split(split), encoder)
+    clean = make_row("other", [], [], "4.2")
+    (run / "scene_rules.jsonl").write_text(json.dumps(replay) + "\n" + json.dumps(clean) + "\n")
+    written = run_ls(enforce, read_split(split), encoder)
+    assert calls == []  # "other" resumed as scored; "same" never reaches the encoder
+    after = _rows(run / "vision_sim.jsonl")
+    assert after["same"]["status"] == "rule_break" and after["same"]["vision_sim"] is None
+    assert "source_replay" in after["same"]["error"] and after["other"] == rows["other"]
+    assert written["vision_sim"] == pytest.approx(rows["other"]["vision_sim"] / 3)
+    assert (written["rules"], written["rules_version"]) == ("enforce", RULES_VERSION)
+    assert written["by_status"]["rule_break"] == 1
+    # Back to report: the scene is embedded again and scores as released.
+    written = run_ls(LSOptions(run, split, root / "videos", resume=True), read_split(split), encoder)
+    assert len(calls) == 1 and written["vision_sim"] == pytest.approx(summary["vision_sim"])
+    assert written["rules"] == "report"
+
+
 def test_shards_score_apart_and_merge_with_the_releases_checks(scored, model_dir, tmp_path):
     from eval_bridge.scoring.ls import LSError, merge_ls_shards
 

@@ -24,7 +24,7 @@ HEADER = (
     "object_rel_direction,route_planning,obj_appearance_order,"
     "dualVqa_ci_low,dualVqa_ci_high,latentSim_ci_low,latentSim_ci_high,overall_ci_low,overall_ci_high,"
     "run,scenes,failures,judge,encoder,protocol,"
-    "vsiSource,vsiRender,blender,comparable,differs,group,published,"
+    "vsiSource,vsiRender,blender,comparable,differs,group,published,ruleBreaks,"
     "ciOverlapsAbove,trials,overall_trial_std,overall_trial_range,dualVqa_trial_std,dualVqa_trial_range,"
     "latentSim_trial_std,latentSim_trial_range,votes,dualVqa_vote_spread,dualVqa_vote_std"
 )

@@ -209,3 +209,88 @@ def test_an_overall_of_one_axis_enforced_and_the_other_not_is_refused(dv_assets,
     (run / "vision_sim_summary.json").write_text(json.dumps({"vision_sim": 0.5, "rules": "report", "format": 2}))
     with pytest.raises(Exception, match="DV was scored with --rules enforce and LS with --rules report"):
         overall_record(run)
+
+
+def test_each_vgi_verdict_keeps_its_snapshot_and_a_cached_one_keeps_the_first(tmp_path):
+    from eval_bridge.vgi import score as vgi
+    from eval_bridge.scoring.cache import JudgeCache
+    from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
+    from eval_bridge.scoring.options import JudgeOptions
+    from eval_bridge.vgi.options import VGIOptions
+    from tests.test_vgi import FLASH_TASK, _flash_video, _scripted_judge
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    _flash_video(videos / "flash_1.mp4")
+    generator = ("gen", videos)
+    options = VGIOptions(tmp_path / "tasks.jsonl", tmp_path, (generator,))
+
+    def score(answered_by, name):
+        with ScriptedOpenAI(responder=lambda body: {**_scripted_judge(body), **answered_by}) as server:
+            vlm = VLMJudge(JudgeOptions(base_url=server.base_url, model="gpt-4o"), cache=JudgeCache(tmp_path / "c.db"),
+                           settings=JudgeSettings(max_tokens=300), api_key="x")  # fmt: skip
+            summary = vgi.score(options, [FLASH_TASK], (name, videos), vgi.VLMProcessJudge(vlm, budget=16))
+            return summary, json.loads((tmp_path / name / "vgi.jsonl").read_text()), server.calls
+
+    summary, row, calls = score(SNAPSHOT, "gen")
+    assert calls >= 2 and row["status"] == "ok"
+    assert row["judge_snapshots"] == [{**SNAPSHOT, "answers": calls}]
+    assert summary["judge_snapshots"] == [{**SNAPSHOT, "answers": calls}]
+    # The alias has moved on; the cached verdicts are still the first snapshot's.
+    summary, row, again = score(LATER, "again")
+    assert again == 0 and row["judge_snapshots"] == [{**SNAPSHOT, "answers": calls}]
+
+
+def test_the_native_agent_records_the_snapshots_that_answered_in_agent_meta(tmp_path, monkeypatch):
+    from tests.test_agent_loop import FRAMES, make_loop, py
+
+    monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
+    replies = [{"content": FRAMES, **SNAPSHOT}, {"content": py("bpy['a'] = 1"), **LATER}, {"content": "DONE", **LATER}]
+    with ScriptedOpenAI(replies) as server:
+        loop, _ = make_loop(server, tmp_path)
+        meta = loop.run()
+    assert meta["status"] == "submitted"
+    assert meta["answered_by"] == [{**LATER, "answers": 2}, {**SNAPSHOT, "answers": 1}]
+    assert meta["model"] == "scripted"  # what was asked for stays the model field
+    written = json.loads((tmp_path / "run" / "agent_meta" / "room_1.json").read_text())
+    assert written["answered_by"] == meta["answered_by"]
+
+
+def test_mini_bvb_s_litellm_client_returns_the_snapshot_that_answered():
+    from bvb_addon.agent.litellm_model import LiteLLMModel, text_part
+
+    with ScriptedOpenAI([{"content": "hello", **SNAPSHOT}, {"content": "again"}]) as server:
+        model = LiteLLMModel("gpt-4o", base_url=server.base_url, api_key="k", price_in=1.0, price_out=1.0)
+        text, info = model.complete("system", [{"role": "user", "parts": [text_part("hi")]}])
+        assert text == "hello" and info.snapshot == SNAPSHOT
+        _, info = model.complete("system", [{"role": "user", "parts": [text_part("hi")]}])
+    # A provider that names no fingerprint: the model alone (the scripted server echoes the model asked for).
+    assert info.snapshot == {"model": "gpt-4o", "system_fingerprint": None}
+
+
+def test_a_provider_s_snapshot_is_kept_short_and_an_empty_one_is_none():
+    from bvb_addon.openai_client import snapshot
+
+    assert snapshot("m" * 5000, "f" * 5000) == {"model": "m" * 200, "system_fingerprint": "f" * 200}
+    assert snapshot("", "fp") is None and snapshot(None) is None and snapshot(3) is None
+
+
+def test_the_campaign_sets_rules_for_both_scorers_and_refuses_a_table_that_disagrees(tmp_path):
+    from headless.campaign import CampaignError, load
+
+    (tmp_path / "split.jsonl").write_text("")
+    base = 'results = "r"\nbudget = 1.0\nsplit = "split.jsonl"\nvideos = "."\n'
+    tables = '[dv]\nkind = "geometry"\n[ls]\nmodel = "/m"\n[[config]]\nname = "a"\nmodel = "gpt-4o"\n'
+    (tmp_path / "c.toml").write_text(base + 'rules = "enforce"\n' + tables)
+    campaign = load(tmp_path / "c.toml")
+    assert campaign.dv.rules == "enforce" and campaign.ls.rules == "enforce"
+    (tmp_path / "d.toml").write_text(base + tables)
+    assert load(tmp_path / "d.toml").dv.rules == "report"
+    (tmp_path / "e.toml").write_text(
+        base + 'rules = "enforce"\n' + tables.replace("[ls]\n", '[ls]\nrules = "report"\n')
+    )
+    with pytest.raises(CampaignError, match=r"\[ls\] rules = 'report' but the campaign's rules is 'enforce'"):
+        load(tmp_path / "e.toml")
+    (tmp_path / "f.toml").write_text(base + 'rules = "strict"\n' + tables)
+    with pytest.raises(CampaignError, match='use "report" or "enforce"'):
+        load(tmp_path / "f.toml")
