@@ -9,9 +9,9 @@ the submission the switch is there to check. An audit that could not read the bl
 blend Blender cannot open in the audit is not known to follow the rules.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from bvb_addon.errors import ArgumentError
 from bvb_addon.run_dir import RunDir
@@ -57,11 +57,11 @@ def rule_breaks(mode: str, run_dir: str | Path, rendered: Iterable[str]) -> dict
     return {scene: why for scene in rendered if (why := _why(rows[scene]))}
 
 
-def _why(row: dict) -> str:
+def _why(row: Mapping[str, Any]) -> str:
     """The failure reason of an audit row that breaks the rules under enforce, '' for a clean one."""
     if row.get("status") == ERROR:
         return f"scene rules not checked (audit error: {row.get('error') or 'unknown'}): scored as a rule break"
-    if not breaks_rules(row):
+    if not breaks_rules(dict(row)):
         return ""
     found = [f"{v.get('rule')} ({v.get('datablock')})" for v in row.get("violations", [])]
     shown = ", ".join(found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
