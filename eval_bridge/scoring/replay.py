@@ -35,8 +35,8 @@ from bvb_addon.video import RGB
 from .ls_video import read_sampled_frames
 
 REPLAY_PSNR_DB = 35.0
-"""A render this close to its source (PSNR, dB) replays it. Measured (docs/protocol.md): replays 40-44 dB,
-the synthetic oracle's exact rebuild 25-27 dB, the empty room 13-18 dB."""
+"""A render this close to its source (PSNR, dB) replays it. Measured at the protocol's render (docs/protocol.md):
+replays 41-43 dB, the synthetic oracle's exact rebuild about 25 dB, the empty room about 18 dB."""
 PSNR_CAP_DB = 100.0
 """PSNR of identical clips (an infinite figure has no JSON)."""
 LS_FRAMES = 64
