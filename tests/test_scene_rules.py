@@ -144,6 +144,17 @@ mesh.polygons.add(1)
 mesh.polygons.foreach_set("loop_start", [0])
 scene.collection.objects.link(bpy.data.objects.new("bad", mesh))
 """
+# The ico sphere waits in a second scene, which a scene strip shows in the render.
+OTHER_SCENE = """
+hidden = bpy.data.scenes.new("hidden")
+ball = bpy.data.objects.new("ball_2", bpy.data.meshes.new("ball_2"))
+hidden.collection.objects.link(ball)
+bm = bmesh.new()
+bmesh.ops.create_icosphere(bm, subdivisions=1, radius=1.0)
+bm.to_mesh(ball.data)
+bm.free()
+scene.sequence_editor_create().sequences.new_scene("shot", hidden, 1, 1)
+"""
 DONOR = """
 import bpy
 bpy.ops.mesh.primitive_cube_add()
@@ -174,6 +185,7 @@ def audited(tmp_path_factory):
         for rule, extra in BREAKS.items():
             build(bpy, CLEAN + extra, run / "blends" / f"{rule}.blend", library)
         build(bpy, CLEAN + PAINTED, run / "blends" / "painted.blend", library)
+        build(bpy, CLEAN + OTHER_SCENE, run / "blends" / "other_scene.blend", library)
     finally:
         bpy.ops.wm.read_factory_settings(use_empty=True)
     (run / "blends" / "corrupt.blend").write_bytes(b"BLENDER-v402" + b"\x00garbage" * 100)
@@ -224,6 +236,13 @@ def test_a_mesh_with_indices_outside_it_is_no_primitive_and_no_crash(audited):
         ("primitives_only", "Mesh bad (object bad)", "indices point outside the mesh: corrupt data")]  # fmt: skip
 
 
+def test_another_scene_of_the_file_is_checked_too(audited):
+    row = audited[1].rows["other_scene"]
+    assert [(f["rule"], f["datablock"]) for f in row["violations"]] == [
+        ("primitives_only", "Mesh ball_2 (object ball_2)")
+    ]
+
+
 def test_a_colour_attribute_read_by_a_material_is_an_image(audited):
     row = audited[1].rows["painted"]
     assert {f["rule"] for f in row["violations"]} == {"no_image_textures", "single_principled_bsdf"}
@@ -233,10 +252,10 @@ def test_a_colour_attribute_read_by_a_material_is_an_image(audited):
 def test_rows_and_summary_files(audited):
     run, result = audited
     rows = scene_rules.read_scene_rules(run)
-    assert rows == result.rows and set(rows) == {"clean", "painted", "corrupt", "bad_indices", *BREAKS}
+    assert rows == result.rows and set(rows) == {"clean", "painted", "corrupt", "bad_indices", "other_scene", *BREAKS}
     assert rows["corrupt"]["status"] == "error" and "did not open" in rows["corrupt"]["error"]
     summary = json.loads((run / "scene_rules_summary.json").read_text())
-    assert summary["rule_breaks"] == f"{len(BREAKS) + 2}/{len(rows)}" and summary["errored"] == ["corrupt"]
+    assert summary["rule_breaks"] == f"{len(BREAKS) + 3}/{len(rows)}" and summary["errored"] == ["corrupt"]
     assert summary["per_rule"]["no_image_textures"] == 2 and summary["clean"] == 1
 
 
@@ -245,9 +264,9 @@ def test_resume_checks_only_what_is_missing_or_errored(audited, tmp_path):
     shutil.copytree(audited[0], run)
     (run / "blends" / "clean.blend").rename(run / "blends" / "clean_again.blend")
     result = audit_run(AuditOptions(run=run, resume=True, progress=False, sandbox=SANDBOX))
-    assert set(result.rows) == {"clean_again", "corrupt"} and result.skipped == len(BREAKS) + 2
+    assert set(result.rows) == {"clean_again", "corrupt"} and result.skipped == len(BREAKS) + 3
     assert result.rows["clean_again"]["status"] == "clean"
-    expected = {"clean", "clean_again", "painted", "corrupt", "bad_indices", *BREAKS}
+    expected = {"clean", "clean_again", "painted", "corrupt", "bad_indices", "other_scene", *BREAKS}
     assert set(scene_rules.read_scene_rules(run)) == expected
 
 

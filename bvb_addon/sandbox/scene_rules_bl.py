@@ -80,13 +80,21 @@ def id_name(idblock):
     return f"{type(idblock).__name__} {idblock.name}"
 
 
-def render_objects(scene):
-    """Every object the render of ``scene`` can show: its own, its background sets', and those of the collections
-    they instance, each once."""
-    seen, objects, scenes = set(), [], []
+def scene_chain(scene):
+    """The scene and its background sets, whose objects the render shows together."""
+    scenes = []
     while scene is not None and scene not in scenes:
         scenes.append(scene)
         scene = scene.background_set
+    return scenes
+
+
+def render_objects(scene):
+    """Every object the render of ``scene`` can show, each once: those of every scene of the file (a background
+    set, a sequencer strip or a compositor node can bring any scene into the render) and of the collections they
+    instance."""
+    scenes = scene_chain(scene) + [other for other in bpy.data.scenes if other not in scene_chain(scene)]
+    seen, objects = set(), []
     todo = [obj for s in scenes for obj in s.objects]
     while todo:
         obj = todo.pop()
@@ -96,7 +104,7 @@ def render_objects(scene):
         objects.append(obj)
         if obj.instance_type == "COLLECTION" and obj.instance_collection is not None:
             todo.extend(obj.instance_collection.all_objects)
-    return sorted(objects, key=lambda o: o.name)
+    return sorted(objects, key=lambda o: o.name_full)
 
 
 def render_materials(objects):
@@ -405,11 +413,12 @@ def unit_scale_metric(scene, objects):
 def camera_and_light(scene, objects):
     """The prompt: "Include at least one camera and one light."
 
-    The render holds at least one camera object and one light object.
+    The rendered scene (with its background sets) holds at least one camera object and one light object.
     """
     found = Findings("camera_and_light")
+    shown = [obj for s in scene_chain(scene) for obj in s.objects]  # another scene's camera is not this render's
     for kind, word in (("CAMERA", "camera"), ("LIGHT", "light")):
-        if not any(obj.type == kind for obj in objects):
+        if not any(obj.type == kind for obj in shown):
             found.violation(id_name(scene), f"no {word} object in the scene")
     return found.result()
 
