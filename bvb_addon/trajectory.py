@@ -30,6 +30,7 @@ import json
 import logging
 import mimetypes
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,15 @@ def _item_json(value: object) -> dict:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _dumps(value: object) -> str:
     # Items of the record's lists (steps, ledger entries, ...) are records: each as its JSON object.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_item_json)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_item_json)
+    # A lone surrogate (a model's reply may hold one) has no UTF-8 bytes; only a string holds one, where
+    # JSON's escape of it reads back as the same character.
+    return text if text.isascii() else _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class TrajectoryWriter:

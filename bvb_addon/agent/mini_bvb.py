@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..atomic import write_text_atomic
+from ..atomic import write_bytes_atomic
 from ..backend import stamp_node
 from ..errors import ArgumentError, MissingFileError
 from ..openai_client import ProviderRefused
@@ -33,6 +33,7 @@ from ..records import AgentMeta, write_agent_meta
 from ..records.agent_meta import ANSWERED_BY, answered_by
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
 from ..run_dir import RunDir
+from ..sandbox import files
 from ..trajectory import TrajectoryWriter, load_trajectory
 from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
@@ -42,7 +43,9 @@ from .litellm_model import CallInfo, chat_messages, image_part, text_part
 
 log = logging.getLogger(__name__)
 
-RESULT = "/workspace/output/result.blend"
+INSIDE = "/workspace"
+"""The workspace as the sandbox shows it."""
+RESULT = f"{INSIDE}/output/result.blend"
 """The submission, inside the workspace."""
 MAX_BLEND_BYTES = 2 << 30
 BUDGET_PROBE_USD = 1e-9
@@ -178,6 +181,15 @@ class ChatModel(Protocol):
 
 class BudgetStop(Exception):
     """The run's --budget is reached: no further call starts."""
+
+
+def _script(block: str) -> bytes:
+    """A block as steps/ keeps it: the bytes bash was given; one that never reached bash (a lone surrogate)
+    with the surrogate written as its escape."""
+    try:
+        return os.fsencode(block + "\n")
+    except UnicodeEncodeError:
+        return (block + "\n").encode("utf-8", "backslashreplace")
 
 
 def _now() -> str:
@@ -372,7 +384,7 @@ class MiniBVBLoop:
         for block in blocks:
             result = self.ws.run_bash(block, timeout=self.settings.exec_timeout)
             self.commands_run += 1
-            write_text_atomic(self.rd.step_file(self.scene.scene, self.commands_run, ".sh"), block + "\n")
+            write_bytes_atomic(self.rd.step_file(self.scene.scene, self.commands_run, ".sh"), _script(block))
             self._snapshot_if_changed()
             results.append(protocol.bash_result(block, result.returncode, result.stdout, result.stderr))
         return results
@@ -380,9 +392,10 @@ class MiniBVBLoop:
     # -- result.blend ------------------------------------------------------------------
 
     def _output_exists(self) -> bool:
-        """The reference's check, run inside the sandbox (not a bash block of the agent's)."""
-        result = self.ws.run_bash(f"test -f {RESULT} && echo EXISTS || echo MISSING")
-        return "EXISTS" in result.stdout
+        """The reference's ``test -f`` of result.blend, answered from the host: the reference runs it through
+        ``bash -lc``, whose login files the agent writes (one that prints EXISTS, or sleeps, would decide it).
+        A link to a file outside the workspace counts as missing (an honest agent saves the file itself)."""
+        return files.is_file(self.ws.host_path(INSIDE), RESULT, INSIDE)
 
     def _snapshot_if_changed(self) -> None:
         """result.blend after a bash block that changed it, kept as steps/<scene>/NNN.blend: only a .blend, as

@@ -88,3 +88,73 @@ def put(dir_fd: int, src: str | Path, max_bytes: int, suffix: str = ".blend") ->
         while chunk := source.read(CHUNK):
             handle.write(chunk)
     return name
+
+
+MAX_LINKS = 40
+"""Symlinks one look follows at most (the kernel's own bound before ELOOP)."""
+
+
+def is_file(root: str | Path, path: str, mount: str = "/workspace") -> bool:
+    """``test -f path`` as the sandbox answers it, looked at from the host (``root`` is shown at ``mount``):
+    a regular file, or a symlink chain resolving to one inside ``mount``. A link or ``..`` leading out of
+    ``mount`` counts as missing and is not followed. Each component is opened O_PATH|O_NOFOLLOW relative to
+    the last one's descriptor, so nothing arranged (or swapped meanwhile) in the workspace leads outside
+    ``root``, nothing is read or run (a FIFO does not block), and at most MAX_LINKS links are followed."""
+    target = tuple(part for part in mount.split("/") if part)
+    outside: list[str] = []  # where the walk is while outside the mount (a lexical path, nothing looked at)
+    dirs: list[int] = []  # the descriptors from root down while inside it
+    pending = path.split("/")
+    links = 0
+    if not path.startswith("/"):
+        return False
+    try:
+        while pending:
+            part = pending.pop(0)
+            if part in ("", "."):
+                continue
+            if not dirs:
+                if part == "..":
+                    outside = outside[:-1]
+                else:
+                    outside.append(part)
+                if tuple(outside) == target:
+                    try:
+                        dirs.append(open_dir(root))
+                    except OSError:
+                        return False
+                elif tuple(outside) != target[: len(outside)]:
+                    return False  # outside the shared folder: the host cannot see what the sandbox would
+                continue
+            if part == "..":
+                os.close(dirs.pop())
+                if not dirs:
+                    outside = list(target[:-1])
+                continue
+            try:
+                fd = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirs[-1])
+            except OSError:
+                return False
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISLNK(mode):
+                os.close(fd)
+                links += 1
+                if links > MAX_LINKS:
+                    return False
+                try:
+                    link = os.readlink(part, dir_fd=dirs[-1])
+                except OSError:
+                    return False
+                if link.startswith("/"):
+                    while dirs:
+                        os.close(dirs.pop())
+                    outside = []
+                pending[:0] = link.split("/")
+            elif any(p not in ("", ".") for p in pending):
+                dirs.append(fd)  # a folder on the way (os.open below fails with ENOTDIR for anything else)
+            else:
+                os.close(fd)
+                return stat.S_ISREG(mode) and not any(p == "" for p in pending)
+        return False  # the path named a folder (or the mount itself)
+    finally:
+        for fd in dirs:
+            os.close(fd)

@@ -74,6 +74,10 @@ PATH = f"{BIN_INSIDE}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 NETWORK_ETC = ("/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
 SHM_BYTES = 64 << 20  # Docker's default /dev/shm
 STATE_PREFIX = "bvb-scene-"
+MAX_ARG_STRLEN = 32 * 4096
+"""Linux's limit on one argument's bytes (its NUL included): a block this long or longer is read from a file."""
+REFUSED_EXIT = 126
+"""A block bash cannot be given: bash's own status for a script it cannot execute."""
 CHUNK = 1 << 20
 _ZEROS = bytes(CHUNK)
 
@@ -116,6 +120,22 @@ def _copy_data(src: int, dst: int, size: int) -> int:
         offset = end
     os.ftruncate(dst, size)
     return written
+
+
+def unrunnable(command: str) -> str | None:
+    """Why a block cannot reach bash at all (None when it can): a NUL ends a C string, so bash would see a
+    cut block; a lone surrogate outside U+DC80..U+DCFF has no bytes (those within are the raw bytes Python
+    decodes undecodable ones to, and run as such). The release's subprocess raises on both."""
+    if "\0" in command:
+        return f"this block was not run: it holds a NUL character (at character {command.index(chr(0))}), which bash cannot take"
+    try:
+        os.fsencode(command)
+    except UnicodeEncodeError as exc:
+        return (
+            f"this block was not run: it holds U+{ord(command[exc.start]):04X} (a lone surrogate, at character "
+            f"{exc.start}), which has no UTF-8 bytes for bash"
+        )
+    return None
 
 
 def _remove_if_empty(group: Cgroup) -> bool:
@@ -249,6 +269,9 @@ class SceneWorkspace:
         if not isinstance(command, str):
             raise TypeError("command must be a str")
         limit = self.exec_timeout if timeout is None else float(timeout)
+        refused = unrunnable(command)
+        if refused is not None:  # the model's text, never the harness's fault: the agent is told, as bash would
+            return BashResult(REFUSED_EXIT, "", f"bash: {refused}\n", False, 0.0)
         with self._lock:
             if self._closed:
                 raise SandboxUnavailable("this scene workspace is closed; start a new SceneWorkspace")
@@ -504,10 +527,18 @@ class SceneWorkspace:
                 fds.append(memfd(self._bpf))
                 at = options.index("--clearenv")
                 options[at:at] = ["--seccomp", str(fds[-1])]
+            script = os.fsencode(command)  # the bytes the release's subprocess gives docker exec
+            if len(script) < MAX_ARG_STRLEN:
+                shell = ["bash", "-lc", command]
+            else:
+                # Too long for one argument (E2BIG; the release cannot run it): bash evaluates it from an
+                # inherited descriptor, closed for the block itself.
+                fds.append(memfd(script))
+                shell = ["bash", "-lc", f'eval "$(< /dev/fd/{fds[-1]})" {fds[-1]}<&-']
             fds.append(memfd(b"".join(arg.encode() + b"\0" for arg in options)))
             groups_kept = gpu_groups(self._gpu) if self._gpu else ()
             inner = setpriv_args(self.uid, groups_kept) if self._lease is not None else []
-            argv = self._limited(["bwrap", "--args", str(fds[-1]), *inner, "bash", "-lc", command], groups)
+            argv = self._limited(["bwrap", "--args", str(fds[-1]), *inner, *shell], groups)
             try:
                 proc = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               start_new_session=True, cwd="/", pass_fds=(*passed, *fds))  # fmt: skip
