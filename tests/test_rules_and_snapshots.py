@@ -1,5 +1,6 @@
-"""Issue 40: ``--rules report|enforce`` on Dual VQA and the leaderboard, and the judge's snapshot on every verdict,
-against the real scripted OpenAI server on 127.0.0.1 (the VGI and agent sides in their own files)."""
+"""Issue 40: ``--rules report|enforce`` on Dual VQA, the campaign and the leaderboard (LS's in test_bridge_ls), and
+the snapshot that answered on every DV and VGI verdict and in agent_meta, against the real scripted OpenAI server
+on 127.0.0.1 answering as a dated model with a fingerprint."""
 
 import hashlib
 import json
@@ -7,12 +8,22 @@ import shutil
 
 import pytest
 
+from bvb_addon.agent.litellm_model import LiteLLMModel, text_part
+from bvb_addon.openai_client import snapshot
 from bvb_addon.scene_rules import RULES_VERSION, error_row, finding, make_row
 from eval_bridge.cli import main
 from eval_bridge.leaderboard import identity
+from eval_bridge.scoring.cache import JudgeCache
+from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
+from eval_bridge.scoring.options import JudgeOptions
 from eval_bridge.scoring.overall import mark_comparability, overall_record, run_row
+from eval_bridge.vgi import score as vgi
+from eval_bridge.vgi.options import VGIOptions
+from headless.campaign import CampaignError, load
 from tests import test_bridge_dv
+from tests.test_agent_loop import FRAMES, make_loop, py
 from tests.test_bridge_dv import Judge, _dv, _parts, _rows
+from tests.test_vgi import FLASH_TASK, _flash_video, _scripted_judge
 from tools.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.unit
@@ -212,12 +223,6 @@ def test_an_overall_of_one_axis_enforced_and_the_other_not_is_refused(dv_assets,
 
 
 def test_each_vgi_verdict_keeps_its_snapshot_and_a_cached_one_keeps_the_first(tmp_path):
-    from eval_bridge.vgi import score as vgi
-    from eval_bridge.scoring.cache import JudgeCache
-    from eval_bridge.scoring.judge import JudgeSettings, VLMJudge
-    from eval_bridge.scoring.options import JudgeOptions
-    from eval_bridge.vgi.options import VGIOptions
-    from tests.test_vgi import FLASH_TASK, _flash_video, _scripted_judge
 
     videos = tmp_path / "videos"
     videos.mkdir()
@@ -242,7 +247,6 @@ def test_each_vgi_verdict_keeps_its_snapshot_and_a_cached_one_keeps_the_first(tm
 
 
 def test_the_native_agent_records_the_snapshots_that_answered_in_agent_meta(tmp_path, monkeypatch):
-    from tests.test_agent_loop import FRAMES, make_loop, py
 
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
     replies = [{"content": FRAMES, **SNAPSHOT}, {"content": py("bpy['a'] = 1"), **LATER}, {"content": "DONE", **LATER}]
@@ -257,7 +261,6 @@ def test_the_native_agent_records_the_snapshots_that_answered_in_agent_meta(tmp_
 
 
 def test_mini_bvb_s_litellm_client_returns_the_snapshot_that_answered():
-    from bvb_addon.agent.litellm_model import LiteLLMModel, text_part
 
     with ScriptedOpenAI([{"content": "hello", **SNAPSHOT}, {"content": "again"}]) as server:
         model = LiteLLMModel("gpt-4o", base_url=server.base_url, api_key="k", price_in=1.0, price_out=1.0)
@@ -269,14 +272,12 @@ def test_mini_bvb_s_litellm_client_returns_the_snapshot_that_answered():
 
 
 def test_a_provider_s_snapshot_is_kept_short_and_an_empty_one_is_none():
-    from bvb_addon.openai_client import snapshot
 
     assert snapshot("m" * 5000, "f" * 5000) == {"model": "m" * 200, "system_fingerprint": "f" * 200}
     assert snapshot("", "fp") is None and snapshot(None) is None and snapshot(3) is None
 
 
 def test_the_campaign_sets_rules_for_both_scorers_and_refuses_a_table_that_disagrees(tmp_path):
-    from headless.campaign import CampaignError, load
 
     (tmp_path / "split.jsonl").write_text("")
     base = 'results = "r"\nbudget = 1.0\nsplit = "split.jsonl"\nvideos = "."\n'
