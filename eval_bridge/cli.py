@@ -22,6 +22,7 @@ from .pages import inspect_export, live, report
 from .scoring import steps as steps_scoring
 from .scoring.dv_shards import shard_summary_line
 from .scoring.judge import JudgeError
+from .scoring.rules_gate import RULE_BREAK
 from .service import app as service
 from .vgi import cli as vgi_cli
 
@@ -209,6 +210,16 @@ def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
         print(
             f"VSI-Bench official overall: source {vsi['source']['overall']:.2f}, render {vsi['render']['overall']:.2f}"
         )
+    if summary.judge_snapshots:
+        answered = ", ".join(
+            f"{s.get('model') or 'unnamed'}{' ' + s['system_fingerprint'] if s.get('system_fingerprint') else ''} "
+            f"({s.get('answers')})"
+            for s in summary.judge_snapshots
+        )
+        print(f"answered by: {answered}")
+    if summary.rules == "enforce":
+        broken = sum(1 for f in summary.failures.values() if f.get("status") == RULE_BREAK)
+        print(f"scene rules enforced ({summary.rules_version}): {broken} scenes scored as rule breaks")
     print(f"wrote {result.rows} and {result.summary_path.name}")
     if result.judge_errors:
         print(
@@ -233,6 +244,9 @@ def cmd_ls(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
             else ""
         )  # fmt: skip
     )
+    if summary.rules == "enforce":
+        broken = (summary.by_status or {}).get(RULE_BREAK, 0)
+        print(f"scene rules enforced ({summary.rules_version}): {broken} scenes scored 0 as rule breaks")
     print(f"wrote {result.rows} and {result.summary_path.name}" if result.shard is None
           else f"wrote the LS shard {result.shard[0]} of {result.shard[1]} in {options.run}")  # fmt: skip
     return result

@@ -116,10 +116,12 @@ class Moving(Judge):
         return {**super().__call__(body), **(LATER if side == "render" else SNAPSHOT)}
 
 
-def test_a_run_judged_by_two_snapshots_says_so(dv_assets, tmp_path):
+def test_a_run_judged_by_two_snapshots_says_so(dv_assets, tmp_path, capsys):
     run = _make_run(dv_assets, tmp_path / "results")
     with ScriptedOpenAI(responder=Moving(dv_assets[1])) as server:
         assert _dv(run, dv_assets, server) == 0
+    out = capsys.readouterr().out
+    assert "answered by: gpt-4o-2024-08-06 fp_7e1c (7), gpt-4o-2024-11-20 fp_9b02 (5)" in out
     summary = json.loads((run / "dual_vqa_summary.json").read_text())
     assert summary["judge_snapshots"] == [{**SNAPSHOT, "answers": 7}, {**LATER, "answers": 5}]
     row = run_row(run, resamples=10)
@@ -165,7 +167,9 @@ def test_enforce_counts_an_audit_error_and_a_source_replay_as_breaks_and_refuses
     replay = make_row("s1", [], [], "4.2", source_replay={"psnr": 43.4, "ssim": 0.99, "threshold_db": 30.0})
     _audit(run, [replay, error_row("s2", "Blender could not open the file", "4.2")])
     with ScriptedOpenAI(responder=Judge(dv_assets[1])) as server:
+        capsys.readouterr()
         assert _dv(run, dv_assets, server, "--rules", "enforce") == 0
+        assert "scene rules enforced (bvb-prompt-rules-1): 2 scenes scored as rule breaks" in capsys.readouterr().out
         calls = server.calls
         summary = json.loads((run / "dual_vqa_summary.json").read_text())
         assert summary["retention_rate"] == 0.0 and summary["counts"]["by_status"]["rule_break"] == 5
