@@ -115,3 +115,10 @@ def test_the_sample_follows_the_renders_own_frame_count(clips, tmp_path):
     render = _run_with_render(tmp_path, clips["replay"], {"preset": "bvb", "num_samples": 8})
     assert replay.replay_figures(render, clips["source"]).frames == 8
     assert replay.replay_figures(render, clips["source"], count=5).frames == 5
+
+
+def test_a_caller_names_the_preset_and_sample_before_the_row_exists(clips, tmp_path):
+    # The render stage audits a scene before it writes the scene's row: what it passes wins over a stale row.
+    render = _run_with_render(tmp_path, clips["replay"], {"preset": "bvb", "num_samples": 64})
+    named = replay.replay_figures(render, clips["source"], count=8, preset="fast")
+    assert (named.preset, named.frames) == ("fast", 8) and not replay.is_source_replay(named)

@@ -121,22 +121,27 @@ def render_row(render_mp4: str | Path) -> dict:
     return rows[-1] if rows else {}
 
 
-def replay_figures(render_mp4: str | Path, source_mp4: str | Path, count: int | None = None) -> ReplayFigures:
+def replay_figures(
+    render_mp4: str | Path, source_mp4: str | Path, count: int | None = None, preset: str | None = None
+) -> ReplayFigures:
     """The render against its source on the LS frames (the render resized to the source's size).
 
     count: frames of the LS sample; default, the frames the render sampled (its row's ``num_samples``: the
     protocol's 64, or a demo's fewer, where LS samples as many), else LS_FRAMES. Each sampled render frame
     then meets the source frame it was rendered for when the scene's timeline is the clip's.
+    preset: the render's preset; default, its row's. A caller that checks a render before its row is
+    written (the render stage's own audit) passes both, or the row read is the previous render's.
     VideoError (one line naming the clip) when either clip does not decode.
     """
-    row = render_row(render_mp4)
+    row = {} if count and preset else render_row(render_mp4)
     count = count or int(row.get("num_samples") or LS_FRAMES)
+    preset = preset or row.get("preset") or None
     source = read_sampled_frames(source_mp4, count)
     height, width = source.frames.shape[1:3]
     render = read_sampled_frames(render_mp4, count, resize=_resizer(width, height))
     if render.frames.shape != source.frames.shape:  # a clip whose frames change size midway
         raise VideoError(f"video {render_mp4} decodes to frames of more than one size; re-encode it")
-    return replace(compare_frames(render.frames, source.frames), preset=row.get("preset") or None)
+    return replace(compare_frames(render.frames, source.frames), preset=preset)
 
 
 def is_source_replay(figures: ReplayFigures) -> bool:
