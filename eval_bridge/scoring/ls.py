@@ -699,7 +699,8 @@ def merge_ls_shards(run_dir: str | Path, shard_count: int | None = None) -> dict
     if first.is_file():
         meta = read_ls_summary(first).as_dict()
         keys = ("model", "device", "num_frames", "dtype", "grid", "preprocessing", "encoder", "loader",
-                "encoder_repo", "checkpoint", "checkpoint_key", "checkpoint_sha256", "split", "split_sha256")  # fmt: skip
+                "encoder_repo", "checkpoint", "checkpoint_key", "checkpoint_sha256", "split", "split_sha256", "rules",
+                "rules_version")  # fmt: skip
         info = {k: meta[k] for k in keys if meta.get(k) is not None}
     summary = summarise([merged[i][1] for i in ids], info)
     summary.extra = _summary_extra(rd.ls_summary)
