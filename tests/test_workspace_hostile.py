@@ -81,10 +81,16 @@ def ws(tmp_path_factory, clip):
         yield w
 
 
-def test_the_disk_layer_is_recorded_either_way(ws):
+def test_the_disk_layer_is_recorded_either_way(ws, tmp_path, clip):
     assert ("disk" in ws.level.layers) != ("disk" in ws.level.missing)
     if "disk" in ws.level.missing:
         assert "--disk is not applied" in ws.level.missing["disk"]
+    off = SandboxConfig(use_disk=False)
+    assert "disk" not in probe_layers(off).layers and probe_layers(off).missing["disk"] == "disabled by configuration"
+    with SceneWorkspace(tmp_path / "ws", clip, off) as plain:
+        assert plain.level.missing["disk"] == "disabled by configuration; --disk is not applied (the host's disk)"
+        assert plain.run_bash("echo kept > output/x && echo > /dev/shm/y").returncode == 0
+        assert (plain.root / "output" / "x").read_text() == "kept\n"
 
 
 @needs_disk
