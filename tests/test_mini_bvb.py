@@ -474,7 +474,11 @@ def test_a_sparse_or_fake_result_blend_cannot_grow_the_run_folder(suite, tmp_pat
     ]
     out = tmp_path / "run"
     with ScriptedOpenAI(replies) as server:
-        assert bvb_run(server, suite, out, "--max-turns", "5", "--snapshot-budget", "2500k") == 0
+        assert bvb_run(server, suite, out, "--max-turns", "5", "--snapshot-budget", "2500k", "--disk", "64m") == 0
+    config = json.loads((out / "config.json").read_text())
+    assert (config["mini_bvb"]["disk_bytes"], config["mini_bvb"]["snapshot_budget"]) == (64 << 20, 2500 << 10)
+    level = config["sandbox_level"]
+    assert "disk" in level["layers"] or "disk" in level["missing"]
     steps = out / "steps" / SCENE
     kept = sorted(path.name for path in steps.glob("*.blend"))
     assert kept == ["009.blend", "010.blend"]  # blocks 9 and 10: the newest two that fit
