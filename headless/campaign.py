@@ -84,6 +84,7 @@ from eval_bridge.leaderboard import board
 from eval_bridge.pages import report as report_pages
 from headless import render as render_cli
 from headless import run as run_cli
+from headless.audit import replay_check
 
 STAGES = ("agent", "render", "dv", "ls", "overall")
 FINAL = ("submitted", "limit", "failed")
@@ -743,7 +744,9 @@ class CampaignRunner:
             faulted = [s for s in rd.submitted() if s in rows and rows[s].get("status") != "ok"]
             if attempt and not faulted:
                 break
-            options = replace(c.render, run=rd.root, scenes=tuple(faulted) if attempt else ())
+            # The render audits each scene; the replay check gives the audit's figures against the source.
+            check = replay_check if c.render.audit else None
+            options = replace(c.render, run=rd.root, scenes=tuple(faulted) if attempt else (), replay_check=check)
             try:
                 render_run(options)
             except (BVBError, OSError) as exc:  # a sandbox below its minimum, a full temp folder: no scene rendered

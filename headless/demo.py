@@ -31,6 +31,7 @@ from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
 from eval_bridge.pages.report import ReportOptions
 from eval_bridge.pages.report import report as report_stage
 from eval_bridge.scoring.options import DEFAULT_ENCODER, JudgeOptions
+from headless.audit import replay_check
 from headless.synth import SynthOptions, synth
 
 AGENTS: tuple[Agent, ...] = ("empty-room", "oracle", "replay")
@@ -140,9 +141,10 @@ def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Ca
 
 def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None], protocol: bool = False) -> None:
     preset, resolution = ("bvb", release_render.RESOLUTION) if protocol else ("fast", options.resolution)
+    # The render audits each scene (scene_rules.jsonl), its render compared with the source clip too.
     result = render_run(RenderOptions(run=run_dir, preset=preset, num_frames=options.num_frames,
                                       resolution=resolution, resume=True, sandbox=SandboxConfig(),
-                                      progress=options.progress))  # fmt: skip
+                                      progress=options.progress, replay_check=replay_check))  # fmt: skip
     say(result.line)
     if result.faults:
         raise DemoError(f"render of {run_dir.name}: {result.faults} scene(s) ended in a fault "
