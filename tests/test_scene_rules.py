@@ -270,19 +270,25 @@ def test_resume_checks_only_what_is_missing_or_errored(audited, tmp_path):
     assert set(scene_rules.read_scene_rules(run)) == expected
 
 
-def test_the_synthetic_oracles_scenes_are_clean(synth_suite, tmp_path):
-    """Every difficulty's oracle, built in a sandboxed worker as a submission is, breaks no rule (no false positives)."""
+def test_the_synthetic_oracles_scenes_and_the_empty_room_are_clean(synth_suite, tmp_path):
+    """Every difficulty's oracle and the empty-room baseline, built in a sandboxed worker as a submission is,
+    break no rule (no false positives on the demo's API-free agents)."""
+    from bvb_addon.agent.baselines import empty_room_program
+    from bvb_addon.agent.task import SceneTask
+
     run = tmp_path / "run"
     (run / "blends").mkdir(parents=True)
-    scenes = sorted(p.stem for p in (synth_suite / "oracle").glob("*.py"))
-    assert len(scenes) == 3
-    for scene in scenes:
+    programs = {p.stem: p.read_text() for p in sorted((synth_suite / "oracle").glob("*.py"))}
+    assert len(programs) == 3
+    task = SceneTask("room", "synthetic", "room.mp4", fps=4.0, frame_count=16, duration=4.0, width=160, height=120)
+    programs["empty_room"] = empty_room_program(task)
+    for scene, program in programs.items():
         with Worker(tmp_path / scene / "ws", tmp_path / scene / "snaps", SANDBOX) as worker:
-            result = worker.run((synth_suite / "oracle" / f"{scene}.py").read_text())
+            result = worker.run(program)
             assert result.status == "ok", result.reason
             (run / "blends" / f"{scene}.blend").write_bytes(result.snapshot.read_bytes())
     rows = audit_run(AuditOptions(run=run, progress=False, sandbox=SANDBOX)).rows
-    assert {scene: row["violations"] for scene, row in rows.items()} == {scene: [] for scene in scenes}
+    assert {scene: row["violations"] for scene, row in rows.items()} == {scene: [] for scene in programs}
 
 
 def _clip(path, frames):
