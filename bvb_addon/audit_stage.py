@@ -70,6 +70,9 @@ class AuditResult:
     """scene_rules.jsonl."""
     summary: dict[str, Any]
     """scene_rules_summary.json's content, over every row of the run."""
+    faults: int = 0
+    """Scenes not checked because the sandboxed worker failed (a rerun redoes them); a file that does not open is
+    the submission's, an error row but no fault."""
 
     @property
     def line(self) -> str:
@@ -179,6 +182,7 @@ def audit_run(options: AuditOptions) -> AuditResult:
     todo = [scene for scene in scenes if not (options.resume and _checked(rules_file.rows.get(scene)))]
     sources = source_videos(run_dir) if options.replay_check else {}
     rows: dict[str, SceneRulesRow] = {}
+    faults = 0
     bar = progress_bar(total=len(todo), desc="audit", unit="scene") if options.progress else None
     scratch.clean_stale()
     base = scratch.make("audit")
@@ -186,7 +190,8 @@ def audit_run(options: AuditOptions) -> AuditResult:
     try:
         with Worker(base / "ws", base / "snaps", config) as worker:
             for scene in todo:
-                row = _audit_scene(worker, rd, scene)
+                row, fault = _audit_scene(worker, rd, scene)
+                faults += fault
                 row = with_replay(row, rd.render(scene), sources.get(scene), options.replay_check)
                 rules_file.put(row)
                 rows[scene] = row
@@ -197,7 +202,7 @@ def audit_run(options: AuditOptions) -> AuditResult:
             bar.close()
         shutil.rmtree(base, ignore_errors=True)
     return AuditResult(run_dir, rows, len(scenes) - len(todo), rd.scene_rules,
-                       scene_rules.summarize(rules_file.rows.values()))  # fmt: skip
+                       scene_rules.summarize(rules_file.rows.values()), faults)  # fmt: skip
 
 
 def _checked(row: SceneRulesRow | None) -> bool:
@@ -205,12 +210,18 @@ def _checked(row: SceneRulesRow | None) -> bool:
     return row is not None and row["rules_version"] == scene_rules.RULES_VERSION and row["status"] != scene_rules.ERROR
 
 
-def _audit_scene(worker: Worker, rd: RunDir, scene: str) -> SceneRulesRow:
+def _audit_scene(worker: Worker, rd: RunDir, scene: str) -> tuple[SceneRulesRow, bool]:
+    """The scene's row, and whether it is an error of the harness (the worker failed) rather than of the file."""
     blend = rd.blend(scene)
     blender = str(worker.info.get("blender") or "")
     if not blend.is_file():
-        return scene_rules.error_row(scene, f"no {rd.relative(blend)}", blender)
+        return scene_rules.error_row(scene, f"no {rd.relative(blend)}", blender), False
     loaded = worker.load_blend(blend, snapshot=False)
+    if loaded.status == "sandbox_error":
+        return scene_rules.error_row(scene, f"the sandbox failed: {loaded.reason}", blender), True
     if loaded.status != "ok":
-        return scene_rules.error_row(scene, f"the .blend did not open: {loaded.reason or loaded.status}", blender)
-    return audit_loaded(worker, scene)
+        return scene_rules.error_row(
+            scene, f"the .blend did not open: {loaded.reason or loaded.status}", blender
+        ), False
+    row = audit_loaded(worker, scene)
+    return row, row["status"] == scene_rules.ERROR

@@ -66,7 +66,8 @@ def print_result(result: AuditResult) -> None:
 
 @entry
 def main(argv: list[str] | None = None) -> int:
-    """``bvb audit``: every submission checked; the exit code (outcomes' table: a scene not checked is a fault)."""
+    """``bvb audit``: every submission checked; the exit code (outcomes' table: a scene the worker failed on is a
+    fault, a file that does not open is the submission's own error row)."""
     own_args = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(own_args)
     setup_logging(args.verbose, args.quiet)
@@ -80,9 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a full temp folder: no scene checked
         return outcomes.environment_exit(exc, rerun)
     print_result(result)
-    unchecked = sum(row["status"] == ERROR for row in result.rows.values())
-    if unchecked:
-        print(f"{unchecked} scenes were not checked; once their cause is fixed, rerun: {rerun}", flush=True)
+    if result.faults:
+        print(f"{result.faults} scenes were not checked (the sandboxed worker failed); rerun: {rerun}", flush=True)
         return outcomes.FAULT_EXIT
     return outcomes.OK_EXIT
 

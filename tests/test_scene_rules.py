@@ -254,6 +254,7 @@ def test_rows_and_summary_files(audited):
     rows = scene_rules.read_scene_rules(run)
     assert rows == result.rows and set(rows) == {"clean", "painted", "corrupt", "bad_indices", "other_scene", *BREAKS}
     assert rows["corrupt"]["status"] == "error" and "did not open" in rows["corrupt"]["error"]
+    assert result.faults == 0  # a file that does not open is the submission's, not the harness's
     summary = json.loads((run / "scene_rules_summary.json").read_text())
     assert summary["rule_breaks"] == f"{len(BREAKS) + 3}/{len(rows)}" and summary["errored"] == ["corrupt"]
     assert summary["per_rule"]["no_image_textures"] == 2 and summary["clean"] == 1
