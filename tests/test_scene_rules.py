@@ -100,7 +100,7 @@ texture = bpy.data.textures.new("frames", "IMAGE")
 texture.image = image
 bpy.data.objects["cube"].modifiers.new("displace", "DISPLACE").texture = texture
 editor = scene.sequence_editor_create()
-editor.sequences.new_image("clip", "//frames/0001.png", 1, 1)
+(editor.strips if hasattr(editor, "strips") else editor.sequences).new_image("clip", "//frames/0001.png", 1, 1)
 """,
     "single_principled_bsdf": """
 glow = bpy.data.materials.new("glow")
@@ -153,7 +153,8 @@ bm = bmesh.new()
 bmesh.ops.create_icosphere(bm, subdivisions=1, radius=1.0)
 bm.to_mesh(ball.data)
 bm.free()
-scene.sequence_editor_create().sequences.new_scene("shot", hidden, 1, 1)
+editor = scene.sequence_editor_create()
+(editor.strips if hasattr(editor, "strips") else editor.sequences).new_scene("shot", hidden, 1, 1)  # 5.0: strips
 """
 DONOR = """
 import bpy
