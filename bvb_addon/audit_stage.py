@@ -13,10 +13,9 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import dataset, scene_rules, scratch
 from .atomic import write_json_atomic, write_text_atomic
@@ -31,8 +30,14 @@ from .scene_rules import Replay, SceneRulesRow, SourceReplay
 
 log = logging.getLogger(__name__)
 
-ReplayCheck = Callable[[Path, Path], tuple[Replay, SourceReplay | None]]
-"""(render mp4, source mp4) -> (the figures, the source_replay entry when they are above the threshold)."""
+
+class ReplayCheck(Protocol):
+    """(render mp4, source mp4) -> (the figures, the source_replay entry when they are above the threshold);
+    ``preset`` and ``count`` (the frames the render sampled) default to the render's row in the run."""
+
+    def __call__(
+        self, render: Path, source: Path, preset: str | None = None, count: int | None = None
+    ) -> tuple[Replay, SourceReplay | None]: ...
 
 
 class AuditStageError(BVBError, ValueError):
@@ -114,13 +119,17 @@ def audit_loaded(worker: Worker, scene: str) -> SceneRulesRow:
         return scene_rules.error_row(scene, f"{exc.status}: {exc.reason}", str(worker.info.get("blender") or ""))
 
 
-def with_replay(row: SceneRulesRow, render: Path, source: Path | None, check: ReplayCheck | None) -> SceneRulesRow:
-    """``row`` with the render compared with its source clip where both exist and a check is given."""
+def with_replay(
+    row: SceneRulesRow, render: Path, source: Path | None, check: ReplayCheck | None,
+    preset: str | None = None, count: int | None = None,
+) -> SceneRulesRow:  # fmt: skip
+    """``row`` with the render compared with its source clip where both exist and a check is given; ``preset`` and
+    ``count`` describe a render whose row is not written yet (the render stage's own audit)."""
     if check is None or source is None or row["status"] == scene_rules.ERROR or not render.is_file():
         return row
     info = list(row["info"])
     try:
-        figures, replayed = check(render, source)
+        figures, replayed = check(render, source, preset=preset, count=count)
     except (BVBError, OSError, ValueError) as exc:
         info.append(scene_rules.finding(scene_rules.SOURCE_REPLAY, "render", f"not compared with the source: {exc}"))
         return {**row, "info": info}

@@ -478,8 +478,10 @@ class RenderStage:
             rules = self._audits.pop(scene, None)
         if rules is not None:
             if row["status"] == "ok":
+                # This render's row is written below: the check is told its preset and sample, not left to
+                # read the previous render's row (a synthetic oracle's fast render is no replay).
                 rules = audit_stage.with_replay(rules, self.rd.render(scene), self._sources.get(scene),
-                                                opts.replay_check)  # fmt: skip
+                                                opts.replay_check, preset=opts.preset, count=opts.num_frames)  # fmt: skip
             if write_row:
                 self._put_rules(rules)
             else:

@@ -29,13 +29,17 @@ EXAMPLES = [
 ]
 
 
-def replay_check(render: Path, source: Path) -> tuple[Replay, SourceReplay | None]:
+def replay_check(
+    render: Path, source: Path, preset: str | None = None, count: int | None = None
+) -> tuple[Replay, SourceReplay | None]:
     """The render against its source clip on the LS frames (eval_bridge.scoring.replay): the figures, and the
-    row's source_replay entry when they are at or above the threshold."""
+    row's source_replay entry when they are at or above the threshold. ``preset`` and ``count`` (the frames
+    it sampled) default to the render's row; the render stage, which checks before it writes the row, names them.
+    """
     # deferred: OpenCV and PyAV load only when a scene has a render to compare
     from eval_bridge.scoring.replay import REPLAY_PSNR_DB, is_source_replay, replay_figures
 
-    figures = replay_figures(render, source)
+    figures = replay_figures(render, source, count=count, preset=preset)
     replay: Replay = {"psnr": round(figures.psnr, 4), "ssim": round(figures.ssim, 4), "frames": figures.frames}
     if not is_source_replay(figures):
         return replay, None

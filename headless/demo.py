@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bvb_addon import outcomes, path_args
 from bvb_addon.agent.config import Agent, AgentConfig
@@ -140,7 +140,8 @@ def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Ca
 
 
 def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None], protocol: bool = False) -> None:
-    preset, resolution = ("bvb", release_render.RESOLUTION) if protocol else ("fast", options.resolution)
+    preset: Literal["bvb", "fast"] = "bvb" if protocol else "fast"
+    resolution = release_render.RESOLUTION if protocol else options.resolution
     # The render audits each scene (scene_rules.jsonl), its render compared with the source clip too.
     result = render_run(RenderOptions(run=run_dir, preset=preset, num_frames=options.num_frames,
                                       resolution=resolution, resume=True, sandbox=SandboxConfig(),

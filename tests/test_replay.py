@@ -10,8 +10,11 @@ import math
 import numpy as np
 import pytest
 
+from bvb_addon.audit_stage import with_replay
 from bvb_addon.errors import VideoError
+from bvb_addon.scene_rules import make_row
 from eval_bridge.scoring import replay
+from headless.audit import replay_check
 from tests.clip_support import write_clip
 
 pytestmark = pytest.mark.unit
@@ -122,3 +125,14 @@ def test_a_caller_names_the_preset_and_sample_before_the_row_exists(clips, tmp_p
     render = _run_with_render(tmp_path, clips["replay"], {"preset": "bvb", "num_samples": 64})
     named = replay.replay_figures(render, clips["source"], count=8, preset="fast")
     assert (named.preset, named.frames) == ("fast", 8) and not replay.is_source_replay(named)
+
+
+def test_the_render_stages_audit_names_its_preset_before_its_row_exists(clips, tmp_path):
+    # bvb render audits a scene before writing the scene's render row: told "fast", a Workbench render as close
+    # to its source as a synthetic oracle's is not flagged; with no row and no word it counts as the protocol's.
+    render = _run_with_render(tmp_path, clips["replay"], None)
+    clean = make_row("s", [], [], "4.2")
+    told = with_replay(clean, render, clips["source"], replay_check, preset="fast", count=8)
+    assert told["status"] == "clean" and told["replay"]["frames"] == 8 and "source_replay" not in told
+    untold = with_replay(clean, render, clips["source"], replay_check)
+    assert untold["status"] == "violations" and untold["source_replay"]["threshold_db"] == replay.REPLAY_PSNR_DB
