@@ -132,7 +132,7 @@ def resolve_snapshot(model: str | Path) -> tuple[Path, str | None]:
             return Path(snapshot_download(str(model), local_files_only=True)), str(model)
         except Exception:  # noqa: BLE001 - not in the cache (or no hub client): the same answer, what to pass
             pass
-    if re.fullmatch(r"[\w.-]+/[\w.-]+", str(model)) and str(model) != DEFAULT_ENCODER:
+    if re.fullmatch(r"\w[\w.-]*/[\w.-]+", str(model)) and str(model) != DEFAULT_ENCODER:  # not ./DIR
         # Another hub id (V-JEPA 2's facebook/vjepa2-vitl-fpc64-256, say): its own download, not the release's.
         raise LSError(
             f"--encoder {model}: no such folder, and no snapshot of it in the local hub cache (LS downloads "
@@ -175,6 +175,8 @@ class Encoder:
         self, model: str | Path = DEFAULT_ENCODER, device: str = "auto", dtype: str = "auto",
         trust_remote_code: bool = True, num_frames: int = 64,
     ):  # fmt: skip
+        # The folder first: a missing one is one line before torch's import (seconds) is paid.
+        folder, hub_id = resolve_snapshot(model)
         try:
             # deferred: the optional ls extra, heavy (seconds); a missing one is the LSError below
             import torch
@@ -185,7 +187,6 @@ class Encoder:
                 "(or pip install 'bvb[ls]'; torch's CPU build is about 200 MB)"
             ) from None
         self.torch = torch
-        folder, hub_id = resolve_snapshot(model)
         if not (folder / "config.json").is_file():
             raise LSError(f"--encoder {model}: the folder has no config.json; {WEIGHTS_HINT}")
         self.device, self.dtype_name = device_and_dtype(torch, device, dtype)
