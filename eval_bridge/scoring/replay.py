@@ -71,7 +71,8 @@ def _resizer(width: int, height: int):
         if rgb.shape[1] == width and rgb.shape[0] == height:
             return rgb
         shrinking = rgb.shape[1] * rgb.shape[0] > width * height
-        return cv2.resize(rgb, (width, height), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
+        resized = cv2.resize(rgb, (width, height), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
+        return np.asarray(resized, dtype=np.uint8)
 
     return resize
 
