@@ -465,6 +465,18 @@ def test_a_failing_job_reports_its_one_line_error(layout):
         assert not lock_path(run).exists()
 
 
+def test_a_judge_refusing_its_key_fails_the_job_at_its_first_call_in_one_line(layout):
+    """Issue 42 point 1: a refusal no rerun changes is the job's one-line error, not a judge_error row per question."""
+    suite, results, (run, _), _ = layout
+    with ScriptedOpenAI(default={"status": 401, "message": "Incorrect API key provided"}) as judge:
+        judges = {"scripted": JudgeOptions(base_url=judge.base_url, model="gpt-4o", probe_wait=0)}
+        with _server([results, suite], judges=judges) as server:
+            view = _wait(server.url, _post(server.url, _dv_job(suite, run, judge="scripted")).json()["job"])
+        assert judge.calls <= 2  # the first question's source and render sides, asked together
+    assert view["status"] == "failed" and "HTTP 401" in view["error"] and "no rerun changes" in view["error"]
+    assert "\n" not in view["error"] and not (run / "dual_vqa.jsonl").exists()
+
+
 def test_the_add_on_client_scores_a_scene_with_the_service_defaults(layout, tmp_path):
     from bvb_addon import bridge_client
 

@@ -80,9 +80,12 @@ def test_a_judge_model_with_no_known_price_is_refused_unless_accepted_or_local(c
                                          r"--judge-unpriced"):  # fmt: skip
         Pricing("acme-judge", base_url="https://judge.example.com/v1")
     assert Pricing("acme-judge", 1.0, 2.0, base_url="https://judge.example.com/v1").known
+    usage = {"prompt_tokens": 1000, "completion_tokens": 10}
     with caplog.at_level("WARNING", logger="eval_bridge.scoring.pricing"):
-        Pricing("acme-judge", base_url="https://judge.example.com/v1", unpriced=True)
-        Pricing("acme-judge", base_url="http://127.0.0.1:8000/v1")  # served here: no per-token price
+        for pricing in (Pricing("acme-judge", base_url="https://judge.example.com/v1", unpriced=True),
+                        Pricing("acme-judge", base_url="http://127.0.0.1:8000/v1")):  # served here: no price  # fmt: skip
+            assert not caplog.records or len(caplog.records) == 1  # said at the first call it prices, not before
+            assert pricing.cost(usage) == 0.0 and pricing.cost(usage) == 0.0  # once per judge
     notes = [record.getMessage() for record in caplog.records]
     assert len(notes) == 2 and all("count as $0" in note and "\n" not in note for note in notes)
     assert "--judge-unpriced" in notes[0] and "a local endpoint" in notes[1]

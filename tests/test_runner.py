@@ -14,6 +14,7 @@ import pytest
 from bvb_addon import versions
 from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.runner import RunError, Runner, RunOptions, parse_shard, select_scenes
+from bvb_addon.openai_client import ProviderRefused
 from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.sandbox.config import SandboxConfig
 from bvb_addon.trajectory import read_trajectory
@@ -339,6 +340,20 @@ def test_one_scene_failing_never_stops_the_run(suite, tmp_path):
     failed = results["synth_easy_000"]
     assert (failed["status"], failed["stop_reason"]) == ("error", "model_error")
     assert "gave up after 3 attempts" in failed["reason"] and "upstream overloaded" in failed["reason"]
+
+
+@pytest.mark.blender
+def test_a_permanent_refusal_stops_the_native_run_at_its_first_call(suite, tmp_path):
+    """Issue 42 point 1 under --harness native: a refused key is the configuration's (ProviderRefused, exit 2 on
+    the command line), not three scenes each ending in a model_error and a rerun line."""
+    with ScriptedOpenAI(default={"status": 401, "message": "Incorrect API key provided"}) as server:
+        with pytest.raises(ProviderRefused, match=r"HTTP 401: Incorrect API key provided.*\$BVB_TEST_KEY"):
+            run_in_process(server, suite, tmp_path / "run")
+        assert server.calls == 1
+    metas = sorted(path.name for path in (tmp_path / "run" / "agent_meta").glob("*.json"))
+    assert metas == ["synth_easy_000.json"]  # the refused scene's record; the others never started
+    meta = json.loads((tmp_path / "run" / "agent_meta" / metas[0]).read_text())
+    assert (meta["status"], meta["stop_reason"]) == ("error", "model_error") and "HTTP 401" in meta["reason"]
 
 
 @pytest.mark.blender

@@ -94,8 +94,9 @@ class ModelClient:
             max_delay=config.retry_max_delay,
         )
         self.client = OpenAIClient(
-            config.base_url, key, config.request_timeout, policy, sleep=sleep, label="model", cut_ok=True
-        )
+            config.base_url, key, config.request_timeout, policy, sleep=sleep, label="model", cut_ok=True,
+            key_env=config.api_key_env,
+        )  # fmt: skip
         self._uses_completion_tokens = "api.openai.com" in (config.base_url or "")
         # The effective price seen in provider-reported usage.cost, run-wide (scenes share the client).
         self._lock = threading.Lock()

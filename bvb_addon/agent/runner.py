@@ -226,6 +226,8 @@ class Runner:
         self.budget: Any = None
         """The run's budget holder (set up by run(): a Budget, or a Ray actor's proxy): every scene's Ledger draws from it."""
         self.unstarted: list[str] = []
+        self._refused: ProviderRefused | None = None
+        """The provider's permanent refusal that stopped the run (no further scene starts)."""
         """Scenes left unstarted because the budget was reached (--resume with a larger budget runs them)."""
 
     # -- set-up ------------------------------------------------------------------------
@@ -388,6 +390,7 @@ class Runner:
             session={"shard": list(self.shard), "workers": o.workers, "scenes": scene_count, "budget": o.budget},
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
+            selection=self._selection(previous),
         )
         if previous and protocol_of(previous) != self.harness:
             raise RunError(
@@ -397,7 +400,6 @@ class Runner:
         if self.mini:
             # A run without harness_protocol is native (ours, and every run made before mini-bvb).
             config.update(self._mini_config(scene_count))
-        config["selection"] = self._selection(previous)
         if previous:
             # Keys this harness does not write (name, open_weight a person added; a newer harness's) stay.
             config.update({key: value for key, value in previous.items() if key not in config})
@@ -482,9 +484,16 @@ class Runner:
         """run_scene, counted as running on the progress line while it runs."""
         if self.budget is not None and self.budget.reached:
             return None
+        if self._refused is not None:  # a permanent refusal stops the run: no scene starts after it
+            return None
         self._progress.scene_started()
         try:
             return self.run_scene(dataset_name, scene)
+        except ProviderRefused as exc:
+            # Set in this worker's thread, before it takes the next scene; Runner.run raises it (exit 2).
+            self._refused = exc
+            self.stop_event.set()
+            raise
         finally:
             self._progress.scene_stopped()
 

@@ -126,9 +126,11 @@ def run_config(
     session: dict | None = None,
     previous: dict | None = None,
     allow_weak_sandbox: bool = False,
+    selection: dict | None = None,
 ) -> dict[str, Any]:
     """The one config.json of a run (docs/contracts.md). ``previous`` is the file a resumed run
-    already has: its ``created``, ``sessions`` and ``summary`` carry over, ``session`` is appended."""
+    already has: its ``created``, ``sessions`` and ``summary`` carry over, ``session`` is appended.
+    ``selection``: the scenes the run selected (the runner's; None: the whole split)."""
     previous = previous or {}
     sessions = list(previous.get("sessions", []))
     if session is not None:
@@ -157,6 +159,7 @@ def run_config(
         # The platform, whether it has a sandbox backend, and the user's opt-in below the minimum.
         "sandbox": platforms.config_record(allow_weak_sandbox),
         "agent_config": config.public(),
+        "selection": selection,
         "created": previous.get("created", now()),
         "sessions": sessions,
         "summary": previous.get("summary"),

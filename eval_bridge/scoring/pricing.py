@@ -26,7 +26,7 @@ class Pricing:
 
     A judge model with no known price is refused before its first call (PriceError, one line), as an unpriced
     agent model is, unless --judge-unpriced accepts it or the endpoint is local (a model served here costs
-    nothing per token); then its calls count as $0 and one line says so when the judge is made.
+    nothing per token); then its calls count as $0 and one line says so at the first call it prices.
     """
 
     def __init__(
@@ -53,9 +53,12 @@ class Pricing:
                     f"judge model {model!r} has no price in {where}; give --price-in and --price-out (USD per million "
                     "tokens), or --judge-unpriced to count its calls as $0"
                 )
-            why = "--judge-unpriced" if unpriced else f"a local endpoint, {base_url}"
-            log.warning("judge model %r has no price in %s: its calls count as $0 (%s); give --price-in and "
-                        "--price-out to price them", model, where, why)  # fmt: skip
+        why = "--judge-unpriced" if unpriced else f"a local endpoint, {base_url}"
+        # Said once, at the first call it prices (not before: a judge refused by its probe says only that).
+        self._note = None if self.known else (
+            f"judge model {model!r} has no known price: its calls count as $0 ({why}); give --price-in and "
+            "--price-out to price them"
+        )  # fmt: skip
         self.price = price or ZERO
         self.price_in, self.price_out = self.price.input, self.price.output
 
@@ -63,6 +66,9 @@ class Pricing:
         """USD for one call: usage['cost'] when the provider reports it, else tokens times the price."""
         if usage.get("cost") is not None:
             return float(usage["cost"])
+        if self._note is not None:
+            log.warning("%s", self._note)
+            self._note = None
         return self.price.token_cost(
             {
                 "input_tokens": usage.get("prompt_tokens", 0) or 0,
