@@ -133,6 +133,26 @@ def test_blocks_are_found_as_the_reference_finds_them():
     assert protocol.says_done("I am DONE.") and not protocol.says_done("done")
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["```", "``", "`", "bash", "frames", "\n", " ", "\t", "\u2028", "\x0b", "x", "DONE"]),
+                max_size=40))  # fmt: skip
+def test_blocks_are_the_release_patterns_matches(tokens):
+    reply = "".join(tokens)
+    assert protocol.fenced(reply, "bash") == protocol.BASH_BLOCK.findall(reply)
+    assert protocol.fenced(reply, "frames") == protocol.FRAMES_BLOCK.findall(reply)
+
+
+def test_an_unclosed_fence_over_a_megabyte_of_blank_lines_is_read_at_once():
+    """The release's pattern backtracks over every split of the blanks (100,000 newlines took 112 s here)."""
+    started = time.perf_counter()
+    assert protocol.blocks("```frames\n" + "\n" * 30_000) == ([], [])
+    assert time.perf_counter() - started < 1  # first: the pattern would take about 10 s here, not hours
+    for reply in ("```frames\n" + "\n" * 1_000_000, "```bash" + " \n" * 500_000 + "x", "```bash\n" * 100_000):
+        assert protocol.blocks(reply) == ([], [])
+    assert protocol.blocks("```bash" + "\n" * 1_000_000 + "echo hi```") == (["echo hi"], [])
+    assert time.perf_counter() - started < 2
+
+
 def test_run_names_reasoning_labels_shards_and_scene_order_are_bvbs():
     assert protocol.run_name("gpt-5.5", None) == "mini-harness-gpt-5.5-reasoning-medium-run01"
     assert protocol.run_name("anthropic/claude-sonnet-4.6", None) == "mini-harness-claude-sonnet-4.6-run01"

@@ -87,10 +87,35 @@ def frame_label(t: float) -> str:
     return text("frame_label").format(t=t)
 
 
+_BLANKS = re.compile(r"\s*")
+
+
+def fenced(reply: str, word: str) -> list[str]:
+    """``re.compile(rf"```{word}\\s*\\n(.*?)```", re.DOTALL).findall(reply)`` (BASH_BLOCK's, FRAMES_BLOCK's), in
+    linear time. The pattern backtracks over every split of the blanks after an unclosed fence word (100,000
+    newlines take two minutes); its first match is known: the blanks up to their last newline, then the body up
+    to the next fence, and where no fence follows that newline, none follows any."""
+    opener = "```" + word
+    bodies = []
+    at = 0
+    while (start := reply.find(opener, at)) >= 0:
+        blanks = start + len(opener)
+        run = _BLANKS.match(reply, blanks)
+        assert run is not None  # \s* matches the empty string too
+        newline = reply.rfind("\n", blanks, run.end())
+        close = reply.find("```", newline + 1) if newline >= 0 else -1
+        if close < 0:
+            at = start + 1  # no match here: the pattern goes on from the next character
+            continue
+        bodies.append(reply[newline + 1 : close])
+        at = close + 3
+    return bodies
+
+
 def blocks(reply: str) -> tuple[list[str], list[str]]:
     """(bash blocks, frames blocks) of a reply, each stripped, empty ones dropped."""
-    bash = [b.strip() for b in BASH_BLOCK.findall(reply) if b.strip()]
-    frames = [b.strip() for b in FRAMES_BLOCK.findall(reply) if b.strip()]
+    bash = [b.strip() for b in fenced(reply, "bash") if b.strip()]
+    frames = [b.strip() for b in fenced(reply, "frames") if b.strip()]
     return bash, frames
 
 
