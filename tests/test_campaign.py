@@ -173,6 +173,19 @@ def test_a_bad_campaign_file_is_one_line_naming_the_key(tmp_path):
     assert campaign.main([str(tmp_path / "missing.toml")]) == 2
 
 
+def test_a_model_refusing_its_key_stops_the_campaign_in_one_line_exit_2(tmp_path, suite, capsys):
+    """Issue 42 point 1: a refusal no rerun changes is not a fault the campaign retries and ends 75 on."""
+    refused = {"status": 401, "message": "Incorrect API key provided"}
+    with ScriptedOpenAI(default=refused) as server, ScriptedOpenAI(default={"content": "1"}) as judge:
+        config = write_campaign(tmp_path, suite, server.base_url, judge.base_url, budget=1.0, configs=CONFIGS[:1])
+        assert campaign.main([str(config)]) == 2
+        assert server.calls <= 2 and judge.calls == 0  # the first call of each of the two workers' scenes
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "HTTP 401" in err[-1] and "$BVB_TEST_KEY" in err[-1], captured
+    assert "rerun:" not in captured.out
+
+
 def test_a_faulted_scene_is_retried_in_the_same_session(tmp_path, suite):
     """A model error ends a scene in a fault; the campaign's retry runs it again and it submits."""
     failed = []
