@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .outcomes import FAILED_EXIT, USAGE_EXIT
+from .outcomes import FAILED_EXIT, INTERRUPTED_EXIT, USAGE_EXIT, interrupted_line
 
 
 class BVBError(Exception):
@@ -84,6 +84,25 @@ def bug(exc: BaseException, stream: TextIO | None = None) -> int:
     return FAILED_EXIT
 
 
+def _interrupted(main: Callable[..., int | None], args: tuple[Any, ...]) -> int:
+    """Ctrl-C's line for the command ``main`` is the entry point of: ``bvb render: interrupted; rerun it with
+    --resume to continue`` when its parser takes --resume (outcomes.interrupted_line)."""
+    spec = main.__globals__.get("__spec__")  # python -m headless.render runs as __main__; its spec keeps the name
+    name = (spec.name if spec else main.__module__).rsplit(".", 1)[-1].replace("_", "-")
+    argv = list(args[0]) if args and args[0] is not None else sys.argv[1:]
+    if name == "cli" and argv:  # headless.cli's own commands (demo): the command is its first word
+        name = argv[0]
+    resumable = False
+    build_parser = main.__globals__.get("build_parser")
+    if callable(build_parser):
+        try:
+            resumable = "--resume" in build_parser()._option_string_actions
+        except Exception:  # noqa: BLE001 - a parser that cannot be built now: say nothing of --resume
+            resumable = False
+    print(interrupted_line(f"bvb {name}", resumable), file=sys.stderr)
+    return INTERRUPTED_EXIT
+
+
 def entry(main: Callable[..., int | None]) -> Callable[..., int | None]:
     """Wrap a command line's ``main``: a ``BVBError`` is one line and its exit code, any other exception a bug."""
 
@@ -93,6 +112,8 @@ def entry(main: Callable[..., int | None]) -> Callable[..., int | None]:
             return main(*args, **kwargs)
         except BVBError as exc:
             return report(exc)
+        except KeyboardInterrupt:  # Ctrl-C: one true line, no traceback
+            return _interrupted(main, args)
         except Exception as exc:  # noqa: BLE001 - every other exception is a bug: traceback, where, exit 1
             return bug(exc)
 

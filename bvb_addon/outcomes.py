@@ -27,19 +27,26 @@ FAULT_EXIT = 75
 """Some scenes ended in a harness or environment fault; the last line gives the command that redoes them
 (EX_TEMPFAIL of sysexits.h: a temporary failure, try again)."""
 INTERRUPTED_EXIT = 130
-"""Stopped by Ctrl-C or SIGTERM; --resume continues."""
+"""Stopped by Ctrl-C or SIGTERM; the last line says what continues it (``interrupted_line``)."""
 
 SERVERS = ("serve", "view")
 """Commands that serve until Ctrl-C (``bvb human serve`` too): stopping them is no interruption of work."""
 
 
+RESUMES_AS_IS = ("demo", "campaign")
+"""Commands whose plain rerun continues where they stopped (no --resume flag)."""
+
+
 def interrupted_line(command: str, resumable: bool) -> str:
-    """Ctrl-C's one line, true of the command: only a stage that takes --resume says to use it, and a
-    server, which Ctrl-C is the way to stop, says it stopped."""
-    if command.split()[-1] in SERVERS:
+    """Ctrl-C's one line, true of the command: only a stage that takes --resume says to use it, a command
+    that resumes by itself says so, and a server, which Ctrl-C is the way to stop, says it stopped."""
+    name = command.split()[-1]
+    if name in SERVERS:
         return f"{command}: stopped (Ctrl-C)"
     if resumable:
         return f"{command}: interrupted; rerun it with --resume to continue"
+    if name in RESUMES_AS_IS:
+        return f"{command}: interrupted; rerun it to continue where it stopped"
     return f"{command}: interrupted; rerun it to start again"
 
 
@@ -48,7 +55,7 @@ EXIT_CODES = {
     FAILED_EXIT: "a harness bug (a traceback)",
     USAGE_EXIT: "bad input (one line naming the thing and the fix)",
     FAULT_EXIT: "some scenes ended in a harness or environment fault; the last line is the command that redoes them",
-    INTERRUPTED_EXIT: "interrupted; --resume continues",
+    INTERRUPTED_EXIT: "interrupted (Ctrl-C); the last line says what continues it (--resume where the stage has it)",
 }
 
 # Per stage, the row statuses that are faults. Everything else is a benchmark outcome.

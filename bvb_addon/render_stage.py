@@ -317,6 +317,7 @@ class RenderStage:
 
     def __init__(self, options: RenderOptions):
         self.options = options
+        self._stopping = False  # set by Ctrl-C: rows of scenes cut off are not written
         self.run_dir = Path(options.run).resolve()
         self.rd = RunDir(self.run_dir)
         if options.preset not in PRESETS:
@@ -435,10 +436,19 @@ class RenderStage:
                 self._write_row(row)
                 yield row
             return
-        with ThreadPoolExecutor(max_workers=self.options.workers, thread_name_prefix="bvb-render") as pool:
+        pool = ThreadPoolExecutor(max_workers=self.options.workers, thread_name_prefix="bvb-render")
+        try:
             futures = [pool.submit(self.render_scene, scene) for scene in todo]
             for future in as_completed(futures):
                 yield future.result()
+        except BaseException:
+            # Ctrl-C: the scenes not started are dropped and the caller's close() stops the running ones'
+            # workers (a `with` block would wait for every scene, minutes each under EEVEE on a CPU); a scene
+            # cut off leaves no row (its worker's death is no crash of the scene), so --resume renders it.
+            self._stopping = True
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
 
     # ---- one scene ---------------------------------------------------------------------
 
@@ -637,6 +647,8 @@ class RenderStage:
             log.error("render of %s: scene_rules.jsonl not written (%s)", rules["scene"], exc)
 
     def _write_row(self, row):
+        if self._stopping:
+            return
         with self._lock:
             # Read again: rows another stage wrote meanwhile stay; every line this one does not own stays as it is.
             status = RenderStatusFile(self.status_path)

@@ -134,6 +134,8 @@ def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Ca
     result = run_stage(RunOptions(split=suite / "split.jsonl", videos=suite, output=run_dir,
                                   agent=AgentConfig(agent=agent), resume=True, progress=options.progress))  # fmt: skip
     say(result.line)
+    if result.interrupted:  # Ctrl-C: the runner ended its scenes as interrupted; the entry says the one line
+        raise KeyboardInterrupt
     if result.exit_code:
         raise DemoError(f"agent {agent}: {result.faults} scene(s) ended in a harness or environment fault "
                         f"(see {RunDir(run_dir).metas}); run the demo again to retry them")  # fmt: skip

@@ -340,3 +340,33 @@ def test_view_serves_the_runs_and_ctrl_c_stops_it_with_one_line(walk):
             proc.kill()
             proc.wait()
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "bvb view: stopped (Ctrl-C)", err
+
+
+def test_ctrl_c_stops_a_render_at_once_and_resume_redoes_the_scenes_cut_off(walk):
+    """Ctrl-C during `bvb render --preset bvb` (EEVEE on this CPU: minutes a scene) ends it within seconds with one
+    line, and writes no row for the scenes it cut off (was: waited for every scene to finish)."""
+    work, env = walk
+    before = (work / "results" / "oracle" / "render_status.jsonl").read_text()
+    proc = subprocess.Popen(["/bin/bash", str(work / "bvb"), "render", "--run", "results/oracle", "--preset", "bvb"],
+                            cwd=work, env={**env, "PYTHONUNBUFFERED": "1"}, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "scenes to render" in line:
+                break
+        assert seen and "scenes to render" in seen[-1], "".join(seen)
+        time.sleep(3)  # the workers are rendering now
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _out, err = proc.communicate(timeout=60)
+        stopped_in = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "bvb render: interrupted; rerun it with --resume to continue"
+    assert stopped_in < 20, stopped_in
+    assert (work / "results" / "oracle" / "render_status.jsonl").read_text() == before

@@ -247,3 +247,31 @@ def test_a_campaigns_unknown_run_key_is_matched_against_every_key_it_takes(tmp_p
     assert campaign.main([str(config)]) == 2
     listed = capsys.readouterr().err.split("the keys are: ")[1].strip().split(", ")
     assert {"cost_limit", "model", "base_url", "budget", "workers", "reasoning"} <= set(listed)
+
+
+@pytest.mark.parametrize(
+    ("module", "attribute", "argv", "line"),
+    [
+        ("headless.render", "render_run", ["--run", "RUN"], "bvb render: interrupted; rerun it with --resume to continue"),
+        ("headless.synth", "synth", ["--out", "OUT"], "bvb synth: interrupted; rerun it to start again"),
+        ("headless.demo", "demo", None, "bvb demo: interrupted; rerun it to continue where it stopped"),
+    ],
+)  # fmt: skip
+def test_ctrl_c_in_any_stage_is_one_line_that_says_what_continues(
+    tmp_path, monkeypatch, capsys, module, attribute, argv, line
+):
+    """The stages' entry (errors.entry) answers Ctrl-C: no traceback, exit 130, --resume named only where it exists."""
+    import importlib
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(module), attribute, interrupted)
+    (tmp_path / "RUN" / "blends").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    if argv is None:  # the demo is bvb's own command
+        code = cli.main(["demo", "--out", str(tmp_path / "demo")])
+    else:
+        code = importlib.import_module(module).main(argv)
+    assert code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == line
