@@ -3,6 +3,7 @@ option, ./bvb keeps the caller's folder, Ctrl-C ends every long-running command 
 encoder's messages say what to pass, the render preset counts in comparability, and the smaller points
 (campaign keys, --help's list, human pack's --count, serve's token line)."""
 
+import importlib
 import json
 import os
 import re
@@ -21,7 +22,7 @@ from eval_bridge.api import EncoderOptions
 from eval_bridge.human.key import BVB_INSTRUMENT, new_key
 from eval_bridge.leaderboard import board, identity
 from eval_bridge.scoring import ls
-from headless import cli
+from headless import campaign, cli
 
 pytestmark = pytest.mark.unit
 
@@ -234,8 +235,6 @@ def test_a_fast_preset_run_is_not_ranked_beside_the_published_rows(tmp_path):
 
 
 def test_a_campaigns_unknown_run_key_is_matched_against_every_key_it_takes(tmp_path, capsys):
-    from headless import campaign
-
     (tmp_path / "split.jsonl").write_text("")
     (tmp_path / "videos").mkdir()
     config = tmp_path / "c.toml"
@@ -261,7 +260,6 @@ def test_ctrl_c_in_any_stage_is_one_line_that_says_what_continues(
     tmp_path, monkeypatch, capsys, module, attribute, argv, line
 ):
     """The stages' entry (errors.entry) answers Ctrl-C: no traceback, exit 130, --resume named only where it exists."""
-    import importlib
 
     def interrupted(*_args, **_kwargs):
         raise KeyboardInterrupt
