@@ -24,7 +24,7 @@ from bvb_addon.errors import USER_ERRORS, BVBError, report
 from bvb_addon.options import add_options, from_namespace, option
 from bvb_addon.render_stage import RenderOptions, render_run
 from bvb_addon.run_dir import RunDir
-from bvb_addon.sandbox import SandboxConfig, release_render
+from bvb_addon.sandbox import SandboxConfig
 from eval_bridge import api
 from eval_bridge.api import ENCODER_ENV, DVOptions, EncoderOptions, LSOptions
 from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
@@ -36,8 +36,9 @@ from headless.synth import SynthOptions, synth
 
 AGENTS: tuple[Agent, ...] = ("empty-room", "oracle", "replay")
 PROTOCOL_RENDER = ("replay",)
-"""Agents rendered by the protocol's render (EEVEE, 512 x 512): Workbench, the demo's fast render, shows a
-material's flat colour, not the replay's image textures. On software GL it is the demo's slowest stage."""
+"""Agents rendered by the protocol's preset (EEVEE): Workbench, the demo's fast render, shows a material's flat
+colour, not the replay's image textures. At the demo's own size (--resolution, square as the protocol's), not
+512 x 512: on software GL EEVEE is the demo's slowest stage, and the replay check compares at the source's size."""
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
@@ -143,10 +144,9 @@ def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Ca
 
 def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None], protocol: bool = False) -> None:
     preset: Literal["bvb", "fast"] = "bvb" if protocol else "fast"
-    resolution = release_render.RESOLUTION if protocol else options.resolution
     # The render audits each scene (scene_rules.jsonl), its render compared with the source clip too.
     result = render_run(RenderOptions(run=run_dir, preset=preset, num_frames=options.num_frames,
-                                      resolution=resolution, resume=True, sandbox=SandboxConfig(),
+                                      resolution=options.resolution, resume=True, sandbox=SandboxConfig(),
                                       progress=options.progress, replay_check=replay_check))  # fmt: skip
     say(result.line)
     if result.faults:

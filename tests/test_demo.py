@@ -76,7 +76,7 @@ def test_oracle_beats_the_empty_room_on_dv(demo):
 
 def test_the_replay_is_rendered_by_the_protocols_render_and_reproduces_the_source(demo):
     rows = [json.loads(line) for line in (demo / "runs" / "replay" / "render_status.jsonl").read_text().splitlines()]
-    assert {(row["preset"], tuple(row["size"])) for row in rows} == {("bvb", (512, 512))}
+    assert {(row["preset"], tuple(row["size"])) for row in rows} == {("bvb", (128, 128))}
     for scene in SCENES:
         source = demo / "suite" / "synthetic" / f"{scene}.mp4"
         replayed = replay_figures(demo / "runs" / "replay" / "camera_renders" / f"{scene}.mp4", source)
