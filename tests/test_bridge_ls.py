@@ -297,6 +297,21 @@ def test_resume_keeps_scored_scenes_and_rescores_an_older_format(scored, model_d
     assert _rows(run / "vision_sim.jsonl")["same"]["vision_sim"] == pytest.approx(1.0, abs=1e-6)
 
 
+def test_a_run_that_selected_some_scenes_is_scored_over_those_only(scored, model_dir, tmp_path):
+    """Issue 42 point 5: config.json's selection (bvb run --limit/--scenes/--shard) is LS's pool, failures included;
+    a run without it (older, the release's) is scored over the whole split, as the fixture's run is."""
+    root, scored_run, split, _, summary = scored
+    assert summary["num_scenes"] == len(SCENES)
+    run = tmp_path / "run"
+    (run / "camera_renders").mkdir(parents=True)
+    shutil.copy(scored_run / "camera_renders" / "other.mp4", run / "camera_renders" / "other.mp4")
+    (run / "config.json").write_text(json.dumps({"selection": {"scenes": ["other", "missing"]}}))
+    assert main(_argv(root, run, split, model_dir)) == 0
+    assert sorted(_rows(run / "vision_sim.jsonl")) == ["missing", "other"]  # "missing" has no render: a failure
+    selected = json.loads((run / "vision_sim_summary.json").read_text())
+    assert selected["num_scenes"] == 2 and selected["num_error"] == 1
+
+
 def test_enforce_scores_a_scene_breaking_the_rules_0_without_the_encoder_and_refuses_an_unaudited_one(
     scored, model_dir, tmp_path
 ):
