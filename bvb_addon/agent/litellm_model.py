@@ -27,6 +27,12 @@ from .model import missing_key
 log = logging.getLogger(__name__)
 
 
+KEY_VARIABLES = frozenset(
+    {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY"}
+)
+"""The variables of the providers that take one key, which ``check_key`` asks for before any scene."""
+
+
 class PriceUnknown(BVBError, ValueError):
     """A model LiteLLM has no price for, and no --price-in/--price-out: refused before any call."""
 
@@ -186,8 +192,9 @@ class LiteLLMModel:
         if self.base_url:
             return
         found = _litellm().validate_environment(model=self.model)
-        missing = [name for name in found.get("missing_keys") or [] if name.endswith("_KEY")]
-        if missing and not found.get("keys_in_environment"):
+        missing = list(found.get("missing_keys") or [])
+        # Only the one-key providers: others may authenticate without a variable (AWS roles, Azure AD, a base).
+        if missing and not found.get("keys_in_environment") and set(missing) <= KEY_VARIABLES:
             names = " or ".join(f"${name}" for name in missing)
             raise ArgumentError(
                 f"--model {self.model}: LiteLLM reads its key from {names}, which is not set; export it, or name "
