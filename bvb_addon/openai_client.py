@@ -250,6 +250,25 @@ def usage_dict(usage: "CompletionUsage | None") -> dict:
     return out
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sendable(value: Any) -> Any:
+    """A request's JSON (dicts, lists, strings) as it can be sent: each lone surrogate replaced by U+FFFD.
+
+    A model's reply may hold one (its JSON's ``\\ud800`` decodes to it) and it goes back in the next request,
+    which the HTTP clients encode as UTF-8, where a surrogate has no bytes: the call would fail before it left,
+    the scene end as a harness error and --resume pay for it again. The trajectory keeps the exact text; every
+    other string (every honest conversation's) is sent as it is."""
+    if isinstance(value, str):
+        return value if value.isascii() or not _SURROGATE.search(value) else _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {key: sendable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [sendable(item) for item in value]
+    return value
+
+
 def provider_message(exc: BaseException) -> str:
     """The provider's own error text, from an openai exception's body when it has one."""
     body = getattr(exc, "body", None)
@@ -341,6 +360,8 @@ class OpenAIClient:
         stop the retries (the agent's cost limit).
         """
         openai = self._openai
+        if "messages" in request:
+            request = {**request, "messages": sendable(request["messages"])}
         start = time.monotonic()
         billed: list[dict] = []
         uncertain = 0

@@ -261,6 +261,22 @@ def test_provider_4xx_ends_the_scene_with_its_message(tmp_path):
     assert not (tmp_path / "run/blends/room_1.blend").exists()
 
 
+def test_a_lone_surrogate_in_a_reply_is_kept_and_sent_as_u_fffd_and_the_scene_goes_on(tmp_path):
+    """The HTTP client cannot encode a lone surrogate (issue 39): the reply goes back with U+FFFD in its place
+    instead of the next call failing before it leaves; the trajectory keeps the reply as it came."""
+    replies = ["Looking first. \ud800\n" + FRAMES, "\udc80 then:\n" + py("bpy['a'] = 1"), "DONE"]
+    with ScriptedOpenAI(replies) as server:
+        loop, env = make_loop(server, tmp_path)
+        meta = loop.run()
+        sent = server.requests[-1]["messages"]
+    assert (meta["status"], meta["turns"], server.calls) == ("submitted", 3, 3)
+    assert env.scene == {"a": 1}
+    assert sent[2] == {"role": "assistant", "content": "Looking first. \ufffd\n" + FRAMES}
+    assert sent[4] == {"role": "assistant", "content": "\ufffd then:\n" + py("bpy['a'] = 1")}
+    saved = read_trajectory(tmp_path / "run/trajectories/room_1.traj.json")["messages"]
+    assert [saved[2]["content"], saved[4]["content"]] == replies[:2]
+
+
 def test_interrupted_scene_resumes_with_the_budget_it_had_left(tmp_path):
     stop = threading.Event()
     calls = []

@@ -66,25 +66,30 @@ def test_any_reply_text_is_stored_sent_back_and_answered_and_the_scene_goes_on(s
 
 
 @pytest.mark.blender
-def test_a_lone_surrogate_is_kept_and_ends_the_scene_as_the_releases_litellm_call_does(suite, tmp_path, monkeypatch):  # noqa: F811
+def test_a_lone_surrogate_is_kept_and_sent_as_u_fffd_and_the_scene_goes_on(suite, tmp_path, monkeypatch):  # noqa: F811
     """LiteLLM's HTTP client cannot encode a lone surrogate: the release's next call fails (and its bash block
-    crashes the release's subprocess first). Ours answers the block, keeps it all, and stops as the release's
-    call does."""
+    crashes the release's subprocess first). Ours answers the block, keeps the reply whole in the trajectory,
+    and sends it with U+FFFD in the surrogate's place, so the scene goes on."""
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
-    replies = ["```bash\necho \ud800 \udc80\n```"]
+    replies = ["```bash\necho \ud800 \udc80\n```", "```bash\necho next\n```"]
     out = tmp_path / "run"
     with ScriptedOpenAI(replies) as server:
-        code = bvb_run(server, suite, out, "--model-retries", "0")
+        code = bvb_run(server, suite, out, "--model-retries", "0", "--max-turns", "2")
     meta = _meta(out)
-    assert (code, meta["status"], meta["stop_reason"], meta["turns"], server.calls) == (75, "error", "error", 2, 1)
-    assert "surrogates not allowed" in meta["error"]
-    trajectory = read_trajectory(out / "trajectories" / f"{SCENE}.traj.json")
-    assert trajectory["messages"][2]["content"][0]["text"] == replies[0]
-    assert _texts(trajectory["messages"][3])[0] == (
+    assert (code, meta["status"], meta["stop_reason"], meta["turns"], server.calls) == (0, "failed", "max_turns", 2, 2)
+    assert meta["error"] is None and meta["commands_run"] == 2
+    observation = (
         "$ echo \ud800 \udc80\n[exit 126]\n\nbash: this block was not run: it holds U+D800 (a lone surrogate, "
         "at character 5), which has no UTF-8 bytes for bash\n"
     )
+    sent = server.requests[1]["messages"]
+    assert sent[2] == {"role": "assistant", "content": [{"type": "text", "text": "```bash\necho \ufffd \ufffd\n```"}]}
+    assert _texts(sent[3])[0] == observation.replace("\ud800", "\ufffd").replace("\udc80", "\ufffd")
+    trajectory = read_trajectory(out / "trajectories" / f"{SCENE}.traj.json")
+    assert trajectory["messages"][2]["content"][0]["text"] == replies[0]
+    assert _texts(trajectory["messages"][3])[0] == observation
     assert (out / "steps" / SCENE / "001.sh").read_bytes() == b"echo \\ud800 \\udc80\n"
+    assert "[exit 0]\nnext\n" in _texts(trajectory["messages"][-1])[0]
 
 
 @pytest.mark.blender

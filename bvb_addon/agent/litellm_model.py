@@ -21,7 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from ..errors import ArgumentError, BVBError
-from ..openai_client import OpenAIClient, probe, refusal, snapshot
+from ..openai_client import OpenAIClient, probe, refusal, sendable, snapshot
 from .model import missing_key
 
 log = logging.getLogger(__name__)
@@ -221,7 +221,7 @@ class LiteLLMModel:
         try:
             response = litellm.completion(
                 model=self.model,
-                messages=chat_messages(system, messages),
+                messages=sendable(chat_messages(system, messages)),
                 timeout=self.timeout,
                 num_retries=self.num_retries,
                 retry_policy=self._retry_policy(),
