@@ -29,15 +29,31 @@ def _head(handle, size=32):
         with gzip.GzipFile(fileobj=handle) as unpacked:
             return unpacked.read(size)
     if raw.startswith(ZSTD_MAGIC):
+        handle.seek(0)
+        return _zstd_head(handle, size)
+    return raw
+
+
+def _zstd_head(handle, size):
+    """The first bytes of a zstd stream: through zstandard (bpy's wheel ships it) or, where it is absent, the
+    standard library's compression.zstd (Python 3.14: Debian's Blender 5.2 has only that, and saves compressed)."""
+    try:
+        import zstandard  # deferred: only a zstd-compressed .blend needs a decompressor
+    except ImportError:
         try:
-            # deferred: only a zstd-compressed .blend needs it (bpy and Blender's Python ship it; else no header)
-            import zstandard
+            from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
         except ImportError:
             return b""
-        handle.seek(0)
+        try:
+            with zstd.ZstdFile(handle) as unpacked:
+                return unpacked.read(size)
+        except zstd.ZstdError:  # a file that only starts like one (an agent's bytes): no header
+            return b""
+    try:
         with zstandard.ZstdDecompressor().stream_reader(handle, closefd=False) as unpacked:
             return unpacked.read(size)
-    return raw
+    except zstandard.ZstdError:
+        return b""
 
 
 def saved_by(path: str | Path | BinaryIO) -> tuple[int, int] | None:

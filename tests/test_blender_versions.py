@@ -45,6 +45,10 @@ def test_compressed_headers_are_read_through_gzip_and_zstd(tmp_path):
     zst.write_bytes(zstandard.ZstdCompressor().compress(b"BLENDER17-01v0500REND" + b"\x00" * 4096))
     assert blend_header.saved_by(zst) == (5, 0)
     assert blend_header.saved_by(tmp_path / "missing.blend") is None
+    # Hostile bytes that only start like a zstd frame (an agent's result.blend): no header, never an exception.
+    forged = tmp_path / "forged.blend"
+    forged.write_bytes(blend_header.ZSTD_MAGIC + b"garbage" * 10)
+    assert blend_header.saved_by(forged) is None
 
 
 @pytest.mark.unit
