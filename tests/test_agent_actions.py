@@ -1,8 +1,14 @@
 """Reading one action per reply, frames and render requests, truncation, pricing estimates."""
 
-import pytest
+import subprocess
+import sys
+from pathlib import Path
 
-from bvb_addon.agent.actions import FormatError, parse_action, parse_frames, parse_render
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bvb_addon.agent.actions import FENCE, FormatError, fenced, parse_action, parse_frames, parse_render
 from bvb_addon.agent.environment import image_size
 from bvb_addon.agent.loop import truncate
 from bvb_addon.agent.program import join_program
@@ -35,6 +41,31 @@ def test_done_as_last_line_submits():
 def test_format_errors(reply, message):
     with pytest.raises(FormatError, match=message):
         parse_action(reply)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["```", "``", "`", "python", "frames", "c++", "a-b_9", "\n", " ", "\t", "\u2028",
+                                 "\x0b", "x", "é", "DONE"]), max_size=40))  # fmt: skip
+def test_blocks_are_the_fence_patterns_matches(tokens):
+    reply = "".join(tokens)
+    assert fenced(reply) == FENCE.findall(reply)
+
+
+def test_a_megabyte_of_unclosed_fences_is_parsed_at_once():
+    """FENCE scans to the end for every fence line without a close after it (a 40 KB reply took 11 s, a megabyte
+    would take hours): parsed in a child process, so that a regression fails at the timeout instead of hanging."""
+    code = """
+from bvb_addon.agent.actions import FormatError, parse_action
+for reply in ("```python" + "x" * 1_000_000, "```python\\n" * 100_000, "```py+" + "a" * 500_000 + "\\n" * 500_000):
+    try:
+        parse_action(reply)
+    except FormatError as exc:
+        print(exc)
+print(parse_action("```python a\\n" * 100_000 + "```").body.count("python"))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
+                          cwd=Path(__file__).parents[1])  # fmt: skip
+    assert done.stdout.splitlines() == ["the reply has no action"] * 3 + ["99999"]
 
 
 def test_frames_by_timestamps_and_by_count():
