@@ -227,6 +227,66 @@ def test_one_pass_frames_are_the_per_frame_commands_bytes(clip, tmp_path, block)
     assert len(fast) == len(times)  # 3.95 (99 clamped) still has a frame: the last is at 3.96 s
 
 
+def test_a_replys_blocks_are_extracted_as_each_block_in_turn(clip, tmp_path):
+    duration = mf.probe_duration(clip)
+    contents = ["count=5", "1 1 3.95 99 -1", "0.5", "count=0", "count=3 start=1 end=2", "2.5 0.5"]
+    blocks, unserved = mf.reply_times(contents, duration)
+    assert (blocks, unserved) == ([mf.request(c, duration) for c in contents], 0)
+    served = mf.extract_reply(clip, tmp_path / "reply", blocks, start_index=4)
+    index, in_turn = 4, []
+    for times in blocks:  # the release's way: one extraction per block, the scene's count running on
+        got = mf.extract(clip, tmp_path / "blocks", times, start_index=index) if times else []
+        index += len(got)
+        in_turn.append(got)
+    assert [[(f.t, f.path.name) for f in got] for got in served] == [
+        [(f.t, f.path.name) for f in got] for got in in_turn
+    ]
+    pairs = [(a.path, b.path) for x, y in zip(served, in_turn, strict=True) for a, b in zip(x, y, strict=True)]
+    assert len(pairs) == 16 and all(filecmp.cmp(a, b, shallow=False) for a, b in pairs)
+    assert sorted(p.name for p in (tmp_path / "reply").iterdir()) == sorted(
+        p.name for p in (tmp_path / "blocks").iterdir()
+    )
+
+
+def test_a_reply_of_100000_frames_blocks_extracts_the_cap_once(clip, tmp_path):
+    """A 1.6 MB reply: 100,000 one-frame blocks were 100,000 ffmpeg runs and as many images in the next request;
+    the first MAX_FRAMES_PER_REPLY are served (one decoding: the same time), the rest named in a line."""
+    import tracemalloc
+
+    bash, frames = protocol.blocks("```frames\n1.5\n```\n" * 100_000)
+    assert (bash, len(frames)) == ([], 100_000)
+    started = time.perf_counter()
+    tracemalloc.start()
+    try:
+        blocks, unserved = mf.reply_times(frames, mf.probe_duration(clip))
+        served = mf.extract_reply(clip, tmp_path, blocks)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    cap = mf.MAX_FRAMES_PER_REPLY
+    assert (sum(len(b) for b in blocks), unserved, sum(len(g) for g in served)) == (cap, 100_000 - cap, cap)
+    assert peak < 64 << 20  # the blocks' times and the frames' names, not their images
+    assert time.perf_counter() - started < 60  # about 2 s here; one extraction per block took minutes
+    names = sorted(tmp_path.iterdir())
+    assert len(names) == cap and len({p.stat().st_ino for p in names}) == 1  # one JPEG, linked
+    assert {p.name for p in names} == {f"frame_{i:03d}_1.500.jpg" for i in range(cap)}
+    assert protocol.frames_cap_note(unserved, cap) == (
+        "[frames: this reply's blocks asked for 97000 frames past the first 3000; at most 3000 frames are extracted "
+        "per reply, so those were not]\n"
+    )
+
+
+def test_an_image_is_one_string_shared_by_the_conversation_and_every_request():
+    from bvb_addon.agent.litellm_model import chat_messages, image_part, text_part
+
+    part = image_part(b"\xff\xd8 a JPEG")
+    assert part["url"] == "data:image/jpeg;base64,/9ggYSBKUEVH"
+    messages = [{"role": "user", "parts": [text_part("t"), part]}]
+    first, second = chat_messages("s", messages), chat_messages("s", messages)
+    assert first == second and first[1]["content"][1] == {"type": "image_url", "image_url": {"url": part["url"]}}
+    assert first[1]["content"][1]["image_url"]["url"] is second[1]["content"][1]["image_url"]["url"] is part["url"]
+
+
 def test_frames_far_apart_are_taken_in_runs_each_with_its_own_seek():
     # 1920x1440 at 30 fps: a seek is worth 1 s of decoding; keyframes every 2 s.
     frames = [i / 30 for i in range(300)]

@@ -60,7 +60,9 @@ def text_part(value: str) -> dict[str, Any]:
 
 
 def image_part(jpeg: bytes) -> dict[str, Any]:
-    return {"kind": "image", "data": base64.b64encode(jpeg).decode("ascii"), "media_type": "image/jpeg"}
+    """An image part, held as the data URL every request sends: the conversation, the trajectory and each call's
+    messages share that one string (built per call, each image of the conversation was three base64 copies)."""
+    return {"kind": "image", "url": "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")}
 
 
 def chat_content(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -70,7 +72,7 @@ def chat_content(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if part["kind"] == "text":
             out.append({"type": "text", "text": part["text"]})
         else:
-            out.append({"type": "image_url", "image_url": {"url": f"data:{part['media_type']};base64,{part['data']}"}})
+            out.append({"type": "image_url", "image_url": {"url": part["url"]}})
     return out
 
 

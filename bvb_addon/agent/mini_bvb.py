@@ -367,16 +367,16 @@ class MiniBVBLoop:
     def _frames(self, blocks: list[str], duration: float) -> tuple[list[dict[str, Any]], int]:
         parts: list[dict[str, Any]] = []
         shown = 0
-        for content in blocks:
-            times = frames_mod.request(content, duration)
-            if not times:
-                continue
-            got = frames_mod.extract(self.scene.video, self.frames_dir, times, start_index=self.frames_extracted)
+        wanted, unserved = frames_mod.reply_times(blocks, duration)
+        served = frames_mod.extract_reply(self.scene.video, self.frames_dir, wanted, start_index=self.frames_extracted)
+        for got in served:
             self.frames_extracted += len(got)
             shown += len(got)
             for frame in got:
                 parts.append(text_part(protocol.frame_label(frame.t)))
-                parts.append(image_part(frame.path.read_bytes()))
+                parts.append(image_part(frame.path.read_bytes()))  # one JPEG read at a time
+        if unserved:
+            parts.append(text_part(protocol.frames_cap_note(unserved, frames_mod.MAX_FRAMES_PER_REPLY)))
         return parts, shown
 
     def _bash(self, blocks: list[str]) -> list[str]:

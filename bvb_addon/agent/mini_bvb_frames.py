@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 
 MAX_FRAMES_PER_REQUEST = 60
 """The reference's guard against one pathological request (not an effort budget)."""
+MAX_FRAMES_PER_REPLY = 3000
+"""Ours (the release has none): the frames one reply's blocks extract in all. It is the most images a provider
+documents taking in one request (Gemini's 3,000 a prompt; Anthropic's API takes 600, OpenAI's 500), so every reply
+a provider could take the next request of is served as the release serves it, and only a hostile reply (50 full
+blocks) reaches it. It bounds a reply's extraction, its JPEGs on disk and its images in the next request (a 1 MB
+reply holds about 70,000 one-frame blocks)."""
 END_MARGIN_S = 0.05
 """Times are clamped to at most duration - this."""
 SCALE_WIDTH = 768
@@ -96,6 +102,19 @@ def request(content: str, duration: float) -> list[float]:
         return [clamp(start + step * i, duration) for i in range(min(count, MAX_FRAMES_PER_REQUEST))]
     numbers = itertools.islice(_NUMBER.finditer(content), MAX_FRAMES_PER_REQUEST)
     return [clamp(float(match.group()), duration) for match in numbers]
+
+
+def reply_times(blocks: list[str], duration: float, cap: int | None = None) -> tuple[list[list[float]], int]:
+    """Each frames block's times (``request``) in order, up to ``cap`` (MAX_FRAMES_PER_REPLY) in all, and how many
+    times past the cap go unserved (0 for every reply under it)."""
+    room = MAX_FRAMES_PER_REPLY if cap is None else cap
+    served, unserved = [], 0
+    for content in blocks:
+        times = request(content, duration)
+        unserved += max(0, len(times) - room)
+        served.append(times[:room])
+        room -= len(served[-1])
+    return served, unserved
 
 
 def frame_name(index: int, t: float) -> str:
@@ -422,3 +441,35 @@ def extract(video: str | Path, out_dir: str | Path, times: list[float], start_in
         frames.append(Frame(t, dest))
     shutil.rmtree(work, ignore_errors=True)
     return frames
+
+
+def extract_reply(
+    video: str | Path, out_dir: str | Path, blocks: list[list[float]], start_index: int = 0
+) -> list[list[Frame]]:
+    """``extract`` of each block's times in turn (the same frames, names and bytes), with each distinct time of the
+    reply extracted once, MAX_FRAMES_PER_REQUEST at a time (the decoding memory of one block): a reply of many
+    blocks asking for the same frames costs one decoding of them, not one ffprobe and ffmpeg per block."""
+    video, out_dir = Path(video), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    distinct = sorted({max(0.0, t) for times in blocks for t in times})
+    work = out_dir / ".reply"
+    shutil.rmtree(work, ignore_errors=True)
+    source: dict[float, Path] = {}
+    for first in range(0, len(distinct), MAX_FRAMES_PER_REQUEST):
+        for frame in extract(video, work, distinct[first : first + MAX_FRAMES_PER_REQUEST], start_index=first):
+            source[frame.t] = frame.path
+    served = []
+    index = start_index
+    for times in blocks:
+        got = []
+        for offset, t in enumerate(max(0.0, t) for t in times):
+            if t in source:
+                # The reference's name: the scene's count of frames before this block, plus the place in it.
+                dest = out_dir / frame_name(index + offset, t)
+                dest.unlink(missing_ok=True)
+                os.link(source[t], dest)  # a frame asked for again takes no more disk
+                got.append(Frame(t, dest))
+        index += len(got)
+        served.append(got)
+    shutil.rmtree(work, ignore_errors=True)
+    return served

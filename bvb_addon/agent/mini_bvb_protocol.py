@@ -83,6 +83,14 @@ def bash_observation(results: list[str]) -> str:
     return truncate("\n\n".join(results), MAX_OBSERVATION_CHARS)
 
 
+def frames_cap_note(unserved: int, cap: int) -> str:
+    """Ours, not the release's: the line after a reply's frames when its blocks asked for more than ``cap``."""
+    return (
+        f"[frames: this reply's blocks asked for {unserved} frames past the first {cap}; at most {cap} frames are "
+        "extracted per reply, so those were not]\n"
+    )
+
+
 def frame_label(t: float) -> str:
     return text("frame_label").format(t=t)
 
