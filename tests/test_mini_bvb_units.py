@@ -266,7 +266,7 @@ def test_a_reply_of_100000_frames_blocks_extracts_the_cap_once(clip, tmp_path):
     cap = mf.MAX_FRAMES_PER_REPLY
     assert (sum(len(b) for b in blocks), unserved, sum(len(g) for g in served)) == (cap, 100_000 - cap, cap)
     assert peak < 64 << 20  # the blocks' times and the frames' names, not their images
-    assert time.perf_counter() - started < 60  # about 2 s here; one extraction per block took minutes
+    assert time.perf_counter() - started < 60  # about 6 s here under tracemalloc; one extraction a block: 5 hours
     names = sorted(tmp_path.iterdir())
     assert len(names) == cap and len({p.stat().st_ino for p in names}) == 1  # one JPEG, linked
     assert {p.name for p in names} == {f"frame_{i:03d}_1.500.jpg" for i in range(cap)}

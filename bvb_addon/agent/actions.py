@@ -34,15 +34,15 @@ def fenced(text: str) -> list[tuple[str, str]]:
             break  # the opening line is the last: no body, and no later fence line
         close = _fence_line(text, newline + 1)
         while close >= 0:
-            end = _CLOSE.match(text, close)
-            assert end is not None  # a fence line starts with the fence
-            if end.end() == len(text) or text[end.end()] == "\n":
+            fence = _CLOSE.match(text, close)
+            assert fence is not None  # a fence line starts with the fence
+            at = fence.end()
+            if at == len(text) or text[at] == "\n":
                 break
             close = _fence_line(text, close + 1)
         if close < 0:
             break
         blocks.append((lang.group(1), text[newline + 1 : close]))
-        at = end.end()
     return blocks
 
 
