@@ -96,11 +96,12 @@ def test_a_lone_surrogate_is_kept_and_sent_as_u_fffd_and_the_scene_goes_on(suite
 
 @pytest.mark.blender
 def test_frames_past_the_replys_cap_are_not_extracted_and_the_agent_is_told(suite, tmp_path, monkeypatch):  # noqa: F811
-    """100,000 one-frame blocks in a reply (1.6 MB): the first MAX_FRAMES_PER_REPLY frames (5 here, 3,000 in a
-    run: test_mini_bvb_units takes that one) are served, then one line; the bash block still runs."""
+    """1,000 one-frame blocks in a reply: the first MAX_FRAMES_PER_REPLY frames (5 here; 3,000 in a run, where
+    test_mini_bvb_units serves them from a reply of 100,000 blocks) are served, then one line; the bash block
+    still runs."""
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
     monkeypatch.setattr(mf, "MAX_FRAMES_PER_REPLY", 5)
-    replies = ["```frames\n1\n```\n" * 100_000 + "```bash\necho ran\n```", "DONE"]
+    replies = ["```frames\n1\n```\n" * 1_000 + "```bash\necho ran\n```", "DONE"]
     out = tmp_path / "run"
     with ScriptedOpenAI(replies) as server:
         assert bvb_run(server, suite, out, "--max-turns", "2") == 0
@@ -109,8 +110,8 @@ def test_frames_past_the_replys_cap_are_not_extracted_and_the_agent_is_told(suit
     assert (meta["stop_reason"], meta["frames_extracted"], meta["commands_run"]) == ("max_turns", 5, 1)
     assert [part["type"] for part in content] == ["text", "image_url"] * 5 + ["text"] * 3
     note, ran = content[10]["text"], content[11]["text"]
-    assert note == protocol.frames_cap_note(99_995, 5)
-    assert note.count("\n") == 1 and "99995 frames past the first 5" in note
+    assert note == protocol.frames_cap_note(995, 5)
+    assert note.count("\n") == 1 and "995 frames past the first 5" in note
     assert ran == "$ echo ran\n[exit 0]\nran\n\n"
     assert len({part["image_url"]["url"] for part in content if part["type"] == "image_url"}) == 1
 
