@@ -467,7 +467,10 @@ def extract_reply(
                 # The reference's name: the scene's count of frames before this block, plus the place in it.
                 dest = out_dir / frame_name(index + offset, t)
                 dest.unlink(missing_ok=True)
-                os.link(source[t], dest)  # a frame asked for again takes no more disk
+                try:
+                    os.link(source[t], dest)  # a frame asked for again takes no more disk
+                except OSError:  # a file system without hard links (exFAT)
+                    shutil.copyfile(source[t], dest)
                 got.append(Frame(t, dest))
         index += len(got)
         served.append(got)
