@@ -41,7 +41,7 @@ def _zstd_head(handle, size):
         import zstandard  # deferred: only a zstd-compressed .blend needs a decompressor
     except ImportError:
         try:
-            from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
+            from compression import zstd  # deferred: the standard library's only from Python 3.14
         except ImportError:
             return b""
         try:
