@@ -16,15 +16,20 @@ operator call has returned.
 
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .errors import BVBError
 from .outcomes import one_line
 
 log = logging.getLogger(__name__)
+
+# The add-on's own files: where() names the innermost call and the add-on's calls that led to it.
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,20 @@ class Job:
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def where(self, depth: int = 3) -> str:
+        """What the worker thread is doing now, innermost first: the call it is in, then up to ``depth`` of the
+        add-on's own calls that led there (``"selectors.py:415 select <- workspace.py:556 _run <- ..."``);
+        "" when its thread is not running. A deadline names a job that never ends by what it waits in."""
+        thread = self._thread
+        frame = sys._current_frames().get(thread.ident) if thread is not None and thread.ident is not None else None
+        calls: list[str] = []
+        while frame is not None and len(calls) <= depth:
+            path = frame.f_code.co_filename
+            if not calls or (path.startswith(_PACKAGE_DIR) and "site-packages" not in path):
+                calls.append(f"{Path(path).name}:{frame.f_lineno} {frame.f_code.co_name}")
+            frame = frame.f_back
+        return " <- ".join(calls)
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:

@@ -8,6 +8,10 @@ nothing stays mounted), with the checkout and the test's folders bound at the sa
 
 import json
 import os
+import signal
+import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -30,11 +34,106 @@ def blender_root():
     return Path(root)
 
 
+PROGRESS = "probe +"  # the start of a probe's progress lines (tests/blender_flows_probe.py)
+
+
 def run(root, argv, binds=(), env=None, timeout=600, cwd=REPO):
-    """Run argv inside the root with the checkout and binds visible; a CompletedProcess (text)."""
+    """Run argv inside the root with the checkout and binds visible; a CompletedProcess (text).
+
+    Its output goes to files, never pipes: a process it leaves behind cannot hold the test until
+    the timeout by keeping a pipe open. Past ``timeout`` it is killed and the test fails in one
+    line naming the command and its last progress line (then the output's tail); a process still
+    running in its private mount namespace after it ended (one it left behind) is killed and named.
+    """
     inside = {"BVB_VENV": roots.VENV, **(env or {})}
-    return roots.run_in(root, argv, binds=[REPO, *binds], cwd=cwd, env=inside, capture_output=True, text=True,
-                        timeout=timeout)  # fmt: skip
+    command = roots.enter_argv(root, argv, binds=[REPO, *binds], cwd=cwd, env=inside)
+    name = Path(argv[0]).name
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        namespace = _own_namespace(proc)
+        try:
+            proc.wait(timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            timed_out = True
+        finally:
+            left = _end_leftovers(namespace, root) if namespace is not None else []
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if timed_out:
+        also = f" (with {len(left)} process(es) it started)" if left else ""
+        pytest.fail(f"{name} ran past its {timeout} s timeout and was killed{also}; {last_progress(stdout)}\n"
+                    f"{stdout[-3000:]}\n{stderr[-3000:]}")  # fmt: skip
+    if left:
+        pytest.fail(f"{name} exited ({proc.returncode}) but left {len(left)} process(es) running in its root, "
+                    f"killed now: {'; '.join(left)}; {last_progress(stdout)}")  # fmt: skip
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+
+
+def last_progress(stdout):
+    """The last progress line a probe printed: what it was doing when it stopped."""
+    lines = [line for line in stdout.splitlines() if line.startswith(PROGRESS)]
+    return f"last progress: {lines[-1]!r}" if lines else "no progress line (the probe never started)"
+
+
+def _own_namespace(proc, limit_s=10.0):
+    """An open descriptor of the mount namespace proc made for itself (roots.enter_argv: ``unshare -m``), which
+    keeps that namespace, and so its identity, alive until closed; None if proc ended before it made one.
+
+    Checked against this process's own namespace: a read that came before the ``unshare`` is never taken.
+    """
+    own = os.stat("/proc/self/ns/mnt").st_ino
+    deadline = time.monotonic() + limit_s
+    while proc.poll() is None and time.monotonic() < deadline:  # not reaped: the pid is still proc's
+        try:
+            fd = os.open(f"/proc/{proc.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        if os.fstat(fd).st_ino != own:
+            return fd
+        os.close(fd)
+        time.sleep(0.005)
+    return None
+
+
+def _end_leftovers(namespace, root, grace_s=5.0):
+    """Kill the processes still in ``namespace`` (a descriptor from _own_namespace) and chrooted in ``root``:
+    those the command left behind. Returns them as "pid N: command line"; closes the descriptor."""
+    try:
+        inode, root_path = os.fstat(namespace).st_ino, os.path.realpath(root)
+
+        def ours():
+            found = {}
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    chrooted = os.readlink(entry / "root")
+                    if os.stat(entry / "ns" / "mnt").st_ino != inode:
+                        continue
+                    line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                except OSError:  # gone meanwhile
+                    continue
+                if chrooted == root_path or chrooted.startswith(root_path + "/"):
+                    found[int(entry.name)] = line
+            return found
+
+        deadline = time.monotonic() + grace_s  # a child with a parent-death signal is on its way out
+        left = ours()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = ours()
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return [f"pid {pid}: {line[:200]}" for pid, line in sorted(left.items())]
+    finally:
+        os.close(namespace)
 
 
 def blender(root, args, binds=(), env=None, timeout=600):
@@ -75,8 +174,6 @@ def file_tree(path):
     return sorted(str(p.relative_to(path)) for p in Path(path).rglob("*") if p.is_file())
 
 
-
-
 def xwd_to_png(xwd_path):
     """Convert an ``xwd -root`` capture (ZPixmap, 24/32-bit TrueColor) to PNG; returns (png path, pixels)."""
     import numpy as np
@@ -85,7 +182,12 @@ def xwd_to_png(xwd_path):
     raw = Path(xwd_path).read_bytes()
     fields = np.frombuffer(raw[:100], dtype=">u4")
     header_size, width, height = int(fields[0]), int(fields[4]), int(fields[5])
-    byte_order, bits_per_pixel, bytes_per_line, ncolors = int(fields[7]), int(fields[11]), int(fields[12]), int(fields[19])
+    byte_order, bits_per_pixel, bytes_per_line, ncolors = (
+        int(fields[7]),
+        int(fields[11]),
+        int(fields[12]),
+        int(fields[19]),
+    )
     if bits_per_pixel != 32:
         raise ValueError(f"{xwd_path}: {bits_per_pixel} bits per pixel; only 32 is read here")
     start = header_size + 12 * ncolors

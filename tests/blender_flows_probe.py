@@ -11,8 +11,16 @@ mode (a real window) it runs from a ``bpy.app.timers`` timer and the add-on's ow
 does the work, as for a user. After each flow in timer mode the window is captured with
 ``xwd -root``. Writes one JSON object to SETTINGS["result"]. Used by tests/test_binary.py and
 tests/test_gui.py; never imported by pytest itself (no test_ prefix).
+
+Every step prints a ``probe +SECONDS: ...`` line (the test shows the last ones when it fails) and
+has a deadline, inside the probe's whole budget (SETTINGS "total_s"), which is shorter than the
+test's own timeout: a wait for a background job past "job_wait_s" cancels the jobs and fails the
+flow in one line naming them, the call each job waits in and the last step the scene showed; a
+step that never returns (stuck in Blender's C code, a timer that never fires, an exit that never
+ends) meets faulthandler's watchdog, which prints every thread's stack and exits.
 """
 
+import faulthandler
 import importlib
 import json
 import subprocess
@@ -27,8 +35,41 @@ SETTINGS = json.loads(Path(sys.argv[sys.argv.index("--") + 1]).read_text())
 MODULE = SETTINGS["module"]
 background = importlib.import_module(f"{MODULE}.operators.background")
 RESULT = {"flows": {}, "order": [], "binary_path": bpy.app.binary_path, "version": bpy.app.version_string,
-          "background": bpy.app.background, "timer_ticks": 0}  # fmt: skip
+          "background": bpy.app.background, "timer_ticks": 0, "progress": [], "step": None}  # fmt: skip
+STARTED = time.monotonic()
+# Seconds: one wait for background jobs, one step that should return (an operator, a timer's first tick), and
+# the whole probe; GRACE is what the watchdog gives a Python deadline to fire before it kills the process.
+JOB_WAIT_S = float(SETTINGS.get("job_wait_s", 180))
+STEP_S = float(SETTINGS.get("step_s", 90))
+TOTAL_S = float(SETTINGS.get("total_s", 480))
+GRACE_S = 30.0
 TABLE = "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(location=(0, 0, 0.4))\nbpy.context.active_object.name = 'table_1'\n```"
+
+
+class Deadline(RuntimeError):
+    """A wait of the probe ran past its deadline; the message is the one line the test shows."""
+
+
+def say(text):
+    """A progress line on stdout, flushed (the test shows the last ones when the probe fails), kept in the result."""
+    line = f"probe +{time.monotonic() - STARTED:.1f}s: {text}"
+    RESULT["progress"].append(line)
+    print(line, flush=True)
+
+
+def arm(what, limit_s):
+    """Name the step under way and give it a deadline; returns its monotonic time.
+
+    The watchdog (faulthandler, a C thread that needs no GIL) fires GRACE_S after it: it prints every
+    thread's stack and exits, even where the main thread is stuck in Blender's C code and no Python
+    deadline can fire. Both stay inside the probe's whole budget, TOTAL_S.
+    """
+    left = TOTAL_S - (time.monotonic() - STARTED) - GRACE_S
+    limit = max(1.0, min(float(limit_s), left))
+    RESULT["step"] = what
+    say(f"{what} (deadline {limit:.0f} s)")
+    faulthandler.dump_traceback_later(limit + GRACE_S, exit=True)
+    return time.monotonic() + limit
 
 
 def view3d():
@@ -45,6 +86,7 @@ def op(name, **kwargs):
     """Call bpy.ops.bvb.<name> with a 3D viewport's context when there is a window."""
     window, area, region = view3d()
     operator = getattr(bpy.ops.bvb, name)
+    arm(f"bpy.ops.bvb.{name}", STEP_S)
     if window is None:
         return sorted(operator(**kwargs))
     with bpy.context.temp_override(window=window, area=area, region=region, scene=window.scene):
@@ -56,13 +98,28 @@ def current_scene():
     return window.scene if window else bpy.context.scene
 
 
-def wait_jobs(limit_s=300):
-    """Yield until every background job has finished and its outcome is applied."""
-    deadline = time.monotonic() + limit_s
+def wait_jobs(what, last_step):
+    """Yield until every background job has finished and its outcome is applied.
+
+    what names the jobs (the agent job); last_step() says what the scene shows of them now. Every 15 s
+    a progress line says it; past the deadline the jobs are cancelled and Deadline names each one, the
+    call its thread waits in, and the last step reached.
+    """
+    started = time.monotonic()
+    deadline = arm(f"waiting for {what} {background.registry.keys()}", JOB_WAIT_S)
+    told = started
     while background.registry and time.monotonic() < deadline:
+        if time.monotonic() - told >= 15:
+            told = time.monotonic()
+            say(f"still waiting for {what}: {last_step()}")
         yield 0.1
     if background.registry:
-        raise RuntimeError(f"background jobs still running after {limit_s} s: {list(background.registry)}")
+        waits = "; ".join(f"{key} in {job.where() or 'no running thread'}"
+                          for key in background.registry.keys() if (job := background.registry.get(key)))  # fmt: skip
+        background.registry.cancel_all()
+        raise Deadline(f"{what} still running after {time.monotonic() - started:.0f} s; last step: {last_step()}; "
+                       f"waiting in: {waits}")  # fmt: skip
+    say(f"{what} done: {last_step()}")
 
 
 def screenshot(name):
@@ -132,7 +189,8 @@ def flow_run_agent():
     started = time.monotonic()
     out = {"op": op("run_agent")}
     out["execute_s"] = round(time.monotonic() - started, 3)
-    yield from wait_jobs()
+    yield from wait_jobs("the agent job", lambda: f"agent step {s.agent_step}, {s.agent_status}, "
+                         f"last action {s.last_action or 'none yet'!r}, status {s.status!r}")  # fmt: skip
     out.update(agent_status=s.agent_status, agent_step=s.agent_step, status=s.status, scene_id=s.scene_id,
                meshes=sorted(o.name for o in scene.objects if o.type == "MESH"), steps=len(s.steps))  # fmt: skip
     return out
@@ -177,7 +235,7 @@ def flow_render_camera():
     s = current_scene().bvb
     s.render_preset, s.render_frames, s.render_resolution = "fast", 4, 64
     out = {"op": op("render_camera")}
-    yield from wait_jobs()
+    yield from wait_jobs("the render job", lambda: f"render status {s.render_status!r}")
     out.update(render_status=s.render_status, render_path=s.render_path, status=s.status)
     return out
 
@@ -188,7 +246,7 @@ def flow_score():
     prefs.bridge_url, prefs.bridge_token_file = SETTINGS["bridge_url"], SETTINGS["bridge_token_file"]
     prefs.judge, prefs.score_ls = "geometry", False
     out = {"op": op("score")}
-    yield from wait_jobs()
+    yield from wait_jobs("the score job", lambda: f"score status {s.score_status!r}")
     out.update(score_status=s.score_status, has_scores=s.has_scores, dv=s.score_dv, status=s.status,
                by_type=sorted((row.question_type, row.count) for row in s.dv_by_type))  # fmt: skip
     return out
@@ -203,11 +261,17 @@ def all_flows():
     for flow in flows:
         name = flow.__name__.removeprefix("flow_")
         started = time.monotonic()
+        arm(f"flow {name}", STEP_S)
         try:
             out = yield from flow()
+        except Deadline as exc:
+            out = {"error": str(exc)}
         except Exception:
             out = {"error": traceback.format_exc(limit=6)}
         out["seconds"] = round(time.monotonic() - started, 2)
+        say(f"flow {name} " + (f"failed: {out['error'].strip().splitlines()[-1]}" if "error" in out else "ok")
+            + f" in {out['seconds']} s")  # fmt: skip
+        arm(f"flow {name}: repaint and screenshot", STEP_S)
         yield 0.5  # let the window repaint after the flow's last change
         out["screenshot"] = screenshot(name)
         RESULT["flows"][name] = out
@@ -216,7 +280,8 @@ def all_flows():
 
 def finish():
     Path(SETTINGS["result"]).write_text(json.dumps(RESULT, indent=1))
-    print("RESULT written", SETTINGS["result"], flush=True)
+    # What is left is Blender's own exit (its add-ons' unregister, Python's join of non-daemon threads).
+    arm(f"RESULT written to {SETTINGS['result']}; Blender exits", STEP_S)
 
 
 def run_drain():
@@ -235,6 +300,8 @@ def run_timer():
     steps = all_flows()
 
     def tick():
+        if not RESULT["timer_ticks"]:
+            say("first timer tick")
         RESULT["timer_ticks"] += 1
         try:
             return next(steps)
@@ -249,8 +316,10 @@ def run_timer():
             return None
 
     bpy.app.timers.register(tick, first_interval=float(SETTINGS.get("first_interval", 2.0)))
+    arm("waiting for the first timer tick (the window's event loop)", STEP_S)
 
 
+say(f"started in {RESULT['version']} ({SETTINGS['mode']} mode; budget {TOTAL_S:.0f} s)")
 if SETTINGS["mode"] == "drain":
     run_drain()
 else:

@@ -21,6 +21,7 @@ from tests.binary_support import (
     blender,
     blender_root,
     check_output,
+    last_progress,
     result_line,
     run,
     user_resources,
@@ -104,11 +105,14 @@ def test_extension_installs_registers_and_loads_its_own_wheels(root, installed):
     assert str(home) in result["pydantic_core"] and "extensions" in result["pydantic_core"]
 
 
-def run_flows(root, installed, tmp_path, mode, args=("-b",), wrapper=(), suite=None, bridge=None):
+def run_flows(root, installed, tmp_path, mode, args=("-b",), wrapper=(), suite=None, bridge=None, probe=None,
+              replies=None):  # fmt: skip
     """Every panel flow (tests/blender_flows_probe.py) in the installed extension; returns its result.
 
     suite: a synthetic suite to take the scene from (its split, its oracle's program as the
-    agent's); bridge: (url, token file) of a running scoring service, for Score.
+    agent's); bridge: (url, token file) of a running scoring service, for Score; probe: settings
+    for the probe (its deadlines: job_wait_s, step_s, total_s); replies: the model's, in place of
+    the oracle's three.
     """
     from tests.runner_support import make_clip
 
@@ -117,16 +121,19 @@ def run_flows(root, installed, tmp_path, mode, args=("-b",), wrapper=(), suite=N
     settings = {"mode": mode, "module": MODULE, "run_dir": str(work / "run"), "result": str(work / "flows.json"),
                 "shots": str(work / "shots")}  # fmt: skip
     if suite is None:
-        settings["clip"] = str(make_clip(work / "videos" / "synthetic" / "synth_easy_000.mp4", frames=16, size=(64, 48)))
+        settings["clip"] = str(
+            make_clip(work / "videos" / "synthetic" / "synth_easy_000.mp4", frames=16, size=(64, 48))
+        )
         program = ORACLE.format(frames=16)
     else:
         settings.update(split=str(suite / "split.jsonl"), scene="synth_easy_000", videos=str(suite))
         program = (suite / "oracle" / "synth_easy_000.py").read_text()
     if bridge is not None:
         settings["bridge_url"], settings["bridge_token_file"] = bridge[0], str(bridge[1])
+    settings.update(probe or {})
     # Run Agent's default harness, mini-bvb: the program in a bash block that runs it with blender_run (this
     # binary, inside the scene's bwrap workspace) and saves result.blend.
-    replies = ["Look first.\n" + FRAMES, "The room.\n" + blender_block(program), "DONE"]
+    replies = replies or ["Look first.\n" + FRAMES, "The room.\n" + blender_block(program), "DONE"]
     result = work / "flows.json"
     (work / "shots").mkdir()
     binds = [home, work] + ([suite] if suite is not None else [])
@@ -138,7 +145,9 @@ def run_flows(root, installed, tmp_path, mode, args=("-b",), wrapper=(), suite=N
         proc = run(root, argv, binds=binds, env=env, timeout=600)
         calls = server.calls
     if not result.is_file():
-        pytest.fail(f"the flows wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
+        # The probe's watchdog (faulthandler) ended it: every thread's stack is in stderr's tail.
+        pytest.fail(f"the flows wrote no result (exit {proc.returncode}); {last_progress(proc.stdout)}\n"
+                    f"{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")  # fmt: skip
     out = json.loads(result.read_text())
     out["server_calls"], out["work"], out["proc"] = calls, work, proc
     return out
@@ -184,6 +193,54 @@ def check_flows(out, mode):
 def test_every_panel_flow_in_blender_b(root, installed, tmp_path):
     out = run_flows(root, installed, tmp_path, "drain")
     check_flows(out, "drain")
+    # Each flow's end and the probe's last step are progress lines (the test shows them when the probe stops).
+    assert f"flow render_camera ok in {out['flows']['render_camera']['seconds']} s" in "\n".join(out["progress"])
+    assert out["progress"][-1].startswith("probe +") and "; Blender exits (deadline " in out["proc"].stdout
+
+
+def test_a_job_that_never_ends_fails_its_flow_in_one_line_naming_where_it_waits(root, installed, tmp_path):
+    # The model's first answer takes 120 s: the agent job waits in its model call past the probe's 5 s.
+    out = run_flows(root, installed, tmp_path, "drain", probe={"job_wait_s": 5},
+                    replies=[{"content": "Look first.\n" + FRAMES, "delay": 120}])  # fmt: skip
+    error = out["flows"]["run_agent"]["error"]
+    assert error.startswith("the agent job still running after 5 s; last step: agent step 0, running") and (
+        "\n" not in error
+    ), error
+    # Named by the add-on's own calls its thread waits in (LiteLLM's model call, under mini-bvb's loop).
+    assert "waiting in: ('agent', " in error and "mini_bvb" in error, error
+    assert out["flows"]["run_agent"]["seconds"] < 15 and any("still running after" in line for line in out["progress"])
+    # The flows after it went on and the probe ended at once: Blender did not wait for the cancelled job.
+    assert out["order"][-1] == "render_camera" and out["proc"].returncode == 0, out["progress"][-3:]
+
+
+def test_a_command_past_its_timeout_or_leaving_a_process_fails_naming_it(root):
+    from tools import roots
+
+    # What a stuck probe looks like from here: a process left behind (it held the output pipe the test read until
+    # its timeout), a command that never ends. Distinct sleep lengths tell them apart in the root's processes.
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run(root, ["sh", "-c", "echo 'probe +0.1s: step one'; sleep 307 & echo started"])
+    message = str(failed.value).splitlines()[0]
+    assert message.startswith("sh exited (0) but left 1 process(es) running in its root, killed now: pid ") and (
+        "sleep 307; last progress: 'probe +0.1s: step one'" in message
+    ), message
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run(root, ["sh", "-c", "echo 'probe +0.2s: waiting for the thing'; sleep 308; echo never"], timeout=2)
+    message = str(failed.value).splitlines()[0]
+    assert message == (
+        "sh ran past its 2 s timeout and was killed (with 1 process(es) it started); "
+        "last progress: 'probe +0.2s: waiting for the thing'"
+    ), message
+    left = [pid for pid in roots._processes_in(root) if b"sleep\x0030" in _cmdline(pid)]
+    assert not left, left
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
 
 
 @pytest.fixture(scope="module")

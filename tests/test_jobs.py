@@ -143,3 +143,25 @@ def test_a_job_cancelled_before_it_started_ends_cancelled_without_running():
     registry.cancel("a")
     _drain_until_idle(registry)
     assert not ran.is_set() and len(applied) == 1 and applied[0].cancelled and applied[0].value is None
+
+
+def test_where_names_the_call_a_running_job_waits_in():
+    release = threading.Event()
+
+    def wait_for_the_bridge(job):
+        release.wait(10)
+
+    registry = JobRegistry()
+    job = registry.start(Job("a", wait_for_the_bridge))
+    deadline = time.monotonic() + 5
+    while "wait_for_the_bridge" not in job.where() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    where = job.where()
+    # The innermost call (threading's wait), then the add-on's and this file's calls that led there.
+    assert where.split(" <- ")[0].startswith("threading.py:"), where
+    assert "test_jobs.py:" in where and "wait_for_the_bridge" in where, where
+    assert len(where.split(" <- ")) <= 4, where
+    release.set()
+    _drain_until_idle(registry)
+    assert job.where() == ""
+    assert Job("b", wait_for_the_bridge).where() == ""  # never started
