@@ -98,7 +98,8 @@ def test_extension_installs_registers_and_loads_its_own_wheels(root, installed):
     result = result_line(proc)
     assert result["enabled"] and result["timer"]
     assert result["ops"] == sorted(["clear_reference", "load_reference", "load_step", "open_run", "render_camera",
-                                    "run_agent", "save_submission", "score", "show_versions", "stop_agent"])  # fmt: skip
+                                    "run_agent", "save_submission", "score", "select_rule_objects", "show_versions",
+                                    "stop_agent"])  # fmt: skip
     assert result["panels"] == ["BVB_PT_edit", "BVB_PT_main", "BVB_PT_run", "BVB_PT_score", "BVB_PT_source",
                                 "BVB_PT_steps"]  # fmt: skip
     # The binary's Python found its own binary wheel, inside the extension's folder.
