@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from .jsonfile import read_object_or_none
+from .sandbox import disk
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ def clean_stale(root: str | Path | None = None) -> list[Path]:
         candidates = [p for p in root.iterdir() if p.name.startswith(PREFIX)]
     except OSError:
         return removed
+    # A killed owner's sized disk is still mounted into its scene folder (the workspace is a bind of it):
+    # unmounted first, or the folder below could not be removed.
+    disk.sweep_stale()
     for folder in candidates:
         if _stale(folder):
             shutil.rmtree(folder, ignore_errors=True)

@@ -490,7 +490,7 @@ def test_the_add_on_client_scores_a_scene_with_the_service_defaults(layout, tmp_
         view = bridge_client.status(server.url, job, token_file=token_file)
         view = _wait(server.url, job, headers={"Authorization": f"Bearer {server.token}"})
         assert view["status"] == "done", view["error"]
-        assert "no V-JEPA 2 encoder" in view["skipped"]["ls"]
+        assert view["skipped"]["ls"].startswith("no LS encoder: start the service with --encoder PATH")
         scores = bridge_client.scores(bridge_client.results(server.url, job, token_file=token_file))
         assert scores["dv"] == pytest.approx(100.0) and scores["overall"] is None
         assert scores["dv_by_type"]["object_counting"] == (100.0, 1)

@@ -65,6 +65,7 @@ OPERATORS = sorted(
         "save_submission",
         "render_camera",
         "score",
+        "select_rule_objects",
     ]
 )
 PANELS = sorted(

@@ -321,7 +321,8 @@ def no_image_textures(scene, objects):
     found = Findings("no_image_textures")
     images = [image for image in bpy.data.images if image.type not in OWN_IMAGE_TYPES]
     clips = list(bpy.data.movieclips)
-    users = bpy.data.user_map(subset=images + clips) if images or clips else {}
+    # The stub makes user_map's optional key_types and value_types required.
+    users = bpy.data.user_map(subset=images + clips) if images or clips else {}  # type: ignore[call-arg]
     for idblock in images + clips:
         source = getattr(idblock, "source", "MOVIE")
         stored = "packed in the .blend" if getattr(idblock, "packed_file", None) else f"file {idblock.filepath!r}"
