@@ -277,6 +277,28 @@ def test_a_lone_surrogate_in_a_reply_is_kept_and_sent_as_u_fffd_and_the_scene_go
     assert [saved[2]["content"], saved[4]["content"]] == replies[:2]
 
 
+def test_a_lone_surrogate_in_a_python_block_is_the_agents_error_and_the_scene_goes_on(tmp_path):
+    """Source holding a lone surrogate has no UTF-8 bytes: its step file shows the escape, the compile error
+    is the agent's observation, the program file stays replayable, and the scene goes on (issue 39)."""
+    replies = [FRAMES, py("bpy['a'] = 1"), py("bpy['b'] = '\ud800'"), py("bpy['c'] = 3"), "DONE"]
+    with ScriptedOpenAI(replies) as server:
+        loop, env = make_loop(server, tmp_path)
+        meta = loop.run()
+        observation = server.requests[3]["messages"][-1]["content"]
+    assert (meta["status"], meta["stop_reason"], meta["turns"]) == ("submitted", "done", 5)
+    assert observation.startswith("Step 3: python error") and "surrogates not allowed" in observation
+    assert env.scene == {"a": 1, "c": 3}
+    run = tmp_path / "run"
+    assert (run / "steps/room_1/003.py").read_bytes() == b"bpy['b'] = '\\ud800'\n"
+    steps = read_trajectory(run / "trajectories/room_1.traj.json")["steps"]
+    assert steps[2]["code"] == "bpy['b'] = '\ud800'" and steps[2]["status"] == "error"
+    program = (run / "program/room_1.py").read_text().replace("import bpy", "bpy = {}").replace(PROGRAM_RESET, "")
+    assert """step(3, "bpy['b'] = '\\ud800'\\n", raised=True)""" in program  # a str literal's escape, ASCII
+    namespace = {}
+    exec(program, namespace)
+    assert namespace["bpy"] == {"a": 1, "c": 3}
+
+
 def test_interrupted_scene_resumes_with_the_budget_it_had_left(tmp_path):
     stop = threading.Event()
     calls = []

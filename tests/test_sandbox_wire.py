@@ -25,6 +25,14 @@ def test_round_trip(pair):
     assert wire.recv_msg(b, 1024, timeout=1) == {"id": 3, "text": "é" * 10}
 
 
+def test_a_lone_surrogate_crosses_as_its_json_escape(pair):
+    """Agent code or its output may hold one; it has no UTF-8 bytes, so that frame goes as ASCII JSON."""
+    a, b = pair
+    message = {"program": "x = '\ud800'", "text": "é\udc80"}
+    wire.send_msg(a, message)
+    assert wire.recv_msg(b, 1024, timeout=1) == message
+
+
 def test_oversize_frame_is_refused_before_reading_it(pair):
     a, b = pair
     a.sendall(struct.pack(">I", 1 << 30))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..atomic import copy_atomic, write_text_atomic
+from ..atomic import copy_atomic, write_bytes_atomic, write_text_atomic
 from ..backend import stamp_node
 from ..errors import AgentStop
 from ..money import money
@@ -475,7 +475,9 @@ class AgentLoop:
         s, c = self.trajectory, self.config
         step = record.step
         rd, scene = self.run_dir, self.task.scene
-        write_text_atomic(rd.step_file(scene, step, ".py"), code.rstrip() + "\n")
+        # backslashreplace: a lone surrogate has no UTF-8 bytes (and surrogateescape takes only U+DC80..U+DCFF),
+        # so the file shows its escape; such source cannot compile, and the worker's compile error is the observation.
+        write_bytes_atomic(rd.step_file(scene, step, ".py"), (code.rstrip() + "\n").encode("utf-8", "backslashreplace"))
         timeout = c.step_timeout
         if c.wall_limit:
             timeout = max(1.0, min(timeout, c.wall_limit - self._runtime()))

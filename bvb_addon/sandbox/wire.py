@@ -29,7 +29,12 @@ class PeerClosed(ProtocolError):
 
 
 def send_msg(sock: socket.socket, obj: Any) -> None:
-    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (agent code, or what its program printed) has no UTF-8 bytes; JSON's \uXXXX
+        # escape carries it, and json.loads gives back the same str. Only then: escapes make text up to 3x longer.
+        data = json.dumps(obj, separators=(",", ":")).encode("ascii")
     sock.sendall(HEADER.pack(len(data)) + data)
 
 
