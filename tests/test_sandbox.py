@@ -122,6 +122,20 @@ def test_error_keeps_scene_as_the_program_left_it(worker):
     assert "Half" in object_names(worker)
 
 
+def test_lone_surrogates_in_source_or_output_are_the_programs_error(worker):
+    """Issue 39: a python block holding one cannot compile; one a program prints or raises comes back as its
+    escape. Either way the step is the agent's own: the worker is not restarted and keeps what the step did."""
+    source = worker.run("x = '\ud800'\n")
+    assert source.status == "error" and "surrogates not allowed" in source.reason
+    printed = worker.run(
+        "import bpy\nbpy.ops.mesh.primitive_cube_add()\nbpy.context.object.name = 'Printed'\n"
+        "print('a' + chr(0xD800))\nraise ValueError(chr(0xDC80))"
+    )
+    assert (printed.status, printed.stdout) == ("error", "a\\ud800\n")
+    assert printed.reason == "ValueError: \\udc80"
+    assert "Printed" in object_names(worker)
+
+
 def test_environment_is_cleared(worker):
     result = worker.run(
         prog(

@@ -215,10 +215,10 @@ class SceneHost:
         os.chdir(self.workspace)
         reply = {
             "status": status,
-            "stdout": out.value(),
-            "stderr": err.value(),
-            "traceback": tb,
-            "reason": reason,
+            "stdout": escaped(out.value()),
+            "stderr": escaped(err.value()),
+            "traceback": escaped(tb),
+            "reason": escaped(reason),
             "duration_s": duration,
         }
         try:
@@ -411,6 +411,12 @@ def proc_parent(pid):
         return int(stat[stat.rindex(b")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def escaped(text):
+    """``text`` with each lone surrogate as its escape: a program may print chr(0xD800), and the supervisor
+    refuses a reply string that holds one (as it must: only a forged reply would)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def agent_traceback(exc_type, exc, tb):
