@@ -10,7 +10,7 @@ import pytest
 from bvb_addon import run_view
 from bvb_addon.scene_rules import error_row, finding, make_row
 from eval_bridge.pages import live, report
-from tests.addon_support import forget_addon, import_addon
+from tests.test_addon import addon  # noqa: F401 (registers the add-on around a test)
 from tests.test_addon_panels import Holder, RecordingLayout
 
 SCENE = "scene_a"
@@ -83,17 +83,8 @@ def test_bvb_view_rebuilds_when_an_audit_writes(tmp_path):
     assert live.fingerprint([run]) != before
 
 
-@pytest.fixture
-def addon(factory_blender):
-    module = import_addon()
-    module.register()
-    yield module
-    module.unregister()
-    forget_addon()
-
-
 @pytest.mark.blender
-def test_the_run_panel_lists_the_open_scenes_violations_and_selects_their_objects(addon, factory_blender, tmp_path):
+def test_the_run_panel_lists_the_open_scenes_violations_and_selects_their_objects(addon, factory_blender, tmp_path):  # noqa: F811
     bpy = factory_blender
     scene = bpy.context.scene
     image = bpy.data.images.new("frame_00001.png", 4, 4)

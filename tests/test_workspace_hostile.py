@@ -16,6 +16,7 @@ import pytest
 from bvb_addon.sandbox import SandboxConfig, probe_layers
 from bvb_addon.sandbox.layers import uid_in_use
 from bvb_addon.sandbox.workspace import SceneWorkspace
+from tests.test_workspace import clip  # noqa: F401 (the module's one-second clip fixture)
 
 CONFIG = SandboxConfig()
 LEVEL = probe_layers(CONFIG)
@@ -49,15 +50,6 @@ except OSError as exc:
 
 
 @pytest.fixture(scope="module")
-def clip(tmp_path_factory):
-    path = tmp_path_factory.mktemp("clip") / "source.mp4"
-    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-t", "1",
-                    "-pix_fmt", "yuv420p", str(path)], check=True)  # fmt: skip
-    path.chmod(0o644)
-    return path
-
-
-@pytest.fixture(scope="module")
 def host(tmp_path_factory):
     """What the harness holds and the agent must never read: the split with its answers, another scene's files.
     World-readable on purpose: only the sandbox's view keeps them out."""
@@ -76,12 +68,12 @@ def host(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory, clip):
+def ws(tmp_path_factory, clip):  # noqa: F811
     with SceneWorkspace(tmp_path_factory.mktemp("scene") / "ws", clip, CONFIG, exec_timeout=60, disk_bytes=DISK) as w:
         yield w
 
 
-def test_the_disk_layer_is_recorded_either_way(ws, tmp_path, clip):
+def test_the_disk_layer_is_recorded_either_way(ws, tmp_path, clip):  # noqa: F811
     assert ("disk" in ws.level.layers) != ("disk" in ws.level.missing)
     if "disk" in ws.level.missing:
         assert "--disk is not applied" in ws.level.missing["disk"]
@@ -141,7 +133,7 @@ def test_host_processes_are_invisible(ws):
         sleeper.wait()
 
 
-def test_two_concurrent_scenes_see_nothing_of_each_other(tmp_path, clip):
+def test_two_concurrent_scenes_see_nothing_of_each_other(tmp_path, clip):  # noqa: F811
     a = SceneWorkspace(tmp_path / "a", clip, CONFIG, disk_bytes=DISK)
     b = SceneWorkspace(tmp_path / "b", clip, CONFIG, disk_bytes=DISK)
     try:
@@ -174,7 +166,7 @@ def test_two_concurrent_scenes_see_nothing_of_each_other(tmp_path, clip):
         assert not uid_in_use(a.uid) and not uid_in_use(b.uid), "a closed scene left a process running"
 
 
-def test_a_fork_loop_is_capped(tmp_path, clip):
+def test_a_fork_loop_is_capped(tmp_path, clip):  # noqa: F811
     if "cgroup_pids" not in LEVEL.layers and "nproc" not in LEVEL.layers:
         pytest.skip(LEVEL.missing.get("process_cap"))
     with SceneWorkspace(tmp_path / "ws", clip, CONFIG, exec_timeout=60) as w:
