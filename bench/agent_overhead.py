@@ -23,8 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bvb_addon.agent.config import AgentConfig  # noqa: E402
-from bvb_addon.agent.runner import Runner, RunOptions  # noqa: E402
+from bvb_addon.agent.config import (
+    AgentConfig,  # noqa: E402
+    RunOptions,  # noqa: E402
+)
+from bvb_addon.agent.runner import Runner  # noqa: E402
 from bvb_addon.sandbox.config import SandboxConfig  # noqa: E402
 from bvb_addon.trajectory import load_trajectory  # noqa: E402
 from tests.runner_support import make_suite, py, turn_of  # noqa: E402

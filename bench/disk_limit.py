@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bvb_addon.agent.mini_bvb import parse_disk  # noqa: E402
+from bvb_addon.agent.config import parse_disk  # noqa: E402
 from bvb_addon.sandbox import SandboxConfig  # noqa: E402
 from bvb_addon.sandbox.workspace import SceneWorkspace  # noqa: E402
 

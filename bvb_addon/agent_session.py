@@ -20,10 +20,9 @@ from typing import Any
 
 from . import scratch
 from .agent import setup
-from .agent.config import AgentConfig
+from .agent.config import AgentConfig, MiniBVBSettings
 from .agent.driver import drive_scene
 from .agent.environment import Environment
-from .agent.mini_bvb import MiniBVBSettings
 from .agent.mini_bvb_protocol import protocol_of
 from .agent.mini_bvb_run import api_free_chat, chat_model, mini_config, require_host_tools, run_scene
 from .agent.model import Model

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bvb_addon import outcomes, path_args
-from bvb_addon.agent.config import Agent, AgentConfig
-from bvb_addon.agent.runner import RunOptions
+from bvb_addon.agent.config import Agent, AgentConfig, RunOptions
 from bvb_addon.agent.runner import run as run_stage
 from bvb_addon.command_line import add_log_flags, setup_logging
 from bvb_addon.errors import USER_ERRORS, BVBError, report

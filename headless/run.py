@@ -28,7 +28,8 @@ from headless import bootstrap  # noqa: E402
 bootstrap.prepare()
 
 from bvb_addon import outcomes, path_args, versions  # noqa: E402
-from bvb_addon.agent.runner import HARNESS_OPTIONS, RUN, RunOptions, run  # noqa: E402
+from bvb_addon.agent.config import RUN, RunOptions  # noqa: E402
+from bvb_addon.agent.runner import HARNESS_OPTIONS, run  # noqa: E402
 from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
 from bvb_addon.errors import USER_ERRORS, entry, report  # noqa: E402
 from bvb_addon.options import add_options, from_namespace  # noqa: E402

@@ -1,12 +1,14 @@
 """Settings of one agent run: the model, its limits and how observations are shaped."""
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..defaults import API_KEY_ENV, COST_LIMIT_USD, MODEL, PROVIDER_BASE_URL
-from ..errors import ArgumentError
+from ..errors import ArgumentError, BVBError
 from ..options import option
+from ..sandbox.config import SandboxConfig
 
 REASONING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 # Providers that take fewer efforts than the levels above get their nearest one: OpenAI's (and
@@ -144,3 +146,203 @@ class AgentConfig:
     def public(self) -> dict[str, Any]:
         """The settings for config.json (no secrets are ever held here, only the variable's name)."""
         return asdict(self)
+
+
+MINI = "mini-bvb (BVB's run_agent.py options)"
+"""The help section of ``bvb run`` the harness's flags are listed under."""
+
+
+def parse_size(text: str, flag: str = "--memory", default: str = "4g (BVB's)") -> int:
+    """Docker's size words (``4g``, ``512m``, ``1024k``, bytes) in bytes; ``flag`` and ``default`` name them in errors."""
+    units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    value = str(text).strip().lower()
+    factor = units.get(value[-1:], None)
+    number = value[:-1] if factor else value
+    try:
+        amount = float(number) * (factor or 1)
+    except ValueError:
+        raise ArgumentError(f"{flag} {text!r}: give a size like 4g or 512m (the default is {default})") from None
+    if not amount > 0:
+        raise ArgumentError(f"{flag} {text!r}: must be positive, e.g. 4g")
+    return int(amount)
+
+
+def parse_memory(text: str) -> int:
+    """Docker's --memory form in bytes."""
+    return parse_size(text)
+
+
+def parse_disk(text: str) -> int:
+    """--disk SIZE in bytes (Docker's size words)."""
+    return parse_size(text, "--disk", "8g")
+
+
+def parse_snapshot_budget(text: str) -> int:
+    """--snapshot-budget SIZE in bytes (Docker's size words)."""
+    return parse_size(text, "--snapshot-budget", "2g")
+
+
+@dataclass
+class MiniBVBSettings:
+    """The harness's options beside AgentConfig's model and cost limit (run_agent.py's defaults)."""
+
+    # The command line's --reasoning is RunOptions.reasoning (one flag for both harnesses).
+    reasoning: str | None = option(None, "reasoning_effort as given, sent only when given", cli=False)
+    """``reasoning_effort`` as given, sent only when given (any value, "none" included)."""
+    max_turns: int = option(0, "model calls per scene (0: no cap)", metavar="N", group=MINI)
+    """Model calls per scene; 0: no cap (the cost limit is the stop)."""
+    scene_timeout: float = option(0.0, "seconds per scene (0: off)", metavar="S", group=MINI)
+    """Seconds per scene, checked before each call; 0: off."""
+    exec_timeout: float = option(300.0, "seconds per bash block", metavar="S", group=MINI)
+    """Seconds one bash block may run; then exit 124 and its whole process tree killed."""
+    cpus: float = option(2.0, "CPUs of a scene's sandbox", group=MINI)
+    memory_bytes: int = option(
+        4 << 30,
+        "memory of a scene's sandbox (e.g. 4g, 512m)",
+        flag="--memory",
+        metavar="SIZE",
+        parse=parse_memory,
+        cli_help_default="4g",
+        group=MINI,
+    )
+    allow_network: bool = option(False, "give the scene's sandbox the network", group=MINI)
+    disk_bytes: int = option(
+        8 << 30,
+        "disk of a scene's sandbox: /workspace, /tmp, $HOME and /dev/shm together (e.g. 8g, 256m)",
+        flag="--disk",
+        metavar="SIZE",
+        parse=parse_disk,
+        cli_help_default="8g",
+        group=MINI,
+    )
+    """Bytes the scene's sandbox may write, everywhere together; past it a write fails with ENOSPC (disk layer)."""
+    snapshot_budget: int = option(
+        2 << 30,
+        "bytes of result.blend snapshots a scene keeps in steps/ (the newest kept)",
+        metavar="SIZE",
+        parse=parse_snapshot_budget,
+        cli_help_default="2g",
+        group=MINI,
+    )
+    """Bytes of steps/<scene>/NNN.blend a scene keeps: older snapshots are removed to make room for a new one."""
+    model_timeout: float = option(600.0, "mini-bvb: seconds one call may take", metavar="S", group="agent")
+    """Seconds one model call may take (LiteLLM's timeout)."""
+    num_retries: int = option(5, "LiteLLM's retries of one call", flag="--model-retries", metavar="N", group=MINI)
+    """LiteLLM's retries of one call."""
+
+    def public(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class RunError(BVBError, ValueError):
+    """Bad input to the runner: one line naming the thing and the fix."""
+
+
+RUN = "run"
+"""The help section of ``bvb run``'s own flags."""
+
+
+def shard_pair(text: str) -> tuple[int, int]:
+    """``--shard i/N`` as written; whether i counts from 0 or 1 is the harness's (``Runner.shard``)."""
+    try:
+        index, count = (int(part) for part in str(text).split("/"))
+    except ValueError:
+        raise RunError(f"--shard {text!r} is not i/N; write e.g. --shard 1/4") from None
+    return index, count
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """``bvb run``'s options: the split and the run folder, the harness, the agent (AgentConfig), the sandbox
+    (SandboxConfig) and mini-bvb's own settings. Sub-options are flattened on the command line and are
+    sub-tables in a file (a campaign's ``[run]`` and ``[[config]]`` may also name their fields directly)."""
+
+    split: Path | None = option(None, "split file (JSON lines, VSI-Bench fields; required with --mode bvb)", group=RUN)
+    videos: Path | None = option(None, "VSI-Bench-style root holding <dataset>/<scene>.mp4 (required)", group=RUN)
+    output: Path | None = option(
+        None,
+        "run directory to write, e.g. results/<run> (required with --harness native; mini-bvb's default is "
+        "BVB's results/mini-harness-<model>[-reasoning-<effort>]-run01)",
+        group=RUN,
+    )
+    mode: Literal["bvb", "vgi"] = option(
+        "bvb", "bvb: rebuild the videos of a split; vgi: build and animate the procedure tasks of --tasks", group=RUN
+    )
+    """"bvb": scenes of a split; "vgi": procedure tasks of a VGI suite (tasks.jsonl)."""
+    tasks: Path | None = option(
+        None, "VGI tasks.jsonl (required with --mode vgi; --videos is the VGI suite folder)", group=RUN
+    )
+    scenes: tuple[str, ...] = option((), "only these scene names (default: all)", metavar="ID", group=RUN)
+    limit: int = option(0, "only the first N scenes (0: all)", metavar="N", group=RUN)
+    harness: Literal["mini-bvb", "native"] = option(
+        "mini-bvb",
+        "mini-bvb: BVB's Stage-1 agent exactly (bash and frames blocks in a scene sandbox; the benchmark's "
+        "protocol); native: ours (python, frames and render actions in a warm Blender worker; always with --mode vgi); "
+        "never ranked together",
+        group=RUN,
+    )
+    """"mini-bvb": BVB's Stage-1 agent, exactly (bash and frames blocks in a scene workspace; agent.mini_bvb);
+    "native": ours (python, frames and render actions in a warm Blender worker; agent.loop)."""
+    shard: tuple[int, int] | None = option(
+        None,
+        "run shard i of N, split by scene order: 1 <= i <= N under mini-bvb (BVB's, config.shard-i-of-N.json), "
+        "0 <= i < N under native (default: all scenes)",
+        metavar="i/N",
+        parse=shard_pair,
+        group=RUN,
+    )
+    """(i, N) as given, in the harness's numbering (``Runner.shard`` checks it); None: every scene."""
+    skip_scenes: tuple[str, ...] = option(
+        (), "mini-bvb: leave these scenes out (before --shard)", metavar="ID", group=RUN
+    )
+    """mini-bvb: scenes left out after --limit, before the shard (BVB's --skip-scenes)."""
+    workers: int = option(1, "scenes run at once, each in its own worker", metavar="N", group=RUN)
+    resume: bool = option(
+        False,
+        "continue interrupted and faulted scenes; ended ones (submitted, a limit, failed) stay as they ended",
+        group=RUN,
+    )
+    """Continue interrupted and faulted scenes; ended scenes (submitted, a limit, an agent failure) stay ended."""
+    retry_failed: bool = option(
+        False,
+        "with --resume: re-open scenes that ended in an agent failure (recorded in their trajectory)",
+        group=RUN,
+    )
+    backend: Literal["local", "ray"] = option("local", "local threads, or one Ray task per scene", group=RUN)
+    """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
+    ray_address: str | None = option(None, "Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)", group=RUN)
+    agent: AgentConfig = option(help="the agent: its model, endpoint, prices and limits", default_factory=AgentConfig)
+    reasoning: Reasoning | None = option(
+        None, "reasoning effort; mini-bvb sends it as given, only when given; native: default none", group=AGENT
+    )
+    """The one --reasoning of both harnesses: AgentConfig's (none when not given) and MiniBVBSettings'."""
+    probe_wait: float = option(
+        60.0,
+        "seconds to keep retrying an endpoint that refuses or times out before the first scene (0: no probe)",
+        metavar="S",
+        group=AGENT,
+    )
+    budget: float | None = option(
+        None,
+        "model cost for the whole run, across all workers; when reached, running scenes end as limit/budget "
+        "and submit, the rest stay unstarted (--resume with a larger budget continues; default: no run budget)",
+        metavar="USD",
+        group=LIMITS,
+    )
+    """USD for the whole run, shared by every scene (agent.budget); None: only each scene's cost limit."""
+    mini_bvb: MiniBVBSettings = option(help="the mini-bvb harness's own options", default_factory=MiniBVBSettings)
+    """The mini-bvb harness's own options (turns, scene timeout, bash timeout, CPUs, memory, network)."""
+    sandbox: SandboxConfig | None = option(None, "how workers are isolated (None: the sandbox's defaults)")
+    """A sandbox.SandboxConfig, or None for the sandbox's defaults."""
+    progress: bool = option(True, "the progress bar", cli=False)
+    budget_holder: object = option(None, "a campaign's budget holder", cli=False, record=False)
+    """A budget holder shared beyond this run (a campaign's: agent.budget.Budget, or its Ray actor's
+    proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
+    named: frozenset[str] = option(frozenset(), "options the caller named", cli=False, record=False)
+    """Field paths (``agent.max_steps``) the command line or a file named, even at their default: the harness
+    check refuses those of the other harness (a value other than the default is refused whoever set it)."""
+
+    @property
+    def mini(self) -> bool:
+        """The mini-bvb harness: VGI's procedure tasks are native's whatever --harness says."""
+        return self.harness == "mini-bvb" and self.mode != "vgi"

@@ -19,16 +19,15 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic import write_bytes_atomic
 from ..backend import stamp_node
-from ..errors import ArgumentError, MissingFileError
+from ..errors import MissingFileError
 from ..openai_client import ProviderRefused
-from ..options import option
 from ..records import AgentMeta, write_agent_meta
 from ..records.agent_meta import ANSWERED_BY, answered_by
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
@@ -38,6 +37,7 @@ from ..trajectory import TrajectoryWriter, load_trajectory
 from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
 from .budget import scene_spend
+from .config import MiniBVBSettings
 from .ledger import CostLimit, Ledger, usd
 from .litellm_model import CallInfo, chat_messages, image_part, text_part
 
@@ -48,96 +48,10 @@ INSIDE = "/workspace"
 RESULT = f"{INSIDE}/output/result.blend"
 """The submission, inside the workspace."""
 MAX_BLEND_BYTES = 2 << 30
+"""A result.blend larger than this is not copied out (the workspace is untrusted)."""
 BUDGET_PROBE_USD = 1e-9
 """What a call reserves against the run's --budget: none of its cost is known before, and a budget that is
 spent (spent + this > budget) is marked reached, so that no further scene starts."""
-"""A result.blend larger than this is not copied out (the workspace is untrusted)."""
-
-
-MINI = "mini-bvb (BVB's run_agent.py options)"
-"""The help section of ``bvb run`` the harness's flags are listed under."""
-
-
-def parse_size(text: str, flag: str = "--memory", default: str = "4g (BVB's)") -> int:
-    """Docker's size words (``4g``, ``512m``, ``1024k``, bytes) in bytes; ``flag`` and ``default`` name them in errors."""
-    units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    value = str(text).strip().lower()
-    factor = units.get(value[-1:], None)
-    number = value[:-1] if factor else value
-    try:
-        amount = float(number) * (factor or 1)
-    except ValueError:
-        raise ArgumentError(f"{flag} {text!r}: give a size like 4g or 512m (the default is {default})") from None
-    if not amount > 0:
-        raise ArgumentError(f"{flag} {text!r}: must be positive, e.g. 4g")
-    return int(amount)
-
-
-def parse_memory(text: str) -> int:
-    """Docker's --memory form in bytes."""
-    return parse_size(text)
-
-
-def parse_disk(text: str) -> int:
-    """--disk SIZE in bytes (Docker's size words)."""
-    return parse_size(text, "--disk", "8g")
-
-
-def parse_snapshot_budget(text: str) -> int:
-    """--snapshot-budget SIZE in bytes (Docker's size words)."""
-    return parse_size(text, "--snapshot-budget", "2g")
-
-
-@dataclass
-class MiniBVBSettings:
-    """The harness's options beside AgentConfig's model and cost limit (run_agent.py's defaults)."""
-
-    # The command line's --reasoning is RunOptions.reasoning (one flag for both harnesses).
-    reasoning: str | None = option(None, "reasoning_effort as given, sent only when given", cli=False)
-    """``reasoning_effort`` as given, sent only when given (any value, "none" included)."""
-    max_turns: int = option(0, "model calls per scene (0: no cap)", metavar="N", group=MINI)
-    """Model calls per scene; 0: no cap (the cost limit is the stop)."""
-    scene_timeout: float = option(0.0, "seconds per scene (0: off)", metavar="S", group=MINI)
-    """Seconds per scene, checked before each call; 0: off."""
-    exec_timeout: float = option(300.0, "seconds per bash block", metavar="S", group=MINI)
-    """Seconds one bash block may run; then exit 124 and its whole process tree killed."""
-    cpus: float = option(2.0, "CPUs of a scene's sandbox", group=MINI)
-    memory_bytes: int = option(
-        4 << 30,
-        "memory of a scene's sandbox (e.g. 4g, 512m)",
-        flag="--memory",
-        metavar="SIZE",
-        parse=parse_memory,
-        cli_help_default="4g",
-        group=MINI,
-    )
-    allow_network: bool = option(False, "give the scene's sandbox the network", group=MINI)
-    disk_bytes: int = option(
-        8 << 30,
-        "disk of a scene's sandbox: /workspace, /tmp, $HOME and /dev/shm together (e.g. 8g, 256m)",
-        flag="--disk",
-        metavar="SIZE",
-        parse=parse_disk,
-        cli_help_default="8g",
-        group=MINI,
-    )
-    """Bytes the scene's sandbox may write, everywhere together; past it a write fails with ENOSPC (disk layer)."""
-    snapshot_budget: int = option(
-        2 << 30,
-        "bytes of result.blend snapshots a scene keeps in steps/ (the newest kept)",
-        metavar="SIZE",
-        parse=parse_snapshot_budget,
-        cli_help_default="2g",
-        group=MINI,
-    )
-    """Bytes of steps/<scene>/NNN.blend a scene keeps: older snapshots are removed to make room for a new one."""
-    model_timeout: float = option(600.0, "mini-bvb: seconds one call may take", metavar="S", group="agent")
-    """Seconds one model call may take (LiteLLM's timeout)."""
-    num_retries: int = option(5, "LiteLLM's retries of one call", flag="--model-retries", metavar="N", group=MINI)
-    """LiteLLM's retries of one call."""
-
-    def public(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class BashResultLike(Protocol):

@@ -20,10 +20,10 @@ from ..run_dir import CONFIG, RunDir
 from ..sandbox.config import SandboxConfig, SandboxUnavailable
 from ..sandbox.workspace import SceneWorkspace
 from . import mini_bvb_protocol as protocol
-from .config import AgentConfig
+from .config import AgentConfig, MiniBVBSettings
 from .driver import task_for_clip
 from .litellm_model import LiteLLMModel
-from .mini_bvb import MiniBVBLoop, MiniBVBSettings, SceneInput
+from .mini_bvb import MiniBVBLoop, SceneInput
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .. import backend, dataset, outcomes, scratch
 from ..atomic import remove_stale_temps
-from ..errors import BVBError, NewerFormatError
+from ..errors import NewerFormatError
 from ..money import money
 from ..openai_client import ProviderRefused
 from ..options import option
@@ -27,10 +27,9 @@ from ..vgi import suite
 from . import mini_bvb_run
 from .budget import Budget, recorded_spend
 from .budget_ray import ray_budget
-from .config import AGENT, LIMITS, AgentConfig, Reasoning
+from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions
 from .driver import drive_scene, task_for_clip, unstarted
 from .environment import Environment
-from .mini_bvb import MiniBVBSettings
 from .mini_bvb_protocol import protocol_of, run_name
 from .mini_bvb_run import config_name
 from .mini_bvb_run import parse_shard as parse_mini_shard
@@ -39,120 +38,6 @@ from .setup import bpy_version, get_environment, get_model, get_price, get_sandb
 from .task import SceneTask
 
 log = logging.getLogger(__name__)
-
-
-class RunError(BVBError, ValueError):
-    """Bad input to the runner: one line naming the thing and the fix."""
-
-
-RUN = "run"
-"""The help section of ``bvb run``'s own flags."""
-
-
-def shard_pair(text: str) -> tuple[int, int]:
-    """``--shard i/N`` as written; whether i counts from 0 or 1 is the harness's (``Runner.shard``)."""
-    try:
-        index, count = (int(part) for part in str(text).split("/"))
-    except ValueError:
-        raise RunError(f"--shard {text!r} is not i/N; write e.g. --shard 1/4") from None
-    return index, count
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """``bvb run``'s options: the split and the run folder, the harness, the agent (AgentConfig), the sandbox
-    (SandboxConfig) and mini-bvb's own settings. Sub-options are flattened on the command line and are
-    sub-tables in a file (a campaign's ``[run]`` and ``[[config]]`` may also name their fields directly)."""
-
-    split: Path | None = option(None, "split file (JSON lines, VSI-Bench fields; required with --mode bvb)", group=RUN)
-    videos: Path | None = option(None, "VSI-Bench-style root holding <dataset>/<scene>.mp4 (required)", group=RUN)
-    output: Path | None = option(
-        None,
-        "run directory to write, e.g. results/<run> (required with --harness native; mini-bvb's default is "
-        "BVB's results/mini-harness-<model>[-reasoning-<effort>]-run01)",
-        group=RUN,
-    )
-    mode: Literal["bvb", "vgi"] = option(
-        "bvb", "bvb: rebuild the videos of a split; vgi: build and animate the procedure tasks of --tasks", group=RUN
-    )
-    """"bvb": scenes of a split; "vgi": procedure tasks of a VGI suite (tasks.jsonl)."""
-    tasks: Path | None = option(
-        None, "VGI tasks.jsonl (required with --mode vgi; --videos is the VGI suite folder)", group=RUN
-    )
-    scenes: tuple[str, ...] = option((), "only these scene names (default: all)", metavar="ID", group=RUN)
-    limit: int = option(0, "only the first N scenes (0: all)", metavar="N", group=RUN)
-    harness: Literal["mini-bvb", "native"] = option(
-        "mini-bvb",
-        "mini-bvb: BVB's Stage-1 agent exactly (bash and frames blocks in a scene sandbox; the benchmark's "
-        "protocol); native: ours (python, frames and render actions in a warm Blender worker; always with --mode vgi); "
-        "never ranked together",
-        group=RUN,
-    )
-    """"mini-bvb": BVB's Stage-1 agent, exactly (bash and frames blocks in a scene workspace; agent.mini_bvb);
-    "native": ours (python, frames and render actions in a warm Blender worker; agent.loop)."""
-    shard: tuple[int, int] | None = option(
-        None,
-        "run shard i of N, split by scene order: 1 <= i <= N under mini-bvb (BVB's, config.shard-i-of-N.json), "
-        "0 <= i < N under native (default: all scenes)",
-        metavar="i/N",
-        parse=shard_pair,
-        group=RUN,
-    )
-    """(i, N) as given, in the harness's numbering (``Runner.shard`` checks it); None: every scene."""
-    skip_scenes: tuple[str, ...] = option(
-        (), "mini-bvb: leave these scenes out (before --shard)", metavar="ID", group=RUN
-    )
-    """mini-bvb: scenes left out after --limit, before the shard (BVB's --skip-scenes)."""
-    workers: int = option(1, "scenes run at once, each in its own worker", metavar="N", group=RUN)
-    resume: bool = option(
-        False,
-        "continue interrupted and faulted scenes; ended ones (submitted, a limit, failed) stay as they ended",
-        group=RUN,
-    )
-    """Continue interrupted and faulted scenes; ended scenes (submitted, a limit, an agent failure) stay ended."""
-    retry_failed: bool = option(
-        False,
-        "with --resume: re-open scenes that ended in an agent failure (recorded in their trajectory)",
-        group=RUN,
-    )
-    backend: Literal["local", "ray"] = option("local", "local threads, or one Ray task per scene", group=RUN)
-    """"local": threads here; "ray": one Ray task per scene on a cluster (bvb_addon.backend)."""
-    ray_address: str | None = option(None, "Ray cluster to join (default: $RAY_ADDRESS, else a local Ray)", group=RUN)
-    agent: AgentConfig = option(help="the agent: its model, endpoint, prices and limits", default_factory=AgentConfig)
-    reasoning: Reasoning | None = option(
-        None, "reasoning effort; mini-bvb sends it as given, only when given; native: default none", group=AGENT
-    )
-    """The one --reasoning of both harnesses: AgentConfig's (none when not given) and MiniBVBSettings'."""
-    probe_wait: float = option(
-        60.0,
-        "seconds to keep retrying an endpoint that refuses or times out before the first scene (0: no probe)",
-        metavar="S",
-        group=AGENT,
-    )
-    budget: float | None = option(
-        None,
-        "model cost for the whole run, across all workers; when reached, running scenes end as limit/budget "
-        "and submit, the rest stay unstarted (--resume with a larger budget continues; default: no run budget)",
-        metavar="USD",
-        group=LIMITS,
-    )
-    """USD for the whole run, shared by every scene (agent.budget); None: only each scene's cost limit."""
-    mini_bvb: MiniBVBSettings = option(help="the mini-bvb harness's own options", default_factory=MiniBVBSettings)
-    """The mini-bvb harness's own options (turns, scene timeout, bash timeout, CPUs, memory, network)."""
-    sandbox: SandboxConfig | None = option(None, "how workers are isolated (None: the sandbox's defaults)")
-    """A sandbox.SandboxConfig, or None for the sandbox's defaults."""
-    progress: bool = option(True, "the progress bar", cli=False)
-    budget_holder: object = option(None, "a campaign's budget holder", cli=False, record=False)
-    """A budget holder shared beyond this run (a campaign's: agent.budget.Budget, or its Ray actor's
-    proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
-    named: frozenset[str] = option(frozenset(), "options the caller named", cli=False, record=False)
-    """Field paths (``agent.max_steps``) the command line or a file named, even at their default: the harness
-    check refuses those of the other harness (a value other than the default is refused whoever set it)."""
-
-    @property
-    def mini(self) -> bool:
-        """The mini-bvb harness: VGI's procedure tasks are native's whatever --harness says."""
-        return self.harness == "mini-bvb" and self.mode != "vgi"
 
 
 def parse_shard(text: str) -> tuple[int, int]:
