@@ -36,6 +36,15 @@ code files
     at the top level of the tree (not ``tests``, ``bench``, ``docs``).
 tests (``--tests``)
     The count ``pytest --collect-only -q`` reports (every tier; 10-20 s here).
+the agent wing's size (issue 41)
+    ``wing_lines``: lines of ``bvb_addon/agent/*.py`` and ``bvb_addon/agent_session.py``;
+    ``runner_harness_names``: in ``bvb_addon/agent/runner.py``, occurrences of the words the runner
+    branches on per harness: ``mini-bvb``, ``native`` (a whole word), ``.mini`` (the attribute, not
+    ``.mini_bvb``) and ``harness ==``.
+help times (``--help-times``)
+    The median of 5 wall times of ``python -P -m headless.cli --help``, ``... run --help`` and
+    ``... score dv --help`` (what ``./bvb`` runs, and what shell completion pays per Tab), beside
+    ``python -c pass`` (the interpreter's own start), with each one's ratio to it.
 the suite's time (``--suite-minutes``)
     Not measured here: ``.ci/run`` takes 35 to 48 minutes on the shared 2-core machine; a
     time measured apart is recorded beside the other figures.
@@ -50,11 +59,12 @@ files one scene crosses (``--trace``)
     stages start included), the same way before and after. The issue's "36 files (about 10,400
     lines)" names no method; this one gives 70 files (14,036 lines) on f6d9931.
 
-    .venv/bin/python bench/architecture.py [--tests] [--trace] [--json FILE] [--baseline FILE] [--root DIR]
+    .venv/bin/python bench/architecture.py [--tests] [--trace] [--help-times] [--json FILE] [--baseline FILE] [--root DIR]
     .venv/bin/python bench/architecture.py --tests --trace --baseline bench/architecture_baseline.json
 
-The last line: ``options=<n> parsers=<p> plumbing_lines=<l> params8=<f> inner_imports=<i>``
-(and ``tests=<t> scene_files=<s> suite_minutes=<m>`` when measured).
+The last line: ``options=<n> parsers=<p> plumbing_lines=<l> params8=<f> inner_imports=<i>
+wing_lines=<w> runner_harness_names=<r>`` (and ``tests=<t> scene_files=<s> suite_minutes=<m>
+help_s=<h> run_help_s=<r> dv_help_s=<d> python_pass_s=<p>`` when measured).
 """
 
 import argparse
@@ -62,6 +72,7 @@ import ast
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -273,6 +284,54 @@ def collected_tests(root: Path) -> tuple[int, float]:
     return int(match.group(1)), round(time.monotonic() - started, 1)
 
 
+WING = ("bvb_addon/agent/*.py", "bvb_addon/agent_session.py")
+# Whole words only: "native" not "alternative", ".mini" (the harness flag) not ".mini_bvb".
+HARNESS_NAMES = (r"mini-bvb", r"\bnative\b", r"\.mini\b", r"harness ==")
+
+
+def wing_figures(root: Path) -> dict:
+    """Issue 41's agent-wing figures: its lines and the runner's per-harness branch words."""
+    files = sorted({p for pattern in WING for p in root.glob(pattern)})
+    runner = root / "bvb_addon" / "agent" / "runner.py"
+    text = runner.read_text(encoding="utf-8") if runner.is_file() else ""
+    return {
+        "wing_lines": sum(len(p.read_text(encoding="utf-8").splitlines()) for p in files),
+        "runner_harness_names": sum(len(re.findall(pattern, text)) for pattern in HARNESS_NAMES),
+    }
+
+
+HELP_COMMANDS = {
+    "help_s": ["-P", "-m", "headless.cli", "--help"],
+    "run_help_s": ["-P", "-m", "headless.cli", "run", "--help"],
+    "dv_help_s": ["-P", "-m", "headless.cli", "score", "dv", "--help"],
+    "python_pass_s": ["-c", "pass"],
+}
+
+
+def help_times(root: Path, repeats: int = 5) -> dict:
+    """Median wall seconds of each HELP_COMMANDS run (in the tree, as ./bvb runs it)."""
+    times = {}
+    for key, args in HELP_COMMANDS.items():
+        runs = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, *args], cwd=root, capture_output=True, text=True)
+            runs.append(time.perf_counter() - started)
+            if done.returncode:
+                raise SystemExit(f"error: python {' '.join(args)} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        times[key] = round(statistics.median(runs), 3)
+    return times
+
+
+def print_help_times(times: dict) -> None:
+    """The help times side by side with ``python -c pass`` and each one's ratio to it."""
+    base = times["python_pass_s"]
+    print(f"{'command':<40} {'median s':>9} {'x python -c pass':>17}")
+    for key, args in HELP_COMMANDS.items():
+        print(f"{'python ' + ' '.join(args):<40} {times[key]:>9.3f} {_ratio(times[key], base):>17}")
+    print()
+
+
 def static_figures(root: Path) -> dict:
     """Every figure that needs no stage to run."""
     files = code_files(root)
@@ -295,6 +354,7 @@ def static_figures(root: Path) -> dict:
         "inner_imports": len(inner),
         "code_files": len(files),
         "code_lines": sum(len(p.read_text(encoding="utf-8").splitlines()) for p in files),
+        **wing_figures(root),
     }
 
 
@@ -354,7 +414,8 @@ def scene_files(root: Path, work: Path) -> dict:
     }
 
 
-SUMMARY = ("options", "parsers", "plumbing_lines", "params8", "inner_imports", "tests", "scene_files", "suite_minutes")
+SUMMARY = ("options", "parsers", "plumbing_lines", "params8", "inner_imports", "wing_lines", "runner_harness_names",
+           "tests", "scene_files", "suite_minutes", *HELP_COMMANDS)  # fmt: skip
 
 
 def _ratio(now: float, before: float) -> str:
@@ -393,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--suite-minutes", type=float, help="record the wall time of a .ci/run measured apart (35 to 48 min here)"
     )
+    parser.add_argument(
+        "--help-times", action="store_true", help="also time bvb --help, run --help, score dv --help and python -c pass"
+    )
     parser.add_argument("--json", type=Path, help="save the figures to this file")
     parser.add_argument("--baseline", type=Path, help="a saved --json file: print after/before beside it")
     args = parser.parse_args(argv)
@@ -410,7 +474,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if not args.keep:
                 shutil.rmtree(work, ignore_errors=True)
+    if args.help_times:
+        figures.update(help_times(root))
     print_figures(figures, baseline)
+    if args.help_times:
+        print_help_times(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
     print(" ".join(f"{key}={figures[key]}" for key in SUMMARY if key in figures))
