@@ -318,7 +318,9 @@ def help_times(root: Path, repeats: int = 5) -> dict:
             done = subprocess.run([sys.executable, *args], cwd=root, capture_output=True, text=True)
             runs.append(time.perf_counter() - started)
             if done.returncode:
-                raise SystemExit(f"error: python {' '.join(args)} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+                raise SystemExit(
+                    f"error: python {' '.join(args)} exited {done.returncode}: {done.stderr.strip()[-300:]}"
+                )
         times[key] = round(statistics.median(runs), 3)
     return times
 
