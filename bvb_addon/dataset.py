@@ -1,14 +1,15 @@
 """Split files (VSI-Bench JSON lines) and where their videos live. No bpy."""
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from .atomic import write_text_atomic
 
 # Not from .video: that imports PyAV, which a Blender without the wheels zip lacks.
-from .errors import BVBError, VideoError
+from .errors import ArgumentError, BVBError, VideoError
 
 QUESTION_TYPES = (
     "object_counting",
@@ -140,3 +141,42 @@ def video_path(root: str | Path, dataset: str, scene_name: str) -> Path:
             raise VideoError(f"videos root not found: {root}; pass the folder that holds <dataset>/<scene>.mp4")
         raise VideoError(f"video not found: {path}; put the clip there or point the videos root at its parent folder")
     return path
+
+
+# ---- --shard i/N: the release's split of a list of scenes -----------------------------------------
+
+Shard = tuple[int, int]
+"""(i, N) as written on the command line: the i-th of N shards, 1 <= i <= N (the release's numbering)."""
+T = TypeVar("T")
+
+
+def parse_shard(text: str) -> Shard:
+    """``--shard i/N`` as (i, N), 1 <= i <= N; an ArgumentError naming --shard and the fix otherwise."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ArgumentError(f"--shard {text!r} must look like i/N, e.g. 1/4 (shards count from 1 to N)") from None
+    if count < 1:
+        raise ArgumentError(f"--shard {text}: N must be at least 1; write e.g. 1/4")
+    if index < 1:
+        raise ArgumentError(f"--shard {text}: shards count from 1, write 1/{count} to {count}/{count}")
+    if index > count:
+        raise ArgumentError(f"--shard {text}: there are only {count} shards, write 1/{count} to {count}/{count}")
+    return index, count
+
+
+def in_shard(position: int, shard: Shard | None) -> bool:
+    """Whether the item at 0-based ``position`` of an ordered list is in the shard (every N-th from the i-th)."""
+    return shard is None or position % shard[1] == shard[0] - 1
+
+
+def shard_select(items: Sequence[T], shard: Shard | None) -> list[T]:
+    """The shard's items, in the given order (the caller's order decides: the scorers sort scene names)."""
+    return [item for position, item in enumerate(items) if in_shard(position, shard)]
+
+
+def shard_path(path: Path, shard: Shard | None) -> Path:
+    """``dual_vqa.jsonl`` -> ``dual_vqa.shard-i-of-N.jsonl`` (the release's shard file names); ``path`` without one."""
+    if shard is None:
+        return path
+    return path.with_name(f"{path.stem}.shard-{shard[0]}-of-{shard[1]}{path.suffix}")

@@ -1051,7 +1051,7 @@ def test_two_scored_shards_merge_into_the_whole_run_s_rows_and_figures(assets, t
         "num_retained",
     ):
         assert x[key] == y[key], key
-    assert "--shard '3/2' must satisfy 1 <= i <= N" in capsys.readouterr().err
+    assert "--shard 3/2: there are only 2 shards, write 1/2 to 2/2" in capsys.readouterr().err
 
 
 def test_a_judge_cache_that_is_not_a_database_stops_dv_with_one_line_and_is_left_as_it_is(assets, tmp_path, capsys):

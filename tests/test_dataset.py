@@ -5,6 +5,7 @@ import json
 import pytest
 
 from bvb_addon import dataset
+from bvb_addon.errors import ArgumentError
 from bvb_addon.video import VideoError
 
 pytestmark = pytest.mark.unit
@@ -124,3 +125,39 @@ def test_reading_a_split_needs_no_pyav():
     code = "import sys, bvb_addon.dataset; print('av' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0/4", "--shard 0/4: shards count from 1, write 1/4 to 4/4"),
+        ("5/4", "--shard 5/4: there are only 4 shards, write 1/4 to 4/4"),
+        ("1/0", "--shard 1/0: N must be at least 1"),
+        ("x", "--shard 'x' must look like i/N, e.g. 1/4"),
+        ("1/2/3", "--shard '1/2/3' must look like i/N"),
+    ],
+)
+def test_a_bad_shard_is_one_line_naming_the_flag_and_the_fix(text, message):
+    with pytest.raises(ArgumentError) as caught:
+        dataset.parse_shard(text)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_shard_is_every_nth_item_from_the_ith_of_the_order_given():
+    # The release's numbering: 1/N is the first shard; (i, N) comes back as written.
+    assert dataset.parse_shard("1/4") == (1, 4) and dataset.parse_shard("4/4") == (4, 4)
+    items = ["a", "b", "c", "d", "e", "f", "g"]
+    assert dataset.shard_select(items, (1, 3)) == ["a", "d", "g"]
+    assert dataset.shard_select(items, (3, 3)) == ["c", "f"]
+    assert dataset.shard_select(items, None) == items
+    # Every item in exactly one shard of N.
+    shards = [dataset.shard_select(items, (i, 3)) for i in (1, 2, 3)]
+    assert sorted(x for shard in shards for x in shard) == items
+    assert [p for p in range(7) if dataset.in_shard(p, (2, 3))] == [1, 4]
+
+
+def test_a_shard_writes_its_own_files(tmp_path):
+    path = tmp_path / "dual_vqa.jsonl"
+    assert dataset.shard_path(path, (2, 8)) == tmp_path / "dual_vqa.shard-2-of-8.jsonl"
+    assert dataset.shard_path(tmp_path / "s.json", (1, 2)).name == "s.shard-1-of-2.json"
+    assert dataset.shard_path(path, None) == path

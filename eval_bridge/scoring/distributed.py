@@ -21,7 +21,7 @@ from bvb_addon import backend
 from bvb_addon.outcomes import one_line
 
 from .cache import JudgeCache
-from .judge import VLMJudge
+from .judge import Judge
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +86,13 @@ def start_cache_server(ray: ModuleType, path: str | Path) -> Any:
 def dv_scene_task(item: tuple[Any, list, Any]) -> dict[str, Any]:
     """Score one scene's questions with the DualVQA copy the driver sent; return rows and new source answers."""
     dv, questions, source = item
+    node = backend.task_node()
     try:
-        with cf.ThreadPoolExecutor(max_workers=dv.workers, thread_name_prefix="dv-question") as pool:
-            rows = [backend.stamp_node(row) for row in pool.map(lambda q: dv.score_question(q, source), questions)]
+        with cf.ThreadPoolExecutor(max_workers=dv.options.workers, thread_name_prefix="dv-question") as pool:
+            rows = list(pool.map(lambda q: dv.score_question(q, source), questions))
+        if node is not None:  # the node each row was scored on: a key the record keeps beside its fields
+            for row in rows:
+                row.extra["node"] = node
     finally:
         dv.close_pools()
     return {
@@ -105,18 +109,15 @@ def score_dv_on_ray(dv: Any, pending: list, sources: dict, finished: Callable[[l
     Scenes lost after their retries (or that no live node can run) end the stage in ClusterFault
     (exit 75) once every other scene is saved: --resume asks only their questions again.
     """
-    ray = backend.ensure_ray(dv.ray_address)
-    judge = dv.judge
+    ray = backend.ensure_ray(dv.options.ray_address)
+    judge: Judge = dv.judge
     # The VLM's cache and concurrency cap live on the driver: each task's copy reaches them through actors.
-    # The geometry judge has neither and travels as it is.
-    task_judge, cache, actor, cap = judge, None, None, None
-    if isinstance(judge, VLMJudge):
-        cache = judge.cache if isinstance(judge.cache, JudgeCache) else None
-        actor = start_cache_server(ray, cache.path) if cache is not None else None
-        cap = judge.cap
-        if isinstance(cap, backend.ConcurrencyCap):
-            cap.open()
-        task_judge = judge.remote_copy(RemoteCache(actor) if actor else None, cap)
+    # The geometry judge has neither and travels as it is (its remote_copy is itself).
+    cache = judge.cache if isinstance(judge.cache, JudgeCache) else None
+    actor = start_cache_server(ray, cache.path) if cache is not None else None
+    if isinstance(judge.cap, backend.ConcurrencyCap):
+        judge.cap.open()
+    task_judge = judge.remote_copy(RemoteCache(actor) if actor else None, judge.cap)
 
     by_scene = defaultdict(list)
     for question in pending:
@@ -130,7 +131,7 @@ def score_dv_on_ray(dv: Any, pending: list, sources: dict, finished: Callable[[l
     calls, cost_usd = judge.calls, judge.cost_usd
     try:
         results = backend.map_unordered(
-            dv_scene_task, items, backend="ray", ray_address=dv.ray_address, num_cpus=DV_TASK_CPUS,
+            dv_scene_task, items, backend="ray", ray_address=dv.options.ray_address, num_cpus=DV_TASK_CPUS,
             max_retries=MAX_RETRIES,
         )  # fmt: skip
         for item, result, error in results:
@@ -140,7 +141,7 @@ def score_dv_on_ray(dv: Any, pending: list, sources: dict, finished: Callable[[l
                 log.error("DV scene %s failed on the Ray cluster: %s", scene, one_line(error))
                 continue
             dv.shared.absorb(result["shared"])
-            with _judge_lock(judge):
+            with judge.counter_lock:
                 if actor is not None:
                     # The run's spend so far, live: every call any task made, retried tasks included.
                     stats = ray.get(actor.stats.remote())
@@ -165,19 +166,6 @@ def score_dv_on_ray(dv: Any, pending: list, sources: dict, finished: Callable[[l
             f"{len(lost)} scene(s) failed on the Ray cluster after {backend.task_retries(MAX_RETRIES)} retries "
             f"(first: {scene}: {one_line(error)}); the others are saved: rerun with --resume to continue"
         )
-
-
-class _NoLock:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _judge_lock(judge):
-    """The VLM's own lock on its call and cost counters; the geometry judge is used from this thread only."""
-    return judge.counter_lock if isinstance(judge, VLMJudge) else _NoLock()
 
 
 # ---- LS --------------------------------------------------------------------------------------

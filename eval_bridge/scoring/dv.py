@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bvb_addon import backend
-from bvb_addon.dataset import Question
+from bvb_addon.dataset import Question, shard_path, shard_select
 from bvb_addon.errors import ArgumentError, BadFileError
 from bvb_addon.money import money
 from bvb_addon.openai_client import snapshot, snapshot_counts
@@ -31,7 +31,7 @@ from ..leaderboard.identity import file_sha256
 from . import protocol as rules
 from .cache import clip_fingerprint, frames_hash
 from .distributed import score_dv_on_ray
-from .judge import Judge, VLMJudge
+from .judge import Judge
 from .judge_frames import opencv_version
 from .options import DVOptions
 from .protocols.dual_vqa_v1 import instruction
@@ -205,10 +205,10 @@ class _Shared:
     def _sha(self, question):
         if self.view == "text_only":
             return text_only_sha(question, self.judge.protocol)
-        return question_sha(question, self.judge.protocol, _prompt_kind(self.judge))
+        return question_sha(question, self.judge.protocol, self.judge.prompt_kind)
 
     def _frames(self):
-        return None if self.view == "text_only" else _n_frames(self.judge)
+        return None if self.view == "text_only" else self.judge.frames
 
     def _match(self, question, votes, fingerprint):
         sha = self._sha(question)
@@ -321,7 +321,7 @@ TEXT_ONLY_PROTOCOLS = ("dual_vqa_v1", "dual_vqa_strict")
 def score_text_only(questions: Iterable[Question], judge: "Judge", shared: str | Path, workers: int = 8) -> dict:
     """--text-only (the chance floor): every question asked with no frames, answers kept in the shared bank
     ``text_only_answers.jsonl`` (the release's file and row format, view text_only); returns the accuracy."""
-    if not isinstance(judge, VLMJudge) or judge.protocol not in TEXT_ONLY_PROTOCOLS:
+    if judge.kind != "vlm" or judge.protocol not in TEXT_ONLY_PROTOCOLS:
         raise ArgumentError(
             "--text-only asks a VLM judge under dual_vqa_v1 (or dual_vqa_strict); drop --judge geometry"
         )
@@ -364,24 +364,6 @@ def score_text_only(questions: Iterable[Question], judge: "Judge", shared: str |
     }
 
 
-def shard_path(path: Path, shard: tuple[int, int] | None) -> Path:
-    """``dual_vqa.jsonl`` -> ``dual_vqa.shard-i-of-N.jsonl`` (the release's shard names; the summary's alike)."""
-    if shard is None:
-        return path
-    return path.with_name(f"{path.stem}.shard-{shard[0]}-of-{shard[1]}{path.suffix}")
-
-
-def shard_scenes(scenes: Iterable[str], shard: tuple[int, int]) -> set[str]:
-    """The release's shard of the scenes: in name order, every N-th from the i-th."""
-    ordered = sorted(set(scenes))
-    return {scene for position, scene in enumerate(ordered) if position % shard[1] == shard[0] - 1}
-
-
-def _n_frames(judge):
-    """The frames a judge sees per clip (None for the geometry judge, which reads the scene graph)."""
-    return judge.settings.frames if isinstance(judge, VLMJudge) else None
-
-
 def _verdict(protocol, question, answers):
     """(correct, quirk) of a side's votes: the majority's verdict, and the first quirk that decided a vote."""
     graded = [
@@ -395,17 +377,13 @@ def _verdict(protocol, question, answers):
 
 def source_fingerprint(judge: "Judge", source_file: str | Path) -> str:
     """The source clip's content fingerprint with the judge's sampling settings (eval_bridge.scoring.cache)."""
-    # Only the VLM samples frames; the geometry judge reads the scene graph.
-    settings = judge.settings if isinstance(judge, VLMJudge) else None
+    # Only a judge that samples frames (the VLM) has settings; the geometry judge reads the scene graph.
+    settings = judge.settings
     sampling: tuple[object, ...] = (settings.frames, settings.longest_side, settings.jpeg_quality) if settings else ()
     if settings and settings.frame_method == "release":
         # Rows scored on the earlier bin-centre frames (same sizes) are not this clip's answers any more.
         sampling += ("release-opencv",)
     return clip_fingerprint(source_file, *sampling)
-
-
-def _prompt_kind(judge):
-    return judge.prompt_kind if isinstance(judge, VLMJudge) else "local"
 
 
 def _render_state(run_dir):
@@ -449,18 +427,16 @@ class DualVQA:
             raise ArgumentError(
                 "a Dual VQA pass asks the judge on --videos; merging shards and --text-only are the API's"
             )
-        run_dir, videos_root, votes, workers = options.run, options.videos, options.votes, options.workers
-        scenes, shard, backend = options.scenes, options.shard, options.backend
-        self.run_dir = Path(run_dir)
+        self.options = options
+        self.run_dir = Path(options.run)
         self.rd = RunDir(self.run_dir)
         require_run(self.run_dir)  # a results folder or an empty one is refused, not scored as "DV 0.00"
         self.all_questions = list(questions)
-        wanted = set(scenes) if scenes else None
-        if wanted:
-            unknown = wanted - {q.scene_name for q in self.all_questions}
+        if options.scenes:
+            unknown = set(options.scenes) - {q.scene_name for q in self.all_questions}
             if unknown:
                 raise ArgumentError(f"scene(s) {', '.join(sorted(unknown))} are not in the split; check --scenes")
-        self.questions = [q for q in self.all_questions if wanted is None or q.scene_name in wanted]
+        self.questions = [q for q in self.all_questions if not options.scenes or q.scene_name in options.scenes]
         # The pool is the scenes the run selected (a --limit smoke run is not judged over the whole split);
         # failures among them stay in it. A run without the record (older, the release's): the whole split.
         selected = self.rd.selected_scenes()
@@ -468,34 +444,23 @@ class DualVQA:
             self.questions = [q for q in self.questions if q.scene_name in selected]
         # --shard i/N: the release's split of the scenes (name order, every N-th from the i-th), written to
         # dual_vqa.shard-i-of-N.jsonl and its summary for --merge-shards to join.
-        self.shard = shard
-        if shard is not None:
-            mine = shard_scenes([q.scene_name for q in self.questions], shard)
+        if options.shard is not None:
+            mine = set(shard_select(sorted({q.scene_name for q in self.questions}), options.shard))
             self.questions = [q for q in self.questions if q.scene_name in mine]
-        self.rows_path = shard_path(self.rd.dv_rows, shard)
-        self.summary_path = shard_path(self.rd.dv_summary, shard)
-        self.partial_path = shard_path(self.rd.dv_partial, shard)
-        self.videos_root = Path(videos_root)
+        self.rows_path = shard_path(self.rd.dv_rows, options.shard)
+        self.summary_path = shard_path(self.rd.dv_summary, options.shard)
+        self.partial_path = shard_path(self.rd.dv_partial, options.shard)
+        self.videos_root = Path(options.videos)
         self.judge = judge
-        self.votes = votes
-        self.workers = workers
-        self.resume = options.resume
-        self.scenes = wanted
         self.progress = progress
-        self.split_path = options.split
-        if backend not in ("local", "ray"):
-            raise ArgumentError(f"--backend {backend!r}: use local or ray")
-        self.backend, self.ray_address = backend, options.ray_address
-        # Seconds the judge's endpoint probe may wait before the first question (0: no probe; the geometry
-        # judge has no endpoint).
-        self.probe_wait = options.judge.probe_wait if options.judge.kind == "vlm" else 0
+        if options.backend not in ("local", "ray"):
+            raise ArgumentError(f"--backend {options.backend!r}: use local or ray")
         shared = options.judge.shared
         self.shared = _Shared(RunDir.shared_answers(shared or shared_dir(self.run_dir)), judge)
         self._render_states = _render_state(self.run_dir)
         # --rules enforce: the rendered scenes that break the scene rules are failures (refused unaudited).
-        self.rules_mode = options.rules
         rendered = {
-            q.scene_name for q in self.questions if not _failure_reason(run_dir, q.scene_name, self._render_states)
+            q.scene_name for q in self.questions if not _failure_reason(self.run_dir, q.scene_name, self._render_states)
         }
         self._rule_breaks = rule_breaks(options.rules, self.run_dir, rendered)
         self._open_pools()
@@ -503,8 +468,9 @@ class DualVQA:
     def _open_pools(self):
         self._memo = _Memo()
         # Three levels (questions, their two sides, each side's votes) so that no pool waits on itself.
-        self._sides = cf.ThreadPoolExecutor(max_workers=self.workers * 2, thread_name_prefix="dv-side")
-        self._calls = cf.ThreadPoolExecutor(max_workers=self.workers * 2 * self.votes, thread_name_prefix="dv-call")
+        workers, votes = self.options.workers, self.options.votes
+        self._sides = cf.ThreadPoolExecutor(max_workers=workers * 2, thread_name_prefix="dv-side")
+        self._calls = cf.ThreadPoolExecutor(max_workers=workers * 2 * votes, thread_name_prefix="dv-call")
 
     def close_pools(self) -> None:
         self._sides.shutdown(wait=True, cancel_futures=True)
@@ -530,12 +496,8 @@ class DualVQA:
         copy.__dict__.update(state)
         return copy
 
-    def _matches(self, row):
-        return (
-            row.get("protocol") == self.judge.protocol
-            and row.get("judge_model") == self.judge.model
-            and row.get("votes") == self.votes
-        )
+    def _matches(self, row: DVRow) -> bool:
+        return (row.protocol, row.judge_model, row.votes) == (self.judge.protocol, self.judge.model, self.options.votes)
 
     def run(self) -> dict:
         """Score every pending question; write the rows and the summary; return the summary written."""
@@ -544,54 +506,51 @@ class DualVQA:
             if (q.dataset, q.scene_name) not in sources:
                 sources[(q.dataset, q.scene_name)] = self.judge.source_path(self.videos_root, q.dataset, q.scene_name)
         partial = self.partial_path
-        done = {}
+        done: dict[str, DVRow] = {}
         # Strict: a line of the partial file that is not a row (another tool's, a cut-off write) stops the stage
         # here, naming it, before the file is extended or deleted.
-        partial_rows = read_dv_rows(partial)
-        if self.resume:
-            for row in read_dv_rows(self.rows_path) + partial_rows:
+        partial_rows = _read_rows(partial)
+        if self.options.resume:
+            for row in _read_rows(self.rows_path) + partial_rows:
                 # A row scored under the other --rules answer for its scene is asked again.
-                ruled = (row.get("status") == RULE_BREAK) == (row.get("scene") in self._rule_breaks)
-                if (
-                    self._matches(row)
-                    and row.get("status") not in RETRY_STATUSES
-                    and ruled
-                    and self._same_clips(row, sources)
-                ):
-                    done[row["id"]] = row
+                ruled = (row.status == RULE_BREAK) == (row.scene in self._rule_breaks)
+                if self._matches(row) and row.status not in RETRY_STATUSES and ruled and self._same_clips(row, sources):
+                    done[row.id] = row
         else:
             partial.unlink(missing_ok=True)
         wanted_ids = {q.id for q in self.questions}
         done = {k: v for k, v in done.items() if k in wanted_ids}
         pending = [q for q in self.questions if q.id not in done]
-        if pending and self.probe_wait > 0 and hasattr(self.judge, "probe"):
+        # Seconds the judge's endpoint probe may wait (0: no probe; the geometry judge has no endpoint).
+        probe_wait = self.options.judge.probe_wait if self.options.judge.kind == "vlm" else 0
+        if pending and probe_wait > 0 and hasattr(self.judge, "probe"):
             # After the inputs are checked, before any question: a dead or wrong judge fails once, here.
-            self.judge.probe(self.probe_wait)
+            self.judge.probe(probe_wait)
         log.info("DV: %d questions, %d already scored, %d to score", len(self.questions), len(done), len(pending))
 
         rows = dict(done)
         bar = progress_bar(total=len(self.questions), initial=len(done), desc="DV", unit="q", leave=False)
         lock = threading.Lock()
 
-        def finished(new_rows):
-            append_jsonl(partial, new_rows)
+        def finished(new_rows: list[DVRow]) -> None:
+            append_jsonl(partial, [row.as_dict() for row in new_rows])
             with lock:
                 for row in new_rows:
-                    rows[row["id"]] = row
+                    rows[row.id] = row
                 bar.update(len(new_rows))
                 bar.set_postfix(calls=self.judge.calls, cost=money(self.judge.cost_usd), refresh=False)
                 if self.progress:
                     self.progress(len(rows), len(self.questions))
 
         try:
-            if self.backend == "ray":
+            if self.options.backend == "ray":
                 if pending:  # a finished run resumed needs no cluster
                     score_dv_on_ray(self, pending, sources, finished)
             else:
                 score = functools.partial(_score_with_sources, self, sources)
                 # The first question alone: a refusal no rerun changes (a bad key, model or parameter) stops the
                 # pass at its first call (ProviderRefused, exit 2); after an answer a 400 is one question's fault.
-                for batch, workers in ((pending[:1], 1), (pending[1:], self.workers)):
+                for batch, workers in ((pending[:1], 1), (pending[1:], self.options.workers)):
                     for _question, row, error in backend.map_unordered(score, batch, workers=workers):
                         if error is not None:
                             raise error
@@ -601,25 +560,26 @@ class DualVQA:
             self.close_pools()
 
         ordered = [rows[q.id] for q in self.questions]
-        if self.scenes:
+        if self.options.scenes:
             # Re-scoring some scenes replaces their rows and keeps every other scene's.
-            kept = [r for r in read_dv_rows(self.rows_path) if r["scene"] not in self.scenes]
+            kept = [r for r in _read_rows(self.rows_path) if r.scene not in self.options.scenes]
             order = {q.id: i for i, q in enumerate(self.all_questions)}
-            ordered = sorted(kept + ordered, key=lambda r: order.get(r.get("id"), len(order)))
+            ordered = sorted(kept + ordered, key=lambda r: order.get(r.id, len(order)))
         write_dv_rows(self.rows_path, ordered)
-        summary = summarise(ordered, self.judge, self.votes)
-        summary.split = str(self.split_path) if self.split_path else None
+        # The summary reads the rows as written: their JSON objects, as the release's aggregates take them.
+        summary = summarise([row.as_dict() for row in ordered], self.judge, self.options.votes)
+        summary.split = str(self.options.split) if self.options.split else None
         # The split's content, for the run's identity: the same path may hold another split later.
-        summary.split_sha256 = file_sha256(self.split_path) if self.split_path else None
+        summary.split_sha256 = file_sha256(self.options.split) if self.options.split else None
         summary.videos = str(self.videos_root)
-        fields = summary_fields(self.rules_mode)
+        fields = summary_fields(self.options.rules)
         summary.rules, summary.rules_version = fields["rules"], fields["rules_version"]
         written = write_dv_summary(self.summary_path, summary)
         partial.unlink(missing_ok=True)
         return written
 
     def _ask_votes(self, media, question):
-        futures = [self._calls.submit(self.judge.ask, media, question, i) for i in range(self.votes)]
+        futures = [self._calls.submit(self.judge.ask, media, question, i) for i in range(self.options.votes)]
         return [f.result() for f in futures]
 
     def _fingerprints(self, scene, source_file):
@@ -631,33 +591,33 @@ class DualVQA:
         )
         return source, rendered
 
-    def _same_clips(self, row, sources):
+    def _same_clips(self, row: DVRow, sources: dict) -> bool:
         """Whether a resumed row was scored on the clips there now (a re-rendered or replaced clip is asked again)."""
-        source_file = sources.get((row.get("dataset"), row.get("scene")))
+        source_file = sources.get((row.dataset, row.scene))
         if source_file is None:
             return False
         try:
-            now = self._fingerprints(row["scene"], source_file)
+            now = self._fingerprints(row.scene, source_file)
         except (OSError, ValueError):
             return False
-        return (row.get("source_fingerprint"), row.get("render_fingerprint")) == now
+        return (row.source_fingerprint, row.render_fingerprint) == now
 
     def _source_side(self, question, source_file):
         """The source answers: from the shared file when this judge answered before, else asked and shared."""
         scene = question.scene_name
         fingerprint = self._fingerprints(scene, source_file)[0]
-        shared = self.shared.get(question, self.votes, fingerprint)
+        shared = self.shared.get(question, self.options.votes, fingerprint)
         if shared is None:
             media = self._memo.get(
                 ("source", scene),
                 lambda: self.judge.load_source(self.videos_root, question.dataset, scene, source_file),
             )
             shared = self.shared.put(question, media.digest, self._ask_votes(media, question), fingerprint)
-        answered_by = shared.get("answered_by") or [None] * self.votes
+        answered_by = shared.get("answered_by") or [None] * self.options.votes
         return (
-            shared["answers"][: self.votes],
-            sum(shared.get("costs_usd", [0.0])[: self.votes]),
-            answered_by[: self.votes],
+            shared["answers"][: self.options.votes],
+            sum(shared.get("costs_usd", [0.0])[: self.options.votes]),
+            answered_by[: self.options.votes],
         )
 
     def _render_side(self, question):
@@ -667,8 +627,8 @@ class DualVQA:
         answers = self._ask_votes(media, question)
         return [a.text for a in answers], sum(a.cost_usd for a in answers), [a.snapshot for a in answers]
 
-    def score_question(self, question: Question, source_file: Path) -> dict:
-        """The row of one question (a DVRow's dict): both sides asked, graded and compared."""
+    def score_question(self, question: Question, source_file: Path) -> DVRow:
+        """The row of one question: both sides asked, graded and compared."""
         scene = question.scene_name
         row = DVRow(
             id=question.id,
@@ -679,10 +639,10 @@ class DualVQA:
             ground_truth=question.ground_truth,
             protocol=self.judge.protocol,
             judge_model=self.judge.model,
-            votes=self.votes,
+            votes=self.options.votes,
             qa_id=question.id,
             scene_name=scene,
-            n_frames=_n_frames(self.judge),
+            n_frames=self.judge.frames,
         )
         # What the row was scored on: --resume keeps it only while both clips are unchanged.
         try:
@@ -734,7 +694,7 @@ class DualVQA:
         )
         if row.status != "ok":
             row.error = row.reason  # the release's name for why a row is not ok
-        return row.as_dict()
+        return row
 
     def _grade(self, question, answers):
         return majority(
@@ -745,13 +705,18 @@ class DualVQA:
         )
 
 
-def _with_status(row: DVRow, status: str, reason: str) -> dict:
+def _with_status(row: DVRow, status: str, reason: str) -> DVRow:
     """A row that stopped before grading: its status and reason, nothing answered."""
     row.status, row.reason, row.error = status, reason, reason
-    return row.as_dict()
+    return row
 
 
-def _score_with_sources(dv, sources, question):
+def _read_rows(path: Path) -> list[DVRow]:
+    """The DV rows of a file, typed (dual_vqa.jsonl or the partial file; strict, as read_dv_rows)."""
+    return [DVRow.from_dict(row, path) for row in read_dv_rows(path)]
+
+
+def _score_with_sources(dv: "DualVQA", sources: dict, question: Question) -> DVRow:
     return dv.score_question(question, sources[(question.dataset, question.scene_name)])
 
 
@@ -780,8 +745,7 @@ def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
     for r in rows:
         if r["status"] != "ok" and r["scene"] not in failed:
             failed[r["scene"]] = {"status": r["status"], "reason": r["reason"]}
-    settings = judge.settings if isinstance(judge, VLMJudge) else None
-    cache = judge.cache if isinstance(judge, VLMJudge) else None
+    settings, cache = judge.settings, judge.cache
     return DVSummary(
         retention_rate=overall["retention_rate"],
         original_accuracy=overall["original_accuracy"],
@@ -818,7 +782,7 @@ def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
         **release_counts(pool),
         num_qa=len(rows),
         num_error=sum(1 for r in rows if r["status"] != "ok"),
-        n_frames=_n_frames(judge),
+        n_frames=judge.frames,
         num_scenes=len({r["scene"] for r in rows if r["status"] == "ok"}),
         release_joinable=release_summary(rows),
         quirks={
@@ -828,7 +792,7 @@ def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
         opencv=_opencv_version(judge),
         judge_snapshots=_snapshot_counts(rows),
         # The protocol's own numbers (vsi_official: VSI-Bench's, comparable with its tables); retention above is ours.
-        vsi_bench=rules.aggregate(judge.protocol, pool, _prompt_kind(judge)),
+        vsi_bench=rules.aggregate(judge.protocol, pool, judge.prompt_kind),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
 
@@ -893,7 +857,7 @@ def release_summary(rows: list[dict]) -> dict:
 
 
 def _opencv_version(judge: "Judge") -> str | None:
-    settings = judge.settings if isinstance(judge, VLMJudge) else None
+    settings = judge.settings
     if settings is None or settings.frame_method != "release":
         return None
     return opencv_version()

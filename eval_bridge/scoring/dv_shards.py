@@ -21,6 +21,7 @@ from bvb_addon.run_dir import RunDir
 
 from . import protocol as rules
 from .dv import summarise
+from .judge import Judge
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def _order(qa_id: str) -> tuple:
 
 
 @dataclass
-class _RowsJudge:
+class _RowsJudge(Judge):
     """The judge a merged summary names, read off its rows (no calls are made by a merge)."""
 
     protocol: str

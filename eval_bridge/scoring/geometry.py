@@ -18,7 +18,7 @@ from bvb_addon.errors import MissingFileError
 from bvb_addon.jsonfile import read_json
 from bvb_addon.run_dir import RunDir
 
-from .judge import Answer
+from .judge import Answer, Judge
 from .protocol import GEOMETRY_PROTOCOL
 from .protocols.dual_vqa_strict import normalise, option_letter, option_text
 from .scene_geometry import SceneGeometry, box_distance, category_of, from_gt, from_scene_graph
@@ -57,7 +57,7 @@ def _fmt(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-class GeometryJudge:
+class GeometryJudge(Judge[SceneGeometry]):
     """Answers from SceneGeometry; deterministic and free, so votes all agree and nothing is cached."""
 
     kind = "geometry"

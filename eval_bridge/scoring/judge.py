@@ -1,6 +1,7 @@
 """The VLM judge of Dual VQA: 16 frames, one question, one short answer, over any OpenAI-compatible API."""
 
 import base64
+import contextlib
 import logging
 import os
 import struct
@@ -109,6 +110,28 @@ class Judge(Protocol[MediaT]):
     cost_usd: float
     wants_preview: bool
     """Whether ``step_media`` needs a rendered preview of a step's snapshot (the VLM does; geometry reads the graph)."""
+    # What a judge that samples no frames and keeps no cache has (the geometry judge, a merge's): each judge
+    # names these itself, so the scorers ask it rather than its class.
+    settings: JudgeSettings | None = None
+    """How it samples a clip and what it sends (the VLM's request); None: it reads no frames."""
+    prompt_kind: str = "local"
+    """VSI-Bench's numeric post-prompt it is asked with (the VLM's api or local; a local judge's local)."""
+    cache: AnswerStore | None = None
+    """Where its answers are kept (None: nothing is cached)."""
+    cap: AbstractContextManager[object] | None = None
+    """Held around each request (bvb_addon.backend.ConcurrencyCap), or None."""
+    counter_lock: AbstractContextManager[object] = contextlib.nullcontext()
+    """Held while ``calls`` and ``cost_usd`` change (a no-op where one thread counts)."""
+
+    @property
+    def frames(self) -> int | None:
+        """The frames it sees per clip (None where it samples none)."""
+        return self.settings.frames if self.settings is not None else None
+
+    def remote_copy(self, cache: AnswerStore | None, cap: AbstractContextManager[object] | None) -> Self:
+        """A copy for a Ray task, its answers through ``cache`` and requests through ``cap``: itself where it
+        keeps neither."""
+        return self
 
     @property
     def name(self) -> str: ...
@@ -124,7 +147,7 @@ class Judge(Protocol[MediaT]):
     def ask(self, media: MediaT, question: Question, vote_index: int = 0) -> Answer: ...
 
 
-class VLMJudge:
+class VLMJudge(Judge[Media]):
     """Asks a chat-completions model; every call goes through the persistent cache."""
 
     kind = "vlm"

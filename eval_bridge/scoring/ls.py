@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bvb_addon.backend import ClusterFault, task_retries
-from bvb_addon.dataset import Question, split_scenes, video_path
+from bvb_addon.dataset import Question, shard_path, shard_select, split_scenes, video_path
 from bvb_addon.errors import BVBError, VideoError
 from bvb_addon.jsonfile import read_json
 from bvb_addon.outcomes import one_line
@@ -498,21 +498,6 @@ def summarise(rows: list[dict], encoder_info: dict) -> LSSummary:
 SHARD = re.compile(r"^(?P<stem>.+)\.shard-(?P<index>\d+)-of-(?P<count>\d+)(?P<suffix>\.jsonl?)$")
 
 
-def shard_path(path: Path, shard: tuple[int, int] | None) -> Path:
-    """``vision_sim.jsonl`` -> ``vision_sim.shard-i-of-N.jsonl`` (the release's names; the summary's alike)."""
-    if shard is None:
-        return path
-    return path.with_name(f"{path.stem}.shard-{shard[0]}-of-{shard[1]}{path.suffix}")
-
-
-def _shard_scenes(scenes: list[str], shard: tuple[int, int] | None) -> set[str]:
-    """The release's shard of the scenes: in name order, every N-th from the i-th."""
-    ordered = sorted(scenes)
-    if shard is None:
-        return set(ordered)
-    return {scene for position, scene in enumerate(ordered) if position % shard[1] == shard[0] - 1}
-
-
 def _previous(path: Path) -> dict[str, tuple[str, dict]]:
     """The rows file's lines by scene id; two lines of one scene are refused (keeping either would lose the other)."""
     by_id: dict[str, tuple[str, dict]] = {}
@@ -572,7 +557,7 @@ def run_ls(
     selected = rd.selected_scenes()
     if selected is not None:
         pairs = [(d, s) for d, s in pairs if s in selected]
-    mine = _shard_scenes([s for _, s in pairs], shard)
+    mine = set(shard_select(sorted(s for _, s in pairs), shard))  # the release's: scenes in name order
     pairs = [(d, s) for d, s in pairs if s in mine]
     # Refused before anything is written: a torn or newer rows file, a newer summary.
     previous = _previous(rows_path)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from bvb_addon.dataset import parse_shard
 from bvb_addon.errors import ArgumentError
 from bvb_addon.options import option
 from bvb_addon.run_dir import JUDGE_CACHE, SHARED
@@ -119,17 +120,6 @@ RUN_HELP = "the run directory (results/<run>)"
 SPLIT_HELP = "split file (JSON lines, VSI-Bench fields)"
 VIDEOS_HELP = "source videos root: <root>/<dataset>/<scene>.mp4"
 RAY_HELP = "Ray cluster to join (auto, or HOST:PORT; default: $RAY_ADDRESS or a local Ray)"
-
-
-def parse_shard(value: str) -> tuple[int, int]:
-    """``i/N`` with 1 <= i <= N (an ArgumentError naming the flag otherwise)."""
-    try:
-        index, count = (int(part) for part in value.split("/"))
-    except ValueError:
-        raise ArgumentError(f"--shard {value!r} must look like i/N, e.g. 1/8") from None
-    if not 1 <= index <= count:
-        raise ArgumentError(f"--shard {value!r} must satisfy 1 <= i <= N")
-    return index, count
 
 
 @dataclass(frozen=True)
