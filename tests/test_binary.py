@@ -200,16 +200,17 @@ def test_every_panel_flow_in_blender_b(root, installed, tmp_path):
 
 
 def test_a_job_that_never_ends_fails_its_flow_in_one_line_naming_where_it_waits(root, installed, tmp_path):
-    # The model's first answer takes 120 s: the agent job waits in its model call past the probe's 5 s.
-    out = run_flows(root, installed, tmp_path, "drain", probe={"job_wait_s": 5},
+    # The model's first answer takes 120 s: the agent job waits in its model call past the probe's 30 s (the
+    # sandbox's layer probe before it takes seconds in a loaded root).
+    out = run_flows(root, installed, tmp_path, "drain", probe={"job_wait_s": 30},
                     replies=[{"content": "Look first.\n" + FRAMES, "delay": 120}])  # fmt: skip
     error = out["flows"]["run_agent"]["error"]
-    assert error.startswith("the agent job still running after 5 s; last step: agent step 0, running") and (
+    assert error.startswith("the agent job still running after 30 s; last step: agent step 0, running") and (
         "\n" not in error
     ), error
     # Named by the add-on's own calls its thread waits in (LiteLLM's model call, under mini-bvb's loop).
     assert "waiting in: ('agent', " in error and "mini_bvb" in error, error
-    assert out["flows"]["run_agent"]["seconds"] < 15 and any("still running after" in line for line in out["progress"])
+    assert out["flows"]["run_agent"]["seconds"] < 45 and any("still running after" in line for line in out["progress"])
     # The flows after it went on and the probe ended at once: Blender did not wait for the cancelled job.
     assert out["order"][-1] == "render_camera" and out["proc"].returncode == 0, out["progress"][-3:]
 

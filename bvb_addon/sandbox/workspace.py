@@ -72,7 +72,6 @@ LAUNCHER_SCRIPT = SANDBOX_DIR / "blender_launcher_bl.py"
 PATH = f"{BIN_INSIDE}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # /etc files a block may read when --allow-network is given (name resolution, TLS roots).
 NETWORK_ETC = ("/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
-SHM_BYTES = 64 << 20  # Docker's default /dev/shm
 STATE_PREFIX = "bvb-scene-"
 MAX_ARG_STRLEN = 32 * 4096
 """Linux's limit on one argument's bytes (its NUL included): a block this long or longer is read from a file."""
@@ -489,10 +488,10 @@ class SceneWorkspace:
         # The per-block private /tmp tmpfs of the worker's prefix is replaced by the scene's own /tmp, and
         # $HOME is bound first, so that a runtime installed under /root (pyenv) is bound on top of it.
         tmpfs = prefix.index("--tmpfs")
-        # /dev/shm writable, as Docker's (Python's multiprocessing needs it for its semaphores): a folder of the
-        # scene's disk, or else a tmpfs of Docker's size.
-        shm = ["--bind", str(self._shm), "/dev/shm"] if self._disk else ["--size", str(SHM_BYTES), "--perms", "1777",
-                                                                       "--tmpfs", "/dev/shm"]  # fmt: skip
+        # /dev/shm writable and kept for the scene, as a container's (Python's multiprocessing needs it for its
+        # semaphores): a folder of the scene's disk, or of its state without the disk layer (as /tmp is). A tmpfs
+        # here would be a new one for every block: each block is a bwrap of its own.
+        shm = ["--bind", str(self._shm), "/dev/shm"]
         home = ["--perms", "0755", "--dir", HOME_INSIDE, "--bind", str(self._home), HOME_INSIDE]
         prefix[tmpfs - 4 : tmpfs + 2] = [*shm, *home]
         at = prefix.index("--clearenv")

@@ -31,7 +31,7 @@ from ..leaderboard.identity import file_sha256
 from . import protocol as rules
 from .cache import clip_fingerprint, frames_hash
 from .distributed import score_dv_on_ray
-from .judge import Judge
+from .judge import Judge, JudgeRecord
 from .judge_frames import opencv_version
 from .options import DVOptions
 from .protocols.dual_vqa_v1 import instruction
@@ -729,7 +729,7 @@ def _drain(future):
             pass
 
 
-def summarise(rows: list[dict], judge: "Judge", votes: int) -> DVSummary:
+def summarise(rows: list[dict], judge: "JudgeRecord", votes: int) -> DVSummary:
     """The run's summary: pooled retention (a 0-1 fraction), accuracies, counts, by question type, judge.
 
     Judge faults are counted apart and kept out of the pool: they are not answers.
@@ -856,7 +856,7 @@ def release_summary(rows: list[dict]) -> dict:
     }
 
 
-def _opencv_version(judge: "Judge") -> str | None:
+def _opencv_version(judge: "JudgeRecord") -> str | None:
     settings = judge.settings
     if settings is None or settings.frame_method != "release":
         return None

@@ -20,8 +20,9 @@ from bvb_addon.records.dual_vqa import from_release  # the one reading of the re
 from bvb_addon.run_dir import RunDir
 
 from . import protocol as rules
+from .cache import AnswerStore
 from .dv import summarise
-from .judge import Judge
+from .judge import JudgeSettings
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def _order(qa_id: str) -> tuple:
 
 
 @dataclass
-class _RowsJudge(Judge):
+class _RowsJudge:
     """The judge a merged summary names, read off its rows (no calls are made by a merge)."""
 
     protocol: str
@@ -73,6 +74,10 @@ class _RowsJudge(Judge):
     kind: str = "vlm"
     calls: int = 0
     cost_usd: float = 0.0
+    settings: JudgeSettings | None = None
+    cache: AnswerStore | None = None
+    frames: int | None = None
+    prompt_kind: str = "local"
 
 
 def merge_shards(run_dir: str | Path, shard_count: int | None = None) -> dict:
@@ -106,7 +111,7 @@ def merge_shards(run_dir: str | Path, shard_count: int | None = None) -> dict:
     protocol = next(iter(protocols)) or "dual_vqa_v1"
     judge = _RowsJudge(protocol=rules.check_protocol(protocol, geometry=True), model=next(iter(models)))
     votes = max((int(r.get("votes") or 1) for r in ordered), default=1)
-    summary = summarise(ordered, judge, votes)  # type: ignore[arg-type]
+    summary = summarise(ordered, judge, votes)
     frames = {r.get("n_frames") for r in ordered if r.get("n_frames") is not None}
     summary.n_frames = frames.pop() if len(frames) == 1 else None
     summary.extra = {**summary.extra, "merged_shards": [p.name for p in inputs]}

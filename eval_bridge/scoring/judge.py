@@ -95,6 +95,22 @@ MediaT = TypeVar("MediaT")
 """A judge's own media: ``Media`` frames for the VLM, a ``SceneGeometry`` for the geometry judge."""
 
 
+class JudgeRecord(Protocol):
+    """What a summary names of the judge that answered (a merge of shards reads it off their rows)."""
+
+    kind: str
+    model: str
+    protocol: str
+    calls: int
+    cost_usd: float
+    settings: JudgeSettings | None
+    cache: AnswerStore | None
+    prompt_kind: str
+
+    @property
+    def frames(self) -> int | None: ...
+
+
 @runtime_checkable
 class Judge(Protocol[MediaT]):
     """What Dual VQA and the steps analysis ask of a judge: the VLM (``VLMJudge``) or the offline geometry judge.
@@ -152,6 +168,7 @@ class VLMJudge(Judge[Media]):
 
     kind = "vlm"
     wants_preview = True
+    settings: JudgeSettings  # always the request it sends
 
     def __init__(
         self,
