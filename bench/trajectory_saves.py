@@ -75,10 +75,10 @@ class WholeFileLoop(AgentLoop):
     bytes_written = 0
     saves = 0
 
-    def _save(self, snapshot=False):
-        self.trajectory.runtime = self._runtime()
-        self.trajectory.updated = str(time.time())
-        text = json.dumps(self.trajectory.as_dict(), ensure_ascii=False, separators=(",", ":"))
+    def save(self, snapshot=False):
+        self.traj.runtime = self.runtime()
+        self.traj.updated = str(time.time())
+        text = json.dumps(self.traj.as_dict(), ensure_ascii=False, separators=(",", ":"))
         write_text_atomic(self.run_dir.trajectory(self.task.scene), text)
         self.bytes_written += len(text.encode())
         self.saves += 1
@@ -103,7 +103,7 @@ def run_one(cls, root, script):
         started = time.monotonic()
         meta = loop.run()
         wall = time.monotonic() - started
-    steps = loop.trajectory.steps
+    steps = loop.traj.steps
     harness = [(s.harness_seconds or 0.0) * 1000 for s in steps]
     if isinstance(loop, WholeFileLoop):
         written, saves = loop.bytes_written, loop.saves

@@ -1,4 +1,5 @@
-"""The Mini-BVB agent loop (docs/protocol.md section 1): one scene, one action per reply, saved every step."""
+"""The native harness's turns (docs/protocol.md section 1): one action per reply (python, frames, render or DONE),
+a scene continued across sessions; the loop around it is ``scene_loop.SceneLoop``."""
 
 import json
 import logging
@@ -6,47 +7,31 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from ..atomic import copy_atomic, write_bytes_atomic, write_text_atomic
-from ..backend import stamp_node
 from ..errors import AgentStop
-from ..money import money
 from ..openai_client import ProviderRefused
 from ..pricing import estimate_tokens
-from ..records import AgentMeta, write_agent_meta
-from ..records.agent_meta import ANSWERED_BY, answered_by
+from ..records import AgentMeta
+from ..records.agent_meta import ANSWERED_BY
 from ..records.trajectory import TRAJECTORY_FORMAT, Compaction, Reopening, Step, Trajectory
 from ..run_dir import RunDir
 from ..sandbox.replies import frame_range_of
-from ..trajectory import TrajectoryWriter, load_trajectory
+from ..trajectory import load_trajectory
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
 from .config import AgentConfig
 from .environment import Environment
-from .ledger import BudgetHolder, CostLimit, Ledger, LedgerEntry, usd
+from .ledger import BudgetHolder, CostLimit, LedgerEntry, usd
 from .model import ContextOverflow, Model, ModelError, ModelReply
 from .program import PROGRAM_RESET, join_program
+from .scene_loop import Interrupted, LimitReached, SceneLoop, Submitted, now
 from .task import SceneTask
 
+__all__ = ["AgentLoop", "Interrupted", "LimitReached", "SceneTask", "Submitted", "ToolError"]
+
 log = logging.getLogger(__name__)
-
-
-class Submitted(AgentStop):
-    """The agent replied DONE after seeing a source frame."""
-
-    status, stop_reason, reason = "submitted", "done", "the agent replied DONE"
-
-
-class LimitReached(AgentStop):
-    """A step, wall-time, cost or format-error limit ended the scene; ``stop_reason`` names which."""
-
-    status = "limit"
-
-    def __init__(self, kind: str, reason: str) -> None:
-        super().__init__(reason)
-        self.stop_reason = kind
 
 
 class ToolError(Exception):
@@ -54,13 +39,6 @@ class ToolError(Exception):
 
     status = "error"
     """The step's status."""
-
-
-class Interrupted(AgentStop):
-    """The user stopped the run (Ctrl-C); the scene can be resumed."""
-
-    status = stop_reason = "interrupted"
-    reason = "stopped by the user; --resume continues it"
 
 
 CAMERA_KEY_SECONDS = 2.0
@@ -87,12 +65,10 @@ def truncate(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {cut} characters truncated ...]\n{text[-tail:]}"
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+class AgentLoop(SceneLoop):
+    """The native harness: runs one scene to an end state and leaves its files in the run directory."""
 
-
-class AgentLoop:
-    """Runs one scene to an end state and leaves its files in the run directory."""
+    quiet_ends = (*SceneLoop.quiet_ends, ModelError)
 
     def __init__(
         self,
@@ -108,24 +84,18 @@ class AgentLoop:
         reopen: dict | None = None,
         budget: BudgetHolder | None = None,
     ) -> None:
+        super().__init__(run_dir, task.scene, stop_event=stop_event, budget=budget, on_save=on_save)
         self.config = config
+        self.cost_limit = config.cost_limit
         # An ended scene the user re-opens on purpose (--retry-failed): its previous end, recorded in the
         # trajectory, and told to the agent so that it goes on instead of ending the same way.
         self.reopen = reopen
         self.model = model
         self.env = env
         self.task = task
-        self.run_dir = run_dir
-        self.stop_event = stop_event or threading.Event()
         self.blender_version = blender_version or "4.2"
         self.program_header = program_header
-        # Called with the trajectory after every save (each reply and each action): the add-on's live view.
-        self.on_save = on_save
-        # The run's shared budget (agent.budget.Budget), or None: the scene's own cost limit only.
-        self.budget = budget
-        self.trajectory: Trajectory = Trajectory(format=TRAJECTORY_FORMAT)  # the scene's, from _load_or_start
-        self._session_start = 0.0
-        self._runtime_base = 0.0
+        self._resumed = False
         self._previous_status = ""
         self._frame_range: tuple[int, int] = (1, max(1, task.frame_count))
 
@@ -166,34 +136,21 @@ class AgentLoop:
                 {"role": "system", "content": prompts.render(f"system{suffix}", tools=tools, **values)},
                 {"role": "user", "content": prompts.render(f"instance{suffix}", **values)},
             ],
-            started=_now(),
+            started=now(),
         )
 
-    def _save(self, snapshot: bool = False) -> None:
-        # Saves are appended deltas (bvb_addon.trajectory); their time counts in the runtime
-        # (the clock runs from the session's start, so a save is counted by the next one).
-        self.trajectory.runtime = self._runtime()
-        self.trajectory.updated = _now()
-        self.writer.save(self.trajectory, snapshot=snapshot)
-        if self.on_save is not None:
-            self.on_save(self.trajectory)
-
-    def _runtime(self) -> float:
-        return self._runtime_base + (time.monotonic() - self._session_start)
-
-    def _load_or_start(self) -> bool:
+    def start(self) -> Trajectory:
         path = self.run_dir.trajectory(self.task.scene)
-        self.writer = TrajectoryWriter(self.run_dir, self.task.scene)
         # A trajectory that does not parse is a BadFileError naming it and the fix (move it away).
-        resumed = path.is_file()
-        s = self.trajectory = load_trajectory(path) if resumed else self._fresh_state()
+        self._resumed = path.is_file()
+        s = load_trajectory(path) if self._resumed else self._fresh_state()
         s.sessions += 1
         self._previous_status = s.status
         s.status, s.stop_reason, s.reason = "running", None, None
-        self._runtime_base = s.runtime
-        self._session_start = time.monotonic()
-        self.ledger = Ledger(s, self.config.cost_limit, self._save, self.budget)
-        if resumed:
+        return s
+
+    def begin(self) -> None:
+        if self._resumed:
             opened = self.ledger.close_open()
             if opened:
                 log.warning(
@@ -201,45 +158,21 @@ class AgentLoop:
                     self.task.scene,
                     opened,
                 )
-            self.model.learn(s.price_factor, s.token_rate)
-        return resumed
-
-    # -- the loop ----------------------------------------------------------------------
-
-    def run(self) -> dict:
-        """Run the scene to its end; returns the agent_meta dict. Never raises for agent or model faults."""
-        resumed = self._load_or_start()
-        try:
-            if resumed and self._previous_status == "submitted":
+            self.model.learn(self.traj.price_factor, self.traj.token_rate)
+            if self._previous_status == "submitted":
                 # Submitted before, but its .blend is gone (deleted by hand): submit the same snapshot again.
                 raise Submitted()
-            if resumed and self.reopen:
+            if self.reopen:
                 self._reopen(self.reopen)
-            if resumed:
-                self._restore()
-            self._save()
-            while True:
-                self._step()
-        except AgentStop as exc:  # submitted, a limit, or interrupted
-            self._finish(exc.status, exc.stop_reason, str(exc))
-        except ModelError as exc:
-            self._finish("error", "model_error", str(exc))
-        except ProviderRefused as exc:  # the configuration's, not the scene's: recorded, then the run stops (exit 2)
-            self._finish("error", "model_error", str(exc))
-            raise
-        except KeyboardInterrupt:
-            self._finish(Interrupted.status, Interrupted.stop_reason, Interrupted.reason)
-        except Exception as exc:
-            log.exception("scene %s: harness error", self.task.scene)
-            self._finish("error", "harness_error", f"{type(exc).__name__}: {exc}")
-        return self.meta()
+            self._restore()
+        self.save()
 
     def _reopen(self, reopen: dict) -> None:
         """Record the re-opening in the trajectory and tell the agent why its scene goes on."""
-        s = self.trajectory
+        s = self.traj
         s.reopened.append(
             Reopening(
-                at=_now(),
+                at=now(),
                 session=s.sessions,
                 status=reopen["status"],
                 stop_reason=reopen.get("stop_reason"),
@@ -254,28 +187,26 @@ class AgentLoop:
         })  # fmt: skip
 
     def _restore(self) -> None:
-        if self.trajectory.frame_range:
-            first, last = self.trajectory.frame_range
+        if self.traj.frame_range:
+            first, last = self.traj.frame_range
             self._frame_range = (first, last)
-        snapshot = self.trajectory.snapshot
+        snapshot = self.traj.snapshot
         if snapshot:
             result = self.env.restore(self.run_dir.root / snapshot)
             if result.status != "ok":
                 raise RuntimeError(f"could not reopen the last snapshot {snapshot}: {result.reason or result.status}")
-        messages = self.trajectory.messages
+        messages = self.traj.messages
         if messages and messages[-1]["role"] == "assistant":
             # Killed between the reply and its observation: the scene is at the last snapshot,
             # so running the reply's action again is exact, and it was already paid for.
             self._act(messages[-1]["content"])
-            self._save()
+            self.save()
 
-    def _check_limits(self) -> None:
-        c, s = self.config, self.trajectory
-        if self.stop_event.is_set():
-            raise Interrupted()
+    def check_limits(self) -> None:
+        c, s = self.config, self.traj
         if c.max_steps and s.turns >= c.max_steps:
             raise LimitReached("step_limit", f"reached the step limit of {c.max_steps} replies")
-        if c.wall_limit and self._runtime() >= c.wall_limit:
+        if c.wall_limit and self.runtime() >= c.wall_limit:
             raise LimitReached("wall_limit", f"reached the wall-time limit of {c.wall_limit:g} s")
 
     def _context_window(self) -> int:
@@ -287,16 +218,16 @@ class AgentLoop:
 
     def _image_messages(self) -> tuple[list[int], set[int]]:
         """Indices of the image observations still shown in the prompt, oldest first, and those elided."""
-        messages, keep = self.trajectory.messages, self.config.keep_images
+        messages, keep = self.traj.messages, self.config.keep_images
         with_images = [i for i, m in enumerate(messages) if isinstance(m["content"], list)]
-        drop = self.trajectory.elided_images
+        drop = self.traj.elided_images
         if keep:
             drop = max(drop, len(with_images) - keep)
         return with_images[drop:], set(with_images[:drop])
 
     def _prompt(self) -> list[dict]:
         """The messages to send: image observations elided by --keep-images or a compaction become a note."""
-        messages = self.trajectory.messages
+        messages = self.traj.messages
         shown, dropped = self._image_messages()
         if not dropped:
             return messages
@@ -312,7 +243,7 @@ class AgentLoop:
 
     def _compact(self, trigger: str, detail: str) -> None:
         """Elide the older half of the shown image observations (never the newest message); context_limit when none is left."""
-        s = self.trajectory
+        s = self.traj
         shown, _ = self._image_messages()
         candidates = [i for i in shown if i != len(s.messages) - 1]
         if not candidates:
@@ -325,15 +256,15 @@ class AgentLoop:
         s.elided_images = len(self._image_messages()[1]) + count
         # The provider's count of the previous prompt no longer bounds the shorter one.
         s.last_prompt_tokens = 0
-        s.compactions.append(Compaction(time=_now(), turn=s.turns, trigger=trigger, elided=count, detail=detail[:300]))
+        s.compactions.append(Compaction(time=now(), turn=s.turns, trigger=trigger, elided=count, detail=detail[:300]))
         log.info(
             "scene %s: context compaction (%s): %d older image observation(s) elided", self.task.scene, trigger, count
         )
-        self._save()
+        self.save()
 
     def _call(self) -> ModelReply:
         """One model call under the ledger, compacting the prompt until it fits the context."""
-        s, c = self.trajectory, self.config
+        s, c = self.traj, self.config
         window = self._context_window()
         while True:
             prompt = self._prompt()
@@ -356,7 +287,7 @@ class AgentLoop:
                 billed_usage = getattr(exc, "billed", None)  # a permanent refusal was billed nothing
                 billed = sum(self.model.price.cost(u) for u in billed_usage) if billed_usage else 0.0
                 self.ledger.settle(entry, billed, uncertain=getattr(exc, "uncertain", 0), status="refused")
-                self._save()
+                self.save()
                 if isinstance(exc, (ModelError, ProviderRefused)):
                     raise
                 self._compact("provider", str(exc))
@@ -366,10 +297,9 @@ class AgentLoop:
             s.price_factor, s.token_rate = self.model.price_factor, self.model.token_rate
             return reply
 
-    def _step(self) -> None:
+    def turn(self) -> None:
         started = time.monotonic()
-        self._check_limits()
-        s = self.trajectory
+        s = self.traj
         reply = self._call()
         s.turns += 1
         s.model_seconds += reply.seconds
@@ -382,7 +312,7 @@ class AgentLoop:
         s.messages.append({"role": "assistant", "content": reply.content})
         step = Step(
             step=s.turns,
-            time=_now(),
+            time=now(),
             cost=reply.cost,
             usage=usage,
             model_seconds=round(reply.seconds, 4),
@@ -391,9 +321,9 @@ class AgentLoop:
             extra={ANSWERED_BY: reply.snapshot} if reply.snapshot else {},
         )
         s.steps.append(step)
-        self._save()
+        self.save()
         self._act(reply.content)
-        self._save()
+        self.save()
         # Everything but the model call; written with the next save (bench/agent_overhead.py reads it).
         step.harness_seconds = round(time.monotonic() - started - reply.seconds, 5)
         written = usage.get("output_tokens", 0)
@@ -407,7 +337,7 @@ class AgentLoop:
 
     def _act(self, content: str) -> None:
         """Run the action of the last reply and append its observation; raises Submitted on DONE."""
-        s, c = self.trajectory, self.config
+        s, c = self.traj, self.config
         record = s.last_step() or Step(step=s.turns)
         step = record.step
         started = time.monotonic()
@@ -472,7 +402,7 @@ class AgentLoop:
             raise ToolError(str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__) from exc
 
     def _python(self, record: Step, code: str) -> None:
-        s, c = self.trajectory, self.config
+        s, c = self.traj, self.config
         step = record.step
         rd, scene = self.run_dir, self.task.scene
         # backslashreplace: a lone surrogate has no UTF-8 bytes (and surrogateescape takes only U+DC80..U+DCFF),
@@ -480,7 +410,7 @@ class AgentLoop:
         write_bytes_atomic(rd.step_file(scene, step, ".py"), (code.rstrip() + "\n").encode("utf-8", "backslashreplace"))
         timeout = c.step_timeout
         if c.wall_limit:
-            timeout = max(1.0, min(timeout, c.wall_limit - self._runtime()))
+            timeout = max(1.0, min(timeout, c.wall_limit - self.runtime()))
         result = self.env.python(code, timeout=timeout)
         record.status, record.code, record.reason = result.status, code, result.reason
         record.sandbox_seconds = result.duration_s
@@ -513,13 +443,19 @@ class AgentLoop:
         content: str | list[dict] = text
         if images:
             content = [{"type": "text", "text": text}] + [img.part(self.config.image_detail) for img in images]
-        self.trajectory.messages.append({"role": "user", "content": content})
+        self.traj.messages.append({"role": "user", "content": content})
 
     # -- the end -----------------------------------------------------------------------
 
-    def _finish(self, status: str, stop_reason: str, reason: str) -> None:
-        s = self.trajectory
+    def finish(self, end: BaseException) -> AgentMeta:
+        s = self.traj
         rd, scene = self.run_dir, self.task.scene
+        if isinstance(end, AgentStop):  # submitted, a limit, or interrupted
+            status, stop_reason, reason = end.status, end.stop_reason, str(end)
+        elif isinstance(end, (ModelError, ProviderRefused)):
+            status, stop_reason, reason = "error", "model_error", str(end)
+        else:
+            status, stop_reason, reason = "error", "harness_error", f"{type(end).__name__}: {end}"
         submission = None
         if status in ("submitted", "limit"):
             if s.snapshot:
@@ -532,18 +468,10 @@ class AgentLoop:
             else:
                 status = "failed"
                 reason = f"{reason}; no python step succeeded, so there is nothing to submit"
-        # A call cut short by a harness fault may have been billed all the same.
-        self.ledger.close_open()
-        s.status, s.stop_reason, s.reason, s.submission, s.finished = status, stop_reason, reason, submission, _now()
+        s.status, s.stop_reason, s.reason, s.submission, s.finished = status, stop_reason, reason, submission, now()
         write_text_atomic(rd.program(scene), join_program(scene, [st.as_dict() for st in s.steps], self.program_header))
-        self._save(snapshot=True)
-        write_agent_meta(rd.meta(scene), self.agent_meta())
-        log.info("scene %s: %s (%s) cost %s", scene, status, stop_reason, money(s.cost))
-
-    def agent_meta(self) -> AgentMeta:
-        """The scene's agent_meta record from its trajectory (on Ray, stamped with the node that ran it)."""
-        s, c = self.trajectory, self.config
-        meta = AgentMeta(
+        c = self.config
+        return AgentMeta(
             scene=self.task.scene,
             dataset=self.task.dataset,
             agent=c.agent,
@@ -568,11 +496,3 @@ class AgentLoop:
             submission=s.submission,
             snapshot=s.snapshot,
         )
-        meta.extra.update(answered_by(s.steps))
-        # On Ray, the node that ran the scene (a resumed scene: the last session's node).
-        stamp_node(meta.extra)
-        return meta
-
-    def meta(self) -> dict:
-        """The scene's agent_meta as its JSON object (what run() returns)."""
-        return self.agent_meta().as_dict()

@@ -13,33 +13,32 @@ ledger and the run's --budget, Ctrl-C, and agent_meta with our keys beside the r
 """
 
 import logging
-import math
 import os
 import shutil
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic import write_bytes_atomic
-from ..backend import stamp_node
-from ..errors import MissingFileError
+from ..defaults import COST_LIMIT_USD
+from ..errors import AgentStop, MissingFileError
 from ..openai_client import ProviderRefused
-from ..records import AgentMeta, write_agent_meta
-from ..records.agent_meta import ANSWERED_BY, answered_by
+from ..records import AgentMeta
+from ..records.agent_meta import ANSWERED_BY
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
 from ..run_dir import RunDir
 from ..sandbox import files
-from ..trajectory import TrajectoryWriter, load_trajectory
+from ..trajectory import load_trajectory
 from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
 from .budget import scene_spend
 from .config import MiniBVBSettings
-from .ledger import CostLimit, Ledger, usd
+from .ledger import CostLimit, usd
 from .litellm_model import CallInfo, chat_messages, image_part, text_part
+from .scene_loop import Interrupted, LimitReached, SceneLoop, Submitted, now
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +92,10 @@ class ChatModel(Protocol):
     def complete(self, system: str, messages: list[dict[str, Any]]) -> tuple[str, CallInfo]: ...
 
 
-class BudgetStop(Exception):
-    """The run's --budget is reached: no further call starts."""
+class ModelFailed(AgentStop):
+    """The provider's failure after LiteLLM's retries: the scene's end, as the release's ``error``."""
+
+    status, stop_reason = "error", "error"
 
 
 def _script(block: str) -> bytes:
@@ -106,10 +107,6 @@ def _script(block: str) -> bytes:
         return (block + "\n").encode("utf-8", "backslashreplace")
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 @dataclass
 class SceneInput:
     """What the loop needs of a scene: its ids and its clip."""
@@ -119,7 +116,7 @@ class SceneInput:
     video: Path
 
 
-class MiniBVBLoop:
+class MiniBVBLoop(SceneLoop):
     """One scene under the Mini-BVB protocol; ``run()`` returns its agent_meta dict and never raises for
     the agent's or the provider's faults (a permanent refusal, ProviderRefused, is raised after the record)."""
 
@@ -132,132 +129,99 @@ class MiniBVBLoop:
         *,
         model_name: str,
         agent: str = "model",
-        cost_limit: float = 3.0,
+        cost_limit: float = COST_LIMIT_USD,
         settings: MiniBVBSettings | None = None,
         frames_dir: Path,
         stop_event: threading.Event | None = None,
         budget: Any = None,
         on_save: Callable[[Trajectory], None] | None = None,
     ) -> None:
+        super().__init__(run_dir, scene.scene, stop_event=stop_event, budget=budget, on_save=on_save)
         self.model = model
         self.ws = workspace
-        self.scene = scene
-        self.rd = run_dir
+        self.input = scene
         self.model_name = model_name
         self.agent = agent
         self.cost_limit = cost_limit
         self.settings = settings or MiniBVBSettings()
         self.frames_dir = frames_dir
-        self.stop_event = stop_event or threading.Event()
-        self.budget = budget
-        self.on_save = on_save
-        """Called with the trajectory after each save (the add-on's progress; no bpy)."""
         # The reference's counters.
         self.turns = self.commands_run = self.frames_seen = self.frames_extracted = 0
         self.cost = 0.0
         self.in_tokens = self.out_tokens = 0
-        self.done = False
-        self.stop_reason = ""
-        self.error: str | None = None
-        """The release's ``error``: the provider's failure (or a harness fault), as "Class: message"."""
-        self.note: str | None = None
-        """Why ours stopped the scene (the run's budget), for agent_meta's ``reason``."""
         self.blend_error: str | None = None
-        self.refused: ProviderRefused | None = None
-        """A permanent refusal of the provider (a bad parameter, key or model): run() raises it after the record."""
         self._blend_stamp: tuple[int, int, int] | None = None
+        self._started = time.time()
+        self._pending = 0
+        """Frames shown in the last observation: the model reads them in its next call."""
 
-    # -- the loop (the reference's order of checks and messages) ------------------------
+    # -- the turns (the reference's order of checks and messages) ------------------------
 
-    def run(self) -> dict:
-        start = time.time()
+    def begin(self) -> None:
+        self._started = time.time()
+        self.system = protocol.system_prompt()
+        self.duration = frames_mod.probe_duration(self.input.video)
+        task = protocol.task_message(self.scene, self.input.dataset, self.duration, self.cost_limit)
+        self.messages: list[dict[str, Any]] = [{"role": "user", "parts": [text_part(task)]}]
+        self._sync()
+
+    def check_limits(self) -> None:
+        # The release counts the turn first: a turn over --max-turns is taken back, the others stay counted.
         s = self.settings
-        self._start()
-        system = protocol.system_prompt()
-        duration = frames_mod.probe_duration(self.scene.video)
-        messages: list[dict[str, Any]] = [
-            {"role": "user", "parts": [text_part(protocol.task_message(
-                self.scene.scene, self.scene.dataset, duration, self.cost_limit))]}
-        ]  # fmt: skip
-        self._sync(system, messages)
-        pending = 0
-        try:
-            while True:
-                self.turns += 1
-                if s.max_turns and self.turns > s.max_turns:
-                    self.turns -= 1
-                    self.stop_reason = "max_turns"
-                    break
-                if s.scene_timeout and time.time() - start > s.scene_timeout:
-                    self.stop_reason = "wall_clock"
-                    break
-                if self.cost >= self.cost_limit:
-                    self.stop_reason = "cost"
-                    break
-                if self.stop_event.is_set():
-                    self.turns -= 1
-                    self.stop_reason = "interrupted"
-                    break
-                # Frames shown last turn are in the context the model now reads.
-                self.frames_seen += pending
-                pending = 0
-                try:
-                    reply = self._call(system, messages)
-                except BudgetStop as exc:
-                    self.turns -= 1
-                    self.stop_reason, self.note = "budget", str(exc)
-                    break
-                except ProviderRefused as exc:  # the configuration's, not the scene's: the run stops (exit 2)
-                    self.error, self.stop_reason, self.refused = exc.detail or str(exc), "error", exc
-                    break
-                except Exception as exc:  # the provider's failure, after LiteLLM's retries: the scene's end
-                    self.error = f"{exc.__class__.__name__}: {exc}"
-                    self.stop_reason = "error"
-                    break
-                messages.append({"role": "assistant", "parts": [text_part(reply)]})
-                self._sync(system, messages)
-                bash_blocks, frame_blocks = protocol.blocks(reply)
-                if not bash_blocks and not frame_blocks:
-                    if protocol.says_done(reply) and self.frames_seen > 0 and self._output_exists():
-                        self.done, self.stop_reason = True, "done"
-                        break
-                    messages.append({"role": "user", "parts": [text_part(protocol.nudge(self.frames_seen))]})
-                    self._step("nudge", [])
-                    self._sync(system, messages)
-                    continue
-                parts, shown = self._frames(frame_blocks, duration)
-                pending += shown
-                ran = self._bash(bash_blocks)
-                if ran:
-                    parts.append(text_part(protocol.bash_observation(ran)))
-                parts.append(text_part(protocol.budget_note(self.cost, self.cost_limit)))
-                messages.append({"role": "user", "parts": parts})
-                self._step("blocks", bash_blocks, frames=shown)
-                self._sync(system, messages)
-                if protocol.says_done(reply) and self._output_exists() and self.frames_seen > 0:
-                    self.done, self.stop_reason = True, "done"
-                    break
-        except Exception as exc:  # a harness fault (the sandbox died): the scene's end, named
-            log.exception("scene %s: harness error", self.scene.scene)
-            self.stop_reason, self.error = "harness_error", f"{type(exc).__name__}: {exc}"
-        meta = self._finish(start)
-        if self.refused is not None:
-            raise self.refused  # after the scene's record: its agent_meta says what the provider answered
-        return meta
+        if s.max_turns and self.turns + 1 > s.max_turns:
+            raise LimitReached("max_turns")
+        if s.scene_timeout and time.time() - self._started > s.scene_timeout:
+            self.turns += 1
+            raise LimitReached("wall_clock")
+        if self.cost >= self.cost_limit:
+            self.turns += 1
+            raise LimitReached("cost")
 
-    def _call(self, system: str, messages: list[dict[str, Any]]) -> str:
-        """One model call under the ledger. Its worst case is unknown (no max_tokens), so the run's budget is
-        checked as the scene's limit is: a call starts while spent < budget (the smallest reservation)."""
+    def turn(self) -> None:
+        self.turns += 1
+        self.frames_seen += self._pending
+        self._pending = 0
+        reply = self._call()
+        self.messages.append({"role": "assistant", "parts": [text_part(reply)]})
+        self._sync()
+        bash_blocks, frame_blocks = protocol.blocks(reply)
+        if not bash_blocks and not frame_blocks:
+            if protocol.says_done(reply) and self.frames_seen > 0 and self._output_exists():
+                raise Submitted()
+            self.messages.append({"role": "user", "parts": [text_part(protocol.nudge(self.frames_seen))]})
+            self._step("nudge", [])
+            self._sync()
+            return
+        parts, shown = self._frames(frame_blocks, self.duration)
+        self._pending = shown
+        ran = self._bash(bash_blocks)
+        if ran:
+            parts.append(text_part(protocol.bash_observation(ran)))
+        parts.append(text_part(protocol.budget_note(self.cost, self.cost_limit)))
+        self.messages.append({"role": "user", "parts": parts})
+        self._step("blocks", bash_blocks, frames=shown)
+        self._sync()
+        if protocol.says_done(reply) and self._output_exists() and self.frames_seen > 0:
+            raise Submitted()
+
+    def _call(self) -> str:
+        """One model call under the ledger. Its worst case is unknown (no max_tokens), so it reserves the
+        smallest amount: a call starts while spent < the scene's limit and < the run's budget."""
         try:
             entry = self.ledger.reserve(BUDGET_PROBE_USD, 0, self.turns)
-        except CostLimit as exc:  # BudgetReached: no call starts anywhere in the run any more
-            raise BudgetStop(str(exc)) from None
+        except CostLimit as exc:
+            if exc.kind == "budget":  # BudgetReached: no call starts anywhere in the run any more
+                self.turns -= 1
+                raise LimitReached("budget", str(exc)) from None
+            raise LimitReached("cost") from None  # the release's check, a billionth of a dollar early
         started = time.monotonic()
         try:
-            reply, info = self.model.complete(system, messages)
-        except BaseException:
+            reply, info = self.model.complete(self.system, self.messages)
+        except BaseException as exc:
             self.ledger.settle(entry, 0.0, status="refused")
-            self._save()
+            self.save()
+            if isinstance(exc, Exception) and not isinstance(exc, ProviderRefused):
+                raise ModelFailed(f"{exc.__class__.__name__}: {exc}") from exc
             raise
         self.cost += float(info.cost or 0.0)
         self.in_tokens += info.input_tokens
@@ -274,7 +238,7 @@ class MiniBVBLoop:
         t.model_seconds += time.monotonic() - started
         # The snapshot the provider said answered, beside the step (agent_meta's answered_by counts them).
         answered = {ANSWERED_BY: info.snapshot} if info.snapshot else {}
-        t.steps.append(Step(step=self.turns, time=_now(), cost=float(info.cost or 0.0), usage=usage,
+        t.steps.append(Step(step=self.turns, time=now(), cost=float(info.cost or 0.0), usage=usage,
                             model_seconds=round(time.monotonic() - started, 4), extra=answered))  # fmt: skip
         return reply
 
@@ -282,7 +246,7 @@ class MiniBVBLoop:
         parts: list[dict[str, Any]] = []
         shown = 0
         wanted, unserved = frames_mod.reply_times(blocks, duration)
-        served = frames_mod.extract_reply(self.scene.video, self.frames_dir, wanted, start_index=self.frames_extracted)
+        served = frames_mod.extract_reply(self.input.video, self.frames_dir, wanted, start_index=self.frames_extracted)
         for got in served:
             self.frames_extracted += len(got)
             shown += len(got)
@@ -298,7 +262,7 @@ class MiniBVBLoop:
         for block in blocks:
             result = self.ws.run_bash(block, timeout=self.settings.exec_timeout)
             self.commands_run += 1
-            write_bytes_atomic(self.rd.step_file(self.scene.scene, self.commands_run, ".sh"), _script(block))
+            write_bytes_atomic(self.run_dir.step_file(self.scene, self.commands_run, ".sh"), _script(block))
             self._snapshot_if_changed()
             results.append(protocol.bash_result(block, result.returncode, result.stdout, result.stderr))
         return results
@@ -324,7 +288,7 @@ class MiniBVBLoop:
         if stamp == self._blend_stamp:
             return
         self._blend_stamp = stamp
-        target = self.rd.step_file(self.scene.scene, self.commands_run, ".blend")
+        target = self.run_dir.step_file(self.scene, self.commands_run, ".blend")
         budget = self.settings.snapshot_budget
         # What the copy can write at most: the data the workspace really holds for the file.
         need = min(info.st_size, info.st_blocks * 512)
@@ -338,11 +302,11 @@ class MiniBVBLoop:
             self._snapshot_note(f"result.blend not copied to {target.name}: {copied.reason}")
             return
         self._trim_snapshots(budget - copied.data_bytes, keep=target)
-        self.traj.snapshot = self.rd.relative(target)
+        self.traj.snapshot = self.run_dir.relative(target)
 
     def _trim_snapshots(self, room: int, keep: Path | None = None) -> None:
         """Remove the scene's oldest snapshots (not ``keep``) until they hold at most ``room`` bytes on disk."""
-        folder = self.rd.steps_dir(self.scene.scene)
+        folder = self.run_dir.steps_dir(self.scene)
         kept = sorted(path for path in folder.glob("*.blend") if path != keep) if folder.is_dir() else []
         sizes = {path: path.stat().st_blocks * 512 for path in kept}
         while kept and sum(sizes[path] for path in kept) > room:
@@ -358,8 +322,8 @@ class MiniBVBLoop:
 
     # -- the trajectory (ours) -----------------------------------------------------------
 
-    def _start(self) -> None:
-        rd, scene = self.rd, self.scene.scene
+    def start(self) -> Trajectory:
+        rd, scene = self.run_dir, self.scene
         # The reference reruns a scene from scratch: a killed session's files go. Its spend is in the run's
         # budget already (read on resume); carried as earlier_cost, a second kill still counts it.
         earlier = self._earlier_spend()
@@ -367,38 +331,34 @@ class MiniBVBLoop:
             path.unlink(missing_ok=True)
         shutil.rmtree(rd.trajectory_images(scene), ignore_errors=True)
         shutil.rmtree(rd.steps_dir(scene), ignore_errors=True)
-        self.traj = Trajectory(
+        return Trajectory(
             format=TRAJECTORY_FORMAT,
             scene=scene,
             task={
                 "scene": scene,
-                "dataset": self.scene.dataset,
-                "video": str(self.scene.video),
+                "dataset": self.input.dataset,
+                "video": str(self.input.video),
                 "harness": protocol.HARNESS,
             },
-            started=_now(),
+            started=now(),
             sessions=1,
             earlier_cost=earlier,
         )
-        self.writer = TrajectoryWriter(rd, scene)
-        self.ledger = Ledger(self.traj, math.inf, self._save, self.budget)
-        self._clock = time.monotonic()
 
     def _earlier_spend(self) -> float:
         """What the scene's last trajectory records as spent (0 without one); an unreadable one is a
         BadFileError here, before any file of the scene is removed."""
-        path = self.rd.trajectory(self.scene.scene)
+        path = self.run_dir.trajectory(self.scene)
         try:
             return scene_spend(load_trajectory(path, inline=False))
         except MissingFileError:
             return 0.0
 
-    def _sync(self, system: str, messages: list[dict[str, Any]]) -> None:
+    def _sync(self) -> None:
         """The trajectory's chat becomes the messages as sent (appended only: the writer saves the new ones)."""
-
-        sent = chat_messages(system, messages)
+        sent = chat_messages(self.system, self.messages)
         self.traj.messages.extend(sent[len(self.traj.messages) :])
-        self._save()
+        self.save()
 
     def _step(self, kind: str, bash_blocks: list[str], frames: int = 0) -> None:
         """The turn's step record: what the reply asked for (blocks or a nudge)."""
@@ -411,21 +371,25 @@ class MiniBVBLoop:
         self.traj.turns = self.turns
         self.traj.frames_seen = self.frames_seen
 
-    def _save(self, snapshot: bool = False) -> None:
-        self.traj.runtime = time.monotonic() - self._clock
-        self.traj.updated = _now()
-        self.writer.save(self.traj, snapshot=snapshot)
-        if self.on_save is not None:
-            self.on_save(self.traj)
-
     # -- the end -----------------------------------------------------------------------
 
-    def _finish(self, start: float) -> dict:
-        rd, scene = self.rd, self.scene.scene
+    def finish(self, end: BaseException) -> AgentMeta:
+        rd, scene = self.run_dir, self.scene
+        # The release's end: done, the limit's word, or a provider's failure ("error", with its text).
+        done = isinstance(end, Submitted)
+        error, note = None, None
+        if isinstance(end, (LimitReached, Submitted, Interrupted, ModelFailed)):
+            stop_reason = end.stop_reason
+            error = str(end) if isinstance(end, ModelFailed) else None
+            note = str(end) if stop_reason == "budget" else None  # why ours stopped it (the run's budget)
+        elif isinstance(end, ProviderRefused):  # the configuration's, not the scene's: the run stops (exit 2)
+            stop_reason, error = "error", end.detail or str(end)
+        else:  # a harness fault (the sandbox died): the scene's end, named
+            stop_reason, error = "harness_error", f"{type(end).__name__}: {end}"
         produced = self._output_exists()
         blend_file = None
         # An interrupted scene leaves no blend, as a killed BVB run does: --resume runs it again.
-        if produced and self.stop_reason != "interrupted":
+        if produced and stop_reason != "interrupted":
             dest = rd.blend(scene)
             copied = self.ws.copy_out(RESULT, dest, MAX_BLEND_BYTES, blend=True)
             if copied.path is not None:
@@ -433,28 +397,26 @@ class MiniBVBLoop:
             else:
                 # The release copies whatever is there; a file that is no .blend scores as a failure either way.
                 self.blend_error = f"result.blend not copied: {copied.reason}; it scores as a failure"
-        status = self._status(blend_file)
-        reason = self.error or self.blend_error or self.note or self.stop_reason
+        status = _status(stop_reason, blend_file)
+        reason = error or self.blend_error or note or stop_reason
         t = self.traj
         t.turns, t.frames_seen = self.turns, self.frames_seen
-        t.status, t.stop_reason, t.reason, t.finished = status, self.stop_reason, reason, _now()
+        t.status, t.stop_reason, t.reason, t.finished = status, stop_reason, reason, now()
         t.submission = rd.relative(rd.blend(scene)) if blend_file else None
-        self.ledger.close_open()
-        self._save(snapshot=True)
         release = {
             "scene_name": scene,
             "turns": self.turns,
             "commands_run": self.commands_run,
             "frames_seen": self.frames_seen,
             "frames_extracted": self.frames_extracted,
-            "done": self.done,
-            "stop_reason": self.stop_reason,
+            "done": done,
+            "stop_reason": stop_reason,
             "produced_blend": produced,
-            "error": self.error,
+            "error": error,
             "cost_usd": round(self.cost, 4),
             "input_tokens": self.in_tokens,
             "output_tokens": self.out_tokens,
-            "duration_s": round(time.time() - start, 1),
+            "duration_s": round(time.time() - self._started, 1),
             "blend_file": blend_file,
             "model": self.model_name,
             "harness": protocol.RELEASE_HARNESS,
@@ -466,14 +428,13 @@ class MiniBVBLoop:
         extra["harness_protocol"] = protocol.HARNESS
         if self.blend_error:
             extra["blend_error"] = self.blend_error
-        extra.update(answered_by(t.steps))
-        meta = AgentMeta(
+        return AgentMeta(
             scene=scene,
-            dataset=self.scene.dataset or "",
+            dataset=self.input.dataset or "",
             agent=self.agent,
             model=self.model_name,
             status=status,
-            stop_reason=self.stop_reason,
+            stop_reason=stop_reason,
             reason=reason,
             turns=self.turns,
             frames_seen=self.frames_seen,
@@ -488,18 +449,15 @@ class MiniBVBLoop:
             snapshot=t.snapshot,
             extra=extra,
         )
-        stamp_node(meta.extra)
-        write_agent_meta(rd.meta(scene), meta)
-        log.info("scene %s: %s (%s) cost $%.4f", scene, status, self.stop_reason, self.cost)
-        return meta.as_dict()
 
-    def _status(self, blend_file: str | None) -> str:
-        """Our status from the reference's end: submitted on DONE, error for a fault, else a limit with a
-        blend or failed without one (interrupted stays interrupted)."""
-        if self.done:
-            return "submitted"
-        if self.stop_reason in ("error", "harness_error"):
-            return "error"
-        if self.stop_reason == "interrupted":
-            return "interrupted"
-        return "limit" if blend_file else "failed"
+
+def _status(stop_reason: str, blend_file: str | None) -> str:
+    """Our status from the reference's end: submitted on DONE, error for a fault, else a limit with a blend or
+    failed without one (interrupted stays interrupted)."""
+    if stop_reason == "done":
+        return "submitted"
+    if stop_reason in ("error", "harness_error"):
+        return "error"
+    if stop_reason == "interrupted":
+        return "interrupted"
+    return "limit" if blend_file else "failed"
