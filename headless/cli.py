@@ -41,6 +41,7 @@ DELEGATES = {
     "view": ("eval_bridge.cli", ["view"], "serve the report live on loopback while runs and scorers write"),
     "export": ("eval_bridge.cli", ["export"], "export a run (inspect: an Inspect AI eval log)"),
     "human": ("eval_bridge.human.cli", [], "judges checked against people: blinded study pages and their scores"),
+    "demo": ("headless.demo", [], "run the whole benchmark offline on a small synthetic suite"),
 }
 SCORE_AXES = SCORE_STAGES
 
@@ -86,15 +87,10 @@ def build_parser() -> Parser:
     # Listed for --help only: main() answers `completion` before parsing.
     sub.add_parser("completion", help="a shell completion script: eval \"$(bvb completion bash)\" (zsh, tcsh too)",
                    add_help=False)  # fmt: skip
-    # deferred: the demo imports every stage (the scorers, PyAV, the report: about 0.8 s), which the
-    # subcommands that delegate to one stage's module never need
-    from headless import demo
-
-    demo.add_parser(sub)
     return parser
 
 
-COMMANDS = (*DELEGATES, "score", "demo", "completion")
+COMMANDS = (*DELEGATES, "score", "completion")
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -112,7 +108,6 @@ def stage_parsers() -> dict[str, argparse.ArgumentParser]:
         parsers[name] = bridge_stages[lead[0]] if lead else importlib.import_module(module).build_parser()
     for axis in SCORE_AXES:
         parsers[f"score {axis}"] = bridge_stages[axis]
-    parsers["demo"] = _subcommands(build_parser())["demo"]
     return parsers
 
 
@@ -170,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         return delegate("eval_bridge.cli", rest)
     if command == "completion":
         return completion(parser, rest)
-    if command not in COMMANDS and not command.startswith("-"):
+    if not command.startswith("-"):
         return unknown("command", command, COMMANDS, "usage: bvb COMMAND ... (bvb --help lists them)")
-    args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    parser.parse_args(argv)  # an unknown option: argparse's usage and error, exit 2
+    return 2
 
 
 if __name__ == "__main__":

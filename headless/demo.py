@@ -13,27 +13,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from bvb_addon import outcomes, path_args
-from bvb_addon.agent.config import Agent, AgentConfig, RunOptions
-from bvb_addon.agent.runner import run as run_stage
-from bvb_addon.command_line import add_log_flags, setup_logging
-from bvb_addon.errors import USER_ERRORS, BVBError, report
+from bvb_addon.command_line import Parser, add_log_flags, setup_logging
+from bvb_addon.errors import USER_ERRORS, BVBError, entry, report
 from bvb_addon.options import add_options, from_namespace, option
-from bvb_addon.render_stage import RenderOptions, render_run
 from bvb_addon.run_dir import RunDir
-from bvb_addon.sandbox import SandboxConfig
-from eval_bridge import api
-from eval_bridge.api import ENCODER_ENV, DVOptions, EncoderOptions, LSOptions
-from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
-from eval_bridge.pages.report import ReportOptions
-from eval_bridge.pages.report import report as report_stage
-from eval_bridge.scoring.options import DEFAULT_ENCODER, JudgeOptions
-from headless.audit import replay_check
-from headless.synth import SynthOptions, synth
+from eval_bridge.scoring.options import DEFAULT_ENCODER, ENCODER_ENV
 
-AGENTS: tuple[Agent, ...] = ("empty-room", "oracle", "replay")
+if TYPE_CHECKING:
+    from bvb_addon.agent.config import Agent
+
+# The stages' modules (the runner, the renderer, the scorers, the report) load when the demo runs, not for
+# its --help or bvb's: each step imports the stage it calls.
+
+AGENTS: tuple["Agent", ...] = ("empty-room", "oracle", "replay")
 PROTOCOL_RENDER = ("replay",)
 """Agents rendered by the protocol's preset (EEVEE): Workbench, the demo's fast render, shows a material's flat
 colour, not the replay's image textures. At the demo's own size (--resolution, square as the protocol's), not
@@ -100,10 +95,7 @@ def demo(options: DemoOptions) -> DemoResult:
         *[(f"DV {a}", lambda a=a: _dv(suite, runs[a], say)) for a in AGENTS],
         ("LS", lambda: _ls(options, encoder, suite, runs, say)),
         *[(f"overall {a}", lambda a=a: _overall(runs[a], say)) for a in AGENTS],
-        (
-            "leaderboard",
-            lambda: say(leaderboard(LeaderboardOptions(runs=tuple(runs.values()), out=out / "leaderboard.csv")).table),
-        ),  # fmt: skip
+        ("leaderboard", lambda: _leaderboard(runs, out / "leaderboard.csv", say)),
         ("report", lambda: _report(runs, out / "report", suite, say)),
     ]
     for i, (label, action) in enumerate(steps, 1):
@@ -120,6 +112,8 @@ def demo(options: DemoOptions) -> DemoResult:
 
 
 def _synth(options: DemoOptions, suite: Path, say: Callable[[str], None]) -> None:
+    from headless.synth import SynthOptions, synth
+
     if (suite / "split.jsonl").is_file():
         say(f"suite already at {suite}; reusing it")
         return
@@ -130,7 +124,10 @@ def _synth(options: DemoOptions, suite: Path, say: Callable[[str], None]) -> Non
     say(f"wrote {len(result.scenes)} scenes to {result.split}")
 
 
-def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Callable[[str], None]) -> None:
+def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: "Agent", say: Callable[[str], None]) -> None:
+    from bvb_addon.agent.config import AgentConfig, RunOptions
+    from bvb_addon.agent.runner import run as run_stage
+
     result = run_stage(RunOptions(split=suite / "split.jsonl", videos=suite, output=run_dir,
                                   agent=AgentConfig(agent=agent), resume=True, progress=options.progress))  # fmt: skip
     say(result.line)
@@ -142,6 +139,10 @@ def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: Agent, say: Ca
 
 
 def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None], protocol: bool = False) -> None:
+    from bvb_addon.render_stage import RenderOptions, render_run
+    from bvb_addon.sandbox import SandboxConfig
+    from headless.audit import replay_check
+
     preset: Literal["bvb", "fast"] = "bvb" if protocol else "fast"
     # The render audits each scene (scene_rules.jsonl), its render compared with the source clip too.
     result = render_run(RenderOptions(run=run_dir, preset=preset, num_frames=options.num_frames,
@@ -154,6 +155,9 @@ def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None], pro
 
 
 def _dv(suite: Path, run_dir: Path, say: Callable[[str], None]) -> None:
+    from eval_bridge import api
+    from eval_bridge.scoring.options import DVOptions, JudgeOptions
+
     result = api.score_dv(DVOptions(run=run_dir, split=suite / "split.jsonl", videos=suite,
                                     judge=JudgeOptions(kind="geometry"), resume=True))  # fmt: skip
     say(f"wrote {result.rows} and {result.summary_path.name}")
@@ -171,6 +175,9 @@ def _ls(
             f"snapshot of the release's V-JEPA 2.1 ViT-G: huggingface-cli download {DEFAULT_ENCODER} --local-dir DIR"
         )
         return
+    from eval_bridge import api
+    from eval_bridge.scoring.options import EncoderOptions, LSOptions
+
     for run_dir in runs.values():
         result = api.score_ls(LSOptions(run=run_dir, split=suite / "split.jsonl", videos=suite,
                                         encoder=EncoderOptions(model=encoder, num_frames=options.num_frames),
@@ -179,31 +186,42 @@ def _ls(
 
 
 def _overall(run_dir: Path, say: Callable[[str], None]) -> None:
+    from eval_bridge import api
+
     result = api.score_overall(run_dir)
     say(f"wrote {result.path}")
 
 
+def _leaderboard(runs: dict[str, Path], out: Path, say: Callable[[str], None]) -> None:
+    from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
+
+    say(leaderboard(LeaderboardOptions(runs=tuple(runs.values()), out=out)).table)
+
+
 def _report(runs: dict[str, Path], out: Path, suite: Path, say: Callable[[str], None]) -> None:
+    from eval_bridge.pages.report import ReportOptions
+    from eval_bridge.pages.report import report as report_stage
+
     result = report_stage(ReportOptions(runs=tuple(runs.values()), out=out, videos=suite))
     say(f"wrote {result.index}")
 
 
-def add_parser(sub: "argparse._SubParsersAction[Any]") -> argparse.ArgumentParser:
-    """``bvb demo``'s parser, added to ``bvb``'s subcommands (generated from DemoOptions)."""
-    parser = sub.add_parser(
-        "demo",
-        help="run the whole benchmark offline on a small synthetic suite",
+def build_parser() -> argparse.ArgumentParser:
+    """``bvb demo``'s parser, generated from DemoOptions."""
+    parser = Parser(
+        prog="bvb demo",
         description=(__doc__ or "").split("\n\n")[1],
         epilog="example:\n  bvb demo --out results/demo",
     )
     add_log_flags(parser)
     add_options(parser, DemoOptions)
-    parser.set_defaults(func=run_demo)
     return parser
 
 
-def run_demo(args: argparse.Namespace) -> int:
+@entry
+def main(argv: list[str] | None = None) -> int:
     """``bvb demo``: every stage in turn; the exit code (the failed stage's one line on failure)."""
+    args = build_parser().parse_args(argv)
     setup_logging(args.verbose, args.quiet)
     # The stages' own bars show only when the demo is verbose; the demo's lines go to stdout.
     options = from_namespace(

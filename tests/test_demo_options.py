@@ -12,7 +12,7 @@ pytestmark = pytest.mark.unit
 
 
 def parse(*argv: str) -> demo.DemoOptions:
-    args = cli.build_parser().parse_args(["demo", *argv])
+    args = demo.build_parser().parse_args(list(argv))
     return demo.from_namespace(demo.DemoOptions, args)
 
 
