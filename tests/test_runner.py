@@ -13,7 +13,8 @@ import pytest
 
 from bvb_addon import versions
 from bvb_addon.agent.config import AgentConfig
-from bvb_addon.agent.runner import RunError, Runner, RunOptions, parse_shard, select_scenes
+from bvb_addon.agent.harness import NATIVE, select_scenes
+from bvb_addon.agent.runner import RunError, Runner, RunOptions
 from bvb_addon.openai_client import ProviderRefused
 from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.sandbox.config import SandboxConfig
@@ -400,10 +401,10 @@ def test_shards_partition_deterministically_and_selection_errors():
     assert shards == [select_scenes(scenes, shard=(i, 3)) for i in range(3)]
     assert select_scenes(scenes, names=["s3", "s1"]) == [("synthetic", "s1"), ("synthetic", "s3")]
     assert select_scenes(scenes, limit=4, shard=(1, 2)) == [("synthetic", "s1"), ("synthetic", "s3")]
-    assert parse_shard("2/4") == (2, 4)
+    assert NATIVE.parse_shard("2/4") == (2, 4)
     for bad in ("4/4", "1", "a/b", "-1/2"):
         with pytest.raises(RunError, match="--shard"):
-            parse_shard(bad)
+            NATIVE.parse_shard(bad)
     with pytest.raises(RunError, match="s99 not in the split"):
         select_scenes(scenes, names=["s99"])
 

@@ -12,43 +12,26 @@ from pathlib import Path
 from typing import Any
 
 from .. import backend, dataset, outcomes, scratch
-from ..atomic import remove_stale_temps
 from ..errors import NewerFormatError
 from ..money import money
 from ..openai_client import ProviderRefused
 from ..options import option
-from ..pricing import ZERO
 from ..progress import RunProgress
-from ..records import read_agent_meta, read_run_config, write_agent_meta, write_run_config
+from ..records import read_agent_meta, read_run_config, write_run_config
 from ..run_dir import RunDir
-from ..sandbox.config import SandboxConfig, SandboxUnavailable
-from ..trajectory import load_trajectory
+from ..sandbox.config import SandboxConfig
 from ..vgi import suite
-from . import mini_bvb_run
 from .budget import Budget, recorded_spend
 from .budget_ray import ray_budget
 from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions
-from .driver import drive_scene, task_for_clip, unstarted
+from .driver import task_for_clip, unstarted
 from .environment import Environment
-from .mini_bvb_protocol import protocol_of, run_name
-from .mini_bvb_run import config_name
-from .mini_bvb_run import parse_shard as parse_mini_shard
-from .model import ModelClient, ModelError
-from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now, run_config
+from .harness import HARNESSES, MINI_BVB, NATIVE, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
+from .mini_bvb_protocol import protocol_of
+from .setup import get_environment, now, run_config
 from .task import SceneTask
 
 log = logging.getLogger(__name__)
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``i/N`` (0 <= i < N) into (i, N)."""
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise RunError(f"--shard {text!r} is not i/N; write e.g. --shard 0/4 (shards are 0 to N-1)") from None
-    if count < 1 or not 0 <= index < count:
-        raise RunError(f"--shard {text}: need N >= 1 and 0 <= i < N (shards are 0 to N-1)")
-    return index, count
 
 
 def scene_shard(options: RunOptions) -> tuple[int, int]:
@@ -56,32 +39,7 @@ def scene_shard(options: RunOptions) -> tuple[int, int]:
     under mini-bvb, 0 to N-1 under native), (0, 1) without one."""
     if options.shard is None:
         return (0, 1)
-    text = f"{options.shard[0]}/{options.shard[1]}"
-    return parse_mini_shard(text) if options.mini else parse_shard(text)
-
-
-def select_scenes(
-    scenes: list[tuple[str, str]], names: Sequence[str] = (), limit: int = 0, shard: tuple[int, int] = (0, 1)
-) -> list[tuple[str, str]]:
-    """The scenes to run: those named (in split order), the first ``limit``, then every N-th from i."""
-    if names:
-        known = {scene for _, scene in scenes}
-        missing = [name for name in names if name not in known]
-        if missing:
-            raise RunError(f"--scenes: {', '.join(missing)} not in the split; the split has {len(known)} scenes")
-        wanted = set(names)
-        scenes = [row for row in scenes if row[1] in wanted]
-    if limit:
-        scenes = scenes[:limit]
-    index, count = shard
-    return [row for i, row in enumerate(scenes) if i % count == index]
-
-
-# A resumed run leaves ended scenes alone: benchmark outcomes, scored as they are (a submission, or
-# "failed": ended with nothing to submit). "error" (a harness or provider fault) and "interrupted"
-# scenes are continued.
-REOPENABLE_STATUSES = frozenset({"failed"})
-"""Ended statuses without a submission; --retry-failed re-opens them on purpose."""
+    return harness_of(options).parse_shard(f"{options.shard[0]}/{options.shard[1]}")
 
 
 class Runner:
@@ -101,7 +59,8 @@ class Runner:
         self.run_dir = RunDir(options.output)
         self.videos: Path = Path(options.videos)
         self.stop_event = threading.Event()
-        self._environment_factory = environment_factory or (
+        self.harness: Harness = harness_of(options)
+        self.environment_factory = environment_factory or (
             lambda task, workdir: get_environment(task, workdir, config, options.sandbox)
         )
         self._lock = threading.Lock()
@@ -111,6 +70,13 @@ class Runner:
         self.budget: Any = None
         """The run's budget holder (set up by run(): a Budget, or a Ray actor's proxy): every scene's Ledger draws from it."""
         self.unstarted: list[str] = []
+        # Set by the harness's setup: the price, native's model client or mini-bvb's chat client and its price
+        # record, and the sandbox's level.
+        self.price: Any = None
+        self.model: Any = None
+        self.chat: Any = None
+        self.price_record: dict[str, Any] = {}
+        self.sandbox_level: Any = None
         self._refused: ProviderRefused | None = None
         """The provider's permanent refusal that stopped the run (no further scene starts)."""
         """Scenes left unstarted because the budget was reached (--resume with a larger budget runs them)."""
@@ -172,16 +138,6 @@ class Runner:
             raise RunError(f"--videos {self.options.videos}: {bad[0]}{more}")
 
     @property
-    def harness(self) -> str:
-        """The harness protocol this run uses: --harness, except VGI's procedure tasks, which are ours (native)."""
-        return "mini-bvb" if self.options.mini else "native"
-
-    @property
-    def mini(self) -> bool:
-        """The mini-bvb harness (else native)."""
-        return self.options.mini
-
-    @property
     def shard(self) -> tuple[int, int]:
         """The 0-based (index, count) of the scenes this run takes: --shard in its harness's numbering (BVB's
         1 to N under mini-bvb, 0 to N-1 under native), (0, 1) without one."""
@@ -189,54 +145,19 @@ class Runner:
 
     @property
     def config_path(self) -> Path:
-        """config.json, or a sharded mini-bvb run's config.shard-<i>-of-<N>.json."""
-        if self.mini and self.options.shard is not None:
-            return self.run_dir.root / config_name(self.shard)
-        return self.run_dir.config
+        """config.json, or where the harness puts it (a sharded mini-bvb run's config.shard-<i>-of-<N>.json)."""
+        return self.harness.config_path(self)
 
     def _setup_agent(self, probe_wait: float = 0.0):
         """Price, model client, its endpoint's probe (probe_wait > 0) and the sandbox check; fails fast, before
         any scene (unknown price, missing key, an endpoint that refuses the key)."""
-        if self.mini:
-            self._setup_mini(probe_wait)
-            return
-        self.price = get_price(self.config)
-        # API-free agents get their model per scene (run_scene): it is built from the scene.
-        self.model = get_model(self.config, self.price)
-        if isinstance(self.model, ModelClient) and probe_wait > 0:
-            self.model.probe(probe_wait)
-        # On a cluster this runs on each node too: a node below the minimum refuses its scenes.
-        try:
-            self._level = get_sandbox_level(self.options.sandbox)
-        except SandboxUnavailable as exc:
-            # Every scene would fail the same way: refuse before the first one.
-            raise RunError(str(exc)) from None
-
-    def _setup_mini(self, probe_wait: float):
-        """mini-bvb: the LiteLLM client, its endpoint's probe, its price (PriceUnknown, exit 2, before any call),
-        the sandbox check."""
-        self.price, self.model = ZERO, None
-        self.chat = mini_bvb_run.chat_model(self.config, self.options.mini_bvb)
-        if self.chat is not None:
-            self.chat.check_key()  # a missing key: one line, as native's ModelClient says it
-        if self.chat is not None and probe_wait > 0:
-            # Before the price check's LiteLLM import (seconds): a refused key is told at once.
-            self.chat.probe(probe_wait)
-        self.price_record = self.chat.check_price() if self.chat is not None else {"source": "api-free"}
-        try:
-            mini_bvb_run.require_host_tools()
-            self._level = get_sandbox_level(self.options.sandbox)
-        except SandboxUnavailable as exc:
-            raise RunError(str(exc)) from None
+        self.harness.setup(self, probe_wait)
 
     def _split_scenes(self):
         o = self.options
         if not Path(o.split).is_file():
             raise RunError(f"--split {o.split}: no such file; give a split .jsonl (bvb synth makes one)")
-        questions = dataset.read_split(o.split)
-        if self.mini:
-            return mini_bvb_run.select(dataset.split_scenes(questions), o.scenes, o.limit, o.skip_scenes, self.shard)
-        return select_scenes(dataset.split_scenes(questions), o.scenes, o.limit, self.shard)
+        return self.harness.select(dataset.split_scenes(dataset.read_split(o.split)), o, self.shard)
 
     def _vgi_scenes(self):
         o = self.options
@@ -270,21 +191,19 @@ class Runner:
             mode=o.mode,
             split=o.split,
             tasks=o.tasks,
-            sandbox_level=self._level,
+            sandbox_level=self.sandbox_level,
             sandbox_config=o.sandbox,
             session={"shard": list(self.shard), "workers": o.workers, "scenes": scene_count, "budget": o.budget},
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
             selection=self._selection(previous),
         )
-        if previous and protocol_of(previous) != self.harness:
+        if previous and protocol_of(previous) != self.harness.name:
             raise RunError(
                 f"--output {o.output} was run with --harness {protocol_of(previous)}; "
                 "resume it with the same --harness or pick a new folder"
             )
-        if self.mini:
-            # A run without harness_protocol is native (ours, and every run made before mini-bvb).
-            config.update(self._mini_config(scene_count))
+        config.update(self.harness.config_keys(self, scene_count))
         if previous:
             # Keys this harness does not write (name, open_weight a person added; a newer harness's) stay.
             config.update({key: value for key, value in previous.items() if key not in config})
@@ -305,14 +224,6 @@ class Runner:
             "shard": list(o.shard) if o.shard is not None else None,
             "skip": list(o.skip_scenes),
         }
-
-    def _mini_config(self, scene_count):
-        """BVB's config keys and values beside ours, the LiteLLM price record and the harness's options."""
-        o = self.options
-        shard = self.shard if o.shard is not None else None
-        return mini_bvb_run.mini_config(
-            self.config, o.mini_bvb, self.chat, self.price_record, scene_count, shard, o.skip_scenes, now()
-        )
 
     def _record(self, scene, meta, progress):
         """One scene ended: its cost into the run's total, the progress line and config.json's summary."""
@@ -354,14 +265,14 @@ class Runner:
 
     # -- one scene ---------------------------------------------------------------------
 
-    def _task(self, dataset_name, scene):
+    def task(self, dataset_name: str, scene: str) -> SceneTask:
         path = dataset.video_path(self.options.videos, dataset_name, scene)
         vgi_row = getattr(self, "_vgi_rows", {}).get(scene) if self.options.mode == "vgi" else None
         return task_for_clip(
             path, scene, dataset_name, mode=self.options.mode, constraint=vgi_row["constraint"] if vgi_row else ""
         )
 
-    def _fail(self, dataset_name, scene, status, stop_reason, reason):
+    def fail(self, dataset_name: str, scene: str, status: str, stop_reason: str, reason: str) -> dict:
         """agent_meta for a scene that ended before its loop could start."""
         return unstarted(self.run_dir.meta(scene), self.config, dataset_name, scene, status, stop_reason, reason)
 
@@ -389,87 +300,8 @@ class Runner:
         if self.budget is not None and self.budget.reached:
             return None
         if self.stop_event.is_set():
-            return self._fail(dataset_name, scene, "interrupted", "interrupted", "the run stopped before this scene")
-        if self.mini:
-            return self._run_mini(dataset_name, scene)
-        try:
-            task = self._task(dataset_name, scene)
-        except Exception as exc:
-            return self._fail(dataset_name, scene, "error", "video_error", str(exc))
-        try:
-            model = (
-                self.model if self.model is not None else get_model(self.config, self.price, task, self.options.videos)
-            )
-        except ModelError as exc:
-            return self._fail(dataset_name, scene, "error", "agent_error", str(exc))
-        # This task alone runs the scene now: temp files a killed writer of it left (a lost node) go.
-        rd = self.run_dir
-        for folder, prefix in ((rd.blends, f"{scene}."), (rd.metas, f"{scene}."), (rd.trajectories, f"{scene}."),
-                               (rd.program(scene).parent, f"{scene}."), (rd.steps_dir(scene), ""),
-                               (rd.trajectory_images(scene), "")):  # fmt: skip
-            remove_stale_temps(folder, prefix)
-        reopen = None
-        if self.options.retry_failed:
-            previous = self._ended(scene)
-            if previous is not None and previous.get("status") in REOPENABLE_STATUSES:
-                reopen = {"status": previous["status"], "stop_reason": previous.get("stop_reason"),
-                          "reason": previous.get("reason"), "by": "--retry-failed"}  # fmt: skip
-        if model is None:  # get_model with a task builds every agent's: none is a harness fault
-            return self._fail(dataset_name, scene, "error", "harness_error", f"no model for agent {self.config.agent}")
-        try:
-            # A full temp folder or a sandbox that does not start is this scene's fault, not the batch's.
-            return drive_scene(
-                self.config,
-                model,
-                task,
-                self.run_dir,
-                self._environment_factory,
-                stop_event=self.stop_event,
-                blender_version=bpy_version(self.options.sandbox) or "4.2",
-                reopen=reopen,
-                budget=self.budget,
-            )
-        except ProviderRefused:
-            raise  # a permanent refusal: the run's configuration, Runner.run stops the run
-        except Exception as exc:
-            # The loop handles agent, model and sandbox-step faults itself; what lands here is
-            # the sandbox failing to start or an unreadable trajectory.
-            log.exception("scene %s: could not run", scene)
-            return self._fail(dataset_name, scene, "error", "harness_error", f"{type(exc).__name__}: {exc}")
-
-    def _run_mini(self, dataset_name: str, scene: str) -> dict:
-        """One scene under mini-bvb, from scratch (BVB reruns a scene without a blend whole)."""
-        try:
-            video = dataset.video_path(self.videos, dataset_name, scene)
-            chat = self.chat or mini_bvb_run.api_free_chat(self.config, video, scene, dataset_name, self.videos)
-        except ModelError as exc:
-            return self._fail_mini(dataset_name, scene, "agent_error", str(exc))
-        except Exception as exc:
-            return self._fail_mini(dataset_name, scene, "video_error", str(exc))
-        try:
-            return mini_bvb_run.run_scene(
-                chat, self.config, self.options.mini_bvb, self.options.sandbox, self.run_dir, dataset_name, scene,
-                video, stop_event=self.stop_event, budget=self.budget,
-            )  # fmt: skip
-        except ProviderRefused:
-            raise  # a permanent refusal: the run's configuration, Runner.run stops the run
-        except Exception as exc:
-            # The loop ends agent and provider faults itself: this is the workspace failing to start.
-            log.exception("scene %s: could not run", scene)
-            return self._fail_mini(dataset_name, scene, "harness_error", f"{type(exc).__name__}: {exc}")
-
-    def _fail_mini(self, dataset_name: str, scene: str, stop_reason: str, reason: str) -> dict:
-        """A mini-bvb scene that could not run: an error, with BVB's keys as its run_agent.py writes them then."""
-        self._fail(dataset_name, scene, "error", stop_reason, reason)
-        path = self.run_dir.meta(scene)
-        try:
-            meta = read_agent_meta(path)
-            meta.extra.update(mini_bvb_run.failed_release_keys(self.config, self.options.mini_bvb, scene, reason))
-            return write_agent_meta(path, meta)
-        except (OSError, ValueError) as exc:
-            log.error("scene %s: could not add BVB's keys to its agent_meta (%s)", scene, exc)
-            return {"scene": scene, "dataset": dataset_name, "status": "error", "stop_reason": stop_reason,
-                    "reason": reason}  # fmt: skip
+            return self.fail(dataset_name, scene, "interrupted", "interrupted", "the run stopped before this scene")
+        return self.harness.run_scene(self, dataset_name, scene)
 
     # -- all scenes --------------------------------------------------------------------
 
@@ -480,26 +312,14 @@ class Runner:
         scratch.clean_stale()
         todo = []
         for dataset_name, scene in scenes:
-            if self.mini:
-                # BVB's resume: a scene with a blend is skipped, every other one runs again from scratch.
-                if self.options.resume and self.run_dir.blend(scene).is_file():
-                    self.results[scene] = self._ended(scene) or {"status": "submitted"}
-                    self.cost += float(self.results[scene].get("cost", 0.0))
-                else:
-                    todo.append((dataset_name, scene))
-                continue
-            ended = self._ended(scene) if self.options.resume else None
-            if ended is not None and ended.get("stop_reason") == "budget":
-                # The run's budget ended it, not the scene: it continues from its trajectory.
+            ended = self.harness.ended(self, scene)
+            if ended is None:
                 todo.append((dataset_name, scene))
-            elif ended is not None and not (self.options.retry_failed and ended.get("status") in REOPENABLE_STATUSES):
+            else:
                 self.results[scene] = ended
                 self.cost += float(ended.get("cost", 0.0))
                 self.cost_unconfirmed += float(ended.get("cost_unconfirmed", 0.0))
-            else:
-                todo.append((dataset_name, scene))
-        if not self.mini:
-            self._check_trajectories(todo)
+        self.harness.check_todo(self, todo)
         skipped = len(scenes) - len(todo)
         if skipped:
             log.info("resume: %d of %d scenes already ended (submitted, a limit or failed)", skipped, len(scenes))
@@ -550,15 +370,7 @@ class Runner:
             self._write_summary()
         return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
 
-    def _check_trajectories(self, todo: list[tuple[str, str]]) -> None:
-        """Every trajectory a scene continues from reads: a corrupt one is a BadFileError naming it and the fix
-        (exit 2) before any scene runs, not N scenes failing one by one."""
-        for _, scene in todo:
-            path = self.run_dir.trajectory(scene)
-            if path.is_file():
-                load_trajectory(path, inline=False)
-
-    def _ended(self, scene):
+    def ended_meta(self, scene: str) -> dict | None:
         """The agent_meta of a scene that ended in a benchmark outcome (or has a submission), else None."""
         meta_path = self.run_dir.meta(scene)
         meta = None
@@ -579,9 +391,7 @@ class Runner:
     def _run_on_ray(self, todo, progress):
         """One Ray task per scene; a task lost with its node is retried and resumes from the trajectory."""
         payloads = [(self.options, self.config, dataset_name, scene) for dataset_name, scene in todo]
-        names = [self.config.api_key_env]
-        if self.mini:
-            names += mini_bvb_run.PROVIDER_KEY_ENVS  # LiteLLM reads the key of the model's provider by its own name
+        names = self.harness.key_envs(self)
         keys = {name: os.environ[name] for name in names if self.config.agent == "model" and os.environ.get(name)}
         env_vars = keys or None
         results = backend.map_unordered(
@@ -598,7 +408,7 @@ class Runner:
             if isinstance(error, ProviderRefused):
                 raise error  # a permanent refusal on a node: the run's configuration, as on this machine
             if error is not None:
-                meta = self._fail(dataset_name, scene, "error", "harness_error", f"Ray task failed: {error}")
+                meta = self.fail(dataset_name, scene, "error", "harness_error", f"Ray task failed: {error}")
             if meta is None:  # the budget was reached before the task started its scene
                 self.unstarted.append(scene)
                 continue
@@ -624,7 +434,7 @@ def ray_scene(payload: tuple[RunOptions, AgentConfig, str, str]) -> dict | None:
     try:
         runner.prepare_remote()
     except RunError as exc:
-        return runner._fail(dataset_name, scene, "error", "sandbox_error", f"node {socket.gethostname()}: {exc}")
+        return runner.fail(dataset_name, scene, "error", "sandbox_error", f"node {socket.gethostname()}: {exc}")
     return runner.run_scene(dataset_name, scene)
 
 
@@ -651,33 +461,7 @@ def summarize(
 
 # ---- the stage: options in, a typed result out ---------------------------------------------------
 
-NATIVE_ONLY = {
-    "agent.max_steps": "mini_bvb.max_turns",
-    "agent.wall_limit": "mini_bvb.scene_timeout",
-    "agent.step_timeout": "mini_bvb.exec_timeout",
-    "agent.frames_per_call": None,
-    "agent.frame_longest_side": None,
-    "agent.keep_images": None,
-    "agent.context_window": None,
-    "agent.max_tokens": None,
-    "agent.temperature": None,
-    "agent.price_cached_in": None,
-}
-"""Options only native reads, with mini-bvb's counterpart (None: mini-bvb sends and shows what BVB's agent does)."""
-MINI_ONLY = {
-    "mini_bvb.max_turns": "agent.max_steps",
-    "mini_bvb.scene_timeout": "agent.wall_limit",
-    "mini_bvb.exec_timeout": "agent.step_timeout",
-    "mini_bvb.cpus": None,
-    "mini_bvb.memory_bytes": "sandbox.memory_bytes",
-    "mini_bvb.allow_network": None,
-    "mini_bvb.disk_bytes": None,
-    "mini_bvb.snapshot_budget": None,
-    "mini_bvb.num_retries": None,
-    "mini_bvb.model_timeout": None,
-}
-"""Options only mini-bvb reads, with native's counterpart."""
-HARNESS_OPTIONS = (*NATIVE_ONLY, *MINI_ONLY)
+HARNESS_OPTIONS = (*NATIVE.own_options, *MINI_BVB.own_options)
 """The field paths the harness check watches (``RunOptions.named`` records which of them a caller named)."""
 
 
@@ -708,11 +492,11 @@ def _named(options: RunOptions) -> set[str]:
 
 def check_harness_options(options: RunOptions) -> None:
     """Refuse options the run's harness would ignore (a silently dropped --max-steps left a scene without a stop)."""
-    mini = options.mini
-    if options.skip_scenes and not mini:
-        raise RunError("--skip-scenes is a mini-bvb option; with --harness native use --scenes")
-    own, other = ("mini-bvb", "native") if mini else ("native", "mini-bvb")
-    foreign = NATIVE_ONLY if mini else MINI_ONLY
+    harness = harness_of(options)
+    other = next(h for h in HARNESSES.values() if h is not harness)
+    if options.skip_scenes and "skip_scenes" not in harness.run_options:
+        raise RunError(f"--skip-scenes is a {other.name} option; with --harness {harness.name} use --scenes")
+    own, foreign = harness.name, other.own_options
     named = _named(options)
     wrong = [path for path in foreign if path in named]
     if not wrong:
@@ -721,8 +505,8 @@ def check_harness_options(options: RunOptions) -> None:
     drops = [flag(path) for path in wrong if not foreign[path]]
     fixes = ([f"use {', '.join(swaps)}"] if swaps else []) + ([f"drop {', '.join(drops)}"] if drops else [])
     raise RunError(
-        f"{', '.join(flag(p) for p in wrong)}: {'an option' if len(wrong) == 1 else 'options'} of the {other} "
-        f"harness, which this {own} run would ignore; {' and '.join(fixes)}{', or add --harness native' if mini else ''}"
+        f"{', '.join(flag(p) for p in wrong)}: {'an option' if len(wrong) == 1 else 'options'} of the {other.name} "
+        f"harness, which this {own} run would ignore; {' and '.join(fixes)}{harness.switch_hint}"
     )
 
 
@@ -730,12 +514,7 @@ def resolve(options: RunOptions) -> RunOptions:
     """The options a run uses, checked (one line each, before any file or endpoint) and completed: mini-bvb's
     default --output (BVB's run name), --reasoning into both harnesses' settings, the sandbox's step timeout
     from the agent's, --retry-failed implying --resume."""
-    mini = options.mini
-    output = options.output
-    if mini and output is None:
-        # BVB's run_model.sh: results/mini-harness-<slug>[-reasoning-<effort>]-run01.
-        agent = options.agent
-        output = Path("results") / run_name(agent.model if agent.agent == "model" else agent.agent, options.reasoning)
+    output = options.output if options.output is not None else harness_of(options).default_output(options)
     vgi = options.mode == "vgi"
     missing = [name for name, value in (("--tasks" if vgi else "--split", options.tasks if vgi else options.split),
                                         ("--videos", options.videos), ("--output", output)) if not value]  # fmt: skip

@@ -1,0 +1,315 @@
+"""The two harnesses as plug-ins of the runner: what each does differently around the one scene loop.
+
+A harness object (``MINI_BVB``, ``NATIVE``; ``harness_of(options)``) answers, for the runner that holds it, the
+questions whose answers differ: its shard numbering, how it selects scenes, its model set-up, where its
+config.json goes and the keys it adds, which ended scenes a resume leaves alone, the one scene, the key variables a
+Ray task needs and the options only it reads. The runner (agent.runner) keeps what is shared and never asks a
+harness's name. bpy-free.
+"""
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .. import dataset
+from ..atomic import remove_stale_temps
+from ..openai_client import ProviderRefused
+from ..pricing import ZERO
+from ..records import read_agent_meta, write_agent_meta
+from ..sandbox.config import SandboxUnavailable
+from ..trajectory import load_trajectory
+from . import mini_bvb_run
+from .config import RunError, RunOptions
+from .driver import drive_scene
+from .mini_bvb_protocol import run_name
+from .model import ModelClient, ModelError
+from .setup import bpy_version, get_model, get_price, get_sandbox_level, now
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+log = logging.getLogger(__name__)
+
+REOPENABLE_STATUSES = frozenset({"failed"})
+"""Ended statuses without a submission; --retry-failed re-opens them on purpose. A resumed run leaves the other
+ended scenes alone (benchmark outcomes, scored as they are); "error" and "interrupted" scenes are continued."""
+
+
+class Harness(Protocol):
+    name: str
+    """The harness protocol config.json records (``harness_protocol``) and --harness names."""
+    own_options: dict[str, str | None]
+    """RunOptions field paths only this harness reads, with the other harness's counterpart (None: none)."""
+    run_options: frozenset[str]
+    """Top-level RunOptions fields only this harness reads (the other harness refuses them)."""
+    switch_hint: str
+    """Said after the fix when an option of the other harness is given (how to run that one instead)."""
+
+    def default_output(self, options: RunOptions) -> Path | None:
+        """The run directory when --output is not given (None: it is required)."""
+
+    def parse_shard(self, text: str) -> tuple[int, int]:
+        """--shard ``i/N`` in this harness's numbering as the 0-based (index, count)."""
+
+    def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
+        """The split's scenes this run takes, in this harness's order."""
+
+    def setup(self, run: "Runner", probe_wait: float) -> None:
+        """The model (client, price, endpoint probe) and the sandbox check, before any scene."""
+
+    def config_path(self, run: "Runner") -> Path:
+        """Where this run's config.json goes."""
+
+    def config_keys(self, run: "Runner", scene_count: int) -> dict[str, Any]:
+        """Keys of its own that config.json holds beside ours."""
+
+    def ended(self, run: "Runner", scene: str) -> dict | None:
+        """A resume's record of a scene it leaves alone, or None: the scene runs."""
+
+    def check_todo(self, run: "Runner", todo: list[tuple[str, str]]) -> None:
+        """What the scenes to run read, checked before any runs (one line naming a bad file)."""
+
+    def run_scene(self, run: "Runner", dataset_name: str, scene: str) -> dict:
+        """One scene to its end: its agent_meta (a scene that cannot start included)."""
+
+    def key_envs(self, run: "Runner") -> list[str]:
+        """The key variables a Ray task of this run needs."""
+
+
+class MiniBVB:
+    """BVB's Stage-1 agent, exactly: 1-based shards, run_agent.py's order, LiteLLM, scenes rerun from scratch."""
+
+    name = "mini-bvb"
+    run_options = frozenset({"skip_scenes"})
+    switch_hint = ", or add --harness native"
+    own_options: dict[str, str | None] = {
+        "mini_bvb.max_turns": "agent.max_steps",
+        "mini_bvb.scene_timeout": "agent.wall_limit",
+        "mini_bvb.exec_timeout": "agent.step_timeout",
+        "mini_bvb.cpus": None,
+        "mini_bvb.memory_bytes": "sandbox.memory_bytes",
+        "mini_bvb.allow_network": None,
+        "mini_bvb.disk_bytes": None,
+        "mini_bvb.snapshot_budget": None,
+        "mini_bvb.num_retries": None,
+        "mini_bvb.model_timeout": None,
+    }
+
+    def default_output(self, options: RunOptions) -> Path | None:
+        # BVB's run_model.sh: results/mini-harness-<slug>[-reasoning-<effort>]-run01.
+        agent = options.agent
+        return Path("results") / run_name(agent.model if agent.agent == "model" else agent.agent, options.reasoning)
+
+    def parse_shard(self, text: str) -> tuple[int, int]:
+        return mini_bvb_run.parse_shard(text)
+
+    def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
+        return mini_bvb_run.select(scenes, options.scenes, options.limit, options.skip_scenes, shard)
+
+    def setup(self, run: "Runner", probe_wait: float) -> None:
+        run.price, run.model = ZERO, None
+        run.chat = chat = mini_bvb_run.chat_model(run.config, run.options.mini_bvb)
+        if chat is not None:
+            chat.check_key()  # a missing key: one line, as native's ModelClient says it
+            if probe_wait > 0:
+                # Before the price check's LiteLLM import (seconds): a refused key is told at once.
+                chat.probe(probe_wait)
+        run.price_record = chat.check_price() if chat is not None else {"source": "api-free"}
+        try:
+            mini_bvb_run.require_host_tools()
+            run.sandbox_level = get_sandbox_level(run.options.sandbox)
+        except SandboxUnavailable as exc:
+            raise RunError(str(exc)) from None
+
+    def config_path(self, run: "Runner") -> Path:
+        # A sharded run writes BVB's config.shard-<i>-of-<N>.json.
+        return run.run_dir.root / mini_bvb_run.config_name(run.shard if run.options.shard is not None else None)
+
+    def config_keys(self, run: "Runner", scene_count: int) -> dict[str, Any]:
+        o = run.options
+        shard = run.shard if o.shard is not None else None
+        return mini_bvb_run.mini_config(
+            run.config, o.mini_bvb, run.chat, run.price_record, scene_count, shard, o.skip_scenes, now()
+        )
+
+    def ended(self, run: "Runner", scene: str) -> dict | None:
+        # BVB's resume: a scene with a blend is skipped, every other one runs again from scratch.
+        if run.options.resume and run.run_dir.blend(scene).is_file():
+            return run.ended_meta(scene) or {"status": "submitted"}
+        return None
+
+    def check_todo(self, run: "Runner", todo: list[tuple[str, str]]) -> None:
+        pass  # a scene starts afresh: its earlier trajectory is read only for its spend
+
+    def run_scene(self, run: "Runner", dataset_name: str, scene: str) -> dict:
+        try:
+            video = dataset.video_path(run.videos, dataset_name, scene)
+            chat = run.chat or mini_bvb_run.api_free_chat(run.config, video, scene, dataset_name, run.videos)
+        except ModelError as exc:
+            return self._fail(run, dataset_name, scene, "agent_error", str(exc))
+        except Exception as exc:
+            return self._fail(run, dataset_name, scene, "video_error", str(exc))
+        try:
+            return mini_bvb_run.run_scene(
+                chat, run.config, run.options.mini_bvb, run.options.sandbox, run.run_dir, dataset_name, scene,
+                video, stop_event=run.stop_event, budget=run.budget,
+            )  # fmt: skip
+        except ProviderRefused:
+            raise  # a permanent refusal: the run's configuration, Runner.run stops the run
+        except Exception as exc:
+            # The loop ends agent and provider faults itself: this is the workspace failing to start.
+            log.exception("scene %s: could not run", scene)
+            return self._fail(run, dataset_name, scene, "harness_error", f"{type(exc).__name__}: {exc}")
+
+    def _fail(self, run: "Runner", dataset_name: str, scene: str, stop_reason: str, reason: str) -> dict:
+        """A scene that could not run: an error, with BVB's keys as its run_agent.py writes them then."""
+        run.fail(dataset_name, scene, "error", stop_reason, reason)
+        path = run.run_dir.meta(scene)
+        try:
+            meta = read_agent_meta(path)
+            meta.extra.update(mini_bvb_run.failed_release_keys(run.config, run.options.mini_bvb, scene, reason))
+            return write_agent_meta(path, meta)
+        except (OSError, ValueError) as exc:
+            log.error("scene %s: could not add BVB's keys to its agent_meta (%s)", scene, exc)
+            return {"scene": scene, "dataset": dataset_name, "status": "error", "stop_reason": stop_reason,
+                    "reason": reason}  # fmt: skip
+
+    def key_envs(self, run: "Runner") -> list[str]:
+        # LiteLLM reads the key of the model's provider by its own name.
+        return [run.config.api_key_env, *mini_bvb_run.PROVIDER_KEY_ENVS]
+
+
+class Native:
+    """Ours: 0-based shards, python/frames/render steps in a warm Blender worker, scenes continued."""
+
+    name = "native"
+    run_options: frozenset[str] = frozenset()
+    switch_hint = ""
+    own_options: dict[str, str | None] = {
+        "agent.max_steps": "mini_bvb.max_turns",
+        "agent.wall_limit": "mini_bvb.scene_timeout",
+        "agent.step_timeout": "mini_bvb.exec_timeout",
+        "agent.frames_per_call": None,
+        "agent.frame_longest_side": None,
+        "agent.keep_images": None,
+        "agent.context_window": None,
+        "agent.max_tokens": None,
+        "agent.temperature": None,
+        "agent.price_cached_in": None,
+    }
+
+    def default_output(self, options: RunOptions) -> Path | None:
+        return None
+
+    def parse_shard(self, text: str) -> tuple[int, int]:
+        try:
+            index, count = (int(part) for part in text.split("/"))
+        except ValueError:
+            raise RunError(f"--shard {text!r} is not i/N; write e.g. --shard 0/4 (shards are 0 to N-1)") from None
+        if count < 1 or not 0 <= index < count:
+            raise RunError(f"--shard {text}: need N >= 1 and 0 <= i < N (shards are 0 to N-1)")
+        return index, count
+
+    def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
+        return select_scenes(scenes, options.scenes, options.limit, shard)
+
+    def setup(self, run: "Runner", probe_wait: float) -> None:
+        run.price = get_price(run.config)
+        # API-free agents get their model per scene (run_scene): it is built from the scene.
+        run.model = get_model(run.config, run.price)
+        if isinstance(run.model, ModelClient) and probe_wait > 0:
+            run.model.probe(probe_wait)
+        # On a cluster this runs on each node too: a node below the minimum refuses its scenes.
+        try:
+            run.sandbox_level = get_sandbox_level(run.options.sandbox)
+        except SandboxUnavailable as exc:
+            raise RunError(str(exc)) from None  # every scene would fail the same way: refuse before the first
+
+    def config_path(self, run: "Runner") -> Path:
+        return run.run_dir.config
+
+    def config_keys(self, run: "Runner", scene_count: int) -> dict[str, Any]:
+        return {}  # a run without harness_protocol is native (ours, and every run made before mini-bvb)
+
+    def ended(self, run: "Runner", scene: str) -> dict | None:
+        ended = run.ended_meta(scene) if run.options.resume else None
+        if ended is None or ended.get("stop_reason") == "budget":
+            return None  # the run's budget ended it, not the scene: it continues from its trajectory
+        if run.options.retry_failed and ended.get("status") in REOPENABLE_STATUSES:
+            return None
+        return ended
+
+    def check_todo(self, run: "Runner", todo: list[tuple[str, str]]) -> None:
+        # Every trajectory a scene continues from reads: a corrupt one is a BadFileError naming it and the fix
+        # (exit 2) before any scene runs, not N scenes failing one by one.
+        for _, scene in todo:
+            path = run.run_dir.trajectory(scene)
+            if path.is_file():
+                load_trajectory(path, inline=False)
+
+    def run_scene(self, run: "Runner", dataset_name: str, scene: str) -> dict:
+        try:
+            task = run.task(dataset_name, scene)
+        except Exception as exc:
+            return run.fail(dataset_name, scene, "error", "video_error", str(exc))
+        try:
+            model = run.model if run.model is not None else get_model(run.config, run.price, task, run.videos)
+        except ModelError as exc:
+            return run.fail(dataset_name, scene, "error", "agent_error", str(exc))
+        if model is None:  # get_model with a task builds every agent's: none is a harness fault
+            return run.fail(dataset_name, scene, "error", "harness_error", f"no model for agent {run.config.agent}")
+        # This task alone runs the scene now: temp files a killed writer of it left (a lost node) go.
+        rd = run.run_dir
+        for folder, prefix in ((rd.blends, f"{scene}."), (rd.metas, f"{scene}."), (rd.trajectories, f"{scene}."),
+                               (rd.program(scene).parent, f"{scene}."), (rd.steps_dir(scene), ""),
+                               (rd.trajectory_images(scene), "")):  # fmt: skip
+            remove_stale_temps(folder, prefix)
+        reopen = None
+        if run.options.retry_failed:
+            previous = run.ended_meta(scene)
+            if previous is not None and previous.get("status") in REOPENABLE_STATUSES:
+                reopen = {"status": previous["status"], "stop_reason": previous.get("stop_reason"),
+                          "reason": previous.get("reason"), "by": "--retry-failed"}  # fmt: skip
+        try:
+            # A full temp folder or a sandbox that does not start is this scene's fault, not the batch's.
+            return drive_scene(
+                run.config, model, task, run.run_dir, run.environment_factory, stop_event=run.stop_event,
+                blender_version=bpy_version(run.options.sandbox) or "4.2", reopen=reopen, budget=run.budget,
+            )  # fmt: skip
+        except ProviderRefused:
+            raise  # a permanent refusal: the run's configuration, Runner.run stops the run
+        except Exception as exc:
+            # The loop handles agent, model and sandbox-step faults itself; what lands here is
+            # the sandbox failing to start or an unreadable trajectory.
+            log.exception("scene %s: could not run", scene)
+            return run.fail(dataset_name, scene, "error", "harness_error", f"{type(exc).__name__}: {exc}")
+
+    def key_envs(self, run: "Runner") -> list[str]:
+        return [run.config.api_key_env]
+
+
+MINI_BVB, NATIVE = MiniBVB(), Native()
+HARNESSES: dict[str, Harness] = {h.name: h for h in (MINI_BVB, NATIVE)}
+
+
+def harness_of(options: RunOptions) -> Harness:
+    """The run's harness: --harness, except VGI's procedure tasks, which are ours (native)."""
+    return MINI_BVB if options.mini else NATIVE
+
+
+def select_scenes(
+    scenes: list[tuple[str, str]], names: Sequence[str] = (), limit: int = 0, shard: tuple[int, int] = (0, 1)
+) -> list[tuple[str, str]]:
+    """The scenes to run: those named (in split order), the first ``limit``, then every N-th from i."""
+    if names:
+        known = {scene for _, scene in scenes}
+        missing = [name for name in names if name not in known]
+        if missing:
+            raise RunError(f"--scenes: {', '.join(missing)} not in the split; the split has {len(known)} scenes")
+        wanted = set(names)
+        scenes = [row for row in scenes if row[1] in wanted]
+    if limit:
+        scenes = scenes[:limit]
+    index, count = shard
+    return [row for i, row in enumerate(scenes) if i % count == index]
