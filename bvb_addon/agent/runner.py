@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 
 
 def scene_shard(options: RunOptions) -> tuple[int, int]:
-    """The 0-based (index, count) of the scenes a run takes: --shard in its harness's numbering (BVB's 1 to N
-    under mini-bvb, 0 to N-1 under native), (0, 1) without one."""
+    """The 0-based (index, count) of the scenes a run takes: --shard in its harness's numbering
+    (``Harness.parse_shard``), (0, 1) without one."""
     if options.shard is None:
         return (0, 1)
     return harness_of(options).parse_shard(f"{options.shard[0]}/{options.shard[1]}")
@@ -55,7 +55,7 @@ class Runner:
         # A caller that built its AgentConfig apart (the add-on's session, tests) passes it; else the options'.
         self.config = config = options.agent if config is None else config
         if options.output is None or options.videos is None:
-            raise RunError("--videos and --output required (resolve() fills in mini-bvb's default --output)")
+            raise RunError("--videos and --output required (resolve() fills in the harness's default --output)")
         self.run_dir = RunDir(options.output)
         self.videos: Path = Path(options.videos)
         self.stop_event = threading.Event()
@@ -70,8 +70,8 @@ class Runner:
         self.budget: Any = None
         """The run's budget holder (set up by run(): a Budget, or a Ray actor's proxy): every scene's Ledger draws from it."""
         self.unstarted: list[str] = []
-        # Set by the harness's setup: the price, native's model client or mini-bvb's chat client and its price
-        # record, and the sandbox's level.
+        # Set by the harness's setup: the price, the model client or the chat client and its price record,
+        # and the sandbox's level.
         self.price: Any = None
         self.model: Any = None
         self.chat: Any = None
@@ -139,13 +139,12 @@ class Runner:
 
     @property
     def shard(self) -> tuple[int, int]:
-        """The 0-based (index, count) of the scenes this run takes: --shard in its harness's numbering (BVB's
-        1 to N under mini-bvb, 0 to N-1 under native), (0, 1) without one."""
+        """The 0-based (index, count) of the scenes this run takes (``scene_shard``)."""
         return scene_shard(self.options)
 
     @property
     def config_path(self) -> Path:
-        """config.json, or where the harness puts it (a sharded mini-bvb run's config.shard-<i>-of-<N>.json)."""
+        """config.json, or where the harness puts it (BVB's config.shard-<i>-of-<N>.json for a sharded run)."""
         return self.harness.config_path(self)
 
     def _setup_agent(self, probe_wait: float = 0.0):
@@ -511,7 +510,7 @@ def check_harness_options(options: RunOptions) -> None:
 
 
 def resolve(options: RunOptions) -> RunOptions:
-    """The options a run uses, checked (one line each, before any file or endpoint) and completed: mini-bvb's
+    """The options a run uses, checked (one line each, before any file or endpoint) and completed: the harness's
     default --output (BVB's run name), --reasoning into both harnesses' settings, the sandbox's step timeout
     from the agent's, --retry-failed implying --resume."""
     output = options.output if options.output is not None else harness_of(options).default_output(options)
