@@ -8,15 +8,17 @@ harness's name. bpy-free.
 """
 
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import dataset
 from ..atomic import remove_stale_temps
+from ..errors import ArgumentError
 from ..openai_client import ProviderRefused
 from ..pricing import ZERO
-from ..records import read_agent_meta, write_agent_meta
+from ..records import read_agent_meta, write_agent_meta, write_run_config
 from ..sandbox.config import SandboxUnavailable
 from ..trajectory import load_trajectory
 from . import mini_bvb_run
@@ -27,6 +29,7 @@ from .model import ModelClient, ModelError
 from .setup import bpy_version, get_model, get_price, get_sandbox_level, now
 
 if TYPE_CHECKING:
+    from ..agent_session import AgentSession
     from .runner import Runner
 
 log = logging.getLogger(__name__)
@@ -75,6 +78,12 @@ class Harness(Protocol):
 
     def key_envs(self, run: "Runner") -> list[str]:
         """The key variables a Ray task of this run needs."""
+
+    def prepare_session(self, session: "AgentSession") -> None:
+        """The add-on's scene: its model client and config.json, before its job starts (fails fast)."""
+
+    def run_session(self, session: "AgentSession", stop_event: threading.Event) -> dict:
+        """The add-on's scene on its job's thread; its agent_meta."""
 
 
 class MiniBVB:
@@ -178,6 +187,34 @@ class MiniBVB:
     def key_envs(self, run: "Runner") -> list[str]:
         # LiteLLM reads the key of the model's provider by its own name.
         return [run.config.api_key_env, *mini_bvb_run.PROVIDER_KEY_ENVS]
+
+    def prepare_session(self, session: "AgentSession") -> None:
+        # A scene that already has a submission is refused: BVB reruns a scene from scratch, its blend would go.
+        mini_bvb_run.require_host_tools()
+        scene, config = session.task.scene, session.config
+        blend = session.run_dir.blend(scene)
+        if blend.exists():
+            raise ArgumentError(
+                f"scene {scene} already has a submission in this run ({blend}); pick a new run folder or another "
+                "scene id to run it again (mini-bvb reruns a scene from scratch)"
+            )
+        if session.model is None:
+            session.model = mini_bvb_run.chat_model(config, session.mini_bvb, api_key=session.api_key) or (
+                mini_bvb_run.api_free_chat(config, Path(session.task.video), scene, session.task.dataset,
+                                           session.videos))  # fmt: skip
+        # The LiteLLM price (PriceUnknown before any call), or the API-free agent's.
+        record = session.model.check_price() if config.agent == "model" else {"source": "api-free"}
+        if not session.run_dir.config.is_file():
+            chat = session.model if config.agent == "model" else None
+            keys = mini_bvb_run.mini_config(config, session.mini_bvb, chat, record, 1, None, (), now())
+            write_run_config(session.run_dir.config, {**session.run_config(ZERO), **keys})
+
+    def run_session(self, session: "AgentSession", stop_event: threading.Event) -> dict:
+        task = session.task
+        return mini_bvb_run.run_scene(
+            session.model, session.config, session.mini_bvb, session.sandbox, session.run_dir, task.dataset,
+            task.scene, Path(task.video), stop_event=stop_event, on_save=session.on_save,
+        )  # fmt: skip
 
 
 class Native:
@@ -287,6 +324,20 @@ class Native:
 
     def key_envs(self, run: "Runner") -> list[str]:
         return [run.config.api_key_env]
+
+    def prepare_session(self, session: "AgentSession") -> None:
+        price = get_price(session.config)
+        if session.model is None:
+            session.model = get_model(session.config, price, session.task, session.videos, session.api_key)
+        if not session.run_dir.config.is_file():
+            write_run_config(session.run_dir.config, session.run_config(price))
+
+    def run_session(self, session: "AgentSession", stop_event: threading.Event) -> dict:
+        return drive_scene(
+            session.config, session.model, session.task, session.run_dir,
+            lambda task, workdir: session.environment_factory(task, workdir, session.config),
+            stop_event=stop_event, blender_version=session.blender_version, on_save=session.on_save,
+        )  # fmt: skip
 
 
 MINI_BVB, NATIVE = MiniBVB(), Native()
