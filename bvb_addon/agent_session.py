@@ -115,6 +115,7 @@ class AgentSession:
                                 split=self.split, allow_weak_sandbox=self.allow_weak_sandbox)  # fmt: skip
 
     def on_save(self, trajectory: Trajectory) -> None:
+        """The loop saved a step: its progress goes to the add-on (posted, applied on the main thread)."""
         last = trajectory.last_step()
         self._post(
             Progress(

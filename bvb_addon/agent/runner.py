@@ -265,7 +265,8 @@ class Runner:
     # -- one scene ---------------------------------------------------------------------
 
     def task(self, dataset_name: str, scene: str) -> SceneTask:
-        path = dataset.video_path(self.options.videos, dataset_name, scene)
+        """The scene's task: its clip, and a VGI task's constraint."""
+        path = dataset.video_path(self.videos, dataset_name, scene)
         vgi_row = getattr(self, "_vgi_rows", {}).get(scene) if self.options.mode == "vgi" else None
         return task_for_clip(
             path, scene, dataset_name, mode=self.options.mode, constraint=vgi_row["constraint"] if vgi_row else ""
