@@ -61,7 +61,7 @@ def test_one_default_model_and_the_command_line_takes_the_dataclass_defaults():
     assert options.agent.model == config.model == defaults.MODEL
     assert options.agent == config
     assert args.agent__frame_longest_side == config.frame_longest_side == 512
-    # --shard's meaning is the harness's (1-based under mini-bvb, 0-based under native): none given, all scenes.
+    # --shard counts from 1 under every harness (the release's numbering): none given, all scenes.
     assert options.shard is None and options.workers == 1 and options.harness == "mini-bvb"
 
 

@@ -54,8 +54,9 @@ def test_resolve_completes_the_options_as_the_old_command_line_did(tmp_path):
     assert o.output == Path("results/mini-harness-gpt-4o-mini-reasoning-low-run01")
     native = resolve(options("--harness", "native", "--step-timeout", "30"))
     assert native.sandbox.step_timeout_s == 30.0 and native.agent.reasoning == "none"
-    with pytest.raises(BVBError, match="mini-bvb shards are 1 to N"):
-        resolve(options("--shard", "0/2"))
+    for harness in ("mini-bvb", "native"):  # one numbering, the release's, whatever the harness
+        with pytest.raises(BVBError, match="shards count from 1, write 1/2 to 2/2"):
+            resolve(replace(options("--harness", harness), shard=(0, 2)))  # a caller's options, not the parser's
     with pytest.raises(BVBError, match=r"--videos required"):
         resolve(replace(options(), videos=None))
 
@@ -217,7 +218,7 @@ def test_run_called_with_options_returns_a_typed_result(tmp_path):
     "argv, said",
     [
         (["--memory", "4x"], "--memory '4x': give a size like 4g or 512m"),
-        (["--shard", "x"], "--shard 'x' is not i/N; write e.g. --shard 1/4"),
+        (["--shard", "x"], "--shard 'x' must look like i/N, e.g. 1/4 (shards count from 1 to N)"),
         (["--worker-memory-gb", "0"], "a worker's memory must be positive"),
     ],
 )

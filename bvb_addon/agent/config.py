@@ -243,12 +243,10 @@ RUN = "run"
 
 
 def shard_pair(text: str) -> tuple[int, int]:
-    """``--shard i/N`` as written; whether i counts from 0 or 1 is the harness's (``Runner.shard``)."""
-    try:
-        index, count = (int(part) for part in str(text).split("/"))
-    except ValueError:
-        raise RunError(f"--shard {text!r} is not i/N; write e.g. --shard 1/4") from None
-    return index, count
+    """``--shard i/N``, 1 <= i <= N, as every command reads it (the release's numbering): one line otherwise."""
+    from ..dataset import parse_shard  # deferred: numpy, which a --help never needs
+
+    return parse_shard(str(text))
 
 
 @dataclass(frozen=True)
@@ -285,13 +283,13 @@ class RunOptions:
     "native": ours (python, frames and render actions in a warm Blender worker; agent.loop)."""
     shard: tuple[int, int] | None = option(
         None,
-        "run shard i of N, split by scene order: 1 <= i <= N under mini-bvb (BVB's, config.shard-i-of-N.json), "
-        "0 <= i < N under native (default: all scenes)",
+        "run shard i of N, 1 <= i <= N, split by scene order (mini-bvb: BVB's, config.shard-i-of-N.json; "
+        "default: all scenes)",
         metavar="i/N",
         parse=shard_pair,
         group=RUN,
     )
-    """(i, N) as given, in the harness's numbering (``Runner.shard`` checks it); None: every scene."""
+    """(i, N), 1 <= i <= N, as given (the release's numbering, every harness's); None: every scene."""
     skip_scenes: tuple[str, ...] = option(
         (), "mini-bvb: leave these scenes out (before --shard)", metavar="ID", group=RUN
     )

@@ -1,7 +1,7 @@
 """The two harnesses as plug-ins of the runner: what each does differently around the one scene loop.
 
 A harness object (``MINI_BVB``, ``NATIVE``; ``harness_of(options)``) answers, for the runner that holds it, the
-questions whose answers differ: its shard numbering, how it selects scenes, its model set-up, where its
+questions whose answers differ: how it selects scenes, its model set-up, where its
 config.json goes and the keys it adds, which ended scenes a resume leaves alone, the one scene, the key variables a
 Ray task needs and the options only it reads. The runner (agent.runner) keeps what is shared and never asks a
 harness's name. bpy-free.
@@ -52,9 +52,6 @@ class Harness(Protocol):
     def default_output(self, options: RunOptions) -> Path | None:
         """The run directory when --output is not given (None: it is required)."""
 
-    def parse_shard(self, text: str) -> tuple[int, int]:
-        """--shard ``i/N`` in this harness's numbering as the 0-based (index, count)."""
-
     def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
         """The split's scenes this run takes, in this harness's order."""
 
@@ -87,7 +84,7 @@ class Harness(Protocol):
 
 
 class MiniBVB:
-    """BVB's Stage-1 agent, exactly: 1-based shards, run_agent.py's order, LiteLLM, scenes rerun from scratch."""
+    """BVB's Stage-1 agent, exactly: run_agent.py's order, LiteLLM, scenes rerun from scratch."""
 
     name = "mini-bvb"
     run_options = frozenset({"skip_scenes"})
@@ -109,9 +106,6 @@ class MiniBVB:
         # BVB's run_model.sh: results/mini-harness-<slug>[-reasoning-<effort>]-run01.
         agent = options.agent
         return Path("results") / run_name(agent.model if agent.agent == "model" else agent.agent, options.reasoning)
-
-    def parse_shard(self, text: str) -> tuple[int, int]:
-        return mini_bvb_run.parse_shard(text)
 
     def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
         return mini_bvb_run.select(scenes, options.scenes, options.limit, options.skip_scenes, shard)
@@ -218,7 +212,7 @@ class MiniBVB:
 
 
 class Native:
-    """Ours: 0-based shards, python/frames/render steps in a warm Blender worker, scenes continued."""
+    """Ours: the split's order, python/frames/render steps in a warm Blender worker, scenes continued."""
 
     name = "native"
     run_options: frozenset[str] = frozenset()
@@ -238,15 +232,6 @@ class Native:
 
     def default_output(self, options: RunOptions) -> Path | None:
         return None
-
-    def parse_shard(self, text: str) -> tuple[int, int]:
-        try:
-            index, count = (int(part) for part in text.split("/"))
-        except ValueError:
-            raise RunError(f"--shard {text!r} is not i/N; write e.g. --shard 0/4 (shards are 0 to N-1)") from None
-        if count < 1 or not 0 <= index < count:
-            raise RunError(f"--shard {text}: need N >= 1 and 0 <= i < N (shards are 0 to N-1)")
-        return index, count
 
     def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
         return select_scenes(scenes, options.scenes, options.limit, shard)

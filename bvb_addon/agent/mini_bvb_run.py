@@ -49,17 +49,6 @@ def require_host_tools() -> None:
         )
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """BVB's ``--shard i/N`` (1-based) as the runner's 0-based (index, count)."""
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise ArgumentError(f"--shard {text!r} must look like i/N, e.g. 1/4 (mini-bvb shards are 1 to N)") from None
-    if not 1 <= index <= count:
-        raise ArgumentError(f"--shard {text}: must be i/N with 1 <= i <= N (mini-bvb shards are 1 to N)")
-    return index - 1, count
-
-
 def select(
     scenes: list[tuple[str, str]],
     names: Sequence[str] = (),

@@ -23,7 +23,7 @@ from ..sandbox.config import SandboxConfig
 from ..vgi import suite
 from .budget import Budget, recorded_spend
 from .budget_ray import ray_budget
-from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions
+from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions, shard_pair
 from .driver import task_for_clip, unstarted
 from .environment import Environment
 from .harness import HARNESSES, MINI_BVB, NATIVE, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
@@ -35,11 +35,12 @@ log = logging.getLogger(__name__)
 
 
 def scene_shard(options: RunOptions) -> tuple[int, int]:
-    """The 0-based (index, count) of the scenes a run takes: --shard in its harness's numbering
-    (``Harness.parse_shard``), (0, 1) without one."""
+    """The 0-based (index, count) of the scenes a run takes: --shard i/N (1 <= i <= N, read by
+    ``config.shard_pair``) as (i - 1, N), (0, 1) without one."""
     if options.shard is None:
         return (0, 1)
-    return harness_of(options).parse_shard(f"{options.shard[0]}/{options.shard[1]}")
+    index, count = shard_pair(f"{options.shard[0]}/{options.shard[1]}")  # a caller's options, checked here too
+    return index - 1, count
 
 
 class Runner:
@@ -192,7 +193,13 @@ class Runner:
             tasks=o.tasks,
             sandbox_level=self.sandbox_level,
             sandbox_config=o.sandbox,
-            session={"shard": list(self.shard), "workers": o.workers, "scenes": scene_count, "budget": o.budget},
+            # --shard as given (1-based; [1, 1]: every scene).
+            session={
+                "shard": list(o.shard or (1, 1)),
+                "workers": o.workers,
+                "scenes": scene_count,
+                "budget": o.budget,
+            },  # fmt: skip
             previous=previous,
             allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
             selection=self._selection(previous),
@@ -532,7 +539,7 @@ def resolve(options: RunOptions) -> RunOptions:
         options, output=Path(output or ""), agent=agent, mini_bvb=settings, sandbox=sandbox,
         resume=options.resume or options.retry_failed,
     )  # fmt: skip
-    scene_shard(resolved)  # a --shard outside its harness's numbering: one line now, not after the split is read
+    scene_shard(resolved)  # a --shard outside 1..N: one line now, not after the split is read
     return resolved
 
 
