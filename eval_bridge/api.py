@@ -24,7 +24,6 @@ from bvb_addon.backend import ConcurrencyCap, require_ray
 from bvb_addon.dataset import read_split
 from bvb_addon.errors import ArgumentError
 from bvb_addon.openai_client import EndpointRefused
-from bvb_addon.options import option
 from bvb_addon.records import DVSummary, LSSummary, OverallRecord, read_dv_rows
 from bvb_addon.run_dir import RunDir, require_run
 from bvb_addon.vgi.suite import VGIError
@@ -37,7 +36,7 @@ from .scoring.dv_shards import merge_shards
 from .scoring.geometry import GeometryJudge
 from .scoring.judge import JudgeError, JudgeSettings, VLMJudge
 from .scoring.options import ENCODER_ENV as ENCODER_ENV  # the API's own names, kept where users import them
-from .scoring.options import RUN_HELP, SPLIT_HELP, VIDEOS_HELP, DVOptions, JudgeOptions, LSOptions
+from .scoring.options import DVOptions, JudgeOptions, LSOptions, OverallOptions, StepsOptions
 from .scoring.options import EncoderOptions as EncoderOptions
 from .scoring.overall import overall_record
 from .scoring.steps import run_steps
@@ -53,35 +52,6 @@ Progress = Callable[[int, int], None]
 """(done, total) of a scoring pass: questions for DV, scenes for LS."""
 Summary = dict[str, Any]
 """A summary as its file holds it: what a typed result's ``to_summary()`` gives."""
-
-
-@dataclass(frozen=True)
-class OverallOptions:
-    """Overall of a run from its DV and LS summaries."""
-
-    run: Path = option(help=RUN_HELP)
-
-
-@dataclass(frozen=True)
-class StepsOptions:
-    """The self-correction analysis of a run: every step snapshot judged."""
-
-    run: Path | None = option(
-        None, "the run directory (results/<run>); with --split and --videos (default: none, then --generator-steps)"
-    )
-    split: Path | None = option(None, f"{SPLIT_HELP}; required with --run (default: none)")
-    videos: Path | None = option(None, f"{VIDEOS_HELP}; required with --run (default: none)")
-    judge: JudgeOptions = option(help="the judge", default_factory=JudgeOptions, exclude=("concurrency",))
-    scenes: tuple[str, ...] | None = option(None, "only these scenes (default: all)", nargs="+")
-
-    def check(self) -> "StepsOptions":
-        missing = [name for name in ("run", "split", "videos") if getattr(self, name) is None]
-        if missing:
-            raise ArgumentError(
-                f"bvb score steps needs --{', --'.join(missing)} (a BVB run), or --generator-steps with --tasks and --out"
-            )
-        self.judge.check()
-        return self
 
 
 # ---- results ---------------------------------------------------------------------------------

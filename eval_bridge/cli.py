@@ -1,30 +1,35 @@
 """Command line of the eval bridge: dv, ls, overall, leaderboard, serve, report, vgi, steps.
 
-It only parses arguments into eval_bridge.api's options, calls the API and prints what came back.
+It only parses arguments into eval_bridge.api's options, calls the API and prints what came back. The parsers are
+built from the options classes alone (each in a light module apart from its stage); a stage's modules load in the
+command that runs it, so ``--help`` and bad flags cost no scorer, web server or numpy.
 """
 
 import argparse
 import logging
 import sys
 import time
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from bvb_addon import errors, outcomes, path_args
 from bvb_addon.command_line import Parser, prog, setup_logging, sub_parser
 from bvb_addon.errors import USER_ERRORS, ArgumentError
 from bvb_addon.options import add_options, from_namespace
-from bvb_addon.records import read_dv_summary
 from bvb_addon.run_dir import RunDir
 
-from . import api
-from .leaderboard import board
-from .pages import inspect_export, live, report
-from .scoring import steps as steps_scoring
-from .scoring.dv_shards import shard_summary_line
-from .scoring.judge import JudgeError
+from .leaderboard.options import LeaderboardOptions
+from .pages.options import ExportOptions, ReportOptions, ViewOptions
+from .scoring.judge_error import JudgeError
+from .scoring.options import DVOptions, LSOptions, OverallOptions, StepsOptions
 from .scoring.rules_gate import RULE_BREAK
-from .service import app as service
+from .service import cli as service_cli
 from .vgi import cli as vgi_cli
+
+if TYPE_CHECKING:
+    from . import api
+    from .leaderboard.board import LeaderboardResult
+    from .pages.inspect_export import ExportResult
+    from .pages.report import ReportResult
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,7 @@ def _add_dv(sub: SubParsers) -> None:
         "Dual VQA: judge answers on source and render, pooled retention",
         "bvb score dv --run results/r1 --split suite/split.jsonl --videos suite --judge geometry",
     )
-    add_options(p, api.DVOptions)
+    add_options(p, DVOptions)
     p.set_defaults(func=cmd_dv)
 
 
@@ -62,7 +67,7 @@ def _add_ls(sub: SubParsers) -> None:
         "Latent Similarity with the release's V-JEPA 2.1 ViT-G encoder (a local snapshot folder)",
         "bvb score ls --run results/r1 --split suite/split.jsonl --videos suite --encoder ./vjepa2.1",
     )
-    add_options(p, api.LSOptions)
+    add_options(p, LSOptions)
     p.set_defaults(func=cmd_ls)
 
 
@@ -70,7 +75,7 @@ def _add_overall(sub: SubParsers) -> None:
     p = sub_parser(
         sub, "overall", "Overall from the run's DV and LS; writes overall.json", "bvb score overall --run results/r1"
     )
-    add_options(p, api.OverallOptions)
+    add_options(p, OverallOptions)
     p.set_defaults(func=cmd_overall)
 
 
@@ -81,7 +86,7 @@ def _add_leaderboard(sub: SubParsers) -> None:
         "rank runs in BVB's published CSV shape",
         "bvb leaderboard results/r1 results/r2 --out board.csv --reference published.csv",
     )
-    add_options(p, board.LeaderboardOptions)
+    add_options(p, LeaderboardOptions)
     p.set_defaults(func=cmd_leaderboard)
 
 
@@ -94,7 +99,7 @@ def _add_serve(sub: SubParsers) -> None:
         epilog="Judges, encoders and roots are fixed here (flags or --config FILE); a job only names them. "
         "The token comes from $BVB_BRIDGE_TOKEN; without it one is generated and written (mode 0600) to --token-file.",
     )
-    service.add_serve_options(p)
+    service_cli.add_serve_options(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -102,7 +107,7 @@ def _add_report(sub: SubParsers) -> None:
     p = sub_parser(
         sub, "report", "static HTML report of scored runs", "bvb report results/r1 results/r2 --out results/report"
     )
-    add_options(p, report.ReportOptions)
+    add_options(p, ReportOptions)
     p.set_defaults(func=cmd_report)
 
 
@@ -110,7 +115,7 @@ def _add_view(sub: SubParsers) -> None:
     p = sub_parser(
         sub, "view", "serve the report on loopback, refreshed while runs and scorers write", "bvb view results/r1"
     )
-    add_options(p, live.ViewOptions)
+    add_options(p, ViewOptions)
     p.set_defaults(func=cmd_view)
 
 
@@ -121,7 +126,7 @@ def _add_export(sub: SubParsers) -> None:
         "export a run to another tool's format (inspect: an Inspect AI eval log)",
         "bvb export inspect results/r1 --out r1.json",
     )
-    add_options(p, inspect_export.ExportOptions)
+    add_options(p, ExportOptions)
     p.set_defaults(func=cmd_export)
 
 
@@ -134,7 +139,33 @@ def _add_vgi_filter(sub: SubParsers) -> None:
 
 
 def _add_steps(sub: SubParsers) -> None:
-    steps_scoring.add_parser(sub, lambda p: add_options(p, api.StepsOptions)).set_defaults(func=cmd_steps)
+    """``bvb score steps``' parser: a run's options (StepsOptions', generated), then a video generator's."""
+    p = sub_parser(
+        sub,
+        "steps",
+        "judge every step snapshot and analyse self-correction across agent steps",
+        "bvb score steps --run results/r1 --split suite/split.jsonl --videos suite --judge geometry\n"
+        "  bvb score steps --generator-steps wan=steps/wan --tasks tasks.jsonl --out results/vgi_steps "
+        "--judge-base-url URL --judge-model M --step-range 4 10",
+    )
+    add_options(p, StepsOptions)
+    vgi = p.add_argument_group("a video generator's denoising steps (instead of --run; the VLM judge of bvb score vgi)")
+    vgi.add_argument(
+        "--generator-steps", nargs="+", metavar="[NAME=]DIR",
+        help="per generator, a folder of <instance id>/<step>.mp4 (named by the folder, or NAME; default: none, then --run)",
+    )  # fmt: skip
+    vgi.add_argument(
+        "--tasks", help="the VGI tasks file of those instances; required with --generator-steps (default: none)"
+    )
+    vgi.add_argument(
+        "--out",
+        help="folder for <generator>/steps_analysis.json and the judge's cache; required with --generator-steps (default: none)",
+    )
+    vgi.add_argument("--step-range", nargs=2, type=int, metavar=("A", "B"), help="only steps A to B (default: all)")
+    vgi.add_argument("--frame-budget", type=int, default=32, help="frames the judge sees per video")
+    vgi.add_argument("--sampling", choices=("adaptive", "uniform"), default="adaptive", help="how they are picked")
+    vgi.add_argument("--workers", type=int, default=4, help="videos judged at once")
+    p.set_defaults(func=cmd_steps)
 
 
 def build_parser() -> Parser:
@@ -162,8 +193,10 @@ def build_parser() -> Parser:
     return parser
 
 
-def _text_only(options: api.DVOptions) -> api.TextOnlyResult:
+def _text_only(options: DVOptions) -> "api.TextOnlyResult":
     """``bvb score dv --text-only``: the release's chance floor, every question asked with no frames."""
+    from . import api
+
     result = api.score_text_only(options)
     accuracy = "n/a" if result.accuracy is None else f"{100 * result.accuracy:.2f}%"
     print(
@@ -174,11 +207,14 @@ def _text_only(options: api.DVOptions) -> api.TextOnlyResult:
     return result
 
 
-def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> api.DVResult | api.TextOnlyResult:
+def cmd_dv(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "api.DVResult | api.TextOnlyResult":
     """``bvb score dv``: Dual VQA of a run; prints the retention line."""
-    options = from_namespace(api.DVOptions, args)
+    options = from_namespace(DVOptions, args)
     if options.text_only and not options.merge_shards:
         return _text_only(options)
+    from . import api
+    from .scoring.dv_shards import shard_summary_line
+
     result = api.score_dv(options, progress=progress)
     summary = result.summary
     if options.merge_shards:
@@ -229,9 +265,11 @@ def cmd_dv(args: argparse.Namespace, progress: api.Progress | None = None) -> ap
     return result
 
 
-def cmd_ls(args: argparse.Namespace, progress: api.Progress | None = None) -> api.LSResult:
+def cmd_ls(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "api.LSResult":
     """``bvb score ls``: Latent Similarity of a run; prints the vision_sim line."""
-    options = from_namespace(api.LSOptions, args)
+    from . import api
+
+    options = from_namespace(LSOptions, args)
     result = api.score_ls(options, progress=progress)
     summary = result.summary
     print(
@@ -256,9 +294,11 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.2f}"
 
 
-def cmd_overall(args: argparse.Namespace, progress: api.Progress | None = None) -> api.OverallResult:
+def cmd_overall(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "api.OverallResult":
     """``bvb score overall``: Overall from the run's DV and LS."""
-    result = api.score_overall(from_namespace(api.OverallOptions, args))
+    from . import api
+
+    result = api.score_overall(from_namespace(OverallOptions, args))
     record = result.record
     if record.overall is None:
         have = {"DV": record.dual_vqa, "LS": record.latent_sim}
@@ -270,30 +310,38 @@ def cmd_overall(args: argparse.Namespace, progress: api.Progress | None = None) 
     return result
 
 
-def cmd_leaderboard(args: argparse.Namespace, progress: api.Progress | None = None) -> board.LeaderboardResult:
+def cmd_leaderboard(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "LeaderboardResult":
     """``bvb leaderboard``: the CSV and its table."""
-    result = board.leaderboard(from_namespace(board.LeaderboardOptions, args))
+    from .leaderboard.board import leaderboard
+
+    result = leaderboard(from_namespace(LeaderboardOptions, args))
     print(result.table)
     print(f"wrote {result.out}")
     return result
 
 
-def cmd_serve(args: argparse.Namespace, progress: api.Progress | None = None) -> int:
+def cmd_serve(args: argparse.Namespace, progress: "api.Progress | None" = None) -> int:
     """``bvb serve``: the scoring service, until interrupted."""
-    return service.serve(service.options_from(args))
+    from .service.app import serve
+
+    return serve(service_cli.options_from(args))
 
 
-def cmd_report(args: argparse.Namespace, progress: api.Progress | None = None) -> report.ReportResult:
+def cmd_report(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "ReportResult":
     """``bvb report``: the static HTML report."""
-    result = report.report(from_namespace(report.ReportOptions, args))
+    from .pages.report import report
+
+    result = report(from_namespace(ReportOptions, args))
     print(f"wrote {result.index or result.out}")
     return result
 
 
-def cmd_view(args: argparse.Namespace, progress: api.Progress | None = None) -> NoReturn:
+def cmd_view(args: argparse.Namespace, progress: "api.Progress | None" = None) -> NoReturn:
     """``bvb view``: the live report on loopback, until interrupted."""
-    options = from_namespace(live.ViewOptions, args)
-    server = live.view(options)
+    from .pages.live import view
+
+    options = from_namespace(ViewOptions, args)
+    server = view(options)
     shown = ", ".join(map(str, options.paths))
     print(f"serving the live report of {shown} at {server.url} (read-only; Ctrl-C stops)", flush=True)
     try:
@@ -303,18 +351,24 @@ def cmd_view(args: argparse.Namespace, progress: api.Progress | None = None) -> 
         server.stop()
 
 
-def cmd_export(args: argparse.Namespace, progress: api.Progress | None = None) -> inspect_export.ExportResult:
+def cmd_export(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "ExportResult":
     """``bvb export inspect``: the run as an Inspect AI eval log."""
-    result = inspect_export.export(from_namespace(inspect_export.ExportOptions, args))
+    from .pages.inspect_export import export
+
+    result = export(from_namespace(ExportOptions, args))
     print(f"wrote {result.out}: {result.samples} samples (open with: inspect view --log-dir {result.out.parent})")
     return result
 
 
-def cmd_steps(args: argparse.Namespace, progress: api.Progress | None = None) -> api.StepsResult | api.VGIStepsResult:
+def cmd_steps(
+    args: argparse.Namespace, progress: "api.Progress | None" = None
+) -> "api.StepsResult | api.VGIStepsResult":
     """``bvb score steps``: the self-correction analysis of a run's step snapshots, or of generators' steps."""
     if args.generator_steps:
         return _vgi_steps(args)
-    result = api.score_steps(from_namespace(api.StepsOptions, args))
+    from . import api
+
+    result = api.score_steps(from_namespace(StepsOptions, args))
     print(
         f"steps: {result.questions} questions over {result.scenes} scenes; "
         f"wrong->correct {100 * result.wrong_to_correct_rate:.1f}%, "
@@ -327,14 +381,16 @@ def cmd_steps(args: argparse.Namespace, progress: api.Progress | None = None) ->
     return result
 
 
-def _vgi_steps(args: argparse.Namespace) -> api.VGIStepsResult:
+def _vgi_steps(args: argparse.Namespace) -> "api.VGIStepsResult":
     """``bvb score steps --generator-steps``: VGI's three figures along each generator's denoising steps."""
-    judge = from_namespace(api.StepsOptions, args).judge  # the judge flags are StepsOptions' (generated)
+    judge = from_namespace(StepsOptions, args).judge  # the judge flags are StepsOptions' (generated)
     if args.run or not args.tasks or not args.out or judge.kind != "vlm":
         raise ArgumentError(
             "--generator-steps takes --tasks FILE and --out DIR and the VLM judge (--judge-base-url, --judge-model), "
             "not --run or --judge geometry"
         )
+    from . import api
+
     result = api.score_vgi_steps(vgi_cli.steps_options(args, judge))
     vgi_cli.print_steps(result)
     return result
@@ -352,9 +408,13 @@ FAULT_STAGES = {
 def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> int:
     """The exit code of a finished command: FAULT_EXIT (and the rerun line) when rows ended in faults."""
     stage = FAULT_STAGES.get(args.command)
+    if stage is None:
+        return outcomes.OK_EXIT
+    from . import api  # loaded already: every command with a stage here scores through it
+
     if isinstance(result, api.DVResult | api.LSResult | api.StepsResult | api.VGIResult | api.VGIStepsResult):
         result = result.to_summary()  # the rows' statuses as the summary counts them
-    if stage is None or not isinstance(result, dict):
+    if not isinstance(result, dict):
         return outcomes.OK_EXIT
     name, unit, resumable = stage
     if "faults" in result:  # steps: the scenes that hit a fault, beside the scene count
@@ -368,6 +428,8 @@ def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> in
 
 def _judge_fault_exit(args: argparse.Namespace, argv: list[str]) -> int:
     """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""
+    from bvb_addon.records import read_dv_summary
+
     summary_path = RunDir(getattr(args, "run", None) or ".").dv_summary
     if args.command == "dv" and summary_path.is_file():
         code = _stage_exit(args, read_dv_summary(summary_path).as_dict(), argv)

@@ -557,10 +557,10 @@ def test_token_on_the_command_line_warns_and_the_environment_does_not(monkeypatc
     parser = build_parser()
     assert "BVB_BRIDGE_TOKEN" in parser._subparsers._group_actions[0].choices["serve"].format_help()
     monkeypatch.setenv("BVB_BRIDGE_TOKEN", "from-the-environment")
-    with caplog.at_level("WARNING", logger="eval_bridge.service.app"):
+    with caplog.at_level("WARNING", logger="eval_bridge.service.cli"):
         config = options_from(parser.parse_args(["serve", "--root", str(tmp_path)]))
     assert config.token == "from-the-environment" and not caplog.records
-    with caplog.at_level("WARNING", logger="eval_bridge.service.app"):
+    with caplog.at_level("WARNING", logger="eval_bridge.service.cli"):
         config = options_from(parser.parse_args(["serve", "--root", str(tmp_path), "--token", "on-the-line"]))
     assert config.token == "on-the-line"
     (warning,) = caplog.records

@@ -29,12 +29,12 @@ from bvb_addon.run_dir import RunDir, read_json
 
 from ..scoring.protocol import is_correct, pooled, score
 from .identity import ls_rule
+from .options import RESAMPLES as RESAMPLES  # the bootstrap's defaults are bvb leaderboard's options'
+from .options import SEED as SEED
 from .released import row_scene
 
 log = logging.getLogger(__name__)
 
-RESAMPLES = 2000
-SEED = 0
 LEVEL = 0.95
 CI_COLUMNS = (
     "dualVqa_ci_low",

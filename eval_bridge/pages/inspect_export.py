@@ -16,17 +16,17 @@ import logging
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from bvb_addon.atomic import write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.jsonfile import read_json
-from bvb_addon.options import option
 from bvb_addon.records import AgentMeta, RunConfig, read_agent_meta, read_dv_rows, read_ls_rows, read_run_config
 from bvb_addon.run_dir import AGENT_META, TRAJECTORIES, RunDir, RunDirError
 from bvb_addon.trajectory import scene_trajectory
 
 from ..scoring.protocol import pooled
+from .options import ExportOptions as ExportOptions  # its home: the parser loads it alone
 
 log = logging.getLogger(__name__)
 
@@ -168,15 +168,6 @@ def _sample(
         "attachments": attachments,
     }
     return sample
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    """``bvb export``: a run in another tool's format (the parser is generated from these fields)."""
-
-    format: Literal["inspect"] = option(positional=True, help="the format")
-    run: Path = option(positional=True, help="run directory")
-    out: Path = option(help="log file to write (.json); open it with: inspect view")
 
 
 @dataclass(frozen=True)

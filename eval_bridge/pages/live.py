@@ -18,7 +18,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Container, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ from starlette.types import ASGIApp, Scope
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
 from bvb_addon.errors import BVBError
 from bvb_addon.jsonfile import read_object_or_none
-from bvb_addon.options import option
 from bvb_addon.run_dir import RunDir, find_runs, read_jsonl
 from bvb_addon.trajectory import read_trajectory
 
@@ -48,6 +46,7 @@ from ..service.loopback_http import (
     url_of,
 )
 from .html_page import Markup, Script, csp, fragment, join, render
+from .options import ViewOptions as ViewOptions  # its home: the parser loads it alone
 from .report import LOAD_SCRIPT, ReportMemo, build_report
 from .trajectory_page import LOAD_SCRIPT as STEP_LOAD_SCRIPT
 
@@ -399,25 +398,6 @@ def build_app(out_dir: str | Path, allowed: Container[str] | None) -> ViewGuard:
 def check_loopback(host: str) -> None:
     if not is_loopback(host):
         raise ViewError(f"bvb view serves on loopback only; {host} is not a loopback address (use 127.0.0.1)")
-
-
-@dataclass(frozen=True)
-class ViewOptions:
-    """``bvb view``: which runs, where the pages go and where they are served (the parser is generated from these)."""
-
-    paths: tuple[Path, ...] = option(
-        positional=True, metavar="RUN_OR_RESULTS_DIR", help="run directories or results folders"
-    )
-    host: str = option("127.0.0.1", "loopback address to bind (only loopback is allowed)")
-    port: int = option(8770, "port to bind")
-    out: Path | None = option(None, "folder for the built pages (default: a temporary folder)")
-    videos: Path | None = option(None, "source videos root (default: each run's config.json)")
-    interval: float = option(1.0, "seconds between checks for new files")
-    reference: tuple[Path, ...] = option(
-        (),
-        "published results CSV (repeatable), as for bvb report: a run beside its published row (default: none)",
-        repeat=True,
-    )
 
 
 def view(options: ViewOptions) -> "ViewServer":

@@ -23,7 +23,6 @@ from typing import Any
 from bvb_addon import versions, video
 from bvb_addon.errors import BadFileError
 from bvb_addon.jsonfile import read_object_or_none
-from bvb_addon.options import option
 from bvb_addon.run_dir import RunDir, read_jsonl, run_blenders, runs_in, videos_of
 from bvb_addon.scene_rules import read_scene_rules
 from bvb_addon.trajectory import read_trajectory, trajectory_inputs
@@ -36,6 +35,7 @@ from ..scoring.protocol import overall_score
 from ..vgi.pages import link as vgi_link
 from ..vgi.pages import split_outputs, write_pages
 from .html_page import Markup, Script, csp, fragment, join, page_url, render, safe_name
+from .options import ReportOptions as ReportOptions  # its home: the parser loads it alone
 from .report_images import ImageStore
 from .report_manifest import Manifest, data_key, stat_key, write_output
 from .trajectory_page import build_scene_page, rules_html
@@ -46,22 +46,6 @@ STRIP_FRAMES = 6
 STRIP_SIDE = 192
 RULES_SHOWN = 5
 """Findings of a scene listed on the index; its own page lists them all."""
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    """The static HTML report of scored runs (``bvb report``'s parser is generated from these fields)."""
-
-    runs: tuple[Path, ...] = option(positional=True, help="run directories, or results folders holding them")
-    out: Path = option(help="folder for index.html and its pages")
-    videos: Path | None = option(None, "source videos root (default: each run's config.json)")
-    reference: tuple[Path, ...] = option(
-        (),
-        "published results CSV (repeatable: BVB's results.csv and assets/bvb-results.csv): each run that "
-        "reproduces a published configuration is shown beside its row, with the difference and its interval "
-        "(default: none)",
-        repeat=True,
-    )
 
 
 @dataclass(frozen=True)

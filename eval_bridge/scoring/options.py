@@ -1,7 +1,8 @@
 """The options of scoring a run, in one home (imports nothing heavy): the judge's (``JudgeOptions``, which the
 API, the command line, the service's config file and the VLM judge all take their defaults from), the words every
-pass's options share (the run, the split, the source videos, the backend), and the Dual VQA and Latent Similarity
-passes' options, which ``DualVQA`` and ``run_ls`` take whole. VGI's are ``vgi/options.py``."""
+pass's options share (the run, the split, the source videos, the backend), the Dual VQA and Latent Similarity
+passes' options, which ``DualVQA`` and ``run_ls`` take whole, and Overall's and the steps analysis'. VGI's are
+``vgi/options.py``. The command line builds its parsers from these without loading a scorer."""
 
 import os
 from dataclasses import dataclass
@@ -234,3 +235,32 @@ class LSOptions:
 
     def __post_init__(self) -> None:
         check_mode(self.rules)
+
+
+@dataclass(frozen=True)
+class OverallOptions:
+    """Overall of a run from its DV and LS summaries."""
+
+    run: Path = option(help=RUN_HELP)
+
+
+@dataclass(frozen=True)
+class StepsOptions:
+    """The self-correction analysis of a run: every step snapshot judged."""
+
+    run: Path | None = option(
+        None, "the run directory (results/<run>); with --split and --videos (default: none, then --generator-steps)"
+    )
+    split: Path | None = option(None, f"{SPLIT_HELP}; required with --run (default: none)")
+    videos: Path | None = option(None, f"{VIDEOS_HELP}; required with --run (default: none)")
+    judge: JudgeOptions = option(help="the judge", default_factory=JudgeOptions, exclude=("concurrency",))
+    scenes: tuple[str, ...] | None = option(None, "only these scenes (default: all)", nargs="+")
+
+    def check(self) -> "StepsOptions":
+        missing = [name for name in ("run", "split", "videos") if getattr(self, name) is None]
+        if missing:
+            raise ArgumentError(
+                f"bvb score steps needs --{', --'.join(missing)} (a BVB run), or --generator-steps with --tasks and --out"
+            )
+        self.judge.check()
+        return self

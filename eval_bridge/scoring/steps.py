@@ -7,7 +7,6 @@ snapshot instead. The answers per step feed eval_bridge.scoring.steps_analysis, 
 written to RUN/steps_analysis.json (and the answers to RUN/steps_answers.jsonl).
 """
 
-import argparse
 import json
 import logging
 import shutil
@@ -19,7 +18,6 @@ import av
 
 from bvb_addon import video
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
-from bvb_addon.command_line import sub_parser
 from bvb_addon.dataset import Question
 from bvb_addon.render_stage import uniform_frames
 from bvb_addon.run_dir import RunDir
@@ -179,31 +177,3 @@ def run_steps(
     write_text_atomic(rd.steps_answers, "".join(json.dumps(r) + "\n" for r in rows))
     write_json_atomic(rd.steps_analysis, result)
     return result
-
-
-def add_parser(
-    sub: argparse._SubParsersAction, add_run_options: Callable[[argparse.ArgumentParser], object]
-) -> argparse.ArgumentParser:
-    """``bvb score steps``'s parser: a run's options (``add_run_options``: api.StepsOptions', generated), then a
-    video generator's."""
-    p = sub_parser(
-        sub,
-        "steps",
-        "judge every step snapshot and analyse self-correction across agent steps",
-        "bvb score steps --run results/r1 --split suite/split.jsonl --videos suite --judge geometry\n"
-        "  bvb score steps --generator-steps wan=steps/wan --tasks tasks.jsonl --out results/vgi_steps "
-        "--judge-base-url URL --judge-model M --step-range 4 10",
-    )
-    add_run_options(p)
-    vgi = p.add_argument_group("a video generator's denoising steps (instead of --run; the VLM judge of bvb score vgi)")
-    vgi.add_argument(
-        "--generator-steps", nargs="+", metavar="[NAME=]DIR",
-        help="per generator, a folder of <instance id>/<step>.mp4 (named by the folder, or NAME; default: none, then --run)",
-    )  # fmt: skip
-    vgi.add_argument("--tasks", help="the VGI tasks file of those instances; required with --generator-steps (default: none)")
-    vgi.add_argument("--out", help="folder for <generator>/steps_analysis.json and the judge's cache; required with --generator-steps (default: none)")
-    vgi.add_argument("--step-range", nargs=2, type=int, metavar=("A", "B"), help="only steps A to B (default: all)")
-    vgi.add_argument("--frame-budget", type=int, default=32, help="frames the judge sees per video")
-    vgi.add_argument("--sampling", choices=("adaptive", "uniform"), default="adaptive", help="how they are picked")
-    vgi.add_argument("--workers", type=int, default=4, help="videos judged at once")
-    return p

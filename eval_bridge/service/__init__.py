@@ -1,1 +1,1 @@
-"""The scoring service: the HTTP app and its loopback server."""
+"""The scoring service: its options and command line (light), the HTTP app and its loopback server."""

@@ -17,7 +17,6 @@ Host that is not the bound address, a body that is not application/json) is refu
 body is read. One job at a time per run directory, also against a CLI on the same run (runlock).
 """
 
-import argparse
 import asyncio
 import functools
 import hmac
@@ -28,9 +27,7 @@ import os
 import secrets
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Container, Mapping
-from dataclasses import dataclass
 from dataclasses import replace as with_fields
 from pathlib import Path
 from typing import Any, Literal, Self, TypedDict, TypeVar
@@ -47,15 +44,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bvb_addon.atomic import write_bytes_atomic
 from bvb_addon.bridge_client import default_token_file
-from bvb_addon.errors import USER_ERRORS, ArgumentError, BadFileError, BVBError, MissingFileError
+from bvb_addon.errors import USER_ERRORS, ArgumentError, BadFileError, BVBError
 from bvb_addon.jsonfile import read_json, read_object_or_none
-from bvb_addon.options import add_options, from_mapping, from_namespace, option
 from bvb_addon.run_dir import SHARED, RunDir
 from bvb_addon.versions import HARNESS_VERSION
 
 from .. import api
 from ..runlock import RunBusy, RunLock, run_lock
+from .cli import options_from as options_from  # bvb serve's command line, re-exported
 from .loopback_http import ServerThread, allowed_hosts, host_allowed, is_loopback, listen, url_of
+from .options import ServeOptions as ServeOptions  # its home: the parser loads it alone
 
 log = logging.getLogger(__name__)
 
@@ -65,23 +63,12 @@ JobStatus = Literal["queued", "running", "done", "failed"]
 Step = Callable[[api.Progress], object]
 """One axis of a job: scores the run, reporting (done, total) as it goes."""
 T = TypeVar("T")
-GEOMETRY = "geometry"
 # A job is a few hundred bytes; anything near this is not one.
 MAX_BODY = 64 * 1024
 # A body still incomplete after this is a stuck client (the head has its own deadline, loopback_http).
 BODY_TIMEOUT_S = 0.5
 # Connections waiting to be accepted: a burst of health checks from many clients must not be dropped.
 BACKLOG = 2048
-TOKEN_ENV = "BVB_BRIDGE_TOKEN"
-# A job chooses a judge by name; how it is asked (its cache, retries, budget) is the service's, from the file.
-JUDGE_FIXED_BY_JOBS = ("cache", "shared", "retries", "retry_base_delay", "max_tokens_field", "concurrency",
-                       "prompt_kind", "probe_wait")  # fmt: skip
-# The flags name a snapshot, its frames and device; a V-JEPA 2.1 checkpoint is an [encoders.NAME] table.
-ENCODER_BY_FILE = ("dtype", "encoder_repo", "checkpoint")
-TOKEN_ON_COMMAND_LINE = (
-    "--token puts the secret on the command line, where every local user can read it (/proc/PID/cmdline); "
-    f"set ${TOKEN_ENV} instead, or leave it out and give clients the generated --token-file"
-)
 
 
 class ServiceError(BVBError):
@@ -90,125 +77,6 @@ class ServiceError(BVBError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-# ---- configuration (fixed at start) ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """What the service may do, fixed when it starts: ``bvb serve``'s flags, or its --config TOML file whose keys
-    are these fields' names (flags win); requests only choose among it by name."""
-
-    roots: tuple[Path, ...] = option(
-        (),
-        "folder the service may read and score under (repeatable; default: the current folder)",
-        flag="--root",
-        metavar="ROOT",
-        repeat=True,
-    )
-    host: str = option("127.0.0.1", "bind address (loopback; another address needs a token)")
-    port: int = option(8765, "port (0 picks a free one)")
-    token: str | None = option(
-        None,
-        "bearer token; avoid: a command line is readable by every local user (/proc/PID/cmdline). "
-        f"Prefer ${TOKEN_ENV}, or let the service generate one into --token-file (the default)",
-        record=False,
-    )
-    token_file: Path | None = option(
-        None, "where a generated token is written (default $BVB_BRIDGE_TOKEN_FILE or ~/.config/bvb/bridge-token)"
-    )
-    judges: dict[str, api.JudgeOptions] = option(
-        help="the judges a job may name ([judges.NAME] tables; geometry is always there)",
-        default_factory=dict,
-        cli=False,
-    )
-    default_judge: str | None = option(None, "the judge of a job that names none", cli=False)
-    encoders: dict[str, api.EncoderOptions] = option(
-        help="the LS encoders (V-JEPA 2.1 or 2 snapshot folders) a job may name ([encoders.NAME] tables)",
-        default_factory=dict,
-        cli=False,
-    )
-    default_encoder: str | None = option(None, "the encoder of a job that names none", cli=False)
-    judge: api.JudgeOptions | None = option(
-        None,
-        "the judge named 'default' and made the default (--judge geometry: the offline judge is)",
-        exclude=JUDGE_FIXED_BY_JOBS,
-    )
-    encoder: api.EncoderOptions | None = option(
-        None, "the encoder named 'default' (default: $BVB_VJEPA_MODEL)", exclude=ENCODER_BY_FILE
-    )
-
-    def checked(self) -> "ServeOptions":
-        """The options the service runs with: the judge and encoder named 'default' among the named ones,
-        geometry always there, the current folder without roots; one line for what cannot work."""
-        judges = {GEOMETRY: api.JudgeOptions(kind="geometry"), **self.judges}
-        encoders = dict(self.encoders)
-        default_judge, default_encoder = self.default_judge, self.default_encoder
-        if self.judge is not None and self.judge.kind == GEOMETRY:
-            default_judge = GEOMETRY
-        elif self.judge is not None:
-            judges["default"], default_judge = self.judge, "default"
-        if self.encoder is not None:
-            if not self.encoder.model:
-                raise ArgumentError("serve: --num-frames and --device set the encoder --encoder PATH names; add it")
-            encoders["default"], default_encoder = self.encoder, default_encoder or "default"
-        for name, judge in judges.items():
-            try:
-                judge.check()
-            except ValueError as exc:
-                raise ArgumentError(f"judge {name!r}: {exc}") from None
-        if default_judge is not None and default_judge not in judges:
-            raise ArgumentError(f"default judge {default_judge!r} is not configured; configured: {', '.join(judges)}")
-        if default_encoder is not None and default_encoder not in encoders:
-            raise ArgumentError(f"default encoder {default_encoder!r} is not configured; add it under [encoders]")
-        if not 0 <= self.port <= 65535:
-            raise ArgumentError(f"serve: port {self.port} is not a port; use 0 to 65535 (0 picks a free one)")
-        if not is_loopback(self.host) and not self.token:
-            raise ArgumentError(
-                f"serve: binding {self.host} exposes the service beyond this machine; "
-                f"set {TOKEN_ENV} (or pass --token) and give it to the clients yourself"
-            )
-        return with_fields(
-            self, roots=self.roots or (Path.cwd(),), judges=judges, default_judge=default_judge, encoders=encoders,
-            default_encoder=default_encoder, judge=None, encoder=None,
-        )  # fmt: skip
-
-
-def read_config_file(path: str | Path) -> ServeOptions:
-    """The service's TOML configuration file as ServeOptions (keys are its field names); one line naming the file
-    and the key when it does not parse."""
-    path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise MissingFileError(
-            f"service config {path} does not exist; pass an existing TOML file to --config"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise BadFileError(f"service config {path} is not valid TOML: {exc}") from None
-    return from_mapping(ServeOptions, raw, f"service config {path}")
-
-
-def add_serve_options(parser: argparse.ArgumentParser) -> None:
-    """``bvb serve``'s arguments: --config FILE and ServeOptions' flags, which win over the file's keys."""
-    parser.add_argument("--config", help="TOML file of these options: roots, [judges.NAME], [encoders.NAME], "
-                        "default_judge, ... (default: none)")  # fmt: skip
-    add_options(parser, ServeOptions, given_only=True)
-
-
-def options_from(args: argparse.Namespace) -> ServeOptions:
-    """The ServeOptions of ``bvb serve``'s arguments: the --config file's, the flags given laid over them, the
-    token from $BVB_BRIDGE_TOKEN and the encoder from $BVB_VJEPA_MODEL when the command line names none."""
-    from_file = read_config_file(args.config) if args.config else ServeOptions()
-    options = from_namespace(ServeOptions, args, base=from_file)
-    if options.token:
-        log.warning(TOKEN_ON_COMMAND_LINE)
-    elif os.environ.get(TOKEN_ENV):
-        options = with_fields(options, token=os.environ[TOKEN_ENV])
-    if options.encoder is None and os.environ.get(api.ENCODER_ENV):
-        options = with_fields(options, encoder=api.EncoderOptions(os.environ[api.ENCODER_ENV]))
-    return options.checked()
 
 
 # ---- request bodies --------------------------------------------------------------------------

@@ -1,22 +1,23 @@
 """``bvb score vgi``, ``bvb score vgi-filter`` and ``bvb score steps --generator-steps``: parse, call the stage
-function, print its lines. The parsers are generated from the options classes (``vgi.options``, ``vgi.filter``);
-``eval_bridge.cli`` registers them beside the other scoring commands.
+function, print its lines. The parsers are generated from the options classes (``vgi.options``);
+``eval_bridge.cli`` registers them beside the other scoring commands. The stages (the scorer, the filter, the
+leaderboard) load when a command runs, not for the parsers.
 """
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bvb_addon.command_line import sub_parser
 from bvb_addon.options import add_options, from_namespace
-from bvb_addon.progress import bar as progress_bar
 from bvb_addon.run_dir import STEPS_ANALYSIS
 
-from .. import api
 from ..scoring.options import JudgeOptions
-from .filter import FILTER_JSON, KEPT_TXT, VGIFilterOptions, VGIFilterResult, vgi_filter
-from .leaderboard import BOARD_CSV, format_table
-from .options import VLM_ONLY, VGIOptions, VGIResult, VGIStepsOptions, VGIStepsResult, named_folder
-from .score import half_instances, read_tasks
+from .options import VLM_ONLY, VGIFilterOptions, VGIOptions, VGIResult, VGIStepsOptions, VGIStepsResult, named_folder
+
+if TYPE_CHECKING:
+    from ..api import Progress
+    from .filter import VGIFilterResult
 
 
 def add_vgi(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -46,8 +47,13 @@ def add_vgi_filter(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> VGIResult:
+def cmd_vgi(args: argparse.Namespace, progress: "Progress | None" = None) -> VGIResult:
     """``bvb score vgi``: VGI scores of each generator's videos, and the leaderboard over them."""
+    from bvb_addon.progress import bar as progress_bar
+
+    from .. import api
+    from .score import half_instances, read_tasks
+
     options = from_namespace(VGIOptions, args)
     bars: list = []  # made at the first video, so that bad input is the only line on stderr
 
@@ -70,6 +76,8 @@ def cmd_vgi(args: argparse.Namespace, progress: api.Progress | None = None) -> V
 
 def print_vgi(result: VGIResult) -> None:
     """Each generator's line (and its missing videos and failures), the leaderboard, where they were written."""
+    from .leaderboard import BOARD_CSV, format_table
+
     for name, summary in result.generators.items():
         counts, settings = summary["counts"], summary["settings"]
         print(
@@ -91,8 +99,10 @@ def print_vgi(result: VGIResult) -> None:
     print(f"wrote {result.out / BOARD_CSV} and each generator's vgi.jsonl")
 
 
-def cmd_vgi_filter(args: argparse.Namespace, progress: api.Progress | None = None) -> VGIFilterResult:
+def cmd_vgi_filter(args: argparse.Namespace, progress: "Progress | None" = None) -> "VGIFilterResult":
     """``bvb score vgi-filter``: the pre-generation filter over generators' easiest-level scores."""
+    from .filter import FILTER_JSON, KEPT_TXT, vgi_filter
+
     options = from_namespace(VGIFilterOptions, args)
     result = vgi_filter(options)
     print(

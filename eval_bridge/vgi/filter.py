@@ -19,10 +19,10 @@ from typing import Any
 
 from bvb_addon import path_args
 from bvb_addon.atomic import write_json_atomic, write_text_atomic
-from bvb_addon.options import option
 from bvb_addon.records import read_vgi_rows
 
 from .leaderboard import generator_dirs
+from .options import VGIFilterOptions as VGIFilterOptions  # its home: the parser loads it alone
 from .score import ROWS, VGIError, read_tasks
 
 FILTER_JSON, KEPT_TXT = "vgi_filter.json", "vgi_filter_kept.txt"
@@ -73,20 +73,6 @@ def prefilter(out: str | Path, level: int | None = None) -> dict[str, Any]:
     if not samples:
         raise VGIError(f"{out}: no generator has a row on level {level}; score the easiest level first")
     return {"level": level, "generators": sorted(rows), "kept": kept, "dropped": dropped, "samples": samples}
-
-
-@dataclass(frozen=True)
-class VGIFilterOptions:
-    """VGI's pre-generation filter over a bvb score vgi output folder holding two or more generators."""
-
-    results: Path = option(help="a bvb score vgi output folder holding two or more generators")
-    level: int | None = option(None, "the level to judge tasks on (default: the lowest level in the rows)")
-    tasks: Path | None = option(
-        None, "a tasks file to filter (with --kept-tasks; default: none, only the kept list is written)"
-    )
-    kept_tasks: Path | None = option(
-        None, "where to write the tasks file's rows of the kept tasks (default: none, not written)"
-    )
 
 
 @dataclass(frozen=True)

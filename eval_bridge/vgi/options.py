@@ -1,4 +1,5 @@
-"""``bvb score vgi``'s and ``bvb score steps --generator-steps``' options as data, and what the VGI stage returns.
+"""``bvb score vgi``'s, ``bvb score vgi-filter``'s and ``bvb score steps --generator-steps``' options as data, and
+what the VGI stage returns.
 
 Light on purpose (no numpy, no judge client): ``eval_bridge.api`` re-exports these at its top, and the
 command line, the service and the campaign build them without loading the scorer.
@@ -78,6 +79,20 @@ class VGIStepsOptions:
     sampling: Literal["adaptive", "uniform"] = option("adaptive", "how they are picked")
     step_range: tuple[int, int] | None = option(None, "only steps A to B (default: all)")
     workers: int = option(4, "videos judged at once")
+
+
+@dataclass(frozen=True)
+class VGIFilterOptions:
+    """VGI's pre-generation filter over a bvb score vgi output folder holding two or more generators."""
+
+    results: Path = option(help="a bvb score vgi output folder holding two or more generators")
+    level: int | None = option(None, "the level to judge tasks on (default: the lowest level in the rows)")
+    tasks: Path | None = option(
+        None, "a tasks file to filter (with --kept-tasks; default: none, only the kept list is written)"
+    )
+    kept_tasks: Path | None = option(
+        None, "where to write the tasks file's rows of the kept tasks (default: none, not written)"
+    )
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,8 @@ Its prompt, its first-token answer rule and its MRA, so a question's score is th
 value (0 or 1 for multiple choice, a multiple of 0.1 for numbers); and its aggregate.
 """
 
+from functools import cache
 from typing import Any
-
-import numpy as np
 
 from bvb_addon.dataset import NUMERIC_TYPES, Question
 from bvb_addon.errors import ArgumentError
@@ -24,9 +23,6 @@ VSI_API_NUMBER_POST_PROMPT = "Do not response anything other than a single numbe
 PROMPT_KINDS = ("local", "api")
 """Which of VSI-Bench's numeric post-prompts a judge gets: local models' or API models'."""
 VSI_MAX_TOKENS = 16
-# The official thresholds: linspace(.5, .95, 10), compared with <= against 1 - theta in floats,
-# so 1 - 0.95 is 0.05000000000000004 and 1 - 0.7 is 0.30000000000000004 (not rounded).
-MRA_THRESHOLDS = np.linspace(0.5, 0.95, 10)
 MRA_KEY = "MRA:.5:.95:.05"
 ACCURACY_KEY = "accuracy"
 REL_DIRECTION_TYPES = ("object_rel_direction_easy", "object_rel_direction_medium", "object_rel_direction_hard")
@@ -46,6 +42,15 @@ def vsi_number(text: Any) -> float | None:
         return None
 
 
+@cache
+def mra_thresholds() -> Any:
+    """The official thresholds: numpy's linspace(.5, .95, 10), compared with <= against 1 - theta in floats,
+    so 1 - 0.95 is 0.05000000000000004 and 1 - 0.7 is 0.30000000000000004 (not rounded)."""
+    import numpy as np  # deferred: every parser's options import the protocols, only scoring needs numpy
+
+    return np.linspace(0.5, 0.95, 10)
+
+
 def mean_relative_accuracy(pred: float | None, truth: float | None) -> float:
     """VSI-Bench's MRA: the share of thresholds theta with |pred - gt| / gt <= 1 - theta (floats, as official)."""
     if pred is None or truth is None:
@@ -54,7 +59,7 @@ def mean_relative_accuracy(pred: float | None, truth: float | None) -> float:
         # The official code divides by zero here (VSI-Bench has no zero truths): only 0 is right.
         return 1.0 if pred == 0 else 0.0
     relative = abs(pred - truth) / truth
-    return float(np.mean(relative <= 1 - MRA_THRESHOLDS))
+    return float((relative <= 1 - mra_thresholds()).mean())
 
 
 def vsi_choice_score(answer: str | None, ground_truth: object) -> float:
