@@ -29,6 +29,7 @@ from bvb_addon.agent.config import AgentConfig  # noqa: E402
 from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_bytes  # noqa: E402
 from bvb_addon.agent.loop import AgentLoop, SceneTask  # noqa: E402
 from bvb_addon.agent.model import ModelClient  # noqa: E402
+from bvb_addon.agent.scene_loop import SceneRun  # noqa: E402
 from bvb_addon.atomic import write_text_atomic  # noqa: E402
 from bvb_addon.pricing import Price  # noqa: E402
 from bvb_addon.run_dir import RunDir  # noqa: E402
@@ -99,7 +100,7 @@ def run_one(cls, root, script):
             cost_limit=1e6, frames_per_call=4, max_steps=len(script) + 1,
         )  # fmt: skip
         loop = cls(config, ModelClient(config, Price(0.0, 0.0, 0.0)), InProcessEnvironment(root / "env"), TASK,
-                   RunDir(root / "run"))  # fmt: skip
+                   SceneRun(RunDir(root / "run")))  # fmt: skip
         started = time.monotonic()
         meta = loop.run()
         wall = time.monotonic() - started

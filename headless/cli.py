@@ -99,7 +99,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 def stage_parsers() -> dict[str, argparse.ArgumentParser]:
     """{"run": parser, "score dv": parser, ...}: every stage's own parser (completion and the tests walk them)."""
-    # deferred: eval_bridge.cli imports the scorers (PyAV) at its top; bvb's delegation never needs it
+    # deferred: bvb's delegation to one stage never needs the bridge's parsers
     from eval_bridge import cli as bridge
 
     bridge_stages = _subcommands(bridge.build_parser())

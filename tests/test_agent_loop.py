@@ -16,6 +16,7 @@ from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_b
 from bvb_addon.agent.loop import AgentLoop, SceneTask
 from bvb_addon.agent.model import ModelClient
 from bvb_addon.agent.program import PROGRAM_RESET
+from bvb_addon.agent.scene_loop import SceneRun
 from bvb_addon.pricing import Price
 from bvb_addon.run_dir import RunDir, read_json
 from bvb_addon.trajectory import read_trajectory
@@ -97,7 +98,7 @@ def make_loop(server, tmp_path, stop_event=None, price=PRICE, **overrides):
     )
     model = ModelClient(config, price)
     env = DictEnvironment(tmp_path / "snaps")
-    return AgentLoop(config, model, env, TASK, RunDir(tmp_path / "run"), stop_event=stop_event), env
+    return AgentLoop(config, model, env, TASK, SceneRun(RunDir(tmp_path / "run"), stop_event or threading.Event())), env
 
 
 def py(code):
@@ -357,10 +358,10 @@ def test_prompt_states_a_long_clips_duration_and_frame_count_and_sparse_camera_k
     camera key every 2 s of video, not one per frame."""
     task = SceneTask("scene0000_00", "scannet", "clip.mp4", fps=30.0, frame_count=4500, duration=150.0,
                      width=1920, height=1440)  # fmt: skip
-    loop = AgentLoop(AgentConfig(model="scripted"), None, None, task, RunDir(tmp_path / "run"))
+    loop = AgentLoop(AgentConfig(model="scripted"), None, None, task, SceneRun(RunDir(tmp_path / "run")))
     system, instance = (" ".join(m["content"].split()) for m in loop._fresh_state().messages)
     assert "lasts 150 seconds at 30 fps (4500 frames), 1920 x 1440 pixels" in instance
     assert "scene.frame_end = 4500" in system
     assert "key the camera at least every 60 frames" in system and "76 keys for the whole clip" in system
-    short = AgentLoop(AgentConfig(model="scripted"), None, None, TASK, RunDir(tmp_path / "run2"))
+    short = AgentLoop(AgentConfig(model="scripted"), None, None, TASK, SceneRun(RunDir(tmp_path / "run2")))
     assert "every 16 frames" in " ".join(short._fresh_state().messages[0]["content"].split())

@@ -17,6 +17,7 @@ from bvb_addon.agent.config import AgentConfig  # noqa: E402
 from bvb_addon.agent.environment import SandboxEnvironment  # noqa: E402
 from bvb_addon.agent.loop import AgentLoop, SceneTask  # noqa: E402
 from bvb_addon.agent.model import ModelClient  # noqa: E402
+from bvb_addon.agent.scene_loop import SceneRun  # noqa: E402
 from bvb_addon.pricing import Price  # noqa: E402
 from bvb_addon.run_dir import RunDir  # noqa: E402
 from bvb_addon.sandbox import SandboxConfig, Worker  # noqa: E402
@@ -115,7 +116,7 @@ def test_a_forged_frame_range_is_the_agents_fault_not_a_harness_error(tmp_path, 
         env = SandboxEnvironment(task.video, task, tmp_path / "ws", tmp_path / "snaps", config, CONFIG)
         try:
             meta = AgentLoop(
-                config, ModelClient(config, Price(1.0, 1.0, 1.0)), env, task, RunDir(tmp_path / "run")
+                config, ModelClient(config, Price(1.0, 1.0, 1.0)), env, task, SceneRun(RunDir(tmp_path / "run"))
             ).run()
         finally:
             env.close()

@@ -16,6 +16,7 @@ from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.environment import ImagesResult, PythonResult, image_from_bytes
 from bvb_addon.agent.loop import AgentLoop, SceneTask
 from bvb_addon.agent.model import ModelClient
+from bvb_addon.agent.scene_loop import SceneRun
 from bvb_addon.pricing import Price
 from bvb_addon.run_dir import RunDir
 
@@ -126,7 +127,7 @@ def run_scene(server, run_dir, scene, cost_limit=1.0, on_save=None):
         max_tokens=50, cost_limit=cost_limit,
     )  # fmt: skip
     env = DictScene(Path(run_dir) / "_snaps" / scene)
-    loop = AgentLoop(config, ModelClient(config, PRICE), env, task(scene), RunDir(run_dir), on_save=on_save)
+    loop = AgentLoop(config, ModelClient(config, PRICE), env, task(scene), SceneRun(RunDir(run_dir), on_save=on_save))
     return loop.run()
 
 

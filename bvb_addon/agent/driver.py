@@ -8,20 +8,17 @@ loop never started. bpy-free.
 
 import logging
 import shutil
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from .. import scratch
 from ..backend import stamp_node
 from ..records import AgentMeta, write_agent_meta
-from ..records.trajectory import Trajectory
-from ..run_dir import RunDir
-from .budget import Budget
 from .config import AgentConfig
 from .environment import Environment
 from .loop import AgentLoop
 from .model import Model
+from .scene_loop import SceneRun
 from .task import SceneTask
 
 log = logging.getLogger(__name__)
@@ -62,14 +59,11 @@ def drive_scene(
     config: AgentConfig,
     model: Model,
     task: SceneTask,
-    run_dir: RunDir,
+    run: SceneRun,
     environment: EnvironmentFactory,
     *,
-    stop_event: threading.Event,
     blender_version: str | None,
-    on_save: Callable[[Trajectory], None] | None = None,
     reopen: dict | None = None,
-    budget: Budget | None = None,
 ) -> dict:
     """Run one scene's loop to its end state; returns its agent_meta. Raises only what the loop cannot
     turn into an outcome (the sandbox failing to start, an unreadable trajectory)."""
@@ -77,18 +71,7 @@ def drive_scene(
     env = None
     try:
         env = environment(task, workdir)
-        loop = AgentLoop(
-            config,
-            model,
-            env,
-            task,
-            run_dir,
-            stop_event=stop_event,
-            blender_version=blender_version,
-            on_save=on_save,
-            reopen=reopen,
-            budget=budget,
-        )
+        loop = AgentLoop(config, model, env, task, run, blender_version=blender_version, reopen=reopen)
         return loop.run()
     finally:
         if env is not None:

@@ -24,8 +24,10 @@ from ..trajectory import load_trajectory
 from . import mini_bvb_run
 from .config import RunError, RunOptions
 from .driver import drive_scene
+from .mini_bvb import SceneInput
 from .mini_bvb_protocol import run_name
 from .model import ModelClient, ModelError
+from .scene_loop import SceneRun
 from .setup import bpy_version, get_model, get_price, get_sandbox_level, now
 
 if TYPE_CHECKING:
@@ -154,10 +156,8 @@ class MiniBVB:
         except Exception as exc:
             return self._fail(run, dataset_name, scene, "video_error", str(exc))
         try:
-            return mini_bvb_run.run_scene(
-                chat, run.config, run.options.mini_bvb, run.options.sandbox, run.run_dir, dataset_name, scene,
-                video, stop_event=run.stop_event, budget=run.budget,
-            )  # fmt: skip
+            return mini_bvb_run.run_scene(chat, run.config, run.options.mini_bvb, run.options.sandbox, run.scene_run(),
+                                          SceneInput(scene, dataset_name, video))  # fmt: skip
         except ProviderRefused:
             raise  # a permanent refusal: the run's configuration, Runner.run stops the run
         except Exception as exc:
@@ -205,10 +205,9 @@ class MiniBVB:
 
     def run_session(self, session: "AgentSession", stop_event: threading.Event) -> dict:
         task = session.task
-        return mini_bvb_run.run_scene(
-            session.model, session.config, session.mini_bvb, session.sandbox, session.run_dir, task.dataset,
-            task.scene, Path(task.video), stop_event=stop_event, on_save=session.on_save,
-        )  # fmt: skip
+        return mini_bvb_run.run_scene(session.model, session.config, session.mini_bvb, session.sandbox,
+                                      SceneRun(session.run_dir, stop_event, on_save=session.on_save),
+                                      SceneInput(task.scene, task.dataset, Path(task.video)))  # fmt: skip
 
 
 class Native:
@@ -295,10 +294,8 @@ class Native:
                           "reason": previous.get("reason"), "by": "--retry-failed"}  # fmt: skip
         try:
             # A full temp folder or a sandbox that does not start is this scene's fault, not the batch's.
-            return drive_scene(
-                run.config, model, task, run.run_dir, run.environment_factory, stop_event=run.stop_event,
-                blender_version=bpy_version(run.options.sandbox) or "4.2", reopen=reopen, budget=run.budget,
-            )  # fmt: skip
+            return drive_scene(run.config, model, task, run.scene_run(), run.environment_factory,
+                               blender_version=bpy_version(run.options.sandbox) or "4.2", reopen=reopen)  # fmt: skip
         except ProviderRefused:
             raise  # a permanent refusal: the run's configuration, Runner.run stops the run
         except Exception as exc:
@@ -318,11 +315,10 @@ class Native:
             write_run_config(session.run_dir.config, session.run_config(price))
 
     def run_session(self, session: "AgentSession", stop_event: threading.Event) -> dict:
-        return drive_scene(
-            session.config, session.model, session.task, session.run_dir,
-            lambda task, workdir: session.environment_factory(task, workdir, session.config),
-            stop_event=stop_event, blender_version=session.blender_version, on_save=session.on_save,
-        )  # fmt: skip
+        return drive_scene(session.config, session.model, session.task,
+                           SceneRun(session.run_dir, stop_event, on_save=session.on_save),
+                           lambda task, workdir: session.environment_factory(task, workdir, session.config),
+                           blender_version=session.blender_version)  # fmt: skip
 
 
 MINI_BVB, NATIVE = MiniBVB(), Native()

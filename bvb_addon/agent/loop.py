@@ -4,7 +4,6 @@ a scene continued across sessions; the loop around it is ``scene_loop.SceneLoop`
 import json
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,17 +15,16 @@ from ..pricing import estimate_tokens
 from ..records import AgentMeta
 from ..records.agent_meta import ANSWERED_BY
 from ..records.trajectory import TRAJECTORY_FORMAT, Compaction, Reopening, Step, Trajectory
-from ..run_dir import RunDir
 from ..sandbox.replies import frame_range_of
 from ..trajectory import load_trajectory
 from . import prompts
 from .actions import FormatError, parse_action, parse_frames, parse_render
 from .config import AgentConfig
 from .environment import Environment
-from .ledger import BudgetHolder, CostLimit, LedgerEntry, usd
+from .ledger import CostLimit, LedgerEntry, usd
 from .model import ContextOverflow, Model, ModelError, ModelReply
 from .program import PROGRAM_RESET, join_program
-from .scene_loop import Interrupted, LimitReached, SceneLoop, Submitted, now
+from .scene_loop import Interrupted, LimitReached, SceneLoop, SceneRun, Submitted, now
 from .task import SceneTask
 
 __all__ = ["AgentLoop", "Interrupted", "LimitReached", "SceneTask", "Submitted", "ToolError"]
@@ -76,15 +74,12 @@ class AgentLoop(SceneLoop):
         model: Model,
         env: Environment,
         task: SceneTask,
-        run_dir: RunDir,
-        stop_event: threading.Event | None = None,
+        run: SceneRun,
+        *,
         blender_version: str | None = None,
-        program_header: str = PROGRAM_RESET,
-        on_save: Callable[[Trajectory], None] | None = None,
         reopen: dict | None = None,
-        budget: BudgetHolder | None = None,
     ) -> None:
-        super().__init__(run_dir, task.scene, stop_event=stop_event, budget=budget, on_save=on_save)
+        super().__init__(run, task.scene)
         self.config = config
         self.cost_limit = config.cost_limit
         # An ended scene the user re-opens on purpose (--retry-failed): its previous end, recorded in the
@@ -94,7 +89,6 @@ class AgentLoop(SceneLoop):
         self.env = env
         self.task = task
         self.blender_version = blender_version or "4.2"
-        self.program_header = program_header
         self._resumed = False
         self._previous_status = ""
         self._frame_range: tuple[int, int] = (1, max(1, task.frame_count))
@@ -469,7 +463,7 @@ class AgentLoop(SceneLoop):
                 status = "failed"
                 reason = f"{reason}; no python step succeeded, so there is nothing to submit"
         s.status, s.stop_reason, s.reason, s.submission, s.finished = status, stop_reason, reason, submission, now()
-        write_text_atomic(rd.program(scene), join_program(scene, [st.as_dict() for st in s.steps], self.program_header))
+        write_text_atomic(rd.program(scene), join_program(scene, [st.as_dict() for st in s.steps], PROGRAM_RESET))
         c = self.config
         return AgentMeta(
             scene=self.task.scene,

@@ -15,30 +15,26 @@ ledger and the run's --budget, Ctrl-C, and agent_meta with our keys beside the r
 import logging
 import os
 import shutil
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic import write_bytes_atomic
-from ..defaults import COST_LIMIT_USD
 from ..errors import AgentStop, MissingFileError
 from ..openai_client import ProviderRefused
 from ..records import AgentMeta
 from ..records.agent_meta import ANSWERED_BY
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
-from ..run_dir import RunDir
 from ..sandbox import files
 from ..trajectory import load_trajectory
 from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
 from .budget import scene_spend
-from .config import MiniBVBSettings
+from .config import AgentConfig, MiniBVBSettings
 from .ledger import CostLimit, usd
 from .litellm_model import CallInfo, chat_messages, image_part, text_part
-from .scene_loop import Interrupted, LimitReached, SceneLoop, Submitted, now
+from .scene_loop import Interrupted, LimitReached, SceneLoop, SceneRun, Submitted, now
 
 log = logging.getLogger(__name__)
 
@@ -125,25 +121,20 @@ class MiniBVBLoop(SceneLoop):
         model: ChatModel,
         workspace: Workspace,
         scene: SceneInput,
-        run_dir: RunDir,
+        run: SceneRun,
         *,
-        model_name: str,
-        agent: str = "model",
-        cost_limit: float = COST_LIMIT_USD,
-        settings: MiniBVBSettings | None = None,
+        config: AgentConfig,
+        settings: MiniBVBSettings,
         frames_dir: Path,
-        stop_event: threading.Event | None = None,
-        budget: Any = None,
-        on_save: Callable[[Trajectory], None] | None = None,
     ) -> None:
-        super().__init__(run_dir, scene.scene, stop_event=stop_event, budget=budget, on_save=on_save)
+        super().__init__(run, scene.scene)
         self.model = model
         self.ws = workspace
         self.input = scene
-        self.model_name = model_name
-        self.agent = agent
-        self.cost_limit = cost_limit
-        self.settings = settings or MiniBVBSettings()
+        self.agent = config.agent
+        self.model_name = config.model if config.agent == "model" else config.agent
+        self.cost_limit = config.cost_limit
+        self.settings = settings
         self.frames_dir = frames_dir
         # The reference's counters.
         self.turns = self.commands_run = self.frames_seen = self.frames_extracted = 0

@@ -7,16 +7,14 @@ budget, exit codes. bpy-free.
 
 import logging
 import shutil
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import scratch
 from ..defaults import API_KEY_ENV
 from ..errors import ArgumentError
-from ..records.trajectory import Trajectory
-from ..run_dir import CONFIG, RunDir
+from ..run_dir import CONFIG
 from ..sandbox.config import SandboxConfig, SandboxUnavailable
 from ..sandbox.workspace import SceneWorkspace
 from . import mini_bvb_protocol as protocol
@@ -24,6 +22,7 @@ from .config import AgentConfig, MiniBVBSettings
 from .driver import task_for_clip
 from .litellm_model import LiteLLMModel
 from .mini_bvb import MiniBVBLoop, SceneInput
+from .scene_loop import SceneRun
 
 log = logging.getLogger(__name__)
 
@@ -183,23 +182,16 @@ def run_scene(
     chat: Any,
     config: AgentConfig,
     settings: MiniBVBSettings,
-    sandbox_config: Any,
-    run_dir: RunDir,
-    dataset: str,
-    scene: str,
-    video: Path,
-    *,
-    stop_event: threading.Event,
-    budget: Any = None,
-    on_save: Callable[[Trajectory], None] | None = None,
+    sandbox_config: SandboxConfig | None,
+    run: SceneRun,
+    scene: SceneInput,
 ) -> dict:
     """One scene in a fresh workspace (removed after); its agent_meta dict."""
-
-    workdir = scratch.make(scene)
+    workdir = scratch.make(scene.scene)
     try:
         workspace = SceneWorkspace(
             workdir / "workspace",
-            video,
+            scene.video,
             sandbox_config or SandboxConfig(),
             cpus=settings.cpus,
             memory_bytes=settings.memory_bytes,
@@ -209,18 +201,7 @@ def run_scene(
         )
         try:
             loop = MiniBVBLoop(
-                chat,
-                workspace,
-                SceneInput(scene, dataset, video),
-                run_dir,
-                model_name=config.model if config.agent == "model" else config.agent,
-                agent=config.agent,
-                cost_limit=config.cost_limit,
-                settings=settings,
-                frames_dir=workdir / "frames",
-                stop_event=stop_event,
-                budget=budget,
-                on_save=on_save,
+                chat, workspace, scene, run, config=config, settings=settings, frames_dir=workdir / "frames"
             )
             return loop.run()
         finally:

@@ -28,6 +28,7 @@ from .driver import task_for_clip, unstarted
 from .environment import Environment
 from .harness import HARNESSES, MINI_BVB, NATIVE, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
 from .mini_bvb_protocol import protocol_of
+from .scene_loop import SceneRun
 from .setup import get_environment, now, run_config
 from .task import SceneTask
 
@@ -270,6 +271,10 @@ class Runner:
             log.error("config.json summary not updated (%s)", exc)
 
     # -- one scene ---------------------------------------------------------------------
+
+    def scene_run(self) -> SceneRun:
+        """What every scene of this run answers to: its folder, Stop, the run's budget."""
+        return SceneRun(self.run_dir, self.stop_event, self.budget)
 
     def task(self, dataset_name: str, scene: str) -> SceneTask:
         """The scene's task: its clip, and a VGI task's constraint."""

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..backend import stamp_node
@@ -50,6 +51,21 @@ class Submitted(AgentStop):
     status, stop_reason, reason = "submitted", "done", "the agent replied DONE"
 
 
+@dataclass
+class SceneRun:
+    """What a scene's loop answers to, whatever its harness: the run directory it writes, Stop (Ctrl-C, SIGTERM,
+    the add-on's Stop Agent), the run's shared budget and the add-on's live view."""
+
+    run_dir: RunDir
+    """The run directory the scene's files go to."""
+    stop_event: threading.Event | None = None
+    """Set to stop the scene before its next turn (None: only Ctrl-C stops it)."""
+    budget: BudgetHolder | None = None
+    """The run's shared budget (agent.budget.Budget or its Ray proxy), or None: the scene's limit only."""
+    on_save: Callable[[Trajectory], None] | None = None
+    """Called with the trajectory after every save (the add-on's live view; no bpy)."""
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -68,22 +84,10 @@ class SceneLoop:
     quiet_ends: tuple[type[BaseException], ...] = (AgentStop, ProviderRefused)
     """Ends that are the scene's (recorded, no traceback); any other exception is a fault of the harness."""
 
-    def __init__(
-        self,
-        run_dir: RunDir,
-        scene: str,
-        *,
-        stop_event: threading.Event | None = None,
-        budget: BudgetHolder | None = None,
-        on_save: Callable[[Trajectory], None] | None = None,
-    ) -> None:
-        self.run_dir = run_dir
+    def __init__(self, run: SceneRun, scene: str) -> None:
+        self.run_dir, self.budget, self.on_save = run.run_dir, run.budget, run.on_save
+        self.stop_event = run.stop_event or threading.Event()
         self.scene = scene
-        self.stop_event = stop_event or threading.Event()
-        self.budget = budget
-        """The run's shared budget (agent.budget.Budget or its Ray proxy), or None: the scene's limit only."""
-        self.on_save = on_save
-        """Called with the trajectory after every save (the add-on's live view; no bpy)."""
         self.traj = Trajectory(format=TRAJECTORY_FORMAT)
         self.ledger: Ledger
         self.writer: TrajectoryWriter
