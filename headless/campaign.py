@@ -73,18 +73,15 @@ from bvb_addon.command_line import setup_logging, stage_parser
 from bvb_addon.errors import ArgumentError, BVBError, report
 from bvb_addon.money import money
 from bvb_addon.openai_client import ProviderRefused
-from bvb_addon.options import from_mapping, from_namespace, nest, to_mapping
+from bvb_addon.options import add_options, from_mapping, from_namespace, nest, to_mapping
 from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
 from bvb_addon.records import read_dv_rows, read_ls_rows
 from bvb_addon.render_stage import RenderOptions, render_run
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
 from eval_bridge import api
-from eval_bridge import cli as bridge_cli
 from eval_bridge.api import DVOptions, LSOptions
 from eval_bridge.leaderboard import board
 from eval_bridge.pages import report as report_pages
-from headless import render as render_cli
-from headless import run as run_cli
 from headless.audit import replay_check
 
 STAGES = ("agent", "render", "dv", "ls", "overall")
@@ -194,12 +191,14 @@ def _paths(table: dict[str, Any], prefix: str = "") -> set[str]:
     return found
 
 
-def _words(parser: argparse.ArgumentParser, argv: list[str], where: str) -> argparse.Namespace:
-    """The old form's command-line words, parsed by the stage's own parser; CampaignError naming the table."""
-    try:
-        return parser.parse_args(argv)
-    except SystemExit:
-        raise CampaignError(f"{where}: its args do not parse (argparse's line above); fix the words") from None
+def _words_parser(cls: type, stage: str) -> argparse.ArgumentParser:
+    """The old form's words are the stage's flags: a parser generated from its options class alone (the same
+    flags as the stage's command line: its parser is generated from the same class), the logging flags and
+    --venv (the entry point's, ignored here)."""
+    parser = stage_parser(stage, f"the [{stage}] words of a campaign file", [])
+    parser.add_argument("--venv", help=argparse.SUPPRESS)
+    add_options(parser, cls)
+    return parser
 
 
 def run_options(campaign: "Campaign", table: dict[str, Any], words: list[str], where: str) -> RunOptions:
@@ -209,11 +208,10 @@ def run_options(campaign: "Campaign", table: dict[str, Any], words: list[str], w
             "--workers", str(campaign.workers), "--backend", campaign.backend, "--quiet", *words]  # fmt: skip
     if campaign.ray_address:
         argv += ["--ray-address", campaign.ray_address]
-    parser = run_cli.build_parser()
-    try:
-        base = run_cli.options_from(run_cli.parse_given(parser, argv))
-    except SystemExit:
-        raise CampaignError(f"{where}: its args do not parse (argparse's line above); fix the words") from None
+    args, named_dests = _named_words(_words_parser(RunOptions, "run"), argv, where)
+    # The harness-specific options the words name, even at their default (the harness check refuses foreign ones).
+    named = frozenset(dest.replace("__", ".") for dest in named_dests) & set(HARNESS_OPTIONS)
+    base = from_namespace(RunOptions, args, progress=False, named=named)
     nested = nest(RunOptions, table, where)
     if "output" in nested:
         raise CampaignError(f"{where}: output is the campaign's (results/<name>); remove the key")
@@ -265,7 +263,7 @@ def _render_options(table: dict[str, Any], path: Path) -> RenderOptions:
     fields = {k: v for k, v in table.items() if k != "args"}
     words = _args(table.get("args"), "[render] args")
     if words:
-        args, named = _named_words(render_cli.build_parser(), ["--run", str(PLACEHOLDER), *words], where)
+        args, named = _named_words(_words_parser(RenderOptions, "render"), ["--run", str(PLACEHOLDER), *words], where)
         fields = _over(RenderOptions, fields, args, named - {"run"})
     return from_mapping(RenderOptions, fields, where, run=PLACEHOLDER, progress=False)
 
@@ -276,10 +274,9 @@ def _dv_options(campaign: "Campaign", table: dict[str, Any], where: str) -> DVOp
     given = {"run": PLACEHOLDER, "split": campaign.split, "videos": campaign.videos, "resume": True}
     words = _args(table.get("args"), "[dv] args")
     if words:
-        argv = ["dv", "--run", str(PLACEHOLDER), "--split", str(campaign.split), "--videos", str(campaign.videos),
-                *words]  # fmt: skip
-        args = _words(bridge_cli.build_parser(), argv, where)
-        parsed = from_namespace(DVOptions, args)  # `score dv`'s parser is generated from DVOptions
+        argv = ["--run", str(PLACEHOLDER), "--split", str(campaign.split), "--videos", str(campaign.videos), *words]
+        args, _ = _named_words(_words_parser(DVOptions, "dv"), argv, where)
+        parsed = from_namespace(DVOptions, args)
         given.update(judge=parsed.judge, votes=parsed.votes, workers=parsed.workers)
     return from_mapping(DVOptions, fields, where, flat=True, **given)
 
@@ -290,10 +287,9 @@ def _ls_options(campaign: "Campaign", table: dict[str, Any], where: str) -> LSOp
     given: dict[str, Any] = {"run": PLACEHOLDER, "split": campaign.split, "videos": campaign.videos, "resume": True}
     words = _args(table.get("args"), "[ls] args")
     if words:
-        argv = ["ls", "--run", str(PLACEHOLDER), "--split", str(campaign.split), "--videos", str(campaign.videos),
-                *words]  # fmt: skip
-        args = _words(bridge_cli.build_parser(), argv, where)
-        parsed_ls = from_namespace(LSOptions, args)  # `score ls`'s parser is generated from LSOptions
+        argv = ["--run", str(PLACEHOLDER), "--split", str(campaign.split), "--videos", str(campaign.videos), *words]
+        args, _ = _named_words(_words_parser(LSOptions, "ls"), argv, where)
+        parsed_ls = from_namespace(LSOptions, args)
         given.update(encoder=parsed_ls.encoder, scenes_per_task=parsed_ls.scenes_per_task)
     return from_mapping(LSOptions, fields, where, flat=True, **given)
 
