@@ -195,6 +195,7 @@ def build_parser() -> Parser:
 
 def _text_only(options: DVOptions) -> "api.TextOnlyResult":
     """``bvb score dv --text-only``: the release's chance floor, every question asked with no frames."""
+    # deferred: the stage's modules load when it runs, never for --help
     from . import api
 
     result = api.score_text_only(options)
@@ -212,6 +213,7 @@ def cmd_dv(args: argparse.Namespace, progress: "api.Progress | None" = None) -> 
     options = from_namespace(DVOptions, args)
     if options.text_only and not options.merge_shards:
         return _text_only(options)
+    # deferred: the stage's modules load when it runs, never for --help
     from . import api
     from .scoring.dv_shards import shard_summary_line
 
@@ -267,6 +269,7 @@ def cmd_dv(args: argparse.Namespace, progress: "api.Progress | None" = None) -> 
 
 def cmd_ls(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "api.LSResult":
     """``bvb score ls``: Latent Similarity of a run; prints the vision_sim line."""
+    # deferred: the stage's modules load when it runs, never for --help
     from . import api
 
     options = from_namespace(LSOptions, args)
@@ -296,6 +299,7 @@ def _pct(value: float | None) -> str:
 
 def cmd_overall(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "api.OverallResult":
     """``bvb score overall``: Overall from the run's DV and LS."""
+    # deferred: the stage's modules load when it runs, never for --help
     from . import api
 
     result = api.score_overall(from_namespace(OverallOptions, args))
@@ -312,6 +316,7 @@ def cmd_overall(args: argparse.Namespace, progress: "api.Progress | None" = None
 
 def cmd_leaderboard(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "LeaderboardResult":
     """``bvb leaderboard``: the CSV and its table."""
+    # deferred: the stage's modules load when it runs, never for --help
     from .leaderboard.board import leaderboard
 
     result = leaderboard(from_namespace(LeaderboardOptions, args))
@@ -322,6 +327,7 @@ def cmd_leaderboard(args: argparse.Namespace, progress: "api.Progress | None" = 
 
 def cmd_serve(args: argparse.Namespace, progress: "api.Progress | None" = None) -> int:
     """``bvb serve``: the scoring service, until interrupted."""
+    # deferred: the stage's modules load when it runs, never for --help
     from .service.app import serve
 
     return serve(service_cli.options_from(args))
@@ -329,6 +335,7 @@ def cmd_serve(args: argparse.Namespace, progress: "api.Progress | None" = None) 
 
 def cmd_report(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "ReportResult":
     """``bvb report``: the static HTML report."""
+    # deferred: the stage's modules load when it runs, never for --help
     from .pages.report import report
 
     result = report(from_namespace(ReportOptions, args))
@@ -338,6 +345,7 @@ def cmd_report(args: argparse.Namespace, progress: "api.Progress | None" = None)
 
 def cmd_view(args: argparse.Namespace, progress: "api.Progress | None" = None) -> NoReturn:
     """``bvb view``: the live report on loopback, until interrupted."""
+    # deferred: the stage's modules load when it runs, never for --help
     from .pages.live import view
 
     options = from_namespace(ViewOptions, args)
@@ -353,6 +361,7 @@ def cmd_view(args: argparse.Namespace, progress: "api.Progress | None" = None) -
 
 def cmd_export(args: argparse.Namespace, progress: "api.Progress | None" = None) -> "ExportResult":
     """``bvb export inspect``: the run as an Inspect AI eval log."""
+    # deferred: the stage's modules load when it runs, never for --help
     from .pages.inspect_export import export
 
     result = export(from_namespace(ExportOptions, args))
@@ -366,6 +375,7 @@ def cmd_steps(
     """``bvb score steps``: the self-correction analysis of a run's step snapshots, or of generators' steps."""
     if args.generator_steps:
         return _vgi_steps(args)
+    # deferred: the stage's modules load when it runs, never for --help
     from . import api
 
     result = api.score_steps(from_namespace(StepsOptions, args))
@@ -389,6 +399,7 @@ def _vgi_steps(args: argparse.Namespace) -> "api.VGIStepsResult":
             "--generator-steps takes --tasks FILE and --out DIR and the VLM judge (--judge-base-url, --judge-model), "
             "not --run or --judge geometry"
         )
+    # deferred: the stage's modules load when it runs, never for --help
     from . import api
 
     result = api.score_vgi_steps(vgi_cli.steps_options(args, judge))
@@ -410,6 +421,7 @@ def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> in
     stage = FAULT_STAGES.get(args.command)
     if stage is None:
         return outcomes.OK_EXIT
+    # deferred: the stage's modules load when it runs, never for --help
     from . import api  # loaded already: every command with a stage here scores through it
 
     if isinstance(result, api.DVResult | api.LSResult | api.StepsResult | api.VGIResult | api.VGIStepsResult):
@@ -428,6 +440,7 @@ def _stage_exit(args: argparse.Namespace, result: object, argv: list[str]) -> in
 
 def _judge_fault_exit(args: argparse.Namespace, argv: list[str]) -> int:
     """FAULT_EXIT after a JudgeError, with the fault line counted from the summary the stage wrote."""
+    # deferred: the stage's modules load when it runs, never for --help
     from bvb_addon.records import read_dv_summary
 
     summary_path = RunDir(getattr(args, "run", None) or ".").dv_summary

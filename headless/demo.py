@@ -112,6 +112,7 @@ def demo(options: DemoOptions) -> DemoResult:
 
 
 def _synth(options: DemoOptions, suite: Path, say: Callable[[str], None]) -> None:
+    # deferred: the stage's modules load when it runs, never for --help
     from headless.synth import SynthOptions, synth
 
     if (suite / "split.jsonl").is_file():
@@ -125,6 +126,7 @@ def _synth(options: DemoOptions, suite: Path, say: Callable[[str], None]) -> Non
 
 
 def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: "Agent", say: Callable[[str], None]) -> None:
+    # deferred: the stage's modules load when it runs, never for --help
     from bvb_addon.agent.config import AgentConfig, RunOptions
     from bvb_addon.agent.runner import run as run_stage
 
@@ -139,6 +141,7 @@ def _run(options: DemoOptions, suite: Path, run_dir: Path, agent: "Agent", say: 
 
 
 def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None], protocol: bool = False) -> None:
+    # deferred: the stage's modules load when it runs, never for --help
     from bvb_addon.render_stage import RenderOptions, render_run
     from bvb_addon.sandbox import SandboxConfig
     from headless.audit import replay_check
@@ -155,6 +158,7 @@ def _render(options: DemoOptions, run_dir: Path, say: Callable[[str], None], pro
 
 
 def _dv(suite: Path, run_dir: Path, say: Callable[[str], None]) -> None:
+    # deferred: the stage's modules load when it runs, never for --help
     from eval_bridge import api
     from eval_bridge.scoring.options import DVOptions, JudgeOptions
 
@@ -175,6 +179,7 @@ def _ls(
             f"snapshot of the release's V-JEPA 2.1 ViT-G: huggingface-cli download {DEFAULT_ENCODER} --local-dir DIR"
         )
         return
+    # deferred: the stage's modules load when it runs, never for --help
     from eval_bridge import api
     from eval_bridge.scoring.options import EncoderOptions, LSOptions
 
@@ -186,6 +191,7 @@ def _ls(
 
 
 def _overall(run_dir: Path, say: Callable[[str], None]) -> None:
+    # deferred: the stage's modules load when it runs, never for --help
     from eval_bridge import api
 
     result = api.score_overall(run_dir)
@@ -193,12 +199,14 @@ def _overall(run_dir: Path, say: Callable[[str], None]) -> None:
 
 
 def _leaderboard(runs: dict[str, Path], out: Path, say: Callable[[str], None]) -> None:
+    # deferred: the stage's modules load when it runs, never for --help
     from eval_bridge.leaderboard.board import LeaderboardOptions, leaderboard
 
     say(leaderboard(LeaderboardOptions(runs=tuple(runs.values()), out=out)).table)
 
 
 def _report(runs: dict[str, Path], out: Path, suite: Path, say: Callable[[str], None]) -> None:
+    # deferred: the stage's modules load when it runs, never for --help
     from eval_bridge.pages.report import ReportOptions
     from eval_bridge.pages.report import report as report_stage
 

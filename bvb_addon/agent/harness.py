@@ -31,14 +31,61 @@ from .scene_loop import SceneRun
 from .setup import bpy_version, get_model, get_price, get_sandbox_level, now
 
 if TYPE_CHECKING:
-    from ..agent_session import AgentSession
-    from .runner import Runner
+    from ..run_dir import RunDir
+    from ..sandbox.config import SandboxConfig
+    from .config import AgentConfig, MiniBVBSettings
+    from .task import SceneTask
 
 log = logging.getLogger(__name__)
 
 REOPENABLE_STATUSES = frozenset({"failed"})
 """Ended statuses without a submission; --retry-failed re-opens them on purpose. A resumed run leaves the other
 ended scenes alone (benchmark outcomes, scored as they are); "error" and "interrupted" scenes are continued."""
+
+
+class Run(Protocol):
+    """What a harness reads of the run that holds it (agent.runner.Runner, which imports this module)."""
+
+    config: "AgentConfig"
+    options: RunOptions
+    run_dir: "RunDir"
+    videos: Path
+    price: Any
+    model: Any
+    chat: Any
+    price_record: dict[str, Any]
+    sandbox_level: Any
+    environment_factory: Any
+
+    @property
+    def shard(self) -> tuple[int, int]: ...
+
+    def task(self, dataset_name: str, scene: str) -> "SceneTask": ...
+
+    def fail(self, dataset_name: str, scene: str, status: str, stop_reason: str, reason: str) -> dict: ...
+
+    def ended_meta(self, scene: str) -> dict | None: ...
+
+    def scene_run(self) -> SceneRun: ...
+
+
+class Session(Protocol):
+    """What a harness reads of the add-on's scene (agent_session.AgentSession, which imports this module)."""
+
+    config: "AgentConfig"
+    run_dir: "RunDir"
+    task: "SceneTask"
+    model: Any
+    api_key: str
+    videos: Path
+    mini_bvb: "MiniBVBSettings"
+    sandbox: "SandboxConfig"
+    blender_version: str | None
+    environment_factory: Any
+
+    def on_save(self, trajectory: Any) -> None: ...
+
+    def run_config(self, price: Any) -> dict: ...
 
 
 class Harness(Protocol):
@@ -57,31 +104,31 @@ class Harness(Protocol):
     def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
         """The split's scenes this run takes, in this harness's order."""
 
-    def setup(self, run: "Runner", probe_wait: float) -> None:
+    def setup(self, run: Run, probe_wait: float) -> None:
         """The model (client, price, endpoint probe) and the sandbox check, before any scene."""
 
-    def config_path(self, run: "Runner") -> Path:
+    def config_path(self, run: Run) -> Path:
         """Where this run's config.json goes."""
 
-    def config_keys(self, run: "Runner", scene_count: int) -> dict[str, Any]:
+    def config_keys(self, run: Run, scene_count: int) -> dict[str, Any]:
         """Keys of its own that config.json holds beside ours."""
 
-    def ended(self, run: "Runner", scene: str) -> dict | None:
+    def ended(self, run: Run, scene: str) -> dict | None:
         """A resume's record of a scene it leaves alone, or None: the scene runs."""
 
-    def check_todo(self, run: "Runner", todo: list[tuple[str, str]]) -> None:
+    def check_todo(self, run: Run, todo: list[tuple[str, str]]) -> None:
         """What the scenes to run read, checked before any runs (one line naming a bad file)."""
 
-    def run_scene(self, run: "Runner", dataset_name: str, scene: str) -> dict:
+    def run_scene(self, run: Run, dataset_name: str, scene: str) -> dict:
         """One scene to its end: its agent_meta (a scene that cannot start included)."""
 
-    def key_envs(self, run: "Runner") -> list[str]:
+    def key_envs(self, run: Run) -> list[str]:
         """The key variables a Ray task of this run needs."""
 
-    def prepare_session(self, session: "AgentSession") -> None:
+    def prepare_session(self, session: Session) -> None:
         """The add-on's scene: its model client and config.json, before its job starts (fails fast)."""
 
-    def run_session(self, session: "AgentSession", stop_event: threading.Event) -> dict:
+    def run_session(self, session: Session, stop_event: threading.Event) -> dict:
         """The add-on's scene on its job's thread; its agent_meta."""
 
 
@@ -112,7 +159,7 @@ class MiniBVB:
     def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
         return mini_bvb_run.select(scenes, options.scenes, options.limit, options.skip_scenes, shard)
 
-    def setup(self, run: "Runner", probe_wait: float) -> None:
+    def setup(self, run: Run, probe_wait: float) -> None:
         run.price, run.model = ZERO, None
         run.chat = chat = mini_bvb_run.chat_model(run.config, run.options.mini_bvb)
         if chat is not None:
@@ -127,27 +174,27 @@ class MiniBVB:
         except SandboxUnavailable as exc:
             raise RunError(str(exc)) from None
 
-    def config_path(self, run: "Runner") -> Path:
+    def config_path(self, run: Run) -> Path:
         # A sharded run writes BVB's config.shard-<i>-of-<N>.json.
         return run.run_dir.root / mini_bvb_run.config_name(run.shard if run.options.shard is not None else None)
 
-    def config_keys(self, run: "Runner", scene_count: int) -> dict[str, Any]:
+    def config_keys(self, run: Run, scene_count: int) -> dict[str, Any]:
         o = run.options
         shard = run.shard if o.shard is not None else None
         return mini_bvb_run.mini_config(
             run.config, o.mini_bvb, run.chat, run.price_record, scene_count, shard, o.skip_scenes, now()
         )
 
-    def ended(self, run: "Runner", scene: str) -> dict | None:
+    def ended(self, run: Run, scene: str) -> dict | None:
         # BVB's resume: a scene with a blend is skipped, every other one runs again from scratch.
         if run.options.resume and run.run_dir.blend(scene).is_file():
             return run.ended_meta(scene) or {"status": "submitted"}
         return None
 
-    def check_todo(self, run: "Runner", todo: list[tuple[str, str]]) -> None:
+    def check_todo(self, run: Run, todo: list[tuple[str, str]]) -> None:
         pass  # a scene starts afresh: its earlier trajectory is read only for its spend
 
-    def run_scene(self, run: "Runner", dataset_name: str, scene: str) -> dict:
+    def run_scene(self, run: Run, dataset_name: str, scene: str) -> dict:
         try:
             video = dataset.video_path(run.videos, dataset_name, scene)
             chat = run.chat or mini_bvb_run.api_free_chat(run.config, video, scene, dataset_name, run.videos)
@@ -165,7 +212,7 @@ class MiniBVB:
             log.exception("scene %s: could not run", scene)
             return self._fail(run, dataset_name, scene, "harness_error", f"{type(exc).__name__}: {exc}")
 
-    def _fail(self, run: "Runner", dataset_name: str, scene: str, stop_reason: str, reason: str) -> dict:
+    def _fail(self, run: Run, dataset_name: str, scene: str, stop_reason: str, reason: str) -> dict:
         """A scene that could not run: an error, with BVB's keys as its run_agent.py writes them then."""
         run.fail(dataset_name, scene, "error", stop_reason, reason)
         path = run.run_dir.meta(scene)
@@ -178,11 +225,11 @@ class MiniBVB:
             return {"scene": scene, "dataset": dataset_name, "status": "error", "stop_reason": stop_reason,
                     "reason": reason}  # fmt: skip
 
-    def key_envs(self, run: "Runner") -> list[str]:
+    def key_envs(self, run: Run) -> list[str]:
         # LiteLLM reads the key of the model's provider by its own name.
         return [run.config.api_key_env, *mini_bvb_run.PROVIDER_KEY_ENVS]
 
-    def prepare_session(self, session: "AgentSession") -> None:
+    def prepare_session(self, session: Session) -> None:
         # A scene that already has a submission is refused: BVB reruns a scene from scratch, its blend would go.
         mini_bvb_run.require_host_tools()
         scene, config = session.task.scene, session.config
@@ -203,7 +250,7 @@ class MiniBVB:
             keys = mini_bvb_run.mini_config(config, session.mini_bvb, chat, record, 1, None, (), now())
             write_run_config(session.run_dir.config, {**session.run_config(ZERO), **keys})
 
-    def run_session(self, session: "AgentSession", stop_event: threading.Event) -> dict:
+    def run_session(self, session: Session, stop_event: threading.Event) -> dict:
         task = session.task
         return mini_bvb_run.run_scene(session.model, session.config, session.mini_bvb, session.sandbox,
                                       SceneRun(session.run_dir, stop_event, on_save=session.on_save),
@@ -235,7 +282,7 @@ class Native:
     def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
         return select_scenes(scenes, options.scenes, options.limit, shard)
 
-    def setup(self, run: "Runner", probe_wait: float) -> None:
+    def setup(self, run: Run, probe_wait: float) -> None:
         run.price = get_price(run.config)
         # API-free agents get their model per scene (run_scene): it is built from the scene.
         run.model = get_model(run.config, run.price)
@@ -247,13 +294,13 @@ class Native:
         except SandboxUnavailable as exc:
             raise RunError(str(exc)) from None  # every scene would fail the same way: refuse before the first
 
-    def config_path(self, run: "Runner") -> Path:
+    def config_path(self, run: Run) -> Path:
         return run.run_dir.config
 
-    def config_keys(self, run: "Runner", scene_count: int) -> dict[str, Any]:
+    def config_keys(self, run: Run, scene_count: int) -> dict[str, Any]:
         return {}  # a run without harness_protocol is native (ours, and every run made before mini-bvb)
 
-    def ended(self, run: "Runner", scene: str) -> dict | None:
+    def ended(self, run: Run, scene: str) -> dict | None:
         ended = run.ended_meta(scene) if run.options.resume else None
         if ended is None or ended.get("stop_reason") == "budget":
             return None  # the run's budget ended it, not the scene: it continues from its trajectory
@@ -261,7 +308,7 @@ class Native:
             return None
         return ended
 
-    def check_todo(self, run: "Runner", todo: list[tuple[str, str]]) -> None:
+    def check_todo(self, run: Run, todo: list[tuple[str, str]]) -> None:
         # Every trajectory a scene continues from reads: a corrupt one is a BadFileError naming it and the fix
         # (exit 2) before any scene runs, not N scenes failing one by one.
         for _, scene in todo:
@@ -269,7 +316,7 @@ class Native:
             if path.is_file():
                 load_trajectory(path, inline=False)
 
-    def run_scene(self, run: "Runner", dataset_name: str, scene: str) -> dict:
+    def run_scene(self, run: Run, dataset_name: str, scene: str) -> dict:
         try:
             task = run.task(dataset_name, scene)
         except Exception as exc:
@@ -304,17 +351,17 @@ class Native:
             log.exception("scene %s: could not run", scene)
             return run.fail(dataset_name, scene, "error", "harness_error", f"{type(exc).__name__}: {exc}")
 
-    def key_envs(self, run: "Runner") -> list[str]:
+    def key_envs(self, run: Run) -> list[str]:
         return [run.config.api_key_env]
 
-    def prepare_session(self, session: "AgentSession") -> None:
+    def prepare_session(self, session: Session) -> None:
         price = get_price(session.config)
         if session.model is None:
             session.model = get_model(session.config, price, session.task, session.videos, session.api_key)
         if not session.run_dir.config.is_file():
             write_run_config(session.run_dir.config, session.run_config(price))
 
-    def run_session(self, session: "AgentSession", stop_event: threading.Event) -> dict:
+    def run_session(self, session: Session, stop_event: threading.Event) -> dict:
         return drive_scene(session.config, session.model, session.task,
                            SceneRun(session.run_dir, stop_event, on_save=session.on_save),
                            lambda task, workdir: session.environment_factory(task, workdir, session.config),

@@ -49,8 +49,10 @@ def add_vgi_filter(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def cmd_vgi(args: argparse.Namespace, progress: "Progress | None" = None) -> VGIResult:
     """``bvb score vgi``: VGI scores of each generator's videos, and the leaderboard over them."""
+    # deferred: the stage's modules load when it runs, never for --help
     from bvb_addon.progress import bar as progress_bar
 
+    # deferred: the stage's modules load when it runs, never for --help
     from .. import api
     from .score import half_instances, read_tasks
 
@@ -76,6 +78,7 @@ def cmd_vgi(args: argparse.Namespace, progress: "Progress | None" = None) -> VGI
 
 def print_vgi(result: VGIResult) -> None:
     """Each generator's line (and its missing videos and failures), the leaderboard, where they were written."""
+    # deferred: the stage's modules load when it runs, never for --help
     from .leaderboard import BOARD_CSV, format_table
 
     for name, summary in result.generators.items():
@@ -101,6 +104,7 @@ def print_vgi(result: VGIResult) -> None:
 
 def cmd_vgi_filter(args: argparse.Namespace, progress: "Progress | None" = None) -> "VGIFilterResult":
     """``bvb score vgi-filter``: the pre-generation filter over generators' easiest-level scores."""
+    # deferred: the stage's modules load when it runs, never for --help
     from .filter import FILTER_JSON, KEPT_TXT, vgi_filter
 
     options = from_namespace(VGIFilterOptions, args)
