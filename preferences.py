@@ -3,7 +3,7 @@
 import os
 
 import bpy
-from bpy.props import BoolProperty, FloatProperty, StringProperty
+from bpy.props import BoolProperty, StringProperty
 
 from .bvb_addon import bridge_client, defaults
 from .bvb_addon.sandbox import platforms
@@ -39,12 +39,6 @@ class BVBPreferences(bpy.types.AddonPreferences):
         name="Default model",
         description="Model used when the Run panel names none",
         default=defaults.MODEL,
-    )
-    cost_limit: FloatProperty(
-        name="Cost limit (USD)",
-        description="Default per-scene cost limit for new scenes",
-        default=defaults.COST_LIMIT_USD,
-        min=0.0,
     )
 
     allow_weak_sandbox: BoolProperty(
@@ -83,7 +77,6 @@ class BVBPreferences(bpy.types.AddonPreferences):
         col.prop(self, "api_key_env")
         col.prop(self, "api_key")
         col.prop(self, "default_model")
-        col.prop(self, "cost_limit")
         col.prop(self, "bridge_url")
         col.prop(self, "bridge_token_file")
         col.prop(self, "allow_weak_sandbox")
