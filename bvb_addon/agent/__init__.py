@@ -5,8 +5,9 @@ The names below load with their submodule on first use: ``agent.config`` (the ru
 sandbox's worker, about 0.3 s.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import lazy_names
 
 if TYPE_CHECKING:
     from ..pricing import Price, PriceError, price_for
@@ -22,7 +23,6 @@ _HOMES = {
     ".loop": ("AgentLoop", "SceneTask"),
     ".model": ("ModelClient", "ModelError"),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "Action",
@@ -39,9 +39,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME_OF[name], __name__), name)
-    globals()[name] = value  # once: later lookups skip this function
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -8,8 +8,9 @@ hold) must not pull in the worker and its replies' pydantic models, about 0.2 s 
 never needs.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import lazy_names
 
 if TYPE_CHECKING:
     from .config import LEVELS, PRESETS, SandboxConfig, SandboxUnavailable
@@ -23,7 +24,6 @@ _HOMES = {
     ".layers": ("SandboxLevel", "probe_layers"),
     ".worker": ("STEP_STATUSES", "RenderResult", "StepResult", "Worker", "WorkerError", "frame_size"),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "LEVELS",
@@ -42,9 +42,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME_OF[name], __name__), name)
-    globals()[name] = value  # once: later lookups skip this function
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)
