@@ -50,7 +50,6 @@ result["prefs"] = {
     "api_key_env": prefs.api_key_env,
     "bridge_url": prefs.bridge_url,
     "default_model": prefs.default_model,
-    "cost_limit": prefs.cost_limit,
 }
 # Every module the operators import lazily must be inside the zip too.
 import importlib  # noqa: E402
