@@ -16,9 +16,9 @@ import bpy
 from .. import preferences
 from ..bvb_addon import agent_session, live_scene_bl, open_scenes, reference_bl, run_view
 from ..bvb_addon.agent.config import AgentConfig, MiniBVBSettings
-from ..bvb_addon.agent.driver import task_for_clip
 from ..bvb_addon.agent.mini_bvb_run import routed_by_name
 from ..bvb_addon.agent.model import missing_key
+from ..bvb_addon.agent.task import task_for_clip
 from ..bvb_addon.errors import BVBError
 from ..bvb_addon.sandbox import platforms
 from ..registration import register_classes, unregister_classes

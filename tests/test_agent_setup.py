@@ -6,8 +6,8 @@ import pytest
 from bvb_addon import defaults, scratch
 from bvb_addon.agent import setup
 from bvb_addon.agent.config import AgentConfig
-from bvb_addon.agent.driver import task_for_clip
 from bvb_addon.agent.runner import RunError, Runner, RunOptions
+from bvb_addon.agent.task import task_for_clip
 from bvb_addon.agent_session import AgentSession
 from bvb_addon.render_stage import RenderOptions, RenderStage
 from bvb_addon.run_dir import read_json

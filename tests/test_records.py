@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bvb_addon.agent.config import AgentConfig
-from bvb_addon.agent.driver import unstarted
+from bvb_addon.agent.runner import unstarted
 from bvb_addon.errors import BadFileError, MissingFileError
 from bvb_addon.records import AGENT_META_FORMAT, AgentMeta, read_agent_meta, write_agent_meta
 

@@ -8,12 +8,13 @@ harness's name. bpy-free.
 """
 
 import logging
+import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import dataset
+from .. import dataset, scratch
 from ..atomic import remove_stale_temps
 from ..errors import ArgumentError
 from ..openai_client import ProviderRefused
@@ -22,19 +23,19 @@ from ..records import read_agent_meta, write_agent_meta, write_run_config
 from ..sandbox.config import SandboxUnavailable
 from ..trajectory import load_trajectory
 from . import mini_bvb_run
-from .config import RunError, RunOptions
-from .driver import drive_scene
+from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions
+from .environment import Environment
+from .loop import AgentLoop
 from .mini_bvb import SceneInput
 from .mini_bvb_protocol import run_name
-from .model import ModelClient, ModelError
+from .model import Model, ModelClient, ModelError
 from .scene_loop import SceneRun
 from .setup import bpy_version, get_model, get_price, get_sandbox_level, now
+from .task import SceneTask
 
 if TYPE_CHECKING:
     from ..run_dir import RunDir
     from ..sandbox.config import SandboxConfig
-    from .config import AgentConfig, MiniBVBSettings
-    from .task import SceneTask
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ ended scenes alone (benchmark outcomes, scored as they are); "error" and "interr
 class Run(Protocol):
     """What a harness reads of the run that holds it (agent.runner.Runner, which imports this module)."""
 
-    config: "AgentConfig"
+    config: AgentConfig
     options: RunOptions
     run_dir: "RunDir"
     videos: Path
@@ -60,7 +61,7 @@ class Run(Protocol):
     @property
     def shard(self) -> tuple[int, int]: ...
 
-    def task(self, dataset_name: str, scene: str) -> "SceneTask": ...
+    def task(self, dataset_name: str, scene: str) -> SceneTask: ...
 
     def fail(self, dataset_name: str, scene: str, status: str, stop_reason: str, reason: str) -> dict: ...
 
@@ -72,13 +73,13 @@ class Run(Protocol):
 class Session(Protocol):
     """What a harness reads of the add-on's scene (agent_session.AgentSession, which imports this module)."""
 
-    config: "AgentConfig"
+    config: AgentConfig
     run_dir: "RunDir"
-    task: "SceneTask"
+    task: SceneTask
     model: Any
     api_key: str
     videos: Path
-    mini_bvb: "MiniBVBSettings"
+    mini_bvb: MiniBVBSettings
     sandbox: "SandboxConfig"
     blender_version: str | None
     environment_factory: Any
@@ -366,6 +367,37 @@ class Native:
                            SceneRun(session.run_dir, stop_event, on_save=session.on_save),
                            lambda task, workdir: session.environment_factory(task, workdir, session.config),
                            blender_version=session.blender_version)  # fmt: skip
+
+
+EnvironmentFactory = Callable[[SceneTask, Path], Environment]
+"""The scene's tools from its task and scratch folder."""
+
+
+def drive_scene(
+    config: AgentConfig,
+    model: Model,
+    task: SceneTask,
+    run: SceneRun,
+    environment: EnvironmentFactory,
+    *,
+    blender_version: str | None,
+    reopen: dict | None = None,
+) -> dict:
+    """Run one scene's loop to its end state; returns its agent_meta. Raises only what the loop cannot
+    turn into an outcome (the sandbox failing to start, an unreadable trajectory)."""
+    workdir = scratch.make(task.scene)
+    env = None
+    try:
+        env = environment(task, workdir)
+        loop = AgentLoop(config, model, env, task, run, blender_version=blender_version, reopen=reopen)
+        return loop.run()
+    finally:
+        if env is not None:
+            try:
+                env.close()
+            except Exception:
+                log.exception("scene %s: closing the sandbox failed", task.scene)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 MINI_BVB, NATIVE = MiniBVB(), Native()

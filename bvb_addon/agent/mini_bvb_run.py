@@ -19,10 +19,10 @@ from ..sandbox.config import SandboxConfig, SandboxUnavailable
 from ..sandbox.workspace import SceneWorkspace
 from . import mini_bvb_protocol as protocol
 from .config import AgentConfig, MiniBVBSettings
-from .driver import task_for_clip
 from .litellm_model import LiteLLMModel
 from .mini_bvb import MiniBVBLoop, SceneInput
 from .scene_loop import SceneRun
+from .task import task_for_clip
 
 log = logging.getLogger(__name__)
 

@@ -12,25 +12,25 @@ from pathlib import Path
 from typing import Any
 
 from .. import backend, dataset, outcomes, scratch
+from ..backend import stamp_node
 from ..errors import NewerFormatError
 from ..money import money
 from ..openai_client import ProviderRefused
 from ..options import option
 from ..progress import RunProgress
-from ..records import read_agent_meta, read_run_config, write_run_config
+from ..records import AgentMeta, read_agent_meta, read_run_config, write_agent_meta, write_run_config
 from ..run_dir import RunDir
 from ..sandbox.config import SandboxConfig
 from ..vgi import suite
 from .budget import Budget, recorded_spend
 from .budget_ray import ray_budget
 from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions, shard_pair
-from .driver import task_for_clip, unstarted
 from .environment import Environment
 from .harness import HARNESSES, MINI_BVB, NATIVE, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
 from .mini_bvb_protocol import protocol_of
 from .scene_loop import SceneRun
 from .setup import get_environment, now, run_config
-from .task import SceneTask
+from .task import SceneTask, task_for_clip
 
 log = logging.getLogger(__name__)
 
@@ -448,6 +448,31 @@ def ray_scene(payload: tuple[RunOptions, AgentConfig, str, str]) -> dict | None:
     except RunError as exc:
         return runner.fail(dataset_name, scene, "error", "sandbox_error", f"node {socket.gethostname()}: {exc}")
     return runner.run_scene(dataset_name, scene)
+
+
+def unstarted(
+    meta_path: Path, config: AgentConfig, dataset: str, scene: str, status: str, stop_reason: str, reason: str
+) -> dict:
+    """Write and return the agent_meta of a scene that ended before its loop could start."""
+    meta = AgentMeta(
+        scene=scene,
+        dataset=dataset,
+        agent=config.agent,
+        model=config.model if config.agent == "model" else config.agent,
+        status=status,
+        stop_reason=stop_reason,
+        reason=reason,
+        cost_limit=config.cost_limit,
+    )
+    stamp_node(meta.extra)  # on Ray, the node the scene was meant to run on
+    try:
+        return write_agent_meta(meta_path, meta)
+    except OSError as exc:
+        # A full disk must not stop the batch: the scene keeps its fault in the results, and
+        # without an agent_meta file --resume redoes it.
+        log.error("scene %s: could not write its agent_meta (%s)", scene, exc)
+        meta.reason = f"{reason}; agent_meta not written: {exc}"
+        return meta.as_dict()
 
 
 def summarize(
