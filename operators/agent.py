@@ -16,7 +16,7 @@ import bpy
 from .. import preferences
 from ..bvb_addon import agent_session, live_scene_bl, open_scenes, reference_bl, run_view
 from ..bvb_addon.agent.config import AgentConfig, MiniBVBSettings
-from ..bvb_addon.agent.mini_bvb_run import routed_by_name
+from ..bvb_addon.agent.harness import routed_by_name
 from ..bvb_addon.agent.model import missing_key
 from ..bvb_addon.agent.task import task_for_clip
 from ..bvb_addon.errors import BVBError

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from bvb_addon.agent import mini_bvb_frames as mf
 from bvb_addon.agent import mini_bvb_protocol as protocol
-from bvb_addon.agent.mini_bvb_run import config_name, select
+from bvb_addon.agent.harness import config_name
+from bvb_addon.agent.harness import select_mini as select
 from bvb_addon.records import read_agent_meta
 
 pytestmark = pytest.mark.unit

@@ -1,10 +1,11 @@
 """The two harnesses as plug-ins of the runner: what each does differently around the one scene loop.
 
-A harness object (``MINI_BVB``, ``NATIVE``; ``harness_of(options)``) answers, for the runner that holds it, the
-questions whose answers differ: how it selects scenes, its model set-up, where its
-config.json goes and the keys it adds, which ended scenes a resume leaves alone, the one scene, the key variables a
-Ray task needs and the options only it reads. The runner (agent.runner) keeps what is shared and never asks a
-harness's name. bpy-free.
+A harness object (``MINI_BVB``, ``NATIVE``; ``harness_of(options)``) answers, for the runner or the add-on's
+session that holds it, the questions whose answers differ: how it selects scenes, its model set-up, where its
+config.json goes and the keys it adds, which ended scenes a resume leaves alone, the one scene (mini-bvb's in a
+fresh workspace as BVB's run_agent.py runs it, native's in a warm worker), the key variables a Ray task needs and
+the options only it reads. The runner (agent.runner) keeps what is shared (workers, Ray, progress, the run's
+budget, exit codes) and never asks a harness's name. bpy-free.
 """
 
 import logging
@@ -16,26 +17,28 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import dataset, scratch
 from ..atomic import remove_stale_temps
+from ..defaults import API_KEY_ENV
 from ..errors import ArgumentError
 from ..openai_client import ProviderRefused
 from ..pricing import ZERO
 from ..records import read_agent_meta, write_agent_meta, write_run_config
-from ..sandbox.config import SandboxUnavailable
+from ..run_dir import CONFIG
+from ..sandbox.config import SandboxConfig, SandboxUnavailable
+from ..sandbox.workspace import SceneWorkspace
 from ..trajectory import load_trajectory
-from . import mini_bvb_run
+from . import mini_bvb_protocol as protocol
 from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions
 from .environment import Environment
+from .litellm_model import LiteLLMModel
 from .loop import AgentLoop
-from .mini_bvb import SceneInput
-from .mini_bvb_protocol import run_name
+from .mini_bvb import MiniBVBLoop, SceneInput
 from .model import Model, ModelClient, ModelError
 from .scene_loop import SceneRun
 from .setup import bpy_version, get_model, get_price, get_sandbox_level, now
-from .task import SceneTask
+from .task import SceneTask, task_for_clip
 
 if TYPE_CHECKING:
     from ..run_dir import RunDir
-    from ..sandbox.config import SandboxConfig
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,7 @@ class Session(Protocol):
     api_key: str
     videos: Path
     mini_bvb: MiniBVBSettings
-    sandbox: "SandboxConfig"
+    sandbox: SandboxConfig
     blender_version: str | None
     environment_factory: Any
 
@@ -133,6 +136,192 @@ class Harness(Protocol):
         """The add-on's scene on its job's thread; its agent_meta."""
 
 
+# -- mini-bvb: the runner's side of BVB's run_agent.py (which scenes, the model, config.json's keys, one scene)
+
+PROVIDER_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY")
+"""The key variables LiteLLM reads for the providers BVB's runs used (a Ray task gets those that are set)."""
+
+DEFAULT_BASE_URLS = ("https://api.openai.com/v1", "https://api.openai.com/v1/")
+"""An endpoint equal to one of these is LiteLLM's own routing by the model's name (no --base-url)."""
+
+
+HOST_TOOLS = ("ffmpeg", "ffprobe")
+"""What mini-bvb runs on this machine: the clip's duration and the frames blocks (mini_bvb_frames); the scene's
+workspace sees this machine's /usr, so its blocks find the same two (BVB's container has them)."""
+
+
+def require_host_tools() -> None:
+    """SandboxUnavailable (one line, before any scene) when ffmpeg or ffprobe is not on PATH."""
+    missing = [tool for tool in HOST_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise SandboxUnavailable(
+            f"mini-bvb needs {' and '.join(missing)} on PATH (the clip's duration, frames blocks, the agent's own "
+            "tools); install ffmpeg (./bvb system-deps, or apt-get install ffmpeg)"
+        )
+
+
+def select_mini(
+    scenes: list[tuple[str, str]],
+    names: Sequence[str] = (),
+    limit: int = 0,
+    skip: Sequence[str] = (),
+    shard: tuple[int, int] = (0, 1),
+) -> list[tuple[str, str]]:
+    """run_agent.py's order: the scenes named (in the order given) or all sorted by name, the first
+    ``limit``, without ``skip``, then every N-th from the shard's index."""
+    by_name = {scene: row for row in scenes for scene in [row[1]]}
+    if names:
+        missing = [name for name in names if name not in by_name]
+        if missing:
+            raise ArgumentError(f"--scenes: {', '.join(missing)} not in the split; the split has {len(by_name)} scenes")
+        chosen = [by_name[name] for name in names]
+    else:
+        chosen = [by_name[name] for name in sorted(by_name)]
+    if limit:
+        chosen = chosen[:limit]
+    skipped = set(skip)
+    chosen = [row for row in chosen if row[1] not in skipped]
+    index, count = shard
+    return chosen[index::count]
+
+
+def config_name(shard: tuple[int, int] | None) -> str:
+    """config.json, or BVB's config.shard-<i>-of-<N>.json for a sharded run."""
+    if shard is None:
+        return CONFIG
+    stem, suffix = CONFIG.rsplit(".", 1)
+    return f"{stem}.shard-{shard[0] + 1}-of-{shard[1]}.{suffix}"
+
+
+def release_config(
+    config: AgentConfig, settings: MiniBVBSettings, scenes: int, shard: tuple[int, int] | None, skip: Sequence[str],
+    timestamp: str,
+) -> dict[str, Any]:  # fmt: skip
+    """run_agent.py's config keys with its values (our config.json has them beside its own)."""
+    return {
+        "model": config.model,
+        "reasoning": protocol.recorded_reasoning(config.model, settings.reasoning),
+        "harness": protocol.RELEASE_HARNESS,
+        "image": None,
+        "cost_limit": config.cost_limit,
+        "model_timeout": settings.model_timeout,
+        "max_turns": settings.max_turns,
+        "scene_timeout": settings.scene_timeout,
+        "timestamp": timestamp,
+        "num_tasks": scenes,
+        "shard": None if shard is None else f"{shard[0] + 1}/{shard[1]}",
+        "skip_scenes": list(skip),
+    }
+
+
+def mini_config(
+    config: AgentConfig, settings: MiniBVBSettings, chat: Any, price_record: dict[str, Any], scenes: int,
+    shard: tuple[int, int] | None, skip: Sequence[str], timestamp: str,
+) -> dict[str, Any]:  # fmt: skip
+    """config.json's keys of a mini-bvb run beside ours: BVB's keys and values, the LiteLLM price record and
+    the harness's options (``chat`` None for an API-free agent)."""
+    return {
+        **release_config(config, settings, scenes, shard, skip, timestamp),
+        "harness_protocol": protocol.HARNESS,
+        "reasoning_sent": settings.reasoning,
+        "base_url": chat.base_url if chat is not None else None,
+        "api_key_env": chat.api_key_env if chat is not None else None,
+        "price_per_million": {
+            "input": price_record.get("input_per_million", 0.0),
+            "cached_input": price_record.get("input_per_million", 0.0),
+            "output": price_record.get("output_per_million", 0.0),
+        },
+        "pricing": price_record,
+        "mini_bvb": settings.public(),
+    }
+
+
+def failed_release_keys(config: AgentConfig, settings: MiniBVBSettings, scene: str, error: str) -> dict[str, Any]:
+    """BVB's agent_meta keys of a scene whose sandbox or task failed before its loop (run_agent.py's except;
+    ``model`` is a field of ours too)."""
+    return {
+        "scene_name": scene,
+        "error": error,
+        "blend_file": None,
+        "harness": protocol.RELEASE_HARNESS,
+        "reasoning": protocol.recorded_reasoning(config.model, settings.reasoning),
+        "harness_protocol": protocol.HARNESS,
+    }
+
+
+def routed_by_name(config: AgentConfig) -> bool:
+    """Whether LiteLLM routes the model itself ("anthropic/...", "gemini/..." with no endpoint given): it then reads
+    the provider's own key variable, not ``config.api_key_env``."""
+    return "/" in config.model and config.base_url in DEFAULT_BASE_URLS
+
+
+def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | None = None) -> Any:
+    """The LiteLLM client of a model agent (None for an API-free one); ``api_key`` a key given as it is (the
+    add-on's preferences), else LiteLLM reads the provider's variable, or ``config.api_key_env`` with an endpoint or
+    when --api-key-env named one."""
+    if config.agent != "model":
+        return None
+
+    base_url = config.base_url if config.base_url not in DEFAULT_BASE_URLS else None
+    named = config.api_key_env != API_KEY_ENV
+    return LiteLLMModel(
+        config.model,
+        reasoning=settings.reasoning,
+        base_url=base_url,
+        api_key_env=config.api_key_env if base_url or named else None,
+        key_named=named,
+        api_key=api_key or None,
+        price_in=config.price_in,
+        price_out=config.price_out,
+        timeout=settings.model_timeout,
+        num_retries=settings.num_retries,
+    )
+
+
+def api_free_chat(config: AgentConfig, video: Path, scene: str, dataset: str, videos: str | Path) -> Any:
+    """The empty-room, oracle or replay agent of a scene, speaking mini-bvb."""
+    from .baselines import empty_room_chat, oracle_chat, replay_chat  # deferred: imports bpy
+
+    task = task_for_clip(video, scene, dataset)
+    if config.agent == "empty-room":
+        return empty_room_chat(task)
+    if config.agent == "replay":
+        return replay_chat(task)
+    return oracle_chat(task, videos)
+
+
+def run_mini_scene(
+    chat: Any,
+    config: AgentConfig,
+    settings: MiniBVBSettings,
+    sandbox_config: SandboxConfig | None,
+    run: SceneRun,
+    scene: SceneInput,
+) -> dict:
+    """One scene in a fresh workspace (removed after); its agent_meta dict."""
+    workdir = scratch.make(scene.scene)
+    try:
+        workspace = SceneWorkspace(
+            workdir / "workspace",
+            scene.video,
+            sandbox_config or SandboxConfig(),
+            cpus=settings.cpus,
+            memory_bytes=settings.memory_bytes,
+            allow_network=settings.allow_network,
+            disk_bytes=settings.disk_bytes,
+            exec_timeout=settings.exec_timeout,
+        )
+        try:
+            loop = MiniBVBLoop(
+                chat, workspace, scene, run, config=config, settings=settings, frames_dir=workdir / "frames"
+            )
+            return loop.run()
+        finally:
+            workspace.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 class MiniBVB:
     """BVB's Stage-1 agent, exactly: run_agent.py's order, LiteLLM, scenes rerun from scratch."""
 
@@ -155,14 +344,16 @@ class MiniBVB:
     def default_output(self, options: RunOptions) -> Path | None:
         # BVB's run_model.sh: results/mini-harness-<slug>[-reasoning-<effort>]-run01.
         agent = options.agent
-        return Path("results") / run_name(agent.model if agent.agent == "model" else agent.agent, options.reasoning)
+        return Path("results") / protocol.run_name(
+            agent.model if agent.agent == "model" else agent.agent, options.reasoning
+        )
 
     def select(self, scenes: list[tuple[str, str]], options: RunOptions, shard: tuple[int, int]) -> list:
-        return mini_bvb_run.select(scenes, options.scenes, options.limit, options.skip_scenes, shard)
+        return select_mini(scenes, options.scenes, options.limit, options.skip_scenes, shard)
 
     def setup(self, run: Run, probe_wait: float) -> None:
         run.price, run.model = ZERO, None
-        run.chat = chat = mini_bvb_run.chat_model(run.config, run.options.mini_bvb)
+        run.chat = chat = chat_model(run.config, run.options.mini_bvb)
         if chat is not None:
             chat.check_key()  # a missing key: one line, as native's ModelClient says it
             if probe_wait > 0:
@@ -170,21 +361,19 @@ class MiniBVB:
                 chat.probe(probe_wait)
         run.price_record = chat.check_price() if chat is not None else {"source": "api-free"}
         try:
-            mini_bvb_run.require_host_tools()
+            require_host_tools()
             run.sandbox_level = get_sandbox_level(run.options.sandbox)
         except SandboxUnavailable as exc:
             raise RunError(str(exc)) from None
 
     def config_path(self, run: Run) -> Path:
         # A sharded run writes BVB's config.shard-<i>-of-<N>.json.
-        return run.run_dir.root / mini_bvb_run.config_name(run.shard if run.options.shard is not None else None)
+        return run.run_dir.root / config_name(run.shard if run.options.shard is not None else None)
 
     def config_keys(self, run: Run, scene_count: int) -> dict[str, Any]:
         o = run.options
         shard = run.shard if o.shard is not None else None
-        return mini_bvb_run.mini_config(
-            run.config, o.mini_bvb, run.chat, run.price_record, scene_count, shard, o.skip_scenes, now()
-        )
+        return mini_config(run.config, o.mini_bvb, run.chat, run.price_record, scene_count, shard, o.skip_scenes, now())
 
     def ended(self, run: Run, scene: str) -> dict | None:
         # BVB's resume: a scene with a blend is skipped, every other one runs again from scratch.
@@ -198,13 +387,13 @@ class MiniBVB:
     def run_scene(self, run: Run, dataset_name: str, scene: str) -> dict:
         try:
             video = dataset.video_path(run.videos, dataset_name, scene)
-            chat = run.chat or mini_bvb_run.api_free_chat(run.config, video, scene, dataset_name, run.videos)
+            chat = run.chat or api_free_chat(run.config, video, scene, dataset_name, run.videos)
         except ModelError as exc:
             return self._fail(run, dataset_name, scene, "agent_error", str(exc))
         except Exception as exc:
             return self._fail(run, dataset_name, scene, "video_error", str(exc))
         try:
-            return mini_bvb_run.run_scene(chat, run.config, run.options.mini_bvb, run.options.sandbox, run.scene_run(),
+            return run_mini_scene(chat, run.config, run.options.mini_bvb, run.options.sandbox, run.scene_run(),
                                           SceneInput(scene, dataset_name, video))  # fmt: skip
         except ProviderRefused:
             raise  # a permanent refusal: the run's configuration, Runner.run stops the run
@@ -219,7 +408,7 @@ class MiniBVB:
         path = run.run_dir.meta(scene)
         try:
             meta = read_agent_meta(path)
-            meta.extra.update(mini_bvb_run.failed_release_keys(run.config, run.options.mini_bvb, scene, reason))
+            meta.extra.update(failed_release_keys(run.config, run.options.mini_bvb, scene, reason))
             return write_agent_meta(path, meta)
         except (OSError, ValueError) as exc:
             log.error("scene %s: could not add BVB's keys to its agent_meta (%s)", scene, exc)
@@ -228,11 +417,11 @@ class MiniBVB:
 
     def key_envs(self, run: Run) -> list[str]:
         # LiteLLM reads the key of the model's provider by its own name.
-        return [run.config.api_key_env, *mini_bvb_run.PROVIDER_KEY_ENVS]
+        return [run.config.api_key_env, *PROVIDER_KEY_ENVS]
 
     def prepare_session(self, session: Session) -> None:
         # A scene that already has a submission is refused: BVB reruns a scene from scratch, its blend would go.
-        mini_bvb_run.require_host_tools()
+        require_host_tools()
         scene, config = session.task.scene, session.config
         blend = session.run_dir.blend(scene)
         if blend.exists():
@@ -241,19 +430,19 @@ class MiniBVB:
                 "scene id to run it again (mini-bvb reruns a scene from scratch)"
             )
         if session.model is None:
-            session.model = mini_bvb_run.chat_model(config, session.mini_bvb, api_key=session.api_key) or (
-                mini_bvb_run.api_free_chat(config, Path(session.task.video), scene, session.task.dataset,
+            session.model = chat_model(config, session.mini_bvb, api_key=session.api_key) or (
+                api_free_chat(config, Path(session.task.video), scene, session.task.dataset,
                                            session.videos))  # fmt: skip
         # The LiteLLM price (PriceUnknown before any call), or the API-free agent's.
         record = session.model.check_price() if config.agent == "model" else {"source": "api-free"}
         if not session.run_dir.config.is_file():
             chat = session.model if config.agent == "model" else None
-            keys = mini_bvb_run.mini_config(config, session.mini_bvb, chat, record, 1, None, (), now())
+            keys = mini_config(config, session.mini_bvb, chat, record, 1, None, (), now())
             write_run_config(session.run_dir.config, {**session.run_config(ZERO), **keys})
 
     def run_session(self, session: Session, stop_event: threading.Event) -> dict:
         task = session.task
-        return mini_bvb_run.run_scene(session.model, session.config, session.mini_bvb, session.sandbox,
+        return run_mini_scene(session.model, session.config, session.mini_bvb, session.sandbox,
                                       SceneRun(session.run_dir, stop_event, on_save=session.on_save),
                                       SceneInput(task.scene, task.dataset, Path(task.video)))  # fmt: skip
 
