@@ -1,4 +1,5 @@
-"""The Mini-BVB agent: model client, loop, run layout, API-free agents and the runner. No bpy.
+"""The agent wing: the one scene loop (scene_loop), the two harnesses as plug-ins (harness: mini-bvb, BVB's
+own agent, in mini_bvb; native, ours, in loop), model clients, the API-free agents and the runner. No bpy.
 
 The names below load with their submodule on first use: ``agent.config`` (the run's options, which
 ``bvb run --help`` builds its parser from) must not pull in the loop, the model client and the
