@@ -64,9 +64,8 @@ from typing import Any, Literal
 from bvb_addon import dataset
 from bvb_addon.agent.budget import Budget, recorded_spend
 from bvb_addon.agent.budget_ray import ray_budget
-from bvb_addon.agent.config import RunOptions
+from bvb_addon.agent.config import HARNESS_OPTIONS, RunOptions
 from bvb_addon.agent.ledger import CostLimit
-from bvb_addon.agent.runner import HARNESS_OPTIONS
 from bvb_addon.agent.runner import run as run_stage
 from bvb_addon.atomic import write_json_atomic
 from bvb_addon.command_line import setup_logging, stage_parser

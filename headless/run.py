@@ -28,8 +28,7 @@ from headless import bootstrap  # noqa: E402
 bootstrap.prepare()
 
 from bvb_addon import outcomes, path_args, versions  # noqa: E402
-from bvb_addon.agent.config import RUN, RunOptions  # noqa: E402
-from bvb_addon.agent.runner import HARNESS_OPTIONS, run  # noqa: E402
+from bvb_addon.agent.config import HARNESS_OPTIONS, RUN, RunOptions  # noqa: E402
 from bvb_addon.command_line import setup_logging, stage_parser  # noqa: E402
 from bvb_addon.errors import USER_ERRORS, entry, report  # noqa: E402
 from bvb_addon.options import add_options, from_namespace  # noqa: E402
@@ -47,7 +46,7 @@ def _dest(path: str) -> str:
 
 
 def parse_given(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """The arguments, with ``given``: the harness-specific options (runner.HARNESS_OPTIONS, as field paths) the
+    """The arguments, with ``given``: the harness-specific options (config.HARNESS_OPTIONS, as field paths) the
     command line names, even at their default value."""
     unset = object()
     watched = {_dest(path): path for path in HARNESS_OPTIONS}
@@ -136,6 +135,9 @@ def _run_once(options: RunOptions, rerun: str) -> int:
     """One run of the split into options.output: the stage, its last line, the exit code."""
     # deferred: a venv package, importable only after bootstrap inside a Blender binary
     from tqdm.contrib.logging import logging_redirect_tqdm
+
+    # deferred: the runner (the sandbox, the loops, the model clients) loads when a run starts, never for --help
+    from bvb_addon.agent.runner import run
 
     try:
         path_args.check(

@@ -242,6 +242,37 @@ RUN = "run"
 """The help section of ``bvb run``'s own flags."""
 
 
+NATIVE_ONLY: dict[str, str | None] = {
+    "agent.max_steps": "mini_bvb.max_turns",
+    "agent.wall_limit": "mini_bvb.scene_timeout",
+    "agent.step_timeout": "mini_bvb.exec_timeout",
+    "agent.frames_per_call": None,
+    "agent.frame_longest_side": None,
+    "agent.keep_images": None,
+    "agent.context_window": None,
+    "agent.max_tokens": None,
+    "agent.temperature": None,
+    "agent.price_cached_in": None,
+}
+"""RunOptions field paths only the native harness reads, with mini-bvb's counterpart (None: mini-bvb sends and
+shows what BVB's agent does)."""
+MINI_ONLY: dict[str, str | None] = {
+    "mini_bvb.max_turns": "agent.max_steps",
+    "mini_bvb.scene_timeout": "agent.wall_limit",
+    "mini_bvb.exec_timeout": "agent.step_timeout",
+    "mini_bvb.cpus": None,
+    "mini_bvb.memory_bytes": "sandbox.memory_bytes",
+    "mini_bvb.allow_network": None,
+    "mini_bvb.disk_bytes": None,
+    "mini_bvb.snapshot_budget": None,
+    "mini_bvb.num_retries": None,
+    "mini_bvb.model_timeout": None,
+}
+"""RunOptions field paths only mini-bvb reads, with native's counterpart."""
+HARNESS_OPTIONS = (*NATIVE_ONLY, *MINI_ONLY)
+"""The field paths the harness check watches (``RunOptions.named`` records which of them a caller named)."""
+
+
 def shard_pair(text: str) -> tuple[int, int]:
     """``--shard i/N``, 1 <= i <= N, as every command reads it (the release's numbering): one line otherwise."""
     from ..dataset import parse_shard  # deferred: numpy, which a --help never needs

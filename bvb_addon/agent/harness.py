@@ -27,7 +27,7 @@ from ..sandbox.config import SandboxConfig, SandboxUnavailable
 from ..sandbox.workspace import SceneWorkspace
 from ..trajectory import load_trajectory
 from . import mini_bvb_protocol as protocol
-from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions
+from .config import MINI_ONLY, NATIVE_ONLY, AgentConfig, MiniBVBSettings, RunError, RunOptions
 from .environment import Environment
 from .litellm_model import LiteLLMModel
 from .loop import AgentLoop
@@ -328,18 +328,7 @@ class MiniBVB:
     name = "mini-bvb"
     run_options = frozenset({"skip_scenes"})
     switch_hint = ", or add --harness native"
-    own_options: dict[str, str | None] = {
-        "mini_bvb.max_turns": "agent.max_steps",
-        "mini_bvb.scene_timeout": "agent.wall_limit",
-        "mini_bvb.exec_timeout": "agent.step_timeout",
-        "mini_bvb.cpus": None,
-        "mini_bvb.memory_bytes": "sandbox.memory_bytes",
-        "mini_bvb.allow_network": None,
-        "mini_bvb.disk_bytes": None,
-        "mini_bvb.snapshot_budget": None,
-        "mini_bvb.num_retries": None,
-        "mini_bvb.model_timeout": None,
-    }
+    own_options = MINI_ONLY
 
     def default_output(self, options: RunOptions) -> Path | None:
         # BVB's run_model.sh: results/mini-harness-<slug>[-reasoning-<effort>]-run01.
@@ -453,18 +442,7 @@ class Native:
     name = "native"
     run_options: frozenset[str] = frozenset()
     switch_hint = ""
-    own_options: dict[str, str | None] = {
-        "agent.max_steps": "mini_bvb.max_turns",
-        "agent.wall_limit": "mini_bvb.scene_timeout",
-        "agent.step_timeout": "mini_bvb.exec_timeout",
-        "agent.frames_per_call": None,
-        "agent.frame_longest_side": None,
-        "agent.keep_images": None,
-        "agent.context_window": None,
-        "agent.max_tokens": None,
-        "agent.temperature": None,
-        "agent.price_cached_in": None,
-    }
+    own_options = NATIVE_ONLY
 
     def default_output(self, options: RunOptions) -> Path | None:
         return None

@@ -24,9 +24,9 @@ from ..sandbox.config import SandboxConfig
 from ..vgi import suite
 from .budget import Budget, recorded_spend
 from .budget_ray import ray_budget
-from .config import AgentConfig, MiniBVBSettings, RunError, RunOptions, shard_pair
+from .config import HARNESS_OPTIONS, AgentConfig, MiniBVBSettings, RunError, RunOptions, shard_pair
 from .environment import Environment
-from .harness import HARNESSES, MINI_BVB, NATIVE, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
+from .harness import HARNESSES, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
 from .mini_bvb_protocol import protocol_of
 from .scene_loop import SceneRun
 from .setup import get_environment, now, run_config
@@ -497,9 +497,6 @@ def summarize(
 
 
 # ---- the stage: options in, a typed result out ---------------------------------------------------
-
-HARNESS_OPTIONS = (*NATIVE.own_options, *MINI_BVB.own_options)
-"""The field paths the harness check watches (``RunOptions.named`` records which of them a caller named)."""
 
 
 def _field(path: str) -> Any:
