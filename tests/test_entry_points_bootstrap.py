@@ -22,13 +22,17 @@ bpy.app = types.SimpleNamespace(binary_path="/opt/blender/blender")
 sys.modules["bpy"] = bpy
 sys.argv = ["blender", "-b", "--python", {script!r}, "--", "--venv", {venv!r}]
 names = runpy.run_path({script!r}, run_name="bvb_probe")
-print("loaded", {stage!r} in names)
+# A stage its entry point loads only when it runs (bvb run's runner) imports after the bootstrap all the same.
+import importlib
+stage = {stage!r}
+module, _, name = stage.rpartition(":")
+print("loaded", name in (vars(importlib.import_module(module)) if module else names))
 """
 
 
 @pytest.mark.parametrize(
     ("script", "stage"),
-    [("run", "run"), ("render", "render_run"), ("exec", "execute"), ("synth", "synth"), ("vgi_tasks", "vgi_tasks"),
+    [("run", "bvb_addon.agent.runner:run"), ("render", "render_run"), ("exec", "execute"), ("synth", "synth"), ("vgi_tasks", "vgi_tasks"),
      ("vgi_timelines", "vgi_timelines")],
 )  # fmt: skip
 def test_an_entry_point_loads_in_a_blender_binary_with_only_its_venv(script, stage, tmp_path):
