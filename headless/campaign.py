@@ -66,7 +66,6 @@ from bvb_addon.agent.budget import Budget, recorded_spend
 from bvb_addon.agent.budget_ray import ray_budget
 from bvb_addon.agent.config import HARNESS_OPTIONS, RunOptions
 from bvb_addon.agent.ledger import CostLimit
-from bvb_addon.agent.runner import run as run_stage
 from bvb_addon.atomic import write_json_atomic
 from bvb_addon.command_line import setup_logging, stage_parser
 from bvb_addon.errors import ArgumentError, BVBError, report
@@ -75,13 +74,9 @@ from bvb_addon.openai_client import ProviderRefused
 from bvb_addon.options import add_options, from_mapping, from_namespace, nest, to_mapping
 from bvb_addon.outcomes import FAULT_EXIT, FAULT_STATUSES, rerun_command
 from bvb_addon.records import read_dv_rows, read_ls_rows
-from bvb_addon.render_stage import RenderOptions, render_run
+from bvb_addon.render_stage import RenderOptions
 from bvb_addon.run_dir import RunDir, read_json, read_jsonl
-from eval_bridge import api
-from eval_bridge.api import DVOptions, LSOptions
-from eval_bridge.leaderboard import board
-from eval_bridge.pages import report as report_pages
-from headless.audit import replay_check
+from eval_bridge.scoring.options import DVOptions, LSOptions
 
 STAGES = ("agent", "render", "dv", "ls", "overall")
 FINAL = ("submitted", "limit", "failed")
@@ -692,6 +687,10 @@ class CampaignRunner:
         for configuration in c.configurations:
             for name, _trial in configuration.runs():
                 codes[name] = self._run_all(configuration, name, scenes)
+        # deferred: each stage's modules load when the campaign runs it, never for --help
+        from eval_bridge.leaderboard import board
+        from eval_bridge.pages import report as report_pages
+
         self._stage("all", "leaderboard")
         scored = tuple(rd.root for rd in c.run_dirs().values() if rd.overall.is_file())
         if scored:
@@ -720,6 +719,9 @@ class CampaignRunner:
 
     def _agent(self, configuration, rd, scenes):
         """The run stage with the campaign's budget passed as a value: every configuration draws from one holder."""
+        # deferred: each stage's modules load when the campaign runs it, never for --help
+        from bvb_addon.agent.runner import run as run_stage
+
         c = self.c
         options = replace(configuration.options, output=rd.root, resume=True, progress=False)
         for attempt in range(1 + c.retries):
@@ -734,6 +736,10 @@ class CampaignRunner:
                 break
 
     def _render(self, configuration, rd, scenes):
+        # deferred: each stage's modules load when the campaign runs it, never for --help
+        from bvb_addon.render_stage import render_run
+        from headless.audit import replay_check
+
         c = self.c
         for attempt in range(1 + c.retries):
             rows = {row.get("scene"): row for row in rd.render_rows()}
@@ -754,6 +760,9 @@ class CampaignRunner:
         options = self.c.dv
         assert options is not None  # stages() runs dv only when the file has [dv]
         options = replace(options, run=rd.root, judge=replace(options.judge, budget=self.budget))
+        # deferred: each stage's modules load when the campaign runs it, never for --help
+        from eval_bridge import api
+
         try:
             api.score_dv(options)
         except CostLimit as exc:  # BudgetReached: the rows judged so far are kept; --resume goes on
@@ -766,6 +775,9 @@ class CampaignRunner:
 
     def _ls(self, configuration, rd, scenes):
         assert self.c.ls is not None  # stages() runs ls only when the file has [ls]
+        # deferred: each stage's modules load when the campaign runs it, never for --help
+        from eval_bridge import api
+
         try:
             api.score_ls(replace(self.c.ls, run=rd.root))
         except (BVBError, OSError, ValueError, RuntimeError) as exc:
@@ -773,6 +785,9 @@ class CampaignRunner:
             self.log(f"{rd.root.name}: ls failed ({exc}); the next session retries it")
 
     def _overall(self, configuration, rd, scenes):
+        # deferred: each stage's modules load when the campaign runs it, never for --help
+        from eval_bridge import api
+
         if rd.dv_summary.is_file() or rd.ls_summary.is_file():
             api.score_overall(rd.root)
 
