@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .outcomes import FAILED_EXIT, INTERRUPTED_EXIT, USAGE_EXIT, interrupted_line
+from .outcomes import FAILED_EXIT, FAULT_EXIT, INTERRUPTED_EXIT, USAGE_EXIT, interrupted_line
 
 
 class BVBError(Exception):
@@ -41,6 +41,14 @@ class MissingFileError(BVBError, FileNotFoundError):
 
 class ArgumentError(BVBError, ValueError):
     """A command-line option or setting out of range; the message names the option and the fix."""
+
+
+class JudgeError(BVBError, RuntimeError):
+    """A judge call that failed for good (after retries, or a non-retryable error). Here, not beside the judge:
+    the command line catches it around every stage without loading the judge, its client and numpy."""
+
+    exit_code = FAULT_EXIT
+    """A judge fault: rerunning with --resume redoes it."""
 
 
 class AgentStop(Exception):

@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, NoReturn
 
 from bvb_addon import errors, outcomes, path_args
 from bvb_addon.command_line import Parser, prog, setup_logging, sub_parser
-from bvb_addon.errors import USER_ERRORS, ArgumentError
+from bvb_addon.errors import USER_ERRORS, ArgumentError, JudgeError
 from bvb_addon.options import add_options, from_namespace
 from bvb_addon.run_dir import RunDir
 
 from .leaderboard.options import LeaderboardOptions
 from .pages.options import ExportOptions, ReportOptions, ViewOptions
-from .scoring.judge_error import JudgeError
 from .scoring.options import DVOptions, LSOptions, OverallOptions, StepsOptions
 from .scoring.rules_gate import RULE_BREAK
 from .service import cli as service_cli

@@ -13,14 +13,13 @@ from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
 from bvb_addon.agent.environment import image_size
 from bvb_addon.dataset import Question, video_path
-from bvb_addon.errors import ArgumentError
+from bvb_addon.errors import ArgumentError, JudgeError
 from bvb_addon.openai_client import ClientError, OpenAIClient, RetryPolicy, probe
 from bvb_addon.pricing import image_tokens
 from bvb_addon.video import check_video, sample_uniform
 
 from . import protocol as protocols
 from .cache import AnswerStore, JudgeCache, cache_key, frames_hash
-from .judge_error import JudgeError as JudgeError  # its home: the command line catches it alone
 from .judge_frames import release_frames
 from .options import JudgeOptions
 from .pricing import Pricing, local_endpoint
