@@ -10,23 +10,18 @@ import time
 
 import pytest
 
-from eval_bridge.scoring.cache import JudgeCache
+from eval_bridge.scoring.cache import JudgeCache, JudgeCall
 
 pytestmark = pytest.mark.unit
 
-FIELDS = {
-    "judge_model": "m",
-    "protocol": "dual_vqa_v1",
-    "frames_digest": "d",
-    "prompt": "p",
-    "vote_index": 0,
-    "usage": {"cost_usd": 0.5},
-}
+CALL = JudgeCall("m", "dual_vqa_v1", "d", "p", 0)
+KEY = CALL.key
+USAGE = {"cost_usd": 0.5}
 
 
-def _answer_from_elsewhere(path, key, answer):
+def _answer_from_elsewhere(path, answer):
     other = JudgeCache(path)
-    other.put(key, answer=answer, **FIELDS)
+    other.put(CALL, answer, USAGE)
     other.close()
 
 
@@ -41,12 +36,12 @@ def _foreign_claim(path, key, pid, host=None, created=None):
 
 def test_a_free_call_is_claimed_and_released(tmp_path):
     cache = JudgeCache(tmp_path / "c.sqlite")
-    assert cache.claim("k") is None  # ours now
+    assert cache.claim(KEY) is None  # ours now
     with sqlite3.connect(tmp_path / "c.sqlite") as db:
-        assert db.execute("SELECT pid FROM claims WHERE key = 'k'").fetchone() == (os.getpid(),)
-    cache.put("k", answer="3", **FIELDS)
-    cache.release("k")
-    assert cache.claim("k") == ("3", 0.5, None) and cache.hits == 1 and cache.claim_waits == 0
+        assert db.execute("SELECT pid FROM claims WHERE key = ?", (KEY,)).fetchone() == (os.getpid(),)
+    cache.put(CALL, "3", USAGE)
+    cache.release(KEY)
+    assert cache.claim(KEY) == ("3", 0.5, None) and cache.hits == 1 and cache.claim_waits == 0
     cache.close()
 
 
@@ -56,11 +51,11 @@ def test_a_live_owner_is_waited_for_until_it_answers(tmp_path):
     # A live process that is not this one: a sleeping child (the claim is only a row; nothing signals it).
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        _foreign_claim(path, "k", child.pid)
-        answered = threading.Timer(0.3, _answer_from_elsewhere, (path, "k", "B"))
+        _foreign_claim(path, KEY, child.pid)
+        answered = threading.Timer(0.3, _answer_from_elsewhere, (path, "B"))
         answered.start()
         started = time.monotonic()
-        assert cache.claim("k") == ("B", 0.5, None)
+        assert cache.claim(KEY) == ("B", 0.5, None)
         assert time.monotonic() - started >= 0.25 and cache.claim_waits == 1
         answered.join()
     finally:
@@ -85,12 +80,12 @@ def test_a_claim_from_another_host_expires_after_its_lease(tmp_path):
     cache = JudgeCache(path)
     _foreign_claim(path, "old", 1, host="elsewhere", created=time.time() - 3600)
     assert cache.claim("old") is None
-    _foreign_claim(path, "new", 1, host="elsewhere")
-    waiter = threading.Thread(target=lambda: cache.claim("new", poll_s=0.01), daemon=True)
+    _foreign_claim(path, KEY, 1, host="elsewhere")
+    waiter = threading.Thread(target=lambda: cache.claim(KEY, poll_s=0.01), daemon=True)
     waiter.start()
     waiter.join(0.3)
     assert waiter.is_alive()  # still waiting on a recent claim it cannot check
-    _answer_from_elsewhere(path, "new", "A")
+    _answer_from_elsewhere(path, "A")
     waiter.join(5)
     assert not waiter.is_alive()
     cache.close()
@@ -103,8 +98,8 @@ def test_a_cache_with_an_unknown_column_keeps_it_and_answers(tmp_path):
         db.execute("ALTER TABLE answers ADD COLUMN reviewer TEXT")
         db.execute("INSERT INTO answers (key, answer, cost_usd, reviewer) VALUES ('old', 'B', 0.1, 'ana')")
     cache = JudgeCache(path)
-    cache.put("new", answer="3", **FIELDS)
-    assert cache.get("old") == ("B", 0.1, None) and cache.get("new") == ("3", 0.5, None)
+    cache.put(CALL, "3", USAGE)
+    assert cache.get("old") == ("B", 0.1, None) and cache.get(KEY) == ("3", 0.5, None)
     cache.close()
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT reviewer FROM answers WHERE key = 'old'").fetchone() == ("ana",)

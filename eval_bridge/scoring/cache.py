@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -18,23 +19,30 @@ CachedAnswer = tuple[str, float, dict | None]
 provider said answered, None for a call cached before snapshots were kept."""
 
 
+@dataclass(frozen=True)
+class JudgeCall:
+    """One judge call as the cache knows it: what its key is made of, stored beside its answer."""
+
+    judge_model: str
+    protocol: str
+    frames_digest: str
+    prompt: str
+    vote_index: int
+
+    @property
+    def key(self) -> str:
+        """The key the issue names: judge model, protocol, frames' content hash, question and vote index."""
+        payload = json.dumps([self.judge_model, self.protocol, self.frames_digest, self.prompt, int(self.vote_index)])
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
 class AnswerStore(Protocol):
     """Where a judge keeps its answers: a ``JudgeCache``, or the Ray cache actor's proxy (distributed.RemoteCache)."""
 
     def get(self, key: str) -> CachedAnswer | None: ...
 
     def put(
-        self,
-        key: str,
-        *,
-        judge_model: str,
-        protocol: str,
-        frames_digest: str,
-        prompt: str,
-        vote_index: int,
-        answer: str,
-        usage: Mapping[str, float],
-        snapshot: Mapping[str, str | None] | None = None,
+        self, call: JudgeCall, answer: str, usage: Mapping[str, float], snapshot: Mapping[str, str | None] | None = None
     ) -> None: ...
 
 
@@ -78,12 +86,6 @@ def frames_hash(frames: Iterable[bytes]) -> str:
     for frame in frames:
         digest.update(hashlib.sha256(frame).digest())
     return digest.hexdigest()
-
-
-def cache_key(judge_model: str, protocol: str, frames_digest: str, prompt: str, vote_index: int) -> str:
-    """The key the issue names: judge model, protocol, frames' content hash, question and vote index."""
-    payload = json.dumps([judge_model, protocol, frames_digest, prompt, int(vote_index)])
-    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 CACHE_FORMAT = 1
@@ -182,17 +184,7 @@ class JudgeCache:
             return _cached(row)
 
     def put(
-        self,
-        key: str,
-        *,
-        judge_model: str,
-        protocol: str,
-        frames_digest: str,
-        prompt: str,
-        vote_index: int,
-        answer: str,
-        usage: Mapping[str, float],
-        snapshot: Mapping[str, str | None] | None = None,
+        self, call: JudgeCall, answer: str, usage: Mapping[str, float], snapshot: Mapping[str, str | None] | None = None
     ) -> None:
         """Store one call's answer, usage (cost_usd, prompt_tokens, completion_tokens) and the snapshot that gave it,
         committed at once."""
@@ -202,12 +194,12 @@ class JudgeCache:
             self._db.execute(
                 f"INSERT OR REPLACE INTO answers ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                 (
-                    key,
-                    judge_model,
-                    protocol,
-                    frames_digest,
-                    prompt,
-                    int(vote_index),
+                    call.key,
+                    call.judge_model,
+                    call.protocol,
+                    call.frames_digest,
+                    call.prompt,
+                    int(call.vote_index),
                     answer,
                     float(usage.get("cost_usd", 0.0)),
                     int(usage.get("prompt_tokens", 0)),

@@ -11,7 +11,7 @@ with its node is retried; the calls it had finished are cache hits the second ti
 import concurrent.futures as cf
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +20,7 @@ from typing import Any
 from bvb_addon import backend
 from bvb_addon.outcomes import one_line
 
-from .cache import JudgeCache
+from .cache import JudgeCache, JudgeCall
 from .judge import Judge
 
 log = logging.getLogger(__name__)
@@ -42,11 +42,11 @@ class _CacheServer:
     def get(self, key):
         return self.cache.get(key)
 
-    def put(self, key, fields):
-        self.cache.put(key, **fields)
+    def put(self, call, answer, usage, snapshot):
+        self.cache.put(call, answer, usage, snapshot)
         # Each put is one paid call, counted here even when the task that made it is lost afterwards.
         self.puts += 1
-        self.put_cost_usd += float(fields.get("usage", {}).get("cost_usd", 0.0))
+        self.put_cost_usd += float(usage.get("cost_usd", 0.0))
 
     def stats(self):
         return {"hits": self.cache.hits, "misses": self.cache.misses, "calls": self.puts, "cost_usd": self.put_cost_usd}
@@ -66,9 +66,11 @@ class RemoteCache:
         """The cached answer of key, or None."""
         return backend.require_ray().get(self.actor.get.remote(key))
 
-    def put(self, key: str, **fields: Any) -> None:
-        """Store one paid answer under key."""
-        backend.require_ray().get(self.actor.put.remote(key, fields))
+    def put(
+        self, call: JudgeCall, answer: str, usage: Mapping[str, float], snapshot: Mapping[str, str | None] | None = None
+    ) -> None:
+        """Store one paid answer."""
+        backend.require_ray().get(self.actor.put.remote(call, answer, usage, snapshot))
 
     def __reduce__(self):
         return (RemoteCache, (self.actor,))

@@ -19,7 +19,7 @@ from bvb_addon.pricing import image_tokens
 from bvb_addon.video import check_video, sample_uniform
 
 from . import protocol as protocols
-from .cache import AnswerStore, JudgeCache, cache_key, frames_hash
+from .cache import AnswerStore, JudgeCache, JudgeCall, frames_hash
 from .judge_frames import release_frames
 from .options import JudgeOptions
 from .pricing import Pricing, local_endpoint
@@ -269,34 +269,34 @@ class VLMJudge(Judge[Media]):
     def ask(self, media: Media, question: Question, vote_index: int = 0) -> Answer:
         """One vote: from the cache when this exact call was made before, else from the API."""
         prompt = protocols.prompt_for(question, self.protocol, self.prompt_kind)
-        key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
+        call = JudgeCall(self.model, self.protocol, media.digest, prompt, vote_index)
         if self.cache is None:
-            return self._fresh(media, prompt, key, vote_index)
-        with _STRIPES[int(key[:8], 16) % len(_STRIPES)]:
-            return self._cached(self.cache, media, prompt, key, vote_index)
+            return self._fresh(media, call)
+        with _STRIPES[int(call.key[:8], 16) % len(_STRIPES)]:
+            return self._cached(self.cache, media, call)
 
     def ask_text(self, question: Question, vote_index: int = 0) -> Answer:
         """One vote with no frames: the release's --text-only message (dual_vqa_v1's text-only instruction)."""
         prompt = instruction(question.question, frames=False)
         media = Media(frames=[], digest=frames_hash([]))
-        key = cache_key(self.model, self.protocol, media.digest, prompt, vote_index)
+        call = JudgeCall(self.model, self.protocol, media.digest, prompt, vote_index)
         if self.cache is None:
-            return self._fresh(media, prompt, key, vote_index)
-        with _STRIPES[int(key[:8], 16) % len(_STRIPES)]:
-            return self._cached(self.cache, media, prompt, key, vote_index)
+            return self._fresh(media, call)
+        with _STRIPES[int(call.key[:8], 16) % len(_STRIPES)]:
+            return self._cached(self.cache, media, call)
 
-    def _cached(self, cache: AnswerStore, media: Media, prompt: str, key: str, vote_index: int) -> Answer:
+    def _cached(self, cache: AnswerStore, media: Media, call: JudgeCall) -> Answer:
         # Another process scoring the same split may be making this very call: claim() waits for its
         # answer. (The Ray cache proxy has no claims: a Ray run has one driver and one cache actor.)
         claims = cache if isinstance(cache, JudgeCache) else None
-        hit = cache.get(key) if claims is None else claims.claim(key)
+        hit = cache.get(call.key) if claims is None else claims.claim(call.key)
         if hit is not None:
             return Answer(text=hit[0], cost_usd=hit[1], cached=True, snapshot=hit[2])
         try:
-            return self._fresh(media, prompt, key, vote_index)
+            return self._fresh(media, call)
         finally:
             if claims is not None:
-                claims.release(key)
+                claims.release(call.key)
 
     def _worst_case(self, frames: list[bytes], prompt: str) -> float:
         """USD one call could cost: every frame at its image-token bound, the prompt, the whole completion."""
@@ -309,13 +309,13 @@ class VLMJudge(Judge[Media]):
             tokens += image_tokens(width, height, self.settings.detail)
         return self.pricing.price.worst_case(tokens, self.settings.max_tokens)
 
-    def _fresh(self, media: Media, prompt: str, key: str, vote_index: int) -> Answer:
+    def _fresh(self, media: Media, call: JudgeCall) -> Answer:
         budget, token, worst = self.budget, None, 0.0
         if budget is not None:
-            worst = self._worst_case(media.frames, prompt)
+            worst = self._worst_case(media.frames, call.prompt)
             token = budget.reserve(worst)  # BudgetReached (a CostLimit): the campaign's budget is spent
         try:
-            text, usage, snapshot = self._call(media.frames, prompt)
+            text, usage, snapshot = self._call(media.frames, call.prompt)
         except BaseException:
             if budget is not None and token is not None:
                 budget.settle(token, worst)  # it may have been billed: counted at its worst case
@@ -327,17 +327,7 @@ class VLMJudge(Judge[Media]):
             self.calls += 1
             self.cost_usd += usage["cost_usd"]
         if self.cache is not None:
-            self.cache.put(
-                key,
-                judge_model=self.model,
-                protocol=self.protocol,
-                frames_digest=media.digest,
-                prompt=prompt,
-                vote_index=vote_index,
-                answer=text,
-                usage=usage,
-                snapshot=snapshot,
-            )
+            self.cache.put(call, text, usage, snapshot)
         return Answer(text=text, cost_usd=usage["cost_usd"], cached=False, snapshot=snapshot)
 
     def _messages(self, frames: list[bytes], prompt: str) -> list[dict[str, Any]]:

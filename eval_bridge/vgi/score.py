@@ -37,7 +37,7 @@ from bvb_addon.vgi import families, timeline
 from bvb_addon.vgi.suite import VGIError, read_tasks  # noqa: F401  (re-exported for the API)
 
 from ..files import append_jsonl
-from ..scoring.cache import cache_key, clip_fingerprint, frames_hash
+from ..scoring.cache import JudgeCall, clip_fingerprint, frames_hash
 from ..scoring.judge import JudgeError
 from ..scoring.protocol import is_correct
 from .options import BUDGET, MAX_FRAMES, SAMPLING, STRIDE, WINDOW, VGIOptions, named_folder
@@ -320,10 +320,10 @@ class VLMProcessJudge:
     def _ask(self, frames, prompt, field):
         """(the value of ``field`` the prompt asked for, the snapshot that gave it) of one window's or the
         completeness question. A reply that is not that JSON is asked again, never cached, then a JudgeError."""
-        key = cache_key(self.vlm.model, PROTOCOL, frames_hash(frames), prompt, 0)
+        call = JudgeCall(self.vlm.model, PROTOCOL, frames_hash(frames), prompt, 0)
         cache = self.vlm.cache
         if cache is not None:
-            hit = cache.get(key)
+            hit = cache.get(call.key)
             # An answer cached before replies were checked may be no verdict: then it is asked again.
             if hit is not None and requested(hit[0], field) is not None:
                 return requested(hit[0], field), hit[2]
@@ -342,17 +342,7 @@ class VLMProcessJudge:
                 "a judge fault: --resume asks again"
             )
         if cache is not None:
-            cache.put(
-                key,
-                judge_model=self.vlm.model,
-                protocol=PROTOCOL,
-                frames_digest=frames_hash(frames),
-                prompt=prompt,
-                vote_index=0,
-                answer=text,
-                usage=usage,
-                snapshot=snapshot,
-            )
+            cache.put(call, text, usage, snapshot)
         return requested(text, field), snapshot
 
     def sample(self, video_path: str | Path) -> tuple[list[int], list[float], dict[int, bytes]]:
