@@ -331,14 +331,15 @@ def rules_html(row: dict | None, limit: int | None = None) -> Markup:
     return fragment("<div class='rules'>{}</div>", join(lines, "\n"))
 
 
-def _step_html(record, reply, observation, images, img_dir, totals, answers, ended, end_note):
+def _step_html(record, reply, observation, images, totals, answers, end_note):
+    """One step's block; ``images`` are [(URL, thumbnail URL, size)], ``end_note`` is None but where the scene ended."""
     number = record.get("step")
     status = str(record.get("status") or "")
     reasoning, kind, body = split_reply(reply)
     kind = record.get("action") or kind
     good = status in ("ok", "")
     parts = [
-        fragment("<div class='step{}' id='step-{}'>", " end" if ended else "", number),
+        fragment("<div class='step{}' id='step-{}'>", "" if end_note is None else " end", number),
         fragment(
             "<h3>step {} · {} · <span class='{}'>{}</span></h3>",
             number, kind or "no action", "status-ok" if good else "status-bad", status or "–",
@@ -396,12 +397,12 @@ def _step_html(record, reply, observation, images, img_dir, totals, answers, end
             tags.append(
                 fragment(
                     "<a href='{}'><img src='{}' loading='lazy' decoding='async'{} alt='step {} image'></a>",
-                    page_url(*img_dir, full), page_url(*img_dir, thumb), dims, number,
+                    full, thumb, dims, number,
                 )
             )  # fmt: skip
         parts.append(fragment("<div class='images'>{}</div>", join(tags)))
     parts.append(_answers_html(answers))
-    if ended:
+    if end_note is not None:
         parts.append(fragment("<p class='ended'>{}</p>", end_note))
     parts.append(Markup("</div>"))
     return join(parts, "\n")
@@ -454,10 +455,11 @@ def build_scene_page(
             totals[key] += _number(record.get(field)) or 0.0
         number = _count(record.get("step", index + 1))
         shown = write_images(observation, store, base) if observation else []
+        links = [(page_url(*img_dir, full), page_url(*img_dir, thumb), size) for full, thumb, size in shown]
         blocks.append(
             _step_html(
-                record, reply, observation, shown, img_dir, dict(totals),
-                by_step.get(number, []), index == end, end_note,
+                record, reply, observation, links, dict(totals), by_step.get(number, []),
+                end_note if index == end else None,
             )
         )  # fmt: skip
     scene = str(trajectory.get("scene") or page.stem)
