@@ -31,7 +31,7 @@ quiet = False
 
 
 class Spend(Protocol):
-    """What the run's bar reads of a budget (agent.budget.Budget, its Ray twin)."""
+    """What the run's bar reads of a budget (budget.Budget, its Ray twin RayBudget)."""
 
     @property
     def spent(self) -> float: ...

@@ -62,11 +62,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bvb_addon import dataset
-from bvb_addon.agent.budget import Budget, recorded_spend
-from bvb_addon.agent.budget_ray import ray_budget
 from bvb_addon.agent.config import HARNESS_OPTIONS, RunOptions
-from bvb_addon.agent.ledger import CostLimit
 from bvb_addon.atomic import write_json_atomic
+from bvb_addon.budget import Budget, CostLimit, ray_budget, recorded_spend
 from bvb_addon.command_line import setup_logging, stage_parser
 from bvb_addon.errors import ArgumentError, BVBError, report
 from bvb_addon.money import money

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from bvb_addon.agent.budget import Budget, BudgetReached, recorded_spend
+from bvb_addon.budget import Budget, BudgetReached, recorded_spend
 from bvb_addon.money import money
 from bvb_addon.run_dir import read_json
 from bvb_addon.trajectory import read_trajectory

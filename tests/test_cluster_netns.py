@@ -316,7 +316,7 @@ budget = campaign.holder(c, 0.0)
 
 @ray.remote(num_cpus=0.1)
 def spend(b):
-    from bvb_addon.agent.budget import BudgetReached
+    from bvb_addon.budget import BudgetReached
     got = 0
     for _ in range(20):
         try:

@@ -369,7 +369,7 @@ def test_the_runs_budget_is_checked_as_the_cost_limit_and_leaves_later_scenes_un
 def test_a_scene_rerun_from_scratch_twice_still_counts_every_sessions_spend(tmp_path, monkeypatch):
     """A scene without a blend is rerun from scratch on --resume (its files removed, as BVB does): what the
     removed sessions spent rides on as earlier_cost, so the run's recorded spend never shrinks."""
-    from bvb_addon.agent.budget import recorded_spend
+    from bvb_addon.budget import recorded_spend
     from bvb_addon.trajectory import load_trajectory
 
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")

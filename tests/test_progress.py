@@ -5,7 +5,7 @@ import io
 import pytest
 
 from bvb_addon import progress as progress_module
-from bvb_addon.agent.budget import Budget
+from bvb_addon.budget import Budget
 from bvb_addon.progress import RunProgress, bar, duration
 
 pytestmark = pytest.mark.unit

@@ -358,14 +358,14 @@ class RunOptions:
         metavar="USD",
         group=LIMITS,
     )
-    """USD for the whole run, shared by every scene (agent.budget); None: only each scene's cost limit."""
+    """USD for the whole run, shared by every scene (bvb_addon.budget); None: only each scene's cost limit."""
     mini_bvb: MiniBVBSettings = option(help="the mini-bvb harness's own options", default_factory=MiniBVBSettings)
     """The mini-bvb harness's own options (turns, scene timeout, bash timeout, CPUs, memory, network)."""
     sandbox: SandboxConfig | None = option(None, "how workers are isolated (None: the sandbox's defaults)")
     """A sandbox.SandboxConfig, or None for the sandbox's defaults."""
     progress: bool = option(True, "the progress bar", cli=False)
     budget_holder: object = option(None, "a campaign's budget holder", cli=False, record=False)
-    """A budget holder shared beyond this run (a campaign's: agent.budget.Budget, or its Ray actor's
+    """A budget holder shared beyond this run (a campaign's: budget.Budget, or its Ray actor's
     proxy); it replaces the run's own, so every configuration of a campaign draws from one budget."""
     named: frozenset[str] = option(frozenset(), "options the caller named", cli=False, record=False)
     """Field paths (``agent.max_steps``) the command line or a file named, even at their default: the harness

@@ -11,29 +11,15 @@ recorded cost is never below the provider's bill as long as the provider honours
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
+from ..budget import BudgetHolder, CostLimit
 from ..records.trajectory import LedgerEntry, Trajectory
 
 
 def usd(value: float) -> float:
     """Dollars for agent_meta: rounded up to a millionth, so a recorded cost is never below the bill."""
     return math.ceil(round(value * 1e6, 3)) / 1e6
-
-
-class CostLimit(Exception):
-    """The next call (or the retry of a billed one) would pass the scene's cost limit."""
-
-    kind = "cost_limit"
-    """The scene's stop_reason when this ends it."""
-
-
-class BudgetHolder(Protocol):
-    """The run's shared budget as the ledger uses it (agent.budget.Budget, or its Ray actor's proxy)."""
-
-    def reserve(self, worst: float, wait: bool = True) -> Any: ...
-
-    def settle(self, token: Any, cost: float) -> None: ...
 
 
 def _now() -> str:

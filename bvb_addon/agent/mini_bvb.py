@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic import write_bytes_atomic
+from ..budget import CostLimit, scene_spend
 from ..errors import AgentStop, MissingFileError
 from ..openai_client import ProviderRefused
 from ..records import AgentMeta
@@ -30,9 +31,8 @@ from ..sandbox import files
 from ..trajectory import load_trajectory
 from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
-from .budget import scene_spend
 from .config import AgentConfig, MiniBVBSettings
-from .ledger import CostLimit, usd
+from .ledger import usd
 from .litellm_model import CallInfo, chat_messages, image_part, text_part
 from .scene_loop import Interrupted, LimitReached, SceneLoop, SceneRun, Submitted, now
 

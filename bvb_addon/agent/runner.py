@@ -5,6 +5,7 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, fields, replace
@@ -13,6 +14,7 @@ from typing import Any
 
 from .. import backend, dataset, outcomes, scratch
 from ..backend import stamp_node
+from ..budget import Budget, ray_budget, recorded_spend
 from ..errors import NewerFormatError
 from ..money import money
 from ..openai_client import ProviderRefused
@@ -22,8 +24,6 @@ from ..records import AgentMeta, read_agent_meta, read_run_config, write_agent_m
 from ..run_dir import RunDir
 from ..sandbox.config import SandboxConfig
 from ..vgi import suite
-from .budget import Budget, recorded_spend
-from .budget_ray import ray_budget
 from .config import HARNESS_OPTIONS, AgentConfig, MiniBVBSettings, RunError, RunOptions, shard_pair
 from .environment import Environment
 from .harness import HARNESSES, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
@@ -66,12 +66,11 @@ class Runner:
             lambda task, workdir: get_environment(task, workdir, config, options.sandbox)
         )
         self._lock = threading.Lock()
-        self.cost = 0.0
-        self.cost_unconfirmed = 0.0
         self.results: dict[str, dict] = {}
         self.budget: Any = None
         """The run's budget holder (set up by run(): a Budget, or a Ray actor's proxy): every scene's Ledger draws from it."""
         self.unstarted: list[str] = []
+        """Scenes left unstarted because the budget was reached (--resume with a larger budget runs them)."""
         # Set by the harness's setup: the price, the model client or the chat client and its price record,
         # and the sandbox's level.
         self.price: Any = None
@@ -81,7 +80,6 @@ class Runner:
         self.sandbox_level: Any = None
         self._refused: ProviderRefused | None = None
         """The provider's permanent refusal that stopped the run (no further scene starts)."""
-        """Scenes left unstarted because the budget was reached (--resume with a larger budget runs them)."""
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -233,11 +231,9 @@ class Runner:
         }
 
     def _record(self, scene, meta, progress):
-        """One scene ended: its cost into the run's total, the progress line and config.json's summary."""
+        """One scene ended: its record into the run's results, the progress line and config.json's summary."""
         with self._lock:
             self.results[scene] = meta
-            self.cost += float(meta.get("cost", 0.0))
-            self.cost_unconfirmed += float(meta.get("cost_unconfirmed", 0.0))
             self._write_summary()
         progress.scene_ended(meta)
 
@@ -245,15 +241,13 @@ class Runner:
         path = self.config_path
         if not path.is_file():
             return  # a Ray task on a node: the driver keeps config.json
-        counts = {}
-        for meta in self.results.values():
-            counts[meta["status"]] = counts.get(meta["status"], 0) + 1
+        statuses, cost, unconfirmed = tally(self.results)
         config = read_run_config(path).as_dict()
         config["summary"] = {
             "scenes": len(self.results),
-            "statuses": dict(sorted(counts.items())),
-            "cost": round(self.cost, 6),
-            "cost_unconfirmed": round(self.cost_unconfirmed, 6),
+            "statuses": statuses,
+            "cost": round(cost, 6),
+            "cost_unconfirmed": round(unconfirmed, 6),
             "updated": now(),
         }
         if self.budget is not None and self.options.budget is not None:
@@ -329,8 +323,6 @@ class Runner:
                 todo.append((dataset_name, scene))
             else:
                 self.results[scene] = ended
-                self.cost += float(ended.get("cost", 0.0))
-                self.cost_unconfirmed += float(ended.get("cost_unconfirmed", 0.0))
         self.harness.check_todo(self, todo)
         skipped = len(scenes) - len(todo)
         if skipped:
@@ -475,16 +467,20 @@ def unstarted(
         return meta.as_dict()
 
 
+def tally(results: dict[str, dict]) -> tuple[dict[str, int], float, float]:
+    """Ended scenes per status (by name), their cost and the unconfirmed worst cases in it."""
+    statuses = Counter(meta["status"] for meta in results.values())
+    cost = sum(float(m.get("cost", 0.0)) for m in results.values())
+    unconfirmed = sum(float(m.get("cost_unconfirmed", 0.0)) for m in results.values())
+    return dict(sorted(statuses.items())), cost, unconfirmed
+
+
 def summarize(
     results: dict[str, dict], seconds: float, budget: Budget | None = None, unstarted: Sequence[str] = ()
 ) -> str:
     """The run's last line: scenes by status, cost, time, and the budget when one was set."""
-    counts: dict[str, int] = {}
-    for meta in results.values():
-        counts[meta["status"]] = counts.get(meta["status"], 0) + 1
-    cost = sum(float(m.get("cost", 0.0)) for m in results.values())
-    unconfirmed = sum(float(m.get("cost_unconfirmed", 0.0)) for m in results.values())
-    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    counts, cost, unconfirmed = tally(results)
+    parts = ", ".join(f"{n} {status}" for status, n in counts.items())
     spent = f"cost {money(cost)}" + (f" ({money(unconfirmed)} of it unconfirmed worst cases)" if unconfirmed else "")
     line = f"{len(results)} scenes ({parts}); {spent}; {seconds:.1f} s"
     if budget is not None and budget.limit != float("inf"):
@@ -615,9 +611,7 @@ def run(options: RunOptions, *, budget: Any = None) -> RunResult:
     runner = Runner(resolved)
     results = runner.run()
     seconds = time.monotonic() - start
-    statuses: dict[str, int] = {}
-    for meta in results.values():
-        statuses[meta["status"]] = statuses.get(meta["status"], 0) + 1
+    statuses, cost, unconfirmed = tally(results)
     held = runner.budget
     limited = held is not None and held.limit != float("inf")
     faults = sum(1 for meta in results.values() if outcomes.is_fault("run", meta))
@@ -625,9 +619,9 @@ def run(options: RunOptions, *, budget: Any = None) -> RunResult:
     return RunResult(
         output=Path(resolved.output or ""),
         scenes={scene: meta["status"] for scene, meta in results.items()},
-        statuses=dict(sorted(statuses.items())),
-        cost=sum(float(m.get("cost", 0.0)) for m in results.values()),
-        cost_unconfirmed=sum(float(m.get("cost_unconfirmed", 0.0)) for m in results.values()),
+        statuses=statuses,
+        cost=cost,
+        cost_unconfirmed=unconfirmed,
         seconds=seconds,
         budget_spent=float(held.spent) if limited else None,
         budget_limit=float(held.limit) if limited else None,

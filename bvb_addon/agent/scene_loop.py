@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..backend import stamp_node
+from ..budget import BudgetHolder
 from ..errors import AgentStop
 from ..openai_client import ProviderRefused
 from ..records import AgentMeta, write_agent_meta
@@ -23,7 +24,7 @@ from ..records.agent_meta import answered_by
 from ..records.trajectory import TRAJECTORY_FORMAT, Trajectory
 from ..run_dir import RunDir
 from ..trajectory import TrajectoryWriter
-from .ledger import BudgetHolder, Ledger
+from .ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class SceneRun:
     stop_event: threading.Event | None = None
     """Set to stop the scene before its next turn (None: only Ctrl-C stops it)."""
     budget: BudgetHolder | None = None
-    """The run's shared budget (agent.budget.Budget or its Ray proxy), or None: the scene's limit only."""
+    """The run's shared budget (budget.Budget or its Ray proxy), or None: the scene's limit only."""
     on_save: Callable[[Trajectory], None] | None = None
     """Called with the trajectory after every save (the add-on's live view; no bpy)."""
 

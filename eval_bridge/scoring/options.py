@@ -7,8 +7,9 @@ passes' options, which ``DualVQA`` and ``run_ls`` take whole, and Overall's and 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
+from bvb_addon.budget import BudgetHolder
 from bvb_addon.dataset import parse_shard
 from bvb_addon.errors import ArgumentError
 from bvb_addon.options import option
@@ -27,18 +28,6 @@ else:
 """The DV protocols a judge speaks (``protocol.PROTOCOLS``)."""
 TokensField = Literal["max_completion_tokens", "max_tokens"]
 """The request field that carries the answer-token cap (max_tokens for older servers)."""
-
-
-class BudgetHolder(Protocol):
-    """A campaign's budget as a judge spends it (bvb_addon.agent.budget.Budget, or its Ray proxy)."""
-
-    def reserve(self, worst: float) -> int:
-        """A token for a call that may cost up to ``worst`` USD; BudgetReached when it cannot fit."""
-        ...
-
-    def settle(self, token: int, cost: float) -> None:
-        """The call of ``token`` cost ``cost`` USD."""
-        ...
 
 
 @dataclass(frozen=True)

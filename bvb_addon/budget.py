@@ -15,19 +15,48 @@ actor's) can stand in: the Ledger uses ``reserve(worst, wait=True) -> token`` (B
 the call does not fit) and ``settle(token, cost)``; the runner and its progress line read
 ``spent``, ``limit``, ``reached`` (None, or the reason no call starts any more) and ``calls``.
 A token is opaque to the Ledger (a plain int here). bpy-free, stdlib only.
+
+On a Ray cluster ``ray_budget(limit, spent, address)`` starts one Budget in an actor on the driver's node
+(so a lost worker node never takes the budget with it) and returns a ``RayBudget``: the same holder
+interface, picklable, so it travels in a task's options and every scene on every node reserves against
+the same ledger. The actor is threaded: a reserve waiting for calls in flight to settle blocks no other
+caller.
+
+The judge's calls (a campaign's) draw from the same holders: spend is the run's, not the agent's alone.
 """
 
 import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
-from ..errors import MissingFileError
-from ..money import money
-from ..records.trajectory import Trajectory
-from ..run_dir import TRAJECTORY_SUFFIX
-from ..trajectory import load_trajectory
-from .ledger import CostLimit
+from .backend import ensure_ray, task_cause
+from .errors import MissingFileError
+from .money import money
+from .records.trajectory import Trajectory
+from .run_dir import TRAJECTORY_SUFFIX
+from .trajectory import load_trajectory
+
+
+class CostLimit(Exception):
+    """The next call (or the retry of a billed one) would pass the scene's cost limit."""
+
+    kind = "cost_limit"
+    """The scene's stop_reason when this ends it."""
+
+
+class BudgetHolder(Protocol):
+    """The run's shared budget as the ledger uses it (Budget, or its Ray actor's proxy RayBudget); a
+    campaign's judge spends through it too."""
+
+    def reserve(self, worst: float, wait: bool = True) -> Any:
+        """A token for a call of cost up to ``worst`` USD; BudgetReached when it cannot fit."""
+        ...
+
+    def settle(self, token: Any, cost: float) -> None:
+        """The call of ``token`` cost ``cost`` USD."""
+        ...
 
 
 class BudgetReached(CostLimit):
@@ -161,3 +190,72 @@ def scene_spend(trajectory: Trajectory) -> float:
     sessions before a rerun from scratch spent (``earlier_cost``)."""
     reserved = sum(entry.reserved for entry in trajectory.ledger if entry.status == "reserved")
     return trajectory.cost + reserved + trajectory.earlier_cost
+
+
+class RayBudget:
+    """A proxy to the Budget a Ray actor (``BudgetServer``) holds."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.on_settle: Callable[[], None] | None = None
+        """Called after each settle made through this proxy (the driver's progress line); not sent to tasks."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"handle": self.handle}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.handle, self.on_settle = state["handle"], None
+
+    def _get(self, ref: Any) -> Any:
+        import ray  # deferred: Ray is optional (the ray extra); a RayBudget exists only where it is installed
+
+        try:
+            return ray.get(ref)
+        except Exception as exc:
+            cause = task_cause(exc)
+            if isinstance(cause, CostLimit):
+                raise BudgetReached(str(cause)) from None
+            raise
+
+    def reserve(self, worst: float, wait: bool = True) -> int:
+        """Budget.reserve, in the actor."""
+        return int(self._get(self.handle.reserve.remote(worst, wait)))
+
+    def settle(self, token: int, cost: float) -> None:
+        """Budget.settle, in the actor."""
+        self._get(self.handle.settle.remote(token, cost))
+        if self.on_settle is not None:
+            self.on_settle()
+
+    # Budget's read-only figures, read from the actor.
+    spent = property(lambda self: float(self._get(self.handle.read.remote("spent"))))
+    limit = property(lambda self: float(self._get(self.handle.read.remote("limit"))))
+    reached = property(lambda self: self._get(self.handle.read.remote("reached")))
+    calls = property(lambda self: int(self._get(self.handle.read.remote("calls"))))
+
+
+class BudgetServer:
+    """The actor's body: one Budget."""
+
+    def __init__(self, limit: float, spent: float) -> None:
+        self.budget = Budget(limit, spent=spent)
+
+    def reserve(self, worst: float, wait: bool = True) -> int:
+        return self.budget.reserve(worst, wait=wait)
+
+    def settle(self, token: int, cost: float) -> None:
+        self.budget.settle(token, cost)
+
+    def read(self, name: str) -> Any:
+        """One of Budget's figures (spent, limit, reached, calls)."""
+        return getattr(self.budget, name)
+
+
+def ray_budget(limit: float, spent: float = 0.0, address: str | None = None) -> RayBudget:
+    """A RayBudget over a new actor on this (the driver's) node."""
+    ray = ensure_ray(address)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # deferred: Ray is optional
+
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    actor = ray.remote(max_concurrency=64)(BudgetServer).options(num_cpus=0, scheduling_strategy=here)
+    return RayBudget(actor.remote(limit, spent))
