@@ -747,23 +747,38 @@ def _scene_key(view, row, live_scripts):
     ]
 
 
-def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest=None, shared=None, store=None):
-    dest = assets / run_slug
+@dataclass(frozen=True)
+class _Output:
+    """Where every scene block of a report writes, and what they share: the report's folder, the scene pages'
+    scripts, the manifest of the files written and the image store the scene pages share by content."""
+
+    out_dir: Path
+    scripts: tuple[Script, ...]
+    manifest: Manifest
+    images: ImageStore
+
+    @property
+    def assets(self) -> Path:
+        return self.out_dir / "assets"
+
+
+def _scene_block(view, row, run_slug, shared, output):
+    dest = output.assets / run_slug
     dest.mkdir(parents=True, exist_ok=True)
     scene_file = safe_name(row.scene)
     scene_id = f"{run_slug}/{row.scene}"
-    key = _scene_key(view, row, live_scripts)
-    fresh = manifest is not None and manifest.fresh(scene_id, key)
-    src_names, src_error = _shared_strip(row.source, assets, shared)
+    key = _scene_key(view, row, output.scripts)
+    fresh = output.manifest.fresh(scene_id, key)
+    src_names, src_error = _shared_strip(row.source, output.assets, shared)
     ren_names, ren_error = _strip(row.render, dest, f"{scene_file}_ren")
     written = [dest / n for n in ren_names]  # the shared source strips are kept while any scene shows them
     links = []
-    page_images = store.start_page() if store is not None and not fresh else set()
+    page_images = output.images.start_page() if not fresh else set()
     if row.trajectory is not None:
-        page = _scene_page(view, row, out_dir, run_slug, live_scripts, rebuild=not fresh, images=store)
+        page = _scene_page(view, row, run_slug, output, rebuild=not fresh)
         if page is not None:
             links.append(fragment("<a class='steps-link' href='{}'>steps</a>", page))
-            written.append(out_dir / "scenes" / _page_name(run_slug, row.scene))
+            written.append(output.out_dir / "scenes" / _page_name(run_slug, row.scene))
     for label, path in (("trajectory", row.trajectory), ("program", row.program)):
         if path is None:
             continue
@@ -811,9 +826,9 @@ def _scene_block(view, row, assets, run_slug, out_dir, live_scripts=(), manifest
         missing = fragment("<em class='missing'>{}</em>", error) if error else ""
         lines.append(fragment("<div class='strip strip-{}'><span>{}</span>{}{}</div>", label, label, images, missing))
     lines.append(Markup("</div>"))
-    if manifest is not None and not fresh:
+    if not fresh:
         # The page's images are the report's (shared by content): kept while any page shows them.
-        manifest.record(scene_id, key, written, [store.folder / n for n in page_images] if store else ())
+        output.manifest.record(scene_id, key, written, [output.images.folder / n for n in page_images])
     return join(lines, "\n")
 
 
@@ -844,15 +859,15 @@ def _page_name(run_slug, scene):
     return f"{run_slug}_{safe_name(scene)}.html"
 
 
-def _scene_page(view, row, out_dir, run_slug, live_scripts=(), rebuild=True, images=None):
+def _scene_page(view, row, run_slug, output, rebuild):
     """The scene's step-by-step page under out_dir/scenes/, rebuilt only when its inputs changed (the manifest)."""
-    page = out_dir / "scenes" / _page_name(run_slug, row.scene)
+    page = output.out_dir / "scenes" / _page_name(run_slug, row.scene)
     if not rebuild and page.is_file():
         return page_url("scenes", page.name)
     try:
         build_scene_page(
-            row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene), scripts=live_scripts,
-            images=images, rules=row.rules,
+            row.trajectory, page, back="../index.html", answers=view.step_answers.get(row.scene),
+            scripts=output.scripts, images=output.images, rules=row.rules,
         )  # fmt: skip
     except (OSError, ValueError, RecursionError) as exc:
         log.warning("%s: no step page (%s)", row.trajectory, exc)
@@ -903,6 +918,7 @@ def build_report(
     )
     sections = []
     scene_scripts = tuple(scripts.get("scene", ()))
+    output = _Output(out_dir, scene_scripts, manifest, images)
     slugs = []
     for index, view in enumerate(runs):
         slug = f"run{index}_{safe_name(Path(view.path).name)}"
@@ -916,10 +932,7 @@ def build_report(
             shared.update(kept[3])
             continue
         run_shared: set[str] = set()
-        blocks = [
-            _scene_block(view, row, assets, slug, out_dir, scene_scripts, manifest, run_shared, images)
-            for row in view.scenes
-        ]
+        blocks = [_scene_block(view, row, slug, run_shared, output) for row in view.scenes]
         shared.update(run_shared)
         judge = fragment(" · judge {} ({})", view.judge, view.protocol) if view.judge else ""
         judge = join([judge, fragment(" · encoder {}", view.encoder) if view.encoder else ""])
