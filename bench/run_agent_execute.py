@@ -50,7 +50,7 @@ CHILD = textwrap.dedent("""
             agent_session = importlib.import_module(addon.__name__ + ".bvb_addon.agent_session")
             config = addon.operators.agent.agent_config(bpy.context, s)
             task = agent_session.task_for_clip(clip)
-            agent_session.AgentSession(config, tmp / "run", task, api_key="sk-scripted").prepare()
+            agent_session.AgentSession(agent_session.SessionSettings(config, tmp / "run", api_key="sk-scripted"), task).prepare()
         elapsed = time.perf_counter() - started
         addon.operators.background.registry.cancel_all(timeout=30)
     addon.unregister()

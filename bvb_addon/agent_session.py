@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,39 +51,48 @@ def _no_post(progress: Progress) -> None:
     """Before run(): nothing to post to."""
 
 
+@dataclass(frozen=True)
+class SessionSettings:
+    """What the Run panel chose for one scene's run: taken on the main thread, read by the job's thread."""
+
+    config: AgentConfig
+    run_dir: str | Path
+    harness: str = "mini-bvb"
+    mini_bvb: MiniBVBSettings = field(default_factory=MiniBVBSettings)
+    split: str | Path | None = None
+    """The split the clip is a scene of (config.json's; the render stage and the bridge read it), or None."""
+    api_key: str = field(default="", repr=False)
+    """A key from the add-on's preferences; empty: the variable ``config.api_key_env`` names."""
+    blender_version: str | None = None
+    allow_weak_sandbox: bool = False
+    """The user's opt-in to a sandbox below the minimum (the add-on's preference)."""
+
+
 class AgentSession:
     """One scene's agent run: ``prepare()`` on the main thread, then ``run()`` on a job's worker thread."""
 
     def __init__(
         self,
-        config: AgentConfig,
-        run_dir: str | Path,
+        settings: SessionSettings,
         task: SceneTask,
         model: Model | None = None,
         environment_factory: Callable[[SceneTask, Path, AgentConfig], Environment] | None = None,
-        api_key: str = "",
-        split: str | Path | None = None,
-        blender_version: str | None = None,
-        allow_weak_sandbox: bool = False,
-        harness: str = "mini-bvb",
-        mini_bvb: MiniBVBSettings | None = None,
     ) -> None:
-        if harness not in HARNESSES:
-            raise ArgumentError(f"harness {harness!r} is not one of {', '.join(HARNESSES)}")
-        self.harness = HARNESSES[harness]
-        self.config = config
-        self.run_dir = RunDir(run_dir)
+        if settings.harness not in HARNESSES:
+            raise ArgumentError(f"harness {settings.harness!r} is not one of {', '.join(HARNESSES)}")
+        self.harness = HARNESSES[settings.harness]
+        self.settings = settings
+        self.config = settings.config
+        self.run_dir = RunDir(settings.run_dir)
         self.task = task
         self.model: Any = model
         """The model client (native's ModelClient, or mini-bvb's chat client): given, or built by prepare()."""
-        self.api_key = api_key
-        self.split = split
-        self.blender_version = blender_version
-        self.allow_weak_sandbox = allow_weak_sandbox
-        self.mini_bvb = mini_bvb or MiniBVBSettings()
+        self.api_key = settings.api_key
+        self.blender_version = settings.blender_version
+        self.mini_bvb = settings.mini_bvb
         # The VSI-Bench-style root: the clip is <videos>/<dataset>/<scene>.mp4.
         self.videos = Path(task.video).parent.parent
-        self.sandbox = platforms.sandbox_config(allow_weak_sandbox)
+        self.sandbox = platforms.sandbox_config(settings.allow_weak_sandbox)
         self.environment_factory = environment_factory or functools.partial(
             setup.get_environment, sandbox_config=self.sandbox
         )
@@ -112,7 +121,8 @@ class AgentSession:
         """config.json's keys as the add-on writes them (the render stage and the bridge read the source aspect
         and questions through split and videos)."""
         return setup.run_config(self.config, price, videos=self.videos, started_from="blender-addon",
-                                split=self.split, allow_weak_sandbox=self.allow_weak_sandbox)  # fmt: skip
+                                split=self.settings.split,
+                                allow_weak_sandbox=self.settings.allow_weak_sandbox)  # fmt: skip
 
     def on_save(self, trajectory: Trajectory) -> None:
         """The loop saved a step: its progress goes to the add-on (posted, applied on the main thread)."""

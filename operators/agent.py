@@ -55,12 +55,7 @@ def _build_session(settings):
     """
     try:
         task = task_for_clip(settings["clip"], scene_id=settings["scene_id"])
-        session = agent_session.AgentSession(
-            settings["config"], settings["run_dir"], task, api_key=settings["api_key"], split=settings["split"],
-            blender_version=settings["blender_version"], allow_weak_sandbox=settings["allow_weak_sandbox"],
-            harness=settings["harness"], mini_bvb=settings["mini_bvb"],
-        )  # fmt: skip
-        return session.prepare()
+        return agent_session.AgentSession(settings["session"], task).prepare()
     except ImportError as exc:
         raise RuntimeError(missing_package(exc)) from None
 
@@ -190,11 +185,12 @@ class BVB_OT_run_agent(BVBPollMixin, bpy.types.Operator):
             return fail(self, context, missing_key(config.api_key_env))
         run_dir = Path(bpy.path.abspath(s.run_dir))
         s.scene_id = s.scene_id or clip.stem
-        settings = {"clip": clip, "scene_id": s.scene_id, "config": config, "run_dir": run_dir, "api_key": api_key,
-                    "split": bpy.path.abspath(s.split_path) if s.split_path else None,
-                    "blender_version": bpy.app.version_string,
-                    "allow_weak_sandbox": preferences.allow_weak_sandbox(context),
-                    "harness": s.harness, "mini_bvb": mini_bvb_settings(s)}  # fmt: skip
+        session = agent_session.SessionSettings(
+            config, run_dir, s.harness, mini_bvb_settings(s),
+            split=bpy.path.abspath(s.split_path) if s.split_path else None, api_key=api_key,
+            blender_version=bpy.app.version_string, allow_weak_sandbox=preferences.allow_weak_sandbox(context),
+        )  # fmt: skip
+        settings = {"clip": clip, "scene_id": s.scene_id, "session": session}
         # The agent writes this scene: it is the run's scene now (Save Submission, Load Step).
         open_scenes.record(scene.session_uid, run_dir, s.scene_id)
         s.agent_status, s.agent_step, s.frames_seen, s.cost, s.last_action = "running", 0, 0, 0.0, ""

@@ -8,7 +8,7 @@ from bvb_addon.agent import setup
 from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.runner import RunError, Runner, RunOptions
 from bvb_addon.agent.task import task_for_clip
-from bvb_addon.agent_session import AgentSession
+from bvb_addon.agent_session import AgentSession, SessionSettings
 from bvb_addon.render_stage import RenderOptions, RenderStage
 from bvb_addon.run_dir import read_json
 from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, Worker, probe_layers, require_level
@@ -89,14 +89,10 @@ def test_the_runner_and_the_addon_session_write_one_config_schema(tmp_path):
         workdirs.append((workdir, (workdir / scratch.MARKER).is_file()))
         return setup.get_environment(task, workdir, config, sandbox)
 
-    session = AgentSession(
-        AgentConfig(agent="empty-room"),
-        tmp_path / "addon",
-        task,
-        split=suite / "split.jsonl",
-        environment_factory=environment,
-        harness="native",
-    ).prepare()
+    settings = SessionSettings(
+        AgentConfig(agent="empty-room"), tmp_path / "addon", "native", split=suite / "split.jsonl"
+    )
+    session = AgentSession(settings, task, environment_factory=environment).prepare()
     meta = session.run(lambda progress: None)
     assert meta["status"] == "submitted"
     assert [marked for _, marked in workdirs] == [True] and not workdirs[0][0].exists()
@@ -125,8 +121,9 @@ def test_under_mini_bvb_the_runner_and_the_addon_session_write_one_config_schema
     headless = read_json(tmp_path / "headless" / "config.json")
     task = task_for_clip(suite / "synthetic" / "synth_easy_000.mp4")
     posted = []
-    session = AgentSession(AgentConfig(agent="empty-room"), tmp_path / "addon", task, split=suite / "split.jsonl",
-                           allow_weak_sandbox=True).prepare()  # fmt: skip
+    settings = SessionSettings(AgentConfig(agent="empty-room"), tmp_path / "addon", split=suite / "split.jsonl",
+                               allow_weak_sandbox=True)  # fmt: skip
+    session = AgentSession(settings, task).prepare()
     meta = session.run(posted.append)
     assert meta["status"] == "submitted" and meta["harness"] == "mini-BVB-harness"
     assert set(meta) == set(read_json(tmp_path / "headless" / "agent_meta" / "synth_easy_000.json"))
