@@ -407,9 +407,7 @@ def score_vgi_steps(options: VGIStepsOptions, progress: Callable[[str, int], Non
     results = {}
     try:
         for name, folder in folders:
-            results[name] = score_generator_steps(
-                tasks, folder, judge, Path(options.out) / name, name, options.workers, options.step_range, progress
-            )
+            results[name] = score_generator_steps(options, tasks, (name, folder), judge, progress)
     finally:
         _close(judge.vlm)
     return VGIStepsResult(

@@ -30,6 +30,7 @@ from bvb_addon.run_dir import STEPS_ANALYSIS, STEPS_ANSWERS
 
 from ..scoring.judge import JudgeError
 from ..scoring.steps_analysis import StepAnswer, analyze
+from .options import VGIStepsOptions
 from .score import VGIError, VLMProcessJudge, instance_score
 
 log = logging.getLogger(__name__)
@@ -57,11 +58,13 @@ def verdict(completeness_label: str, violations: dict[str, int]) -> str:
 
 
 def score_generator_steps(
-    tasks: list[dict], folder: str | Path, judge: VLMProcessJudge, out_dir: str | Path, generator: str,
-    workers: int = 4, step_range: tuple[int, int] | None = None,
+    options: VGIStepsOptions, tasks: list[dict], steps: tuple[str, Path], judge: VLMProcessJudge,
     progress: Callable[[str, int], None] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Judge every step of every instance; write the answers and the analysis to out_dir; return the analysis."""
+    """Judge every step of every instance of one generator (``steps``: its name and folder); write the answers and
+    the analysis to OUT/<name>/; return the analysis. ``options`` give OUT, the step range and workers."""
+    generator, folder = steps
+    step_range = options.step_range
     jobs = [(task, step, video) for task in tasks for step, video in step_videos(folder, task["id"])]
     if not jobs:
         raise VGIError(f"{folder} holds no <instance id>/<step>.mp4 of these tasks; see bvb score steps --help")
@@ -84,7 +87,7 @@ def score_generator_steps(
         return {**row, "status": "ok", "reason": "", "answer": verdict(label, violations), "correct": scored["success"],
                 "score": scored["score"], "completeness_label": label, "violations": violations}  # fmt: skip
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
         rows = []
         for row in pool.map(one, jobs):
             rows.append(row)
@@ -104,7 +107,7 @@ def score_generator_steps(
         step_range=list(step_range) if step_range else None, steps=sorted({row["step"] for row in rows}),
         scenes=len({row["id"] for row in rows}), faults=list(faults.values()),
     )  # fmt: skip
-    out_dir = Path(out_dir)
+    out_dir = Path(options.out) / generator
     write_text_atomic(out_dir / ANSWERS, "".join(json.dumps(row) + "\n" for row in rows))
     write_json_atomic(out_dir / ANALYSIS, result)
     return result
