@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -98,6 +99,17 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Modul
     return ray
 
 
+@dataclass(frozen=True)
+class RayTask:
+    """What each Ray task of a stage asks of the cluster: its CPUs and GPUs, the retries after a lost node or
+    worker, and the environment variables set in its process."""
+
+    num_cpus: float
+    num_gpus: float
+    max_retries: int
+    env_vars: Mapping[str, str] | None
+
+
 def map_unordered(
     fn: Callable[[Any], Any],
     items: Iterable[Any],
@@ -127,8 +139,8 @@ def map_unordered(
         yield from _local(fn, items, workers)
     else:
         # Both read before any task starts: a bad value is one line, not a stage stopped half way.
-        retries, grace = task_retries(max_retries), unplaceable_seconds()
-        yield from _ray(fn, items, ray_address, num_cpus, num_gpus, retries, workers, env_vars, grace)
+        task = RayTask(num_cpus, num_gpus, task_retries(max_retries), env_vars)
+        yield from _ray(fn, items, ray_address, workers, task, unplaceable_seconds())
 
 
 _TASK_NODE = None
@@ -184,7 +196,8 @@ def _local(fn, items, workers):
             yield futures[future], (None if error else future.result()), error
 
 
-def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=None, grace=UNPLACEABLE_S):
+def _ray(fn, items, address, workers, task, grace):
+    num_cpus, num_gpus = task.num_cpus, task.num_gpus
     ray = ensure_ray(address, num_cpus=max(workers, 1) * max(num_cpus, 1) if not address else None)
     name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "bvb_task")
 
@@ -193,8 +206,9 @@ def _ray(fn, items, address, num_cpus, num_gpus, max_retries, workers, env_vars=
         return fn(item)
 
     # Through a closure, so partials and callable objects travel as well as plain functions.
-    extra = {"runtime_env": {"env_vars": dict(env_vars)}} if env_vars else {}
-    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=max_retries)(call).options(name=name, **extra)
+    extra = {"runtime_env": {"env_vars": dict(task.env_vars)}} if task.env_vars else {}
+    remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=task.max_retries)(call)
+    remote = remote.options(name=name, **extra)
     pending = {remote.remote(item): item for item in items}
     unplaced_since = None
     try:
