@@ -20,7 +20,7 @@ from typing import Any
 
 from . import scratch
 from .agent import setup
-from .agent.config import AgentConfig, MiniBVBSettings
+from .agent.config import AgentConfig, MiniBVBSettings, RunOptions
 from .agent.environment import Environment
 from .agent.harness import HARNESSES
 from .agent.mini_bvb_protocol import protocol_of
@@ -120,9 +120,8 @@ class AgentSession:
     def run_config(self, price: Any) -> dict:
         """config.json's keys as the add-on writes them (the render stage and the bridge read the source aspect
         and questions through split and videos)."""
-        return setup.run_config(self.config, price, videos=self.videos, started_from="blender-addon",
-                                split=self.settings.split,
-                                allow_weak_sandbox=self.settings.allow_weak_sandbox)  # fmt: skip
+        inputs = RunOptions(split=self.settings.split, videos=self.videos, sandbox=self.sandbox)
+        return setup.run_config(self.config, price, inputs, "blender-addon")
 
     def on_save(self, trajectory: Trajectory) -> None:
         """The loop saved a step: its progress goes to the add-on (posted, applied on the main thread)."""

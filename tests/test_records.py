@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bvb_addon.agent.config import AgentConfig
+from bvb_addon.agent.config import AgentConfig, RunOptions
 from bvb_addon.agent.runner import unstarted
 from bvb_addon.errors import BadFileError, MissingFileError
 from bvb_addon.records import AGENT_META_FORMAT, AgentMeta, read_agent_meta, write_agent_meta
@@ -105,7 +105,7 @@ def test_run_config_is_one_record_its_builder_fills_and_its_contract_lists():
     from bvb_addon.records import RunConfig
 
     fields = {*RunConfig.__dataclass_fields__} - {"extra"}
-    built = run_config(AgentConfig(agent="empty-room"), ZERO, videos="/v", started_from="headless")
+    built = run_config(AgentConfig(agent="empty-room"), ZERO, RunOptions(videos=Path("/v")), "headless")
     assert set(built) == fields - {"format"}, "a key config.json gains is a field of RunConfig first"
     text = (Path(__file__).resolve().parent.parent / "docs" / "contracts.md").read_text()
     # The paragraph, then the record's table that `python -m tools.docs` writes after it (tests/test_contracts_doc.py)

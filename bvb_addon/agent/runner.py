@@ -29,7 +29,7 @@ from .environment import Environment
 from .harness import HARNESSES, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
 from .mini_bvb_protocol import protocol_of
 from .scene_loop import SceneRun
-from .setup import get_environment, now, run_config
+from .setup import continued, get_environment, now, run_config
 from .task import SceneTask, task_for_clip
 
 log = logging.getLogger(__name__)
@@ -182,27 +182,11 @@ class Runner:
                 f"--output {o.output} was run with agent {previous.get('agent')} model {previous.get('model')}; "
                 "resume it with the same --agent/--model or pick a new folder"
             )
-        config = run_config(
-            c,
-            self.price,
-            videos=o.videos,
-            started_from="headless",
-            mode=o.mode,
-            split=o.split,
-            tasks=o.tasks,
-            sandbox_level=self.sandbox_level,
-            sandbox_config=o.sandbox,
-            # --shard as given (1-based; [1, 1]: every scene).
-            session={
-                "shard": list(o.shard or (1, 1)),
-                "workers": o.workers,
-                "scenes": scene_count,
-                "budget": o.budget,
-            },  # fmt: skip
-            previous=previous,
-            allow_weak_sandbox=bool(o.sandbox and o.sandbox.allow_below_minimum),
-            selection=self._selection(previous),
-        )
+        # --shard as given (1-based; [1, 1]: every scene).
+        session = {"shard": list(o.shard or (1, 1)), "workers": o.workers, "scenes": scene_count, "budget": o.budget}
+        record = run_config(c, self.price, o, "headless", sandbox_level=self.sandbox_level,
+                            selection=self._selection(previous))  # fmt: skip
+        config = continued(record, previous, session)
         if previous and protocol_of(previous) != self.harness.name:
             raise RunError(
                 f"--output {o.output} was run with --harness {protocol_of(previous)}; "

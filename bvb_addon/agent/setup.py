@@ -20,7 +20,7 @@ from ..sandbox.config import SandboxConfig
 from ..sandbox.gate import require_level
 from ..sandbox.layers import blender_binary
 from ..versions import HARNESS_VERSION, binary_version, module_version
-from .config import AgentConfig, provider_effort
+from .config import AgentConfig, RunOptions, provider_effort
 from .environment import SandboxEnvironment
 from .model import ModelClient, ModelError
 
@@ -113,32 +113,17 @@ def get_sandbox_level(sandbox_config: "SandboxConfig | None" = None) -> dict[str
 
 
 def run_config(
-    config: AgentConfig,
-    price: "Price",
-    *,
-    videos: str | Path,
-    started_from: str,
-    mode: str = "bvb",
-    split: str | Path | None = None,
-    tasks: str | Path | None = None,
-    sandbox_level: dict | None = None,
-    sandbox_config: "SandboxConfig | None" = None,
-    session: dict | None = None,
-    previous: dict | None = None,
-    allow_weak_sandbox: bool = False,
-    selection: dict | None = None,
-) -> dict[str, Any]:
-    """The one config.json of a run (docs/contracts.md). ``previous`` is the file a resumed run
-    already has: its ``created``, ``sessions`` and ``summary`` carry over, ``session`` is appended.
-    ``selection``: the scenes the run selected (the runner's; None: the whole split)."""
-    previous = previous or {}
-    sessions = list(previous.get("sessions", []))
-    if session is not None:
-        sessions.append({"started": now(), **session})
+    config: AgentConfig, price: "Price", options: RunOptions, started_from: str, *,
+    sandbox_level: dict | None = None, selection: dict | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The one config.json of a run (docs/contracts.md) that reads ``options``' split or tasks, videos and sandbox,
+    started from ``started_from`` (headless, blender-addon). ``selection``: the scenes the run selected (the
+    runner's; None: the whole split). A resumed run's file continues its previous one (``continued``)."""
     api = config.agent == "model"
+    sandbox = options.sandbox
     return {
         "harness_version": HARNESS_VERSION,
-        "bpy_version": bpy_version(sandbox_config),
+        "bpy_version": bpy_version(sandbox),
         "python_version": sys.version.split()[0],
         "started_from": started_from,
         "agent": config.agent,
@@ -150,17 +135,29 @@ def run_config(
         "limits": config.limits(),
         "price_per_million": {"input": price.input, "cached_input": price.cached_input, "output": price.output},
         "pricing": price.describe(),
-        "mode": mode,
-        "split": str(split) if split else None,
-        "tasks": str(tasks) if tasks else None,
-        "videos": str(videos),
+        "mode": options.mode,
+        "split": str(options.split) if options.split else None,
+        "tasks": str(options.tasks) if options.tasks else None,
+        "videos": str(options.videos),
         "sandbox_level": sandbox_level,
-        "sandbox_config": vars(sandbox_config) if hasattr(sandbox_config, "__dict__") else None,
+        "sandbox_config": vars(sandbox) if sandbox is not None else None,
         # The platform, whether it has a sandbox backend, and the user's opt-in below the minimum.
-        "sandbox": platforms.config_record(allow_weak_sandbox),
+        "sandbox": platforms.config_record(bool(sandbox and sandbox.allow_below_minimum)),
         "agent_config": config.public(),
         "selection": selection,
-        "created": previous.get("created", now()),
-        "sessions": sessions,
+        "created": now(),
+        "sessions": [],
+        "summary": None,
+    }
+
+
+def continued(record: dict[str, Any], previous: dict[str, Any] | None, session: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as a session of a run: ``previous`` (the config.json a resumed run already has) gives its
+    ``created`` and ``summary``, and ``session`` joins its ``sessions``."""
+    previous = previous or {}
+    return {
+        **record,
+        "created": previous.get("created", record["created"]),
+        "sessions": [*previous.get("sessions", []), {"started": now(), **session}],
         "summary": previous.get("summary"),
     }
