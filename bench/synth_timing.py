@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bvb_addon import dataset, video  # noqa: E402
-from bvb_addon.synth import build_bl  # noqa: E402
+from bvb_addon.synth import build_bl, plan  # noqa: E402
 
 
 def main():
@@ -37,7 +37,7 @@ def main():
         rows = []
         for difficulty in ("easy", "medium", "hard"):
             started = time.perf_counter()
-            (summary,) = build_bl.generate_suite(out, [difficulty], 1, args.seed, 320, 240, 8, 8.0, progress=False)
+            (summary,) = build_bl.generate_suite(out, [difficulty], 1, args.seed, plan.Clip(), progress=False)
             summary["wall_s"] = round(time.perf_counter() - started, 2)
             rows.append(summary)
             print(json.dumps(summary))

@@ -118,14 +118,12 @@ def synth(options: SynthOptions) -> SynthResult:
     names = options.check()
     path_args.folder("--out", options.out)
     # deferred: build_bl imports bpy; the parser (bvb synth --help, the flag checks) must load without it
-    from bvb_addon.synth import build_bl
+    from bvb_addon.synth import build_bl, plan
 
     # The suite renders here, in this process's Blender: no EGL error line on a software GL.
     offscreen_gl.quiet_egl()
-    summaries = build_bl.generate_suite(
-        options.out, names, options.scenes, options.seed, width=options.width, height=options.height,
-        fps=options.fps, duration=options.duration, progress=options.progress,
-    )  # fmt: skip
+    clip = plan.Clip(options.width, options.height, options.fps, options.duration)
+    summaries = build_bl.generate_suite(options.out, names, options.scenes, options.seed, clip, options.progress)
     return SynthResult(out=Path(options.out), scenes=tuple(summaries))
 
 

@@ -128,7 +128,7 @@ def test_harness_programs_print_no_deprecation_warnings(tmp_path):
     from bvb_addon.vgi import families
     from bvb_addon.vgi.program import build_program
 
-    scene_plan = plan.make_plan("synth_easy_000", "easy", 7, width=64, height=48, fps=4, duration=1)
+    scene_plan = plan.make_plan("synth_easy_000", "easy", 7, plan.Clip(64, 48, 4, 1))
     task = SceneTask(scene="s", video="v.mp4", dataset="synthetic", width=64, height=48, fps=4, duration=1,
                      frame_count=4)  # fmt: skip
     vgi_plan = families.plan_task(sorted(families.FAMILIES)[0], 1, 3)

@@ -115,7 +115,7 @@ def test_difficulty_scales_objects_duplicates_partitions_and_speed():
 
 
 def test_camera_is_one_pose_per_frame_at_the_clip_rate():
-    p = plan.make_plan("s", "medium", 1, fps=6, duration=5.0)
+    p = plan.make_plan("s", "medium", 1, plan.Clip(fps=6, duration=5.0))
     assert [c["frame"] for c in p["camera"]] == list(range(1, 31))
     assert p["camera"][6]["time"] == pytest.approx(1.0)
     steps = np.linalg.norm(np.diff([c["location"] for c in p["camera"]], axis=0), axis=1)

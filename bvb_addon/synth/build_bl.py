@@ -197,8 +197,9 @@ def ground_truth(scene_plan, sightings):
     }
 
 
-def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, fps=8, duration=8.0, progress=True):
-    """Generate ``scenes`` scenes per difficulty into out_root and (re)write its split.jsonl.
+def generate_suite(out_root, difficulties, scenes, seed, clip, progress=True):
+    """Generate ``scenes`` scenes per difficulty (their videos: ``clip``, a plan.Clip) into out_root and (re)write
+    its split.jsonl.
 
     Rows of other scenes already in split.jsonl are kept, so suites can be grown a difficulty
     at a time. Returns a list of per-scene summaries (scene, seconds, objects, questions).
@@ -208,23 +209,20 @@ def generate_suite(out_root, difficulties, scenes, seed, width=320, height=240, 
     # split.jsonl last: a failure (a full disk) leaves the old suite as it was.
     with Staging(out_root, last=("split.jsonl",)) as stage:
         jobs = [(d, i) for d in difficulties for i in range(scenes)]
-        summaries = _generate_into(stage.path, out_root, jobs, seed, (width, height, fps, duration), progress)
+        summaries = _generate_into(stage.path, out_root, jobs, seed, clip, progress)
         stage.commit()
     return summaries
 
 
 def _generate_into(stage, out_root, jobs, seed, clip, progress):
     """Build the scenes into the staging folder, with the suite's merged split.jsonl."""
-    width, height, fps, duration = clip
     new_rows, summaries = [], []
     with tempfile.TemporaryDirectory(prefix="bvb-synth-") as work:
         bar = progress_bar(len(jobs), desc="scenes", unit="scene", disable=not progress)
         for difficulty, i in jobs:
             started = time.perf_counter()
             scene_id = f"synth_{difficulty}_{i:03d}"
-            scene_plan = plan.make_plan(
-                scene_id, difficulty, plan.scene_seed(seed, difficulty, i), width, height, fps, duration
-            )
+            scene_plan = plan.make_plan(scene_id, difficulty, plan.scene_seed(seed, difficulty, i), clip)
             scene_work = Path(work) / scene_id
             gt, rows = build_scene(scene_plan, stage, scene_work)
             new_rows += rows

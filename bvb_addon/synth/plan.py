@@ -7,6 +7,7 @@ centred on the origin, spanning x in [-W/2, W/2] and y in [-L/2, L/2].
 
 import math
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ArgumentError
@@ -78,15 +79,24 @@ def scene_seed(seed: int, difficulty: str, index: int) -> int:
     return seed * 1000 + list(DIFFICULTIES).index(difficulty) * 100 + index
 
 
-def make_plan(
-    scene_id: str, difficulty: str, seed: int, width: int = 320, height: int = 240, fps: int = 8, duration: float = 8.0
-) -> dict:
+@dataclass(frozen=True)
+class Clip:
+    """A scene's video: its size in pixels, frame rate and length in seconds."""
+
+    width: int = 320
+    height: int = 240
+    fps: int = 8
+    duration: float = 8.0
+
+
+def make_plan(scene_id: str, difficulty: str, seed: int, clip: Clip = Clip()) -> dict:
     """The complete plan of one scene (room, shell, objects, lights, camera per frame)."""
     if difficulty not in DIFFICULTIES:
         raise ArgumentError(f"unknown difficulty {difficulty!r}; use one of {', '.join(DIFFICULTIES)}")
     knobs: dict[str, Any] = DIFFICULTIES[difficulty]
     rng = random.Random(f"bvb-synth/{seed}")
-    frame_count = max(2, round(duration * fps))
+    fps = clip.fps
+    frame_count = max(2, round(clip.duration * fps))
     room_w = round(rng.uniform(*knobs["room"][0]), 2)
     room_l = round(rng.uniform(*knobs["room"][1]), 2)
     room_h = round(rng.uniform(2.5, 2.9), 2)
@@ -111,8 +121,8 @@ def make_plan(
             "fps": fps,
             "frame_count": frame_count,
             "duration": frame_count / fps,
-            "width": width,
-            "height": height,
+            "width": clip.width,
+            "height": clip.height,
         },
         "room": room,
         "shell": shell,
