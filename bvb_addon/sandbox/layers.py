@@ -195,28 +195,34 @@ def gpu_bwrap_args(gpu: GpuPaths, created: set[str], bound: list[str]) -> list[s
     return args
 
 
+@dataclass(frozen=True)
+class SceneView:
+    """What a Mini-BVB scene's sandbox sets that a worker's does not: where the workspace appears in it
+    (/workspace), the whole environment, and whether it keeps the host's network namespace (--allow-network)."""
+
+    inside: str
+    env: dict[str, str]
+    network: bool
+
+
 def bwrap_args(
     config: SandboxConfig,
     workspace: str | Path,
     read_paths: list[str],
     uid: int | None,
     gpu: GpuPaths | None = None,
-    *,
-    inside: str | None = None,
-    env: dict[str, str] | None = None,
-    network: bool = False,
+    scene: SceneView | None = None,
 ) -> list[str]:
     """The bubblewrap prefix: namespaces, dropped capabilities, binds of only what Blender needs.
 
     gpu: a GpuPaths to give the worker the machine's GPU (render workers; agents only on opt-in).
-    inside: where the workspace appears in the sandbox (default: its own host path; a Mini-BVB
-    scene's is /workspace); env: the whole environment (default: worker_env); network: keep the
-    host's network namespace (a Mini-BVB scene with --allow-network only).
+    scene: a Mini-BVB scene's view; without one the workspace appears at its own host path, the
+    environment is worker_env's and the network namespace is the sandbox's own.
     """
     root = os.geteuid() == 0
     args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL"]  # fmt: skip
-    if not network:
+    if scene is None or not scene.network:
         args.insert(2, "--unshare-net")
     if not root:
         args.append("--unshare-user")
@@ -251,11 +257,11 @@ def bwrap_args(
     if gpu:
         args += gpu_bwrap_args(gpu, created, bound)
     workspace = os.path.realpath(workspace)
-    target = inside or workspace
+    target = workspace if scene is None else scene.inside
     args += _mkdir_args(target, created, bound)
     args += ["--bind", workspace, target]
     args += ["--clearenv"]
-    for key, value in (worker_env(workspace) if env is None else env).items():
+    for key, value in (worker_env(workspace) if scene is None else scene.env).items():
         args += ["--setenv", key, value]
     return args
 

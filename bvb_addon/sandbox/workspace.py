@@ -48,6 +48,7 @@ from .layers import (
     MemoryCgroup,
     PidsCgroup,
     SandboxLevel,
+    SceneView,
     UidLease,
     blender_binary,
     bwrap_args,
@@ -465,8 +466,8 @@ class SceneWorkspace:
         uid = self.uid if self._lease else None
         # The release's container has no GPU; SandboxConfig.gpu (run --agent-gpu) opts in, as for workers.
         self._gpu = gpu_paths() if self.config.gpu else None
-        prefix = bwrap_args(self.config, self.root, self._read_paths, uid, self._gpu, inside=INSIDE, env=env,
-                            network=self.allow_network)  # fmt: skip
+        view = SceneView(INSIDE, env, self.allow_network)
+        prefix = bwrap_args(self.config, self.root, self._read_paths, uid, self._gpu, view)
         etc = [arg for name in ("passwd", "group", "hostname", "hosts")
                for arg in ("--ro-bind", str(self._state / "etc" / name), f"/etc/{name}")]  # fmt: skip
         binds = [*etc, "--hostname", self.hostname, "--ro-bind", str(self.video), VIDEO_INSIDE,
