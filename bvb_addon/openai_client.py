@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .errors import BVBError
 from .outcomes import FAULT_EXIT
@@ -154,8 +154,10 @@ def model_listed(model: str, ids: Iterable[object]) -> bool:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how long one call is retried."""
+    """How long one attempt may take, and how often and how long one call is retried."""
 
+    timeout: float = 600.0
+    """Seconds one attempt may take."""
     max_retries: int = 6
     """Retries after the first attempt."""
     time_limit: float = 300.0
@@ -164,15 +166,23 @@ class RetryPolicy:
     """First backoff in seconds; doubles per retry, with full jitter."""
     max_delay: float = 60.0
     """Cap of one backoff (and of an honoured Retry-After)."""
+    sleep: Callable[[float], None] = time.sleep
+    """How a backoff waits (tests pass a recorder)."""
 
 
 @dataclass
 class Completion:
-    """One answered call: the text, its usage and what it took to get it."""
+    """One answered call: the text, its usage, its cost where the client knows it, and what it took to get it."""
 
     content: str
     usage: dict = field(default_factory=dict)
     """input_tokens, cached_input_tokens, output_tokens and, when the provider reports it, cost."""
+    cost: float = 0.0
+    """USD of the reply, as ``cost_source`` found it."""
+    cost_source: str | None = None
+    """How ``cost`` was found: litellm (its completion_cost), litellm_prices (its per-token prices), given
+    (--price-in/--price-out), none (no price: an API-free agent, a model LiteLLM cannot price), or the native
+    price's source (agent.model.ModelClient); None: not priced, the caller prices ``usage`` (the OpenAI client)."""
     finish_reason: str | None = None
     retries: int = 0
     seconds: float = 0.0
@@ -189,6 +199,21 @@ class Completion:
     def snapshot(self) -> dict | None:
         """{"model", "system_fingerprint"} of the answer, None when the provider named no model."""
         return snapshot(self.model, self.system_fingerprint)
+
+
+BeforeRetry = Callable[[list[dict], int], None]
+"""Called before a retry the provider may have billed: (usage of the faulty replies billed so far, attempts that
+timed out); it may raise to stop the retries (the agent's cost limit)."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """The one model interface of the agents and the judge: ``complete(request)``, a chat-completions request as a
+    dict, returns a Completion. ``OpenAIClient`` (native's agent, the judge), the Mini-BVB agent's LiteLLM client as
+    the release calls it (agent.litellm_model.LiteLLMModel) and the API-free agents (agent.baselines.ScriptedAgent)
+    answer it; a failure is ProviderRefused, a ClientError, or the client's own exception."""
+
+    def complete(self, request: dict[str, Any], before_retry: BeforeRetry | None = None) -> Completion: ...
 
 
 SNAPSHOT_CHARS = 200
@@ -285,32 +310,33 @@ def is_context_overflow(status: int | None, message: str | None) -> bool:
     return status in (400, 413, 422, None) and bool(CONTEXT_OVERFLOW.search(message or ""))
 
 
+Accept = Literal["content", "cut", "any"]
+"""Which 200 replies are answers: content, those with content; cut, an empty one cut at max_tokens too (the agent
+is told it was cut); any, every reply with a choice, its content or "" (BVB's release reads its judge so: an empty
+or filtered reply is the answer ""). The others are faults, retried."""
+
+
 class OpenAIClient:
-    """``complete(request)`` returns a Completion or raises CallFault / ContextOverflow."""
+    """The Model of an OpenAI-compatible endpoint: ``complete(request)`` returns a Completion or raises CallFault,
+    ContextOverflow or ProviderRefused."""
 
     def __init__(
-        self, base_url: str, api_key: str, timeout: float = 600.0, policy: RetryPolicy | None = None,
-        sleep: Callable[[float], None] = time.sleep, cap: AbstractContextManager | None = None, label: str = "model",
-        cut_ok: bool = False, any_reply: bool = False, key_env: str | None = None,
+        self, base_url: str, api_key: str, policy: RetryPolicy | None = None, cap: AbstractContextManager | None = None,
+        label: str = "model", accept: Accept = "content", key_env: str | None = None,
     ) -> None:  # fmt: skip
         import openai  # deferred: heavy (about half a second), and the add-on imports this module at register
 
         self._openai = openai
-        self.base_url, self.timeout = base_url, timeout
+        self.base_url = base_url
         self.policy = policy or RetryPolicy()
         self.label = label
         self.key_env = key_env
         """The variable the key came from, named in a refused key's line."""
-        # Whether an empty reply cut at max_tokens is an answer (the agent is told it was cut) or a fault.
-        self.cut_ok = cut_ok
-        # Whether every reply with a choice is an answer, its content or "" (BVB's release reads its judge so:
-        # an empty or filtered reply is the answer ""); only a reply without choices is then a fault.
-        self.any_reply = any_reply
+        self.accept = accept
         # A context manager held around each HTTP request only (a concurrency cap), or None.
         self.cap = cap
-        self._sleep = sleep
         # Retries are ours (bounded in count and time, jittered); the openai package's are off.
-        self.http = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+        self.http = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=self.policy.timeout)
         self._lock = threading.Lock()
         self.calls = 0
         self.usage_total = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0}
@@ -328,14 +354,14 @@ class OpenAIClient:
             message = error.get("message") if isinstance(error, dict) else str(error)
             raise _Fault("empty reply", message or "the reply had no choices", usage_dict(response.usage))
         choice = response.choices[0]
-        if self.any_reply:
+        if self.accept == "any":
             return
         if choice.finish_reason == "content_filter":
             raise _Fault(
                 "content filter", "the reply was stopped by the provider's content filter", usage_dict(response.usage)
             )
         empty = not (choice.message and choice.message.content and choice.message.content.strip())
-        if empty and not (self.cut_ok and choice.finish_reason == "length"):
+        if empty and not (self.accept == "cut" and choice.finish_reason == "length"):
             raise _Fault("empty reply", "the reply had no content", usage_dict(response.usage))
 
     def _delay(self, attempt, exc):
@@ -350,15 +376,9 @@ class OpenAIClient:
                 pass  # an HTTP date: the jittered backoff stands
         return delay
 
-    def complete(
-        self, request: dict[str, Any], before_retry: Callable[[list[dict], int], None] | None = None
-    ) -> Completion:
-        """Send one chat-completions request with retries.
-
-        ``before_retry(billed, uncertain)`` is called before each retry that follows an attempt
-        the provider may have billed (a faulty 200 with its usage, or a timeout); it may raise to
-        stop the retries (the agent's cost limit).
-        """
+    def complete(self, request: dict[str, Any], before_retry: BeforeRetry | None = None) -> Completion:
+        """Send one chat-completions request with retries; ``before_retry`` runs before each retry that follows
+        an attempt the provider may have billed (a faulty 200 with its usage, or a timeout)."""
         openai = self._openai
         if "messages" in request:
             request = {**request, "messages": sendable(request["messages"])}
@@ -415,7 +435,7 @@ class OpenAIClient:
             if paid and before_retry is not None:
                 before_retry(billed, uncertain)
             log.warning("%s call failed (%s), retry %d in %.2fs", self.label, status or message, attempt + 1, delay)
-            self._sleep(delay)
+            self.policy.sleep(delay)
             attempt += 1
         choice = response.choices[0]
         usage = usage_dict(response.usage)
@@ -454,7 +474,8 @@ def probe(
     while True:
         remaining = wait_s - (time.monotonic() - start)
         try:
-            listing = client.http.with_options(timeout=max(1.0, min(client.timeout, remaining, 30.0))).models.list()
+            wait = max(1.0, min(client.policy.timeout, remaining, 30.0))
+            listing = client.http.with_options(timeout=wait).models.list()
             ids = [m.id for m in listing.data]
             break
         except openai.APIStatusError as exc:

@@ -171,17 +171,21 @@ def test_a_resume_names_a_corrupt_agent_meta_before_waiting_on_a_dead_endpoint(s
 
 
 def test_mini_bvb_probes_the_name_litellm_sends_an_endpoint():
+    from bvb_addon.agent.config import AgentConfig, MiniBVBSettings
     from bvb_addon.agent.litellm_model import LiteLLMModel
     from bvb_addon.openai_client import EndpointRefused
 
+    def model(name, base_url=AgentConfig.base_url):
+        return LiteLLMModel(AgentConfig(model=name, base_url=base_url), MiniBVBSettings())
+
     with ScriptedOpenAI(models=["scripted", "other"]) as server:
         # "openai/" is LiteLLM's provider: the endpoint is asked for "scripted".
-        assert LiteLLMModel("openai/scripted", base_url=server.base_url).probe(1) == ["scripted", "other"]
+        assert model("openai/scripted", server.base_url).probe(1) == ["scripted", "other"]
         with pytest.raises(EndpointRefused, match="'missing' is not served"):
-            LiteLLMModel("missing", base_url=server.base_url).probe(1)
+            model("missing", server.base_url).probe(1)
         assert server.model_probes == 2
     # LiteLLM's own routing by name (no endpoint given) is left to its first call.
-    assert LiteLLMModel("gpt-4o").probe(1) == []
+    assert model("gpt-4o").probe(1) == []
 
 
 def test_without_the_probe_a_judge_refusing_every_call_is_still_bad_input(suite, tmp_path):

@@ -368,14 +368,18 @@ def test_a_config_json_that_bvbs_harness_wrote_reads(tmp_path):
 
 
 def test_the_published_models_are_priced_by_litellms_shipped_table_and_others_are_refused():
+    from bvb_addon.agent.config import AgentConfig, MiniBVBSettings
     from bvb_addon.agent.litellm_model import LiteLLMModel, PriceUnknown
+
+    def model_client(model, **prices):
+        return LiteLLMModel(AgentConfig(model=model, **prices), MiniBVBSettings())
 
     for model, key in (("gpt-5.5", "gpt-5.5"), ("anthropic/claude-opus-4-7", "claude-opus-4-7"),
                        ("gemini/gemini-3.1-pro-preview", "gemini/gemini-3.1-pro-preview")):  # fmt: skip
-        record = LiteLLMModel(model).check_price()
+        record = model_client(model).check_price()
         assert record["source"] == "litellm" and record["table_key"] == key and record["litellm_version"]
         assert record["input_per_million"] > 0 and record["output_per_million"] > 0
-    given = LiteLLMModel("my-local-vlm", price_in=0.5, price_out=2.0).check_price()
+    given = model_client("my-local-vlm", price_in=0.5, price_out=2.0).check_price()
     assert given == {"source": "given", "input_per_million": 0.5, "output_per_million": 2.0}
     with pytest.raises(PriceUnknown, match="--model my-local-vlm: LiteLLM .* has no price for it; give --price-in"):
-        LiteLLMModel("my-local-vlm").check_price()
+        model_client("my-local-vlm").check_price()

@@ -22,8 +22,8 @@ REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_t
 
 def client(server, sleeps=None, retries=3, **kwargs):
     sleep = (lambda s: sleeps.append(s)) if sleeps is not None else (lambda s: None)
-    policy = RetryPolicy(max_retries=retries, base_delay=0.01, max_delay=5.0)
-    return OpenAIClient(server.base_url, "sk-test", timeout=5, policy=policy, sleep=sleep, **kwargs)
+    policy = RetryPolicy(timeout=5, max_retries=retries, base_delay=0.01, max_delay=5.0, sleep=sleep)
+    return OpenAIClient(server.base_url, "sk-test", policy=policy, **kwargs)
 
 
 def test_a_content_filter_stop_is_retried_and_its_billed_usage_is_reported():
@@ -49,7 +49,7 @@ def test_empty_content_is_a_fault_until_the_retries_run_out():
 def test_an_empty_reply_cut_at_max_tokens_is_an_answer_only_where_the_caller_says_so():
     cut = {"content": "", "finish_reason": "length"}
     with ScriptedOpenAI([cut]) as server:
-        assert client(server, cut_ok=True).complete(REQUEST).finish_reason == "length"
+        assert client(server, accept="cut").complete(REQUEST).finish_reason == "length"
     with ScriptedOpenAI([cut, "ok"]) as server:
         assert client(server).complete(REQUEST).content == "ok"
 
@@ -113,7 +113,7 @@ def test_other_400s_are_not_taken_for_an_overflow():
 def test_a_permanent_refusal_is_one_line_at_the_first_call_never_retried(reply, fix):
     """Issue 42 point 1: a refusal no rerun changes is a configuration error (exit 2), not a fault retried."""
     with ScriptedOpenAI(default=reply) as server:
-        c = OpenAIClient(server.base_url, "sk-test", policy=RetryPolicy(max_retries=3), sleep=lambda s: None,
+        c = OpenAIClient(server.base_url, "sk-test", policy=RetryPolicy(max_retries=3, sleep=lambda s: None),
                          label="model", key_env="BVB_TEST_KEY")  # fmt: skip
         with pytest.raises(ProviderRefused) as caught:
             c.complete(REQUEST)
@@ -149,8 +149,8 @@ def test_the_one_classifier_tells_passing_faults_and_litellms_refusals_apart():
 def test_a_timed_out_attempt_is_reported_as_possibly_billed_before_the_retry():
     calls = []
     with ScriptedOpenAI([{"content": "late", "delay": 1.5}, "in time"]) as server:
-        policy = RetryPolicy(max_retries=2, base_delay=0.01)
-        c = OpenAIClient(server.base_url, "sk-test", timeout=0.5, policy=policy, sleep=lambda s: None)
+        policy = RetryPolicy(timeout=0.5, max_retries=2, base_delay=0.01, sleep=lambda s: None)
+        c = OpenAIClient(server.base_url, "sk-test", policy=policy)
         out = c.complete(REQUEST, before_retry=lambda billed, uncertain: calls.append((list(billed), uncertain)))
     assert out.content == "in time" and out.uncertain == 1 and calls == [([], 1)]
 

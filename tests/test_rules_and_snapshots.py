@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from bvb_addon.agent.litellm_model import LiteLLMModel, text_part
+from bvb_addon.agent.config import AgentConfig, MiniBVBSettings
+from bvb_addon.agent.litellm_model import LiteLLMModel, release_request, text_part
 from bvb_addon.openai_client import snapshot
 from bvb_addon.scene_rules import RULES_VERSION, error_row, finding, make_row
 from eval_bridge.cli import main
@@ -267,12 +268,14 @@ def test_the_native_agent_records_the_snapshots_that_answered_in_agent_meta(tmp_
 def test_mini_bvb_s_litellm_client_returns_the_snapshot_that_answered():
 
     with ScriptedOpenAI([{"content": "hello", **SNAPSHOT}, {"content": "again"}]) as server:
-        model = LiteLLMModel("gpt-4o", base_url=server.base_url, api_key="k", price_in=1.0, price_out=1.0)
-        text, info = model.complete("system", [{"role": "user", "parts": [text_part("hi")]}])
-        assert text == "hello" and info.snapshot == SNAPSHOT
-        _, info = model.complete("system", [{"role": "user", "parts": [text_part("hi")]}])
+        config = AgentConfig(model="gpt-4o", base_url=server.base_url, price_in=1.0, price_out=1.0)
+        model = LiteLLMModel(config, MiniBVBSettings(), api_key="k")
+        request = release_request("gpt-4o", None, "system", [{"role": "user", "parts": [text_part("hi")]}])
+        reply = model.complete(request)
+        assert reply.content == "hello" and reply.snapshot == SNAPSHOT
+        reply = model.complete(request)
     # A provider that names no fingerprint: the model alone (the scripted server echoes the model asked for).
-    assert info.snapshot == {"model": "gpt-4o", "system_fingerprint": None}
+    assert reply.snapshot == {"model": "gpt-4o", "system_fingerprint": None}
 
 
 def test_a_provider_s_snapshot_is_kept_short_and_an_empty_one_is_none():

@@ -1,11 +1,13 @@
-"""The seams' protocols: both judges are Judges, both model kinds Models, the sandbox's tools an Environment."""
+"""The seams' protocols: both judges are Judges, every model client a Model, the sandbox's tools an Environment."""
 
 import pytest
 
 from bvb_addon.agent.baselines import ScriptedAgent
-from bvb_addon.agent.config import AgentConfig
+from bvb_addon.agent.config import AgentConfig, MiniBVBSettings
 from bvb_addon.agent.environment import Environment, SandboxEnvironment
-from bvb_addon.agent.model import Model, ModelClient
+from bvb_addon.agent.litellm_model import LiteLLMModel
+from bvb_addon.agent.model import ModelClient
+from bvb_addon.openai_client import Model, OpenAIClient
 from bvb_addon.pricing import ZERO
 from eval_bridge.scoring.geometry import GeometryJudge
 from eval_bridge.scoring.judge import Judge, Media, VLMJudge
@@ -38,10 +40,17 @@ def test_a_thing_missing_a_judge_method_is_not_a_judge():
     assert not isinstance(Half(), Judge)
 
 
-def test_the_api_client_and_the_scripted_agents_are_models(monkeypatch):
+def test_every_model_client_is_a_model_and_native_prices_any_of_them(monkeypatch):
     monkeypatch.setenv("BVB_TEST_MODEL_KEY", "sk-test")
-    client = ModelClient(AgentConfig(base_url="http://127.0.0.1:9/v1", api_key_env="BVB_TEST_MODEL_KEY"), ZERO)
+    config = AgentConfig(base_url="http://127.0.0.1:9/v1", api_key_env="BVB_TEST_MODEL_KEY")
+    client = ModelClient(config, ZERO)
     scripted = ScriptedAgent(["DONE"])
-    assert isinstance(client, Model) and isinstance(scripted, Model)
-    assert scripted.price is ZERO and scripted.worst_case_cost([]) == 0.0
+    judge = VLMJudge(JudgeOptions(base_url="http://127.0.0.1:9/v1", model="gpt-4o"))
+    assert isinstance(client.client, OpenAIClient) and isinstance(judge.client, OpenAIClient)
+    for model in (client.client, judge.client, LiteLLMModel(config, MiniBVBSettings()), scripted):
+        assert isinstance(model, Model)
+    native = ModelClient(config, ZERO, scripted)
+    assert native.price is ZERO and native.worst_case_cost([]) == 0.0
+    reply = native.query([{"role": "user", "content": "go"}])
+    assert (reply.content, reply.cost, reply.usage) == ("DONE", 0.0, {})
     assert issubclass(SandboxEnvironment, Environment)

@@ -5,16 +5,14 @@ They answer through the same loop, sandbox, limits and outputs as a model, at ze
 they double as end-to-end tests of the harness.
 """
 
-import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..pricing import ZERO
+from ..openai_client import BeforeRetry, Completion
 from ..sandbox.compat_bl import node_tree, program_source
 from ..sandbox.release_render import NUM_SAMPLES, RESOLUTION, sample_frames
-from .litellm_model import CallInfo
-from .model import BeforeRetry, ModelError, ModelReply
+from .model import ModelError
 
 if TYPE_CHECKING:
     from .loop import SceneTask
@@ -91,30 +89,27 @@ def empty_room_program(task: "SceneTask", width: float = 5.0, length: float = 4.
     )
 
 
+class ScriptEnded(ModelError):
+    """A scripted agent asked past its script: its DONE was refused (no frame seen; under mini-bvb no
+    result.blend), so the scene ends as a provider's failure would."""
+
+
 class ScriptedAgent:
-    """A model stand-in that answers from a fixed list of replies, at zero cost."""
+    """An API-free Model (openai_client.Model) answering from a fixed list of replies, at zero cost.
+
+    The reply is chosen by how many the conversation already holds, so a resumed scene continues where it stopped.
+    Asked again after its last reply it raises ScriptEnded: at zero cost and with no turn cap by default,
+    answering DONE forever would never end the scene.
+    """
 
     def __init__(self, replies: Iterable[str]) -> None:
         self.replies = list(replies)
 
-    price, price_factor, token_rate = ZERO, 1.0, 0.0
-
-    def worst_case_cost(self, messages: list[dict], known_prompt_tokens: int = 0) -> float:
-        return 0.0
-
-    def observe(self, usage: dict) -> None:
-        pass
-
-    def learn(self, factor: float, rate: float) -> None:
-        pass
-
-    def query(self, messages: list[dict], before_retry: BeforeRetry | None = None) -> ModelReply:
-        # The reply is chosen by how many the conversation already holds, so a resumed
-        # scene continues where it stopped.
-        turn = sum(1 for m in messages if m["role"] == "assistant")
-        start = time.monotonic()
-        content = self.replies[turn] if turn < len(self.replies) else "DONE"
-        return ModelReply(content=content, cost=0.0, usage={}, seconds=time.monotonic() - start)
+    def complete(self, request: dict[str, Any], before_retry: BeforeRetry | None = None) -> Completion:
+        turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        if turn >= len(self.replies):
+            raise ScriptEnded(f"the scripted agent's {len(self.replies)} replies are spent and its DONE was refused")
+        return Completion(self.replies[turn], cost_source="none")
 
 
 def fenced(kind: str, body: str) -> str:
@@ -158,28 +153,6 @@ PROGRAM_FILE = "/workspace/scratch/build.py"
 SAVE_RESULT = f"\nimport bpy\nbpy.ops.wm.save_as_mainfile(filepath={RESULT_BLEND!r})\n"
 
 
-class ScriptEnded(RuntimeError):
-    """A scripted agent asked past its script: its DONE was refused (no result.blend), so the scene ends."""
-
-
-class ScriptedChat:
-    """A mini-bvb chat stand-in answering from a fixed list of replies, at zero cost.
-
-    Asked again after its last reply (the harness refused its DONE: the program did not save result.blend), it
-    raises ScriptEnded, which ends the scene as a provider failure would (stop_reason error, exit 75): at zero
-    cost and with no turn cap by default, answering DONE forever would never end the scene.
-    """
-
-    def __init__(self, replies: Iterable[str]) -> None:
-        self.replies = list(replies)
-
-    def complete(self, system: str, messages: list[dict]) -> tuple[str, CallInfo]:
-        turn = sum(1 for m in messages if m["role"] == "assistant")
-        if turn >= len(self.replies):
-            raise ScriptEnded(f"the scripted agent's {len(self.replies)} replies are spent and its DONE was refused")
-        return self.replies[turn], CallInfo(cost=0.0, input_tokens=0, output_tokens=0, cost_source="none")
-
-
 def blender_block(program: str) -> str:
     """A bash block that writes ``program`` (plus the save of result.blend) and runs it with blender_run."""
     body = program.rstrip() + "\n" + SAVE_RESULT
@@ -189,8 +162,8 @@ def blender_block(program: str) -> str:
     return fenced("bash", f"cat > {PROGRAM_FILE} <<'{marker}'\n{body}{marker}\nblender_run --python {PROGRAM_FILE}")
 
 
-def empty_room_chat(task: "SceneTask") -> ScriptedChat:
-    return ScriptedChat(
+def empty_room_chat(task: "SceneTask") -> ScriptedAgent:
+    return ScriptedAgent(
         [
             "I look at the first frame before building.\n" + fenced("frames", "count=1"),
             "A generic empty room with a default camera path.\n" + blender_block(empty_room_program(task)),
@@ -199,14 +172,14 @@ def empty_room_chat(task: "SceneTask") -> ScriptedChat:
     )
 
 
-def oracle_chat(task: "SceneTask", videos_root: str | Path) -> ScriptedChat:
+def oracle_chat(task: "SceneTask", videos_root: str | Path) -> ScriptedAgent:
     path = oracle_path(videos_root, task.scene)
     if not path.is_file():
         raise ModelError(
             f"no oracle program at {path}; --agent oracle works only on synthetic suites "
             "(bvb synth) whose --videos folder holds oracle/<scene>.py"
         )
-    return ScriptedChat(
+    return ScriptedAgent(
         [
             "I look at the first frame.\n" + fenced("frames", "count=1"),
             "The scene's oracle program.\n" + blender_block(path.read_text()),
@@ -330,12 +303,12 @@ def replay_program(task: "SceneTask", side: int = RESOLUTION) -> str:
     )
 
 
-def replay_chat(task: "SceneTask") -> ScriptedChat:
+def replay_chat(task: "SceneTask") -> ScriptedAgent:
     """The replay agent under mini-bvb: frames seen (the harness requires one), ffmpeg, then the Blender program."""
     indices = replay_indices(task.frame_count)
     extract = replay_extract_command(indices)
     build = blender_block(replay_program(task))
-    return ScriptedChat(
+    return ScriptedAgent(
         [
             "I look at the first frame.\n" + fenced("frames", "count=1"),
             "The clip's own frames, packed onto planes.\n" + build.replace("```bash\n", f"```bash\n{extract}\n", 1),

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import dataset, scratch
 from ..atomic import remove_stale_temps
-from ..defaults import API_KEY_ENV
 from ..errors import ArgumentError
 from ..openai_client import ProviderRefused
 from ..pricing import ZERO
@@ -29,10 +28,10 @@ from ..trajectory import load_trajectory
 from . import mini_bvb_protocol as protocol
 from .config import MINI_ONLY, NATIVE_ONLY, AgentConfig, MiniBVBSettings, RunError, RunOptions
 from .environment import Environment
-from .litellm_model import LiteLLMModel
+from .litellm_model import DEFAULT_BASE_URLS, LiteLLMModel
 from .loop import AgentLoop
 from .mini_bvb import MiniBVBLoop, SceneInput
-from .model import Model, ModelClient, ModelError
+from .model import ModelClient, ModelError
 from .scene_loop import SceneRun
 from .setup import bpy_version, get_model, get_price, get_sandbox_level, now
 from .task import SceneTask, task_for_clip
@@ -140,9 +139,6 @@ class Harness(Protocol):
 
 PROVIDER_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY")
 """The key variables LiteLLM reads for the providers BVB's runs used (a Ray task gets those that are set)."""
-
-DEFAULT_BASE_URLS = ("https://api.openai.com/v1", "https://api.openai.com/v1/")
-"""An endpoint equal to one of these is LiteLLM's own routing by the model's name (no --base-url)."""
 
 
 HOST_TOOLS = ("ffmpeg", "ffprobe")
@@ -255,27 +251,9 @@ def routed_by_name(config: AgentConfig) -> bool:
     return "/" in config.model and config.base_url in DEFAULT_BASE_URLS
 
 
-def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | None = None) -> Any:
-    """The LiteLLM client of a model agent (None for an API-free one); ``api_key`` a key given as it is (the
-    add-on's preferences), else LiteLLM reads the provider's variable, or ``config.api_key_env`` with an endpoint or
-    when --api-key-env named one."""
-    if config.agent != "model":
-        return None
-
-    base_url = config.base_url if config.base_url not in DEFAULT_BASE_URLS else None
-    named = config.api_key_env != API_KEY_ENV
-    return LiteLLMModel(
-        config.model,
-        reasoning=settings.reasoning,
-        base_url=base_url,
-        api_key_env=config.api_key_env if base_url or named else None,
-        key_named=named,
-        api_key=api_key or None,
-        price_in=config.price_in,
-        price_out=config.price_out,
-        timeout=settings.model_timeout,
-        num_retries=settings.num_retries,
-    )
+def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | None = None) -> LiteLLMModel | None:
+    """The LiteLLM client of a model agent (None for an API-free one); ``api_key`` a key given as it is."""
+    return LiteLLMModel(config, settings, api_key) if config.agent == "model" else None
 
 
 def api_free_chat(config: AgentConfig, video: Path, scene: str, dataset: str, videos: str | Path) -> Any:
@@ -542,7 +520,7 @@ EnvironmentFactory = Callable[[SceneTask, Path], Environment]
 
 def drive_scene(
     config: AgentConfig,
-    model: Model,
+    model: ModelClient,
     task: SceneTask,
     run: SceneRun,
     environment: EnvironmentFactory,

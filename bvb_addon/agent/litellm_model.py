@@ -3,7 +3,7 @@
 LiteLLM routes by the model's name: ``anthropic/...`` and ``gemini/...`` natively, OpenAI's names,
 ``openrouter/...``, and any OpenAI-compatible endpoint with ``base_url``. Each call sends the system
 prompt as a string and every message as text and image parts, with ``reasoning_effort`` only when one
-was given, as given, and no max_tokens or temperature; LiteLLM retries it (``num_retries``).
+was given, as given, and no max_tokens or temperature (``release_request``); LiteLLM retries it (``num_retries``).
 
 Cost of a call, as the reference computes it: LiteLLM's ``completion_cost`` of the response, and
 where that is zero, the tokens at LiteLLM's per-token prices of the model (then of its name without
@@ -16,12 +16,13 @@ under a run; its version is recorded beside the prices.
 import base64
 import logging
 import os
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from ..defaults import API_KEY_ENV
 from ..errors import ArgumentError, BVBError
-from ..openai_client import OpenAIClient, probe, refusal, sendable, snapshot
+from ..openai_client import BeforeRetry, Completion, OpenAIClient, RetryPolicy, probe, refusal, sendable
+from .config import AgentConfig, MiniBVBSettings
 from .model import missing_key
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ KEY_VARIABLES = frozenset(
     {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY"}
 )
 """The variables of the providers that take one key, which ``check_key`` asks for before any scene."""
+
+DEFAULT_BASE_URLS = ("https://api.openai.com/v1", "https://api.openai.com/v1/")
+"""An endpoint equal to one of these is LiteLLM's own routing by the model's name (no --base-url)."""
 
 
 class PriceUnknown(BVBError, ValueError):
@@ -83,15 +87,12 @@ def chat_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[str,
     ]
 
 
-@dataclass
-class CallInfo:
-    cost: float
-    input_tokens: int
-    output_tokens: int
-    cost_source: str
-    """litellm (completion_cost), litellm_prices (the per-token fallback), given, or none."""
-    snapshot: dict | None = None
-    """{"model", "system_fingerprint"} the provider said answered (openai_client.snapshot); None when unnamed."""
+def release_request(model: str, reasoning: str | None, system: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """One call's request, the release's: the model, the messages, and ``reasoning_effort`` only when one was given."""
+    request: dict[str, Any] = {"model": model, "messages": chat_messages(system, messages)}
+    if reasoning:
+        request["reasoning_effort"] = reasoning
+    return request
 
 
 def _usage(usage: Any, name: str) -> int:
@@ -102,33 +103,21 @@ def _usage(usage: Any, name: str) -> int:
 
 
 class LiteLLMModel:
-    """``complete(system, messages) -> (text, CallInfo)``; an exception is the provider's failure."""
+    """The Model (openai_client.Model) of a mini-bvb model agent: ``complete(request)`` through LiteLLM, priced as
+    the reference prices it; an exception is the provider's failure (a permanent one ProviderRefused)."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        reasoning: str | None = None,
-        base_url: str | None = None,
-        api_key_env: str | None = None,
-        key_named: bool = False,
-        api_key: str | None = None,
-        price_in: float | None = None,
-        price_out: float | None = None,
-        timeout: float = 600.0,
-        num_retries: int = 5,
-    ) -> None:
-        self.model = model
-        self.reasoning = reasoning
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self.key_named = key_named
+    def __init__(self, config: AgentConfig, settings: MiniBVBSettings, api_key: str | None = None) -> None:
+        """``api_key``: a key given as it is (the add-on's preferences); else LiteLLM reads the provider's variable,
+        or ``config.api_key_env`` with an endpoint or when --api-key-env named one."""
+        self.model = config.model
+        self.base_url = config.base_url if config.base_url not in DEFAULT_BASE_URLS else None
+        self.key_named = config.api_key_env != API_KEY_ENV
         """--api-key-env was given (not its default): its variable must hold a key, endpoint or not."""
-        self._api_key = api_key
-        """A key given as it is (the add-on's preferences); else the variable api_key_env names is read."""
-        self.price_in, self.price_out = price_in, price_out
-        self.timeout = timeout
-        self.num_retries = num_retries
+        self.api_key_env = config.api_key_env if self.base_url or self.key_named else None
+        self._api_key = api_key or None
+        self.price_in, self.price_out = config.price_in, config.price_out
+        self.timeout = settings.model_timeout
+        self.num_retries = settings.num_retries
         self.answered = False
         """A call of this client had an answer: its settings are accepted (openai_client.refusal's ``accepted``)."""
 
@@ -210,24 +199,21 @@ class LiteLLMModel:
         if not self.base_url:
             return []
         key = self._key() or "none"
-        client = OpenAIClient(self.base_url, key, timeout=min(self.timeout, 30.0), label="model")
+        client = OpenAIClient(self.base_url, key, RetryPolicy(timeout=min(self.timeout, 30.0)), label="model")
         # With an endpoint, a "provider/" prefix is LiteLLM's; the endpoint serves the name after it.
         served = self.model.split("/", 1)[1] if "/" in self.model else self.model
         return probe(client, served, self.api_key_env, wait_s)
 
-    def complete(self, system: str, messages: list[dict[str, Any]]) -> tuple[str, CallInfo]:
+    def complete(self, request: dict[str, Any], before_retry: BeforeRetry | None = None) -> Completion:
+        """One call; LiteLLM retries it itself, so ``before_retry`` is never called."""
         litellm = _litellm()
-        kwargs: dict[str, Any] = self._route()
-        if self.reasoning:
-            kwargs["reasoning_effort"] = self.reasoning
         try:
             response = litellm.completion(
-                model=self.model,
-                messages=sendable(chat_messages(system, messages)),
+                **{**request, "messages": sendable(request["messages"])},
                 timeout=self.timeout,
                 num_retries=self.num_retries,
                 retry_policy=self._retry_policy(),
-                **kwargs,
+                **self._route(),
             )
         except Exception as exc:  # the provider's failure after LiteLLM's retries: permanent ones are the run's
             refused = refusal(exc, f"--model {self.model}", self.api_key_env, accepted=self.answered)
@@ -235,11 +221,19 @@ class LiteLLMModel:
                 raise refused from None
             raise
         self.answered = True
-        text = response.choices[0].message.content or ""
+        choice = response.choices[0]
         usage = getattr(response, "usage", None)
         tokens_in, tokens_out = _usage(usage, "prompt_tokens"), _usage(usage, "completion_tokens")
-        answered = snapshot(getattr(response, "model", None), getattr(response, "system_fingerprint", None))
-        return text, CallInfo(*self._cost(litellm, response, tokens_in, tokens_out), snapshot=answered)
+        cost, source = self._cost(litellm, response, tokens_in, tokens_out)
+        return Completion(
+            content=choice.message.content or "",
+            usage={"input_tokens": tokens_in, "output_tokens": tokens_out},
+            cost=cost,
+            cost_source=source,
+            finish_reason=choice.finish_reason,
+            model=getattr(response, "model", None),
+            system_fingerprint=getattr(response, "system_fingerprint", None),
+        )
 
     def _retry_policy(self) -> dict[str, int]:
         """LiteLLM's retries per failure: none for a refusal no retry changes (a bad key or model id, a bad
@@ -252,18 +246,18 @@ class LiteLLMModel:
             "ContentPolicyViolationErrorRetries": self.num_retries,
         }
 
-    def _cost(self, litellm: Any, response: Any, tokens_in: int, tokens_out: int) -> tuple[float, int, int, str]:
+    def _cost(self, litellm: Any, response: Any, tokens_in: int, tokens_out: int) -> tuple[float, str]:
         if self.price_in is not None and self.price_out is not None:
-            return (tokens_in * self.price_in + tokens_out * self.price_out) / 1e6, tokens_in, tokens_out, "given"
+            return (tokens_in * self.price_in + tokens_out * self.price_out) / 1e6, "given"
         try:
             cost = float(litellm.completion_cost(completion_response=response) or 0.0)
         except Exception as exc:  # LiteLLM raises for a model it cannot map; the reference counts 0 then
             log.debug("litellm.completion_cost: %s", exc)
             cost = 0.0
         if cost:
-            return cost, tokens_in, tokens_out, "litellm"
+            return cost, "litellm"
         if tokens_in or tokens_out:
             prices = self._table_prices()
             if prices is not None:
-                return tokens_in * prices[1] + tokens_out * prices[2], tokens_in, tokens_out, "litellm_prices"
-        return 0.0, tokens_in, tokens_out, "none"
+                return tokens_in * prices[1] + tokens_out * prices[2], "litellm_prices"
+        return 0.0, "none"

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..atomic import copy_atomic, write_bytes_atomic, write_text_atomic
 from ..errors import AgentStop
-from ..openai_client import ProviderRefused
+from ..openai_client import Completion, ProviderRefused
 from ..pricing import estimate_tokens
 from ..records import AgentMeta
 from ..records.agent_meta import ANSWERED_BY
@@ -22,7 +22,7 @@ from .actions import FormatError, parse_action, parse_frames, parse_render
 from .config import AgentConfig
 from .environment import Environment
 from .ledger import CostLimit, LedgerEntry, usd
-from .model import ContextOverflow, Model, ModelError, ModelReply
+from .model import ContextOverflow, ModelClient, ModelError
 from .program import PROGRAM_RESET, join_program
 from .scene_loop import Interrupted, LimitReached, SceneLoop, SceneRun, Submitted, now
 from .task import SceneTask
@@ -71,7 +71,7 @@ class AgentLoop(SceneLoop):
     def __init__(
         self,
         config: AgentConfig,
-        model: Model,
+        model: ModelClient,
         env: Environment,
         task: SceneTask,
         run: SceneRun,
@@ -256,7 +256,7 @@ class AgentLoop(SceneLoop):
         )
         self.save()
 
-    def _call(self) -> ModelReply:
+    def _call(self) -> Completion:
         """One model call under the ledger, compacting the prompt until it fits the context."""
         s, c = self.traj, self.config
         window = self._context_window()
@@ -286,7 +286,8 @@ class AgentLoop(SceneLoop):
                     raise
                 self._compact("provider", str(exc))
                 continue
-            self.ledger.settle(entry, reply.cost + reply.billed_cost, uncertain=reply.uncertain, usage=reply.usage)
+            billed = sum(self.model.price.cost(u) for u in reply.billed)
+            self.ledger.settle(entry, reply.cost + billed, uncertain=reply.uncertain, usage=reply.usage)
             self.model.observe(reply.usage)
             s.price_factor, s.token_rate = self.model.price_factor, self.model.token_rate
             return reply

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from ..atomic import write_bytes_atomic
 from ..budget import CostLimit, scene_spend
 from ..errors import AgentStop, MissingFileError
-from ..openai_client import ProviderRefused
+from ..openai_client import Model, ProviderRefused
 from ..records import AgentMeta
 from ..records.agent_meta import ANSWERED_BY
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
@@ -33,7 +33,7 @@ from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
 from .config import AgentConfig, MiniBVBSettings
 from .ledger import usd
-from .litellm_model import CallInfo, chat_messages, image_part, text_part
+from .litellm_model import chat_messages, image_part, release_request, text_part
 from .scene_loop import Interrupted, LimitReached, SceneLoop, SceneRun, Submitted, now
 
 log = logging.getLogger(__name__)
@@ -82,12 +82,6 @@ class Workspace(Protocol):
     def close(self) -> None: ...
 
 
-class ChatModel(Protocol):
-    """The LiteLLM client, or an API-free agent: ``complete(system, messages) -> (text, CallInfo)``."""
-
-    def complete(self, system: str, messages: list[dict[str, Any]]) -> tuple[str, CallInfo]: ...
-
-
 class ModelFailed(AgentStop):
     """The provider's failure after LiteLLM's retries: the scene's end, as the release's ``error``."""
 
@@ -118,7 +112,7 @@ class MiniBVBLoop(SceneLoop):
 
     def __init__(
         self,
-        model: ChatModel,
+        model: Model,
         workspace: Workspace,
         scene: SceneInput,
         run: SceneRun,
@@ -207,31 +201,30 @@ class MiniBVBLoop(SceneLoop):
             raise LimitReached("cost") from None  # the release's check, a billionth of a dollar early
         started = time.monotonic()
         try:
-            reply, info = self.model.complete(self.system, self.messages)
+            reply = self.model.complete(
+                release_request(self.model_name, self.settings.reasoning, self.system, self.messages)
+            )
         except BaseException as exc:
             self.ledger.settle(entry, 0.0, status="refused")
             self.save()
             if isinstance(exc, Exception) and not isinstance(exc, ProviderRefused):
                 raise ModelFailed(f"{exc.__class__.__name__}: {exc}") from exc
             raise
-        self.cost += float(info.cost or 0.0)
-        self.in_tokens += info.input_tokens
-        self.out_tokens += info.output_tokens
-        usage = {
-            "input_tokens": info.input_tokens,
-            "output_tokens": info.output_tokens,
-            "cost_source": info.cost_source,
-        }
-        self.ledger.settle(entry, float(info.cost or 0.0), usage=usage)
+        tokens_in, tokens_out = reply.usage.get("input_tokens", 0), reply.usage.get("output_tokens", 0)
+        self.cost += reply.cost
+        self.in_tokens += tokens_in
+        self.out_tokens += tokens_out
+        usage = {"input_tokens": tokens_in, "output_tokens": tokens_out, "cost_source": reply.cost_source}
+        self.ledger.settle(entry, reply.cost, usage=usage)
         t = self.traj
         t.tokens["input"] = self.in_tokens
         t.tokens["output"] = self.out_tokens
         t.model_seconds += time.monotonic() - started
         # The snapshot the provider said answered, beside the step (agent_meta's answered_by counts them).
-        answered = {ANSWERED_BY: info.snapshot} if info.snapshot else {}
-        t.steps.append(Step(step=self.turns, time=now(), cost=float(info.cost or 0.0), usage=usage,
+        answered = {ANSWERED_BY: reply.snapshot} if reply.snapshot else {}
+        t.steps.append(Step(step=self.turns, time=now(), cost=reply.cost, usage=usage,
                             model_seconds=round(time.monotonic() - started, 4), extra=answered))  # fmt: skip
-        return reply
+        return reply.content
 
     def _frames(self, blocks: list[str], duration: float) -> tuple[list[dict[str, Any]], int]:
         parts: list[dict[str, Any]] = []

@@ -1,15 +1,16 @@
-"""The model client: any OpenAI-compatible chat-completions endpoint through the ``openai`` package."""
+"""The native harness's model: any client of the one model interface (openai_client.Model; an OpenAI-compatible
+endpoint through the ``openai`` package by default), asked with AgentConfig's request and priced."""
 
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BVBError
-from ..openai_client import ClientError, ContextOverflow, OpenAIClient, RetryPolicy, probe
+from ..openai_client import ClientError, Completion, ContextOverflow, Model, OpenAIClient, RetryPolicy, probe
 from ..pricing import Price, estimate_tokens
 from .config import provider_effort
 
@@ -18,48 +19,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BeforeRetry = Callable[[float, int], None]
-"""Called before a retry the provider may have billed: (USD billed so far, attempts that timed out)."""
-
-__all__ = ["ContextOverflow", "Model", "ModelClient", "ModelError", "ModelReply", "request_messages"]
+__all__ = ["ContextOverflow", "Model", "ModelClient", "ModelError", "request_messages"]
 
 
 class ModelError(BVBError, ClientError):
     """A call that cannot succeed: a 4xx other than the retried ones, or retries given up."""
-
-
-@dataclass
-class ModelReply:
-    content: str
-    cost: float
-    usage: dict = field(default_factory=dict)
-    seconds: float = 0.0
-    retries: int = 0
-    finish_reason: str | None = None
-    billed_cost: float = 0.0
-    """USD of faulty replies before this one that the provider billed (a content-filter stop)."""
-    uncertain: int = 0
-    """Attempts that timed out after the request was sent (the provider may have billed them)."""
-    snapshot: dict | None = None
-    """{"model", "system_fingerprint"} the provider said answered (openai_client.snapshot); None when unnamed."""
-
-
-@runtime_checkable
-class Model(Protocol):
-    """What the agent loop asks of a model: the API client (``ModelClient``) or an API-free agent (``ScriptedAgent``)."""
-
-    price: Price
-    price_factor: float
-    """How far above the price table the provider bills (learned from reported costs; 1.0 when none)."""
-    token_rate: float
-
-    def query(self, messages: list[dict], before_retry: BeforeRetry | None = None) -> "ModelReply": ...
-
-    def worst_case_cost(self, messages: list[dict], known_prompt_tokens: int = 0) -> float: ...
-
-    def observe(self, usage: dict) -> None: ...
-
-    def learn(self, factor: float, rate: float) -> None: ...
 
 
 def request_messages(messages: list[dict]) -> list[dict]:
@@ -79,32 +43,43 @@ def missing_key(variable: str) -> str:
 
 
 class ModelClient:
-    """One model endpoint; ``query(messages)`` returns a ModelReply or raises ModelError / ContextOverflow."""
+    """Native's model: ``query(messages)`` sends AgentConfig's request to ``client`` (an OpenAIClient of
+    config.base_url when none is given) and returns its Completion priced, or raises ModelError / ContextOverflow;
+    its price learns from the provider's reported costs (observe, learn) and bounds the next call (worst_case_cost)."""
 
-    def __init__(self, config: "AgentConfig", price: Price, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, config: "AgentConfig", price: Price, client: Model | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:  # fmt: skip
         self.config = config
         self.price = price
-        key = os.environ.get(config.api_key_env)
-        if not key:
-            raise ModelError(missing_key(config.api_key_env))
-        policy = RetryPolicy(
-            max_retries=config.max_retries,
-            time_limit=config.retry_time_limit,
-            base_delay=config.retry_base_delay,
-            max_delay=config.retry_max_delay,
-        )
-        self.client = OpenAIClient(
-            config.base_url, key, config.request_timeout, policy, sleep=sleep, label="model", cut_ok=True,
-            key_env=config.api_key_env,
-        )  # fmt: skip
+        self.client = client or self._connect(config, sleep)
         self._uses_completion_tokens = "api.openai.com" in (config.base_url or "")
         # The effective price seen in provider-reported usage.cost, run-wide (scenes share the client).
         self._lock = threading.Lock()
         self.price_factor = 1.0
         self.token_rate = 0.0
 
+    @staticmethod
+    def _connect(config: "AgentConfig", sleep: Callable[[float], None]) -> OpenAIClient:
+        key = os.environ.get(config.api_key_env)
+        if not key:
+            raise ModelError(missing_key(config.api_key_env))
+        policy = RetryPolicy(
+            timeout=config.request_timeout,
+            max_retries=config.max_retries,
+            time_limit=config.retry_time_limit,
+            base_delay=config.retry_base_delay,
+            max_delay=config.retry_max_delay,
+            sleep=sleep,
+        )
+        return OpenAIClient(config.base_url, key, policy, label="model", accept="cut", key_env=config.api_key_env)
+
     def probe(self, wait_s: float) -> list[str]:
-        """One GET /models before the first scene: a bad key, URL or model fails the run in seconds."""
+        """One GET /models before the first scene: a bad key, URL or model fails the run in seconds (an API-free
+        agent has none)."""
+        if not isinstance(self.client, OpenAIClient):
+            return []
         return probe(self.client, self.config.model, self.config.api_key_env, wait_s)
 
     def observe(self, usage: dict) -> None:
@@ -147,8 +122,9 @@ class ModelClient:
             params["extra_body"] = dict(c.extra)
         return params
 
-    def query(self, messages: list[dict], before_retry: BeforeRetry | None = None) -> ModelReply:
-        """One reply; ``before_retry(billed_usd, uncertain)`` runs before a retry the provider may have billed."""
+    def query(self, messages: list[dict], before_retry: Callable[[float, int], None] | None = None) -> Completion:
+        """One reply, priced; ``before_retry(billed_usd, uncertain)`` runs before a retry the provider may have
+        billed (the client's BeforeRetry, its billed usage priced)."""
         hook = None
         if before_retry is not None:
 
@@ -162,7 +138,7 @@ class ModelClient:
         except ClientError as exc:
             raise ModelError(str(exc), status=exc.status, billed=exc.billed, uncertain=exc.uncertain) from None
         usage = answer.usage
-        if not usage:
+        if not usage and answer.cost_source is None:
             # No usage reported: bill our upper-bound estimate rather than nothing.
             usage = {
                 "input_tokens": estimate_tokens(messages),
@@ -170,14 +146,4 @@ class ModelClient:
                 "output_tokens": len(answer.content) // 3 + 1,
                 "estimated": True,
             }
-        return ModelReply(
-            content=answer.content,
-            cost=self.price.cost(usage),
-            usage=usage,
-            seconds=answer.seconds,
-            retries=answer.retries,
-            finish_reason=answer.finish_reason,
-            billed_cost=sum(self.price.cost(u) for u in answer.billed),
-            uncertain=answer.uncertain,
-            snapshot=answer.snapshot,
-        )
+        return replace(answer, usage=usage, cost=self.price.cost(usage), cost_source=self.price.source)

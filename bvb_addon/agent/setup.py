@@ -27,7 +27,6 @@ from .model import ModelClient, ModelError
 if TYPE_CHECKING:
     from ..pricing import Price
     from .loop import SceneTask
-    from .model import Model
 
 
 def now() -> str:
@@ -78,10 +77,9 @@ def _key_in_environment(name: str, key: str | None) -> Iterator[None]:
 def get_model(
     config: AgentConfig, price: "Price", task: "SceneTask | None" = None, videos: str | Path | None = None,
     api_key: str = "",
-) -> "Model | None":  # fmt: skip
-    """What answers the agent's turns: a ModelClient for agent ``model`` (ModelError without a key),
-    else the API-free agent of ``task`` (``oracle`` reads its answer from ``videos``), or None
-    before there is a task."""
+) -> ModelClient | None:  # fmt: skip
+    """What answers the agent's turns: for agent ``model`` its endpoint's (ModelError without a key), else the
+    API-free agent of ``task`` (``oracle`` reads its answer from ``videos``), or None before there is a task."""
     if config.agent == "model":
         with _key_in_environment(config.api_key_env, api_key):
             return ModelClient(config, price)
@@ -90,13 +88,13 @@ def get_model(
     from .baselines import empty_room_agent, oracle_agent  # deferred: imports bpy
 
     if config.agent == "empty-room":
-        return empty_room_agent(task)
+        return ModelClient(config, price, empty_room_agent(task))
     if config.agent == "replay":
         # Its frames come from ffmpeg in the mini-bvb sandbox; a native worker has no shell to run it.
         raise ModelError("--agent replay speaks mini-bvb only (it runs ffmpeg in a bash block); drop --harness native")
     if videos is None:
         raise ModelError("--agent oracle reads oracle/<scene>.py from the suite's folder; pass --videos")
-    return oracle_agent(task, videos)
+    return ModelClient(config, price, oracle_agent(task, videos))
 
 
 def get_environment(

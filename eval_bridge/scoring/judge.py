@@ -195,25 +195,20 @@ class VLMJudge(Judge[Media]):
         self.base_url, self.timeout_s = options.base_url, timeout_s
         # A context manager held around each HTTP request (bvb_addon.backend.ConcurrencyCap), or None.
         self.cap = cap
-        # A campaign's budget holder (bvb_addon.agent.budget), or None: each call reserves its worst case first.
+        # A campaign's budget holder (bvb_addon.budget), or None: each call reserves its worst case first.
         self.budget = options.budget
         self._connect()
 
     def _connect(self) -> None:
         # The agent's client too: same retries (408/409/429/5xx, empty or filtered replies), Retry-After honoured.
         policy = RetryPolicy(
-            max_retries=self.retries, time_limit=max(300.0, 60.0 * (self.retries + 1)), base_delay=self.backoff_s
-        )
+            timeout=self.timeout_s, max_retries=self.retries, time_limit=max(300.0, 60.0 * (self.retries + 1)),
+            base_delay=self.backoff_s,
+        )  # fmt: skip
         self.client = OpenAIClient(
-            self.base_url,
-            self._key,
-            self.timeout_s,
-            policy,
-            cap=self.cap,
-            label=f"judge {self.model}",
-            any_reply=self.settings.empty_is_answer,
-            key_env=self.api_key_env,
-        )
+            self.base_url, self._key, policy, self.cap, f"judge {self.model}",
+            accept="any" if self.settings.empty_is_answer else "content", key_env=self.api_key_env,
+        )  # fmt: skip
         self.counter_lock = threading.Lock()
         self.calls = 0
         self.cost_usd = 0.0
