@@ -3,7 +3,7 @@
 Makes a 1920x1440 clip of ``--seconds`` (150 by default) at 30 fps with libx264 (veryfast, B-frames,
 a keyframe every ``--keyint`` frames, 250 by default), then extracts the 60 frames of ``count=60``
 both ways into fresh folders, in alternating order over ``--repeats`` rounds: (a)
-``bvb_addon.agent.mini_bvb_frames.extract_per_frame``, the reference's command
+``bvb_addon.ffmpeg_frames.extract_per_frame``, the reference's command
 ``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` once per frame, and (b) ``extract``:
 PyAV decoding each keyframe interval once over threads (unreferenced frames skipped) and one ffmpeg
 process scaling and encoding the raw pictures as the reference's command does (the ffmpeg runs where
@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bvb_addon.agent import mini_bvb_frames as mf  # noqa: E402
+from bvb_addon import ffmpeg_frames  # noqa: E402
+from bvb_addon.agent import mini_bvb_protocol as protocol  # noqa: E402
 
 
 def make_clip(path: Path, seconds: float, keyint: int) -> None:
@@ -56,9 +57,9 @@ def main(argv=None):
         start = time.perf_counter()
         if not clip.is_file():
             make_clip(clip, args.seconds, args.keyint)
-        duration = mf.probe_duration(clip)
+        duration = ffmpeg_frames.probe_duration(clip)
         print(f"clip: 1920x1440, {duration:.2f} s, ready in {time.perf_counter() - start:.1f} s")
-        times = mf.request("count=60", duration)
+        times = protocol.request("count=60", duration)
         per_frame, one_pass = [], []
         identical = 0
         for round_ in range(args.repeats):
@@ -68,10 +69,10 @@ def main(argv=None):
                 out = tmp / f"{method}-{round_}"
                 start = time.perf_counter()
                 if method == "per_frame":
-                    got[method] = mf.extract_per_frame(clip, out, times)
+                    got[method] = ffmpeg_frames.extract_per_frame(clip, out, times)
                     per_frame.append(time.perf_counter() - start)
                 else:
-                    got[method] = mf.extract(clip, out, times)
+                    got[method] = ffmpeg_frames.extract(clip, out, times)
                     one_pass.append(time.perf_counter() - start)
             a, b = got["per_frame"], got["one_pass"]
             same = [x.t == y.t and filecmp.cmp(x.path, y.path, shallow=False) for x, y in zip(a, b, strict=False)]

@@ -24,9 +24,10 @@ from .agent.config import AgentConfig, MiniBVBSettings, RunOptions
 from .agent.environment import Environment
 from .agent.harness import HARNESSES
 from .agent.mini_bvb_protocol import protocol_of
-from .agent.model import Model
+from .agent.model import ModelClient
 from .agent.task import SceneTask
 from .errors import ArgumentError
+from .openai_client import Model
 from .records import read_run_config
 from .records.trajectory import Trajectory
 from .run_dir import RunDir
@@ -75,7 +76,7 @@ class AgentSession:
         self,
         settings: SessionSettings,
         task: SceneTask,
-        model: Model | None = None,
+        model: ModelClient | Model | None = None,
         environment_factory: Callable[[SceneTask, Path, AgentConfig], Environment] | None = None,
     ) -> None:
         if settings.harness not in HARNESSES:
@@ -120,7 +121,8 @@ class AgentSession:
     def run_config(self, price: Any) -> dict:
         """config.json's keys as the add-on writes them (the render stage and the bridge read the source aspect
         and questions through split and videos)."""
-        inputs = RunOptions(split=self.settings.split, videos=self.videos, sandbox=self.sandbox)
+        split = Path(self.settings.split) if self.settings.split else None
+        inputs = RunOptions(split=split, videos=self.videos, sandbox=self.sandbox)
         return setup.run_config(self.config, price, inputs, "blender-addon")
 
     def on_save(self, trajectory: Trajectory) -> None:

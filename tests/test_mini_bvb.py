@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bvb_addon import blend_header
-from bvb_addon.agent import mini_bvb_frames as mf
+from bvb_addon import blend_header, ffmpeg_frames
 from bvb_addon.agent.mini_bvb_protocol import system_prompt
 from headless import run
 from tests.runner_support import make_suite, turn_of
@@ -70,7 +69,7 @@ def bvb_run(server, suite, output, *extra):
 def reference_jpegs(clip, times, tmp_path):
     """The images as the reference's per-frame ffmpeg command makes them (test_mini_bvb_units shows that the
     one pass used here writes that command's bytes; 60 processes would slow this test down)."""
-    frames = mf.extract(Path(clip), tmp_path / "reference-frames", times)
+    frames = ffmpeg_frames.extract(Path(clip), tmp_path / "reference-frames", times)
     assert [f.t for f in frames] == times
     return [base64.b64encode(f.path.read_bytes()).decode("ascii") for f in frames]
 
@@ -121,7 +120,7 @@ def test_a_scripted_conversation_sees_exactly_what_bvbs_agent_shows(suite, tmp_p
     ts_times = [0.0, 0.5]
     cap_jpegs = reference_jpegs(clip, cap_times, tmp_path)
     ts_jpegs = reference_jpegs(clip, ts_times, tmp_path)
-    assert mf.extract_per_frame(clip, tmp_path / "past-the-end", [1.95]) == []
+    assert ffmpeg_frames.extract_per_frame(clip, tmp_path / "past-the-end", [1.95]) == []
     task = (
         f"Scene: {SCENE} (synthetic). Video duration 2.0s. No frames shown yet \u2014 request frames with a "
         "```frames block (e.g. `count=12`, or timestamps `0 5 12 30`). You have a cost budget of $0.45 for this "

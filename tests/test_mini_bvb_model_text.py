@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from bvb_addon.agent import mini_bvb_frames as mf
 from bvb_addon.agent import mini_bvb_protocol as protocol
 from bvb_addon.sandbox.files import MAX_LINKS, is_file
 from bvb_addon.trajectory import read_trajectory
@@ -100,7 +99,7 @@ def test_frames_past_the_replys_cap_are_not_extracted_and_the_agent_is_told(suit
     test_mini_bvb_units serves them from a reply of 100,000 blocks) are served, then one line; the bash block
     still runs."""
     monkeypatch.setenv("BVB_TEST_KEY", "sk-test")
-    monkeypatch.setattr(mf, "MAX_FRAMES_PER_REPLY", 5)
+    monkeypatch.setattr(protocol, "MAX_FRAMES_PER_REPLY", 5)
     replies = ["```frames\n1\n```\n" * 1_000 + "```bash\necho ran\n```", "DONE"]
     out = tmp_path / "run"
     with ScriptedOpenAI(replies) as server:

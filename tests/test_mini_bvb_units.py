@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bvb_addon.agent import mini_bvb_frames as mf
+from bvb_addon import ffmpeg_frames
 from bvb_addon.agent import mini_bvb_protocol as protocol
 from bvb_addon.agent.harness import config_name
 from bvb_addon.agent.harness import select_mini as select
@@ -23,19 +23,19 @@ pytestmark = pytest.mark.unit
 
 def test_frame_requests_resolve_clamp_round_and_cap_as_the_reference():
     # count spreads over [start, end] with both ends; one frame is the middle; clamped to duration - 0.05.
-    assert mf.request("count=5", 10.0) == [0.0, 2.5, 5.0, 7.5, 9.95]
-    assert mf.request("count=1", 10.0) == [5.0]
-    assert mf.request("count=3 start=2 end=4", 10.0) == [2.0, 3.0, 4.0]
-    assert mf.request("COUNT = 2 end=1", 10.0) == [0.0, 1.0]
-    assert mf.request("count=0", 10.0) == [] and mf.request("count=4.9", 9.0) == [0.0, 3.0, 6.0, 8.95]
+    assert protocol.request("count=5", 10.0) == [0.0, 2.5, 5.0, 7.5, 9.95]
+    assert protocol.request("count=1", 10.0) == [5.0]
+    assert protocol.request("count=3 start=2 end=4", 10.0) == [2.0, 3.0, 4.0]
+    assert protocol.request("COUNT = 2 end=1", 10.0) == [0.0, 1.0]
+    assert protocol.request("count=0", 10.0) == [] and protocol.request("count=4.9", 9.0) == [0.0, 3.0, 6.0, 8.95]
     # Timestamps: any numbers, negative ones to 0, rounded to the millisecond; text around them ignored.
-    assert mf.request("0, 4.5, 12, 30", 20.0) == [0.0, 4.5, 12.0, 19.95]
-    assert mf.request("t=-3 and 1.23456s", 20.0) == [0.0, 1.235]
-    assert mf.request("no numbers", 20.0) == []
+    assert protocol.request("0, 4.5, 12, 30", 20.0) == [0.0, 4.5, 12.0, 19.95]
+    assert protocol.request("t=-3 and 1.23456s", 20.0) == [0.0, 1.235]
+    assert protocol.request("no numbers", 20.0) == []
     # Without a duration (ffprobe found none) count spreads over [start, count] seconds and nothing clamps above.
-    assert mf.request("count=3", 0.0) == [0.0, 1.5, 3.0]
+    assert protocol.request("count=3", 0.0) == [0.0, 1.5, 3.0]
     # At most 60 a block: the first 60 of those asked.
-    times = mf.request("count=100", 99.0)
+    times = protocol.request("count=100", 99.0)
     assert len(times) == 60 and times[:2] == [0.0, 1.0] and times[-1] == 59.0
 
 
@@ -80,7 +80,7 @@ def test_a_frames_request_is_the_releases_first_60_times(fields, duration):
     times, to the bit, with the cap applied to its whole list."""
     content = " ".join(fields)
     expected = _release_times(content, duration)
-    assert mf.request(content, duration) == expected
+    assert protocol.request(content, duration) == expected
     assert len(expected) <= 60
 
 
@@ -88,20 +88,24 @@ def test_a_huge_frames_count_costs_60_times_not_count():
     """count=10**12 (the release builds all of them, filling the memory) is answered at once with the release's
     first 60; a count too large for a float (where the release raises) takes the largest float's."""
     started = time.perf_counter()
-    assert mf.request("count=10000000 end=10", 20.0)[:2] == [0.0, 0.0]
+    assert protocol.request("count=10000000 end=10", 20.0)[:2] == [0.0, 0.0]
     assert time.perf_counter() - started < 0.05  # first: building them all would fail here, not fill the memory
-    assert mf.request("count=1000000000000 end=10", 20.0) == [0.0] * 60
-    assert mf.request("count=1000000000000", 0.0) == [float(i) for i in range(60)]
+    assert protocol.request("count=1000000000000 end=10", 20.0) == [0.0] * 60
+    assert protocol.request("count=1000000000000", 0.0) == [float(i) for i in range(60)]
     assert time.perf_counter() - started < 0.05
     # The field pattern reads 1e999 as 1 (then 999 is text): one frame, the middle.
-    assert mf.request("count=1e999 start=2 end=4", 10.0) == [3.0] == _release_times("count=1e999 start=2 end=4", 10.0)
+    assert (
+        protocol.request("count=1e999 start=2 end=4", 10.0)
+        == [3.0]
+        == _release_times("count=1e999 start=2 end=4", 10.0)
+    )
     infinite = "count=" + "9" * 400  # float() of it is inf: the release's int() raises OverflowError
     with pytest.raises(OverflowError):
         _release_times(infinite, 10.0)
-    assert mf.request(infinite, 10.0) == [0.0] * 60
-    assert mf.request(infinite, 0.0) == [float(i) for i in range(60)]
+    assert protocol.request(infinite, 10.0) == [0.0] * 60
+    assert protocol.request(infinite, 0.0) == [float(i) for i in range(60)]
     # Timestamps: a block of a million numbers takes its first 60.
-    assert mf.request(" ".join(["7"] * 1_000_000), 20.0) == [7.0] * 60
+    assert protocol.request(" ".join(["7"] * 1_000_000), 20.0) == [7.0] * 60
 
 
 def test_texts_truncation_and_the_budget_note_are_the_references():
@@ -216,23 +220,23 @@ def clip(tmp_path_factory):
     "block", ["count=12", "0 0.04 0.039 0.041 1 1 2.5 3.95 99 -1", "count=7 start=1 end=1.2", "count=1", "0.2 3.9 3.91"]
 )
 def test_one_pass_frames_are_the_per_frame_commands_bytes(clip, tmp_path, block):
-    times = mf.request(block, mf.probe_duration(clip))
-    fast = mf.extract(clip, tmp_path / "fast", times, start_index=7)
-    slow = mf.extract_per_frame(clip, tmp_path / "slow", times, start_index=7)
+    times = protocol.request(block, ffmpeg_frames.probe_duration(clip))
+    fast = ffmpeg_frames.extract(clip, tmp_path / "fast", times, start_index=7)
+    slow = ffmpeg_frames.extract_per_frame(clip, tmp_path / "slow", times, start_index=7)
     assert [(f.t, f.path.name) for f in fast] == [(f.t, f.path.name) for f in slow]
     assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
     assert len(fast) == len(times)  # 3.95 (99 clamped) still has a frame: the last is at 3.96 s
 
 
 def test_a_replys_blocks_are_extracted_as_each_block_in_turn(clip, tmp_path):
-    duration = mf.probe_duration(clip)
+    duration = ffmpeg_frames.probe_duration(clip)
     contents = ["count=5", "1 1 3.95 99 -1", "0.5", "count=0", "count=3 start=1 end=2", "2.5 0.5"]
-    blocks, unserved = mf.reply_times(contents, duration)
-    assert (blocks, unserved) == ([mf.request(c, duration) for c in contents], 0)
-    served = mf.extract_reply(clip, tmp_path / "reply", blocks, start_index=4)
+    blocks, unserved = protocol.reply_times(contents, duration)
+    assert (blocks, unserved) == ([protocol.request(c, duration) for c in contents], 0)
+    served = ffmpeg_frames.extract_reply(clip, tmp_path / "reply", blocks, start_index=4)
     index, in_turn = 4, []
     for times in blocks:  # the release's way: one extraction per block, the scene's count running on
-        got = mf.extract(clip, tmp_path / "blocks", times, start_index=index) if times else []
+        got = ffmpeg_frames.extract(clip, tmp_path / "blocks", times, start_index=index) if times else []
         index += len(got)
         in_turn.append(got)
     assert [[(f.t, f.path.name) for f in got] for got in served] == [
@@ -255,12 +259,12 @@ def test_a_reply_of_100000_frames_blocks_extracts_the_cap_once(clip, tmp_path):
     started = time.perf_counter()
     tracemalloc.start()
     try:
-        blocks, unserved = mf.reply_times(frames, mf.probe_duration(clip))
-        served = mf.extract_reply(clip, tmp_path, blocks)
+        blocks, unserved = protocol.reply_times(frames, ffmpeg_frames.probe_duration(clip))
+        served = ffmpeg_frames.extract_reply(clip, tmp_path, blocks)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    cap = mf.MAX_FRAMES_PER_REPLY
+    cap = protocol.MAX_FRAMES_PER_REPLY
     assert (sum(len(b) for b in blocks), unserved, sum(len(g) for g in served)) == (cap, 100_000 - cap, cap)
     assert peak < 64 << 20  # the blocks' times and the frames' names, not their images
     assert time.perf_counter() - started < 60  # about 6 s here under tracemalloc; one extraction a block: 5 hours
@@ -287,21 +291,21 @@ def test_an_image_is_one_string_shared_by_the_conversation_and_every_request():
 def test_frames_far_apart_are_taken_in_runs_each_with_its_own_seek():
     # 1920x1440 at 30 fps: a seek is worth 1 s of decoding; keyframes every 2 s.
     frames = [i / 30 for i in range(300)]
-    clip = mf._Clip(frames, [0.0, 2.0, 4.0, 6.0, 8.0], 0.0, 1920 * 1440, 30.0)
+    clip = ffmpeg_frames._Clip(frames, [0.0, 2.0, 4.0, 6.0, 8.0], 0.0, 1920 * 1440, 30.0)
     wanted = [0.5, 1.0, 2.1, 5.5, 5.6]
     frame_of = {t: min(f for f in frames if f >= t - 1e-9) for t in wanted}
-    assert mf._runs(wanted, frame_of, clip) == [[0.5, 1.0, 2.1], [5.5, 5.6]]
+    assert ffmpeg_frames._runs(wanted, frame_of, clip) == [[0.5, 1.0, 2.1], [5.5, 5.6]]
 
 
 def test_runs_in_several_processes_write_the_per_frame_commands_bytes(clip, tmp_path, monkeypatch):
     # Every keyframe crossed starts a run, three runs to a process: inputs of their own, each seeking
     # (the ffmpeg runs, as for a clip PyAV's way does not take).
-    monkeypatch.setattr(mf, "_decode_block", lambda *args: None)
-    monkeypatch.setattr(mf, "SEEK_COST_S", 0.0)
-    monkeypatch.setattr(mf, "RUNS_PER_PROCESS", 3)
-    times = mf.request("0.1 0.5 1.2 1.3 2.0 2.9 3.5 3.9", mf.probe_duration(clip))
-    fast = mf.extract(clip, tmp_path / "fast", times)
-    slow = mf.extract_per_frame(clip, tmp_path / "slow", times)
+    monkeypatch.setattr(ffmpeg_frames, "_decode_block", lambda *args: None)
+    monkeypatch.setattr(ffmpeg_frames, "SEEK_COST_S", 0.0)
+    monkeypatch.setattr(ffmpeg_frames, "RUNS_PER_PROCESS", 3)
+    times = protocol.request("0.1 0.5 1.2 1.3 2.0 2.9 3.5 3.9", ffmpeg_frames.probe_duration(clip))
+    fast = ffmpeg_frames.extract(clip, tmp_path / "fast", times)
+    slow = ffmpeg_frames.extract_per_frame(clip, tmp_path / "slow", times)
     assert len(fast) == len(slow) == 8
     assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
 
@@ -323,13 +327,13 @@ def test_pyav_decoded_blocks_are_the_per_frame_commands_bytes_and_other_clips_ta
          "-g", "20", "-bf", "2", "-pix_fmt", "yuv420p", *options, str(path)],
         check=True,
     )  # fmt: skip
-    taken, decode_block = [], mf._decode_block
-    monkeypatch.setattr(mf, "_decode_block", lambda *args: taken.append(decode_block(*args)) or taken[-1])
-    monkeypatch.setattr(mf, "DECODE_THREADS", 2)
+    taken, decode_block = [], ffmpeg_frames._decode_block
+    monkeypatch.setattr(ffmpeg_frames, "_decode_block", lambda *args: taken.append(decode_block(*args)) or taken[-1])
+    monkeypatch.setattr(ffmpeg_frames, "DECODE_THREADS", 2)
     # Frames sharing keyframe intervals, B-frames, the last frame (99 is clamped to 2.95 s: the frame at 2.96 s).
-    times = mf.request("0 0.04 0.5 0.81 0.84 1.3 2.1 2.96 99", mf.probe_duration(path))
-    fast = mf.extract(path, tmp_path / "fast", times)
-    slow = mf.extract_per_frame(path, tmp_path / "slow", times)
+    times = protocol.request("0 0.04 0.5 0.81 0.84 1.3 2.1 2.96 99", ffmpeg_frames.probe_duration(path))
+    fast = ffmpeg_frames.extract(path, tmp_path / "fast", times)
+    slow = ffmpeg_frames.extract_per_frame(path, tmp_path / "slow", times)
     assert [t is not None for t in taken] == [pyav], kind
     assert [(f.t, f.path.name) for f in fast] == [(f.t, f.path.name) for f in slow] and len(fast) == 9
     assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
@@ -344,10 +348,12 @@ def test_an_mpeg_ts_clip_takes_the_per_frame_command_itself(tmp_path):
          "-g", "20", "-bf", "2", "-pix_fmt", "yuv420p", str(path)],
         check=True,
     )  # fmt: skip
-    assert mf._probe_frames(path).planned is False and mf._probe_frames(path).container == "mpegts"
-    times = mf.request("0 0.5 0.84 1.3 2.1 2.9", mf.probe_duration(path))
-    fast = mf.extract(path, tmp_path / "fast", times)
-    slow = mf.extract_per_frame(path, tmp_path / "slow", times)
+    assert (
+        ffmpeg_frames._probe_frames(path).planned is False and ffmpeg_frames._probe_frames(path).container == "mpegts"
+    )
+    times = protocol.request("0 0.5 0.84 1.3 2.1 2.9", ffmpeg_frames.probe_duration(path))
+    fast = ffmpeg_frames.extract(path, tmp_path / "fast", times)
+    slow = ffmpeg_frames.extract_per_frame(path, tmp_path / "slow", times)
     assert [(f.t, f.path.name) for f in fast] == [(f.t, f.path.name) for f in slow] and fast
     assert all(filecmp.cmp(a.path, b.path, shallow=False) for a, b in zip(fast, slow, strict=True))
 

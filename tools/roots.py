@@ -137,7 +137,7 @@ def recipes() -> dict[str, Recipe]:
         "trixie": Recipe(
             name="trixie",
             suite="trixie",
-            # ffmpeg: mini-bvb's frame tool and its tests run ffmpeg and ffprobe (bvb_addon/agent/mini_bvb_frames.py);
+            # ffmpeg: mini-bvb's frame tool and its tests run ffmpeg and ffprobe (bvb_addon/ffmpeg_frames.py);
             # procps: the scene workspace's blocks see this root's /usr, and its tests run ps there.
             packages=("python3", "python3-venv", "ffmpeg", "procps", *BPY_LIBS, *SANDBOX_PACKAGES),
             pip=("bpy==5.2.3", *deps),

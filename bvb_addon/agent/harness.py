@@ -142,7 +142,7 @@ PROVIDER_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "O
 
 
 HOST_TOOLS = ("ffmpeg", "ffprobe")
-"""What mini-bvb runs on this machine: the clip's duration and the frames blocks (mini_bvb_frames); the scene's
+"""What mini-bvb runs on this machine: the clip's duration and the frames blocks (bvb_addon.ffmpeg_frames); the scene's
 workspace sees this machine's /usr, so its blocks find the same two (BVB's container has them)."""
 
 
@@ -189,11 +189,12 @@ def config_name(shard: tuple[int, int] | None) -> str:
     return f"{stem}.shard-{shard[0] + 1}-of-{shard[1]}.{suffix}"
 
 
-def release_config(
-    config: AgentConfig, settings: MiniBVBSettings, scenes: int, shard: tuple[int, int] | None, skip: Sequence[str],
-    timestamp: str,
+def mini_config(
+    config: AgentConfig, settings: MiniBVBSettings, chat: Any, price_record: dict[str, Any], scenes: int,
+    shard: tuple[int, int] | None = None, skip: Sequence[str] = (),
 ) -> dict[str, Any]:  # fmt: skip
-    """run_agent.py's config keys with its values (our config.json has them beside its own)."""
+    """config.json's keys of a mini-bvb run beside ours: run_agent.py's keys with its values, then ours: the LiteLLM
+    price record and the harness's options (``chat`` None for an API-free agent)."""
     return {
         "model": config.model,
         "reasoning": protocol.recorded_reasoning(config.model, settings.reasoning),
@@ -203,21 +204,10 @@ def release_config(
         "model_timeout": settings.model_timeout,
         "max_turns": settings.max_turns,
         "scene_timeout": settings.scene_timeout,
-        "timestamp": timestamp,
+        "timestamp": now(),
         "num_tasks": scenes,
         "shard": None if shard is None else f"{shard[0] + 1}/{shard[1]}",
         "skip_scenes": list(skip),
-    }
-
-
-def mini_config(
-    config: AgentConfig, settings: MiniBVBSettings, chat: Any, price_record: dict[str, Any], scenes: int,
-    shard: tuple[int, int] | None, skip: Sequence[str], timestamp: str,
-) -> dict[str, Any]:  # fmt: skip
-    """config.json's keys of a mini-bvb run beside ours: BVB's keys and values, the LiteLLM price record and
-    the harness's options (``chat`` None for an API-free agent)."""
-    return {
-        **release_config(config, settings, scenes, shard, skip, timestamp),
         "harness_protocol": protocol.HARNESS,
         "reasoning_sent": settings.reasoning,
         "base_url": chat.base_url if chat is not None else None,
@@ -340,7 +330,7 @@ class MiniBVB:
     def config_keys(self, run: Run, scene_count: int) -> dict[str, Any]:
         o = run.options
         shard = run.shard if o.shard is not None else None
-        return mini_config(run.config, o.mini_bvb, run.chat, run.price_record, scene_count, shard, o.skip_scenes, now())
+        return mini_config(run.config, o.mini_bvb, run.chat, run.price_record, scene_count, shard, o.skip_scenes)
 
     def ended(self, run: Run, scene: str) -> dict | None:
         # BVB's resume: a scene with a blend is skipped, every other one runs again from scratch.
@@ -404,7 +394,7 @@ class MiniBVB:
         record = session.model.check_price() if config.agent == "model" else {"source": "api-free"}
         if not session.run_dir.config.is_file():
             chat = session.model if config.agent == "model" else None
-            keys = mini_config(config, session.mini_bvb, chat, record, 1, None, (), now())
+            keys = mini_config(config, session.mini_bvb, chat, record, 1)
             write_run_config(session.run_dir.config, {**session.run_config(ZERO), **keys})
 
     def run_session(self, session: Session, stop_event: threading.Event) -> dict:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import ffmpeg_frames
 from ..atomic import write_bytes_atomic
 from ..budget import CostLimit, scene_spend
 from ..errors import AgentStop, MissingFileError
@@ -29,7 +30,6 @@ from ..records.agent_meta import ANSWERED_BY
 from ..records.trajectory import TRAJECTORY_FORMAT, Step, Trajectory
 from ..sandbox import files
 from ..trajectory import load_trajectory
-from . import mini_bvb_frames as frames_mod
 from . import mini_bvb_protocol as protocol
 from .config import AgentConfig, MiniBVBSettings
 from .ledger import usd
@@ -145,7 +145,7 @@ class MiniBVBLoop(SceneLoop):
     def begin(self) -> None:
         self._started = time.time()
         self.system = protocol.system_prompt()
-        self.duration = frames_mod.probe_duration(self.input.video)
+        self.duration = ffmpeg_frames.probe_duration(self.input.video)
         task = protocol.task_message(self.scene, self.input.dataset, self.duration, self.cost_limit)
         self.messages: list[dict[str, Any]] = [{"role": "user", "parts": [text_part(task)]}]
         self._sync()
@@ -229,8 +229,10 @@ class MiniBVBLoop(SceneLoop):
     def _frames(self, blocks: list[str], duration: float) -> tuple[list[dict[str, Any]], int]:
         parts: list[dict[str, Any]] = []
         shown = 0
-        wanted, unserved = frames_mod.reply_times(blocks, duration)
-        served = frames_mod.extract_reply(self.input.video, self.frames_dir, wanted, start_index=self.frames_extracted)
+        wanted, unserved = protocol.reply_times(blocks, duration)
+        served = ffmpeg_frames.extract_reply(
+            self.input.video, self.frames_dir, wanted, start_index=self.frames_extracted
+        )
         for got in served:
             self.frames_extracted += len(got)
             shown += len(got)
@@ -238,7 +240,7 @@ class MiniBVBLoop(SceneLoop):
                 parts.append(text_part(protocol.frame_label(frame.t)))
                 parts.append(image_part(frame.path.read_bytes()))  # one JPEG read at a time
         if unserved:
-            parts.append(text_part(protocol.frames_cap_note(unserved, frames_mod.MAX_FRAMES_PER_REPLY)))
+            parts.append(text_part(protocol.frames_cap_note(unserved, protocol.MAX_FRAMES_PER_REPLY)))
         return parts, shown
 
     def _bash(self, blocks: list[str]) -> list[str]:

@@ -1,9 +1,12 @@
 """What the Mini-BVB agent sees, as BVB's Stage-1 agent shows it (docs/protocol.md section 1): the texts
 (prompts/mini_bvb/, byte for byte), the reply's blocks, a bash block's result, truncation and the budget
-note. Pure functions, stdlib only; the loop is agent.mini_bvb, frames are agent.mini_bvb_frames.
+note, the times a ```frames block asks for. Pure functions, stdlib only; the loop is agent.mini_bvb, the frames
+themselves bvb_addon.ffmpeg_frames.
 """
 
+import itertools
 import re
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -178,3 +181,63 @@ def recorded_reasoning(model: str, explicit: str | None) -> str:
     if explicit:
         return explicit
     return RECORDED_REASONING.get(model.rsplit("/", 1)[-1].lower(), "none")
+
+
+# -- a ```frames block's times (the release's resolve_frame_request); agent.mini_bvb serves them with
+# bvb_addon.ffmpeg_frames, the release's ffmpeg command's bytes.
+
+MAX_FRAMES_PER_REQUEST = 60
+"""The reference's guard against one pathological request (not an effort budget)."""
+MAX_FRAMES_PER_REPLY = 3000
+"""Ours (the release has none): the frames one reply's blocks extract in all. It is the most images a provider
+documents taking in one request (Gemini's 3,000 a prompt; Anthropic's API takes 600, OpenAI's 500), so every reply
+a provider could take the next request of is served as the release serves it, and only a hostile reply (50 full
+blocks) reaches it. It bounds a reply's extraction, its JPEGs on disk and its images in the next request (a 1 MB
+reply holds about 70,000 one-frame blocks)."""
+END_MARGIN_S = 0.05
+"""Times are clamped to at most duration - this."""
+_KV = re.compile(r"(count|start|end)\s*=\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
+_NUMBER = re.compile(r"-?[0-9]*\.?[0-9]+")
+
+
+def clamp(t: float, duration: float) -> float:
+    t = max(0.0, t)
+    if duration > 0:
+        t = min(t, max(0.0, duration - END_MARGIN_S))
+    return round(t, 3)
+
+
+def request(content: str, duration: float) -> list[float]:
+    """The times a block gets: the reference's ``resolve_frame_request(content, duration)[:60]``, with only
+    those 60 computed (the reference builds all ``count`` of them first: 10**12 would fill the memory).
+
+    Each time is the reference's expression for its index, so the values are its own to the bit. Where the
+    reference raises (a count of 309 digits or more is an infinite float, and ``int()`` of it OverflowError),
+    the count is the largest finite float: the limit those counts approach."""
+    keys = {key.lower(): float(value) for key, value in _KV.findall(content)}
+    if "count" in keys:
+        count = int(min(keys["count"], sys.float_info.max))
+        start = keys.get("start", 0.0)
+        # Without a duration the reference spreads over [start, count] seconds.
+        end = keys.get("end", duration if duration > 0 else float(count))
+        if count <= 0:
+            return []
+        if count == 1:
+            return [clamp((start + end) / 2, duration)]
+        step = (end - start) / (count - 1)
+        return [clamp(start + step * i, duration) for i in range(min(count, MAX_FRAMES_PER_REQUEST))]
+    numbers = itertools.islice(_NUMBER.finditer(content), MAX_FRAMES_PER_REQUEST)
+    return [clamp(float(match.group()), duration) for match in numbers]
+
+
+def reply_times(blocks: list[str], duration: float, cap: int | None = None) -> tuple[list[list[float]], int]:
+    """Each frames block's times (``request``) in order, up to ``cap`` (MAX_FRAMES_PER_REPLY) in all, and how many
+    times past the cap go unserved (0 for every reply under it)."""
+    room = MAX_FRAMES_PER_REPLY if cap is None else cap
+    served, unserved = [], 0
+    for content in blocks:
+        times = request(content, duration)
+        unserved += max(0, len(times) - room)
+        served.append(times[:room])
+        room -= len(served[-1])
+    return served, unserved

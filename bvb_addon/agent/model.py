@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ContextOverflow", "Model", "ModelClient", "ModelError", "request_messages"]
+__all__ = ["ContextOverflow", "ModelClient", "ModelError", "request_messages"]
 
 
 class ModelError(BVBError, ClientError):

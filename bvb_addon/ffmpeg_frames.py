@@ -1,33 +1,26 @@
-"""Mini-BVB's frames (docs/protocol.md section 1): a ```frames block's times, and the JPEGs the agent sees.
+"""Frames as BVB's Stage-1 agent extracts them for a ```frames block: each image is, pixel for pixel and byte
+for byte, the JPEG that ``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` writes (the release runs
+one such process per frame), only faster. Which times a block asks for is the protocol's
+(agent.mini_bvb_protocol.request); this module serves them.
 
-The times are BVB's Stage-1 agent's: timestamps, or ``count=N [start=S] [end=E]`` spread over [S, E]
-with both ends (one frame: the middle), each clamped to [0, duration - 0.05] and rounded to the
-millisecond, at most 60 a block (only those 60 computed, whatever the count). Each image is, pixel for
-pixel and byte for byte, the JPEG that
-``ffmpeg -y -ss T -i VIDEO -frames:v 1 -q:v 3 -vf scale=768:-1`` writes (the reference runs one such
-process per frame). Each time T gets the first frame at or after T, which is the frame that input
-seeking to T decodes. Where the codec's decoding is exact to the bit (EXACT_CODECS, 8-bit 4:2:0), PyAV
-decodes those frames, each keyframe interval once from its keyframe over a few threads, skipping the
-frames nothing refers to, and one ffmpeg process scales and encodes them from raw video with the
-reference's filter and quality (``_decode_block``): the pixels the reference's decoder makes, its
-scaler, its encoder. Otherwise, or when that fails, a block is taken in ffmpeg runs: a run seeks as the
-reference does to its first time and decodes on; the next run starts where seeking again costs less than
-decoding on to the next frame's keyframe (SEEK_COST_S against the clip's size). Up to RUNS_PER_PROCESS
-runs share one ffmpeg process, each as an input of its own. tests/test_mini_bvb_units.py checks the bytes
-of both ways against the per-frame command and bench/frames_block.py measures the gain. A run that fails,
-or writes another count of frames than the clip's frame times predict, sends the block to the per-frame
-command.
-bpy-free.
+Each time T gets the first frame at or after T, which is the frame that input seeking to T decodes. Where the
+codec's decoding is exact to the bit (EXACT_CODECS, 8-bit 4:2:0), PyAV decodes those frames, each keyframe
+interval once from its keyframe over a few threads, skipping the frames nothing refers to, and one ffmpeg process
+scales and encodes them from raw video with the release's filter and quality (``_decode_block``): the pixels the
+release's decoder makes, its scaler, its encoder. Otherwise, or when that fails, a block is taken in ffmpeg runs:
+a run seeks as the release does to its first time and decodes on; the next run starts where seeking again costs
+less than decoding on to the next frame's keyframe (SEEK_COST_S against the clip's size). Up to RUNS_PER_PROCESS
+runs share one ffmpeg process, each as an input of its own. tests/test_mini_bvb_units.py checks the bytes of both
+ways against the per-frame command and bench/frames_block.py measures the gain. A run that fails, or writes
+another count of frames than the clip's frame times predict, sends the block to the per-frame command.
+Native's frames are bvb_addon.video's (PyAV, the judge's way). bpy-free.
 """
 
-import itertools
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,21 +29,11 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-MAX_FRAMES_PER_REQUEST = 60
-"""The reference's guard against one pathological request (not an effort budget)."""
-MAX_FRAMES_PER_REPLY = 3000
-"""Ours (the release has none): the frames one reply's blocks extract in all. It is the most images a provider
-documents taking in one request (Gemini's 3,000 a prompt; Anthropic's API takes 600, OpenAI's 500), so every reply
-a provider could take the next request of is served as the release serves it, and only a hostile reply (50 full
-blocks) reaches it. It bounds a reply's extraction, its JPEGs on disk and its images in the next request (a 1 MB
-reply holds about 70,000 one-frame blocks)."""
-END_MARGIN_S = 0.05
-"""Times are clamped to at most duration - this."""
 SCALE_WIDTH = 768
 JPEG_QSCALE = 3
-
-_KV = re.compile(r"(count|start|end)\s*=\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
-_NUMBER = re.compile(r"-?[0-9]*\.?[0-9]+")
+DECODED_AT_ONCE = 60
+"""Distinct frames one ``extract`` of a reply takes at a time: the release's cap of one block, so a reply's
+decoding memory is one block's."""
 
 
 @dataclass(frozen=True)
@@ -72,49 +55,6 @@ def probe_duration(video: str | Path) -> float:
         return float(result.stdout.strip())
     except ValueError:
         return 0.0
-
-
-def clamp(t: float, duration: float) -> float:
-    t = max(0.0, t)
-    if duration > 0:
-        t = min(t, max(0.0, duration - END_MARGIN_S))
-    return round(t, 3)
-
-
-def request(content: str, duration: float) -> list[float]:
-    """The times a block gets: the reference's ``resolve_frame_request(content, duration)[:60]``, with only
-    those 60 computed (the reference builds all ``count`` of them first: 10**12 would fill the memory).
-
-    Each time is the reference's expression for its index, so the values are its own to the bit. Where the
-    reference raises (a count of 309 digits or more is an infinite float, and ``int()`` of it OverflowError),
-    the count is the largest finite float: the limit those counts approach."""
-    keys = {key.lower(): float(value) for key, value in _KV.findall(content)}
-    if "count" in keys:
-        count = int(min(keys["count"], sys.float_info.max))
-        start = keys.get("start", 0.0)
-        # Without a duration the reference spreads over [start, count] seconds.
-        end = keys.get("end", duration if duration > 0 else float(count))
-        if count <= 0:
-            return []
-        if count == 1:
-            return [clamp((start + end) / 2, duration)]
-        step = (end - start) / (count - 1)
-        return [clamp(start + step * i, duration) for i in range(min(count, MAX_FRAMES_PER_REQUEST))]
-    numbers = itertools.islice(_NUMBER.finditer(content), MAX_FRAMES_PER_REQUEST)
-    return [clamp(float(match.group()), duration) for match in numbers]
-
-
-def reply_times(blocks: list[str], duration: float, cap: int | None = None) -> tuple[list[list[float]], int]:
-    """Each frames block's times (``request``) in order, up to ``cap`` (MAX_FRAMES_PER_REPLY) in all, and how many
-    times past the cap go unserved (0 for every reply under it)."""
-    room = MAX_FRAMES_PER_REPLY if cap is None else cap
-    served, unserved = [], 0
-    for content in blocks:
-        times = request(content, duration)
-        unserved += max(0, len(times) - room)
-        served.append(times[:room])
-        room -= len(served[-1])
-    return served, unserved
 
 
 def frame_name(index: int, t: float) -> str:
@@ -447,7 +387,7 @@ def extract_reply(
     video: str | Path, out_dir: str | Path, blocks: list[list[float]], start_index: int = 0
 ) -> list[list[Frame]]:
     """``extract`` of each block's times in turn (the same frames, names and bytes), with each distinct time of the
-    reply extracted once, MAX_FRAMES_PER_REQUEST at a time (the decoding memory of one block): a reply of many
+    reply extracted once, DECODED_AT_ONCE at a time (the decoding memory of one block): a reply of many
     blocks asking for the same frames costs one decoding of them, not one ffprobe and ffmpeg per block."""
     video, out_dir = Path(video), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -455,8 +395,8 @@ def extract_reply(
     work = out_dir / ".reply"
     shutil.rmtree(work, ignore_errors=True)
     source: dict[float, Path] = {}
-    for first in range(0, len(distinct), MAX_FRAMES_PER_REQUEST):
-        for frame in extract(video, work, distinct[first : first + MAX_FRAMES_PER_REQUEST], start_index=first):
+    for first in range(0, len(distinct), DECODED_AT_ONCE):
+        for frame in extract(video, work, distinct[first : first + DECODED_AT_ONCE], start_index=first):
             source[frame.t] = frame.path
     served = []
     index = start_index
