@@ -210,7 +210,7 @@ timed out); it may raise to stop the retries (the agent's cost limit)."""
 class Model(Protocol):
     """The one model interface of the agents and the judge: ``complete(request)``, a chat-completions request as a
     dict, returns a Completion. ``OpenAIClient`` (native's agent, the judge), the Mini-BVB agent's LiteLLM client as
-    the release calls it (agent.litellm_model.LiteLLMModel) and the API-free agents (agent.baselines.ScriptedAgent)
+    the release calls it (agent.litellm_model.LiteLLMModel) and the API-free agents (baselines.ScriptedAgent)
     answer it; a failure is ProviderRefused, a ClientError, or the client's own exception."""
 
     def complete(self, request: dict[str, Any], before_retry: BeforeRetry | None = None) -> Completion: ...

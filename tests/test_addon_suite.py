@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bvb_addon.agent.baselines import blender_block
+from bvb_addon.baselines import blender_block
 from tests.addon_support import add_camera
 from tools.scripted_openai import ScriptedOpenAI
 

@@ -12,7 +12,7 @@ import zipfile
 import pytest
 
 from bvb_addon import blend_header
-from bvb_addon.agent.baselines import blender_block
+from bvb_addon.baselines import blender_block
 from bvb_addon.run_dir import RunDir
 from tests.binary_support import (
     BLENDER,

@@ -122,8 +122,8 @@ def test_compat_reads_and_writes_curves_the_object_is_bound_to(factory_blender):
 def test_harness_programs_print_no_deprecation_warnings(tmp_path):
     """The oracle, VGI and baseline programs run in a fresh bpy with DeprecationWarnings as errors."""
     pytest.importorskip("bpy")
-    from bvb_addon.agent.baselines import empty_room_program
     from bvb_addon.agent.loop import SceneTask
+    from bvb_addon.baselines import empty_room_program
     from bvb_addon.synth import oracle, plan
     from bvb_addon.vgi import families
     from bvb_addon.vgi.program import build_program

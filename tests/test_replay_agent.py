@@ -12,11 +12,11 @@ import sys
 import cv2
 import pytest
 
-from bvb_addon.agent.baselines import REPLAY_EVERY_FRAME_UP_TO, replay_extract_command, replay_indices
 from bvb_addon.agent.config import AgentConfig
 from bvb_addon.agent.model import ModelError
 from bvb_addon.agent.setup import get_model
 from bvb_addon.agent.task import SceneTask
+from bvb_addon.baselines import REPLAY_EVERY_FRAME_UP_TO, replay_extract_command, replay_indices
 from bvb_addon.pricing import ZERO
 from eval_bridge.scoring.ls_video import sample_frame_indices
 from headless import run

@@ -277,8 +277,8 @@ def test_resume_checks_only_what_is_missing_or_errored(audited, tmp_path):
 def test_the_synthetic_oracles_scenes_and_the_empty_room_are_clean(synth_suite, tmp_path):
     """Every difficulty's oracle and the empty-room baseline, built in a sandboxed worker as a submission is,
     break no rule (no false positives on the demo's API-free agents)."""
-    from bvb_addon.agent.baselines import empty_room_program
     from bvb_addon.agent.task import SceneTask
+    from bvb_addon.baselines import empty_room_program
 
     run = tmp_path / "run"
     (run / "blends").mkdir(parents=True)

@@ -2,11 +2,11 @@
 
 import pytest
 
-from bvb_addon.agent.baselines import ScriptedAgent
 from bvb_addon.agent.config import AgentConfig, MiniBVBSettings
 from bvb_addon.agent.environment import Environment, SandboxEnvironment
 from bvb_addon.agent.litellm_model import LiteLLMModel
 from bvb_addon.agent.model import ModelClient
+from bvb_addon.baselines import ScriptedAgent
 from bvb_addon.openai_client import Model, OpenAIClient
 from bvb_addon.pricing import ZERO
 from eval_bridge.scoring.geometry import GeometryJudge

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from bvb_addon.agent.baselines import empty_room_program
 from bvb_addon.agent.loop import SceneTask
+from bvb_addon.baselines import empty_room_program
 from bvb_addon.dataset import read_split
 from eval_bridge.scoring.geometry import GeometryJudge
 from eval_bridge.scoring.steps import run_steps, step_snapshots

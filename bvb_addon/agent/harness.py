@@ -248,7 +248,7 @@ def chat_model(config: AgentConfig, settings: MiniBVBSettings, api_key: str | No
 
 def api_free_chat(config: AgentConfig, video: Path, scene: str, dataset: str, videos: str | Path) -> Any:
     """The empty-room, oracle or replay agent of a scene, speaking mini-bvb."""
-    from .baselines import empty_room_chat, oracle_chat, replay_chat  # deferred: imports bpy
+    from ..baselines import empty_room_chat, oracle_chat, replay_chat  # deferred: imports bpy
 
     task = task_for_clip(video, scene, dataset)
     if config.agent == "empty-room":

@@ -85,7 +85,7 @@ def get_model(
             return ModelClient(config, price)
     if task is None:
         return None
-    from .baselines import empty_room_agent, oracle_agent  # deferred: imports bpy
+    from ..baselines import empty_room_agent, oracle_agent  # deferred: imports bpy
 
     if config.agent == "empty-room":
         return ModelClient(config, price, empty_room_agent(task))

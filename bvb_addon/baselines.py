@@ -1,21 +1,22 @@
 """Agents that need no API: ``empty-room`` (the leaderboard's floor), ``oracle`` (synthetic only) and
 ``replay`` (the metrics' own ceiling: the source's pixels, which the scene rules forbid).
 
-They answer through the same loop, sandbox, limits and outputs as a model, at zero cost, so
-they double as end-to-end tests of the harness.
+They are models of the one model interface (openai_client.Model) beside OpenAIClient and the agent's
+LiteLLMModel, not part of the agent wing: they answer through the same loop, sandbox, limits and outputs as a
+model, at zero cost, so they double as end-to-end tests of the harness.
 """
 
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..openai_client import BeforeRetry, Completion
-from ..sandbox.compat_bl import node_tree, program_source
-from ..sandbox.release_render import NUM_SAMPLES, RESOLUTION, sample_frames
-from .model import ModelError
+from .agent.model import ModelError
+from .openai_client import BeforeRetry, Completion
+from .sandbox.compat_bl import node_tree, program_source
+from .sandbox.release_render import NUM_SAMPLES, RESOLUTION, sample_frames
 
 if TYPE_CHECKING:
-    from .loop import SceneTask
+    from .agent.task import SceneTask
 
 EMPTY_ROOM = """\
 import math
