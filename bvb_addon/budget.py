@@ -16,7 +16,7 @@ the call does not fit) and ``settle(token, cost)``; the runner and its progress 
 ``spent``, ``limit``, ``reached`` (None, or the reason no call starts any more) and ``calls``.
 A token is opaque to the Ledger (a plain int here). bpy-free, stdlib only.
 
-On a Ray cluster ``ray_budget(limit, spent, address)`` starts one Budget in an actor on the driver's node
+On a Ray cluster ``holder(limit, spent, ray=True)`` starts one Budget in an actor on the driver's node
 (so a lost worker node never takes the budget with it) and returns a ``RayBudget``: the same holder
 interface, picklable, so it travels in a task's options and every scene on every node reserves against
 the same ledger. The actor is threaded: a reserve waiting for calls in flight to settle blocks no other
@@ -251,11 +251,14 @@ class BudgetServer:
         return getattr(self.budget, name)
 
 
-def ray_budget(limit: float, spent: float = 0.0, address: str | None = None) -> RayBudget:
-    """A RayBudget over a new actor on this (the driver's) node."""
-    ray = ensure_ray(address)
+def holder(limit: float | None, spent: float = 0.0, *, ray: bool = False, address: str | None = None) -> Any:
+    """The one budget holder a run or a campaign draws from: a Budget in this process, or with ``ray`` a
+    RayBudget over a new actor on this (the driver's) node, which every task on every node reaches."""
+    if not ray:
+        return Budget(limit, spent=spent)
+    cluster = ensure_ray(address)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # deferred: Ray is optional
 
-    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    actor = ray.remote(max_concurrency=64)(BudgetServer).options(num_cpus=0, scheduling_strategy=here)
-    return RayBudget(actor.remote(limit, spent))
+    here = NodeAffinitySchedulingStrategy(node_id=cluster.get_runtime_context().get_node_id(), soft=False)
+    actor = cluster.remote(max_concurrency=64)(BudgetServer).options(num_cpus=0, scheduling_strategy=here)
+    return RayBudget(actor.remote(math.inf if limit is None else limit, spent))

@@ -64,7 +64,7 @@ from typing import Any, Literal
 from bvb_addon import dataset
 from bvb_addon.agent.config import HARNESS_OPTIONS, RunOptions
 from bvb_addon.atomic import write_json_atomic
-from bvb_addon.budget import Budget, CostLimit, ray_budget, recorded_spend
+from bvb_addon.budget import CostLimit, holder, recorded_spend
 from bvb_addon.command_line import setup_logging, stage_parser
 from bvb_addon.errors import ArgumentError, BVBError, report
 from bvb_addon.money import money
@@ -404,13 +404,6 @@ def spent(campaign: Campaign) -> float:
     return agent_spent(campaign) + judge_spent(campaign)
 
 
-def holder(campaign: Campaign, already: float) -> Any:
-    """The campaign's one budget holder: in this process (local), or a Ray actor on the head every node reaches."""
-    if campaign.backend != "ray":
-        return Budget(campaign.budget, spent=already)
-    return ray_budget(campaign.budget, already, campaign.ray_address)
-
-
 # -- what is done -------------------------------------------------------------------------------
 
 
@@ -678,7 +671,8 @@ class CampaignRunner:
             session_started=time.time(), session_done_scenes_at_start=before,
             started=self.state.get("started") or _now(),
         )  # fmt: skip
-        self.budget = holder(c, spent(c))
+        # The campaign's one holder: in this process, or a Ray actor on the head every node reaches.
+        self.budget = holder(c.budget, spent(c), ray=c.backend == "ray", address=c.ray_address)
         self.log(f"campaign: {len(c.run_dirs())} run(s) x {len(scenes)} scenes; budget {money(c.budget)}, "
                  f"spent so far {money(self.budget.spent)}")  # fmt: skip
         codes = {}

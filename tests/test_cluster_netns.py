@@ -292,6 +292,7 @@ import ray
 from pathlib import Path
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
 from bvb_addon import backend
+from bvb_addon.budget import holder
 from headless import campaign
 
 ray.init(address=sys.argv[1], log_to_driver=False)
@@ -312,7 +313,7 @@ out["serial_ms"] = (time.monotonic() - t) / 30 * 1000
 
 c = campaign.Campaign(path=Path("x"), results=Path("."), split=Path("."), videos=Path("."), budget=1.0,
                       configurations=[], backend="ray", ray_address=sys.argv[1])
-budget = campaign.holder(c, 0.0)
+budget = holder(c.budget, 0.0, ray=True, address=c.ray_address)
 
 @ray.remote(num_cpus=0.1)
 def spend(b):

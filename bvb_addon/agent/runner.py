@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import backend, dataset, outcomes, scratch
 from ..backend import stamp_node
-from ..budget import Budget, ray_budget, recorded_spend
+from ..budget import Budget, holder, recorded_spend
 from ..errors import NewerFormatError
 from ..money import money
 from ..openai_client import ProviderRefused
@@ -105,12 +105,12 @@ class Runner:
         self._write_config(len(scenes))
         if o.budget_holder is not None:
             self.budget = o.budget_holder
-        elif o.backend == "ray" and o.budget is not None:
-            # One actor on the driver's node holds the budget; its proxy travels in every task's options.
-            self.budget = ray_budget(o.budget, spent, o.ray_address)
-            self.options = replace(o, budget_holder=self.budget)
         else:
-            self.budget = Budget(o.budget, spent=spent)
+            # On Ray one actor on the driver's node holds the budget; its proxy travels in every task's options.
+            ray = o.backend == "ray" and o.budget is not None
+            self.budget = holder(o.budget, spent, ray=ray, address=o.ray_address)
+            if ray:
+                self.options = replace(o, budget_holder=self.budget)
         return scenes
 
     def _check_records(self, scenes):
