@@ -205,3 +205,9 @@ class RunProgress:
         with self._lock:
             self._bar.set_postfix_str(self.postfix(), refresh=False)
             self._bar.close()
+
+    def __enter__(self) -> "RunProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

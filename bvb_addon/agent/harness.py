@@ -12,6 +12,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,7 +34,7 @@ from .loop import AgentLoop
 from .mini_bvb import MiniBVBLoop, SceneInput
 from .model import ModelClient, ModelError
 from .scene_loop import SceneRun
-from .setup import bpy_version, get_model, get_price, get_sandbox_level, now
+from .setup import bpy_version, get_environment, get_model, get_price, get_sandbox_level, now
 from .task import SceneTask, task_for_clip
 
 if TYPE_CHECKING:
@@ -58,7 +59,6 @@ class Run(Protocol):
     chat: Any
     price_record: dict[str, Any]
     sandbox_level: Any
-    environment_factory: Any
 
     @property
     def shard(self) -> tuple[int, int]: ...
@@ -477,7 +477,8 @@ class Native:
                           "reason": previous.get("reason"), "by": "--retry-failed"}  # fmt: skip
         try:
             # A full temp folder or a sandbox that does not start is this scene's fault, not the batch's.
-            return drive_scene(run.config, model, task, run.scene_run(), run.environment_factory,
+            return drive_scene(run.config, model, task, run.scene_run(),
+                               partial(get_environment, config=run.config, sandbox_config=run.options.sandbox),
                                blender_version=bpy_version(run.options.sandbox) or "4.2", reopen=reopen)  # fmt: skip
         except ProviderRefused:
             raise  # a permanent refusal: the run's configuration, Runner.run stops the run

@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -25,11 +25,10 @@ from ..run_dir import RunDir
 from ..sandbox.config import SandboxConfig
 from ..vgi import suite
 from .config import HARNESS_OPTIONS, AgentConfig, MiniBVBSettings, RunError, RunOptions, shard_pair
-from .environment import Environment
 from .harness import HARNESSES, REOPENABLE_STATUSES, Harness, harness_of, select_scenes
 from .mini_bvb_protocol import protocol_of
 from .scene_loop import SceneRun
-from .setup import continued, get_environment, now, run_config
+from .setup import continued, now, run_config
 from .task import SceneTask, task_for_clip
 
 log = logging.getLogger(__name__)
@@ -47,24 +46,16 @@ def scene_shard(options: RunOptions) -> tuple[int, int]:
 class Runner:
     """One invocation of headless/run.py."""
 
-    def __init__(
-        self,
-        options: RunOptions,
-        config: AgentConfig | None = None,
-        environment_factory: Callable[[SceneTask, Path], Environment] | None = None,
-    ) -> None:
+    def __init__(self, options: RunOptions, config: AgentConfig | None = None) -> None:
         self.options = options
         # A caller that built its AgentConfig apart (the add-on's session, tests) passes it; else the options'.
-        self.config = config = options.agent if config is None else config
+        self.config = options.agent if config is None else config
         if options.output is None or options.videos is None:
             raise RunError("--videos and --output required (resolve() fills in the harness's default --output)")
         self.run_dir = RunDir(options.output)
         self.videos: Path = Path(options.videos)
         self.stop_event = threading.Event()
         self.harness: Harness = harness_of(options)
-        self.environment_factory = environment_factory or (
-            lambda task, workdir: get_environment(task, workdir, config, options.sandbox)
-        )
         self._lock = threading.Lock()
         self.results: dict[str, dict] = {}
         self.budget: Any = None
@@ -311,52 +302,49 @@ class Runner:
         skipped = len(scenes) - len(todo)
         if skipped:
             log.info("resume: %d of %d scenes already ended (submitted, a limit or failed)", skipped, len(scenes))
-        progress = self._progress = RunProgress(
-            len(scenes), self.budget, initial=skipped, enabled=self.options.progress
-        )
-        # Spend on the progress line after every call, not only when a scene ends.
-        self.budget.on_settle = progress.refresh
-        if self.options.backend == "ray":
-            try:
+        with RunProgress(len(scenes), self.budget, initial=skipped, enabled=self.options.progress) as progress:
+            self._progress = progress
+            # Spend on the progress line after every call, not only when a scene ends.
+            self.budget.on_settle = progress.refresh
+            if self.options.backend == "ray":
                 self._run_on_ray(todo, progress)
-            finally:
-                progress.close()
-            return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
+            else:
+                self._run_here(todo, progress)
+        return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
+
+    def _run_here(self, todo, progress):
+        """The scenes on this machine's worker threads. Ctrl-C finishes the current steps; a second one quits."""
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.workers), thread_name_prefix="bvb-scene")
         futures = {pool.submit(self._run_counted, d, s): s for d, s in todo}
         pending = set(futures)
         interrupts = 0
-        try:
-            while pending:
+        while pending:
+            try:
+                done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt:
+                interrupts += 1
+                if interrupts > 1:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
+                self.stop_event.set()
+                log.warning("interrupted: finishing the current steps (Ctrl-C again to quit at once)")
+                continue
+            for future in done:
                 try:
-                    done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-                except KeyboardInterrupt:
-                    interrupts += 1
-                    if interrupts > 1:
-                        pool.shutdown(wait=False, cancel_futures=True)
-                        raise
+                    meta = future.result()
+                except ProviderRefused:
+                    # Every scene would be refused alike: none more starts, those running stop, exit 2.
                     self.stop_event.set()
-                    log.warning("interrupted: finishing the current steps (Ctrl-C again to quit at once)")
-                    continue
-                for future in done:
-                    try:
-                        meta = future.result()
-                    except ProviderRefused:
-                        # Every scene would be refused alike: none more starts, those running stop, exit 2.
-                        self.stop_event.set()
-                        pool.shutdown(wait=True, cancel_futures=True)
-                        raise
-                    if meta is None:
-                        self.unstarted.append(futures[future])
-                    else:
-                        self._record(futures[future], meta, progress)
-                progress.refresh()
-        finally:
-            progress.close()
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+                if meta is None:
+                    self.unstarted.append(futures[future])
+                else:
+                    self._record(futures[future], meta, progress)
+            progress.refresh()
         pool.shutdown(wait=True)
         with self._lock:
             self._write_summary()
-        return {scene: self.results[scene] for _, scene in scenes if scene in self.results}
 
     def ended_meta(self, scene: str) -> dict | None:
         """The agent_meta of a scene that ended in a benchmark outcome (or has a submission), else None."""
