@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bvb_addon.agent.config import parse_disk  # noqa: E402
 from bvb_addon.sandbox import SandboxConfig  # noqa: E402
-from bvb_addon.sandbox.workspace import SceneWorkspace  # noqa: E402
+from bvb_addon.sandbox.workspace import SceneWorkspace, WorkspaceLimits  # noqa: E402
 
 PLACES = ("/workspace/scratch", "/tmp", "~", "/dev/shm")
 
@@ -40,7 +40,7 @@ def main(argv=None):
                         "-pix_fmt", "yuv420p", str(clip)], check=True)  # fmt: skip
         clip.chmod(0o644)
         stopped = []
-        with SceneWorkspace(tmp / "ws", clip, SandboxConfig(), disk_bytes=limit) as ws:
+        with SceneWorkspace(tmp / "ws", clip, SandboxConfig(), WorkspaceLimits(disk_bytes=limit)) as ws:
             print(ws.level.line())
             if "disk" not in ws.level.layers:
                 sys.exit(f"no disk layer here: {ws.level.missing.get('disk')}")

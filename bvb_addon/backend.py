@@ -1,6 +1,6 @@
 """Where per-scene work runs: threads on this machine (local) or tasks on a Ray cluster.
 
-    for item, result, error in map_unordered(fn, items, backend="ray", workers=4, num_cpus=1):
+    for item, result, error in map_unordered(fn, items, backend="ray", workers=4, ray_task=RayTask(num_cpus=1)):
         ...
 
 Every stage (runner, render, DV, LS) hands its per-scene function here. The function
@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -101,13 +101,16 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Modul
 
 @dataclass(frozen=True)
 class RayTask:
-    """What each Ray task of a stage asks of the cluster: its CPUs and GPUs, the retries after a lost node or
-    worker, and the environment variables set in its process."""
+    """What each Ray task of a stage asks of the cluster."""
 
-    num_cpus: float
-    num_gpus: float
-    max_retries: int
-    env_vars: Mapping[str, str] | None
+    num_cpus: float = 1
+    """CPUs each task reserves."""
+    num_gpus: float = 0
+    """GPUs each task reserves (on a node that has them)."""
+    max_retries: int = 2
+    """Retries of a task lost with its node or worker process (``$BVB_RAY_TASK_RETRIES`` overrides it)."""
+    env_vars: Mapping[str, str] | None = None
+    """Set in the tasks' processes: an API key exported on the driver reaches the tasks on every node that way."""
 
 
 def map_unordered(
@@ -117,15 +120,11 @@ def map_unordered(
     backend: str = "local",
     workers: int = 1,
     ray_address: str | None = None,
-    num_cpus: float = 1,
-    num_gpus: float = 0,
-    max_retries: int = 2,
-    env_vars: Mapping[str, str] | None = None,
+    ray_task: RayTask = RayTask(),
 ) -> Iterator[tuple[Any, Any, BaseException | None]]:
     """Yield (item, result, error) for each item as it finishes; error is an exception or None.
 
-    env_vars (Ray only) are set in the tasks' processes: an API key exported on the driver
-    reaches the workers on every node that way.
+    ray_task is what each item's Ray task asks of the cluster.
 
     fn may be any picklable callable (a function, a functools.partial). On Ray an error is the
     task's own exception (unwrapped from Ray's RayTaskError) once its retries are spent, Ray's
@@ -139,7 +138,7 @@ def map_unordered(
         yield from _local(fn, items, workers)
     else:
         # Both read before any task starts: a bad value is one line, not a stage stopped half way.
-        task = RayTask(num_cpus, num_gpus, task_retries(max_retries), env_vars)
+        task = replace(ray_task, max_retries=task_retries(ray_task.max_retries))
         yield from _ray(fn, items, ray_address, workers, task, unplaceable_seconds())
 
 

@@ -424,7 +424,7 @@ class RenderStage:
             tasks = [(task_options, scene) for scene in todo]
             for (_, scene), row, error in backend.map_unordered(
                 render_scene_task, tasks, backend="ray", workers=self.options.workers,
-                ray_address=self.options.ray_address, num_cpus=1, max_retries=3,
+                ray_address=self.options.ray_address, ray_task=backend.RayTask(max_retries=3),
             ):  # fmt: skip
                 if error is not None:
                     row = RenderRow(scene, "sandbox_error", f"Ray task failed: {error}", preset=self.options.preset)

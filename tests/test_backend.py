@@ -11,6 +11,9 @@ from bvb_addon import backend
 
 pytestmark = pytest.mark.unit
 
+RETRIED = backend.RayTask(max_retries=2)
+NOT_RETRIED = backend.RayTask(max_retries=0)
+
 
 def _square(x):
     if x == 3:
@@ -62,7 +65,7 @@ def _crash_once(marker_dir):
 
 
 def test_ray_task_killed_mid_way_is_retried(local_ray, tmp_path):
-    results = list(backend.map_unordered(_crash_once, [str(tmp_path)], backend="ray", max_retries=2))
+    results = list(backend.map_unordered(_crash_once, [str(tmp_path)], backend="ray", ray_task=RETRIED))
     assert results == [(str(tmp_path), "finished on retry", None)]
 
 
@@ -70,7 +73,7 @@ def test_ray_map_matches_local(local_ray):
     ray_results = {i: v for i, v, e in backend.map_unordered(_square, range(6), backend="ray") if e is None}
     local_results = {i: v for i, v, e in backend.map_unordered(_square, range(6)) if e is None}
     assert ray_results == local_results
-    errors = [e for i, v, e in backend.map_unordered(_square, [3], backend="ray", max_retries=0) if e]
+    errors = [e for i, v, e in backend.map_unordered(_square, [3], backend="ray", ray_task=NOT_RETRIED) if e]
     assert errors and "three" in str(errors[0])
 
 
@@ -113,12 +116,12 @@ def _hold_then(job):
 
 def test_cap_leases_renew_while_held_and_lapse_when_the_holder_dies(local_ray, tmp_path):
     cap = backend.ConcurrencyCap(1, backend="ray", name="lease_cap", lease_s=1.0).open()
-    died = list(backend.map_unordered(_hold_then, [(cap, "die", None)], backend="ray", max_retries=0))
+    died = list(backend.map_unordered(_hold_then, [(cap, "die", None)], backend="ray", ray_task=NOT_RETRIED))
     assert died[0][2] is not None and cap.held() == 1
     with cap:  # waits for the dead holder's lease to lapse instead of forever
         assert cap.held() == 1
     marker = tmp_path / "released"
-    holder = backend.map_unordered(_hold_then, [(cap, "hold", str(marker))], backend="ray", max_retries=0)
+    holder = backend.map_unordered(_hold_then, [(cap, "hold", str(marker))], backend="ray", ray_task=NOT_RETRIED)
     results = []
     thread = threading.Thread(target=lambda: results.extend(holder))
     thread.start()
@@ -148,7 +151,7 @@ def test_a_bad_retries_or_wait_setting_is_one_line_naming_it(monkeypatch):
 def test_a_task_lost_past_the_retries_the_environment_allows_is_an_error(local_ray, tmp_path, monkeypatch):
     """BVB_RAY_TASK_RETRIES=0 overrides the stage's max_retries: the killed worker is not retried."""
     monkeypatch.setenv(backend.RETRIES_ENV, "0")
-    ((item, value, error),) = backend.map_unordered(_crash_once, [str(tmp_path)], backend="ray", max_retries=2)
+    ((item, value, error),) = backend.map_unordered(_crash_once, [str(tmp_path)], backend="ray", ray_task=RETRIED)
     assert value is None and isinstance(error, ray.exceptions.WorkerCrashedError)
 
 
@@ -156,7 +159,7 @@ def test_tasks_no_node_can_run_end_as_cluster_faults_not_a_wait(local_ray, monke
     """A GPU task on this GPU-less instance stands for work whose every fitting node was lost."""
     monkeypatch.setenv(backend.UNPLACEABLE_ENV, "0.5")
     started = time.monotonic()
-    out = list(backend.map_unordered(_square, [1, 2], backend="ray", num_gpus=1))
+    out = list(backend.map_unordered(_square, [1, 2], backend="ray", ray_task=backend.RayTask(num_gpus=1)))
     assert sorted(item for item, _, _ in out) == [1, 2] and time.monotonic() - started < 60
     assert all(value is None and isinstance(error, backend.ClusterFault) for _, value, error in out)
     assert out[0][2].exit_code == 75 and "--resume" in str(out[0][2]) and "\n" not in str(out[0][2])

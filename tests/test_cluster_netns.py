@@ -336,7 +336,7 @@ out["budget"] = {"calls": sum(n for n, _ in spent), "nodes": len({node for _, no
 
 os.environ["BVB_RAY_UNPLACEABLE_S"] = "3"
 t = time.monotonic()
-mapped = list(backend.map_unordered(abs, [1, 2], backend="ray", ray_address=sys.argv[1], num_gpus=1))
+mapped = list(backend.map_unordered(abs, [1, 2], backend="ray", ray_address=sys.argv[1], ray_task=backend.RayTask(num_gpus=1)))
 faults = [e for _, _, e in mapped if isinstance(e, backend.ClusterFault)]
 out["unplaceable"] = {"seconds": time.monotonic() - t, "items": sorted(i for i, _, _ in mapped),
                       "faults": len(faults), "code": faults[0].exit_code, "message": str(faults[0])}

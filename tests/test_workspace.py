@@ -20,7 +20,7 @@ from bvb_addon.errors import ArgumentError, MissingFileError
 from bvb_addon.sandbox import SandboxConfig, SandboxUnavailable, probe_layers
 from bvb_addon.sandbox.block_result import decode
 from bvb_addon.sandbox.layers import CGROUP_V1_CPU, uid_in_use
-from bvb_addon.sandbox.workspace import BashResult, SceneWorkspace
+from bvb_addon.sandbox.workspace import BashResult, SceneWorkspace, WorkspaceLimits
 
 SECRET = "bvb-workspace-canary-51c2"
 KEY = "BVB_TEST_WORKSPACE_API_KEY"
@@ -58,7 +58,7 @@ def ws(tmp_path_factory, clip):
     os.environ[KEY] = SECRET  # must never reach a block
     root = tmp_path_factory.mktemp("scene") / "ws"
     try:
-        with SceneWorkspace(root, clip, CONFIG, exec_timeout=60) as workspace:
+        with SceneWorkspace(root, clip, CONFIG, WorkspaceLimits(exec_timeout=60)) as workspace:
             yield workspace
     finally:
         del os.environ[KEY]
@@ -156,7 +156,7 @@ def test_no_network(ws, listener):
 def test_network_when_allowed(tmp_path, clip, listener):
     port, accepted = listener
     before = len(accepted)
-    with SceneWorkspace(tmp_path / "ws", clip, CONFIG, allow_network=True) as net:
+    with SceneWorkspace(tmp_path / "ws", clip, CONFIG, WorkspaceLimits(allow_network=True)) as net:
         assert "seccomp" not in net.level.layers and "network" in net.level.missing
         result = net.run_bash(f"echo > /dev/tcp/127.0.0.1/{port} && echo CONNECTED")
     assert result.stdout == "CONNECTED\n"
@@ -186,7 +186,7 @@ def test_timeout_kills_the_whole_tree_as_the_release_reports_it(ws):
     assert "sleep 301" not in ok(ws.run_bash("ps -eo args")).stdout
     silent = ws.run_bash("sleep 300", timeout=1.0)
     assert (silent.returncode, silent.stdout, silent.stderr) == (124, "", "command timed out after 1.0s")
-    default = SceneWorkspace.__init__.__kwdefaults__["exec_timeout"]
+    default = WorkspaceLimits().exec_timeout
     assert f"command timed out after {default}s" == "command timed out after 300.0s"
 
 
@@ -330,7 +330,7 @@ def test_memory_limit_kills_the_tree_past_it(tmp_path, clip):
     if "cgroup_memory" not in LEVEL.layers:
         pytest.skip(LEVEL.missing.get("cgroup_memory"))
     hog = "import sys, time\nb = bytearray(int(sys.argv[1]) << 20)\nb[::4096] = b'x' * len(b[::4096])\ntime.sleep(float(sys.argv[2]))\n"
-    with SceneWorkspace(tmp_path / "ws", clip, CONFIG, memory_bytes=160 << 20) as small:
+    with SceneWorkspace(tmp_path / "ws", clip, CONFIG, WorkspaceLimits(memory_bytes=160 << 20)) as small:
         assert small.level.memory_max == 160 << 20
         (small.root / "scratch" / "hog.py").write_text(hog)
         alone = small.run_bash("python3 scratch/hog.py 400 0; echo rc=$?")
@@ -347,9 +347,9 @@ def test_bad_input_is_one_clear_line(tmp_path, clip):
     with pytest.raises(MissingFileError, match="no such file"):
         SceneWorkspace(tmp_path / "a", tmp_path / "none.mp4", CONFIG)
     with pytest.raises(ArgumentError, match="--cpus"):
-        SceneWorkspace(tmp_path / "b", clip, CONFIG, cpus=0)
+        WorkspaceLimits(cpus=0)
     with pytest.raises(ArgumentError, match="--exec-timeout"):
-        SceneWorkspace(tmp_path / "c", clip, CONFIG, exec_timeout=0)
+        WorkspaceLimits(exec_timeout=0)
     closed = SceneWorkspace(tmp_path / "d", clip, CONFIG)
     closed.close()
     with pytest.raises(SandboxUnavailable, match="closed"):

@@ -15,7 +15,7 @@ import pytest
 
 from bvb_addon.sandbox import SandboxConfig, probe_layers
 from bvb_addon.sandbox.layers import uid_in_use
-from bvb_addon.sandbox.workspace import SceneWorkspace
+from bvb_addon.sandbox.workspace import SceneWorkspace, WorkspaceLimits
 from tests.test_workspace import clip  # noqa: F401 (the module's one-second clip fixture)
 
 CONFIG = SandboxConfig()
@@ -69,7 +69,9 @@ def host(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory, clip):  # noqa: F811
-    with SceneWorkspace(tmp_path_factory.mktemp("scene") / "ws", clip, CONFIG, exec_timeout=60, disk_bytes=DISK) as w:
+    with SceneWorkspace(
+        tmp_path_factory.mktemp("scene") / "ws", clip, CONFIG, WorkspaceLimits(exec_timeout=60, disk_bytes=DISK)
+    ) as w:
         yield w
 
 
@@ -134,8 +136,8 @@ def test_host_processes_are_invisible(ws):
 
 
 def test_two_concurrent_scenes_see_nothing_of_each_other(tmp_path, clip):  # noqa: F811
-    a = SceneWorkspace(tmp_path / "a", clip, CONFIG, disk_bytes=DISK)
-    b = SceneWorkspace(tmp_path / "b", clip, CONFIG, disk_bytes=DISK)
+    a = SceneWorkspace(tmp_path / "a", clip, CONFIG, WorkspaceLimits(disk_bytes=DISK))
+    b = SceneWorkspace(tmp_path / "b", clip, CONFIG, WorkspaceLimits(disk_bytes=DISK))
     try:
         results = {}
 
@@ -169,7 +171,7 @@ def test_two_concurrent_scenes_see_nothing_of_each_other(tmp_path, clip):  # noq
 def test_a_fork_loop_is_capped(tmp_path, clip):  # noqa: F811
     if "cgroup_pids" not in LEVEL.layers and "nproc" not in LEVEL.layers:
         pytest.skip(LEVEL.missing.get("process_cap"))
-    with SceneWorkspace(tmp_path / "ws", clip, CONFIG, exec_timeout=60) as w:
+    with SceneWorkspace(tmp_path / "ws", clip, CONFIG, WorkspaceLimits(exec_timeout=60)) as w:
         result = w.run_bash(f"python3 -c '{FORKS}'")
         words = result.stdout.split()
         assert words[:1] == ["capped"] and int(words[1]) < CONFIG.max_processes and words[2] == "11", result

@@ -24,7 +24,7 @@ from ..pricing import ZERO
 from ..records import read_agent_meta, write_agent_meta, write_run_config
 from ..run_dir import CONFIG
 from ..sandbox.config import SandboxConfig, SandboxUnavailable
-from ..sandbox.workspace import SceneWorkspace
+from ..sandbox.workspace import SceneWorkspace, WorkspaceLimits
 from ..trajectory import load_trajectory
 from . import mini_bvb_protocol as protocol
 from .config import MINI_ONLY, NATIVE_ONLY, AgentConfig, MiniBVBSettings, RunError, RunOptions
@@ -269,16 +269,10 @@ def run_mini_scene(
     """One scene in a fresh workspace (removed after); its agent_meta dict."""
     workdir = scratch.make(scene.scene)
     try:
-        workspace = SceneWorkspace(
-            workdir / "workspace",
-            scene.video,
-            sandbox_config or SandboxConfig(),
-            cpus=settings.cpus,
-            memory_bytes=settings.memory_bytes,
-            allow_network=settings.allow_network,
-            disk_bytes=settings.disk_bytes,
-            exec_timeout=settings.exec_timeout,
+        limits = WorkspaceLimits(
+            settings.cpus, settings.memory_bytes, settings.allow_network, settings.exec_timeout, settings.disk_bytes
         )
+        workspace = SceneWorkspace(workdir / "workspace", scene.video, sandbox_config or SandboxConfig(), limits)
         try:
             loop = MiniBVBLoop(
                 chat, workspace, scene, run, config=config, settings=settings, frames_dir=workdir / "frames"

@@ -369,16 +369,13 @@ class Runner:
         payloads = [(self.options, self.config, dataset_name, scene) for dataset_name, scene in todo]
         names = self.harness.key_envs(self)
         keys = {name: os.environ[name] for name in names if self.config.agent == "model" and os.environ.get(name)}
-        env_vars = keys or None
         results = backend.map_unordered(
             ray_scene,
             payloads,
             backend="ray",
             workers=self.options.workers,
             ray_address=self.options.ray_address,
-            num_cpus=1,
-            max_retries=3,
-            env_vars=env_vars,
+            ray_task=backend.RayTask(max_retries=3, env_vars=keys or None),
         )
         for (_, _, dataset_name, scene), meta, error in results:
             if isinstance(error, ProviderRefused):

@@ -179,30 +179,47 @@ def sweep_stale_state() -> None:
                     pass
 
 
+@dataclass(frozen=True)
+class WorkspaceLimits:
+    """What a scene's workspace allows: Mini-BVB's --cpus, --memory, --allow-network, --exec-timeout and --disk."""
+
+    cpus: float = 2
+    """CPUs of the scene's processes together."""
+    memory_bytes: int = 4 << 30
+    """Memory of the scene's processes together."""
+    allow_network: bool = False
+    """Keep the host's network namespace."""
+    exec_timeout: float = 300.0
+    """Seconds one bash block may run (``run_bash``'s default timeout)."""
+    disk_bytes: int = 8 << 30
+    """One filesystem of this size holds the workspace, /tmp, $HOME and /dev/shm."""
+
+    def __post_init__(self) -> None:
+        if not self.cpus > 0:
+            raise ArgumentError(f"--cpus {self.cpus} must be positive (BVB's default is 2)")
+        if not self.memory_bytes > 0:
+            raise ArgumentError(f"--memory {self.memory_bytes} bytes must be positive (BVB's default is 4g)")
+        if not self.exec_timeout > 0:
+            raise ArgumentError(f"--exec-timeout {self.exec_timeout} must be positive seconds (BVB's default is 300)")
+        if not self.disk_bytes >= 1 << 20:
+            raise ArgumentError(f"--disk {self.disk_bytes} bytes is too small; give at least 1m (the default is 8g)")
+
+
 class SceneWorkspace:
     """One scene's sandboxed workspace; ``run_bash`` is the release's ``Sandbox.exec``."""
 
     def __init__(
-        self, root: Path, video: Path, config: SandboxConfig, *, cpus: float = 2, memory_bytes: int = 4 << 30,
-        allow_network: bool = False, exec_timeout: float = 300.0, disk_bytes: int = 8 << 30,
-    ) -> None:  # fmt: skip
-        if not cpus > 0:
-            raise ArgumentError(f"--cpus {cpus} must be positive (BVB's default is 2)")
-        if not memory_bytes > 0:
-            raise ArgumentError(f"--memory {memory_bytes} bytes must be positive (BVB's default is 4g)")
-        if not exec_timeout > 0:
-            raise ArgumentError(f"--exec-timeout {exec_timeout} must be positive seconds (BVB's default is 300)")
-        if not disk_bytes >= 1 << 20:
-            raise ArgumentError(f"--disk {disk_bytes} bytes is too small; give at least 1m (the default is 8g)")
+        self, root: Path, video: Path, config: SandboxConfig, limits: WorkspaceLimits = WorkspaceLimits()
+    ) -> None:
         self.video = Path(video).resolve()
         if not self.video.is_file():
             raise MissingFileError(f"video {video}: no such file; give the scene's source clip")
         self.config = config
-        self.cpus = float(cpus)
-        self.memory_bytes = int(memory_bytes)
-        self.allow_network = allow_network
-        self.exec_timeout = float(exec_timeout)
-        self.disk_bytes = int(disk_bytes)
+        self.cpus = float(limits.cpus)
+        self.memory_bytes = int(limits.memory_bytes)
+        self.allow_network = limits.allow_network
+        self.exec_timeout = float(limits.exec_timeout)
+        self.disk_bytes = int(limits.disk_bytes)
         probed = require_level(config)
         if "bwrap" not in probed.layers:
             raise SandboxUnavailable(

@@ -133,8 +133,8 @@ def score_dv_on_ray(dv: Any, pending: list, sources: dict, finished: Callable[[l
     calls, cost_usd = judge.calls, judge.cost_usd
     try:
         results = backend.map_unordered(
-            dv_scene_task, items, backend="ray", ray_address=dv.options.ray_address, num_cpus=DV_TASK_CPUS,
-            max_retries=MAX_RETRIES,
+            dv_scene_task, items, backend="ray", ray_address=dv.options.ray_address,
+            ray_task=backend.RayTask(DV_TASK_CPUS, max_retries=MAX_RETRIES),
         )  # fmt: skip
         for item, result, error in results:
             scene = item[1][0].scene_name
@@ -193,9 +193,7 @@ def batches_on_ray(
         spec = replace(spec, device="cuda")
     items = [(spec, str(run_dir), jobs[i : i + scenes_per_task]) for i in range(0, len(jobs), scenes_per_task)]
     log.info("LS on Ray: %d tasks of up to %d scenes, %d GPU each", len(items), scenes_per_task, num_gpus)
-    results = backend.map_unordered(
-        task, items, backend="ray", ray_address=ray_address, num_cpus=LS_TASK_CPUS, num_gpus=num_gpus,
-        max_retries=MAX_RETRIES,
-    )  # fmt: skip
+    ray_task = backend.RayTask(LS_TASK_CPUS, num_gpus, MAX_RETRIES)
+    results = backend.map_unordered(task, items, backend="ray", ray_address=ray_address, ray_task=ray_task)
     for item, result, error in results:
         yield item[2], result, error
