@@ -37,6 +37,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -239,6 +240,10 @@ def _runs(python: Path) -> bool:
 def walk(tmp_path_factory, synth_suite):
     """The working folder the docs assume, with ./bvb and bvb on PATH: the session's synthetic suite as the clips and
     the split, and the guide's two API-free runs (``SETUP``), rendered and scored, as the runs to read."""
+    # Every walked command runs .venv's Python through ./bvb: from another one (./bvb test-blender's venvs) the
+    # walk would repeat ./bvb test's, command for command.
+    if Path(sys.prefix).resolve() != (REPO / ".venv").resolve():
+        pytest.skip("the walk runs .venv's Python through ./bvb whichever Python runs it; ./bvb test walks it")
     home = tmp_path_factory.mktemp("walk")
     shims = home / "bin"
     shims.mkdir()
