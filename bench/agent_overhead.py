@@ -70,7 +70,7 @@ def main(argv=None):
                 price_out=0.0, cost_limit=1.0,
             )  # fmt: skip
             options = RunOptions(
-                split=suite / "split.jsonl", videos=suite, output=Path(tmp) / "run", progress=False,
+                split=suite / "split.jsonl", videos=suite, output=Path(tmp) / "run", progress=False, harness="native",
                 sandbox=SandboxConfig(min_level="rlimits", allow_below_minimum=True),
             )  # fmt: skip
             started = time.monotonic()
