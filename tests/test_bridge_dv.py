@@ -702,24 +702,26 @@ def test_under_dual_vqa_v1_an_empty_or_filtered_reply_is_the_answer_the_release_
 class _OverlapJudge(Judge):
     """Makes the two processes' work overlap whatever their start-up times under load.
 
-    Replies wait until a fifth request arrives (each process has 4 workers, so the second one is
-    then asking too), and the first source question of a rendered scene is answered 6 s late: its
+    Replies wait until both processes are asking (a question on each one's own renders has arrived: a
+    count of requests was no sign, as the two together had only three in flight, so every run waited out
+    the gate's 60 s), and the first source question of a rendered scene is answered 6 s late: its
     claim is held that long, and the other process, busy by then, needs that answer and waits for it.
     """
 
-    GATE_REQUESTS, SLOW_S = 5, 6.0
+    SLOW_S = 6.0
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.received, self.slow, self.gate = 0, None, threading.Event()
+        self.renders_asked, self.slow, self.gate = set(), None, threading.Event()
 
     def __call__(self, body):
         url, text = _parts(body)
         label = self.labels[hashlib.sha256(url.encode()).hexdigest()]
         question = (label, _question_of(text))
         with self.lock:
-            self.received += 1
-            if self.received >= self.GATE_REQUESTS:
+            if label[0] != "source":
+                self.renders_asked.add(label[0])
+            if self.renders_asked == {"render", "render2"}:
                 self.gate.set()
             if self.slow is None and label[0] == "source" and label[1] in ("s1", "s2"):
                 self.slow = question
