@@ -131,17 +131,23 @@ def oracle_path(videos_root: str | Path, scene: str) -> Path:
     return Path(videos_root) / "oracle" / f"{scene}.py"
 
 
-def oracle_agent(task: "SceneTask", videos_root: str | Path) -> ScriptedAgent:
-    path = oracle_path(videos_root, task.scene)
+def oracle_program(videos_root: str | Path, scene: str) -> str:
+    """The synthetic scene's oracle program (ModelError naming the file where the suite has none)."""
+    path = oracle_path(videos_root, scene)
     if not path.is_file():
         raise ModelError(
             f"no oracle program at {path}; --agent oracle works only on synthetic suites "
             "(bvb synth) whose --videos folder holds oracle/<scene>.py"
         )
+    return path.read_text()
+
+
+def oracle_agent(task: "SceneTask", videos_root: str | Path) -> ScriptedAgent:
+    program = oracle_program(videos_root, task.scene)
     return ScriptedAgent(
         [
             "I look at the first frame.\n" + fenced("frames", "count=1"),
-            "The scene's oracle program.\n" + fenced("python", path.read_text()),
+            "The scene's oracle program.\n" + fenced("python", program),
             "DONE",
         ]
     )
@@ -174,16 +180,11 @@ def empty_room_chat(task: "SceneTask") -> ScriptedAgent:
 
 
 def oracle_chat(task: "SceneTask", videos_root: str | Path) -> ScriptedAgent:
-    path = oracle_path(videos_root, task.scene)
-    if not path.is_file():
-        raise ModelError(
-            f"no oracle program at {path}; --agent oracle works only on synthetic suites "
-            "(bvb synth) whose --videos folder holds oracle/<scene>.py"
-        )
+    program = oracle_program(videos_root, task.scene)
     return ScriptedAgent(
         [
             "I look at the first frame.\n" + fenced("frames", "count=1"),
-            "The scene's oracle program.\n" + blender_block(path.read_text()),
+            "The scene's oracle program.\n" + blender_block(program),
             "DONE",
         ]
     )
